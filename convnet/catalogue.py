@@ -1,0 +1,70 @@
+"""The variant catalogue: milestones/*.toml -> Variant records that the CLI, the GPU runtime
+and the tests read. Adding a variant means adding one table there (and, if new, its kernel)."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .errors import UsageError
+from .paths import MILESTONES_DIR
+
+REQUIRED = ("milestone", "backend", "title", "changes", "expected")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    milestone: str
+    backend: str              # "cpu" or "gpu"
+    title: str
+    changes: str
+    expected: str
+    strategy: str = ""        # GPU: which convolution strategy in convnet/gpu/conv.py runs it
+    defines: dict = field(default_factory=dict)   # GPU: -D compile-time constants of its kernels
+    precision: str = "fp32"   # fp32, fp16, tf32
+    tolerance: float = 1e-5   # relative error against the float64 reference the tests demand
+    streams: int = 1          # GPU: streams the batch is pipelined over
+    main: bool = False        # the variant `--variant auto` picks where a GPU is present
+    source: str = ""          # the catalogue file it came from
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self.backend == "gpu"
+
+
+def _parse(name: str, table: dict, source: str) -> Variant:
+    missing = [k for k in REQUIRED if k not in table]
+    if missing:
+        raise ValueError(f"{source}: variant {name!r} lacks {', '.join(missing)}")
+    known = set(Variant.__dataclass_fields__) - {"name", "source"}
+    unknown = set(table) - known
+    if unknown:
+        raise ValueError(f"{source}: variant {name!r} has unknown keys {sorted(unknown)}")
+    if table["backend"] not in ("cpu", "gpu"):
+        raise ValueError(f"{source}: variant {name!r} has backend {table['backend']!r}")
+    return Variant(name=name, source=source, **table)
+
+
+@lru_cache(maxsize=1)
+def load_all() -> dict[str, Variant]:
+    variants: dict[str, Variant] = {}
+    for path in sorted(MILESTONES_DIR.glob("*.toml")):
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+        for name, table in doc.get("variant", {}).items():
+            if name in variants:
+                raise ValueError(f"{path.name}: variant {name!r} already defined in {variants[name].source}")
+            variants[name] = _parse(name, table, path.name)
+    return variants
+
+
+def get(name: str) -> Variant:
+    variants = load_all()
+    if name not in variants:
+        raise UsageError(f"unknown variant {name!r}; known variants: {', '.join(variants)}")
+    return variants[name]
+
+
+def main_gpu_variant() -> Variant | None:
+    return next((v for v in load_all().values() if v.main and v.needs_gpu), None)

@@ -1,0 +1,166 @@
+"""run_milestone.py: run one variant of LeNet-86 on the Fashion-MNIST test split (or compare several).
+
+Every user error ends in one line on stderr and exit code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from . import catalogue, data, network, report, weights as wio
+from .errors import ConvnetError, GPUUnavailable, UsageError
+from .gpu import available as gpu_available
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):          # one line, exit 2, instead of usage + message
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _batch(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--batch takes a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--batch must be at least 1, got {n}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="run_milestone.py",
+                description="Classify the Fashion-MNIST test set with LeNet-86 through a chosen kernel variant.")
+    p.add_argument("--variant", default="auto",
+                   help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
+    p.add_argument("--batch", type=_batch, default=10000, help="number of test images, 1..10000 (default 10000)")
+    p.add_argument("--data-dir", default=None, help="folder with t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz "
+                                                    "(default: the copy bundled under datasets/fashion-mnist)")
+    p.add_argument("--weights", default=str(wio.WEIGHTS_FILE), help="weights .npz (default: the shipped ones)")
+    p.add_argument("--list", action="store_true", help="list every variant and whether it can run here")
+    p.add_argument("--compare", nargs="*", metavar="VARIANT",
+                   help="run several variants in one process and print the comparison table (none named: all GPU variants)")
+    p.add_argument("--repeat", type=int, default=1, help="timed repetitions per variant; the median is reported")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    return p
+
+
+def list_variants() -> str:
+    ok, why = gpu_available()
+    rows = []
+    for v in catalogue.load_all().values():
+        here = "yes" if (not v.needs_gpu or ok) else f"no: {why}"
+        rows.append([v.name, v.milestone, v.backend, v.precision, here, v.title])
+    return report.table(["variant", "milestone", "backend", "precision", "runs here", "title"], rows)
+
+
+def resolve_variant(name: str) -> catalogue.Variant:
+    ok, why = gpu_available()
+    if name == "auto":
+        main = catalogue.main_gpu_variant()
+        if ok and main is not None:
+            return main
+        print(f"note: no GPU ({why}); running the numpy reference path (variant cpu)", file=sys.stderr)
+        return catalogue.get("cpu")
+    v = catalogue.get(name)
+    if v.needs_gpu and not ok:
+        raise GPUUnavailable(f"variant {name!r} needs a GPU: {why}; variant 'cpu' runs without one")
+    return v
+
+
+def run_cpu(x, labels, weights) -> report.RunResult:
+    t = network.Timings()
+    logits = network.forward(x, weights, timings=t, progress=len(x) > 1000)
+    acc = float((logits.argmax(axis=1) == labels).mean())
+    import platform
+    return report.RunResult("cpu", len(x), f"CPU ({platform.processor() or platform.machine()}, numpy)",
+                            [s * 1e3 for s in t.op], [s * 1e3 for s in t.layer], t.total * 1e3, acc)
+
+
+def run_variant(v: catalogue.Variant, x, labels, weights, repeat: int = 1) -> report.RunResult:
+    if not v.needs_gpu:
+        return run_cpu(x, labels, weights)
+    from .gpu.lenet import run as run_gpu     # imports PyCUDA: only where a GPU variant runs
+    return run_gpu(v, x, labels, weights, repeat=repeat)
+
+
+def _load_inputs(args):
+    raw_n = data.load_raw("test", args.data_dir).labels.shape[0]
+    if args.batch > raw_n:
+        raise UsageError(f"--batch {args.batch} is larger than the {raw_n} test images available")
+    weights = wio.load(args.weights)
+    x, labels = data.load("test", args.data_dir, limit=args.batch, progress=True)
+    return x, labels, weights
+
+
+def compare(names, x, labels, weights, repeat) -> tuple[str, list]:
+    if not names:
+        names = [v.name for v in catalogue.load_all().values() if v.needs_gpu]
+    variants = [resolve_variant(n) for n in names]
+    results = [run_variant(v, x, labels, weights, repeat) for v in variants]
+    base = next((r for r in results if r.variant == "baseline"), None)
+    rows = []
+    for r in results:
+        speedup = f"{base.total_ms / r.total_ms:.2f}x" if base else "-"
+        rows.append([r.variant, r.op_ms[0], r.op_ms[1], r.total_ms, f"{r.accuracy:.4f}", speedup])
+    text = report.table(["variant", "Op Time 1 (ms)", "Op Time 2 (ms)", "Total (ms)", "Accuracy",
+                         "speedup vs baseline"], rows,
+                        title=f"batch {len(x)} on {results[0].device}")
+    extra = _cudnn_lines(results, x, weights)
+    return text + extra, results
+
+
+def _cudnn_lines(results, x, weights) -> str:
+    """Times cuDNN (through PyTorch, when importable) on the same two conv layers, same run."""
+    if not any(r.extra.get("gpu") for r in results):
+        return ""
+    try:
+        from .gpu.cudnn_anchor import time_cudnn
+    except ImportError:
+        return ""
+    anchor = time_cudnn(x, weights)
+    if anchor is None:
+        return "\n(PyTorch not importable: no cuDNN comparison)"
+    best1 = min(r.op_ms[0] for r in results if r.extra.get("gpu"))
+    best2 = min(r.op_ms[1] for r in results if r.extra.get("gpu"))
+    return (f"\ncuDNN (PyTorch {anchor['torch']}) same layers, same run: conv1 {anchor['conv1_ms']:.3f} ms, "
+            f"conv2 {anchor['conv2_ms']:.3f} ms; best here is {anchor['conv1_ms'] / best1:.2f}x / "
+            f"{anchor['conv2_ms'] / best2:.2f}x faster")
+
+
+def _main(argv) -> int:
+    args = build_parser().parse_args(argv)
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    if args.list:
+        print(list_variants())
+        return 0
+    if args.compare is not None:
+        x, labels, weights = _load_inputs(args)
+        text, results = compare(args.compare, x, labels, weights, args.repeat)
+        print(text)
+        if args.json:
+            report.save_json(args.json, {"batch": args.batch, "results": results})
+        return 0
+    v = resolve_variant(args.variant)
+    x, labels, weights = _load_inputs(args)
+    t0 = time.perf_counter()
+    result = run_variant(v, x, labels, weights, args.repeat)
+    result.extra["wall_s"] = time.perf_counter() - t0
+    print(report.seed_report(result))
+    if args.json:
+        report.save_json(args.json, result)
+    return 0
+
+
+def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except ConvnetError as e:
+        print(f"run_milestone.py: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("run_milestone.py: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,25 @@
+"""The project's error types: each carries one line that names the problem for the user."""
+
+
+class ConvnetError(Exception):
+    """Base of every error the CLI turns into one clear line and exit code 2."""
+
+
+class DataError(ConvnetError):
+    """A data file is missing, truncated or corrupt."""
+
+
+class WeightsError(ConvnetError):
+    """A weights file is missing or its names, shapes or dtypes do not match."""
+
+
+class UsageError(ConvnetError):
+    """Bad command-line input: unknown variant, batch out of range, ..."""
+
+
+class GPUUnavailable(ConvnetError):
+    """A GPU variant was asked for where there is no GPU or no PyCUDA."""
+
+
+class GPUError(ConvnetError):
+    """A CUDA call or kernel launch failed; the message names the kernel and the variant."""

@@ -1,0 +1,21 @@
+"""The GPU backend (PyCUDA). Importing this package does not touch CUDA; `available()` says
+whether the GPU path can run here, and why not."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def available() -> tuple[bool, str]:
+    """(True, device name) where PyCUDA imports and sees a device, else (False, reason)."""
+    try:
+        import pycuda.driver as drv
+    except ImportError:
+        return False, "PyCUDA is not installed (pip install -e '.[gpu]')"
+    try:
+        drv.init()
+        if drv.Device.count() == 0:
+            return False, "no CUDA device found"
+        return True, drv.Device(0).name()
+    except drv.Error as e:
+        return False, f"CUDA unavailable ({e})"

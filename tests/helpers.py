@@ -1,0 +1,36 @@
+"""Shared checks for the tests."""
+import numpy as np
+
+
+def rel_err(got, ref) -> float:
+    """||got - ref|| / ||ref|| in float64; NaN anywhere (an unwritten poisoned output) fails."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    assert got.shape == ref.shape, f"shape {got.shape} != {ref.shape}"
+    assert np.isfinite(got).all(), "output holds NaN/inf: some elements were never written"
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def direct_conv2d(x, w):
+    """A plainly written valid convolution (loops over the kernel window), float64."""
+    B, C, H, W = x.shape
+    M, _, K, _ = w.shape
+    Ho, Wo = H - K + 1, W - K + 1
+    y = np.zeros((B, M, Ho, Wo))
+    for m in range(M):
+        for c in range(C):
+            for p in range(K):
+                for q in range(K):
+                    y[:, m] += w[m, c, p, q] * x[:, c, p:p + Ho, q:q + Wo]
+    return y
+
+
+def direct_maxpool(x, k):
+    B, C, H, W = x.shape
+    y = np.full((B, C, H // k, W // k), -np.inf)
+    for i in range(H // k):
+        for j in range(W // k):
+            for p in range(k):
+                for q in range(k):
+                    y[:, :, i, j] = np.maximum(y[:, :, i, j], x[:, :, i * k + p, j * k + q])
+    return y

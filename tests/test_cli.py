@@ -1,0 +1,80 @@
+"""The command line end to end, as a user runs it."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from convnet.paths import ROOT
+
+
+def run(*args, env_cache=None):
+    return subprocess.run([sys.executable, str(ROOT / "run_milestone.py"), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+def test_cpu_variant_small_batch(tmp_path):
+    out = tmp_path / "r.json"
+    p = run("--variant", "cpu", "--batch", "200", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "Test batch size: 200" in p.stdout
+    assert "Conv-forward layer 1:" in p.stdout and "Conv-forward layer 2:" in p.stdout
+    assert "Test Accuracy:" in p.stdout
+    result = json.loads(out.read_text())
+    assert result["batch"] == 200 and result["variant"] == "cpu"
+    assert 0.85 <= result["accuracy"] <= 1.0
+    assert all(op > 0 and layer >= op for op, layer in zip(result["op_ms"], result["layer_ms"]))
+
+
+def test_list_shows_every_variant():
+    from convnet import catalogue
+    p = run("--list")
+    assert p.returncode == 0, p.stderr
+    for name in catalogue.load_all():
+        assert f"| {name} " in p.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--batch", "0"], "--batch must be at least 1"),
+    (["--batch", "-5"], "--batch must be at least 1"),
+    (["--batch", "ten"], "whole number"),
+    (["--batch", "20000", "--variant", "cpu"], "larger than the 10000 test images"),
+    (["--variant", "nope"], "unknown variant 'nope'; known variants: cpu"),
+    (["--variant", "cpu", "--bogus"], "unrecognized arguments"),
+])
+def test_bad_input_gives_one_line_and_exit_2(args, message):
+    p = run(*args)
+    assert p.returncode == 2
+    assert message in p.stderr
+    assert "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_empty_data_dir(tmp_path):
+    p = run("--variant", "cpu", "--batch", "10", "--data-dir", str(tmp_path))
+    assert p.returncode == 2
+    assert "t10k-images-idx3-ubyte.gz: file not found" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_gpu_variant_without_gpu_is_a_clear_error():
+    from convnet import catalogue
+    from convnet.gpu import available
+    if available()[0]:
+        pytest.skip("a GPU is present: this checks the GPU-less machine")
+    gpu_variants = [v.name for v in catalogue.load_all().values() if v.needs_gpu]
+    if not gpu_variants:
+        pytest.skip("no GPU variant registered")
+    p = run("--variant", gpu_variants[0], "--batch", "10")
+    assert p.returncode == 2
+    assert "needs a GPU" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_auto_falls_back_to_cpu_and_says_so():
+    from convnet.gpu import available
+    if available()[0]:
+        pytest.skip("a GPU is present")
+    p = run("--batch", "20")
+    assert p.returncode == 0, p.stderr
+    assert "running the numpy reference path" in p.stderr
+    assert "Variant: cpu" in p.stdout
