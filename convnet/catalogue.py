@@ -22,6 +22,7 @@ class Variant:
     expected: str
     strategy: str = ""        # GPU: which convolution strategy in convnet/gpu/conv.py runs it
     defines: dict = field(default_factory=dict)   # GPU: -D compile-time constants of its kernels
+    params: dict = field(default_factory=dict)    # GPU: host-side settings (GEMM version, mini-batch, ...)
     precision: str = "fp32"   # fp32, fp16, tf32
     tolerance: float = 1e-5   # relative error against the float64 reference the tests demand
     streams: int = 1          # GPU: streams the batch is pipelined over

@@ -11,7 +11,9 @@ import time
 import numpy as np
 
 from . import catalogue, data, network, report, weights as wio
-from .errors import ConvnetError, GPUUnavailable, UsageError
+from tqdm import tqdm
+
+from .errors import ConvnetError, GPUError, GPUUnavailable, UsageError
 from .gpu import available as gpu_available
 
 
@@ -99,7 +101,14 @@ def compare(names, x, labels, weights, repeat) -> tuple[str, list]:
     if not names:
         names = [v.name for v in catalogue.load_all().values() if v.needs_gpu]
     variants = [resolve_variant(n) for n in names]
-    results = [run_variant(v, x, labels, weights, repeat) for v in variants]
+    results, failed = [], []
+    for v in tqdm(variants, desc="variants", unit="variant", leave=False):
+        try:
+            results.append(run_variant(v, x, labels, weights, repeat))
+        except GPUError as e:          # one broken variant must not hide the others' figures
+            failed.append(f"{v.name}: FAILED: {e}")
+    if not results:
+        raise GPUError("every variant failed:\n" + "\n".join(failed))
     base = next((r for r in results if r.variant == "baseline"), None)
     rows = []
     for r in results:
@@ -109,7 +118,7 @@ def compare(names, x, labels, weights, repeat) -> tuple[str, list]:
                          "speedup vs baseline"], rows,
                         title=f"batch {len(x)} on {results[0].device}")
     extra = _cudnn_lines(results, x, weights)
-    return text + extra, results
+    return "\n".join([text + extra, *failed]), results
 
 
 def _cudnn_lines(results, x, weights) -> str:

@@ -1,0 +1,73 @@
+"""Compiles kernels/*.cu to cubins with nvcc, cached on disk.
+
+The cache key covers the kernel source, every header in kernels/, the -D constants, the target
+architecture and the compiler's version, so a second run starts without compiling. No CUDA context
+is needed here: the CPU compile test uses the same function.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import GPUError
+from ..paths import KERNELS_DIR, cache_dir
+
+BASE_FLAGS = ("-O3", "-std=c++17")
+
+
+def nvcc_path() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for cand in ("/usr/local/cuda/bin/nvcc",):
+        if os.path.exists(cand):
+            return cand
+    return None
+
+
+@lru_cache(maxsize=1)
+def nvcc_version() -> str:
+    nvcc = nvcc_path()
+    if nvcc is None:
+        raise GPUError("nvcc not found: the CUDA toolkit is needed to build the kernels")
+    return subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+
+
+def define_flags(defines: dict) -> list[str]:
+    return [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
+
+
+def _key(source: Path, flags: list[str], arch: str) -> str:
+    h = hashlib.sha256()
+    h.update(source.read_bytes())
+    for header in sorted(KERNELS_DIR.glob("*.cuh")):
+        h.update(header.name.encode() + header.read_bytes())
+    h.update(" ".join(flags).encode() + arch.encode() + nvcc_version().encode())
+    return h.hexdigest()[:32]
+
+
+def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = False) -> tuple[bytes, str]:
+    """(cubin bytes, ptxas report) of kernels/<kernel_file> under the given -D constants."""
+    source = KERNELS_DIR / kernel_file
+    if not source.is_file():
+        raise GPUError(f"kernel source {source} not found")
+    flags = [*BASE_FLAGS, *define_flags(defines)]
+    key = _key(source, flags, arch)
+    out_dir = cache_dir() / "cubin"
+    cubin, log = out_dir / f"{source.stem}-{key}.cubin", out_dir / f"{source.stem}-{key}.log"
+    if cubin.is_file() and log.is_file() and not verbose:
+        return cubin.read_bytes(), log.read_text()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cubin.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [nvcc_version() and nvcc_path(), "-cubin", f"-arch={arch}", "-Xptxas", "-v", *flags,
+           "-I", str(KERNELS_DIR), "-o", str(tmp), str(source)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise GPUError(f"nvcc failed on {kernel_file} with {' '.join(define_flags(defines))}:\n{p.stderr.strip()}")
+    os.replace(tmp, cubin)
+    log.write_text(p.stderr)
+    return cubin.read_bytes(), p.stderr

@@ -1,0 +1,236 @@
+"""Convolution strategies. Each binds one layer (weights M x C x K x K, input C x H x W) to a variant's
+kernels, for any valid shape, and enqueues it on a stream: conv(x, y, batch, stream).
+
+  unroll_gemm  unroll (im2col) -> gemm.cu (v1 tiled or v2 register-tiled) -> permute, in mini-batches
+  cublas       unroll -> cuBLAS strided-batched SGEMM writing NCHW directly (no permute)
+  implicit     gemm.cu v3: im2col gathered inside the GEMM, NCHW written directly
+  direct       conv_direct.cu: register-tiled direct convolution, weights in constant memory
+  mma          conv_mma.cu: implicit GEMM on tensor cores (mma.sync f16, fp32 accumulation)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import GPUError
+from .gemm import Gemm
+from .runtime import Runtime, i32
+
+CONST_FLOATS = 16384          # 64 KB of constant memory
+SMEM_LIMIT = 48 * 1024        # static shared memory per block
+INT32_MAX = 2**31 - 1
+
+
+def ptr(buf, offset_elems: int = 0) -> np.uintp:
+    """Device pointer of a GPUArray (or raw allocation) advanced by offset_elems elements."""
+    base = int(buf.gpudata) if hasattr(buf, "gpudata") else int(buf)
+    item = buf.dtype.itemsize if hasattr(buf, "dtype") else 4
+    return np.uintp(base + offset_elems * item)
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+class ConvLayer:
+    kernel_file = ""
+
+    def __init__(self, rt: Runtime, variant, w: np.ndarray, in_shape, name: str = "conv"):
+        if w.ndim != 4 or w.shape[2] != w.shape[3]:
+            raise GPUError(f"{name}: weights must be M x C x K x K, got {w.shape}")
+        self.rt, self.variant, self.name = rt, variant, name
+        self.M, self.C, self.K = w.shape[0], w.shape[1], w.shape[2]
+        C, self.H, self.W = in_shape
+        if C != self.C:
+            raise GPUError(f"{name}: input has {C} channels, weights expect {self.C}")
+        if self.H < self.K or self.W < self.K:
+            raise GPUError(f"{name}: input {self.H}x{self.W} is smaller than the {self.K}x{self.K} kernel")
+        self.Ho, self.Wo = self.H - self.K + 1, self.W - self.K + 1
+        self.half = variant.precision == "fp16"
+        self.act_dtype = np.float16 if self.half else np.float32
+        self.w = np.ascontiguousarray(w, dtype=np.float32)
+        self.defines = {**variant.defines, "USE_HALF": int(self.half)}
+
+    def out_shape(self, batch):
+        return (batch, self.M, self.Ho, self.Wo)
+
+    def check_batch(self, batch):
+        if batch * self.C * self.H * self.W > INT32_MAX or batch * self.M * self.Ho * self.Wo > INT32_MAX:
+            raise GPUError(f"{self.name}: batch {batch} exceeds the 2^31-element limit of one launch; "
+                           "run it in chunks (the streams variants do)")
+
+    def kernel(self, file, name, defines):
+        return self.rt.kernel(file, name, defines, self.variant.name)
+
+    def _to_constant(self, file, defines, symbol, values):
+        mod = self.rt.module(file, defines)
+        dev_ptr, size = mod.get_global(symbol)
+        if values.nbytes > size:
+            raise GPUError(f"{self.name}: {values.nbytes} bytes of weights exceed the constant buffer ({size})")
+        with self.rt.checked(f"{self.name}: copying weights to constant memory"):
+            self.rt.drv.memcpy_htod(dev_ptr, values)
+
+    def fixed_shape(self) -> dict:
+        return {"FIXED_SHAPE": 1, "C_IN": self.C, "H_IN": self.H, "W_IN": self.W, "K_SIZE": self.K}
+
+
+class UnrollGemm(ConvLayer):
+    """The report's baseline: im2col into a buffer, one GEMM, permute to NCHW; mini-batches bound memory."""
+
+    def __init__(self, rt, variant, w, in_shape, name="conv"):
+        super().__init__(rt, variant, w, in_shape, name)
+        p = variant.params
+        self.nb_max = int(p.get("unroll_batch", 1000))
+        self.gemm_version = p.get("gemm", "tiled")
+        shape_defs = self.fixed_shape() if self.defines.get("FIXED_SHAPE") else {}
+        d = {**self.defines, **shape_defs}
+        self.unroll = self.kernel("conv_unroll.cu", "unroll", d)
+        self.permute = self.kernel("conv_unroll.cu", "permute", d)
+        tile = {"TM": 4, "BM": 4 if self.M <= 4 else 16, "TN": 4, "BN": 256 if self.M <= 4 else 128, "BK": 8}
+        self.gemm = Gemm(rt, self.gemm_version, self.defines, variant.name, tile)   # a tile for few channels
+        self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
+        self.w_gpu.set(self.w)
+
+    def _buffers(self, nb):
+        HWo, CKK = self.Ho * self.Wo, self.C * self.K * self.K
+        xu = self.rt.pool.get(f"{self.name}.unrolled", (CKK, nb * HWo))
+        ym = self.rt.pool.get(f"{self.name}.gemm_out", (self.M, nb * HWo)) if self.permute else None
+        return xu, ym
+
+    def __call__(self, x, y, batch, stream=None):
+        self.check_batch(batch)
+        nb_max = min(self.nb_max, batch)
+        xu, ym = self._buffers(nb_max)
+        HWo = self.Ho * self.Wo
+        for b0 in range(0, batch, nb_max):
+            nb = min(nb_max, batch - b0)
+            n_threads = nb * HWo * self.C
+            self.unroll((_cdiv(n_threads, 256), 1, 1), (256, 1, 1), ptr(x, b0 * self.C * self.H * self.W),
+                        xu.gpudata, i32(nb), i32(self.C), i32(self.H), i32(self.W), i32(self.K), stream=stream)
+            self._multiply(xu, ym, y, b0, nb, stream)
+
+    def _multiply(self, xu, ym, y, b0, nb, stream):
+        CKK, N = self.C * self.K * self.K, nb * self.Ho * self.Wo
+        self.gemm(self.w_gpu.gpudata, xu.gpudata, ym.gpudata, self.M, N, CKK, (CKK, 1), (N, 1), (N, 1), stream=stream)
+        total = nb * self.M * self.Ho * self.Wo
+        self.permute((_cdiv(total, 256), 1, 1), (256, 1, 1), ym.gpudata, ptr(y, b0 * self.M * self.Ho * self.Wo),
+                     i32(nb), i32(self.M), i32(self.Ho * self.Wo), stream=stream)
+
+
+class Cublas(UnrollGemm):
+    """op_4: the unrolled matrix times the weights in cuBLAS; strided batches write NCHW, so no permute."""
+
+    def __init__(self, rt, variant, w, in_shape, name="conv"):
+        from .cublas import CuBLAS
+        super().__init__(rt, variant, w, in_shape, name)
+        self.permute = None
+        self.blas = CuBLAS.get()
+        self.tf32 = variant.precision == "tf32"
+
+    def _multiply(self, xu, ym, y, b0, nb, stream):
+        from .cublas import OP_N
+        HWo, CKK = self.Ho * self.Wo, self.C * self.K * self.K
+        self.blas.set_stream(stream)
+        self.blas.set_math_mode(self.tf32)
+        # Column-major view: Y_b^T (HWo x M) = U_b^T (HWo x CKK) * W^T (CKK x M), one batch per image.
+        self.blas.sgemm_strided_batched(OP_N, OP_N, HWo, self.M, CKK, int(xu.gpudata), nb * HWo, HWo,
+                                        int(self.w_gpu.gpudata), CKK, 0,
+                                        int(ptr(y, b0 * self.M * HWo)), HWo, self.M * HWo, nb)
+
+
+class Implicit(ConvLayer):
+    """req_2 (+ op_0, op_1, op_2 by -D): gemm.cu v3, the unrolled matrix never exists."""
+
+    def __init__(self, rt, variant, w, in_shape, name="conv"):
+        super().__init__(rt, variant, w, in_shape, name)
+        d = {**self.defines}
+        const = bool(d.get("WEIGHTS_IN_CONSTANT"))
+        if const:
+            if self.w.size > CONST_FLOATS:
+                raise GPUError(f"{name}: {self.w.size} weights exceed constant memory ({CONST_FLOATS} floats); "
+                               "use a variant without WEIGHTS_IN_CONSTANT")
+            tm = _cdiv(self.M, 4) * 4 if self.M <= 16 else 16
+            d.update(TM=tm, BM=tm)
+        else:
+            d.update(TM=4, BM=4 if self.M <= 4 else 16)
+        d.setdefault("TN", 4)
+        d.setdefault("BN", 128)
+        d.setdefault("BK", 8)
+        if d.get("FIXED_SHAPE"):
+            d.update(self.fixed_shape())
+        self.d = d
+        self.fn = self.kernel("gemm.cu", "conv_implicit", d)
+        if const:
+            self._to_constant("gemm.cu", d, "c_weights", self.w.ravel())
+        self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
+        self.w_gpu.set(self.w)
+
+    def __call__(self, x, y, batch, stream=None):
+        self.check_batch(batch)
+        d = self.d
+        N = batch * self.Ho * self.Wo
+        threads = (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
+        self.fn((_cdiv(N, d["BN"]), _cdiv(self.M, d["BM"]), 1), (threads, 1, 1), x.gpudata, self.w_gpu.gpudata,
+                y.gpudata, i32(batch), i32(self.M), i32(self.C), i32(self.H), i32(self.W), i32(self.K), stream=stream)
+
+
+class Direct(ConvLayer):
+    """The fused fast path: conv_direct.cu with every shape and tile size compile-time."""
+
+    def __init__(self, rt, variant, w, in_shape, name="conv"):
+        super().__init__(rt, variant, w, in_shape, name)
+        if self.w.size > CONST_FLOATS:
+            raise GPUError(f"{name}: {self.w.size} weights exceed constant memory ({CONST_FLOATS} floats)")
+        p = variant.params
+        py = int(p.get("py_small_m", 4) if self.M <= 4 else p.get("py", 2))
+        ntx = self.Wo if self.Wo <= 128 else 64
+        max_ty = max(1, int(p.get("max_threads", 640)) // ntx)
+        nblk = _cdiv(self.Ho, py * max_ty)
+        nty = _cdiv(self.Ho, py * nblk)
+        while nty > 1 and 4 * self.C * (py * nty + self.K - 1) * (ntx + self.K - 1) > SMEM_LIMIT:
+            nty -= 1
+        if 4 * self.C * (py * nty + self.K - 1) * (ntx + self.K - 1) > SMEM_LIMIT:
+            raise GPUError(f"{name}: input tile of {self.C} channels x {ntx + self.K - 1} columns does not fit "
+                           "48 KB of shared memory")
+        self.py, self.ntx, self.nty = py, ntx, nty
+        self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "PY": py, "NTX": ntx, "NTY": nty}
+        self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
+        self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
+
+    def __call__(self, x, y, batch, stream=None):
+        self.check_batch(batch)
+        grid = (_cdiv(self.Wo, self.ntx), _cdiv(self.Ho, self.py * self.nty), batch)
+        self.fn(grid, (self.ntx, self.nty, 1), x.gpudata, y.gpudata, i32(self.H), i32(self.W), stream=stream)
+
+
+class Mma(ConvLayer):
+    """op_5 tensor cores: conv_mma.cu, fp16 operands, fp32 accumulation."""
+
+    def __init__(self, rt, variant, w, in_shape, name="conv"):
+        super().__init__(rt, variant, w, in_shape, name)
+        if not self.half:
+            raise GPUError(f"variant {variant.name}: the mma strategy needs precision = 'fp16'")
+        self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K}
+        self.fn = self.kernel("conv_mma.cu", "conv_mma_f16", self.d)
+        self.w_gpu = rt.pool.get(f"{name}.w16", self.w.shape, np.float16)
+        self.w_gpu.set(self.w.astype(np.float16))
+        self.tile_x = int(self.d.get("TILE_X", variant.params.get("tile_x", 32)))
+        self.tile_y = int(self.d.get("TILE_Y", variant.params.get("tile_y", 8)))
+        self.threads = int(variant.params.get("threads", 128))
+
+    def __call__(self, x, y, batch, stream=None):
+        self.check_batch(batch)
+        grid = (_cdiv(self.Wo, self.tile_x), _cdiv(self.Ho, self.tile_y), batch)
+        self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata,
+                i32(batch), i32(self.H), i32(self.W), stream=stream)
+
+
+STRATEGIES = {"unroll_gemm": UnrollGemm, "cublas": Cublas, "implicit": Implicit, "direct": Direct, "mma": Mma}
+
+
+def make_conv(rt, variant, w, in_shape, name="conv") -> ConvLayer:
+    if variant.strategy not in STRATEGIES:
+        raise GPUError(f"variant {variant.name}: unknown strategy {variant.strategy!r} "
+                       f"(known: {', '.join(STRATEGIES)})")
+    return STRATEGIES[variant.strategy](rt, variant, w, in_shape, name)

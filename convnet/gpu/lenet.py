@@ -1,0 +1,130 @@
+"""LeNet-86 on the GPU: the whole forward pass (upload, conv1, ReLU+pool, conv2, ReLU+pool, FC1+ReLU,
+FC2, argmax, download) enqueued on streams, with CUDA-event timings per stage.
+
+One batch goes through in one piece, except for variants with `streams > 1` (req_0): the batch is cut
+into chunks pipelined round-robin over the streams, each with its own buffers, so the upload of one
+chunk overlaps the kernels of another.
+"""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from .. import report
+from ..network import CONV_LAYERS
+from .conv import make_conv
+from .gemm import BIAS_COL, Gemm
+from .ops import Argmax, ReluMaxPool
+from .runtime import Runtime
+
+MARKS = ("start", "uploaded", "conv1", "pool1", "conv2", "pool2", "classified", "downloaded")
+
+
+class GPULeNet:
+    def __init__(self, variant, weights: dict, rt: Runtime | None = None):
+        self.rt = rt = rt or Runtime.get()
+        self.variant = variant
+        self.half = variant.precision == "fp16"
+        self.act = np.float16 if self.half else np.float32
+        self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1")
+        self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2")
+        pool1, pool2 = (p for _, p in CONV_LAYERS)
+        d = variant.defines
+        self.pool1 = ReluMaxPool(rt, variant.name, pool1, self.half, self.half, d)
+        self.pool2 = ReluMaxPool(rt, variant.name, pool2, self.half, False, d)   # the FC layers run in fp32
+        gemm_version = variant.params.get("fc_gemm", variant.params.get("gemm", "regtile"))
+        self.fc = Gemm(rt, gemm_version, {k: v for k, v in d.items() if k == "USE_RESTRICT"}, variant.name)
+        self.argmax = Argmax(rt, variant.name, {})
+        self.fc_w = {}
+        for name in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"):
+            buf = rt.pool.get(name, weights[name].shape)
+            buf.set(np.ascontiguousarray(weights[name], dtype=np.float32))
+            self.fc_w[name] = buf
+
+    # -- one chunk of the pipeline on one stream -----------------------------------------------------
+    def _buffers(self, slot: int, n: int):
+        g = self.rt.pool.get
+        return {
+            "x": g(f"s{slot}.x", (n, 1, 86, 86), self.act),
+            "y1": g(f"s{slot}.y1", self.conv1.out_shape(n), self.act),
+            "p1": g(f"s{slot}.p1", (n, 4, 40, 40), self.act),
+            "y2": g(f"s{slot}.y2", self.conv2.out_shape(n), self.act),
+            "p2": g(f"s{slot}.p2", (n, 16, 8, 8), np.float32),
+            "h": g(f"s{slot}.h", (n, 128), np.float32),
+            "z": g(f"s{slot}.z", (n, 10), np.float32),
+            "pred": g(f"s{slot}.pred", (n,), np.int32),
+        }
+
+    def _enqueue(self, x_host, logits_host, pred_host, s0, n, slot, stream, events):
+        b = self._buffers(slot, n)
+        rec = (lambda name: events[name].record(stream)) if events else (lambda name: None)
+        rec("start")
+        b["x"].set_async(x_host[s0:s0 + n], stream=stream)
+        rec("uploaded")
+        self.conv1(b["x"], b["y1"], n, stream)
+        rec("conv1")
+        self.pool1(b["y1"], b["p1"], n * 4, 80, 80, stream)
+        rec("pool1")
+        self.conv2(b["p1"], b["y2"], n, stream)
+        rec("conv2")
+        self.pool2(b["y2"], b["p2"], n * 16, 34, 34, stream)
+        rec("pool2")
+        w = self.fc_w
+        self.fc(b["p2"].gpudata, w["fc1.weight"].gpudata, b["h"].gpudata, n, 128, 1024, (1024, 1), (1, 1024),
+                (128, 1), bias=w["fc1.bias"].gpudata, bias_mode=BIAS_COL, relu=True, stream=stream)
+        self.fc(b["h"].gpudata, w["fc2.weight"].gpudata, b["z"].gpudata, n, 10, 128, (128, 1), (1, 128),
+                (10, 1), bias=w["fc2.bias"].gpudata, bias_mode=BIAS_COL, stream=stream)
+        self.argmax(b["z"], b["pred"], n, 10, stream)
+        rec("classified")
+        b["z"].get_async(stream=stream, ary=logits_host[s0:s0 + n])
+        b["pred"].get_async(stream=stream, ary=pred_host[s0:s0 + n])
+        rec("downloaded")
+
+    def forward(self, x_host, timed: bool = True) -> tuple[np.ndarray, np.ndarray, dict]:
+        """x_host: pinned (B,1,86,86) array of the activation dtype. Returns logits, predictions, times (ms)."""
+        rt, n = self.rt, x_host.shape[0]
+        n_streams = max(1, int(self.variant.streams))
+        chunk = n if n_streams == 1 else min(n, int(self.variant.params.get("chunk", 1000)))
+        logits = rt.pinned((n, 10), np.float32)
+        pred = rt.pinned((n,), np.int32)
+        streams = [rt.stream() for _ in range(n_streams)]
+        with rt.checked(f"variant {self.variant.name}: forward pass"):
+            begin, end = rt.event(), rt.event()
+            per_chunk = []
+            begin.record()                    # legacy default stream: after all earlier work
+            for i, s0 in enumerate(range(0, n, chunk)):
+                slot = i % n_streams
+                ev = {k: rt.event() for k in MARKS} if timed else None
+                self._enqueue(x_host, logits, pred, s0, min(chunk, n - s0), slot, streams[slot], ev)
+                per_chunk.append(ev)
+            end.record()                      # waits for every (blocking) stream
+            end.synchronize()
+        rt.synchronize(f"variant {self.variant.name}: forward pass")
+        times = {"total": end.time_since(begin)}
+        if timed:
+            def span(a, z):
+                return sum(ev[z].time_since(ev[a]) for ev in per_chunk)
+            times.update(op1=span("uploaded", "conv1"), layer1=span("start", "pool1"),
+                         op2=span("pool1", "conv2"), layer2=span("pool1", "pool2"),
+                         upload=span("start", "uploaded"), download=span("classified", "downloaded"),
+                         compute=span("uploaded", "classified"))
+        return np.array(logits), np.array(pred), times
+
+
+def run(variant, x, labels, weights, repeat: int = 1) -> report.RunResult:
+    """One warm-up pass (compiles, allocates), then `repeat` timed passes; the median of each figure."""
+    rt = Runtime.get()
+    net = GPULeNet(variant, weights, rt)
+    x_host = rt.pinned(x.shape, net.act)
+    x_host[...] = x
+    net.forward(x_host, timed=False)
+    runs = [net.forward(x_host) for _ in range(repeat)]
+    _, pred, _ = runs[-1]
+    med = {k: statistics.median(r[2][k] for r in runs) for k in runs[0][2]}
+    acc = float((pred == labels).mean())
+    extra = {"gpu": True, "times": med,
+             "overlap": (med["upload"] + med["compute"] + med["download"]) / med["total"],
+             "device_mem_mb": rt.pool.bytes_in_use / 2**20}
+    return report.RunResult(variant.name, len(x), rt.name, [med["op1"], med["op2"]],
+                            [med["layer1"], med["layer2"]], med["total"], acc, extra)

@@ -1,0 +1,159 @@
+"""The CUDA context, kernel modules, device buffers, pinned host memory and event timers.
+
+Everything CUDA goes through here, so that every failure becomes a GPUError naming the kernel and
+the variant (PyCUDA raises on every failed driver call; launches are checked at the next sync).
+"""
+from __future__ import annotations
+
+import atexit
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..errors import GPUError, GPUUnavailable
+from . import build
+
+MIN_CC = (7, 0)        # tensor-core kernels (mma.sync f16) need Volta or newer
+
+
+class Runtime:
+    """One per process: the primary context of device 0."""
+    _instance = None
+
+    @classmethod
+    def get(cls) -> "Runtime":
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def __init__(self):
+        try:
+            import pycuda.driver as drv
+        except ImportError:
+            raise GPUUnavailable("PyCUDA is not installed (pip install -e '.[gpu]')") from None
+        self.drv = drv
+        try:
+            drv.init()
+            self.device = drv.Device(0)
+        except drv.Error as e:
+            raise GPUUnavailable(f"no usable CUDA device ({e})") from None
+        cc = self.device.compute_capability()
+        if cc < MIN_CC:
+            raise GPUUnavailable(f"unsupported GPU {self.device.name()} (compute capability "
+                                 f"{cc[0]}.{cc[1]}; {MIN_CC[0]}.{MIN_CC[1]} or newer needed)")
+        self.arch = f"sm_{cc[0]}{cc[1]}"
+        self.name = self.device.name()
+        self.context = self.device.retain_primary_context()
+        self.context.push()
+        atexit.register(self._close)
+        self._modules: dict = {}
+        self.pool = BufferPool(self)
+
+    def _close(self):
+        try:
+            self.pool.free()
+            self.context.pop()
+        except Exception:       # interpreter shutdown: the driver may already be gone
+            pass
+
+    def module(self, kernel_file: str, defines: dict):
+        key = (kernel_file, tuple(sorted(defines.items())))
+        if key not in self._modules:
+            cubin, _ = build.compile_cubin(kernel_file, defines, self.arch)
+            try:
+                self._modules[key] = self.drv.module_from_buffer(cubin)
+            except self.drv.Error as e:
+                raise GPUError(f"loading {kernel_file} failed: {e}") from None
+        return self._modules[key]
+
+    def kernel(self, kernel_file: str, name: str, defines: dict, variant: str) -> "Kernel":
+        mod = self.module(kernel_file, defines)
+        try:
+            fn = mod.get_function(name)
+        except self.drv.Error:
+            raise GPUError(f"kernel {name} not found in {kernel_file}") from None
+        return Kernel(self, fn, name, variant)
+
+    def stream(self):
+        return self.drv.Stream()
+
+    def event(self):
+        return self.drv.Event()
+
+    def pinned(self, shape, dtype):
+        try:
+            return self.drv.pagelocked_empty(shape, dtype)
+        except self.drv.Error as e:
+            raise GPUError(f"cannot allocate {np.prod(shape) * np.dtype(dtype).itemsize / 2**20:.0f} MB "
+                           f"of pinned host memory ({e})") from None
+
+    def synchronize(self, what: str):
+        """Waits for the device and turns an asynchronous kernel fault into a GPUError naming `what`."""
+        try:
+            self.context.synchronize()
+        except self.drv.Error as e:
+            raise GPUError(f"{what}: {e}") from None
+
+    @contextmanager
+    def checked(self, what: str):
+        try:
+            yield
+        except self.drv.Error as e:
+            raise GPUError(f"{what}: {e}") from None
+
+
+class Kernel:
+    """A launchable function; a failed launch raises GPUError naming the kernel and the variant."""
+
+    def __init__(self, rt: Runtime, fn, name: str, variant: str):
+        self.rt, self.fn, self.name, self.variant = rt, fn, name, variant
+
+    def __call__(self, grid, block, *args, stream=None, shared: int = 0):
+        try:
+            self.fn(*args, grid=tuple(int(g) for g in grid), block=tuple(int(b) for b in block),
+                    stream=stream, shared=shared)
+        except self.rt.drv.Error as e:
+            raise GPUError(f"kernel {self.name} (variant {self.variant}) failed to launch "
+                           f"with grid {grid}, block {block}: {e}") from None
+
+    @property
+    def registers(self) -> int:
+        return self.fn.get_attribute(self.rt.drv.function_attribute.NUM_REGS)
+
+
+class BufferPool:
+    """Device buffers by name, allocated once per (shape, dtype) and reused: no allocation in the timed path."""
+
+    def __init__(self, rt: Runtime):
+        self.rt = rt
+        self._bufs: dict = {}
+
+    def get(self, name: str, shape, dtype=np.float32):
+        import pycuda.gpuarray as ga
+        shape, dtype = tuple(int(s) for s in shape), np.dtype(dtype)
+        buf = self._bufs.get(name)
+        if buf is not None and buf.shape == shape and buf.dtype == dtype:
+            return buf
+        self._bufs.pop(name, None)
+        try:
+            buf = ga.empty(shape, dtype)
+        except self.rt.drv.MemoryError:
+            mb = np.prod(shape) * dtype.itemsize / 2**20
+            raise GPUError(f"out of device memory allocating {name} ({mb:.0f} MB); try a smaller --batch") from None
+        self._bufs[name] = buf
+        return buf
+
+    def free(self):
+        self._bufs.clear()
+
+    @property
+    def bytes_in_use(self) -> int:
+        return sum(b.nbytes for b in self._bufs.values())
+
+
+def i32(v) -> np.int32:
+    return np.int32(v)
+
+
+def f32(v) -> np.float32:
+    return np.float32(v)

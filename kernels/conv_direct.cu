@@ -1,0 +1,107 @@
+// conv_direct.cu: direct convolution with register tiling and the weights in constant memory; every
+// shape and tile size a compile-time constant. The project's fastest SIMT convolution (the fused
+// variants combine req_1 + op_0 + op_1 + op_2 in it).
+//
+//   y[b,m,oy,ox] = sum_{c,p,q} x[b,c,oy+p,ox+q] * w[m,c,p,q]      valid, stride 1, NCHW, no bias
+//
+// Versions (selected with -D, see milestones/m3_optimisations.toml):
+//   fp32             act_t = float. A block stages a C x (TY+K-1) x (TX+K-1) input tile in shared
+//                    memory; each thread computes all M_OUT channels of PY vertically adjacent outputs
+//                    (M_OUT*PY accumulators). For each input row it reads each of the K taps once and
+//                    uses it for every output row and channel that needs it, so shared-memory loads are
+//                    ~1/(PY*M*K/(PY+K-1)) of the FMAs. Weight indices are compile-time constants and
+//                    the address is warp-uniform, so the FMAs take their weight straight from the
+//                    constant bank: no load instruction at all for weights.
+//   USE_HALF=1       (op_5) the same with __half input and output (fp32 arithmetic): half the bytes.
+//   UNROLL_C=0       keeps the channel loop rolled (smaller code; weights then need an indexed load).
+//
+// Tunables: M_OUT C_IN K_SIZE (shape), PY (outputs per thread, vertical), NTX NTY (threads per block).
+// Launch: grid (ceil(Wo/NTX), ceil(Ho/(PY*NTY)), B), block (NTX, NTY), static shared memory.
+// Limits: M_OUT*C_IN*K_SIZE^2 <= 16384 (64 KB of constant memory); tile must fit 48 KB (host checks).
+#include "common.cuh"
+
+#ifndef M_OUT
+#define M_OUT 16
+#endif
+#ifndef C_IN
+#define C_IN 4
+#endif
+#ifndef K_SIZE
+#define K_SIZE 7
+#endif
+#ifndef PY
+#define PY 4
+#endif
+#ifndef NTX
+#define NTX 34
+#endif
+#ifndef NTY
+#define NTY 9
+#endif
+#ifndef UNROLL_C
+#define UNROLL_C 1
+#endif
+
+constexpr int TX = NTX, TY = PY * NTY;
+constexpr int SW = TX + K_SIZE - 1, SH = TY + K_SIZE - 1;
+
+__constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
+
+extern "C" __global__ void __launch_bounds__(NTX * NTY, 1)
+conv_direct(const act_t* RESTRICT x, act_t* RESTRICT y, int H, int W) {
+    __shared__ float tile[C_IN][SH][SW];
+    const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * NTX + tx;
+    const int ox0 = blockIdx.x * TX, oy0 = blockIdx.y * TY;
+    const long long b = blockIdx.z;
+
+    const act_t* xb = x + b * C_IN * H * W;
+    for (int e = tid; e < C_IN * SH * SW; e += NTX * NTY) {
+        const int c = e / (SH * SW), r = (e / SW) % SH, s = e % SW;
+        const int gy = oy0 + r, gx = ox0 + s;
+        tile[c][r][s] = (gy < H && gx < W) ? to_f32(xb[(c * H + gy) * W + gx]) : 0.f;
+    }
+    __syncthreads();
+
+    float acc[M_OUT][PY];
+#pragma unroll
+    for (int m = 0; m < M_OUT; ++m)
+#pragma unroll
+        for (int i = 0; i < PY; ++i) acc[m][i] = 0.f;
+
+#if UNROLL_C
+#pragma unroll
+#else
+#pragma unroll 1
+#endif
+    for (int c = 0; c < C_IN; ++c) {
+#pragma unroll
+        for (int r = 0; r < PY + K_SIZE - 1; ++r) {           // input row r feeds output rows i = r - p
+#pragma unroll
+            for (int q = 0; q < K_SIZE; ++q) {
+                const float v = tile[c][ty * PY + r][tx + q];
+#pragma unroll
+                for (int i = 0; i < PY; ++i) {
+                    const int p = r - i;
+                    if (p >= 0 && p < K_SIZE) {
+#pragma unroll
+                        for (int m = 0; m < M_OUT; ++m)
+                            acc[m][i] += v * c_w[((m * C_IN + c) * K_SIZE + p) * K_SIZE + q];
+                    }
+                }
+            }
+        }
+    }
+
+    const int ox = ox0 + tx;
+    if (ox >= Wo) return;
+    act_t* yb = y + b * M_OUT * Ho * Wo;
+#pragma unroll
+    for (int i = 0; i < PY; ++i) {
+        const int oy = oy0 + ty * PY + i;
+        if (oy < Ho) {
+#pragma unroll
+            for (int m = 0; m < M_OUT; ++m) store_act(&yb[(m * Ho + oy) * Wo + ox], acc[m][i]);
+        }
+    }
+}

@@ -1,0 +1,392 @@
+/*
+conv_mma.cu -- valid 2-D convolution (cross-correlation), stride 1, no bias, NCHW, on tensor cores.
+
+    y[b, m, oy, ox] = sum_{c<C, p<K, q<K} x[b, c, oy+p, ox+q] * w[m, c, p, q]
+    Ho = H-K+1, Wo = W-K+1;  x: [B, C, H, W] fp16,  w: [M, C, K, K] fp16,  y: [B, M, Ho, Wo]
+    y is fp16 (round-to-nearest) by default, fp32 with -D OUT_FLOAT=1. Accumulation is fp32.
+
+Implicit GEMM with mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, no im2col in memory:
+  GEMM rows    = output channels m (padded to MT*16, MT = ceil(M/16); padded rows have zero weights)
+  GEMM columns = output pixels; one MMA column group (n = 0..7) is 8 adjacent pixels of one output row
+  GEMM k       = (segment, q): a "segment" is 8 consecutive taps q0..q0+7 of one channel c
+                 (q0 = 0, 8, ..; taps q >= K have zero weights). One 16-wide k-step = two segments.
+  That is the k = c*K*K + p*K + q ordering with each (c, p) row padded from K to KQ = roundup(K, 8)
+  taps, and the kernel row p taken out of the GEMM k: for a fixed input row r, the same B fragment
+  serves output rows r-p for every p (A = weights at row p). So each warp slides down a column strip
+  of 8 pixels x WARP_ROWS output rows, loads each input row's B fragments from shared memory once,
+  and issues K MMAs per k-step with them (K-fold reuse of every shared-memory load).
+  If the number of segments is odd (C=1, C=5, .. with K<=8) the last segment is paired with itself
+  one input row lower: k-step = (w[c, p, :], w[c, p+1, :]) x (x[c, r, :], x[c, r+1, :]) for even p,
+  which halves the MMAs for C=1 instead of padding a zero channel.
+
+Fragment mapping (PTX ISA 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16 with floating point type";
+g = lane>>2 = groupID, t = lane&3 = threadID_in_group; the lower-indexed element is the low half):
+  A (16x16, row): reg0 = A[g][2t..2t+1], reg1 = A[g+8][2t..2t+1], reg2 = A[g][2t+8..], reg3 = A[g+8][2t+8..]
+                  -> reg0/reg1 = weights of segment 0 for channels g / g+8, taps q0+2t, q0+2t+1;
+                     reg2/reg3 = the same for segment 1.
+  B (16x8, col):  reg0 = B[2t..2t+1][g] = x[c0, r, px+q0+2t .. +1]  (segment 0, pixel px = strip + g)
+                  reg1 = B[2t+8..2t+9][g]                            (segment 1)
+  C/D (16x8 f32): c0,c1 = (m = g, pixels 2t, 2t+1), c2,c3 = (m = g+8, pixels 2t, 2t+1)
+  Every B register is one aligned 32-bit LDS because the shared input tile is stored "pair-expanded":
+  word j of a tile row holds halves (x[j], x[j+1]). Addresses are lane base + compile-time immediates,
+  so there is no per-k offset table; the 32 lanes of a B load touch 14 consecutive words (no bank
+  conflicts). Weights are staged once per block through shared memory (rows padded so the A loads are
+  conflict-free) and then live in registers: MT * (NSEG/2 * K + ceil(K/2) if NSEG odd) * 4 registers
+  (56 for M=16, C=4, K=7).
+
+Per block: a tile of TILE_Y x TILE_X outputs of one image. All C channels of the (TILE_Y+K-1) x
+(TILE_X+KQ-1) input patch are staged in shared memory (zero outside the image; it is never read for
+valid outputs except through zero-weight padded taps). The tile is cut into units of 8 columns x
+WARP_ROWS rows; warps take units round-robin and skip units wholly outside the image. The last row
+chunk is computed only as far as Ho (warp-uniform guards). Outputs are written straight from the
+accumulators: each lane writes 2 adjacent pixels (one half2 / float2 store when Wo is even and y is
+aligned, else two scalar stores), 8 channels x 16 bytes per warp store.
+
+Tunables (-D, defaults in brackets):
+  M_OUT [16], C_IN [4], K_SIZE [7]   layer shape (compile-time)
+  OUT_FLOAT [0]                      1: y is float32
+  TILE_X [40]     output columns per block tile, multiple of 8
+  TILE_Y [40]     output rows per block tile, multiple of WARP_ROWS
+  WARP_ROWS [8]   output rows per warp unit (rows of the unrolled sliding loop)
+  WARPS [4]       warps per block
+  MIN_BLOCKS [4]  __launch_bounds__ min blocks/SM (caps registers at 65536/(32*WARPS*MIN_BLOCKS))
+  Defaults suit both LeNet layers: 86->80 (2x2 tiles/image) and 40->34 (1 tile/image).
+
+Launch rule (no dynamic shared memory; static shared memory as reported by ptxas, < 48 KB):
+  Ho = H-K+1, Wo = W-K+1
+  block = (32*WARPS, 1, 1)
+  grid  = (ceil(Wo/TILE_X), ceil(Ho/TILE_Y), B)
+  Any other grid works too: block (bx, by, bz) takes tiles id, id + nblocks, ... with
+  id = bx + gridDim.x*(by + gridDim.y*bz) over the ceil(Wo/TILE_X)*ceil(Ho/TILE_Y)*B tiles (ordered x
+  fastest, then y, then image), so e.g. grid = (min(tiles, 4*num_SMs), 1, 1) runs persistently and
+  stages the weights once per block. Blocks beyond the tile count exit at once.
+
+Limits: H, W >= K; B >= 1. Shared memory C*(TILE_Y+K-1)*(TILE_X+KQ-2)*4 bytes must fit in 48 KB
+(static_assert; lower TILE_Y/TILE_X for big C). Registers grow with MT*C*K; large M/C/K may spill.
+Taps q >= K (zero weight) read real neighbouring pixels: an Inf/NaN in x can leak into a neighbour's
+output as 0*Inf = NaN (finite inputs are exact). Pointers must be at least 2-byte aligned; 32-bit
+loads of x and paired stores of y are used only when the runtime checks find them aligned.
+Compile: nvcc -arch=sm_90 -cubin (PyCUDA: SourceModule(..., no_extern_c=True), the kernel is
+already extern "C" and the helpers are C++ templates).
+*/
+
+#include <cuda_fp16.h>
+
+#ifndef M_OUT
+#define M_OUT 16
+#endif
+#ifndef C_IN
+#define C_IN 4
+#endif
+#ifndef K_SIZE
+#define K_SIZE 7
+#endif
+#ifndef OUT_FLOAT
+#define OUT_FLOAT 0
+#endif
+#ifndef TILE_X
+#define TILE_X 40
+#endif
+#ifndef TILE_Y
+#define TILE_Y 40
+#endif
+#ifndef WARP_ROWS
+#define WARP_ROWS 8
+#endif
+#ifndef WARPS
+#define WARPS 4
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 4
+#endif
+
+#if OUT_FLOAT
+typedef float OUT_T;
+#else
+typedef __half OUT_T;
+#endif
+
+// ----------------------------------------------------------------------------------------------
+// derived compile-time constants
+
+namespace convmma {
+
+constexpr int KQ = ((K_SIZE + 7) / 8) * 8;           // taps per (c, p) row, padded to segments
+constexpr int NQ = KQ / 8;                           // segments per channel
+constexpr int NSEG = C_IN * NQ;                      // segments per input row
+constexpr int NPAIR = NSEG / 2;                      // k-steps from segment pairs (per p)
+constexpr bool ODD = (NSEG & 1) != 0;                // one segment left over -> row pairing
+constexpr int NODD = ODD ? (K_SIZE + 1) / 2 : 0;     // row-paired k-steps (even p)
+constexpr int NPA = NPAIR > 0 ? NPAIR : 1;           // array extents (no zero-size arrays)
+constexpr int NOA = NODD > 0 ? NODD : 1;
+constexpr int MT = (M_OUT + 15) / 16;                // 16-row m tiles
+
+constexpr int R = WARP_ROWS;
+constexpr int SX = TILE_X / 8;                       // 8-pixel strips per tile
+constexpr int NRY = TILE_Y / R;                      // row chunks per tile
+constexpr int UNITS = SX * NRY;
+constexpr int NT = WARPS * 32;
+
+constexpr int ROWS_IN = TILE_Y + K_SIZE - 1;         // input rows staged per tile
+constexpr int RS = TILE_X + KQ - 2;                  // words per staged row (max read: TILE_X+KQ-3)
+constexpr int RSP = RS / 2;                          // word pairs per row (one STS.64 each)
+constexpr int TILE_WORDS = C_IN * ROWS_IN * RS;
+constexpr int TILE_ITEMS = C_IN * ROWS_IN * RSP;
+
+constexpr int W_ROW_H = C_IN * K_SIZE * KQ;          // halves per output channel in staged weights
+constexpr int W_MS = ((W_ROW_H / 2 + 3) / 8) * 8 + 4;  // words per channel, == 4 mod 8: the 8 rows
+                                                     // g of an A load hit disjoint bank quads
+constexpr int WSM_WORDS = MT * 16 * W_MS;
+
+constexpr int SMEM_WORDS = TILE_WORDS > WSM_WORDS ? TILE_WORDS : WSM_WORDS;
+
+static_assert(TILE_X % 8 == 0 && TILE_X > 0, "TILE_X must be a positive multiple of 8");
+static_assert(R > 0 && TILE_Y % R == 0, "TILE_Y must be a positive multiple of WARP_ROWS");
+static_assert(RS % 2 == 0, "staged row length must be even (8-byte stores)");
+static_assert(M_OUT >= 1 && C_IN >= 1 && K_SIZE >= 1, "bad layer shape");
+static_assert(SMEM_WORDS * 4 <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y/TILE_X");
+
+// ----------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)[4],
+                                          unsigned int b0, unsigned int b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// two adjacent outputs (pixels ox, ox+1) of one channel; paired store only when aligned
+__device__ __forceinline__ void store_pair(float* p, float v0, float v1, bool ok0, bool ok1, bool vec)
+{
+    if (vec && ok1) {
+        *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+    } else {
+        if (ok0) p[0] = v0;
+        if (ok1) p[1] = v1;
+    }
+}
+
+__device__ __forceinline__ void store_pair(__half* p, float v0, float v1, bool ok0, bool ok1, bool vec)
+{
+    if (vec && ok1) {
+        *reinterpret_cast<__half2*>(p) = __floats2half2_rn(v0, v1);
+    } else {
+        if (ok0) p[0] = __float2half_rn(v0);
+        if (ok1) p[1] = __float2half_rn(v1);
+    }
+}
+
+// One warp unit: 8 output columns x R output rows of one image, all M channels.
+// sb   : staged tile + this unit's row/column origin + this lane's g + 2t
+// yl   : y + offset of (b, m = g, oy0, ox = ox0 + 2t)
+// GUARD: last row chunk; only rows o < nvalid exist (warp-uniform).
+template <bool GUARD>
+__device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
+                                          const unsigned int (&Ap)[MT][NPA][K_SIZE][4],
+                                          const unsigned int (&Ao)[MT][NOA][4],
+                                          OUT_T* __restrict__ yl, size_t plane, int Wo,
+                                          bool ok0, bool ok1, int g, bool vec_y, int nvalid)
+{
+    float acc[R][MT][4];
+#pragma unroll
+    for (int o = 0; o < R; ++o)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[o][mt][i] = 0.f;
+
+    unsigned int bprev = 0u;   // previous input row's last segment (row pairing)
+
+#pragma unroll
+    for (int r = 0; r < R + K_SIZE - 1; ++r) {
+        // B registers of input row r: one pair-expanded word per segment
+        unsigned int bc[NSEG];
+#pragma unroll
+        for (int v = 0; v < NSEG; ++v) {
+            const int c = v / NQ, q0 = (v % NQ) * 8;
+            bc[v] = sb[(c * ROWS_IN + r) * RS + q0];
+        }
+
+        // segment pairs: input row r feeds output row o = r - p with weight row p
+#pragma unroll
+        for (int p = 0; p < K_SIZE; ++p) {
+            const int o = r - p;
+            if (o >= 0 && o < R && (!GUARD || o < nvalid)) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int s = 0; s < NPAIR; ++s)
+                        mma_16816(acc[o][mt], Ap[mt][s][p], bc[2 * s], bc[2 * s + 1]);
+            }
+        }
+
+        // odd segment: (rows r-1, r) x (weight rows pe, pe+1); for pe = K-1 only row r
+        if (ODD) {
+#pragma unroll
+            for (int j = 0; j < NODD; ++j) {
+                const int pe = 2 * j;
+                if (pe + 1 < K_SIZE) {
+                    const int o = r - 1 - pe;
+                    if (o >= 0 && o < R && (!GUARD || o < nvalid)) {
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt)
+                            mma_16816(acc[o][mt], Ao[mt][j], bprev, bc[NSEG - 1]);
+                    }
+                } else {
+                    const int o = r - pe;
+                    if (o >= 0 && o < R && (!GUARD || o < nvalid)) {
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt)
+                            mma_16816(acc[o][mt], Ao[mt][j], bc[NSEG - 1], 0u);
+                    }
+                }
+            }
+            bprev = bc[NSEG - 1];
+        }
+
+        // output row o = r - (K-1) received its last contribution: write it
+        const int o = r - (K_SIZE - 1);
+        if (o >= 0 && (!GUARD || o < nvalid)) {
+            OUT_T* yr = yl + (size_t)o * Wo;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const int m0 = mt * 16 + g;
+                if (m0 < M_OUT)
+                    store_pair(yr + (size_t)(mt * 16) * plane, acc[o][mt][0], acc[o][mt][1], ok0, ok1, vec_y);
+                if (m0 + 8 < M_OUT)
+                    store_pair(yr + (size_t)(mt * 16 + 8) * plane, acc[o][mt][2], acc[o][mt][3], ok0, ok1, vec_y);
+            }
+        }
+    }
+}
+
+} // namespace convmma
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
+conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* __restrict__ y,
+             int B, int H, int W)
+{
+    using namespace convmma;
+    __shared__ __align__(16) unsigned int smem[SMEM_WORDS];
+
+    const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
+    if (B <= 0 || Ho <= 0 || Wo <= 0) return;
+    const int tiles_x = (Wo + TILE_X - 1) / TILE_X;
+    const int tiles_y = (Ho + TILE_Y - 1) / TILE_Y;
+    const long long tiles_img = (long long)tiles_x * tiles_y;
+    const long long total = tiles_img * B;
+    const long long nblocks = (long long)gridDim.x * gridDim.y * gridDim.z;
+    long long tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+    if (tile >= total) return;   // the whole block leaves before any barrier
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const unsigned short* __restrict__ x16 = reinterpret_cast<const unsigned short*>(x);
+    const unsigned short* __restrict__ w16 = reinterpret_cast<const unsigned short*>(w);
+
+    // ---- weights: global -> shared (zero-padded [MT*16][W_MS] words, taps padded to KQ) -> registers
+    for (int i = tid; i < WSM_WORDS; i += NT) {
+        const int m = i / W_MS, h = 2 * (i - m * W_MS);     // even half index within channel m
+        unsigned int lo = 0u, hi = 0u;
+        if (m < M_OUT && h < W_ROW_H) {
+            const int cp = h / KQ, q = h - cp * KQ;        // cp = c*K + p; q even
+            const unsigned short* wr = w16 + ((size_t)m * (C_IN * K_SIZE) + cp) * K_SIZE;
+            if (q < K_SIZE) lo = __ldg(wr + q);
+            if (q + 1 < K_SIZE) hi = __ldg(wr + q + 1);
+        }
+        smem[i] = lo | (hi << 16);
+    }
+    __syncthreads();
+
+    unsigned int Ap[MT][NPA][K_SIZE][4];
+    unsigned int Ao[MT][NOA][4];
+    {
+        const unsigned int* wl = smem + g * W_MS + t;
+        // word offset of (segment v, weight row p) within a channel row
+#define CONVMMA_WOFF(v, p) ((((v) / NQ * K_SIZE + (p)) * KQ + ((v) % NQ) * 8) / 2)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            const unsigned int* w0 = wl + (mt * 16) * W_MS;
+            const unsigned int* w8 = wl + (mt * 16 + 8) * W_MS;
+#pragma unroll
+            for (int s = 0; s < NPA; ++s)
+#pragma unroll
+                for (int p = 0; p < K_SIZE; ++p) {
+                    if (s < NPAIR) {
+                        Ap[mt][s][p][0] = w0[CONVMMA_WOFF(2 * s, p)];
+                        Ap[mt][s][p][1] = w8[CONVMMA_WOFF(2 * s, p)];
+                        Ap[mt][s][p][2] = w0[CONVMMA_WOFF(2 * s + 1, p)];
+                        Ap[mt][s][p][3] = w8[CONVMMA_WOFF(2 * s + 1, p)];
+                    } else {
+                        Ap[mt][s][p][0] = Ap[mt][s][p][1] = Ap[mt][s][p][2] = Ap[mt][s][p][3] = 0u;
+                    }
+                }
+#pragma unroll
+            for (int j = 0; j < NOA; ++j) {
+                const int pe = 2 * j;
+                if (j < NODD) {
+                    Ao[mt][j][0] = w0[CONVMMA_WOFF(NSEG - 1, pe)];
+                    Ao[mt][j][1] = w8[CONVMMA_WOFF(NSEG - 1, pe)];
+                    const bool has1 = pe + 1 < K_SIZE;     // else the k-step's upper half is zero
+                    Ao[mt][j][2] = has1 ? w0[CONVMMA_WOFF(NSEG - 1, has1 ? pe + 1 : pe)] : 0u;
+                    Ao[mt][j][3] = has1 ? w8[CONVMMA_WOFF(NSEG - 1, has1 ? pe + 1 : pe)] : 0u;
+                } else {
+                    Ao[mt][j][0] = Ao[mt][j][1] = Ao[mt][j][2] = Ao[mt][j][3] = 0u;
+                }
+            }
+        }
+#undef CONVMMA_WOFF
+    }
+    __syncthreads();   // the weight area is reused by the input tile
+
+    const bool vec_x = ((W & 1) == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
+    const bool vec_y = ((Wo & 1) == 0) && ((reinterpret_cast<size_t>(y) & (2 * sizeof(OUT_T) - 1)) == 0);
+    const size_t plane = (size_t)Ho * Wo;
+
+    for (; tile < total; tile += nblocks) {
+        const long long b = tile / tiles_img;
+        const int rem = (int)(tile - b * tiles_img);
+        const int ty = rem / tiles_x, tx = rem - ty * tiles_x;
+        const int tx0 = tx * TILE_X, ty0 = ty * TILE_Y;
+
+        // ---- input patch -> shared, pair-expanded: word j of a row = (x[j], x[j+1]); 0 outside image
+        const unsigned short* __restrict__ xb = x16 + (size_t)b * C_IN * H * W;
+#pragma unroll 4
+        for (int i = tid; i < TILE_ITEMS; i += NT) {
+            const int crow = i / RSP, jp = i - crow * RSP;      // crow = c*ROWS_IN + rr
+            const int c = crow / ROWS_IN, rr = crow - c * ROWS_IN;
+            const int iy = ty0 + rr, ix = tx0 + 2 * jp;         // ix even
+            unsigned int v01 = 0u, v2 = 0u;
+            if (iy < H) {
+                const unsigned short* row = xb + ((size_t)c * H + iy) * W;
+                if (vec_x && ix + 1 < W) {
+                    v01 = __ldg(reinterpret_cast<const unsigned int*>(row + ix));
+                } else {
+                    if (ix < W) v01 = __ldg(row + ix);
+                    if (ix + 1 < W) v01 |= (unsigned int)__ldg(row + ix + 1) << 16;
+                }
+                if (ix + 2 < W) v2 = __ldg(row + ix + 2);
+            }
+            *reinterpret_cast<uint2*>(smem + crow * RS + 2 * jp) = make_uint2(v01, (v01 >> 16) | (v2 << 16));
+        }
+        __syncthreads();
+
+        // ---- warp units: 8 columns x R rows each
+        for (int u = warp; u < UNITS; u += WARPS) {
+            const int ry = u / SX, sx = u - ry * SX;
+            const int ox0 = tx0 + sx * 8, oy0 = ty0 + ry * R;
+            if (ox0 >= Wo || oy0 >= Ho) continue;               // warp-uniform
+            const unsigned int* sb = smem + ry * R * RS + sx * 8 + g + 2 * t;
+            const int ox = ox0 + 2 * t;
+            OUT_T* yl = y + (((size_t)b * M_OUT + g) * Ho + oy0) * Wo + ox;
+            const bool ok0 = ox < Wo, ok1 = ox + 1 < Wo;
+            if (oy0 + R <= Ho)
+                conv_unit<false>(sb, Ap, Ao, yl, plane, Wo, ok0, ok1, g, vec_y, R);
+            else
+                conv_unit<true>(sb, Ap, Ao, yl, plane, Wo, ok0, ok1, g, vec_y, Ho - oy0);
+        }
+        __syncthreads();   // before the next tile overwrites the patch
+    }
+}

@@ -1,0 +1,99 @@
+"""Every GPU variant against the numpy reference (float64): each conv layer on LeNet's shapes and on odd
+shapes, with outputs poisoned before the run, and the whole network on real test images.
+Select one variant with `pytest -k <variant>`."""
+import numpy as np
+import pytest
+
+from convnet import catalogue, network, reference as ref
+from helpers import rel_err
+
+pytestmark = pytest.mark.gpu
+
+GPU_VARIANTS = [v for v in catalogue.load_all().values() if v.needs_gpu]
+VARIANT_IDS = [v.name for v in GPU_VARIANTS]
+SHAPES = {  # B, C, H, W, M, K
+    "lenet_conv1": (7, 1, 86, 86, 4, 7),
+    "lenet_conv2": (5, 4, 40, 40, 16, 7),
+    "odd_a": (3, 5, 37, 37, 7, 5),
+    "odd_b": (1, 1, 9, 13, 2, 3),
+    "odd_c": (2, 3, 11, 8, 5, 7),
+    "odd_d": (4, 2, 20, 23, 20, 3),
+    "odd_e": (2, 1, 7, 7, 3, 7),
+}
+
+
+@pytest.fixture(scope="module")
+def rt():
+    from convnet.gpu.runtime import Runtime
+    return Runtime.get()
+
+
+def tolerance(variant):
+    return variant.tolerance if variant.precision != "fp32" else 1e-5
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=VARIANT_IDS)
+def test_conv_matches_reference(rt, variant, shape, rng):
+    from convnet.gpu.conv import make_conv
+    B, C, H, W, M, K = shape
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / K).astype(np.float32)
+    conv = make_conv(rt, variant, w, (C, H, W), name=f"test{C}x{H}x{W}x{M}x{K}")
+    xg = rt.pool.get("test.x", x.shape, conv.act_dtype)
+    yg = rt.pool.get("test.y", conv.out_shape(B), conv.act_dtype)
+    xg.set(x.astype(conv.act_dtype))
+    yg.fill(np.nan)                                           # poison: unwritten outputs stay NaN
+    conv(xg, yg, B)
+    rt.synchronize("test conv")
+    want = ref.conv2d(x.astype(np.float64), w.astype(np.float64), dtype=np.float64)
+    assert rel_err(yg.get(), want) <= tolerance(variant)
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=VARIANT_IDS)
+def test_network_matches_reference_on_1000_images(rt, variant, lenet_weights, test_images):
+    from convnet.gpu.lenet import GPULeNet
+    x, labels = test_images
+    net = GPULeNet(variant, lenet_weights, rt)
+    x_host = rt.pinned(x.shape, net.act)
+    x_host[...] = x
+    for name in ("s0.y1", "s0.y2", "s0.z"):                   # poison the first stream's activations
+        buf = rt.pool._bufs.get(name)
+        if buf is not None:
+            buf.fill(np.nan)
+    logits, pred, times = net.forward(x_host)
+    want = network.forward(x, lenet_weights, dtype=np.float64)
+    assert rel_err(logits, want) <= tolerance(variant)
+    mismatches = int((pred != want.argmax(1)).sum())
+    if variant.precision == "fp32":
+        assert mismatches == 0
+    else:                                                     # fp16 rounding may flip near-ties
+        assert mismatches <= 3, mismatches
+    assert (pred == logits.argmax(1)).all()
+    assert times["total"] > 0 and times["op1"] > 0 and times["op2"] > 0
+
+
+def test_streams_cover_a_batch_larger_than_one_chunk(rt, lenet_weights, test_images):
+    """req_0 with 2,500 images: three chunks over three streams, each chunk's predictions right."""
+    from convnet.gpu.lenet import GPULeNet
+    from convnet import data
+    v = catalogue.get("req_0")
+    assert v.streams >= 3 and v.params["chunk"] < 2500
+    x, _ = data.load("test", limit=2500)
+    net = GPULeNet(v, lenet_weights, rt)
+    x_host = rt.pinned(x.shape, np.float32)
+    x_host[...] = x
+    logits, pred, _ = net.forward(x_host)
+    np.testing.assert_array_equal(pred, network.predict(x, lenet_weights))
+
+
+def test_bad_shapes_are_clear_errors(rt):
+    from convnet.errors import GPUError
+    from convnet.gpu.conv import make_conv
+    v = catalogue.get("fused")
+    with pytest.raises(GPUError, match="3 channels, weights expect 2"):
+        make_conv(rt, v, np.zeros((4, 2, 3, 3), np.float32), (3, 10, 10))
+    with pytest.raises(GPUError, match="smaller than the 7x7 kernel"):
+        make_conv(rt, v, np.zeros((4, 1, 7, 7), np.float32), (1, 5, 30))
+    with pytest.raises(GPUError, match="exceed constant memory"):
+        make_conv(rt, v, np.zeros((64, 64, 3, 3), np.float32), (64, 10, 10))

@@ -1,0 +1,55 @@
+"""Every kernel, under every GPU variant's -D constants for both LeNet layers, compiles with nvcc for
+sm_90 without register spills. Runs without a GPU (skips where nvcc is absent)."""
+import re
+
+import pytest
+
+from convnet import catalogue, weights as wio
+from convnet.gpu import build
+
+pytestmark = pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
+
+GPU_VARIANTS = [v for v in catalogue.load_all().values() if v.needs_gpu]
+
+
+def kernels_of(variant, monkeypatch):
+    from convnet.gpu import cublas, lenet
+    from gpu_fakes import RecordingRuntime
+    monkeypatch.setattr(cublas.CuBLAS, "get", classmethod(lambda cls: None))
+    rt = RecordingRuntime()
+    lenet.GPULeNet(variant, wio.load(), rt)
+    return rt.builds
+
+
+def spills(ptxas_log: str) -> dict:
+    """kernel name -> spill store + load bytes, from nvcc -Xptxas -v output."""
+    out, current = {}, None
+    for line in ptxas_log.splitlines():
+        m = re.search(r"Function properties for (\w+)", line)
+        if m:
+            current = m.group(1)
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and current:
+            out[current] = int(m.group(1)) + int(m.group(2))
+    return out
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[v.name for v in GPU_VARIANTS])
+def test_variant_kernels_compile_without_spills(variant, monkeypatch):
+    builds = kernels_of(variant, monkeypatch)
+    assert builds, "the variant builds no kernel"
+    for kernel_file, defines in sorted(builds):
+        _, log = build.compile_cubin(kernel_file, dict(defines), "sm_90")
+        found = spills(log)
+        assert found, f"no ptxas report for {kernel_file}"
+        spilled = {k: v for k, v in found.items() if v}
+        assert not spilled, f"{kernel_file} {dict(defines)} spills registers: {spilled}"
+
+
+def test_compile_error_is_reported(tmp_path, monkeypatch):
+    from convnet.errors import GPUError
+    from convnet.gpu import build as b
+    monkeypatch.setattr(b, "KERNELS_DIR", tmp_path)
+    (tmp_path / "broken.cu").write_text("__global__ void k() { this is not C++; }\n")
+    with pytest.raises(GPUError, match="nvcc failed on broken.cu"):
+        b.compile_cubin("broken.cu", {}, "sm_90")
