@@ -43,7 +43,7 @@ def test_conv_matches_reference(rt, variant, shape, rng):
     xg = rt.pool.get("test.x", x.shape, conv.act_dtype)
     yg = rt.pool.get("test.y", conv.out_shape(B), conv.act_dtype)
     xg.set(x.astype(conv.act_dtype))
-    yg.fill(np.nan)                                           # poison: unwritten outputs stay NaN
+    yg.set(np.full(yg.shape, np.nan, conv.act_dtype))        # poison: unwritten outputs stay NaN
     conv(xg, yg, B)
     rt.synchronize("test conv")
     want = ref.conv2d(x.astype(np.float64), w.astype(np.float64), dtype=np.float64)
@@ -60,7 +60,7 @@ def test_network_matches_reference_on_1000_images(rt, variant, lenet_weights, te
     for name in ("s0.y1", "s0.y2", "s0.z"):                   # poison the first stream's activations
         buf = rt.pool._bufs.get(name)
         if buf is not None:
-            buf.fill(np.nan)
+            buf.set(np.full(buf.shape, np.nan, buf.dtype))
     logits, pred, times = net.forward(x_host)
     want = network.forward(x, lenet_weights, dtype=np.float64)
     assert rel_err(logits, want) <= tolerance(variant)

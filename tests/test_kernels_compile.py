@@ -12,13 +12,9 @@ pytestmark = pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not inst
 GPU_VARIANTS = [v for v in catalogue.load_all().values() if v.needs_gpu]
 
 
-def kernels_of(variant, monkeypatch):
-    from convnet.gpu import cublas, lenet
-    from gpu_fakes import RecordingRuntime
-    monkeypatch.setattr(cublas.CuBLAS, "get", classmethod(lambda cls: None))
-    rt = RecordingRuntime()
-    lenet.GPULeNet(variant, wio.load(), rt)
-    return rt.builds
+def kernels_of(variant):
+    from convnet.gpu import dryrun, lenet
+    return dryrun.kernels_of(lambda rt: lenet.GPULeNet(variant, wio.load(), rt))
 
 
 def spills(ptxas_log: str) -> dict:
@@ -35,8 +31,8 @@ def spills(ptxas_log: str) -> dict:
 
 
 @pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[v.name for v in GPU_VARIANTS])
-def test_variant_kernels_compile_without_spills(variant, monkeypatch):
-    builds = kernels_of(variant, monkeypatch)
+def test_variant_kernels_compile_without_spills(variant):
+    builds = kernels_of(variant)
     assert builds, "the variant builds no kernel"
     for kernel_file, defines in sorted(builds):
         _, log = build.compile_cubin(kernel_file, dict(defines), "sm_90")

@@ -1,5 +1,6 @@
 """Convolution strategies. Each binds one layer (weights M x C x K x K, input C x H x W) to a variant's
-kernels, for any valid shape, and enqueues it on a stream: conv(x, y, batch, stream).
+kernels, for any valid shape, and enqueues it on a stream: conv(x, y, batch, stream, slot); `slot` names
+the scratch buffers, one set per concurrently running stream.
 
   unroll_gemm  unroll (im2col) -> gemm.cu (v1 tiled or v2 register-tiled) -> permute, in mini-batches
   cublas       unroll -> cuBLAS strided-batched SGEMM writing NCHW directly (no permute)
@@ -92,16 +93,17 @@ class UnrollGemm(ConvLayer):
         self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
         self.w_gpu.set(self.w)
 
-    def _buffers(self, nb):
+    def _buffers(self, nb, slot):
+        """Scratch per stream slot: chunks running concurrently on other streams must not share it."""
         HWo, CKK = self.Ho * self.Wo, self.C * self.K * self.K
-        xu = self.rt.pool.get(f"{self.name}.unrolled", (CKK, nb * HWo))
-        ym = self.rt.pool.get(f"{self.name}.gemm_out", (self.M, nb * HWo)) if self.permute else None
+        xu = self.rt.pool.get(f"{self.name}.unrolled.{slot}", (CKK, nb * HWo))
+        ym = self.rt.pool.get(f"{self.name}.gemm_out.{slot}", (self.M, nb * HWo)) if self.permute else None
         return xu, ym
 
-    def __call__(self, x, y, batch, stream=None):
+    def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
         nb_max = min(self.nb_max, batch)
-        xu, ym = self._buffers(nb_max)
+        xu, ym = self._buffers(nb_max, slot)
         HWo = self.Ho * self.Wo
         for b0 in range(0, batch, nb_max):
             nb = min(nb_max, batch - b0)
@@ -166,7 +168,7 @@ class Implicit(ConvLayer):
         self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
         self.w_gpu.set(self.w)
 
-    def __call__(self, x, y, batch, stream=None):
+    def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
         d = self.d
         N = batch * self.Ho * self.Wo
@@ -198,7 +200,7 @@ class Direct(ConvLayer):
         self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
         self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
 
-    def __call__(self, x, y, batch, stream=None):
+    def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
         grid = (_cdiv(self.Wo, self.ntx), _cdiv(self.Ho, self.py * self.nty), batch)
         self.fn(grid, (self.ntx, self.nty, 1), x.gpudata, y.gpudata, i32(self.H), i32(self.W), stream=stream)
@@ -219,7 +221,7 @@ class Mma(ConvLayer):
         self.tile_y = int(self.d.get("TILE_Y", variant.params.get("tile_y", 8)))
         self.threads = int(variant.params.get("threads", 128))
 
-    def __call__(self, x, y, batch, stream=None):
+    def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
         grid = (_cdiv(self.Wo, self.tile_x), _cdiv(self.Ho, self.tile_y), batch)
         self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata,

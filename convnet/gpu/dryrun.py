@@ -1,8 +1,12 @@
 """A stand-in for the CUDA runtime that records which kernels a variant would build, with which -D
-constants, so that the compile test can build exactly those on a machine without a GPU."""
+constants: the compile test builds exactly those on a machine without a GPU, and the benchmark
+compiles a sweep's kernels in parallel before timing them."""
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
+
+from . import build
 
 
 class _Buf:
@@ -46,3 +50,22 @@ class RecordingRuntime:
     @contextmanager
     def checked(self, what):
         yield
+
+
+def kernels_of(make) -> set:
+    """The (kernel file, defines) pairs that make(runtime) builds, without touching CUDA."""
+    from . import cublas
+    rt = RecordingRuntime()
+    real_get = cublas.CuBLAS.get
+    cublas.CuBLAS.get = classmethod(lambda cls: None)
+    try:
+        make(rt)
+    finally:
+        cublas.CuBLAS.get = real_get
+    return rt.builds
+
+
+def precompile(builds, arch: str, workers: int = 8) -> list:
+    """Compiles (file, defines) pairs in parallel into the disk cache; returns the ptxas reports."""
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda fd: build.compile_cubin(fd[0], dict(fd[1]), arch)[1], sorted(builds)))

@@ -1,0 +1,107 @@
+"""Times one convolution layer of a variant with CUDA events (warm-up, median of many runs), checks it
+against the reference on a few images, and sweeps host parameters or -D constants.
+
+    python -m convnet.gpu.bench --variant fused --layer conv2 --sweep py=1,2,4 max_threads=160,320,640
+
+A lower-case key is a host parameter (variant.params), an upper-case key a -D constant (variant.defines).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import statistics
+import sys
+
+import numpy as np
+
+from .. import catalogue, reference as ref, report, weights as wio
+from ..errors import ConvnetError
+
+LAYERS = {"conv1": ("conv1.weight", (1, 86, 86)), "conv2": ("conv2.weight", (4, 40, 40))}
+
+
+def _parse_sweep(items):
+    grid = {}
+    for item in items:
+        key, _, values = item.partition("=")
+        if not values:
+            raise ConvnetError(f"--sweep takes key=v1,v2,..., got {item!r}")
+        grid[key] = [int(v) if v.lstrip("-").isdigit() else v for v in values.split(",")]
+    return grid
+
+
+def _with(variant, setting: dict):
+    params = {**variant.params, **{k: v for k, v in setting.items() if k.islower()}}
+    defines = {**variant.defines, **{k: v for k, v in setting.items() if not k.islower()}}
+    return dataclasses.replace(variant, params=params, defines=defines)
+
+
+def time_conv(rt, conv, x_gpu, y_gpu, batch, reps=20) -> float:
+    """Median milliseconds of conv over `reps` runs after two warm-ups."""
+    for _ in range(2):
+        conv(x_gpu, y_gpu, batch)
+    times = []
+    for _ in range(reps):
+        a, b = rt.event(), rt.event()
+        a.record()
+        conv(x_gpu, y_gpu, batch)
+        b.record()
+        b.synchronize()
+        times.append(b.time_since(a))
+    rt.synchronize(f"benchmark of {conv.variant.name}")
+    return statistics.median(times)
+
+
+def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20):
+    from .conv import make_conv
+    from .dryrun import kernels_of, precompile
+    from .runtime import Runtime
+    rt = Runtime.get()
+    wname, in_shape = LAYERS[layer]
+    w = wio.load()[wname]
+    settings = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
+    builds = set()
+    for s in settings:
+        builds |= kernels_of(lambda r, v=_with(variant, s): make_conv(r, v, w, in_shape, layer))
+    precompile(builds, rt.arch)
+    rng = np.random.default_rng(0)
+    x = rng.random((batch, *in_shape), dtype=np.float32)
+    flops = 2.0 * batch * w.size * (in_shape[1] - w.shape[2] + 1) * (in_shape[2] - w.shape[3] + 1)
+    want = ref.conv2d(x[:4], w, dtype=np.float64)
+    rows = []
+    for s in settings:
+        v = _with(variant, s)
+        conv = make_conv(rt, v, w, in_shape, layer)
+        xg = rt.pool.get("bench.x", x.shape, conv.act_dtype)
+        yg = rt.pool.get("bench.y", conv.out_shape(batch), conv.act_dtype)
+        xg.set(x.astype(conv.act_dtype))
+        yg.set(np.full(yg.shape, np.nan, conv.act_dtype))
+        ms = time_conv(rt, conv, xg, yg, batch, reps)
+        got = yg.get()[:4].astype(np.float64)
+        err = float(np.linalg.norm(got - want) / np.linalg.norm(want)) if np.isfinite(got).all() else float("nan")
+        rows.append([" ".join(f"{k}={val}" for k, val in s.items()) or "(catalogue)", ms, flops / ms / 1e9, err])
+    rows.sort(key=lambda r: r[1])
+    return report.table(["setting", "ms", "TFLOP/s", "rel err (4 images)"],
+                        [[r[0], r[1], r[2], f"{r[3]:.1e}"] for r in rows],
+                        title=f"{variant.name} {layer} batch {batch} on {rt.name}, median of {reps}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--variant", required=True)
+    p.add_argument("--layer", choices=sorted(LAYERS), default="conv2")
+    p.add_argument("--batch", type=int, default=10000)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--sweep", nargs="*", default=[], metavar="KEY=V1,V2")
+    args = p.parse_args(argv)
+    try:
+        print(sweep(catalogue.get(args.variant), args.layer, args.batch, _parse_sweep(args.sweep), args.reps))
+    except ConvnetError as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
