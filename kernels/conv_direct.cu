@@ -12,11 +12,18 @@
 //                    ~1/(PY*M*K/(PY+K-1)) of the FMAs. Weight indices are compile-time constants and
 //                    the address is warp-uniform, so the FMAs take their weight straight from the
 //                    constant bank: no load instruction at all for weights.
+//                    (SASS on sm_90 shows ptxas turns these into one LDC per FFMA for conv2's 3136
+//                    weights: half the issue slots go to loads. Fine for few weights, as conv1's 196,
+//                    which it hoists into registers.)
+//   WEIGHTS_SMEM=1   the block copies the weights from constant to shared memory as [c][p][q][m]; per
+//                    tap a thread reads all M weights with M/4 broadcast LDS.128 and applies them to a
+//                    PY x PX register tile of outputs (PX columns NTX apart, so a warp reads consecutive
+//                    words): M*PX*PY FMAs per M/4 + PX*PY loads. The channel loop stays rolled (code size).
 //   USE_HALF=1       (op_5) the same with __half input and output (fp32 arithmetic): half the bytes.
-//   UNROLL_C=0       keeps the channel loop rolled (smaller code; weights then need an indexed load).
+//   UNROLL_C=0       keeps the channel loop rolled in the constant-operand version.
 //
-// Tunables: M_OUT C_IN K_SIZE (shape), PY (outputs per thread, vertical), NTX NTY (threads per block).
-// Launch: grid (ceil(Wo/NTX), ceil(Ho/(PY*NTY)), B), block (NTX, NTY), static shared memory.
+// Tunables: M_OUT C_IN K_SIZE (shape), PY PX (outputs per thread: rows, columns), NTX NTY (threads).
+// Launch: grid (ceil(Wo/(PX*NTX)), ceil(Ho/(PY*NTY)), B), block (NTX, NTY), static shared memory.
 // Limits: M_OUT*C_IN*K_SIZE^2 <= 16384 (64 KB of constant memory); tile must fit 48 KB (host checks).
 #include "common.cuh"
 
@@ -41,8 +48,18 @@
 #ifndef UNROLL_C
 #define UNROLL_C 1
 #endif
+#ifndef WEIGHTS_SMEM
+#define WEIGHTS_SMEM 0
+#endif
+#ifndef PX
+#define PX 1
+#endif
+#if !WEIGHTS_SMEM && PX != 1
+#error "the constant-operand version computes one column per thread (PX = 1)"
+#endif
 
-constexpr int TX = NTX, TY = PY * NTY;
+constexpr int TX = PX * NTX, TY = PY * NTY;
+constexpr int M_PAD = (M_OUT + 3) / 4 * 4;
 constexpr int SW = TX + K_SIZE - 1, SH = TY + K_SIZE - 1;
 
 __constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
@@ -61,8 +78,55 @@ conv_direct(const act_t* RESTRICT x, act_t* RESTRICT y, int H, int W) {
         const int gy = oy0 + r, gx = ox0 + s;
         tile[c][r][s] = (gy < H && gx < W) ? to_f32(xb[(c * H + gy) * W + gx]) : 0.f;
     }
+#if WEIGHTS_SMEM
+    __shared__ __align__(16) float w_s[C_IN * K_SIZE * K_SIZE][M_PAD];
+    for (int e = tid; e < C_IN * K_SIZE * K_SIZE * M_PAD; e += NTX * NTY) {
+        const int m = e % M_PAD, cpq = e / M_PAD;
+        w_s[cpq][m] = m < M_OUT ? c_w[m * C_IN * K_SIZE * K_SIZE + cpq] : 0.f;
+    }
+#endif
     __syncthreads();
 
+#if WEIGHTS_SMEM
+    float acc[M_PAD][PY][PX] = {};
+#pragma unroll 1
+    for (int c = 0; c < C_IN; ++c) {
+#pragma unroll
+        for (int p = 0; p < K_SIZE; ++p) {
+#pragma unroll
+            for (int q = 0; q < K_SIZE; ++q) {
+                float wv[M_PAD];
+                const float4* w4 = reinterpret_cast<const float4*>(w_s[(c * K_SIZE + p) * K_SIZE + q]);
+#pragma unroll
+                for (int m4 = 0; m4 < M_PAD / 4; ++m4) {
+                    const float4 t = w4[m4];
+                    wv[4 * m4] = t.x; wv[4 * m4 + 1] = t.y; wv[4 * m4 + 2] = t.z; wv[4 * m4 + 3] = t.w;
+                }
+#pragma unroll
+                for (int i = 0; i < PY; ++i)
+#pragma unroll
+                    for (int j = 0; j < PX; ++j) {
+                        const float v = tile[c][ty * PY + i + p][tx + j * NTX + q];
+#pragma unroll
+                        for (int m = 0; m < M_PAD; ++m) acc[m][i][j] += v * wv[m];
+                    }
+            }
+        }
+    }
+    act_t* yb = y + b * M_OUT * Ho * Wo;
+#pragma unroll
+    for (int i = 0; i < PY; ++i) {
+        const int oy = oy0 + ty * PY + i;
+#pragma unroll
+        for (int j = 0; j < PX; ++j) {
+            const int ox = ox0 + tx + j * NTX;
+            if (oy < Ho && ox < Wo) {
+#pragma unroll
+                for (int m = 0; m < M_OUT; ++m) store_act(&yb[(m * Ho + oy) * Wo + ox], acc[m][i][j]);
+            }
+        }
+    }
+#else
     float acc[M_OUT][PY];
 #pragma unroll
     for (int m = 0; m < M_OUT; ++m)
@@ -104,4 +168,5 @@ conv_direct(const act_t* RESTRICT x, act_t* RESTRICT y, int H, int W) {
             for (int m = 0; m < M_OUT; ++m) store_act(&yb[(m * Ho + oy) * Wo + ox], acc[m][i]);
         }
     }
+#endif
 }

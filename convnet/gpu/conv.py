@@ -185,24 +185,30 @@ class Direct(ConvLayer):
         if self.w.size > CONST_FLOATS:
             raise GPUError(f"{name}: {self.w.size} weights exceed constant memory ({CONST_FLOATS} floats)")
         p = variant.params
+        smem_w = self.M >= int(p.get("smem_weights_min_m", 8))    # many weights: LDS.128 beats LDC
+        px = int(p.get("px", 2)) if smem_w else 1
         py = int(p.get("py_small_m", 4) if self.M <= 4 else p.get("py", 2))
-        ntx = self.Wo if self.Wo <= 128 else 64
+        ntx = _cdiv(self.Wo, px) if _cdiv(self.Wo, px) <= 128 else 64
         max_ty = max(1, int(p.get("max_threads", 640)) // ntx)
-        nblk = _cdiv(self.Ho, py * max_ty)
-        nty = _cdiv(self.Ho, py * nblk)
-        while nty > 1 and 4 * self.C * (py * nty + self.K - 1) * (ntx + self.K - 1) > SMEM_LIMIT:
+        nty = _cdiv(self.Ho, py * _cdiv(self.Ho, py * max_ty))
+
+        def smem(nty):
+            w_bytes = 4 * self.C * self.K * self.K * _cdiv(self.M, 4) * 4 if smem_w else 0
+            return 4 * self.C * (py * nty + self.K - 1) * (px * ntx + self.K - 1) + w_bytes
+        while nty > 1 and smem(nty) > SMEM_LIMIT:
             nty -= 1
-        if 4 * self.C * (py * nty + self.K - 1) * (ntx + self.K - 1) > SMEM_LIMIT:
-            raise GPUError(f"{name}: input tile of {self.C} channels x {ntx + self.K - 1} columns does not fit "
-                           "48 KB of shared memory")
-        self.py, self.ntx, self.nty = py, ntx, nty
-        self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "PY": py, "NTX": ntx, "NTY": nty}
+        if smem(nty) > SMEM_LIMIT:
+            raise GPUError(f"{name}: an input tile of {self.C} channels x {px * ntx + self.K - 1} columns "
+                           "(plus the weights) does not fit 48 KB of shared memory")
+        self.px, self.py, self.ntx, self.nty = px, py, ntx, nty
+        self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "PY": py, "PX": px,
+                  "NTX": ntx, "NTY": nty, "WEIGHTS_SMEM": int(smem_w)}
         self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
         self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
-        grid = (_cdiv(self.Wo, self.ntx), _cdiv(self.Ho, self.py * self.nty), batch)
+        grid = (_cdiv(self.Wo, self.px * self.ntx), _cdiv(self.Ho, self.py * self.nty), batch)
         self.fn(grid, (self.ntx, self.nty, 1), x.gpudata, y.gpudata, i32(self.H), i32(self.W), stream=stream)
 
 
@@ -217,9 +223,9 @@ class Mma(ConvLayer):
         self.fn = self.kernel("conv_mma.cu", "conv_mma_f16", self.d)
         self.w_gpu = rt.pool.get(f"{name}.w16", self.w.shape, np.float16)
         self.w_gpu.set(self.w.astype(np.float16))
-        self.tile_x = int(self.d.get("TILE_X", variant.params.get("tile_x", 32)))
-        self.tile_y = int(self.d.get("TILE_Y", variant.params.get("tile_y", 8)))
-        self.threads = int(variant.params.get("threads", 128))
+        self.tile_x = int(self.d.get("TILE_X", 40))        # the kernel's own defaults, see conv_mma.cu
+        self.tile_y = int(self.d.get("TILE_Y", 40))
+        self.threads = 32 * int(self.d.get("WARPS", 4))
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
