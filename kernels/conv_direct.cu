@@ -16,13 +16,17 @@
 //                    weights: half the issue slots go to loads. Fine for few weights, as conv1's 196,
 //                    which it hoists into registers.)
 //   WEIGHTS_SMEM=1   the block copies the weights from constant to shared memory as [c][p][q][m]; per
-//                    tap a thread reads all M weights with M/4 broadcast LDS.128 and applies them to a
-//                    PY x PX register tile of outputs (PX columns NTX apart, so a warp reads consecutive
-//                    words): M*PX*PY FMAs per M/4 + PX*PY loads. The channel loop stays rolled (code size).
+//                    tap a thread reads all M weights with M/4 broadcast LDS.128 and applies them to its
+//                    PX adjacent outputs, whose input row segment (PX+K-1 values) it holds in registers
+//                    (float4 loads; a sliding window over q): M*PX FMAs per M/4 weight loads. Shared
+//                    memory serves one LDS per clock per SM against four FFMA warp-instructions, so the
+//                    FMA:load ratio must stay well above 4; PX = 4 gives 16. The channel loop stays
+//                    rolled (code size).
 //   USE_HALF=1       (op_5) the same with __half input and output (fp32 arithmetic): half the bytes.
 //   UNROLL_C=0       keeps the channel loop rolled in the constant-operand version.
 //
-// Tunables: M_OUT C_IN K_SIZE (shape), PY PX (outputs per thread: rows, columns), NTX NTY (threads).
+// Tunables: M_OUT C_IN K_SIZE (shape), PY PX (outputs per thread: rows, columns), NTX NTY (threads),
+// MIN_BLOCKS (the register cap: 65536 / (MIN_BLOCKS * NTX * NTY)).
 // Launch: grid (ceil(Wo/(PX*NTX)), ceil(Ho/(PY*NTY)), B), block (NTX, NTY), static shared memory.
 // Limits: M_OUT*C_IN*K_SIZE^2 <= 16384 (64 KB of constant memory); tile must fit 48 KB (host checks).
 #include "common.cuh"
@@ -48,6 +52,9 @@
 #ifndef UNROLL_C
 #define UNROLL_C 1
 #endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1          // blocks per SM the register allocation must allow
+#endif
 #ifndef WEIGHTS_SMEM
 #define WEIGHTS_SMEM 0
 #endif
@@ -60,13 +67,23 @@
 
 constexpr int TX = PX * NTX, TY = PY * NTY;
 constexpr int M_PAD = (M_OUT + 3) / 4 * 4;
-constexpr int SW = TX + K_SIZE - 1, SH = TY + K_SIZE - 1;
+#if WEIGHTS_SMEM
+#if PX % 4 != 0
+#error "the shared-memory-weights version reads its row segment as float4: PX must be a multiple of 4"
+#endif
+constexpr int NV4 = (PX + K_SIZE - 1 + 3) / 4;              // float4 loads per input row segment
+constexpr int SW_NEED = TX + K_SIZE - 1, SW_VEC = (NTX - 1) * PX + 4 * NV4;
+constexpr int SW = ((SW_NEED > SW_VEC ? SW_NEED : SW_VEC) + 3) / 4 * 4;   // pitch: 16-byte rows
+#else
+constexpr int SW = TX + K_SIZE - 1;
+#endif
+constexpr int SH = TY + K_SIZE - 1;
 
 __constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
 
-extern "C" __global__ void __launch_bounds__(NTX * NTY, 1)
+extern "C" __global__ void __launch_bounds__(NTX * NTY, MIN_BLOCKS)
 conv_direct(const act_t* RESTRICT x, act_t* RESTRICT y, int H, int W) {
-    __shared__ float tile[C_IN][SH][SW];
+    __shared__ __align__(16) float tile[C_IN][SH][SW];
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * NTX + tx;
     const int ox0 = blockIdx.x * TX, oy0 = blockIdx.y * TY;
@@ -92,24 +109,32 @@ conv_direct(const act_t* RESTRICT x, act_t* RESTRICT y, int H, int W) {
 #pragma unroll 1
     for (int c = 0; c < C_IN; ++c) {
 #pragma unroll
-        for (int p = 0; p < K_SIZE; ++p) {
+        for (int r = 0; r < PY + K_SIZE - 1; ++r) {          // input row r feeds output rows i = r - p
+            float v[4 * NV4];                                // the row segment this thread's PX outputs need
+            const float4* row4 = reinterpret_cast<const float4*>(&tile[c][ty * PY + r][tx * PX]);
+#pragma unroll
+            for (int u = 0; u < NV4; ++u) {
+                const float4 t = row4[u];
+                v[4 * u] = t.x; v[4 * u + 1] = t.y; v[4 * u + 2] = t.z; v[4 * u + 3] = t.w;
+            }
 #pragma unroll
             for (int q = 0; q < K_SIZE; ++q) {
-                float wv[M_PAD];
-                const float4* w4 = reinterpret_cast<const float4*>(w_s[(c * K_SIZE + p) * K_SIZE + q]);
 #pragma unroll
-                for (int m4 = 0; m4 < M_PAD / 4; ++m4) {
-                    const float4 t = w4[m4];
-                    wv[4 * m4] = t.x; wv[4 * m4 + 1] = t.y; wv[4 * m4 + 2] = t.z; wv[4 * m4 + 3] = t.w;
-                }
+                for (int i = 0; i < PY; ++i) {
+                    const int p = r - i;
+                    if (p < 0 || p >= K_SIZE) continue;
+                    float wv[M_PAD];
+                    const float4* w4 = reinterpret_cast<const float4*>(w_s[(c * K_SIZE + p) * K_SIZE + q]);
 #pragma unroll
-                for (int i = 0; i < PY; ++i)
-#pragma unroll
-                    for (int j = 0; j < PX; ++j) {
-                        const float v = tile[c][ty * PY + i + p][tx + j * NTX + q];
-#pragma unroll
-                        for (int m = 0; m < M_PAD; ++m) acc[m][i][j] += v * wv[m];
+                    for (int m4 = 0; m4 < M_PAD / 4; ++m4) {
+                        const float4 t = w4[m4];
+                        wv[4 * m4] = t.x; wv[4 * m4 + 1] = t.y; wv[4 * m4 + 2] = t.z; wv[4 * m4 + 3] = t.w;
                     }
+#pragma unroll
+                    for (int j = 0; j < PX; ++j)
+#pragma unroll
+                        for (int m = 0; m < M_PAD; ++m) acc[m][i][j] += v[j + q] * wv[m];
+                }
             }
         }
     }
@@ -119,7 +144,7 @@ conv_direct(const act_t* RESTRICT x, act_t* RESTRICT y, int H, int W) {
         const int oy = oy0 + ty * PY + i;
 #pragma unroll
         for (int j = 0; j < PX; ++j) {
-            const int ox = ox0 + tx + j * NTX;
+            const int ox = ox0 + tx * PX + j;
             if (oy < Ho && ox < Wo) {
 #pragma unroll
                 for (int m = 0; m < M_OUT; ++m) store_act(&yb[(m * Ho + oy) * Wo + ox], acc[m][i][j]);

@@ -186,15 +186,18 @@ class Direct(ConvLayer):
             raise GPUError(f"{name}: {self.w.size} weights exceed constant memory ({CONST_FLOATS} floats)")
         p = variant.params
         smem_w = self.M >= int(p.get("smem_weights_min_m", 8))    # many weights: LDS.128 beats LDC
-        px = int(p.get("px", 2)) if smem_w else 1
-        py = int(p.get("py_small_m", 4) if self.M <= 4 else p.get("py", 2))
+        px = int(p.get("px", 4)) if smem_w else 1
+        py = int(p.get("py", 1) if smem_w else p.get("py_small_m", 2))
         ntx = _cdiv(self.Wo, px) if _cdiv(self.Wo, px) <= 128 else 64
         max_ty = max(1, int(p.get("max_threads", 640)) // ntx)
         nty = _cdiv(self.Ho, py * _cdiv(self.Ho, py * max_ty))
 
-        def smem(nty):
-            w_bytes = 4 * self.C * self.K * self.K * _cdiv(self.M, 4) * 4 if smem_w else 0
-            return 4 * self.C * (py * nty + self.K - 1) * (px * ntx + self.K - 1) + w_bytes
+        def smem(nty):     # as conv_direct.cu lays it out (row pitch padded to float4 in the smem version)
+            if not smem_w:
+                return 4 * self.C * (py * nty + self.K - 1) * (px * ntx + self.K - 1)
+            pitch = _cdiv(max(px * ntx + self.K - 1, (ntx - 1) * px + 4 * _cdiv(px + self.K - 1, 4)), 4) * 4
+            w_bytes = 4 * self.C * self.K * self.K * _cdiv(self.M, 4) * 4
+            return 4 * self.C * (py * nty + self.K - 1) * pitch + w_bytes
         while nty > 1 and smem(nty) > SMEM_LIMIT:
             nty -= 1
         if smem(nty) > SMEM_LIMIT:
