@@ -20,7 +20,7 @@ if command -v ncu >/dev/null; then
   for spec in "baseline:gemm_tiled" "req_1:gemm_regtile" "req_2:conv_implicit" "op_2:conv_implicit" \
               "fused:conv_direct" "op_5_tc:conv_mma_f16"; do
     v=${spec%%:*}; k=${spec##*:}
-    ncu --kernel-name "$k" --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy \
+    ncu --kernel-name "$k" --launch-skip 1 --launch-count 1 --section SpeedOfLight --section Occupancy \
         $PY run_milestone.py --variant "$v" --batch 1000 2>/dev/null \
       | grep -E "conv|gemm|Throughput|Duration|Achieved Occupancy|Registers" > "$OUT/ncu_$v.log"
     echo "== ncu $v $k"; cat "$OUT/ncu_$v.log"
