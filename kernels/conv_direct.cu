@@ -27,7 +27,10 @@
 //
 // Tunables: M_OUT C_IN K_SIZE (shape), PY PX (outputs per thread: rows, columns), NTX NTY (threads),
 // MIN_BLOCKS (the register cap: 65536 / (MIN_BLOCKS * NTX * NTY)).
-// Launch: grid (ceil(Wo/(PX*NTX)), ceil(Ho/(PY*NTY)), B), block (NTX, NTY), static shared memory.
+// Launch: grid (ceil(Wo/(PX*NTX)), ceil(Ho/(PY*NTY)), G), block (NTX, NTY), static shared memory;
+// the grid is persistent over images (block z computes images z, z+G, ...), so G = B is one image per
+// block and a G of a few blocks per SM stages the weights once per block. w: the weights in global
+// memory (M x C x K x K), read by the WEIGHTS_SMEM version; the other reads its copy in c_w.
 // Limits: M_OUT*C_IN*K_SIZE^2 <= 16384 (64 KB of constant memory); tile must fit 48 KB (host checks).
 #include "common.cuh"
 
@@ -82,26 +85,29 @@ constexpr int SH = TY + K_SIZE - 1;
 __constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
 
 extern "C" __global__ void __launch_bounds__(NTX * NTY, MIN_BLOCKS)
-conv_direct(const act_t* RESTRICT x, act_t* RESTRICT y, int H, int W) {
+conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y, int B, int H, int W) {
     __shared__ __align__(16) float tile[C_IN][SH][SW];
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * NTX + tx;
     const int ox0 = blockIdx.x * TX, oy0 = blockIdx.y * TY;
-    const long long b = blockIdx.z;
-
+#if WEIGHTS_SMEM
+    // Once per block (the grid is persistent): global memory, coalesced; constant memory would
+    // serialise these 32 different addresses per warp.
+    __shared__ __align__(16) float w_s[C_IN * K_SIZE * K_SIZE][M_PAD];
+    for (int e = tid; e < C_IN * K_SIZE * K_SIZE * M_PAD; e += NTX * NTY) {
+        const int m = e / (C_IN * K_SIZE * K_SIZE), cpq = e % (C_IN * K_SIZE * K_SIZE);
+        w_s[cpq][m] = m < M_OUT ? w[m * C_IN * K_SIZE * K_SIZE + cpq] : 0.f;
+    }
+#endif
+  // Persistent over images: block z takes images z, z + gridDim.z, ...
+  for (long long b = blockIdx.z; b < B; b += gridDim.z) {
     const act_t* xb = x + b * C_IN * H * W;
+    __syncthreads();                                         // the previous image's tile is consumed
     for (int e = tid; e < C_IN * SH * SW; e += NTX * NTY) {
         const int c = e / (SH * SW), r = (e / SW) % SH, s = e % SW;
         const int gy = oy0 + r, gx = ox0 + s;
         tile[c][r][s] = (gy < H && gx < W) ? to_f32(xb[(c * H + gy) * W + gx]) : 0.f;
     }
-#if WEIGHTS_SMEM
-    __shared__ __align__(16) float w_s[C_IN * K_SIZE * K_SIZE][M_PAD];
-    for (int e = tid; e < C_IN * K_SIZE * K_SIZE * M_PAD; e += NTX * NTY) {
-        const int m = e % M_PAD, cpq = e / M_PAD;
-        w_s[cpq][m] = m < M_OUT ? c_w[m * C_IN * K_SIZE * K_SIZE + cpq] : 0.f;
-    }
-#endif
     __syncthreads();
 
 #if WEIGHTS_SMEM
@@ -183,15 +189,15 @@ conv_direct(const act_t* RESTRICT x, act_t* RESTRICT y, int H, int W) {
     }
 
     const int ox = ox0 + tx;
-    if (ox >= Wo) return;
     act_t* yb = y + b * M_OUT * Ho * Wo;
 #pragma unroll
     for (int i = 0; i < PY; ++i) {
         const int oy = oy0 + ty * PY + i;
-        if (oy < Ho) {
+        if (oy < Ho && ox < Wo) {
 #pragma unroll
             for (int m = 0; m < M_OUT; ++m) store_act(&yb[(m * Ho + oy) * Wo + ox], acc[m][i]);
         }
     }
 #endif
+  }
 }

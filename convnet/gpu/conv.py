@@ -208,11 +208,16 @@ class Direct(ConvLayer):
                   "NTX": ntx, "NTY": nty, "WEIGHTS_SMEM": int(smem_w)}
         self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
         self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
+        self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
+        self.w_gpu.set(self.w)
+        self.blocks_per_sm = int(p.get("persistent_blocks_per_sm", 0))     # 0: one image per block
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
-        grid = (_cdiv(self.Wo, self.px * self.ntx), _cdiv(self.Ho, self.py * self.nty), batch)
-        self.fn(grid, (self.ntx, self.nty, 1), x.gpudata, y.gpudata, i32(self.H), i32(self.W), stream=stream)
+        gx, gy = _cdiv(self.Wo, self.px * self.ntx), _cdiv(self.Ho, self.py * self.nty)
+        gz = batch if not self.blocks_per_sm else min(batch, _cdiv(self.blocks_per_sm * self.rt.sm_count, gx * gy))
+        self.fn((gx, gy, gz), (self.ntx, self.nty, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata, i32(batch),
+                i32(self.H), i32(self.W), stream=stream)
 
 
 class Mma(ConvLayer):
@@ -229,10 +234,13 @@ class Mma(ConvLayer):
         self.tile_x = int(self.d.get("TILE_X", 40))        # the kernel's own defaults, see conv_mma.cu
         self.tile_y = int(self.d.get("TILE_Y", 40))
         self.threads = 32 * int(self.d.get("WARPS", 4))
+        self.blocks_per_sm = int(variant.params.get("persistent_blocks_per_sm", 0))
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
         grid = (_cdiv(self.Wo, self.tile_x), _cdiv(self.Ho, self.tile_y), batch)
+        if self.blocks_per_sm:            # persistent: the kernel walks the tiles; weights staged once per block
+            grid = (min(grid[0] * grid[1] * batch, self.blocks_per_sm * self.rt.sm_count), 1, 1)
         self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata,
                 i32(batch), i32(self.H), i32(self.W), stream=stream)
 

@@ -34,6 +34,8 @@ class _Drv:
 
 
 class RecordingRuntime:
+    sm_count = 132
+
     def __init__(self):
         self.builds = set()
         self.pool = _Pool()

@@ -43,6 +43,7 @@ class Runtime:
                                  f"{cc[0]}.{cc[1]}; {MIN_CC[0]}.{MIN_CC[1]} or newer needed)")
         self.arch = f"sm_{cc[0]}{cc[1]}"
         self.name = self.device.name()
+        self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
         self.context = self.device.retain_primary_context()
         self.context.push()
         atexit.register(self._close)
