@@ -26,10 +26,12 @@
 //   UNROLL_C=0       keeps the channel loop rolled in the constant-operand version.
 //
 // Tunables: M_OUT C_IN K_SIZE (shape), PY PX (outputs per thread: rows, columns), NTX NTY (threads),
-// MIN_BLOCKS (the register cap: 65536 / (MIN_BLOCKS * NTX * NTY)).
-// Launch: grid (ceil(Wo/(PX*NTX)), ceil(Ho/(PY*NTY)), G), block (NTX, NTY), static shared memory;
-// the grid is persistent over images (block z computes images z, z+G, ...), so G = B is one image per
-// block and a G of a few blocks per SM stages the weights once per block. w: the weights in global
+// M_TILE (smem version: output channels per thread; blocks are NTX x NTY x M_PAD/M_TILE threads, so a
+// smaller M_TILE trades registers for more threads), MIN_BLOCKS (register cap 65536 / (MIN_BLOCKS *
+// threads)), PERSISTENT (blocks loop over images).
+// Launch: grid (ceil(Wo/(PX*NTX)), ceil(Ho/(PY*NTY)), G), block (NTX, NTY, M_PAD/M_TILE), static smem;
+// with PERSISTENT the grid loops over images (block z computes images z, z+G, ...) and a G of a few
+// blocks per SM stages the weights once per block; without it G = B, one image per block. w: the weights in global
 // memory (M x C x K x K), read by the WEIGHTS_SMEM version; the other reads its copy in c_w.
 // Limits: M_OUT*C_IN*K_SIZE^2 <= 16384 (64 KB of constant memory); tile must fit 48 KB (host checks).
 #include "common.cuh"
@@ -70,6 +72,15 @@
 
 constexpr int TX = PX * NTX, TY = PY * NTY;
 constexpr int M_PAD = (M_OUT + 3) / 4 * 4;
+#ifndef M_TILE
+#define M_TILE M_PAD          // output channels per thread (smem version); M_PAD / M_TILE channel groups
+#endif
+#ifndef PERSISTENT
+#define PERSISTENT 0          // 1: blocks loop over images z, z + gridDim.z, ...
+#endif
+constexpr int MG = M_PAD / M_TILE;
+constexpr int NT = NTX * NTY * MG;
+static_assert(!WEIGHTS_SMEM || (M_PAD % M_TILE == 0 && M_TILE % 4 == 0), "M_TILE: a multiple of 4 dividing M_PAD");
 #if WEIGHTS_SMEM
 #if PX % 4 != 0
 #error "the shared-memory-weights version reads its row segment as float4: PX must be a multiple of 4"
@@ -84,26 +95,30 @@ constexpr int SH = TY + K_SIZE - 1;
 
 __constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
 
-extern "C" __global__ void __launch_bounds__(NTX * NTY, MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
 conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y, int B, int H, int W) {
     __shared__ __align__(16) float tile[C_IN][SH][SW];
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
-    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * NTX + tx;
+    const int tx = threadIdx.x, ty = threadIdx.y, mg = threadIdx.z, tid = (mg * NTY + ty) * NTX + tx;
     const int ox0 = blockIdx.x * TX, oy0 = blockIdx.y * TY;
 #if WEIGHTS_SMEM
     // Once per block (the grid is persistent): global memory, coalesced; constant memory would
     // serialise these 32 different addresses per warp.
     __shared__ __align__(16) float w_s[C_IN * K_SIZE * K_SIZE][M_PAD];
-    for (int e = tid; e < C_IN * K_SIZE * K_SIZE * M_PAD; e += NTX * NTY) {
+    for (int e = tid; e < C_IN * K_SIZE * K_SIZE * M_PAD; e += NT) {
         const int m = e / (C_IN * K_SIZE * K_SIZE), cpq = e % (C_IN * K_SIZE * K_SIZE);
         w_s[cpq][m] = m < M_OUT ? w[m * C_IN * K_SIZE * K_SIZE + cpq] : 0.f;
     }
 #endif
-  // Persistent over images: block z takes images z, z + gridDim.z, ...
+#if PERSISTENT
   for (long long b = blockIdx.z; b < B; b += gridDim.z) {
+#else
+  {
+    const long long b = blockIdx.z;
+#endif
     const act_t* xb = x + b * C_IN * H * W;
     __syncthreads();                                         // the previous image's tile is consumed
-    for (int e = tid; e < C_IN * SH * SW; e += NTX * NTY) {
+    for (int e = tid; e < C_IN * SH * SW; e += NT) {
         const int c = e / (SH * SW), r = (e / SW) % SH, s = e % SW;
         const int gy = oy0 + r, gx = ox0 + s;
         tile[c][r][s] = (gy < H && gx < W) ? to_f32(xb[(c * H + gy) * W + gx]) : 0.f;
@@ -111,7 +126,7 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y,
     __syncthreads();
 
 #if WEIGHTS_SMEM
-    float acc[M_PAD][PY][PX] = {};
+    float acc[M_TILE][PY][PX] = {};
 #pragma unroll 1
     for (int c = 0; c < C_IN; ++c) {
 #pragma unroll
@@ -129,17 +144,17 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y,
                 for (int i = 0; i < PY; ++i) {
                     const int p = r - i;
                     if (p < 0 || p >= K_SIZE) continue;
-                    float wv[M_PAD];
-                    const float4* w4 = reinterpret_cast<const float4*>(w_s[(c * K_SIZE + p) * K_SIZE + q]);
+                    float wv[M_TILE];
+                    const float4* w4 = reinterpret_cast<const float4*>(&w_s[(c * K_SIZE + p) * K_SIZE + q][mg * M_TILE]);
 #pragma unroll
-                    for (int m4 = 0; m4 < M_PAD / 4; ++m4) {
+                    for (int m4 = 0; m4 < M_TILE / 4; ++m4) {
                         const float4 t = w4[m4];
                         wv[4 * m4] = t.x; wv[4 * m4 + 1] = t.y; wv[4 * m4 + 2] = t.z; wv[4 * m4 + 3] = t.w;
                     }
 #pragma unroll
                     for (int j = 0; j < PX; ++j)
 #pragma unroll
-                        for (int m = 0; m < M_PAD; ++m) acc[m][i][j] += v[j + q] * wv[m];
+                        for (int m = 0; m < M_TILE; ++m) acc[m][i][j] += v[j + q] * wv[m];
                 }
             }
         }
@@ -153,7 +168,8 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y,
             const int ox = ox0 + tx * PX + j;
             if (oy < Ho && ox < Wo) {
 #pragma unroll
-                for (int m = 0; m < M_OUT; ++m) store_act(&yb[(m * Ho + oy) * Wo + ox], acc[m][i][j]);
+                for (int m = 0; m < M_TILE; ++m)
+                    if (mg * M_TILE + m < M_OUT) store_act(&yb[((mg * M_TILE + m) * Ho + oy) * Wo + ox], acc[m][i][j]);
             }
         }
     }

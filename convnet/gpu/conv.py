@@ -188,35 +188,43 @@ class Direct(ConvLayer):
         smem_w = self.M >= int(p.get("smem_weights_min_m", 8))    # many weights: LDS.128 beats LDC
         px = int(p.get("px", 4)) if smem_w else 1
         py = int(p.get("py", 1) if smem_w else p.get("py_small_m", 2))
+        m_pad = _cdiv(self.M, 4) * 4
+        m_tile = min(int(p.get("m_tile", m_pad)), m_pad) if smem_w else m_pad
+        if m_pad % m_tile or m_tile % 4:
+            m_tile = m_pad
+        groups = m_pad // m_tile if smem_w else 1
         ntx = _cdiv(self.Wo, px) if _cdiv(self.Wo, px) <= 128 else 64
-        max_ty = max(1, int(p.get("max_threads", 640)) // ntx)
+        threads = int(p.get("max_threads", 640) if smem_w else p.get("max_threads_small_m", 256))
+        max_ty = max(1, threads // (ntx * groups))
         nty = _cdiv(self.Ho, py * _cdiv(self.Ho, py * max_ty))
 
         def smem(nty):     # as conv_direct.cu lays it out (row pitch padded to float4 in the smem version)
             if not smem_w:
                 return 4 * self.C * (py * nty + self.K - 1) * (px * ntx + self.K - 1)
             pitch = _cdiv(max(px * ntx + self.K - 1, (ntx - 1) * px + 4 * _cdiv(px + self.K - 1, 4)), 4) * 4
-            w_bytes = 4 * self.C * self.K * self.K * _cdiv(self.M, 4) * 4
-            return 4 * self.C * (py * nty + self.K - 1) * pitch + w_bytes
+            return 4 * self.C * (py * nty + self.K - 1) * pitch + 4 * self.C * self.K * self.K * m_pad
         while nty > 1 and smem(nty) > SMEM_LIMIT:
             nty -= 1
         if smem(nty) > SMEM_LIMIT:
             raise GPUError(f"{name}: an input tile of {self.C} channels x {px * ntx + self.K - 1} columns "
                            "(plus the weights) does not fit 48 KB of shared memory")
-        self.px, self.py, self.ntx, self.nty = px, py, ntx, nty
+        self.px, self.py, self.ntx, self.nty, self.groups = px, py, ntx, nty, groups
+        self.blocks_per_sm = int(p.get("persistent_blocks_per_sm", 0))     # 0: one image per block
         self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "PY": py, "PX": px,
-                  "NTX": ntx, "NTY": nty, "WEIGHTS_SMEM": int(smem_w)}
+                  "NTX": ntx, "NTY": nty, "WEIGHTS_SMEM": int(smem_w), "M_TILE": m_tile,
+                  "PERSISTENT": int(self.blocks_per_sm > 0)}
+        if not smem_w:
+            self.d.pop("MIN_BLOCKS", None)      # the register-resident-weights version needs its registers
         self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
         self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
         self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
         self.w_gpu.set(self.w)
-        self.blocks_per_sm = int(p.get("persistent_blocks_per_sm", 0))     # 0: one image per block
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
         gx, gy = _cdiv(self.Wo, self.px * self.ntx), _cdiv(self.Ho, self.py * self.nty)
         gz = batch if not self.blocks_per_sm else min(batch, _cdiv(self.blocks_per_sm * self.rt.sm_count, gx * gy))
-        self.fn((gx, gy, gz), (self.ntx, self.nty, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata, i32(batch),
+        self.fn((gx, gy, gz), (self.ntx, self.nty, self.groups), x.gpudata, self.w_gpu.gpudata, y.gpudata, i32(batch),
                 i32(self.H), i32(self.W), stream=stream)
 
 
