@@ -113,9 +113,10 @@ def compare(names, x, labels, weights, repeat) -> tuple[str, list]:
     rows = []
     for r in results:
         speedup = f"{base.total_ms / r.total_ms:.2f}x" if base else "-"
-        rows.append([r.variant, r.op_ms[0], r.op_ms[1], r.total_ms, f"{r.accuracy:.4f}", speedup])
+        overlap = f"{r.extra['overlap']:.2f}" if "overlap" in r.extra else "-"
+        rows.append([r.variant, r.op_ms[0], r.op_ms[1], r.total_ms, f"{r.accuracy:.4f}", speedup, overlap])
     text = report.table(["variant", "Op Time 1 (ms)", "Op Time 2 (ms)", "Total (ms)", "Accuracy",
-                         "speedup vs baseline"], rows,
+                         "speedup vs baseline", "overlap"], rows,
                         title=f"batch {len(x)} on {results[0].device}")
     extra = _cudnn_lines(results, x, weights)
     return "\n".join([text + extra, *failed]), results

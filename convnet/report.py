@@ -22,6 +22,9 @@ def seed_report(r: RunResult) -> str:
     for i, (op, layer) in enumerate(zip(r.op_ms, r.layer_ms), 1):
         lines.append(f"Conv-forward layer {i}:  Op Time: {op:10.3f} ms   Layer Time: {layer:10.3f} ms")
     lines.append(f"Total execution time: {r.total_ms:.3f} ms")
+    if r.extra.get("streams", 1) > 1:
+        lines.append(f"Streams: {r.extra['streams']}; (upload + kernels + download) / total = "
+                     f"{r.extra['overlap']:.2f} (1.00 = no overlap)")
     lines.append(f"Test Accuracy: {r.accuracy:.4f}")
     return "\n".join(lines)
 

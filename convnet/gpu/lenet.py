@@ -123,7 +123,7 @@ def run(variant, x, labels, weights, repeat: int = 1) -> report.RunResult:
     _, pred, _ = runs[-1]
     med = {k: statistics.median(r[2][k] for r in runs) for k in runs[0][2]}
     acc = float((pred == labels).mean())
-    extra = {"gpu": True, "times": med,
+    extra = {"gpu": True, "times": med, "streams": int(variant.streams),
              "overlap": (med["upload"] + med["compute"] + med["download"]) / med["total"],
              "device_mem_mb": rt.pool.bytes_in_use / 2**20}
     return report.RunResult(variant.name, len(x), rt.name, [med["op1"], med["op2"]],
