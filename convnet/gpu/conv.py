@@ -242,7 +242,8 @@ class Mma(ConvLayer):
         self.tile_x = int(self.d.get("TILE_X", 40))        # the kernel's own defaults, see conv_mma.cu
         self.tile_y = int(self.d.get("TILE_Y", 40))
         self.threads = 32 * int(self.d.get("WARPS", 4))
-        self.blocks_per_sm = int(variant.params.get("persistent_blocks_per_sm", 0))
+        persistent = self.M >= int(variant.params.get("persistent_min_m", 0))   # measured: helps conv2 only
+        self.blocks_per_sm = int(variant.params.get("persistent_blocks_per_sm", 0)) if persistent else 0
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
