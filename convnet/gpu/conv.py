@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import GPUError
 from .gemm import Gemm
-from .runtime import Runtime, i32
+from .runtime import Runtime, cdiv as _cdiv, i32
 
 CONST_FLOATS = 16384          # 64 KB of constant memory
 SMEM_LIMIT = 48 * 1024        # static shared memory per block
@@ -28,10 +28,6 @@ def ptr(buf, offset_elems: int = 0) -> np.uintp:
     base = int(buf.gpudata) if hasattr(buf, "gpudata") else int(buf)
     item = buf.dtype.itemsize if hasattr(buf, "dtype") else 4
     return np.uintp(base + offset_elems * item)
-
-
-def _cdiv(a, b):
-    return -(-a // b)
 
 
 class ConvLayer:

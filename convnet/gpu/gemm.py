@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .runtime import Runtime, i32
+from .runtime import Runtime, cdiv as _cdiv, i32
 
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
-
-
-def _cdiv(a, b):
-    return -(-a // b)
 
 
 class Gemm:

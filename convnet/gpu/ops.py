@@ -3,11 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .runtime import Runtime, i32
-
-
-def _cdiv(a, b):
-    return -(-a // b)
+from .runtime import Runtime, cdiv as _cdiv, i32
 
 
 class ReluMaxPool:

@@ -158,3 +158,8 @@ def i32(v) -> np.int32:
 
 def f32(v) -> np.float32:
     return np.float32(v)
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division: blocks needed to cover a items with b per block."""
+    return -(-a // b)
