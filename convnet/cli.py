@@ -81,30 +81,30 @@ def run_cpu(x, labels, weights) -> report.RunResult:
                             [s * 1e3 for s in t.op], [s * 1e3 for s in t.layer], t.total * 1e3, acc)
 
 
-def run_variant(v: catalogue.Variant, x, labels, weights, repeat: int = 1) -> report.RunResult:
+def run_variant(v: catalogue.Variant, x, labels, weights, repeat: int = 1, raw=None) -> report.RunResult:
     if not v.needs_gpu:
         return run_cpu(x, labels, weights)
     from .gpu.lenet import run as run_gpu     # imports PyCUDA: only where a GPU variant runs
-    return run_gpu(v, x, labels, weights, repeat=repeat)
+    return run_gpu(v, x, labels, weights, repeat=repeat, raw=raw)
 
 
 def _load_inputs(args):
-    raw_n = data.load_raw("test", args.data_dir).labels.shape[0]
-    if args.batch > raw_n:
-        raise UsageError(f"--batch {args.batch} is larger than the {raw_n} test images available")
+    raw = data.load_raw("test", args.data_dir)
+    if args.batch > raw.labels.shape[0]:
+        raise UsageError(f"--batch {args.batch} is larger than the {raw.labels.shape[0]} test images available")
     weights = wio.load(args.weights)
     x, labels = data.load("test", args.data_dir, limit=args.batch, progress=True)
-    return x, labels, weights
+    return x, labels, weights, raw.images[:args.batch]
 
 
-def compare(names, x, labels, weights, repeat) -> tuple[str, list]:
+def compare(names, x, labels, weights, repeat, raw=None) -> tuple[str, list]:
     if not names:
         names = [v.name for v in catalogue.load_all().values() if v.needs_gpu]
     variants = [resolve_variant(n) for n in names]
     results, failed = [], []
     for v in tqdm(variants, desc="variants", unit="variant", leave=False):
         try:
-            results.append(run_variant(v, x, labels, weights, repeat))
+            results.append(run_variant(v, x, labels, weights, repeat, raw))
         except GPUError as e:          # one broken variant must not hide the others' figures
             failed.append(f"{v.name}: FAILED: {e}")
     if not results:
@@ -148,16 +148,16 @@ def _main(argv) -> int:
         print(list_variants())
         return 0
     if args.compare is not None:
-        x, labels, weights = _load_inputs(args)
-        text, results = compare(args.compare, x, labels, weights, args.repeat)
+        x, labels, weights, raw = _load_inputs(args)
+        text, results = compare(args.compare, x, labels, weights, args.repeat, raw)
         print(text)
         if args.json:
             report.save_json(args.json, {"batch": args.batch, "results": results})
         return 0
     v = resolve_variant(args.variant)
-    x, labels, weights = _load_inputs(args)
+    x, labels, weights, raw = _load_inputs(args)
     t0 = time.perf_counter()
-    result = run_variant(v, x, labels, weights, args.repeat)
+    result = run_variant(v, x, labels, weights, args.repeat, raw)
     result.extra["wall_s"] = time.perf_counter() - t0
     print(report.seed_report(result))
     if args.json:

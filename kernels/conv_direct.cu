@@ -23,6 +23,9 @@
 //                    FMA:load ratio must stay well above 4; PX = 4 gives 16. The channel loop stays
 //                    rolled (code size).
 //   USE_HALF=1       (op_5) the same with __half input and output (fp32 arithmetic): half the bytes.
+//   POOL=k           conv + ReLU + k x k max-pool in one kernel (variant fused_pool): the pre-pool
+//                    activation never reaches device memory. Windows are pooled in registers (smem
+//                    version: PY, PX multiples of k) or across k adjacent lanes by shuffles (PY = k).
 //   UNROLL_C=0       keeps the channel loop rolled in the constant-operand version.
 //
 // Tunables: M_OUT C_IN K_SIZE (shape), PY PX (outputs per thread: rows, columns), NTX NTY (threads),
@@ -75,6 +78,17 @@ constexpr int M_PAD = (M_OUT + 3) / 4 * 4;
 #ifndef M_TILE
 #define M_TILE M_PAD          // output channels per thread (smem version); M_PAD / M_TILE channel groups
 #endif
+#ifndef POOL
+#define POOL 0                // > 0: fused ReLU + POOL x POOL max-pool (floor); y is the pooled tensor
+#endif
+#ifndef OUT_HALF
+#define OUT_HALF USE_HALF     // the output's storage; a pooled conv2 feeding fp32 FC layers writes float
+#endif
+#if OUT_HALF
+typedef __half out_t;
+#else
+typedef float out_t;
+#endif
 #ifndef PERSISTENT
 #define PERSISTENT 0          // 1: blocks loop over images z, z + gridDim.z, ...
 #endif
@@ -96,7 +110,7 @@ constexpr int SH = TY + K_SIZE - 1;
 __constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
 
 extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
-conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y, int B, int H, int W) {
+conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y, int B, int H, int W) {
     __shared__ __align__(16) float tile[C_IN][SH][SW];
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
     const int tx = threadIdx.x, ty = threadIdx.y, mg = threadIdx.z, tid = (mg * NTY + ty) * NTX + tx;
@@ -130,20 +144,18 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y,
 #pragma unroll 1
     for (int c = 0; c < C_IN; ++c) {
 #pragma unroll
-        for (int r = 0; r < PY + K_SIZE - 1; ++r) {          // input row r feeds output rows i = r - p
-            float v[4 * NV4];                                // the row segment this thread's PX outputs need
-            const float4* row4 = reinterpret_cast<const float4*>(&tile[c][ty * PY + r][tx * PX]);
+        for (int i = 0; i < PY; ++i) {                       // output row i (PY > 1 only for pooling)
 #pragma unroll
-            for (int u = 0; u < NV4; ++u) {
-                const float4 t = row4[u];
-                v[4 * u] = t.x; v[4 * u + 1] = t.y; v[4 * u + 2] = t.z; v[4 * u + 3] = t.w;
-            }
+            for (int p = 0; p < K_SIZE; ++p) {
+                float v[4 * NV4];                            // the row segment this thread's PX outputs need
+                const float4* row4 = reinterpret_cast<const float4*>(&tile[c][ty * PY + i + p][tx * PX]);
 #pragma unroll
-            for (int q = 0; q < K_SIZE; ++q) {
+                for (int u = 0; u < NV4; ++u) {
+                    const float4 t = row4[u];
+                    v[4 * u] = t.x; v[4 * u + 1] = t.y; v[4 * u + 2] = t.z; v[4 * u + 3] = t.w;
+                }
 #pragma unroll
-                for (int i = 0; i < PY; ++i) {
-                    const int p = r - i;
-                    if (p < 0 || p >= K_SIZE) continue;
+                for (int q = 0; q < K_SIZE; ++q) {
                     float wv[M_TILE];
                     const float4* w4 = reinterpret_cast<const float4*>(&w_s[(c * K_SIZE + p) * K_SIZE + q][mg * M_TILE]);
 #pragma unroll
@@ -159,7 +171,32 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y,
             }
         }
     }
-    act_t* yb = y + b * M_OUT * Ho * Wo;
+#if POOL
+    // The thread's PY x PX outputs hold whole POOL x POOL windows: pool in registers.
+    static_assert(PY % POOL == 0 && PX % POOL == 0, "pooling in registers needs PY, PX multiples of POOL");
+    const int Hp = Ho / POOL, Wp = Wo / POOL;
+    out_t* yb = y + b * M_OUT * Hp * Wp;
+#pragma unroll
+    for (int a = 0; a < PY / POOL; ++a) {
+        const int py_ = (oy0 + ty * PY) / POOL + a;
+#pragma unroll
+        for (int e = 0; e < PX / POOL; ++e) {
+            const int px_ = (ox0 + tx * PX) / POOL + e;
+            if (py_ < Hp && px_ < Wp) {
+#pragma unroll
+                for (int m = 0; m < M_TILE; ++m) {
+                    float v = 0.f;                                   // ReLU: max with 0
+#pragma unroll
+                    for (int i = 0; i < POOL; ++i)
+#pragma unroll
+                        for (int j = 0; j < POOL; ++j) v = fmaxf(v, acc[m][a * POOL + i][e * POOL + j]);
+                    if (mg * M_TILE + m < M_OUT) store_act(&yb[((mg * M_TILE + m) * Hp + py_) * Wp + px_], v);
+                }
+            }
+        }
+    }
+#else
+    out_t* yb = y + b * M_OUT * Ho * Wo;
 #pragma unroll
     for (int i = 0; i < PY; ++i) {
         const int oy = oy0 + ty * PY + i;
@@ -173,6 +210,7 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y,
             }
         }
     }
+#endif
 #else
     float acc[M_OUT][PY];
 #pragma unroll
@@ -204,8 +242,25 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y,
         }
     }
 
+#if POOL
+    // Rows: the thread's PY = POOL rows; columns: POOL adjacent lanes (aligned groups, so xor shuffles).
+    static_assert(PY == POOL && NTX % POOL == 0 && (POOL & (POOL - 1)) == 0, "pool = PY, lanes in groups");
+    const int Hp = Ho / POOL, Wp = Wo / POOL;
+    const int py_ = (oy0 + ty * PY) / POOL, px_ = (ox0 + tx) / POOL;
+    out_t* yb = y + b * M_OUT * Hp * Wp;
+    const unsigned lanes = __activemask();
+#pragma unroll
+    for (int m = 0; m < M_OUT; ++m) {
+        float v = 0.f;                                               // ReLU: max with 0
+#pragma unroll
+        for (int i = 0; i < PY; ++i) v = fmaxf(v, acc[m][i]);
+#pragma unroll
+        for (int d = 1; d < POOL; d <<= 1) v = fmaxf(v, __shfl_xor_sync(lanes, v, d));
+        if (tx % POOL == 0 && py_ < Hp && px_ < Wp) store_act(&yb[(m * Hp + py_) * Wp + px_], v);
+    }
+#else
     const int ox = ox0 + tx;
-    act_t* yb = y + b * M_OUT * Ho * Wo;
+    out_t* yb = y + b * M_OUT * Ho * Wo;
 #pragma unroll
     for (int i = 0; i < PY; ++i) {
         const int oy = oy0 + ty * PY + i;
@@ -214,6 +269,7 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, act_t* RESTRICT y,
             for (int m = 0; m < M_OUT; ++m) store_act(&yb[(m * Ho + oy) * Wo + ox], acc[m][i]);
         }
     }
+#endif
 #endif
   }
 }

@@ -23,6 +23,12 @@ SHAPES = {  # B, C, H, W, M, K
 
 
 @pytest.fixture(scope="module")
+def raw_images():
+    from convnet import data
+    return data.load_raw("test").images
+
+
+@pytest.fixture(scope="module")
 def rt():
     from convnet.gpu.runtime import Runtime
     return Runtime.get()
@@ -51,13 +57,12 @@ def test_conv_matches_reference(rt, variant, shape, rng):
 
 
 @pytest.mark.parametrize("variant", GPU_VARIANTS, ids=VARIANT_IDS)
-def test_network_matches_reference_on_1000_images(rt, variant, lenet_weights, test_images):
+def test_network_matches_reference_on_1000_images(rt, variant, lenet_weights, test_images, raw_images):
     from convnet.gpu.lenet import GPULeNet
     x, labels = test_images
     net = GPULeNet(variant, lenet_weights, rt)
-    x_host = rt.pinned(x.shape, net.act)
-    x_host[...] = x
-    for name in ("s0.y1", "s0.y2", "s0.z"):                   # poison the first stream's activations
+    x_host = net.host_input(x, raw_images[:len(x)])
+    for name in ("s0.y1", "s0.y2", "s0.p1", "s0.p2", "s0.z"):                   # poison the first stream's activations
         buf = rt.pool._bufs.get(name)
         if buf is not None:
             buf.set(np.full(buf.shape, np.nan, buf.dtype))
@@ -81,8 +86,7 @@ def test_streams_cover_a_batch_larger_than_one_chunk(rt, lenet_weights, test_ima
     assert v.streams >= 3 and v.params["chunk"] < 2500
     x, _ = data.load("test", limit=2500)
     net = GPULeNet(v, lenet_weights, rt)
-    x_host = rt.pinned(x.shape, np.float32)
-    x_host[...] = x
+    x_host = net.host_input(x, None)
     logits, pred, _ = net.forward(x_host)
     np.testing.assert_array_equal(pred, network.predict(x, lenet_weights))
 
@@ -106,16 +110,61 @@ def all_test_images_and_reference(lenet_weights):
     return x, network.predict(x, lenet_weights)
 
 
-@pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc"])
-def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference):
+@pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8"])
+def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference,
+                                                  raw_images):
     """The issue's bar: the same prediction as the numpy reference for every test image (fp32);
     fp16 variants may flip near-ties, at most 0.1 %."""
     from convnet.gpu.lenet import GPULeNet
     x, want = all_test_images_and_reference
     v = catalogue.get(name)
     net = GPULeNet(v, lenet_weights, rt)
-    x_host = rt.pinned(x.shape, net.act)
-    x_host[...] = x
+    x_host = net.host_input(x, raw_images)
     _, pred, _ = net.forward(x_host, timed=False)
     flips = int((pred != want).sum())
     assert flips == 0 if v.precision == "fp32" else flips <= 10, flips
+
+
+FUSED_POOL_VARIANTS = [v for v in GPU_VARIANTS if v.params.get("fuse_pool") or v.name == "op_5"]
+
+
+@pytest.mark.parametrize("pool", [2, 4])
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+@pytest.mark.parametrize("variant", FUSED_POOL_VARIANTS, ids=[v.name for v in FUSED_POOL_VARIANTS])
+def test_conv_relu_pool_fused_matches_reference(rt, variant, shape, pool, rng):
+    """conv + ReLU + max-pool in one kernel (issue #4) against the three reference ops, poisoned output."""
+    from convnet.gpu.conv import make_conv
+    B, C, H, W, M, K = shape
+    if H - K + 1 < pool or W - K + 1 < pool:
+        pytest.skip("output smaller than the pool window")
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / K).astype(np.float32)
+    conv = make_conv(rt, variant, w, (C, H, W), name=f"testpool{pool}x{C}x{H}x{W}x{M}x{K}", pool=pool)
+    xg = rt.pool.get("test.x", x.shape, conv.act_dtype)
+    yg = rt.pool.get("test.y", conv.out_shape(B), conv.out_dtype)
+    xg.set(x.astype(conv.act_dtype))
+    yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
+    conv(xg, yg, B)
+    rt.synchronize("test fused conv + pool")
+    want = ref.maxpool2d(ref.relu(ref.conv2d(x.astype(np.float64), w.astype(np.float64), dtype=np.float64)), pool)
+    assert rel_err(yg.get(), want) <= tolerance(variant)
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_upscale_kernel_matches_skimage(rt, rng, half):
+    """The GPU preprocessing (issue #4) against the reference's skimage call: pixels within 1e-6."""
+    from convnet import data
+    from convnet.gpu.ops import Upscale
+    imgs = rng.integers(0, 256, (37, 28, 28), dtype=np.uint8)
+    imgs[0] = 0
+    imgs[1] = 255
+    up = Upscale(rt, "test", half, {})
+    src = rt.pool.get("test.u8", imgs.shape, np.uint8)
+    dst = rt.pool.get("test.up", (37, 1, 86, 86), np.float16 if half else np.float32)
+    src.set(imgs)
+    dst.set(np.full(dst.shape, np.nan, dst.dtype))
+    up(src, dst, 37)
+    rt.synchronize("test upscale")
+    got, want = dst.get().astype(np.float64), data.upscale(imgs).astype(np.float64)
+    assert np.isfinite(got).all()
+    assert np.abs(got - want).max() <= (1e-3 if half else 1e-6)

@@ -149,12 +149,20 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True,
     return softmax(scores) @ v
 
 
-def causal_self_attention(x: np.ndarray, p: dict, prefix: str, n_head: int) -> np.ndarray:
+def causal_self_attention(x: np.ndarray, p: dict, prefix: str, n_head: int,
+                          kv: tuple | None = None) -> np.ndarray:
+    """kv, for incremental decoding: (k_cache, v_cache, pos), buffers of shape
+    (B, n_head, n_ctx, head_size) holding positions < pos; x holds positions pos.. ."""
     B, T, C = x.shape
     qkv = x @ p[prefix + "c_attn.weight"] + p[prefix + "c_attn.bias"]
     # (B, T, C) -> (B, n_head, T, head_size) for each of q, k, v.
     q, k, v = (a.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
                for a in np.split(qkv, 3, axis=-1))
+    if kv is not None:
+        # Keep the new keys and values after the cached ones and attend over them all.
+        k_cache, v_cache, pos = kv
+        k_cache[:, :, pos:pos + T], v_cache[:, :, pos:pos + T] = k, v
+        k, v = k_cache[:, :, :pos + T], v_cache[:, :, :pos + T]
     y = attention(q, k, v).transpose(0, 2, 1, 3).reshape(B, T, C)
     return y @ p[prefix + "c_proj.weight"] + p[prefix + "c_proj.bias"]
 
@@ -164,11 +172,11 @@ def mlp(x: np.ndarray, p: dict, prefix: str) -> np.ndarray:
     return h @ p[prefix + "c_proj.weight"] + p[prefix + "c_proj.bias"]
 
 
-def block(x: np.ndarray, p: dict, i: int, config: GPT2Config) -> np.ndarray:
+def block(x: np.ndarray, p: dict, i: int, config: GPT2Config, kv: tuple | None = None) -> np.ndarray:
     """One pre-LayerNorm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(.))."""
     h, eps = f"h.{i}.", config.layer_norm_epsilon
     x = x + causal_self_attention(layer_norm(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps),
-                                  p, h + "attn.", config.n_head)
+                                  p, h + "attn.", config.n_head, kv)
     return x + mlp(layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"], eps), p, h + "mlp.")
 
 
@@ -182,9 +190,19 @@ def forward(params: dict, config: GPT2Config, idx: np.ndarray, dtype=np.float32)
         raise ValueError(f"forward: sequence length {T} exceeds n_ctx {config.n_ctx}")
     if idx.size and (idx.min() < 0 or idx.max() >= config.vocab_size):
         raise ValueError(f"forward: token ids must lie in [0, {config.vocab_size})")
+    return transformer(params, config, idx, dtype)
+
+
+def transformer(params: dict, config: GPT2Config, idx: np.ndarray, dtype=np.float32,
+                cache: tuple | None = None, pos: int = 0) -> np.ndarray:
+    """Logits (B, T, vocab_size) of tokens idx (B, T) at positions pos..pos+T-1, unchecked.
+
+    cache, for incremental decoding: a (k, v) pair of (n_layer, B, n_head, n_ctx, head_size)
+    buffers holding the keys and values of positions < pos; those of idx are written after them.
+    """
     p = {name: np.asarray(a).astype(dtype, copy=False) for name, a in params.items()}
-    x = p["wte"][idx] + p["wpe"][:T]
+    x = p["wte"][idx] + p["wpe"][pos:pos + idx.shape[1]]
     for i in range(config.n_layer):
-        x = block(x, p, i, config)
+        x = block(x, p, i, config, None if cache is None else (cache[0][i], cache[1][i], pos))
     x = layer_norm(x, p["ln_f.weight"], p["ln_f.bias"], config.layer_norm_epsilon)
     return x @ p["wte"].T                           # LM head tied to the token embedding

@@ -33,7 +33,7 @@ def ptr(buf, offset_elems: int = 0) -> np.uintp:
 class ConvLayer:
     kernel_file = ""
 
-    def __init__(self, rt: Runtime, variant, w: np.ndarray, in_shape, name: str = "conv"):
+    def __init__(self, rt: Runtime, variant, w: np.ndarray, in_shape, name: str = "conv", pool: int = 0):
         if w.ndim != 4 or w.shape[2] != w.shape[3]:
             raise GPUError(f"{name}: weights must be M x C x K x K, got {w.shape}")
         self.rt, self.variant, self.name = rt, variant, name
@@ -44,12 +44,20 @@ class ConvLayer:
         if self.H < self.K or self.W < self.K:
             raise GPUError(f"{name}: input {self.H}x{self.W} is smaller than the {self.K}x{self.K} kernel")
         self.Ho, self.Wo = self.H - self.K + 1, self.W - self.K + 1
+        self.pool = pool
+        if pool and type(self) not in FUSED_POOL:
+            raise GPUError(f"{name}: strategy {variant.strategy!r} has no fused ReLU + pooling")
+        if pool and (self.Ho < pool or self.Wo < pool):
+            raise GPUError(f"{name}: output {self.Ho}x{self.Wo} is smaller than the {pool}x{pool} pool window")
         self.half = variant.precision == "fp16"
         self.act_dtype = np.float16 if self.half else np.float32
         self.w = np.ascontiguousarray(w, dtype=np.float32)
         self.defines = {**variant.defines, "USE_HALF": int(self.half)}
+        self.out_dtype = self.act_dtype
 
     def out_shape(self, batch):
+        if self.pool:
+            return (batch, self.M, self.Ho // self.pool, self.Wo // self.pool)
         return (batch, self.M, self.Ho, self.Wo)
 
     def check_batch(self, batch):
@@ -176,23 +184,35 @@ class Implicit(ConvLayer):
 class Direct(ConvLayer):
     """The fused fast path: conv_direct.cu with every shape and tile size compile-time."""
 
-    def __init__(self, rt, variant, w, in_shape, name="conv"):
-        super().__init__(rt, variant, w, in_shape, name)
+    def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None):
+        super().__init__(rt, variant, w, in_shape, name, pool)
         if self.w.size > CONST_FLOATS:
             raise GPUError(f"{name}: {self.w.size} weights exceed constant memory ({CONST_FLOATS} floats)")
         p = variant.params
         smem_w = self.M >= int(p.get("smem_weights_min_m", 8))    # many weights: LDS.128 beats LDC
         px = int(p.get("px", 4)) if smem_w else 1
         py = int(p.get("py", 1) if smem_w else p.get("py_small_m", 2))
+        # With a fused pool only the rows and columns that reach a window are computed; each thread's
+        # outputs must hold whole windows (smem version) or POOL rows of aligned lane groups (other).
+        Hc, Wc = (self.Ho // pool * pool, self.Wo // pool * pool) if pool else (self.Ho, self.Wo)
+        if pool:
+            if smem_w and (4 % pool or pool > 4):
+                raise GPUError(f"{name}: fused pooling supports windows of 1, 2 or 4 here, not {pool}")
+            if not smem_w and (pool & (pool - 1) or pool > 32):
+                raise GPUError(f"{name}: fused pooling needs a power-of-two window up to 32, not {pool}")
+            py = pool if not smem_w else 4
+            px = 4 if smem_w else 1
         m_pad = _cdiv(self.M, 4) * 4
         m_tile = min(int(p.get("m_tile", m_pad)), m_pad) if smem_w else m_pad
         if m_pad % m_tile or m_tile % 4:
             m_tile = m_pad
         groups = m_pad // m_tile if smem_w else 1
-        ntx = _cdiv(self.Wo, px) if _cdiv(self.Wo, px) <= 128 else 64
+        ntx = _cdiv(Wc, px) if _cdiv(Wc, px) <= 128 else 64
+        if pool and not smem_w:
+            ntx = _cdiv(ntx, pool) * pool                           # whole lane groups per row
         threads = int(p.get("max_threads", 640) if smem_w else p.get("max_threads_small_m", 256))
         max_ty = max(1, threads // (ntx * groups))
-        nty = _cdiv(self.Ho, py * _cdiv(self.Ho, py * max_ty))
+        nty = _cdiv(Hc, py * _cdiv(Hc, py * max_ty))
 
         def smem(nty):     # as conv_direct.cu lays it out (row pitch padded to float4 in the smem version)
             if not smem_w:
@@ -204,11 +224,13 @@ class Direct(ConvLayer):
         if smem(nty) > SMEM_LIMIT:
             raise GPUError(f"{name}: an input tile of {self.C} channels x {px * ntx + self.K - 1} columns "
                            "(plus the weights) does not fit 48 KB of shared memory")
-        self.px, self.py, self.ntx, self.nty, self.groups = px, py, ntx, nty, groups
+        self.px, self.py, self.ntx, self.nty, self.groups, self.Hc, self.Wc = px, py, ntx, nty, groups, Hc, Wc
         self.blocks_per_sm = int(p.get("persistent_blocks_per_sm", 0))     # 0: one image per block
         self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "PY": py, "PX": px,
                   "NTX": ntx, "NTY": nty, "WEIGHTS_SMEM": int(smem_w), "M_TILE": m_tile,
-                  "PERSISTENT": int(self.blocks_per_sm > 0)}
+                  "PERSISTENT": int(self.blocks_per_sm > 0), "POOL": pool,
+                  "OUT_HALF": int(self.half if out_half is None else out_half)}
+        self.out_dtype = np.float16 if self.d["OUT_HALF"] else np.float32
         if not smem_w:
             self.d.pop("MIN_BLOCKS", None)      # the register-resident-weights version needs its registers
         self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
@@ -218,7 +240,7 @@ class Direct(ConvLayer):
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
-        gx, gy = _cdiv(self.Wo, self.px * self.ntx), _cdiv(self.Ho, self.py * self.nty)
+        gx, gy = _cdiv(self.Wc, self.px * self.ntx), _cdiv(self.Hc, self.py * self.nty)
         gz = batch if not self.blocks_per_sm else min(batch, _cdiv(self.blocks_per_sm * self.rt.sm_count, gx * gy))
         self.fn((gx, gy, gz), (self.ntx, self.nty, self.groups), x.gpudata, self.w_gpu.gpudata, y.gpudata, i32(batch),
                 i32(self.H), i32(self.W), stream=stream)
@@ -250,11 +272,13 @@ class Mma(ConvLayer):
                 i32(batch), i32(self.H), i32(self.W), stream=stream)
 
 
+FUSED_POOL = (Direct,)          # strategies whose kernels can end in ReLU + max-pool
 STRATEGIES = {"unroll_gemm": UnrollGemm, "cublas": Cublas, "implicit": Implicit, "direct": Direct, "mma": Mma}
 
 
-def make_conv(rt, variant, w, in_shape, name="conv") -> ConvLayer:
+def make_conv(rt, variant, w, in_shape, name="conv", **fused) -> ConvLayer:
+    """fused: pool=k (ReLU + k x k max-pool in the same kernel), out_half (output storage), Direct only."""
     if variant.strategy not in STRATEGIES:
         raise GPUError(f"variant {variant.name}: unknown strategy {variant.strategy!r} "
                        f"(known: {', '.join(STRATEGIES)})")
-    return STRATEGIES[variant.strategy](rt, variant, w, in_shape, name)
+    return STRATEGIES[variant.strategy](rt, variant, w, in_shape, name, **fused)

@@ -4,6 +4,10 @@ FC2, argmax, download) enqueued on streams, with CUDA-event timings per stage.
 One batch goes through in one piece, except for variants with `streams > 1` (req_0): the batch is cut
 into chunks pipelined round-robin over the streams, each with its own buffers, so the upload of one
 chunk overlaps the kernels of another.
+
+Variant params that change the pipeline (issue #4): `fuse_pool` runs each conv with its ReLU and
+max-pool in one kernel (the pre-pool activation never reaches device memory); `gpu_upscale` uploads
+the 28x28 uint8 images and does the 28->86 preprocessing on the GPU.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from .. import report
 from ..network import CONV_LAYERS
 from .conv import make_conv
 from .gemm import BIAS_COL, Gemm
-from .ops import Argmax, ReluMaxPool
+from .ops import Argmax, ReluMaxPool, Upscale
 from .runtime import Runtime
 
 MARKS = ("start", "uploaded", "conv1", "pool1", "conv2", "pool2", "classified", "downloaded")
@@ -27,12 +31,23 @@ class GPULeNet:
         self.variant = variant
         self.half = variant.precision == "fp16"
         self.act = np.float16 if self.half else np.float32
-        self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1")
-        self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2")
         pool1, pool2 = (p for _, p in CONV_LAYERS)
         d = variant.defines
-        self.pool1 = ReluMaxPool(rt, variant.name, pool1, self.half, self.half, d)
-        self.pool2 = ReluMaxPool(rt, variant.name, pool2, self.half, False, d)   # the FC layers run in fp32
+        self.fuse_pool = bool(variant.params.get("fuse_pool"))
+        self.gpu_upscale = bool(variant.params.get("gpu_upscale"))
+        self.input_shape = (28, 28) if self.gpu_upscale else (1, 86, 86)
+        self.input_dtype = np.uint8 if self.gpu_upscale else self.act
+        if self.fuse_pool:        # conv2's pooled output feeds the fp32 FC layers
+            self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1", pool=pool1)
+            self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2", pool=pool2,
+                                   out_half=False)
+        else:
+            self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1")
+            self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2")
+            self.pool1 = ReluMaxPool(rt, variant.name, pool1, self.half, self.half, d)
+            self.pool2 = ReluMaxPool(rt, variant.name, pool2, self.half, False, d)   # the FC layers run in fp32
+        if self.gpu_upscale:
+            self.upscale = Upscale(rt, variant.name, self.half, d)
         gemm_version = variant.params.get("fc_gemm", variant.params.get("gemm", "regtile"))
         self.fc = Gemm(rt, gemm_version, {k: v for k, v in d.items() if k == "USE_RESTRICT"}, variant.name)
         self.argmax = Argmax(rt, variant.name, {})
@@ -45,31 +60,47 @@ class GPULeNet:
     # -- one chunk of the pipeline on one stream -----------------------------------------------------
     def _buffers(self, slot: int, n: int):
         g = self.rt.pool.get
-        return {
+        bufs = {
             "x": g(f"s{slot}.x", (n, 1, 86, 86), self.act),
-            "y1": g(f"s{slot}.y1", self.conv1.out_shape(n), self.act),
             "p1": g(f"s{slot}.p1", (n, 4, 40, 40), self.act),
-            "y2": g(f"s{slot}.y2", self.conv2.out_shape(n), self.act),
             "p2": g(f"s{slot}.p2", (n, 16, 8, 8), np.float32),
             "h": g(f"s{slot}.h", (n, 128), np.float32),
             "z": g(f"s{slot}.z", (n, 10), np.float32),
             "pred": g(f"s{slot}.pred", (n,), np.int32),
         }
+        if not self.fuse_pool:
+            bufs["y1"] = g(f"s{slot}.y1", self.conv1.out_shape(n), self.act)
+            bufs["y2"] = g(f"s{slot}.y2", self.conv2.out_shape(n), self.act)
+        if self.gpu_upscale:
+            bufs["u8"] = g(f"s{slot}.u8", (n, 28, 28), np.uint8)
+        return bufs
 
     def _enqueue(self, x_host, logits_host, pred_host, s0, n, slot, stream, events):
         b = self._buffers(slot, n)
         rec = (lambda name: events[name].record(stream)) if events else (lambda name: None)
         rec("start")
-        b["x"].set_async(x_host[s0:s0 + n], stream=stream)
+        if self.gpu_upscale:
+            b["u8"].set_async(x_host[s0:s0 + n], stream=stream)
+            self.upscale(b["u8"], b["x"], n, stream)
+        else:
+            b["x"].set_async(x_host[s0:s0 + n], stream=stream)
         rec("uploaded")
-        self.conv1(b["x"], b["y1"], n, stream, slot)
-        rec("conv1")
-        self.pool1(b["y1"], b["p1"], n * 4, 80, 80, stream)
-        rec("pool1")
-        self.conv2(b["p1"], b["y2"], n, stream, slot)
-        rec("conv2")
-        self.pool2(b["y2"], b["p2"], n * 16, 34, 34, stream)
-        rec("pool2")
+        if self.fuse_pool:                    # conv + ReLU + pool in one kernel: op time = layer time
+            self.conv1(b["x"], b["p1"], n, stream, slot)
+            rec("conv1")
+            rec("pool1")
+            self.conv2(b["p1"], b["p2"], n, stream, slot)
+            rec("conv2")
+            rec("pool2")
+        else:
+            self.conv1(b["x"], b["y1"], n, stream, slot)
+            rec("conv1")
+            self.pool1(b["y1"], b["p1"], n * 4, 80, 80, stream)
+            rec("pool1")
+            self.conv2(b["p1"], b["y2"], n, stream, slot)
+            rec("conv2")
+            self.pool2(b["y2"], b["p2"], n * 16, 34, 34, stream)
+            rec("pool2")
         w = self.fc_w
         self.fc(b["p2"].gpudata, w["fc1.weight"].gpudata, b["h"].gpudata, n, 128, 1024, (1024, 1), (1, 1024),
                 (128, 1), bias=w["fc1.bias"].gpudata, bias_mode=BIAS_COL, relu=True, stream=stream)
@@ -81,8 +112,17 @@ class GPULeNet:
         b["pred"].get_async(stream=stream, ary=pred_host[s0:s0 + n])
         rec("downloaded")
 
+    def host_input(self, x, raw):
+        """The pinned host array this pipeline uploads: raw uint8 images, or the preprocessed batch."""
+        src = raw if self.gpu_upscale else x
+        if src.shape[1:] != self.input_shape:
+            raise ValueError(f"{self.variant.name} takes input images of shape {self.input_shape}, got {src.shape[1:]}")
+        x_host = self.rt.pinned(src.shape, self.input_dtype)
+        x_host[...] = src
+        return x_host
+
     def forward(self, x_host, timed: bool = True) -> tuple[np.ndarray, np.ndarray, dict]:
-        """x_host: pinned (B,1,86,86) array of the activation dtype. Returns logits, predictions, times (ms)."""
+        """x_host: from host_input(). Returns logits, predictions, times (ms)."""
         rt, n = self.rt, x_host.shape[0]
         n_streams = max(1, int(self.variant.streams))
         chunk = n if n_streams == 1 else min(n, int(self.variant.params.get("chunk", 1000)))
@@ -112,12 +152,12 @@ class GPULeNet:
         return np.array(logits), np.array(pred), times
 
 
-def run(variant, x, labels, weights, repeat: int = 1) -> report.RunResult:
-    """One warm-up pass (compiles, allocates), then `repeat` timed passes; the median of each figure."""
+def run(variant, x, labels, weights, repeat: int = 1, raw=None) -> report.RunResult:
+    """One warm-up pass (compiles, allocates), then `repeat` timed passes; the median of each figure.
+    x: preprocessed images; raw: the same images as 28x28 uint8 (for gpu_upscale variants)."""
     rt = Runtime.get()
     net = GPULeNet(variant, weights, rt)
-    x_host = rt.pinned(x.shape, net.act)
-    x_host[...] = x
+    x_host = net.host_input(x, raw)
     net.forward(x_host, timed=False)
     runs = [net.forward(x_host) for _ in range(repeat)]
     _, pred, _ = runs[-1]
