@@ -8,8 +8,6 @@ import argparse
 import sys
 import time
 
-import numpy as np
-
 from . import catalogue, data, network, report, weights as wio
 from tqdm import tqdm
 

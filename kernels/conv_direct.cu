@@ -81,14 +81,6 @@ constexpr int M_PAD = (M_OUT + 3) / 4 * 4;
 #ifndef POOL
 #define POOL 0                // > 0: fused ReLU + POOL x POOL max-pool (floor); y is the pooled tensor
 #endif
-#ifndef OUT_HALF
-#define OUT_HALF USE_HALF     // the output's storage; a pooled conv2 feeding fp32 FC layers writes float
-#endif
-#if OUT_HALF
-typedef __half out_t;
-#else
-typedef float out_t;
-#endif
 #ifndef PERSISTENT
 #define PERSISTENT 0          // 1: blocks loop over images z, z + gridDim.z, ...
 #endif

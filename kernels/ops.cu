@@ -10,18 +10,10 @@
 #ifndef IN_HALF
 #define IN_HALF 0
 #endif
-#ifndef OUT_HALF
-#define OUT_HALF 0
-#endif
 #if IN_HALF
 typedef __half in_t;
 #else
 typedef float in_t;
-#endif
-#if OUT_HALF
-typedef __half out_t;
-#else
-typedef float out_t;
 #endif
 
 extern "C" __global__ void relu_maxpool(const in_t* RESTRICT x, out_t* RESTRICT y, int BC, int H, int W, int pool) {

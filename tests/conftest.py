@@ -32,3 +32,15 @@ def test_images():
     """The first 1000 preprocessed test images and their labels."""
     from convnet import data
     return data.load("test", limit=1000)
+
+
+@pytest.fixture(scope="session")
+def gpt2_fixture():
+    """The tiny random GPT-2 made by tests/fixtures/make_gpt2_fixture.py with transformers:
+    (params, config, tokens, logits transformers computed for them)."""
+    from pathlib import Path
+    pytest.importorskip("safetensors")              # the fixture is a safetensors checkpoint
+    from convnet.gpt2.checkpoint import load_hf
+    fixture = Path(__file__).parent / "fixtures" / "gpt2_tiny"
+    params, config = load_hf(fixture)
+    return params, config, np.load(fixture / "tokens.npy"), np.load(fixture / "expected_logits.npy")

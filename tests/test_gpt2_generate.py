@@ -19,11 +19,9 @@ SMALL = gpt2.GPT2Config(n_layer=2, n_head=2, n_embd=16, vocab_size=40, n_ctx=10)
 
 
 @pytest.fixture(scope="module")
-def hf_tiny():
-    pytest.importorskip("safetensors")              # the fixture is a safetensors checkpoint
-    from convnet.gpt2.checkpoint import load_hf
-    params, config = load_hf(FIXTURE)
-    return params, config, np.load(FIXTURE / "tokens.npy")
+def hf_tiny(gpt2_fixture):
+    params, config, tokens, _ = gpt2_fixture
+    return params, config, tokens
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,8 @@ TINY = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=32, vocab_size=50, n_ctx=16)
 
 
 @pytest.fixture(scope="module")
-def hf_tiny():
-    pytest.importorskip("safetensors")              # the fixture is a safetensors checkpoint
-    from convnet.gpt2.checkpoint import load_hf
-    params, config = load_hf(FIXTURE)
-    return params, config, np.load(FIXTURE / "tokens.npy"), np.load(FIXTURE / "expected_logits.npy")
+def hf_tiny(gpt2_fixture):
+    return gpt2_fixture
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -10,8 +10,6 @@ the scratch buffers, one set per concurrently running stream.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..errors import GPUError

@@ -1,8 +1,6 @@
 """Launchers for the layers around the convolutions: ReLU + max-pool, argmax (kernels/ops.cu)."""
 from __future__ import annotations
 
-import numpy as np
-
 from .runtime import Runtime, cdiv as _cdiv, i32
 
 
