@@ -38,7 +38,12 @@ def maxpool2d(x: np.ndarray, k: int) -> np.ndarray:
     Ho, Wo = H // k, W // k
     if Ho == 0 or Wo == 0:
         raise ValueError(f"maxpool2d: input {H}x{W} smaller than the {k}x{k} window")
-    return x[:, :, :Ho * k, :Wo * k].reshape(B, C, Ho, k, Wo, k).max(axis=(3, 5))
+    # k*k strided views and an element-wise maximum: much faster in numpy than a 6-D reduction.
+    out = x[:, :, 0:Ho * k:k, 0:Wo * k:k].copy()
+    for p in range(k):
+        for q in range(k):
+            np.maximum(out, x[:, :, p:Ho * k:k, q:Wo * k:k], out=out)
+    return out
 
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray, dtype=np.float32) -> np.ndarray:
