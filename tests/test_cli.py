@@ -78,3 +78,17 @@ def test_auto_falls_back_to_cpu_and_says_so():
     assert p.returncode == 0, p.stderr
     assert "running the numpy reference path" in p.stderr
     assert "Variant: cpu" in p.stdout
+
+
+def test_compare_table_and_json(tmp_path):
+    out = tmp_path / "c.json"
+    p = run("--compare", "cpu", "--batch", "50", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "| variant" in p.stdout and "| cpu " in p.stdout and "Op Time 1 (ms)" in p.stdout
+    saved = json.loads(out.read_text())
+    assert saved["batch"] == 50 and saved["results"][0]["variant"] == "cpu"
+
+
+def test_compare_unknown_variant_is_a_clear_error():
+    p = run("--compare", "cpu", "nope", "--batch", "10")
+    assert p.returncode == 2 and "unknown variant 'nope'" in p.stderr and "Traceback" not in p.stderr
