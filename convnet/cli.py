@@ -8,10 +8,10 @@ import argparse
 import sys
 import time
 
-from . import catalogue, data, network, report, weights as wio
 from tqdm import tqdm
 
-from .errors import ConvnetError, GPUError, GPUUnavailable, UsageError
+from . import catalogue, data, network, report, weights as wio
+from .errors import GPUError, GPUUnavailable, UsageError, exit_code
 from .gpu import available as gpu_available
 
 
@@ -164,11 +164,4 @@ def _main(argv) -> int:
 
 
 def main(argv=None) -> int:
-    try:
-        return _main(argv)
-    except ConvnetError as e:
-        print(f"run_milestone.py: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("run_milestone.py: interrupted", file=sys.stderr)
-        return 130
+    return exit_code("run_milestone.py", _main, argv)

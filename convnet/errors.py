@@ -1,4 +1,5 @@
 """The project's error types: each carries one line that names the problem for the user."""
+import sys
 
 
 class ConvnetError(Exception):
@@ -23,3 +24,16 @@ class GPUUnavailable(ConvnetError):
 
 class GPUError(ConvnetError):
     """A CUDA call or kernel launch failed; the message names the kernel and the variant."""
+
+
+def exit_code(prog: str, command, *args) -> int:
+    """Runs a command-line entry point: a ConvnetError becomes one line on stderr and exit code 2,
+    Ctrl-C exit code 130, never a traceback."""
+    try:
+        return command(*args)
+    except ConvnetError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

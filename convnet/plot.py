@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from .errors import ConvnetError, UsageError
+from .errors import UsageError, exit_code
 
 
 def compare_chart(results: dict, out_path: str) -> None:
@@ -48,17 +48,16 @@ def main(argv=None) -> int:
     p.add_argument("results", help="JSON written by run_milestone.py --compare ... --json")
     p.add_argument("-o", "--out", required=True, help="PNG to write")
     args = p.parse_args(argv)
-    try:
+
+    def command():
         try:
             with open(args.results) as f:
                 results = json.load(f)
         except (OSError, ValueError) as e:
             raise UsageError(f"{args.results}: cannot read results JSON ({e})") from None
         compare_chart(results, args.out)
-    except ConvnetError as e:
-        print(f"plot: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+    return exit_code("plot", command)
 
 
 if __name__ == "__main__":

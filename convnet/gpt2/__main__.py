@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import ConvnetError, UsageError
+from ..errors import UsageError, exit_code
 from .checkpoint import load_hf, load_llmc
 from .generate import generate, load_tokenizer
 
@@ -91,14 +91,7 @@ def _generate(args) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return _generate(args)
-    except ConvnetError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return exit_code(PROG, _generate, args)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from .. import catalogue, reference as ref, report, weights as wio
-from ..errors import ConvnetError
+from ..errors import ConvnetError, exit_code
 
 LAYERS = {"conv1": ("conv1.weight", (1, 86, 86)), "conv2": ("conv2.weight", (4, 40, 40))}
 
@@ -95,12 +95,11 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sweep", nargs="*", default=[], metavar="KEY=V1,V2")
     args = p.parse_args(argv)
-    try:
+
+    def command():
         print(sweep(catalogue.get(args.variant), args.layer, args.batch, _parse_sweep(args.sweep), args.reps))
-    except ConvnetError as e:
-        print(f"bench: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+    return exit_code("bench", command)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,6 @@ def ptr(buf, offset_elems: int = 0) -> np.uintp:
 
 
 class ConvLayer:
-    kernel_file = ""
-
     def __init__(self, rt: Runtime, variant, w: np.ndarray, in_shape, name: str = "conv", pool: int = 0):
         if w.ndim != 4 or w.shape[2] != w.shape[3]:
             raise GPUError(f"{name}: weights must be M x C x K x K, got {w.shape}")

@@ -117,10 +117,6 @@ class Kernel:
             raise GPUError(f"kernel {self.name} (variant {self.variant}) failed to launch "
                            f"with grid {grid}, block {block}: {e}") from None
 
-    @property
-    def registers(self) -> int:
-        return self.fn.get_attribute(self.rt.drv.function_attribute.NUM_REGS)
-
 
 class BufferPool:
     """Device buffers by name, allocated once per (shape, dtype) and reused: no allocation in the timed path."""
