@@ -1,5 +1,8 @@
 """The variant catalogue: milestones/*.toml -> Variant records that the CLI, the GPU runtime
-and the tests read. Adding a variant means adding one table there (and, if new, its kernel)."""
+and the tests read. Adding a variant means adding one table there (and, if new, its kernel).
+
+Each file serves one model, named by its top-level `model` key (default "lenet86"; GPT-2's file says
+"gpt2"); variant names are unique within a model, so both can have a `baseline`."""
 from __future__ import annotations
 
 import tomllib
@@ -28,44 +31,52 @@ class Variant:
     streams: int = 1          # GPU: streams the batch is pipelined over
     main: bool = False        # the variant `--variant auto` picks where a GPU is present
     source: str = ""          # the catalogue file it came from
+    model: str = "lenet86"    # the network it runs: lenet86 or gpt2
 
     @property
     def needs_gpu(self) -> bool:
         return self.backend == "gpu"
 
 
-def _parse(name: str, table: dict, source: str) -> Variant:
+def _parse(name: str, table: dict, source: str, model: str) -> Variant:
     missing = [k for k in REQUIRED if k not in table]
     if missing:
         raise ValueError(f"{source}: variant {name!r} lacks {', '.join(missing)}")
-    known = set(Variant.__dataclass_fields__) - {"name", "source"}
+    known = set(Variant.__dataclass_fields__) - {"name", "source", "model"}
     unknown = set(table) - known
     if unknown:
         raise ValueError(f"{source}: variant {name!r} has unknown keys {sorted(unknown)}")
     if table["backend"] not in ("cpu", "gpu"):
         raise ValueError(f"{source}: variant {name!r} has backend {table['backend']!r}")
-    return Variant(name=name, source=source, **table)
+    return Variant(name=name, source=source, model=model, **table)
 
 
-@lru_cache(maxsize=1)
-def load_all() -> dict[str, Variant]:
+MODELS = ("lenet86", "gpt2")
+
+
+@lru_cache(maxsize=None)
+def load_all(model: str = "lenet86") -> dict[str, Variant]:
+    if model not in MODELS:
+        raise UsageError(f"unknown model {model!r}; known models: {', '.join(MODELS)}")
     variants: dict[str, Variant] = {}
     for path in sorted(MILESTONES_DIR.glob("*.toml")):
         with open(path, "rb") as f:
             doc = tomllib.load(f)
+        if doc.get("model", "lenet86") != model:
+            continue
         for name, table in doc.get("variant", {}).items():
             if name in variants:
                 raise ValueError(f"{path.name}: variant {name!r} already defined in {variants[name].source}")
-            variants[name] = _parse(name, table, path.name)
+            variants[name] = _parse(name, table, path.name, model)
     return variants
 
 
-def get(name: str) -> Variant:
-    variants = load_all()
+def get(name: str, model: str = "lenet86") -> Variant:
+    variants = load_all(model)
     if name not in variants:
-        raise UsageError(f"unknown variant {name!r}; known variants: {', '.join(variants)}")
+        raise UsageError(f"unknown {model} variant {name!r}; known variants: {', '.join(variants)}")
     return variants[name]
 
 
-def main_gpu_variant() -> Variant | None:
-    return next((v for v in load_all().values() if v.main and v.needs_gpu), None)
+def main_gpu_variant(model: str = "lenet86") -> Variant | None:
+    return next((v for v in load_all(model).values() if v.main and v.needs_gpu), None)

@@ -33,24 +33,31 @@ def _batch(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="run_milestone.py",
                 description="Classify the Fashion-MNIST test set with LeNet-86 through a chosen kernel variant.")
+    p.add_argument("--model", choices=catalogue.MODELS, default="lenet86",
+                   help="lenet86 (default: Fashion-MNIST classification) or gpt2 (forward pass benchmark)")
     p.add_argument("--variant", default="auto",
                    help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
-    p.add_argument("--batch", type=_batch, default=10000, help="number of test images, 1..10000 (default 10000)")
+    p.add_argument("--batch", type=_batch, default=None,
+                   help="lenet86: number of test images, 1..10000 (default 10000); gpt2: sequences (default 8)")
+    p.add_argument("--seq", type=_batch, default=1024, help="gpt2: tokens per sequence (default 1024)")
+    p.add_argument("--checkpoint", default=None,
+                   help="gpt2: a Hugging Face GPT-2 directory or llm.c .bin (default: random weights, 124M shape)")
     p.add_argument("--data-dir", default=None, help="folder with t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz "
                                                     "(default: the copy bundled under datasets/fashion-mnist)")
     p.add_argument("--weights", default=str(wio.WEIGHTS_FILE), help="weights .npz (default: the shipped ones)")
     p.add_argument("--list", action="store_true", help="list every variant and whether it can run here")
     p.add_argument("--compare", nargs="*", metavar="VARIANT",
                    help="run several variants in one process and print the comparison table (none named: all GPU variants)")
-    p.add_argument("--repeat", type=int, default=1, help="timed repetitions per variant; the median is reported")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="timed repetitions per variant, the median is reported (default: lenet86 1, gpt2 10)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     return p
 
 
-def list_variants() -> str:
+def list_variants(model: str = "lenet86") -> str:
     ok, why = gpu_available()
     rows = []
-    for v in catalogue.load_all().values():
+    for v in catalogue.load_all(model).values():
         here = "yes" if (not v.needs_gpu or ok) else f"no: {why}"
         rows.append([v.name, v.milestone, v.backend, v.precision, here, v.title])
     return report.table(["variant", "milestone", "backend", "precision", "runs here", "title"], rows)
@@ -138,10 +145,38 @@ def _cudnn_lines(results, x, weights) -> str:
             f"{anchor['conv2_ms'] / best2:.2f}x faster")
 
 
+def run_gpt2(args) -> int:
+    ok, why = gpu_available()
+    if args.list:
+        print(list_variants("gpt2"))
+        return 0
+    if not ok:
+        raise GPUUnavailable(f"the GPT-2 benchmark needs a GPU: {why} "
+                             "(python -m convnet.gpt2 generate runs the reference without one)")
+    from .gpt2 import bench
+    if args.compare is not None:
+        names = args.compare or [v.name for v in catalogue.load_all("gpt2").values() if v.needs_gpu]
+    else:
+        main = catalogue.main_gpu_variant("gpt2")
+        names = [main.name if args.variant == "auto" else args.variant]
+    for n in names:
+        if not catalogue.get(n, "gpt2").needs_gpu:
+            raise UsageError(f"gpt2 variant {n!r} runs on the CPU; use python -m convnet.gpt2 generate for it")
+    text, results = bench.run(names, args.batch or 8, args.seq, args.repeat or 10, args.checkpoint)
+    print(text)
+    if args.json:
+        report.save_json(args.json, {"model": "gpt2", "batch": args.batch or 8, "seq": args.seq, "results": results})
+    return 0
+
+
 def _main(argv) -> int:
     args = build_parser().parse_args(argv)
-    if args.repeat < 1:
+    if args.repeat is not None and args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    if args.model == "gpt2":
+        return run_gpt2(args)
+    args.batch = args.batch or 10000
+    args.repeat = args.repeat or 1
     if args.list:
         print(list_variants())
         return 0

@@ -1,7 +1,10 @@
-// gemm.cu: the project's one tiled GEMM, fp32.  C[m,n] = sum_k A[m,k] * B[k,n]  (+ bias, ReLU)
+// gemm.cu: the project's one tiled GEMM, fp32.  C[m,n] = act(sum_k A[m,k] * B[k,n] + bias) + resid[m,n]
 //
-// Operands are addressed by strides (A[m*sam + k*sak], B[k*sbk + n*sbn], C[m*scm + n*scn]) so one kernel
-// serves row-major, transposed (FC weights stored out x in) and unrolled-convolution layouts.
+// v1/v2 address operands by strides (A[m*sam + k*sak], B[k*sbk + n*sbn], C[m*scm + n*scn]) and a batch
+// stride per operand (blockIdx.z), so one kernel serves row-major, transposed (FC weights stored
+// out x in), unrolled-convolution layouts and the per-head products of naive attention.
+// v4/v5 (GPT-2's linear layers) take row-major A (M x K, lda) and B (K x N, ldb) with K, N, lda,
+// ldb multiples of 4 (16-byte loads); the launcher falls back to v2 elsewhere.
 //
 // Versions:
 //   gemm_tiled     v1  TILE x TILE shared-memory tiles, one output per thread (baseline). Each input
@@ -16,8 +19,20 @@
 //                      address: one broadcast per value, no shared-memory tile for A). With FIXED_SHAPE
 //                      (op_2) C, K, H, W are compile-time constants: the index divisions become
 //                      multiplications and the k loop unrolls.
+//   gemm_vec4      v4  128x128x8 block tile, 8x8 micro-tile per thread (two 4x4 quadrants, so shared
+//                      memory is read as float4 without bank conflicts), float4 global loads, the next
+//                      tile prefetched into registers while the current one is multiplied (one barrier
+//                      per k step). Split-K (req_9): gridDim.z > 1 cuts K into slices whose partial
+//                      sums go to a workspace; splitk_reduce adds them and applies the epilogue.
+//   gemm_tf32      v5  tensor cores: mma.sync m16n8k8 TF32 (10-bit mantissa inputs, fp32 accumulate),
+//                      128x128x16 block tile, 8 warps of 64x32, cp.async double buffering.
 //
-// Epilogue: bias_mode 0 none, 1 bias[m], 2 bias[n]; relu != 0 clamps at zero.
+// Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
+// resid, when not null, is added after the activation (same strides as C).
+// Epilogue (v4/v5/reduce, GPT-2, pro_1): bias[n], act, resid[m*ldc + n]; with qkv_T > 0 (pro_2) the
+// columns of the fused QKV projection are scattered head-major: row m = (b, t), column n = (which,
+// head, d) -> Q[b][head][t][d] (cap_q rows per head), K or V[b][head][pos + t][d] (cap_kv rows per
+// head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 #include "common.cuh"
 
@@ -43,16 +58,28 @@
 #define NTY (BM / TM)              // threads along m
 #define NTHREADS (NTX * NTY)
 
-__device__ __forceinline__ float epilogue(float v, const float* RESTRICT bias, int bias_mode, int relu, int m, int n) {
+__device__ __forceinline__ float activation(float v, int act) {
+    if (act == 1) return v < 0.f ? 0.f : v;
+    if (act == 2) {                                   // GPT-2's GELU, tanh approximation
+        const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        return 0.5f * v * (1.f + tanhf(u));
+    }
+    return v;
+}
+
+__device__ __forceinline__ float epilogue(float v, const float* RESTRICT bias, int bias_mode, int act, int m, int n) {
     if (bias_mode == 1) v += bias[m];
     else if (bias_mode == 2) v += bias[n];
-    return (relu && v < 0.f) ? 0.f : v;
+    return activation(v, act);
 }
 
 extern "C" __global__ void gemm_tiled(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT C,
                                       const float* RESTRICT bias, int M, int N, int K,
                                       int sam, int sak, long long sbk, long long sbn, long long scm, long long scn,
-                                      int bias_mode, int relu) {
+                                      int bias_mode, int act, const float* RESTRICT resid,
+                                      long long sab, long long sbb, long long scb) {
+    A += blockIdx.z * sab; B += blockIdx.z * sbb; C += blockIdx.z * scb;
+    if (resid) resid += blockIdx.z * scb;
     __shared__ float As[TILE][TILE];
     __shared__ float Bs[TILE][TILE + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -66,7 +93,10 @@ extern "C" __global__ void gemm_tiled(const float* RESTRICT A, const float* REST
         for (int i = 0; i < TILE; ++i) acc += As[ty][i] * Bs[i][tx];
         __syncthreads();
     }
-    if (row < M && col < N) C[row * scm + col * scn] = epilogue(acc, bias, bias_mode, relu, row, (int)col);
+    if (row < M && col < N) {
+        const long long at = row * scm + col * scn;
+        C[at] = epilogue(acc, bias, bias_mode, act, row, (int)col) + (resid ? resid[at] : 0.f);
+    }
 }
 
 // The register-tiled inner product shared by v2 and v3: As is stored k-major (As[k][m]).
@@ -90,7 +120,9 @@ __device__ __forceinline__ void micro_tile(const float (*As)[BM], const float (*
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 gemm_regtile(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT C, const float* RESTRICT bias,
              int M, int N, int K, int sam, int sak, long long sbk, long long sbn, long long scm, long long scn,
-             int bias_mode, int relu) {
+             int bias_mode, int act, const float* RESTRICT resid, long long sab, long long sbb, long long scb) {
+    A += blockIdx.z * sab; B += blockIdx.z * sbb; C += blockIdx.z * scb;
+    if (resid) resid += blockIdx.z * scb;
     __shared__ float As[BK][BM];
     __shared__ float Bs[BK][BN];
     const int tid = threadIdx.x, tx = tid % NTX, ty = tid / NTX;
@@ -118,7 +150,10 @@ gemm_regtile(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT C
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
             const long long n = n0 + tx + j * NTX;
-            if (m < M && n < N) C[m * scm + n * scn] = epilogue(acc[i][j], bias, bias_mode, relu, m, (int)n);
+            if (m < M && n < N) {
+                const long long at = m * scm + n * scn;
+                C[at] = epilogue(acc[i][j], bias, bias_mode, act, m, (int)n) + (resid ? resid[at] : 0.f);
+            }
         }
     }
 }
@@ -224,4 +259,214 @@ conv_implicit(const float* RESTRICT x, const float* RESTRICT w, float* RESTRICT 
             if (m < M) y[(b * M + m) * HWo + hw] = acc[i][j];
         }
     }
+}
+
+// ---- GPT-2 epilogue (v4, v5, splitk_reduce) --------------------------------------------------------
+#define EPI_PARAMS float* RESTRICT C, long long ldc, const float* RESTRICT bias, int act,                  \
+                   const float* RESTRICT resid, float* RESTRICT k_out, float* RESTRICT v_out, int qkv_T,    \
+                   int pos, int n_head, int head_dim, int cap_q, int cap_kv
+#define EPI_ARGS C, ldc, bias, act, resid, k_out, v_out, qkv_T, pos, n_head, head_dim, cap_q, cap_kv
+
+__device__ __forceinline__ void epi_store(float v, int m, int n, EPI_PARAMS) {
+    if (bias) v += bias[n];
+    v = activation(v, act);
+    if (qkv_T > 0) {                                  // pro_2: head-major Q, K, V (K and V into the cache)
+        const int C1 = n_head * head_dim, which = n / C1, c = n - which * C1, h = c / head_dim,
+                  d = c - h * head_dim, b = m / qkv_T, t = m - b * qkv_T;
+        if (which == 0) C[(((long long)b * n_head + h) * cap_q + t) * head_dim + d] = v;
+        else (which == 1 ? k_out : v_out)[(((long long)b * n_head + h) * cap_kv + pos + t) * head_dim + d] = v;
+        return;
+    }
+    const long long at = (long long)m * ldc + n;
+    if (resid) v += resid[at];
+    C[at] = v;
+}
+
+// Four consecutive columns n..n+3 (n % 4 == 0, N % 4 == 0): one 16-byte store in the plain layout.
+__device__ __forceinline__ void epi_store4(float4 v, int m, int n, EPI_PARAMS) {
+    if (qkv_T > 0) {
+        epi_store(v.x, m, n, EPI_ARGS); epi_store(v.y, m, n + 1, EPI_ARGS);
+        epi_store(v.z, m, n + 2, EPI_ARGS); epi_store(v.w, m, n + 3, EPI_ARGS);
+        return;
+    }
+    if (bias) { const float4 b = *(const float4*)&bias[n]; v.x += b.x; v.y += b.y; v.z += b.z; v.w += b.w; }
+    v.x = activation(v.x, act); v.y = activation(v.y, act); v.z = activation(v.z, act); v.w = activation(v.w, act);
+    const long long at = (long long)m * ldc + n;
+    if (resid) { const float4 r = *(const float4*)&resid[at]; v.x += r.x; v.y += r.y; v.z += r.z; v.w += r.w; }
+    *(float4*)&C[at] = v;
+}
+
+// ---- v4: 128x128 block tile, 8x8 per thread, float4 loads, register prefetch ------------------------
+#define V4_BM 128
+#define V4_BN 128
+#define V4_BK 8
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_vec4(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
+          int lda, int ldb, int k_split, EPI_PARAMS) {
+    __shared__ __align__(16) float As[2][V4_BK][V4_BM];      // k-major: a thread's 4 rows are one float4
+    __shared__ __align__(16) float Bs[2][V4_BK][V4_BN];
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int m0 = blockIdx.y * V4_BM, n0 = blockIdx.x * V4_BN;
+    const int kb = blockIdx.z * k_split, ke = min(K, kb + k_split);
+    // Loader roles: A row tid/2, k offset (tid%2)*4; B k row tid/32, n offset (tid%32)*4.
+    const int am = m0 + tid / 2, ak = (tid % 2) * 4, bk = tid / 32, bn = n0 + (tid % 32) * 4;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    auto load_a = [&](int k0) { const int k = k0 + ak;
+        return (am < M && k < ke) ? *(const float4*)&A[(long long)am * lda + k] : zero; };
+    auto load_b = [&](int k0) { const int k = k0 + bk;
+        return (k < ke && bn < N) ? *(const float4*)&B[(long long)k * ldb + bn] : zero; };
+    auto stash = [&](int s, float4 a, float4 b) {
+        As[s][ak + 0][tid / 2] = a.x; As[s][ak + 1][tid / 2] = a.y;
+        As[s][ak + 2][tid / 2] = a.z; As[s][ak + 3][tid / 2] = a.w;
+        *(float4*)&Bs[s][bk][(tid % 32) * 4] = b;
+    };
+    float acc[8][8] = {};
+    stash(0, load_a(kb), load_b(kb));
+    __syncthreads();
+    int s = 0;
+    for (int k0 = kb; k0 < ke; k0 += V4_BK) {
+        const bool more = k0 + V4_BK < ke;
+        float4 na = zero, nb = zero;
+        if (more) { na = load_a(k0 + V4_BK); nb = load_b(k0 + V4_BK); }   // in flight during the FMAs
+#pragma unroll
+        for (int kk = 0; kk < V4_BK; ++kk) {
+            float a[8], b[8];
+            *(float4*)&a[0] = *(const float4*)&As[s][kk][ty * 4];
+            *(float4*)&a[4] = *(const float4*)&As[s][kk][64 + ty * 4];
+            *(float4*)&b[0] = *(const float4*)&Bs[s][kk][tx * 4];
+            *(float4*)&b[4] = *(const float4*)&Bs[s][kk][64 + tx * 4];
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+        }
+        if (more) stash(s ^ 1, na, nb);
+        __syncthreads();
+        s ^= 1;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        if (m >= M) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int n = n0 + h * 64 + tx * 4;
+            if (n >= N) continue;
+            const float4 v = make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+            if (gridDim.z > 1) *(float4*)&ws[((long long)blockIdx.z * M + m) * N + n] = v;
+            else epi_store4(v, m, n, EPI_ARGS);
+        }
+    }
+}
+
+// Split-K: out[m, n] = epilogue(sum over slices of ws[slice][m][n]); 4 columns per thread.
+extern "C" __global__ void splitk_reduce(const float* RESTRICT ws, int splits, int M, int N, EPI_PARAMS) {
+    const long long e = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (e >= (long long)M * N) return;
+    const int m = (int)(e / N), n = (int)(e - (long long)m * N);
+    float4 v = *(const float4*)&ws[e];
+    for (int z = 1; z < splits; ++z) {
+        const float4 p = *(const float4*)&ws[(long long)z * M * N + e];
+        v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+    }
+    epi_store4(v, m, n, EPI_ARGS);
+}
+
+// ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------
+#define V5_BM 128
+#define V5_BN 128
+#define V5_BK 16
+#define V5_AP (V5_BK + 4)          // padded rows: fragment reads hit 32 different banks
+#define V5_BP (V5_BN + 8)
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+    unsigned u;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+    return u;
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
+          int lda, int ldb, int k_split, EPI_PARAMS) {
+    __shared__ __align__(16) float As[2][V5_BM][V5_AP];
+    __shared__ __align__(16) float Bs[2][V5_BK][V5_BP];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;      // this warp's 64 x 32 piece of the tile
+    const int g = lane / 4, t = lane % 4;                       // mma fragment coordinates
+    const int m0 = blockIdx.y * V5_BM, n0 = blockIdx.x * V5_BN;
+    const int kb = blockIdx.z * k_split, ke = min(K, kb + k_split);
+    auto load = [&](int s, int k0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {                           // A: 128 rows x 4 float4
+            const int e = tid + r * 256, row = e / 4, kq = (e % 4) * 4, m = m0 + row, k = k0 + kq;
+            const bool ok = m < M && k < ke;
+            cp_async16(&As[s][row][kq], ok ? &A[(long long)m * lda + k] : A, ok);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {                           // B: 16 k rows x 32 float4
+            const int e = tid + r * 256, kr = e / 32, nq = (e % 32) * 4, k = k0 + kr, n = n0 + nq;
+            const bool ok = k < ke && n < N;
+            cp_async16(&Bs[s][kr][nq], ok ? &B[(long long)k * ldb + n] : B, ok);
+        }
+        asm volatile("cp.async.commit_group;\n");
+    };
+    float acc[4][4][4] = {};
+    load(0, kb);
+    int s = 0;
+    for (int k0 = kb; k0 < ke; k0 += V5_BK) {
+        if (k0 + V5_BK < ke) { load(s ^ 1, k0 + V5_BK); asm volatile("cp.async.wait_group 1;\n"); }
+        else asm volatile("cp.async.wait_group 0;\n");
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < V5_BK; kk += 8) {
+            unsigned a[4][4], b[4][2];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int r = wm + i * 16 + g;
+                a[i][0] = to_tf32(As[s][r][kk + t]);     a[i][1] = to_tf32(As[s][r + 8][kk + t]);
+                a[i][2] = to_tf32(As[s][r][kk + t + 4]); a[i][3] = to_tf32(As[s][r + 8][kk + t + 4]);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int c = wn + j * 8 + g;
+                b[j][0] = to_tf32(Bs[s][kk + t][c]); b[j][1] = to_tf32(Bs[s][kk + t + 4][c]);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                                 : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+                                 : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
+        }
+        __syncthreads();
+        s ^= 1;
+    }
+    // Accumulator fragment: rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 piece.
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int m = m0 + wm + i * 16 + g + half * 8;
+            if (m >= M) continue;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int n = n0 + wn + j * 8 + 2 * t;
+                if (n >= N) continue;                           // N % 4 == 0: n + 1 < N too
+                const float v0 = acc[i][j][half * 2], v1 = acc[i][j][half * 2 + 1];
+                if (gridDim.z > 1) {
+                    *(float2*)&ws[((long long)blockIdx.z * M + m) * N + n] = make_float2(v0, v1);
+                } else {
+                    epi_store(v0, m, n, EPI_ARGS);
+                    epi_store(v1, m, n + 1, EPI_ARGS);
+                }
+            }
+        }
 }

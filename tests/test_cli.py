@@ -39,7 +39,7 @@ def test_list_shows_every_variant():
     (["--batch", "-5"], "--batch must be at least 1"),
     (["--batch", "ten"], "whole number"),
     (["--batch", "20000", "--variant", "cpu"], "larger than the 10000 test images"),
-    (["--variant", "nope"], "unknown variant 'nope'; known variants: cpu"),
+    (["--variant", "nope"], "unknown lenet86 variant 'nope'; known variants: cpu"),
     (["--variant", "cpu", "--bogus"], "unrecognized arguments"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(args, message):
@@ -91,4 +91,4 @@ def test_compare_table_and_json(tmp_path):
 
 def test_compare_unknown_variant_is_a_clear_error():
     p = run("--compare", "cpu", "nope", "--batch", "10")
-    assert p.returncode == 2 and "unknown variant 'nope'" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and "unknown lenet86 variant 'nope'" in p.stderr and "Traceback" not in p.stderr

@@ -9,11 +9,18 @@ from convnet.gpu import build
 
 pytestmark = pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
 
-GPU_VARIANTS = [v for v in catalogue.load_all().values() if v.needs_gpu]
+GPU_VARIANTS = [v for m in catalogue.MODELS for v in catalogue.load_all(m).values() if v.needs_gpu]
 
 
 def kernels_of(variant):
-    from convnet.gpu import dryrun, lenet
+    from convnet.gpu import dryrun
+    if variant.model == "gpt2":
+        # GPT-2 124M's kernel constants (head size 64, n_embd 768) with a one-layer, small-vocabulary model.
+        from convnet.gpt2.gpu import GPT2GPU
+        from convnet.gpt2.model import GPT2Config, random_params
+        config = GPT2Config(n_layer=1, n_head=12, n_embd=768, vocab_size=64, n_ctx=64)
+        return dryrun.kernels_of(lambda rt: GPT2GPU(random_params(config), config, variant, rt))
+    from convnet.gpu import lenet
     return dryrun.kernels_of(lambda rt: lenet.GPULeNet(variant, wio.load(), rt))
 
 
@@ -30,7 +37,7 @@ def spills(ptxas_log: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[v.name for v in GPU_VARIANTS])
+@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[f"{v.model}-{v.name}" for v in GPU_VARIANTS])
 def test_variant_kernels_compile_without_spills(variant):
     builds = kernels_of(variant)
     assert builds, "the variant builds no kernel"

@@ -38,6 +38,7 @@ class GPT2Config:
     vocab_size: int
     n_ctx: int
     layer_norm_epsilon: float = 1e-5
+    window: int | None = None       # local causal attention over the last `window` positions (req_8)
 
     def __post_init__(self):
         sizes = (self.n_layer, self.n_head, self.n_embd, self.vocab_size, self.n_ctx)
@@ -45,6 +46,8 @@ class GPT2Config:
             raise ValueError(f"GPT2Config sizes must all be positive: {self}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd {self.n_embd} is not a multiple of n_head {self.n_head}")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"window must be at least 1, got {self.window}")
 
 
 def param_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
@@ -150,7 +153,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True,
 
 
 def causal_self_attention(x: np.ndarray, p: dict, prefix: str, n_head: int,
-                          kv: tuple | None = None) -> np.ndarray:
+                          kv: tuple | None = None, window: int | None = None) -> np.ndarray:
     """kv, for incremental decoding: (k_cache, v_cache, pos), buffers of shape
     (B, n_head, n_ctx, head_size) holding positions < pos; x holds positions pos.. ."""
     B, T, C = x.shape
@@ -163,7 +166,7 @@ def causal_self_attention(x: np.ndarray, p: dict, prefix: str, n_head: int,
         k_cache, v_cache, pos = kv
         k_cache[:, :, pos:pos + T], v_cache[:, :, pos:pos + T] = k, v
         k, v = k_cache[:, :, :pos + T], v_cache[:, :, :pos + T]
-    y = attention(q, k, v).transpose(0, 2, 1, 3).reshape(B, T, C)
+    y = attention(q, k, v, window=window).transpose(0, 2, 1, 3).reshape(B, T, C)
     return y @ p[prefix + "c_proj.weight"] + p[prefix + "c_proj.bias"]
 
 
@@ -176,7 +179,7 @@ def block(x: np.ndarray, p: dict, i: int, config: GPT2Config, kv: tuple | None =
     """One pre-LayerNorm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(.))."""
     h, eps = f"h.{i}.", config.layer_norm_epsilon
     x = x + causal_self_attention(layer_norm(x, p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps),
-                                  p, h + "attn.", config.n_head, kv)
+                                  p, h + "attn.", config.n_head, kv, config.window)
     return x + mlp(layer_norm(x, p[h + "ln_2.weight"], p[h + "ln_2.bias"], eps), p, h + "mlp.")
 
 

@@ -1,15 +1,30 @@
-"""The one tiled GEMM (kernels/gemm.cu v1/v2) as a callable: C = A @ B (+ bias) (ReLU), strided operands.
+"""The one tiled GEMM (kernels/gemm.cu) as callables.
 
-Used by the unrolled convolutions (weights x unrolled input) and by the fully connected layers
-(activations x transposed weights, bias and ReLU fused into the epilogue).
+Gemm    v1 tiled / v2 register-tiled: C = act(A @ B + bias) + resid on strided, optionally batched
+        operands. Used by the unrolled convolutions, LeNet's FC layers and naive attention.
+Linear  a row-major linear layer C = act(A @ W + bias) + resid for GPT-2: v4 (fp32 SIMT, float4) or
+        v5 (TF32 tensor cores), split-K when few output tiles meet a long K (req_9), head-major QKV
+        output (pro_2); falls back to v1/v2 where a shape breaks v4/v5's 16-byte alignment.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from ..errors import GPUError
 from .runtime import Runtime, cdiv as _cdiv, i32
 
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
+ACT_NONE, ACT_RELU, ACT_GELU = 0, 1, 2
+NULL = np.uintp(0)
+
+
+def _p(buf):
+    """Device pointer of a GPUArray / allocation / int, or NULL for None."""
+    if buf is None:
+        return NULL
+    return np.uintp(int(buf.gpudata) if hasattr(buf, "gpudata") else int(buf))
 
 
 class Gemm:
@@ -25,15 +40,90 @@ class Gemm:
         else:
             raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile)")
 
-    def __call__(self, A, B, C, M, N, K, sa, sb, sc, bias=None, bias_mode=BIAS_NONE, relu=False, stream=None):
-        """sa = (stride m, stride k), sb = (stride k, stride n), sc = (stride m, stride n), in elements."""
-        args = (A, B, C, bias if bias is not None else np.uintp(0), i32(M), i32(N), i32(K),
+    def __call__(self, A, B, C, M, N, K, sa, sb, sc, bias=None, bias_mode=BIAS_NONE, relu=False, stream=None,
+                 act=None, resid=None, batch=1, batch_strides=(0, 0, 0)):
+        """sa = (stride m, stride k), sb = (stride k, stride n), sc = (stride m, stride n), in elements;
+        batch products side by side, operand z at batch_strides (A, B, C) further."""
+        act = (ACT_RELU if relu else ACT_NONE) if act is None else act
+        args = (_p(A), _p(B), _p(C), _p(bias), i32(M), i32(N), i32(K),
                 i32(sa[0]), i32(sa[1]), np.int64(sb[0]), np.int64(sb[1]), np.int64(sc[0]), np.int64(sc[1]),
-                i32(bias_mode), i32(int(relu)))
+                i32(bias_mode), i32(act), _p(resid), *(np.int64(s) for s in batch_strides))
+        if batch > 65535:
+            raise GPUError(f"GEMM batch {batch} exceeds the grid's z limit of 65535")
         if self.version == "regtile":
             d = self.d
             threads = (d["BM"] // d["TM"]) * (d["BN"] // d["TN"])
-            self.fn((_cdiv(N, d["BN"]), _cdiv(M, d["BM"]), 1), (threads, 1, 1), *args, stream=stream)
+            self.fn((_cdiv(N, d["BN"]), _cdiv(M, d["BM"]), batch), (threads, 1, 1), *args, stream=stream)
         else:
             t = int(self.d["TILE"])
-            self.fn((_cdiv(N, t), _cdiv(M, t), 1), (t, t, 1), *args, stream=stream)
+            self.fn((_cdiv(N, t), _cdiv(M, t), batch), (t, t, 1), *args, stream=stream)
+
+
+@dataclass
+class Epilogue:
+    """What Linear does to A @ W before storing: + bias[n], activation, + resid[m, n]; or, with qkv
+    (pro_2), the head-major scatter: qkv = (k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv),
+    C being the Q buffer."""
+    bias: object = None
+    act: int = ACT_NONE
+    resid: object = None
+    qkv: tuple | None = None
+
+    def args(self, C, ldc):
+        k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv = self.qkv or (None, None, 0, 0, 0, 0, 0, 0)
+        return (_p(C), np.int64(ldc), _p(self.bias), i32(self.act), _p(self.resid), _p(k_out), _p(v_out),
+                i32(T), i32(pos), i32(n_head), i32(head_dim), i32(cap_q), i32(cap_kv))
+
+
+TILE_V45 = 128
+SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
+SPLIT_SLICE = 256          # shortest K slice worth a block
+
+
+class Linear:
+    """C (M x N, row stride ldc) = epilogue(A (M x K, lda) @ W (K x N, ldb)), all row-major."""
+
+    def __init__(self, rt: Runtime, version: str, defines: dict, variant: str, split_k: bool = False):
+        self.rt, self.version, self.split_k = rt, version, split_k
+        kernels = {"vec4": "gemm_vec4", "tf32": "gemm_tf32"}
+        if version in kernels:
+            self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
+            self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
+            self.fallback = Gemm(rt, "regtile", defines, variant)
+        elif version in ("tiled", "regtile"):
+            self.fn = None
+            self.fallback = Gemm(rt, version, defines, variant)
+        else:
+            raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile, vec4, tf32)")
+
+    def splits(self, M: int, N: int, K: int) -> int:
+        """req_9's heuristic: cut K when the output tiles cannot fill the SMs twice and K is long."""
+        if not self.split_k or K < SPLIT_MIN_K:
+            return 1
+        tiles = _cdiv(M, TILE_V45) * _cdiv(N, TILE_V45)
+        if tiles >= 2 * self.rt.sm_count:
+            return 1
+        return max(1, min(K // SPLIT_SLICE, _cdiv(2 * self.rt.sm_count, tiles)))
+
+    def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None):
+        aligned = all(v % 4 == 0 for v in (K, N, lda, ldb, ldc))
+        if self.fn is None or not aligned:
+            if epi.qkv is not None:
+                raise GPUError(f"the head-major QKV epilogue needs GEMM v4/v5 and 16-byte aligned rows "
+                               f"(K={K}, N={N})")
+            self.fallback(A, W, C, M, N, K, (lda, 1), (ldb, 1), (ldc, 1), bias=epi.bias,
+                          bias_mode=BIAS_COL if epi.bias is not None else BIAS_NONE, act=epi.act,
+                          resid=epi.resid, stream=stream)
+            return
+        splits = self.splits(M, N, K)
+        k_split = _cdiv(_cdiv(K, splits), 16) * 16          # a multiple of both v4's and v5's BK
+        splits = _cdiv(K, k_split)
+        ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N)) if splits > 1 else None
+        grid = (_cdiv(N, TILE_V45), _cdiv(M, TILE_V45), splits)
+        if grid[1] > 65535:
+            raise GPUError(f"GEMM with M={M} rows exceeds the grid's y limit ({65535 * TILE_V45} rows)")
+        self.fn(grid, (256, 1, 1), _p(A), _p(W), _p(ws), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
+                i32(k_split), *epi.args(C, ldc), stream=stream)
+        if splits > 1:
+            self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), _p(ws), i32(splits), i32(M), i32(N),
+                        *epi.args(C, ldc), stream=stream)

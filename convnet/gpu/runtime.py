@@ -109,6 +109,16 @@ class Kernel:
     def __init__(self, rt: Runtime, fn, name: str, variant: str):
         self.rt, self.fn, self.name, self.variant = rt, fn, name, variant
 
+    def allow_shared(self, nbytes: int):
+        """Opts in to more than 48 KB of dynamic shared memory per block (up to the device's limit)."""
+        drv = self.rt.drv
+        limit = self.rt.device.get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        if nbytes > limit:
+            raise GPUError(f"kernel {self.name} (variant {self.variant}) needs {nbytes} bytes of shared memory; "
+                           f"{self.rt.name} allows {limit} per block")
+        with self.rt.checked(f"setting the shared-memory size of {self.name}"):
+            self.fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes))
+
     def __call__(self, grid, block, *args, stream=None, shared: int = 0):
         try:
             self.fn(*args, grid=tuple(int(g) for g in grid), block=tuple(int(b) for b in block),

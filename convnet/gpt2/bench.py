@@ -1,0 +1,117 @@
+"""run_milestone.py --model gpt2: time GPT-2 variants on the GPU (random weights at the 124M shape, or a
+checkpoint), split by kernel group, check them against the float64 reference on a shorter input, and
+time HF transformers on the same weights and input in the same run when it is importable."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from tqdm import tqdm
+
+from .. import catalogue, report
+from ..errors import GPUError, UsageError
+from .model import GPT2Config, forward, random_params
+
+GPT2_124M = GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_ctx=1024)
+CHECK_T = 64            # the reference check runs B=1 on this many tokens (float64 numpy is slow)
+DECODE_PROMPT, DECODE_NEW = 16, 64
+
+
+def load_model(checkpoint: str | None, seed: int = 0):
+    if checkpoint is None:
+        return random_params(GPT2_124M, seed), GPT2_124M, f"124M shape, random weights (seed {seed})"
+    from pathlib import Path
+    from .checkpoint import load_hf, load_llmc
+    path = Path(checkpoint)
+    params, config = load_hf(path) if path.is_dir() else load_llmc(path)
+    return params, config, f"checkpoint {path}"
+
+
+def _rel_err(got, ref) -> float:
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def run_variant(v, params, config, B, T, repeat, idx, check_ref, decode: bool) -> dict:
+    from .gpu import GPT2GPU
+    gpu = GPT2GPU(params, config, v)
+    timing = gpu.time_forward(idx, repeat=repeat)
+    check_idx, ref_logits = check_ref
+    err = _rel_err(gpu.logits(check_idx).astype(np.float64), ref_logits)
+    out = {"variant": v.name, "precision": v.precision, "tolerance": v.tolerance if v.precision != "fp32" else 1e-4,
+           "rel_err": err, "device": gpu.rt.name, **timing}
+    if decode:
+        _, out["decode_tok_s"] = gpu.generate(idx[:1, :DECODE_PROMPT], DECODE_NEW)
+    return out
+
+
+def run(names, B: int, T: int, repeat: int, checkpoint: str | None, hf: bool = True) -> tuple[str, list]:
+    params, config, what = load_model(checkpoint)
+    if T > config.n_ctx:
+        raise UsageError(f"--seq {T} exceeds the model's context of {config.n_ctx}")
+    variants = [catalogue.get(n, "gpt2") for n in names]
+    idx = np.random.default_rng(1).integers(0, config.vocab_size, (B, T))
+    check_idx = idx[:1, :min(T, CHECK_T)]
+    windows = {v.params.get("window") for v in variants}
+    refs = {w: forward(params, dataclasses.replace(config, window=w), check_idx, np.float64) for w in windows}
+    results, failed = [], []
+    for v in tqdm(variants, desc="variants", unit="variant", leave=False):
+        if not v.needs_gpu:
+            continue
+        try:
+            results.append(run_variant(v, params, config, B, T, repeat, idx,
+                                       (check_idx, refs[v.params.get("window")]), decode=len(variants) == 1))
+        except GPUError as e:
+            failed.append(f"{v.name}: FAILED: {e}")
+    if not results:
+        raise GPUError("every variant failed:\n" + "\n".join(failed))
+    anchors = _hf(params, config, idx, results) if hf else {}
+    return _format(results, anchors, what, B, T, failed), results + ([{"hf": anchors}] if anchors else [])
+
+
+def _hf(params, config, idx, results) -> dict:
+    from . import hf_anchor
+    if not hf_anchor.available():
+        return {}
+    out = {}
+    for tf32 in (False, True):
+        r = hf_anchor.time_forward(params, config, idx, tf32)
+        out["tf32" if tf32 else "fp32"] = r["ms"]
+        out["versions"] = f"torch {r['torch']}, transformers {r['transformers']}"
+    if any("decode_tok_s" in r for r in results):
+        out["decode_tok_s"] = hf_anchor.time_decode(params, config, idx[:1, :DECODE_PROMPT], DECODE_NEW, tf32=False)
+    return out
+
+
+def _format(results, anchors, what, B, T, failed) -> str:
+    from .gpu import GROUPS
+    lines = [f"GPT-2 ({what}), B={B} T={T}, on {results[0]['device']}"]
+    base = next((r for r in results if r["variant"] == "baseline"), None)
+    if len(results) == 1:
+        r = results[0]
+        rows = [[g, r["groups_ms"][g], f"{100 * r['groups_ms'][g] / max(sum(r['groups_ms'].values()), 1e-9):.1f}%"]
+                for g in GROUPS]
+        lines.append(report.table(["kernel group (one timed pass)", "ms", "share"], rows,
+                                  title=f"variant {r['variant']} ({r['precision']})"))
+    rows = []
+    for r in results:
+        ok = "ok" if r["rel_err"] <= r["tolerance"] else "TOO LARGE"
+        row = [r["variant"], r["precision"], r["total_ms"], f"{r['tokens_per_s']:.0f}", f"{r['rel_err']:.1e} ({ok})",
+               f"{base['total_ms'] / r['total_ms']:.2f}x" if base else "-"]
+        if anchors:
+            hf_ms = anchors["tf32"] if r["precision"] == "tf32" else anchors["fp32"]
+            row.append(f"{hf_ms / r['total_ms']:.2f}x")
+        rows.append(row)
+    headers = ["variant", "precision", "forward (ms)", "tokens/s", f"rel. err vs float64 (B=1, T<={CHECK_T})",
+               "speedup vs baseline"] + (["vs HF (same precision)"] if anchors else [])
+    lines.append(report.table(headers, rows))
+    if anchors:
+        lines.append(f"HF transformers GPT2LMHeadModel, same weights and input, same run ({anchors['versions']}): "
+                     f"fp32 {anchors['fp32']:.2f} ms, TF32 {anchors['tf32']:.2f} ms")
+    else:
+        lines.append("(torch + transformers not importable: no HF comparison)")
+    for r in results:
+        if "decode_tok_s" in r:
+            hf = f"; HF generate {anchors['decode_tok_s']:.0f} tok/s" if "decode_tok_s" in anchors else ""
+            lines.append(f"Greedy decode, B=1, {DECODE_PROMPT}-token prompt, {DECODE_NEW} new tokens, KV cache: "
+                         f"{r['decode_tok_s']:.0f} tok/s{hf}")
+    return "\n".join(lines + failed)

@@ -1,0 +1,296 @@
+"""GPT-2 forward on the GPU: the linear layers on gemm.cu, attention on attention.cu, the rest on
+transformer.cu. One class, GPT2GPU, runs every variant of milestones/gpt2.toml; its params say which
+kernel each step uses:
+
+    gemm            tiled (v1, baseline) | regtile (v2) | vec4 (v4, fp32) | tf32 (v5, tensor cores)
+    split_k         req_9: split-K for long K and few output tiles (v4/v5)
+    attention       naive (scores in memory, baseline) | flash (req_4)
+    softmax         naive | warp        (naive attention only)
+    layernorm       naive | warp
+    ln_const        req_6: LayerNorm gamma/beta read from constant memory (warp LayerNorm)
+    fuse_epilogue   pro_1: bias + GELU and bias + residual inside the GEMM
+    qkv_head_major  pro_2: the QKV GEMM writes head-major Q and the K/V cache itself (no permute)
+    window          req_8: local causal attention over the last `window` positions (another model)
+
+Keys and values always go to a cache (n_layer, B, n_head, capacity, head_size), so the same forward
+serves a full sequence (capacity T), a prompt (prefill) and one new token per step (decode).
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from ..errors import GPUError, UsageError
+from ..gpu.gemm import ACT_GELU, Epilogue, Gemm, Linear, _p
+from ..gpu.runtime import Runtime, cdiv, f32, i32
+from .model import GPT2Config, check_params
+
+GROUPS = ("embed", "layernorm", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "elementwise", "lm_head")
+FA_BR, FA_BC = 64, 64          # flash_attention's tile (kernels/attention.cu)
+VOCAB_PAD = 128                # the LM head's N is padded so every row is 16-byte aligned
+
+
+def flash_smem_bytes(head_dim: int) -> int:
+    """Qs[D][BR+4] + Ks[D][BC+1] + Vs[BC][D] + Ps[BC][BR+4], floats (kernels/attention.cu)."""
+    return 4 * (head_dim * (FA_BR + 4) + head_dim * (FA_BC + 1) + FA_BC * head_dim + FA_BC * (FA_BR + 4))
+
+
+class GPT2GPU:
+    def __init__(self, params: dict, config: GPT2Config, variant, rt: Runtime | None = None):
+        check_params(params, config)
+        self.rt = rt = rt or Runtime.get()
+        self.cfg, self.variant = config, variant
+        C, H = config.n_embd, config.n_head
+        self.C, self.H, self.D = C, H, C // H
+        self.V = config.vocab_size
+        self.Vp = cdiv(self.V, VOCAB_PAD) * VOCAB_PAD
+        p, name = variant.params, variant.name
+        d = dict(variant.defines)
+        self.gemm_version = p.get("gemm", "tiled")
+        self.linear = Linear(rt, self.gemm_version, d, name, split_k=bool(p.get("split_k", False)))
+        self.fuse = bool(p.get("fuse_epilogue", False))
+        self.head_major = bool(p.get("qkv_head_major", False))
+        self.window = int(p.get("window", 0) or config.window or 0)
+        self.flash = p.get("attention", "naive") == "flash"
+        if self.flash:
+            if self.D % 16:
+                raise GPUError(f"flash attention needs a head size that is a multiple of 16, got {self.D}")
+            self.fa = rt.kernel("attention.cu", "flash_attention", {**d, "HEAD_DIM": self.D}, name)
+            self.fa_smem = flash_smem_bytes(self.D)
+            self.fa.allow_shared(self.fa_smem)
+        else:
+            self.attn_gemm = Gemm(rt, "tiled" if self.gemm_version == "tiled" else "regtile", d, name)
+            soft = p.get("softmax", "naive")
+            self.softmax = rt.kernel("attention.cu", f"softmax_rows_{soft}", d, name)
+            self.softmax_warp = soft == "warp"
+            self.unpermute = rt.kernel("attention.cu", "unpermute", d, name)
+        if not self.head_major:
+            self.permute = rt.kernel("attention.cu", "permute_qkv", d, name)
+        ln = p.get("layernorm", "naive")
+        self.ln_warp = ln == "warp" and C % 4 == 0
+        self.ln_const = bool(p.get("ln_const", False))
+        if self.ln_const and (not self.ln_warp or C > 4096):
+            raise GPUError("ln_const needs the warp LayerNorm, n_embd a multiple of 4 and at most 4096")
+        td = {**d, "LN_VEC": cdiv(C, 128), "LN_CONST": int(self.ln_const)} if self.ln_warp else d
+        self.layernorm = rt.kernel("transformer.cu", "layernorm_warp" if self.ln_warp else "layernorm_naive", td, name)
+        if self.ln_const:
+            self.c_ln, _ = rt.module("transformer.cu", td).get_global("c_ln")
+        self.embed = rt.kernel("transformer.cu", "embed", d, name)
+        self.gelu = rt.kernel("transformer.cu", "gelu_inplace", d, name)
+        self.add = rt.kernel("transformer.cu", "add_inplace", d, name)
+        self.argmax = rt.kernel("transformer.cu", "argmax_rows", d, name)
+        self._upload(params)
+        self.stream = rt.stream()
+        self._marks = None
+
+    # -- weights -----------------------------------------------------------------------------------
+    def _upload(self, params):
+        def put(key, arr):
+            buf = self.rt.pool.get(f"gpt2.w.{key}", arr.shape)
+            buf.set(np.ascontiguousarray(arr, dtype=np.float32))
+            return buf
+        self.w = {}
+        for name, arr in params.items():
+            if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+                stem = name[:-len("weight")]        # gamma and beta side by side: one copy for req_6
+                self.w[stem + "pair"] = put(stem + "pair", np.concatenate([arr, params[stem + "bias"]]))
+            elif not name.endswith(("ln_1.bias", "ln_2.bias", "ln_f.bias")):
+                self.w[name] = put(name, arr)
+        wte_t = np.zeros((self.C, self.Vp), np.float32)       # the tied LM head as a row-major (C, Vp) B
+        wte_t[:, :self.V] = params["wte"].T
+        self.w["lm_head"] = put("lm_head", wte_t)
+
+    # -- buffers -----------------------------------------------------------------------------------
+    def _buffers(self, B, T, cap):
+        g, C, H, D, L = self.rt.pool.get, self.C, self.H, self.D, self.cfg.n_layer
+        bufs = {"idx": g("gpt2.act.idx", (B, T), np.int32), "x": g("gpt2.act.x", (B * T, C)),
+                "x2": g("gpt2.act.x2", (B * T, C)), "a": g("gpt2.act.a", (B * T, C)), "y": g("gpt2.act.y", (B * T, C)),
+                "t": g("gpt2.act.t", (B * T, C)), "h": g("gpt2.act.h", (B * T, 4 * C)), "q": g("gpt2.act.q", (B, H, T, D)),
+                "k": g("gpt2.act.kcache", (L, B, H, cap, D)), "v": g("gpt2.act.vcache", (L, B, H, cap, D)),
+                "logits": g("gpt2.act.logits", (B * T, self.Vp)), "next": g("gpt2.act.next", (B,), np.int32)}
+        if not self.head_major:
+            bufs["qkv"] = g("gpt2.act.qkv", (B * T, 3 * C))
+        return bufs
+
+    # -- timing marks ------------------------------------------------------------------------------
+    def _mark(self, group):
+        if self._marks is not None:
+            ev = self.rt.event()
+            ev.record(self.stream)
+            self._marks.append((group, ev))
+
+    # -- one forward -------------------------------------------------------------------------------
+    def enqueue(self, idx_host: np.ndarray, pos: int = 0, cap: int | None = None, last_only: bool = False):
+        """Runs tokens idx_host (B, T) at positions pos.. on the stream; keys and values of earlier
+        positions must already be in the cache. Returns the logits buffer: rows (B*T or B, Vp)."""
+        B, T = idx_host.shape
+        cap = cap or T
+        if pos + T > cap:
+            raise UsageError(f"positions {pos}..{pos + T - 1} exceed the KV cache's capacity of {cap}")
+        buf = self._buffers(B, T, cap)
+        C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
+        self._mark(None)
+        buf["idx"].set_async(np.ascontiguousarray(idx_host, dtype=np.int32), stream=s)
+        self.embed((cdiv(M * C, 256), 1, 1), (256, 1, 1), buf["idx"], self.w["wte"], self.w["wpe"], buf["x"],
+                   i32(M), i32(T), i32(C), i32(pos), stream=s)
+        self._mark("embed")
+        x, x2 = buf["x"], buf["x2"]
+        layer_kv = B * H * cap * D
+        for i in range(cfg.n_layer):
+            h = f"h.{i}."
+            kc, vc = _p(buf["k"]) + np.uintp(4 * i * layer_kv), _p(buf["v"]) + np.uintp(4 * i * layer_kv)
+            self._layernorm(x, buf["a"], self.w[h + "ln_1.pair"], M)
+            self._mark("layernorm")
+            if self.head_major:
+                self.linear(buf["a"], self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, 3 * C, 3 * C,
+                            Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap)), s)
+                self._mark("qkv")
+            else:
+                self.linear(buf["a"], self.w[h + "attn.c_attn.weight"], buf["qkv"], M, 3 * C, C, C, 3 * C, 3 * C,
+                            Epilogue(bias=self.w[h + "attn.c_attn.bias"]), s)
+                self._mark("qkv")
+                self.permute((cdiv(M * 3 * C, 256), 1, 1), (256, 1, 1), buf["qkv"], buf["q"], kc, vc, i32(B),
+                             i32(T), i32(H), i32(D), i32(T), i32(cap), i32(pos), stream=s)
+                self._mark("elementwise")
+            self._attention(buf, kc, vc, B, T, pos + T, cap)
+            self._mark("attention")
+            x, x2 = self._residual_linear(buf["y"], self.w[h + "attn.c_proj.weight"], self.w[h + "attn.c_proj.bias"],
+                                          x, x2, buf["t"], M, C, C, "attn_proj")
+            self._layernorm(x, buf["a"], self.w[h + "ln_2.pair"], M)
+            self._mark("layernorm")
+            fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
+            self.linear(buf["a"], self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, 4 * C, 4 * C, fc, s)
+            self._mark("mlp_fc")
+            if not self.fuse:
+                self.gelu((cdiv(M * 4 * C, 256), 1, 1), (256, 1, 1), buf["h"], np.int64(M * 4 * C), stream=s)
+                self._mark("elementwise")
+            x, x2 = self._residual_linear(buf["h"], self.w[h + "mlp.c_proj.weight"], self.w[h + "mlp.c_proj.bias"],
+                                          x, x2, buf["t"], M, C, 4 * C, "mlp_proj")
+        self._layernorm(x, buf["a"], self.w["ln_f.pair"], M)
+        self._mark("layernorm")
+        rows, a_ld, a = M, C, buf["a"]
+        if last_only:                                   # only the last position's logits: decode needs no more
+            rows, a_ld, a = B, T * C, _p(buf["a"]) + np.uintp(4 * (T - 1) * C)
+        self.linear(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, self.Vp, self.Vp, Epilogue(), s)
+        self._mark("lm_head")
+        return buf["logits"], rows
+
+    def _layernorm(self, x, y, pair, rows):
+        C, s = self.C, self.stream
+        if self.ln_const:
+            self.rt.drv.memcpy_dtod_async(self.c_ln, pair.gpudata, 2 * C * 4, s)
+        beta = _p(pair) + np.uintp(4 * C)
+        if self.ln_warp:
+            self.layernorm((cdiv(rows, 8), 1, 1), (256, 1, 1), x, pair, beta, y, i32(rows), i32(C),
+                           f32(self.cfg.layer_norm_epsilon), stream=s)
+        else:
+            self.layernorm((cdiv(rows, 128), 1, 1), (128, 1, 1), x, pair, beta, y, i32(rows), i32(C),
+                           f32(self.cfg.layer_norm_epsilon), stream=s)
+
+    def _residual_linear(self, inp, w, bias, x, x2, tmp, M, N, K, group):
+        """x + inp @ w + bias: fused (pro_1, into the other residual buffer) or GEMM then add."""
+        if self.fuse:
+            self.linear(inp, w, x2, M, N, K, K, N, N, Epilogue(bias=bias, resid=x), self.stream)
+            self._mark(group)
+            return x2, x
+        self.linear(inp, w, tmp, M, N, K, K, N, N, Epilogue(bias=bias), self.stream)
+        self._mark(group)
+        self.add((cdiv(M * N, 256), 1, 1), (256, 1, 1), x, tmp, np.int64(M * N), stream=self.stream)
+        self._mark("elementwise")
+        return x, x2
+
+    def _attention(self, buf, kc, vc, B, Tq, Tk, cap):
+        H, D, s = self.H, self.D, self.stream
+        if self.flash:
+            self.fa((cdiv(Tq, FA_BR), B * H, 1), (256, 1, 1), buf["q"], kc, vc, buf["y"], i32(H), i32(Tq), i32(Tk),
+                    i32(Tq), i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)),
+                    stream=s, shared=self.fa_smem)
+            return
+        # Sized by the cache's capacity, so that decode steps (Tk growing by one) reuse one buffer.
+        scores = self.rt.pool.get("gpt2.act.scores", (B * H * Tq * cap,))
+        att = self.rt.pool.get("gpt2.act.att", (B, H, Tq, D))
+        self.attn_gemm(buf["q"], kc, scores, Tq, Tk, D, (D, 1), (1, D), (Tk, 1), stream=s,
+                       batch=B * H, batch_strides=(Tq * D, cap * D, Tq * Tk))
+        rows = B * H * Tq
+        grid = cdiv(rows, 8) if self.softmax_warp else cdiv(rows, 128)
+        self.softmax((grid, 1, 1), (256 if self.softmax_warp else 128, 1, 1), scores, i32(rows), i32(Tq), i32(Tk),
+                     i32(self.window), f32(1 / math.sqrt(D)), stream=s)
+        self.attn_gemm(scores, vc, att, Tq, D, Tk, (Tk, 1), (D, 1), (D, 1), stream=s,
+                       batch=B * H, batch_strides=(Tq * Tk, cap * D, Tq * D))
+        self.unpermute((cdiv(B * H * Tq * D, 256), 1, 1), (256, 1, 1), att, buf["y"], i32(B), i32(Tq), i32(H),
+                       i32(D), stream=s)
+
+    # -- public entry points -----------------------------------------------------------------------
+    def check_tokens(self, idx) -> np.ndarray:
+        idx = np.asarray(idx)
+        if idx.ndim != 2 or idx.shape[0] < 1 or idx.shape[1] < 1 or not np.issubdtype(idx.dtype, np.integer):
+            raise UsageError(f"token ids must be a non-empty (B, T) integer array, got {idx.dtype} {idx.shape}")
+        if idx.shape[1] > self.cfg.n_ctx:
+            raise UsageError(f"sequence length {idx.shape[1]} exceeds the model's context of {self.cfg.n_ctx}")
+        if idx.min() < 0 or idx.max() >= self.V:
+            raise UsageError(f"token ids must lie in [0, {self.V})")
+        return idx.astype(np.int32)
+
+    def logits(self, idx) -> np.ndarray:
+        """Logits (B, T, vocab_size) of token ids (B, T), copied to the host."""
+        idx = self.check_tokens(idx)
+        out, rows = self.enqueue(idx)
+        host = out.get_async(stream=self.stream)
+        self.rt.synchronize(f"GPT-2 forward (variant {self.variant.name})")
+        return host.reshape(idx.shape[0], idx.shape[1], self.Vp)[..., :self.V]
+
+    def time_forward(self, idx, repeat: int = 10, warmup: int = 2) -> dict:
+        """Median forward time (ms) over `repeat` runs, and one run split into kernel groups."""
+        idx = self.check_tokens(idx)
+        for _ in range(warmup):
+            self.enqueue(idx)
+        self.rt.synchronize(f"GPT-2 warm-up (variant {self.variant.name})")
+        times = []
+        start, end = self.rt.event(), self.rt.event()
+        for _ in range(repeat):
+            start.record(self.stream)
+            self.enqueue(idx)
+            end.record(self.stream)
+            end.synchronize()
+            times.append(end.time_since(start))
+        self._marks = []
+        self.enqueue(idx)
+        self.rt.synchronize(f"GPT-2 timed forward (variant {self.variant.name})")
+        groups = defaultdict(float)
+        for (_, a), (g, b) in zip(self._marks, self._marks[1:]):
+            groups[g] += b.time_since(a)
+        self._marks = None
+        return {"total_ms": float(np.median(times)), "groups_ms": {g: groups.get(g, 0.0) for g in GROUPS},
+                "tokens_per_s": idx.size / (np.median(times) / 1e3)}
+
+    def generate(self, prompt, max_new_tokens: int) -> tuple[np.ndarray, float]:
+        """Greedy continuation of prompt (B, T) with the KV cache on the device: the prompt runs once,
+        then each step runs only the newest token. Returns the new ids (B, n) and the decode tokens/s
+        (steps after the first, per sequence)."""
+        idx = self.check_tokens(prompt)
+        B, T = idx.shape
+        cap = T + max_new_tokens
+        if cap > self.cfg.n_ctx:
+            raise UsageError(f"{T} prompt tokens + {max_new_tokens} new tokens exceed the context of {self.cfg.n_ctx}")
+        new = np.zeros((B, max_new_tokens), np.int32)
+        nxt = self.rt.pinned((B,), np.int32)
+        start, end = self.rt.event(), self.rt.event()
+        step_in = idx
+        for n in range(max_new_tokens):
+            if n == 1:
+                start.record(self.stream)
+            logits, rows = self.enqueue(step_in, pos=0 if n == 0 else T + n - 1, cap=cap, last_only=True)
+            buf = self.rt.pool.get("gpt2.act.next", (B,), np.int32)
+            self.argmax((B, 1, 1), (256, 1, 1), logits, buf, i32(self.V), np.int64(self.Vp), stream=self.stream)
+            buf.get_async(stream=self.stream, ary=nxt)
+            self.stream.synchronize()
+            new[:, n] = nxt
+            step_in = nxt.reshape(B, 1).copy()
+        end.record(self.stream)
+        end.synchronize()
+        steps = max_new_tokens - 1
+        rate = steps / (end.time_since(start) / 1e3) if steps > 0 else float("nan")
+        self.rt.synchronize(f"GPT-2 generation (variant {self.variant.name})")
+        return new, rate

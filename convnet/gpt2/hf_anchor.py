@@ -1,0 +1,71 @@
+"""HF transformers GPT-2 on the same weights and input, timed in the same process (a measuring stick and
+an oracle only: the package does not depend on torch or transformers)."""
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def available() -> bool:
+    from importlib.util import find_spec
+    return find_spec("torch") is not None and find_spec("transformers") is not None
+
+
+def hf_model(params: dict, config, device: str = "cuda", tf32: bool = False):
+    """GPT2LMHeadModel holding our params (HF's Conv1D layout is ours; the LM head is tied to wte)."""
+    import torch
+    import transformers
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    hf_config = transformers.GPT2Config(
+        vocab_size=config.vocab_size, n_positions=config.n_ctx, n_embd=config.n_embd, n_layer=config.n_layer,
+        n_head=config.n_head, activation_function="gelu_new", layer_norm_epsilon=config.layer_norm_epsilon,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(hf_config)
+    state = {f"transformer.{k}": torch.from_numpy(v) for k, v in params.items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias", "lm_head.weight"))]
+    if missing or unexpected:
+        raise RuntimeError(f"HF GPT-2 state mismatch: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+    return model.to(device).eval()
+
+
+def _median_ms(torch, fn, reps: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def time_forward(params: dict, config, idx, tf32: bool, reps: int = 10) -> dict:
+    import torch
+    import transformers
+    model = hf_model(params, config, "cuda", tf32)
+    x = torch.as_tensor(idx, device="cuda")
+    with torch.no_grad():
+        ms = _median_ms(torch, lambda: model(x), reps)
+    return {"ms": ms, "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def time_decode(params: dict, config, prompt, new_tokens: int, tf32: bool) -> float:
+    """Greedy generate with HF's KV cache: new tokens per second (B=1)."""
+    import torch
+    model = hf_model(params, config, "cuda", tf32)
+    x = torch.as_tensor(prompt, device="cuda")
+    kw = dict(do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0)
+    with torch.no_grad():
+        model.generate(x, **kw)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model.generate(x, **kw)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+    return new_tokens / dt

@@ -1,0 +1,193 @@
+// attention.cu: causal self-attention for GPT-2, y = softmax(q k^T / sqrt(d) + causal mask) v per head.
+//
+// q is head-major (B, H, cap_q, D) holding Tq rows; k and v are (B, H, cap_kv, D) holding Tk >= Tq rows
+// (the KV cache): the queries are the last Tq of the Tk positions. With window > 0 (req_8) query t
+// sees only keys t-window+1..t. The output y is token-major (B, Tq, H*D), what the projection reads.
+//
+// Versions:
+//   naive (baseline)  the T x T score matrix is materialised: gemm.cu computes s = q k^T per head,
+//                     softmax_rows_* normalises each row in place (scale, causal mask), gemm.cu
+//                     computes p v, and unpermute turns (B, H, T, D) into (B, T, C).
+//       softmax_rows_naive  one thread per row, three passes over global memory.
+//       softmax_rows_warp   one warp per row: max and sum by warp shuffles, coalesced reads.
+//   flash_attention (req_4)  tiled over 64 queries x 64 keys with the online softmax: each block keeps
+//                     its 64 x D output in registers (4 rows x D/16 columns per thread), rescales it
+//                     when the running row maximum grows, and never writes scores to memory. Key tiles
+//                     wholly above the diagonal (or outside the window) are skipped; the heaviest query
+//                     tiles are scheduled first. D (HEAD_DIM) is a compile-time constant, a multiple of 16.
+// Tunables (-D): HEAD_DIM.
+#include "common.cuh"
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#define FA_BR 64                  // queries per block
+#define FA_BC 64                  // keys per tile
+#define FA_DJ (HEAD_DIM / 16)     // output columns per thread
+static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16");
+
+__device__ __forceinline__ bool visible(int key, int query, int Tk, int window) {
+    return key <= query && key < Tk && (window <= 0 || key > query - window);
+}
+
+// Dynamic shared memory: Qs[D][BR+4] (d-major, a thread's 4 rows are one float4), Ks[D][BC+1] (d-major,
+// padded so the transposing store is conflict-free), Vs[BC][D], Ps[BC][BR+4] (key-major probabilities).
+extern "C" __global__ void __launch_bounds__(256)
+flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
+                int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2) {
+    extern __shared__ __align__(16) float smem[];
+    constexpr int D = HEAD_DIM, QP = FA_BR + 4, KP = FA_BC + 1, PP = FA_BR + 4;
+    float* Qs = smem;                         // D * QP
+    float* Ks = Qs + D * QP;                  // D * KP
+    float* Vs = Ks + D * KP;                  // BC * D
+    float* Ps = Vs + FA_BC * D;               // BC * PP
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int nqb = (Tq + FA_BR - 1) / FA_BR, qb = nqb - 1 - blockIdx.x;   // heaviest tiles first
+    const int q0 = qb * FA_BR, shift = Tk - Tq;          // query row r sits at absolute position shift + r
+    const float* qh = q + (long long)bh * cap_q * D;
+    const float* kh = k + (long long)bh * cap_kv * D;
+    const float* vh = v + (long long)bh * cap_kv * D;
+
+    for (int e = tid; e < FA_BR * D; e += 256) {
+        const int r = e / D, d = e % D;
+        Qs[d * QP + r] = (q0 + r < Tq) ? qh[(long long)(q0 + r) * D + d] : 0.f;
+    }
+    const int first_q = shift + q0, last_q = shift + min(q0 + FA_BR, Tq) - 1;
+    const int key_lo = window > 0 ? max(0, first_q - window + 1) : 0, key_hi = min(last_q, Tk - 1);
+
+    float o[4][FA_DJ] = {}, m_run[4], l_run[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { m_run[i] = -INFINITY; l_run[i] = 0.f; }
+
+    for (int kt = (key_lo / FA_BC) * FA_BC; kt <= key_hi; kt += FA_BC) {
+        __syncthreads();                                   // previous tile's Ks, Vs, Ps are consumed
+        for (int e = tid; e < FA_BC * D; e += 256) {
+            const int c = e / D, d = e % D;
+            const bool ok = kt + c < Tk;
+            Ks[d * KP + c] = ok ? kh[(long long)(kt + c) * D + d] : 0.f;
+            Vs[c * D + d] = ok ? vh[(long long)(kt + c) * D + d] : 0.f;
+        }
+        __syncthreads();
+        float s[4][4] = {};
+#pragma unroll 8
+        for (int d = 0; d < D; ++d) {
+            const float4 qv = *(const float4*)&Qs[d * QP + ty * 4];
+            const float qa[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float kv = Ks[d * KP + tx + 16 * j];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) s[i][j] += qa[i] * kv;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int query = shift + q0 + ty * 4 + i;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                s[i][j] = visible(kt + tx + 16 * j, query, Tk, window) ? s[i][j] * scale_log2 : -INFINITY;
+                mx = fmaxf(mx, s[i][j]);
+            }
+#pragma unroll
+            for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+            const float m_new = fmaxf(m_run[i], mx);
+            const float base = (m_new == -INFINITY) ? 0.f : m_new;       // a row with nothing visible yet
+            const float alpha = exp2f(m_run[i] - base);
+            float sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float p = exp2f(s[i][j] - base);
+                sum += p;
+                Ps[(tx + 16 * j) * PP + ty * 4 + i] = p;
+            }
+#pragma unroll
+            for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            l_run[i] = l_run[i] * alpha + sum;
+            m_run[i] = m_new;
+#pragma unroll
+            for (int j = 0; j < FA_DJ; ++j) o[i][j] *= alpha;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int c = 0; c < FA_BC; ++c) {
+            const float4 pv = *(const float4*)&Ps[c * PP + ty * 4];
+            const float pa[4] = {pv.x, pv.y, pv.z, pv.w};
+#pragma unroll
+            for (int j = 0; j < FA_DJ; ++j) {
+                const float vv = Vs[c * D + tx + 16 * j];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) o[i][j] += pa[i] * vv;
+            }
+        }
+    }
+    const int C = H * D;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int r = q0 + ty * 4 + i;
+        if (r >= Tq) continue;
+        const float inv = 1.f / l_run[i];
+        float* yr = y + ((long long)b * Tq + r) * C + h * D;
+#pragma unroll
+        for (int j = 0; j < FA_DJ; ++j) yr[tx + 16 * j] = o[i][j] * inv;
+    }
+}
+
+// ---- naive path pieces -------------------------------------------------------------------------------
+// Scores s (B*H, Tq, Tk) in place -> probabilities; row r is query shift + r.
+extern "C" __global__ void softmax_rows_naive(float* RESTRICT s, int rows, int Tq, int Tk, int window, float scale) {
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    float* p = s + (long long)row * Tk;
+    const int query = Tk - Tq + row % Tq;
+    float mx = -INFINITY;
+    for (int c = 0; c < Tk; ++c) if (visible(c, query, Tk, window)) mx = fmaxf(mx, p[c] * scale);
+    float sum = 0.f;
+    for (int c = 0; c < Tk; ++c) {
+        const float e = visible(c, query, Tk, window) ? expf(p[c] * scale - mx) : 0.f;
+        p[c] = e;
+        sum += e;
+    }
+    for (int c = 0; c < Tk; ++c) p[c] /= sum;
+}
+
+extern "C" __global__ void softmax_rows_warp(float* RESTRICT s, int rows, int Tq, int Tk, int window, float scale) {
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    float* p = s + (long long)row * Tk;
+    const int query = Tk - Tq + row % Tq;
+    float mx = -INFINITY;
+    for (int c = lane; c < Tk; c += 32) if (visible(c, query, Tk, window)) mx = fmaxf(mx, p[c] * scale);
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    float sum = 0.f;
+    for (int c = lane; c < Tk; c += 32) {
+        const float e = visible(c, query, Tk, window) ? __expf(p[c] * scale - mx) : 0.f;
+        p[c] = e;
+        sum += e;
+    }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float inv = 1.f / sum;
+    for (int c = lane; c < Tk; c += 32) p[c] *= inv;
+}
+
+// (B, T, 3C) from the plain QKV projection -> head-major q (B, H, cap_q, D) and k, v at pos.. of the cache.
+extern "C" __global__ void permute_qkv(const float* RESTRICT qkv, float* RESTRICT q, float* RESTRICT k,
+                                       float* RESTRICT v, int Bn, int T, int H, int D, int cap_q, int cap_kv, int pos) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x, C = (long long)H * D;
+    if (e >= (long long)Bn * T * 3 * C) return;
+    const int n = (int)(e % (3 * C)), which = n / (int)C, h = (n % (int)C) / D, d = n % D;
+    const long long bt = e / (3 * C);
+    const int b = (int)(bt / T), t = (int)(bt % T);
+    if (which == 0) q[(((long long)b * H + h) * cap_q + t) * D + d] = qkv[e];
+    else (which == 1 ? k : v)[(((long long)b * H + h) * cap_kv + pos + t) * D + d] = qkv[e];
+}
+
+// (B, H, T, D) -> (B, T, H*D)
+extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y, int Bn, int T, int H, int D) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)Bn * H * T * D) return;
+    const int d = (int)(e % D), t = (int)((e / D) % T), h = (int)((e / ((long long)D * T)) % H);
+    const long long b = e / ((long long)D * T * H);
+    y[((b * T + t) * H + h) * D + d] = x[e];
+}

@@ -1,0 +1,132 @@
+// transformer.cu: GPT-2's element-wise and row-wise layers (the GEMMs are gemm.cu, attention attention.cu).
+//
+//   embed              x[b, t] = wte[idx[b, t]] + wpe[pos + t]
+//   layernorm_naive    baseline: one thread per row, two passes over global memory
+//   layernorm_warp     one warp per row, float4 loads, mean and variance by warp shuffles; with
+//                      LN_CONST (req_6) gamma and beta come from constant memory (the launcher copies
+//                      each layer's pair there, device to device, in stream order)
+//   gelu_inplace, add_inplace   the epilogues that pro_1 fuses into the GEMM
+//   argmax_rows        greedy decoding: one block per row of logits
+#include "common.cuh"
+
+#ifndef LN_CONST
+#define LN_CONST 0
+#endif
+#ifndef MAX_LN_C
+#define MAX_LN_C 4096                 // 2 * 4096 floats = 32 KB of constant memory
+#endif
+#if LN_CONST
+__constant__ float c_ln[2 * MAX_LN_C];    // gamma[0..C), beta[C..2C)
+#endif
+
+extern "C" __global__ void embed(const int* RESTRICT idx, const float* RESTRICT wte, const float* RESTRICT wpe,
+                                 float* RESTRICT x, int rows, int T, int C, int pos) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)rows * C) return;
+    const int row = (int)(e / C), c = (int)(e % C), t = row % T;
+    x[e] = wte[(long long)idx[row] * C + c] + wpe[(long long)(pos + t) * C + c];
+}
+
+extern "C" __global__ void layernorm_naive(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,
+                                           float* RESTRICT y, int rows, int C, float eps) {
+    const int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    const float* xr = x + (long long)row * C;
+    float mean = 0.f, var = 0.f;
+    for (int c = 0; c < C; ++c) mean += xr[c];
+    mean /= C;
+    for (int c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    const float rstd = rsqrtf(var / C + eps);
+    for (int c = 0; c < C; ++c) y[(long long)row * C + c] = (xr[c] - mean) * rstd * w[c] + b[c];
+}
+
+// C % 4 == 0. The row stays in registers between the two reductions (C <= 32 * 4 * LN_VEC).
+#ifndef LN_VEC
+#define LN_VEC 8                          // float4 per lane: C up to 1024
+#endif
+extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,
+                                          float* RESTRICT y, int rows, int C, float eps) {
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const float4* xr = (const float4*)(x + (long long)row * C);
+    const int C4 = C / 4;
+    float4 v[LN_VEC];
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < LN_VEC; ++i) {
+        const int c = lane + 32 * i;
+        v[i] = c < C4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+        sum += v[i].x + v[i].y + v[i].z + v[i].w;
+    }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float mean = sum / C;
+    float sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < LN_VEC; ++i) {
+        if (lane + 32 * i < C4) {
+            const float a = v[i].x - mean, bb = v[i].y - mean, c = v[i].z - mean, d = v[i].w - mean;
+            sq += a * a + bb * bb + c * c + d * d;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+    const float rstd = rsqrtf(sq / C + eps);
+#if LN_CONST
+    const float* gw = c_ln;
+    const float* gb = c_ln + C;
+#else
+    const float* gw = w;
+    const float* gb = b;
+#endif
+    float4* yr = (float4*)(y + (long long)row * C);
+#pragma unroll
+    for (int i = 0; i < LN_VEC; ++i) {
+        const int c = lane + 32 * i;
+        if (c < C4) {
+            const int k = 4 * c;
+            yr[c] = make_float4((v[i].x - mean) * rstd * gw[k] + gb[k], (v[i].y - mean) * rstd * gw[k + 1] + gb[k + 1],
+                                (v[i].z - mean) * rstd * gw[k + 2] + gb[k + 2], (v[i].w - mean) * rstd * gw[k + 3] + gb[k + 3]);
+        }
+    }
+}
+
+extern "C" __global__ void gelu_inplace(float* RESTRICT x, long long n) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) {
+        const float v = x[e], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        x[e] = 0.5f * v * (1.f + tanhf(u));
+    }
+}
+
+extern "C" __global__ void add_inplace(float* RESTRICT x, const float* RESTRICT r, long long n) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) x[e] += r[e];
+}
+
+// out[row] = argmax over the first V of logits[row, 0..ld); ties go to the smallest index (as numpy).
+extern "C" __global__ void argmax_rows(const float* RESTRICT logits, int* RESTRICT out, int V, long long ld) {
+    const float* p = logits + blockIdx.x * ld;
+    float best = -INFINITY;
+    int arg = 0x7fffffff;
+    for (int c = threadIdx.x; c < V; c += blockDim.x)
+        if (p[c] > best) { best = p[c]; arg = c; }
+    __shared__ float sb[32];
+    __shared__ int sa[32];
+    for (int off = 16; off > 0; off >>= 1) {
+        const float ob = __shfl_xor_sync(0xffffffffu, best, off);
+        const int oa = __shfl_xor_sync(0xffffffffu, arg, off);
+        if (ob > best || (ob == best && oa < arg)) { best = ob; arg = oa; }
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    if (lane == 0) { sb[warp] = best; sa[warp] = arg; }
+    __syncthreads();
+    if (warp == 0) {
+        best = lane < nw ? sb[lane] : -INFINITY;
+        arg = lane < nw ? sa[lane] : 0x7fffffff;
+        for (int off = 16; off > 0; off >>= 1) {
+            const float ob = __shfl_xor_sync(0xffffffffu, best, off);
+            const int oa = __shfl_xor_sync(0xffffffffu, arg, off);
+            if (ob > best || (ob == best && oa < arg)) { best = ob; arg = oa; }
+        }
+        if (lane == 0) out[blockIdx.x] = arg;
+    }
+}

@@ -1,0 +1,197 @@
+"""GPT-2 on the GPU against the numpy reference (float64): every variant's logits, the GEMM versions and
+their epilogues on odd shapes, flash attention on odd T and head sizes, KV-cache decoding, and the 124M
+shape against HF transformers where it is installed. Outputs are poisoned (NaN) before each checked run."""
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from convnet import catalogue
+from convnet.gpt2 import model as ref
+from tests.helpers import rel_err
+
+pytestmark = pytest.mark.gpu
+
+GPU_VARIANTS = [v for v in catalogue.load_all("gpt2").values() if v.needs_gpu]
+SMALL = ref.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=160)
+
+
+def small_params(config, seed=0):
+    """Random weights with non-trivial biases and LayerNorms, so every epilogue term matters."""
+    p = ref.random_params(config, seed)
+    rng = np.random.default_rng(seed + 1)
+    for name, a in p.items():
+        if name.endswith("bias"):
+            p[name] = rng.normal(0, 0.05, a.shape).astype(np.float32)
+        elif name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+            p[name] = (1 + rng.normal(0, 0.2, a.shape)).astype(np.float32)
+    return p
+
+
+def poison(rt):
+    """NaN into every activation and workspace buffer: an element a kernel forgets stays NaN."""
+    for name, buf in rt.pool._bufs.items():
+        if name.startswith(("gpt2.act.", "splitk.", "test.")) and buf.dtype == np.float32:
+            buf.fill(np.float32("nan"))
+
+
+def make(variant, params, config):
+    from convnet.gpt2.gpu import GPT2GPU
+    return GPT2GPU(params, config, variant)
+
+
+def reference_config(variant, config):
+    window = variant.params.get("window")
+    return dataclasses.replace(config, window=window) if window else config
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[v.name for v in GPU_VARIANTS])
+def test_variant_logits_match_float64_reference(variant, rng):
+    params = small_params(SMALL)
+    idx = rng.integers(0, SMALL.vocab_size, (2, 67))            # B*T = 134: partial GEMM tiles
+    gpu = make(variant, params, SMALL)
+    gpu.logits(idx)
+    poison(gpu.rt)
+    got = gpu.logits(idx)
+    want = ref.forward(params, reference_config(variant, SMALL), idx, dtype=np.float64)
+    tol = 1e-4 if variant.precision == "fp32" else variant.tolerance
+    assert rel_err(got, want) <= tol
+
+
+def test_windowed_variant_differs_from_full_attention(rng):
+    """req_8 is another model: with T > window its logits must not equal full attention's."""
+    v = catalogue.get("req_8", "gpt2")
+    config = dataclasses.replace(SMALL, n_ctx=400)
+    params = small_params(config)
+    idx = rng.integers(0, config.vocab_size, (1, 300))
+    got = make(v, params, config).logits(idx)
+    full = ref.forward(params, config, idx, dtype=np.float64)
+    windowed = ref.forward(params, reference_config(v, config), idx, dtype=np.float64)
+    assert rel_err(got, windowed) <= 1e-4
+    assert rel_err(got, full) > 1e-3
+
+
+LINEAR_SHAPES = [(37, 44, 52), (1, 2304, 768), (130, 260, 1028), (3, 16, 4096), (256, 128, 8)]
+
+
+@pytest.mark.parametrize("version", ["tiled", "regtile", "vec4", "tf32"])
+@pytest.mark.parametrize("split_k", [False, True])
+@pytest.mark.parametrize("M,N,K", LINEAR_SHAPES)
+def test_linear_with_epilogues(version, split_k, M, N, K, rng):
+    from convnet.gpu.gemm import ACT_GELU, Epilogue, Linear
+    from convnet.gpu.runtime import Runtime
+    rt = Runtime.get()
+    lin = Linear(rt, version, {}, "test", split_k=split_k)
+    A, W = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    bias, R = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    g = {n: rt.pool.get(f"test.{n}", a.shape) for n, a in (("A", A), ("W", W), ("bias", bias), ("R", R))}
+    for n, a in (("A", A), ("W", W), ("bias", bias), ("R", R)):
+        g[n].set(a)
+    C = rt.pool.get("test.C", (M, N))
+    C.fill(np.float32("nan"))
+    for name in list(rt.pool._bufs):
+        if name.startswith("splitk."):
+            rt.pool._bufs[name].fill(np.float32("nan"))
+    lin(g["A"], g["W"], C, M, N, K, K, N, N, Epilogue(bias=g["bias"], act=ACT_GELU, resid=g["R"]))
+    rt.synchronize("test linear")
+    want = ref.gelu(A.astype(np.float64) @ W + bias) + R
+    tol = 1e-5 if version != "tf32" else 5e-3
+    assert rel_err(C.get(), want) <= tol
+
+
+def test_split_k_heuristic_splits_skinny_long_products():
+    from convnet.gpu.gemm import Linear
+    from convnet.gpu.runtime import Runtime
+    lin = Linear(Runtime.get(), "vec4", {}, "test", split_k=True)
+    assert lin.splits(1, 768, 3072) > 1                      # decode: 6 tiles, K = 3072
+    assert lin.splits(8192, 2304, 768) == 1                  # B=8 T=1024: 1152 tiles
+    assert lin.splits(1, 768, 256) == 1                      # short K
+
+
+@pytest.mark.parametrize("D", [32, 64, 80])
+@pytest.mark.parametrize("T", [1, 17, 257, 1000])
+def test_flash_attention_matches_reference(T, D, rng):
+    _attention_case(rng, B=2, H=3, Tq=T, Tk=T, D=D, window=0)
+
+
+@pytest.mark.parametrize("Tq,Tk,window", [(1, 300, 0), (5, 130, 0), (200, 200, 37), (64, 64, 64), (1, 500, 100)])
+def test_flash_attention_decode_shapes_and_windows(Tq, Tk, window, rng):
+    _attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=64, window=window)
+
+
+def _attention_case(rng, B, H, Tq, Tk, D, window):
+    from convnet.gpt2.gpu import FA_BR, flash_smem_bytes
+    from convnet.gpu.runtime import Runtime, cdiv, f32, i32
+    rt = Runtime.get()
+    fa = rt.kernel("attention.cu", "flash_attention", {"HEAD_DIM": D}, "test")
+    fa.allow_shared(flash_smem_bytes(D))
+    cap = Tk + 3                                              # a cache longer than the keys in use
+    q = rng.standard_normal((B, H, Tq, D)).astype(np.float32)
+    k = rng.standard_normal((B, H, cap, D)).astype(np.float32)
+    v = rng.standard_normal((B, H, cap, D)).astype(np.float32)
+    bufs = {}
+    for n, a in (("q", q), ("k", k), ("v", v)):
+        bufs[n] = rt.pool.get(f"test.fa.{n}", a.shape)
+        bufs[n].set(a)
+    y = rt.pool.get("test.fa.y", (B, Tq, H * D))
+    y.fill(np.float32("nan"))
+    fa((cdiv(Tq, FA_BR), B * H, 1), (256, 1, 1), bufs["q"], bufs["k"], bufs["v"], y, i32(H), i32(Tq), i32(Tk),
+       i32(Tq), i32(cap), i32(window), f32(math.log2(math.e) / math.sqrt(D)), shared=flash_smem_bytes(D))
+    rt.synchronize("test flash attention")
+    want = ref.attention(q.astype(np.float64), k[:, :, :Tk].astype(np.float64), v[:, :, :Tk].astype(np.float64),
+                         window=window or None)
+    assert rel_err(y.get(), want.transpose(0, 2, 1, 3).reshape(B, Tq, H * D)) <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["baseline", "fast_fp32", "fast"])
+def test_kv_cache_decode_equals_full_recompute(name, rng):
+    """Prefill 9 tokens, then decode one at a time into the same cache: every step's logits equal the
+    full float64 forward over the sequence so far, at its last position."""
+    v = catalogue.get(name, "gpt2")
+    params = small_params(SMALL)
+    gpu = make(v, params, SMALL)
+    seq = rng.integers(0, SMALL.vocab_size, (2, 16))
+    tol = 1e-4 if v.precision == "fp32" else v.tolerance
+    for t in range(9, 17):
+        pos, step = (0, seq[:, :9]) if t == 9 else (t - 1, seq[:, t - 1:t])
+        out, rows = gpu.enqueue(gpu.check_tokens(step), pos=pos, cap=16, last_only=True)
+        got = out.get()[:rows, :SMALL.vocab_size]
+        want = ref.forward(params, SMALL, seq[:, :t], dtype=np.float64)[:, -1]
+        assert rel_err(got, want) <= tol, f"decode step at length {t}"
+
+
+def test_greedy_generation_equals_reference(rng):
+    from convnet.gpt2.generate import generate
+    v = catalogue.get("fast_fp32", "gpt2")
+    params = small_params(SMALL)
+    prompt = rng.integers(0, SMALL.vocab_size, 7)
+    new, rate = make(v, params, SMALL).generate(prompt[None], 12)
+    assert list(new[0]) == generate(params, SMALL, prompt, 12)
+    assert rate > 0
+
+
+def test_bad_tokens_are_reported():
+    from convnet.errors import UsageError
+    gpu = make(catalogue.get("fast_fp32", "gpt2"), small_params(SMALL), SMALL)
+    with pytest.raises(UsageError, match="token ids must lie"):
+        gpu.logits(np.array([[0, 300]]))
+    with pytest.raises(UsageError, match="exceeds the model's context"):
+        gpu.logits(np.zeros((1, 161), int))
+    with pytest.raises(UsageError, match="capacity"):
+        gpu.enqueue(np.zeros((1, 5), np.int32), pos=4, cap=8)
+
+
+def test_124m_shape_matches_hf_transformers(rng):
+    """Random weights at the 124M shape, our fastest fp32 path against HF GPT2LMHeadModel in fp32."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from convnet.gpt2.hf_anchor import hf_model
+    config = ref.GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_ctx=1024)
+    params = ref.random_params(config, seed=3)
+    idx = rng.integers(0, config.vocab_size, (1, 128))
+    got = make(catalogue.get("fast_fp32", "gpt2"), params, config).logits(idx)
+    m = hf_model(params, config, device="cuda" if torch.cuda.is_available() else "cpu", tf32=False)
+    with torch.no_grad():
+        want = m(torch.as_tensor(idx, device=m.device)).logits.double().cpu().numpy()
+    assert rel_err(got, want) <= 1e-4
