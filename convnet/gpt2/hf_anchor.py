@@ -22,7 +22,8 @@ def hf_model(params: dict, config, device: str = "cuda", tf32: bool = False):
         n_head=config.n_head, activation_function="gelu_new", layer_norm_epsilon=config.layer_norm_epsilon,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     model = transformers.GPT2LMHeadModel(hf_config)
-    state = {f"transformer.{k}": torch.from_numpy(v) for k, v in params.items()}
+    state = {f"transformer.{k}.weight" if k in ("wte", "wpe") else f"transformer.{k}": torch.from_numpy(v)
+             for k, v in params.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.endswith((".attn.bias", ".attn.masked_bias", "lm_head.weight"))]
     if missing or unexpected:
