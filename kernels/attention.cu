@@ -1,7 +1,7 @@
 // attention.cu: causal self-attention for GPT-2, y = softmax(q k^T / sqrt(d) + causal mask) v per head.
 //
 // q is head-major (B, H, cap_q, D) holding Tq rows; k and v are (B, H, cap_kv, D) holding Tk >= Tq rows
-// (the KV cache): the queries are the last Tq of the Tk positions. With window > 0 (req_8) query t
+// (the KV cache): the queries are the last Tq of the Tk positions (Tk = *pos_dev + Tq when pos_dev is set). With window > 0 (req_8) query t
 // sees only keys t-window+1..t. The output y is token-major (B, Tq, H*D), what the projection reads.
 //
 // Versions:
@@ -34,7 +34,8 @@ __device__ __forceinline__ bool visible(int key, int query, int Tk, int window) 
 // padded so the transposing store is conflict-free), Vs[BC][D], Ps[BC][BR+4] (key-major probabilities).
 extern "C" __global__ void __launch_bounds__(256)
 flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
-                int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2) {
+                int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
+    if (pos_dev) Tk = *pos_dev + Tq;                  // a decode step in a CUDA graph: keys so far + the new ones
     extern __shared__ __align__(16) float smem[];
     constexpr int D = HEAD_DIM, QP = FA_BR + 4, KP = FA_BC + 1, PP = FA_BR + 4;
     float* Qs = smem;                         // D * QP

@@ -24,6 +24,8 @@
 //                      tile prefetched into registers while the current one is multiplied (one barrier
 //                      per k step). Split-K (req_9): gridDim.z > 1 cuts K into slices whose partial
 //                      sums go to a workspace; splitk_reduce adds them and applies the epilogue.
+//   gemm_skinny    v6  M <= 8 (decoding one token per sequence): split-K GEMV, float4 reads of W, A in
+//                      shared memory; partial sums reduced by splitk_reduce with the epilogue.
 //   gemm_tf32      v5  tensor cores: mma.sync m16n8k8 TF32 (10-bit mantissa inputs, fp32 accumulate),
 //                      128x128x16 block tile, 8 warps of 64x32, cp.async double buffering.
 //
@@ -264,17 +266,23 @@ conv_implicit(const float* RESTRICT x, const float* RESTRICT w, float* RESTRICT 
 // ---- GPT-2 epilogue (v4, v5, splitk_reduce) --------------------------------------------------------
 #define EPI_PARAMS float* RESTRICT C, long long ldc, const float* RESTRICT bias, int act,                  \
                    const float* RESTRICT resid, float* RESTRICT k_out, float* RESTRICT v_out, int qkv_T,    \
-                   int pos, int n_head, int head_dim, int cap_q, int cap_kv
-#define EPI_ARGS C, ldc, bias, act, resid, k_out, v_out, qkv_T, pos, n_head, head_dim, cap_q, cap_kv
+                   int pos, int n_head, int head_dim, int cap_q, int cap_kv, const int* RESTRICT pos_dev
+#define EPI_ARGS C, ldc, bias, act, resid, k_out, v_out, qkv_T, pos, n_head, head_dim, cap_q, cap_kv, pos_dev
 
 __device__ __forceinline__ void epi_store(float v, int m, int n, EPI_PARAMS) {
     if (bias) v += bias[n];
     v = activation(v, act);
     if (qkv_T > 0) {                                  // pro_2: head-major Q, K, V (K and V into the cache)
-        const int C1 = n_head * head_dim, which = n / C1, c = n - which * C1, h = c / head_dim,
-                  d = c - h * head_dim, b = m / qkv_T, t = m - b * qkv_T;
+        // Quotients through float reciprocals (exact while m < 2^22, checked by the launcher): an integer
+        // division per element would cost as much as the GEMM's inner loop.
+        const int C1 = n_head * head_dim, which = n >= 2 * C1 ? 2 : (n >= C1 ? 1 : 0), c = n - which * C1;
+        const int h = (int)((c + 0.5f) * (1.f / head_dim)), d = c - h * head_dim;
+        const int b = (int)((m + 0.5f) * (1.f / qkv_T)), t = m - b * qkv_T;
         if (which == 0) C[(((long long)b * n_head + h) * cap_q + t) * head_dim + d] = v;
-        else (which == 1 ? k_out : v_out)[(((long long)b * n_head + h) * cap_kv + pos + t) * head_dim + d] = v;
+        else {
+            const int p = pos_dev ? *pos_dev : pos;       // a decode step in a CUDA graph reads it on the device
+            (which == 1 ? k_out : v_out)[(((long long)b * n_head + h) * cap_kv + p + t) * head_dim + d] = v;
+        }
         return;
     }
     const long long at = (long long)m * ldc + n;
@@ -371,6 +379,43 @@ extern "C" __global__ void splitk_reduce(const float* RESTRICT ws, int splits, i
         v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
     }
     epi_store4(v, m, n, EPI_ARGS);
+}
+
+// ---- v6: skinny GEMM (M <= SK_M rows: decoding), split-K into the workspace ------------------------
+// Bandwidth-bound: every W element is read once, by one thread, as part of a float4 row segment; the
+// few A rows sit in shared memory. blockIdx.y takes SK_K rows of K; splitk_reduce applies the epilogue.
+#define SK_M 8
+#define SK_K 32
+#define SK_THREADS 64
+
+extern "C" __global__ void __launch_bounds__(SK_THREADS)
+gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
+            int lda, int ldb) {
+    __shared__ float As[SK_M][SK_K];
+    const int k0 = blockIdx.y * SK_K;
+    for (int e = threadIdx.x; e < SK_M * SK_K; e += SK_THREADS) {
+        const int m = e / SK_K, k = k0 + e % SK_K;
+        As[m][e % SK_K] = (m < M && k < K) ? A[(long long)m * lda + k] : 0.f;
+    }
+    __syncthreads();
+    const int n = (blockIdx.x * SK_THREADS + threadIdx.x) * 4;
+    if (n >= N) return;
+    float4 acc[SK_M];
+#pragma unroll
+    for (int m = 0; m < SK_M; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int kn = min(SK_K, K - k0);
+#pragma unroll 8
+    for (int kk = 0; kk < kn; ++kk) {
+        const float4 b = *(const float4*)&B[(long long)(k0 + kk) * ldb + n];
+#pragma unroll
+        for (int m = 0; m < SK_M; ++m) {
+            const float a = As[m][kk];
+            acc[m].x += a * b.x; acc[m].y += a * b.y; acc[m].z += a * b.z; acc[m].w += a * b.w;
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < SK_M; ++m)
+        if (m < M) *(float4*)&ws[((long long)blockIdx.y * M + m) * N + n] = acc[m];
 }
 
 // ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------

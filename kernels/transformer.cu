@@ -7,6 +7,8 @@
 //                      each layer's pair there, device to device, in stream order)
 //   gelu_inplace, add_inplace   the epilogues that pro_1 fuses into the GEMM
 //   argmax_rows        greedy decoding: one block per row of logits
+//   decode_advance     after a decode step: the chosen tokens become the next step's input, pos += 1
+//                      (on the device, so one captured CUDA graph serves every step)
 #include "common.cuh"
 
 #ifndef LN_CONST
@@ -20,9 +22,10 @@ __constant__ float c_ln[2 * MAX_LN_C];    // gamma[0..C), beta[C..2C)
 #endif
 
 extern "C" __global__ void embed(const int* RESTRICT idx, const float* RESTRICT wte, const float* RESTRICT wpe,
-                                 float* RESTRICT x, int rows, int T, int C, int pos) {
+                                 float* RESTRICT x, int rows, int T, int C, int pos, const int* RESTRICT pos_dev) {
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (long long)rows * C) return;
+    if (pos_dev) pos = *pos_dev;
     const int row = (int)(e / C), c = (int)(e % C), t = row % T;
     x[e] = wte[(long long)idx[row] * C + c] + wpe[(long long)(pos + t) * C + c];
 }
@@ -129,4 +132,10 @@ extern "C" __global__ void argmax_rows(const float* RESTRICT logits, int* RESTRI
         }
         if (lane == 0) out[blockIdx.x] = arg;
     }
+}
+
+extern "C" __global__ void decode_advance(const int* RESTRICT next, int* RESTRICT idx, int* RESTRICT pos, int Bn) {
+    const int b = threadIdx.x;
+    if (b < Bn) idx[b] = next[b];
+    if (b == 0) *pos += 1;
 }

@@ -161,14 +161,25 @@ def test_kv_cache_decode_equals_full_recompute(name, rng):
         assert rel_err(got, want) <= tol, f"decode step at length {t}"
 
 
-def test_greedy_generation_equals_reference(rng):
+@pytest.mark.parametrize("name,graph", [("fast_fp32", True), ("fast_fp32", False), ("baseline", True)])
+def test_greedy_generation_equals_reference(name, graph, rng):
+    """On the device, through a captured CUDA graph (fast_fp32), device-side steps without one, and the
+    host-driven loop (baseline: naive attention cannot read the position from the device)."""
     from convnet.gpt2.generate import generate
-    v = catalogue.get("fast_fp32", "gpt2")
+    v = catalogue.get(name, "gpt2")
     params = small_params(SMALL)
     prompt = rng.integers(0, SMALL.vocab_size, 7)
-    new, rate = make(v, params, SMALL).generate(prompt[None], 12)
+    streamed = []
+    gpu = make(v, params, SMALL)
+    new, rate = gpu.generate(prompt[None], 12, on_token=streamed.append, graph=graph)
     assert list(new[0]) == generate(params, SMALL, prompt, 12)
+    assert [int(t[0]) for t in streamed] == list(new[0])
     assert rate > 0
+    # Two sequences at once: each continues as it would alone.
+    prompts = rng.integers(0, SMALL.vocab_size, (2, 5))
+    both, _ = gpu.generate(prompts, 6, graph=graph)
+    for b in range(2):
+        assert list(both[b]) == generate(params, SMALL, prompts[b], 6)
 
 
 def test_bad_tokens_are_reported():

@@ -81,6 +81,7 @@ class GPT2GPU:
         self.gelu = rt.kernel("transformer.cu", "gelu_inplace", d, name)
         self.add = rt.kernel("transformer.cu", "add_inplace", d, name)
         self.argmax = rt.kernel("transformer.cu", "argmax_rows", d, name)
+        self.advance = rt.kernel("transformer.cu", "decode_advance", d, name)
         self._upload(params)
         self.stream = rt.stream()
         self._marks = None
@@ -122,19 +123,30 @@ class GPT2GPU:
             self._marks.append((group, ev))
 
     # -- one forward -------------------------------------------------------------------------------
-    def enqueue(self, idx_host: np.ndarray, pos: int = 0, cap: int | None = None, last_only: bool = False):
+    def enqueue(self, idx_host: np.ndarray | None, pos: int = 0, cap: int | None = None, last_only: bool = False,
+                device_step: int = 0):
         """Runs tokens idx_host (B, T) at positions pos.. on the stream; keys and values of earlier
-        positions must already be in the cache. Returns the logits buffer: rows (B*T or B, Vp)."""
-        B, T = idx_host.shape
+        positions must already be in the cache. Returns the logits buffer: rows (B*T or B, Vp).
+
+        device_step=B instead runs one decode step whose B tokens and position are on the device
+        (step_idx, pos): nothing comes from the host, so the step can be captured in a CUDA graph."""
+        if device_step:
+            B, T, pos_dev = device_step, 1, self.rt.pool.get("gpt2.act.pos", (1,), np.int32)
+        else:
+            (B, T), pos_dev = idx_host.shape, None
         cap = cap or T
         if pos + T > cap:
             raise UsageError(f"positions {pos}..{pos + T - 1} exceed the KV cache's capacity of {cap}")
         buf = self._buffers(B, T, cap)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
         self._mark(None)
-        buf["idx"].set_async(np.ascontiguousarray(idx_host, dtype=np.int32), stream=s)
-        self.embed((cdiv(M * C, 256), 1, 1), (256, 1, 1), buf["idx"], self.w["wte"], self.w["wpe"], buf["x"],
-                   i32(M), i32(T), i32(C), i32(pos), stream=s)
+        if device_step:
+            idx_dev = self.rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32)
+        else:
+            idx_dev = buf["idx"]
+            idx_dev.set_async(np.ascontiguousarray(idx_host, dtype=np.int32), stream=s)
+        self.embed((cdiv(M * C, 256), 1, 1), (256, 1, 1), idx_dev, self.w["wte"], self.w["wpe"], buf["x"],
+                   i32(M), i32(T), i32(C), i32(pos), _p(pos_dev), stream=s)
         self._mark("embed")
         x, x2 = buf["x"], buf["x2"]
         layer_kv = B * H * cap * D
@@ -145,7 +157,8 @@ class GPT2GPU:
             self._mark("layernorm")
             if self.head_major:
                 self.linear(buf["a"], self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, 3 * C, 3 * C,
-                            Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap)), s)
+                            Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap),
+                                     pos_dev=pos_dev), s)
                 self._mark("qkv")
             else:
                 self.linear(buf["a"], self.w[h + "attn.c_attn.weight"], buf["qkv"], M, 3 * C, C, C, 3 * C, 3 * C,
@@ -154,7 +167,7 @@ class GPT2GPU:
                 self.permute((cdiv(M * 3 * C, 256), 1, 1), (256, 1, 1), buf["qkv"], buf["q"], kc, vc, i32(B),
                              i32(T), i32(H), i32(D), i32(T), i32(cap), i32(pos), stream=s)
                 self._mark("elementwise")
-            self._attention(buf, kc, vc, B, T, pos + T, cap)
+            self._attention(buf, kc, vc, B, T, pos + T, cap, pos_dev)
             self._mark("attention")
             x, x2 = self._residual_linear(buf["y"], self.w[h + "attn.c_proj.weight"], self.w[h + "attn.c_proj.bias"],
                                           x, x2, buf["t"], M, C, C, "attn_proj")
@@ -201,13 +214,15 @@ class GPT2GPU:
         self._mark("elementwise")
         return x, x2
 
-    def _attention(self, buf, kc, vc, B, Tq, Tk, cap):
+    def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
         if self.flash:
             self.fa((cdiv(Tq, FA_BR), B * H, 1), (256, 1, 1), buf["q"], kc, vc, buf["y"], i32(H), i32(Tq), i32(Tk),
-                    i32(Tq), i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)),
+                    i32(Tq), i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), _p(pos_dev),
                     stream=s, shared=self.fa_smem)
             return
+        if pos_dev is not None:
+            raise GPUError("device-side decode steps need flash attention")
         # Sized by the cache's capacity, so that decode steps (Tk growing by one) reuse one buffer.
         scores = self.rt.pool.get("gpt2.act.scores", (B * H * Tq * cap,))
         att = self.rt.pool.get("gpt2.act.att", (B, H, Tq, D))
@@ -265,32 +280,77 @@ class GPT2GPU:
         return {"total_ms": float(np.median(times)), "groups_ms": {g: groups.get(g, 0.0) for g in GROUPS},
                 "tokens_per_s": idx.size / (np.median(times) / 1e3)}
 
-    def generate(self, prompt, max_new_tokens: int) -> tuple[np.ndarray, float]:
+    @property
+    def graphable(self) -> bool:
+        """Decode steps can run from the device alone (and so from a CUDA graph): flash attention and
+        the head-major QKV epilogue take the position from device memory."""
+        return self.flash and self.head_major
+
+    def _pick_next(self, logits, B):
+        """Greedy choice on the device: argmax of each sequence's last logits into gpt2.act.next."""
+        nxt = self.rt.pool.get("gpt2.act.next", (B,), np.int32)
+        self.argmax((B, 1, 1), (256, 1, 1), logits, nxt, i32(self.V), np.int64(self.Vp), stream=self.stream)
+        return nxt
+
+    def _advance(self, B, nxt):
+        self.advance((1, 1, 1), (max(32, cdiv(B, 32) * 32), 1, 1), nxt,
+                     self.rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32),
+                     self.rt.pool.get("gpt2.act.pos", (1,), np.int32), i32(B), stream=self.stream)
+
+    def _device_step(self, B, cap):
+        logits, _ = self.enqueue(None, cap=cap, last_only=True, device_step=B)
+        self._advance(B, self._pick_next(logits, B))
+
+    def generate(self, prompt, max_new_tokens: int, on_token=None, graph: bool = True) -> tuple[np.ndarray, float]:
         """Greedy continuation of prompt (B, T) with the KV cache on the device: the prompt runs once,
-        then each step runs only the newest token. Returns the new ids (B, n) and the decode tokens/s
-        (steps after the first, per sequence)."""
+        then each step runs only the newest token. Where the variant allows (graphable), a step's
+        inputs stay on the device and steps after the first replay one captured CUDA graph.
+        on_token(ids of the B sequences) is called as each step's tokens reach the host. Returns the
+        new ids (B, n) and the decode rate: steps after the first per second (each step = B tokens)."""
+        from ..gpu.graph import Graph
         idx = self.check_tokens(prompt)
         B, T = idx.shape
-        cap = T + max_new_tokens
+        N = max_new_tokens
+        if N < 1:
+            raise UsageError(f"max_new_tokens must be at least 1, got {N}")
+        cap = T + N
         if cap > self.cfg.n_ctx:
-            raise UsageError(f"{T} prompt tokens + {max_new_tokens} new tokens exceed the context of {self.cfg.n_ctx}")
-        new = np.zeros((B, max_new_tokens), np.int32)
-        nxt = self.rt.pinned((B,), np.int32)
+            raise UsageError(f"{T} prompt tokens + {N} new tokens exceed the context of {self.cfg.n_ctx}")
+        host = self.rt.pinned((N, B), np.int32)
+        s = self.stream
+        logits, _ = self.enqueue(idx, pos=0, cap=cap, last_only=True)
+        nxt = self._pick_next(logits, B)
+        on_device = self.graphable
+        if on_device:
+            pos = self.rt.pinned((1,), np.int32)
+            pos[0] = T - 1                                 # decode_advance makes it T
+            self.rt.pool.get("gpt2.act.pos", (1,), np.int32).set_async(pos, stream=s)
+            self._advance(B, nxt)
+        nxt.get_async(stream=s, ary=host[0])
         start, end = self.rt.event(), self.rt.event()
-        step_in = idx
-        for n in range(max_new_tokens):
-            if n == 1:
-                start.record(self.stream)
-            logits, rows = self.enqueue(step_in, pos=0 if n == 0 else T + n - 1, cap=cap, last_only=True)
-            buf = self.rt.pool.get("gpt2.act.next", (B,), np.int32)
-            self.argmax((B, 1, 1), (256, 1, 1), logits, buf, i32(self.V), np.int64(self.Vp), stream=self.stream)
-            buf.get_async(stream=self.stream, ary=nxt)
-            self.stream.synchronize()
-            new[:, n] = nxt
-            step_in = nxt.reshape(B, 1).copy()
-        end.record(self.stream)
+        step_graph = None
+        for n in range(N):
+            if n:
+                if n == 1:
+                    start.record(s)
+                if step_graph is not None:
+                    step_graph.launch()
+                elif on_device:
+                    self._device_step(B, cap)
+                    if graph:                               # buffers now exist: capture the next steps
+                        step_graph = Graph.capture(s)
+                        with step_graph:
+                            self._device_step(B, cap)
+                else:
+                    logits, _ = self.enqueue(host[n - 1].reshape(B, 1), pos=T + n - 1, cap=cap, last_only=True)
+                    self._pick_next(logits, B)
+                nxt.get_async(stream=s, ary=host[n])
+            with self.rt.checked(f"GPT-2 decode step {n} (variant {self.variant.name})"):
+                s.synchronize()                             # the tokens are on the host as they come
+            if on_token is not None:
+                on_token(host[n].copy())
+        end.record(s)
         end.synchronize()
-        steps = max_new_tokens - 1
-        rate = steps / (end.time_since(start) / 1e3) if steps > 0 else float("nan")
+        rate = (N - 1) / (end.time_since(start) / 1e3) if N > 1 else float("nan")
         self.rt.synchronize(f"GPT-2 generation (variant {self.variant.name})")
-        return new, rate
+        return host.T.copy(), rate

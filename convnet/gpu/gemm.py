@@ -68,16 +68,19 @@ class Epilogue:
     act: int = ACT_NONE
     resid: object = None
     qkv: tuple | None = None
+    pos_dev: object = None           # qkv: read pos from this device int instead (decode steps in a graph)
 
     def args(self, C, ldc):
         k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv = self.qkv or (None, None, 0, 0, 0, 0, 0, 0)
         return (_p(C), np.int64(ldc), _p(self.bias), i32(self.act), _p(self.resid), _p(k_out), _p(v_out),
-                i32(T), i32(pos), i32(n_head), i32(head_dim), i32(cap_q), i32(cap_kv))
+                i32(T), i32(pos), i32(n_head), i32(head_dim), i32(cap_q), i32(cap_kv), _p(self.pos_dev))
 
 
 TILE_V45 = 128
 SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
+SKINNY_M, SKINNY_K, SKINNY_COLS = 8, 32, 256     # gemm_skinny: rows, K rows per block, columns per block
+QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 
 
 class Linear:
@@ -89,6 +92,7 @@ class Linear:
         if version in kernels:
             self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
+            self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if split_k else None
             self.fallback = Gemm(rt, "regtile", defines, variant)
         elif version in ("tiled", "regtile"):
             self.fn = None
@@ -114,6 +118,17 @@ class Linear:
             self.fallback(A, W, C, M, N, K, (lda, 1), (ldb, 1), (ldc, 1), bias=epi.bias,
                           bias_mode=BIAS_COL if epi.bias is not None else BIAS_NONE, act=epi.act,
                           resid=epi.resid, stream=stream)
+            return
+        if epi.qkv is not None and M >= QKV_MAX_ROWS:
+            raise GPUError(f"the head-major QKV epilogue handles fewer than {QKV_MAX_ROWS} rows, got {M}")
+        if self.skinny is not None and M <= SKINNY_M:
+            # Decoding: a 128-row tile would be almost all padding; read W once, split K, reduce.
+            splits = _cdiv(K, SKINNY_K)
+            ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N))
+            self.skinny((_cdiv(N, SKINNY_COLS), splits, 1), (SKINNY_COLS // 4, 1, 1), _p(A), _p(W), _p(ws),
+                        i32(M), i32(N), i32(K), i32(lda), i32(ldb), stream=stream)
+            self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), _p(ws), i32(splits), i32(M), i32(N),
+                        *epi.args(C, ldc), stream=stream)
             return
         splits = self.splits(M, N, K)
         k_split = _cdiv(_cdiv(K, splits), 16) * 16          # a multiple of both v4's and v5's BK
