@@ -27,7 +27,7 @@
 //   gemm_skinny    v6  M <= 8 (decoding one token per sequence): split-K GEMV, float4 reads of W, A in
 //                      shared memory; partial sums reduced by splitk_reduce with the epilogue.
 //   gemm_tf32      v5  tensor cores: mma.sync m16n8k8 TF32 (10-bit mantissa inputs, fp32 accumulate),
-//                      128x128x16 block tile, 8 warps of 64x32, cp.async double buffering.
+//                      128x128x32 block tile, 4 warps of 64x64, 3-stage cp.async pipeline, ldmatrix.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -419,11 +419,19 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws
 }
 
 // ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------
+// 128 x 128 block tile, 4 warps of 64 x 64 (32 mma per 8-deep k step against 16 + 4 fragment loads),
+// BK = 32, V5_STAGES-deep cp.async pipeline in dynamic shared memory (one barrier per k tile).
+// A fragments come through ldmatrix: viewed as b16 pairs, an 8 x 8 b16 matrix is an 8 x 4 fp32 one
+// and lane (g, t) receives element (g, t), exactly m16n8k8's TF32 A layout.
 #define V5_BM 128
 #define V5_BN 128
-#define V5_BK 16
+#define V5_BK 32
+#ifndef V5_STAGES
+#define V5_STAGES 3
+#endif
 #define V5_AP (V5_BK + 4)          // padded rows: fragment reads hit 32 different banks
 #define V5_BP (V5_BN + 8)
+#define V5_STAGE_FLOATS (V5_BM * V5_AP + V5_BK * V5_BP)
 
 __device__ __forceinline__ unsigned to_tf32(float x) {
     unsigned u;
@@ -436,64 +444,78 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(128)
 gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
           int lda, int ldb, int k_split, EPI_PARAMS) {
-    __shared__ __align__(16) float As[2][V5_BM][V5_AP];
-    __shared__ __align__(16) float Bs[2][V5_BK][V5_BP];
+    extern __shared__ __align__(16) float v5_smem[];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;      // this warp's 64 x 32 piece of the tile
+    const int wm = (warp / 2) * 64, wn = (warp % 2) * 64;      // this warp's 64 x 64 piece of the tile
     const int g = lane / 4, t = lane % 4;                       // mma fragment coordinates
     const int m0 = blockIdx.y * V5_BM, n0 = blockIdx.x * V5_BN;
     const int kb = blockIdx.z * k_split, ke = min(K, kb + k_split);
+    const int ntiles = (ke - kb + V5_BK - 1) / V5_BK;
+    auto As = [&](int s) { return v5_smem + s * V5_STAGE_FLOATS; };                 // [BM][AP]
+    auto Bs = [&](int s) { return v5_smem + s * V5_STAGE_FLOATS + V5_BM * V5_AP; };  // [BK][BP]
     auto load = [&](int s, int k0) {
+        float* as = As(s);
+        float* bs = Bs(s);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {                           // A: 128 rows x 4 float4
-            const int e = tid + r * 256, row = e / 4, kq = (e % 4) * 4, m = m0 + row, k = k0 + kq;
+        for (int r = 0; r < 8; ++r) {                           // A: 128 rows x 8 float4
+            const int e = tid + r * 128, row = e / 8, kq = (e % 8) * 4, m = m0 + row, k = k0 + kq;
             const bool ok = m < M && k < ke;
-            cp_async16(&As[s][row][kq], ok ? &A[(long long)m * lda + k] : A, ok);
+            cp_async16(as + row * V5_AP + kq, ok ? &A[(long long)m * lda + k] : A, ok);
         }
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {                           // B: 16 k rows x 32 float4
-            const int e = tid + r * 256, kr = e / 32, nq = (e % 32) * 4, k = k0 + kr, n = n0 + nq;
+        for (int r = 0; r < 8; ++r) {                           // B: 32 k rows x 32 float4
+            const int e = tid + r * 128, kr = e / 32, nq = (e % 32) * 4, k = k0 + kr, n = n0 + nq;
             const bool ok = k < ke && n < N;
-            cp_async16(&Bs[s][kr][nq], ok ? &B[(long long)k * ldb + n] : B, ok);
+            cp_async16(bs + kr * V5_BP + nq, ok ? &B[(long long)k * ldb + n] : B, ok);
         }
-        asm volatile("cp.async.commit_group;\n");
     };
-    float acc[4][4][4] = {};
-    load(0, kb);
-    int s = 0;
-    for (int k0 = kb; k0 < ke; k0 += V5_BK) {
-        if (k0 + V5_BK < ke) { load(s ^ 1, k0 + V5_BK); asm volatile("cp.async.wait_group 1;\n"); }
-        else asm volatile("cp.async.wait_group 0;\n");
-        __syncthreads();
+    float acc[4][8][4] = {};
+#pragma unroll
+    for (int s = 0; s < V5_STAGES - 1; ++s) {
+        if (s < ntiles) load(s, kb + s * V5_BK);
+        asm volatile("cp.async.commit_group;\n");
+    }
+    // ldmatrix row address of this lane: matrices 0..3 = rows 0-7 / 8-15 x cols 0-3 / 4-7 of a 16 x 8 piece.
+    const int lm_row = (lane % 8) + ((lane / 8) % 2) * 8, lm_col = (lane / 16) * 4;
+    for (int tile = 0; tile < ntiles; ++tile) {
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(V5_STAGES - 2));
+        __syncthreads();                                         // tile ready; the stage refilled below is free
+        const int next = tile + V5_STAGES - 1;
+        if (next < ntiles) load(next % V5_STAGES, kb + next * V5_BK);
+        asm volatile("cp.async.commit_group;\n");
+        const float* as = As(tile % V5_STAGES);
+        const float* bs = Bs(tile % V5_STAGES);
 #pragma unroll
         for (int kk = 0; kk < V5_BK; kk += 8) {
-            unsigned a[4][4], b[4][2];
+            unsigned a[4][4], b[8][2];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const int r = wm + i * 16 + g;
-                a[i][0] = to_tf32(As[s][r][kk + t]);     a[i][1] = to_tf32(As[s][r + 8][kk + t]);
-                a[i][2] = to_tf32(As[s][r][kk + t + 4]); a[i][3] = to_tf32(As[s][r + 8][kk + t + 4]);
+                const unsigned addr = (unsigned)__cvta_generic_to_shared(as + (wm + i * 16 + lm_row) * V5_AP + kk + lm_col);
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3]) : "r"(addr));
+#pragma unroll
+                for (int r = 0; r < 4; ++r) a[i][r] = to_tf32(__uint_as_float(a[i][r]));
             }
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < 8; ++j) {
                 const int c = wn + j * 8 + g;
-                b[j][0] = to_tf32(Bs[s][kk + t][c]); b[j][1] = to_tf32(Bs[s][kk + t + 4][c]);
+                b[j][0] = to_tf32(bs[(kk + t) * V5_BP + c]);
+                b[j][1] = to_tf32(bs[(kk + t + 4) * V5_BP + c]);
             }
 #pragma unroll
             for (int i = 0; i < 4; ++i)
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
+                for (int j = 0; j < 8; ++j)
                     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                                  : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
                                  : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
         }
-        __syncthreads();
-        s ^= 1;
     }
+    asm volatile("cp.async.wait_group 0;\n");
     // Accumulator fragment: rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 piece.
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -502,7 +524,7 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
             const int m = m0 + wm + i * 16 + g + half * 8;
             if (m >= M) continue;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < 8; ++j) {
                 const int n = n0 + wn + j * 8 + 2 * t;
                 if (n >= N) continue;                           // N % 4 == 0: n + 1 < N too
                 const float v0 = acc[i][j][half * 2], v1 = acc[i][j][half * 2 + 1];

@@ -137,7 +137,7 @@ def _attention_case(rng, B, H, Tq, Tk, D, window):
     y = rt.pool.get("test.fa.y", (B, Tq, H * D))
     y.fill(np.float32("nan"))
     fa((cdiv(Tq, FA_BR), B * H, 1), (256, 1, 1), bufs["q"], bufs["k"], bufs["v"], y, i32(H), i32(Tq), i32(Tk),
-       i32(Tq), i32(cap), i32(window), f32(math.log2(math.e) / math.sqrt(D)), shared=flash_smem_bytes(D))
+       i32(Tq), i32(cap), i32(window), f32(math.log2(math.e) / math.sqrt(D)), np.uintp(0), shared=flash_smem_bytes(D))
     rt.synchronize("test flash attention")
     want = ref.attention(q.astype(np.float64), k[:, :, :Tk].astype(np.float64), v[:, :, :Tk].astype(np.float64),
                          window=window or None)

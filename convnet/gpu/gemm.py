@@ -80,6 +80,7 @@ TILE_V45 = 128
 SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
 SKINNY_M, SKINNY_K, SKINNY_COLS = 8, 32, 256     # gemm_skinny: rows, K rows per block, columns per block
+V5_SMEM = 3 * (128 * 36 + 32 * 136) * 4    # gemm_tf32: V5_STAGES x (A 128 x (32+4) + B 32 x (128+8)) floats
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 
 
@@ -93,6 +94,9 @@ class Linear:
             self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
             self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if split_k else None
+            self.threads, self.smem = (128, V5_SMEM) if version == "tf32" else (256, 0)
+            if self.smem:
+                self.fn.allow_shared(self.smem)
             self.fallback = Gemm(rt, "regtile", defines, variant)
         elif version in ("tiled", "regtile"):
             self.fn = None
@@ -131,14 +135,14 @@ class Linear:
                         *epi.args(C, ldc), stream=stream)
             return
         splits = self.splits(M, N, K)
-        k_split = _cdiv(_cdiv(K, splits), 16) * 16          # a multiple of both v4's and v5's BK
+        k_split = _cdiv(_cdiv(K, splits), 32) * 32          # a multiple of both v4's and v5's BK
         splits = _cdiv(K, k_split)
         ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N)) if splits > 1 else None
         grid = (_cdiv(N, TILE_V45), _cdiv(M, TILE_V45), splits)
         if grid[1] > 65535:
             raise GPUError(f"GEMM with M={M} rows exceeds the grid's y limit ({65535 * TILE_V45} rows)")
-        self.fn(grid, (256, 1, 1), _p(A), _p(W), _p(ws), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
-                i32(k_split), *epi.args(C, ldc), stream=stream)
+        self.fn(grid, (self.threads, 1, 1), _p(A), _p(W), _p(ws), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
+                i32(k_split), *epi.args(C, ldc), stream=stream, shared=self.smem)
         if splits > 1:
             self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), _p(ws), i32(splits), i32(M), i32(N),
                         *epi.args(C, ldc), stream=stream)
