@@ -14,7 +14,9 @@
 //                     its 64 x D output in registers (4 rows x D/16 columns per thread), rescales it
 //                     when the running row maximum grows, and never writes scores to memory. Key tiles
 //                     wholly above the diagonal (or outside the window) are skipped; the heaviest query
-//                     tiles are scheduled first. D (HEAD_DIM) is a compile-time constant, a multiple of 16.
+//                     tiles are scheduled first. Every shared-memory read is a float4 (3 wavefronts per
+//                     16 FMAs: the FMA pipe, not shared memory, sets the pace). D (HEAD_DIM) is a
+//                     compile-time constant, a multiple of 16.
 // Tunables (-D): HEAD_DIM.
 #include "common.cuh"
 
@@ -30,18 +32,20 @@ __device__ __forceinline__ bool visible(int key, int query, int Tk, int window) 
     return key <= query && key < Tk && (window <= 0 || key > query - window);
 }
 
-// Dynamic shared memory: Qs[D][BR+4] (d-major, a thread's 4 rows are one float4), Ks[D][BC+1] (d-major,
-// padded so the transposing store is conflict-free), Vs[BC][D], Ps[BC][BR+4] (key-major probabilities).
+// Dynamic shared memory, all row-major and 16-byte aligned: Qs[BR][D+4], Ks[BC][D+4], Vs[BC][D],
+// Ps[BR][BC+4]. Thread (ty, tx) of 16 x 16 owns score rows ty*4..+3 and key columns tx + 16j (so the
+// 16 float4 reads of K rows fall in distinct banks: rows are D+4 floats apart), and output columns
+// tx*DJ..+DJ-1 (float4 reads of V rows and float4 stores of y when DJ % 4 == 0).
 extern "C" __global__ void __launch_bounds__(256)
 flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                 int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
     if (pos_dev) Tk = *pos_dev + Tq;                  // a decode step in a CUDA graph: keys so far + the new ones
     extern __shared__ __align__(16) float smem[];
-    constexpr int D = HEAD_DIM, QP = FA_BR + 4, KP = FA_BC + 1, PP = FA_BR + 4;
-    float* Qs = smem;                         // D * QP
-    float* Ks = Qs + D * QP;                  // D * KP
-    float* Vs = Ks + D * KP;                  // BC * D
-    float* Ps = Vs + FA_BC * D;               // BC * PP
+    constexpr int D = HEAD_DIM, DP = HEAD_DIM + 4, PP = FA_BC + 4;
+    float* Qs = smem;                         // BR * DP
+    float* Ks = Qs + FA_BR * DP;              // BC * DP
+    float* Vs = Ks + FA_BC * DP;              // BC * D
+    float* Ps = Vs + FA_BC * D;               // BR * PP
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int nqb = (Tq + FA_BR - 1) / FA_BR, qb = nqb - 1 - blockIdx.x;   // heaviest tiles first
@@ -49,10 +53,11 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
     const float* qh = q + (long long)bh * cap_q * D;
     const float* kh = k + (long long)bh * cap_kv * D;
     const float* vh = v + (long long)bh * cap_kv * D;
+    const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
 
-    for (int e = tid; e < FA_BR * D; e += 256) {
-        const int r = e / D, d = e % D;
-        Qs[d * QP + r] = (q0 + r < Tq) ? qh[(long long)(q0 + r) * D + d] : 0.f;
+    for (int e = tid; e < FA_BR * D / 4; e += 256) {
+        const int r = e / (D / 4), d = (e % (D / 4)) * 4;
+        *(float4*)&Qs[r * DP + d] = (q0 + r < Tq) ? *(const float4*)&qh[(long long)(q0 + r) * D + d] : zero4;
     }
     const int first_q = shift + q0, last_q = shift + min(q0 + FA_BR, Tq) - 1;
     const int key_lo = window > 0 ? max(0, first_q - window + 1) : 0, key_hi = min(last_q, Tk - 1);
@@ -63,24 +68,27 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
 
     for (int kt = (key_lo / FA_BC) * FA_BC; kt <= key_hi; kt += FA_BC) {
         __syncthreads();                                   // previous tile's Ks, Vs, Ps are consumed
-        for (int e = tid; e < FA_BC * D; e += 256) {
-            const int c = e / D, d = e % D;
+        for (int e = tid; e < FA_BC * D / 4; e += 256) {
+            const int c = e / (D / 4), d = (e % (D / 4)) * 4;
             const bool ok = kt + c < Tk;
-            Ks[d * KP + c] = ok ? kh[(long long)(kt + c) * D + d] : 0.f;
-            Vs[c * D + d] = ok ? vh[(long long)(kt + c) * D + d] : 0.f;
+            *(float4*)&Ks[c * DP + d] = ok ? *(const float4*)&kh[(long long)(kt + c) * D + d] : zero4;
+            *(float4*)&Vs[c * D + d] = ok ? *(const float4*)&vh[(long long)(kt + c) * D + d] : zero4;
         }
         __syncthreads();
         float s[4][4] = {};
-#pragma unroll 8
-        for (int d = 0; d < D; ++d) {
-            const float4 qv = *(const float4*)&Qs[d * QP + ty * 4];
-            const float qa[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll 4
+        for (int d = 0; d < D; d += 4) {
+            float4 qv[4], kv[4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const float kv = Ks[d * KP + tx + 16 * j];
+            for (int i = 0; i < 4; ++i) qv[i] = *(const float4*)&Qs[(ty * 4 + i) * DP + d];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) s[i][j] += qa[i] * kv;
-            }
+            for (int j = 0; j < 4; ++j) kv[j] = *(const float4*)&Ks[(tx + 16 * j) * DP + d];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    s[i][j] = fmaf(qv[i].w, kv[j].w, fmaf(qv[i].z, kv[j].z,
+                              fmaf(qv[i].y, kv[j].y, fmaf(qv[i].x, kv[j].x, s[i][j]))));
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -101,7 +109,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
             for (int j = 0; j < 4; ++j) {
                 const float p = exp2f(s[i][j] - base);
                 sum += p;
-                Ps[(tx + 16 * j) * PP + ty * 4 + i] = p;
+                Ps[(ty * 4 + i) * PP + tx + 16 * j] = p;
             }
 #pragma unroll
             for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
@@ -111,15 +119,28 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
             for (int j = 0; j < FA_DJ; ++j) o[i][j] *= alpha;
         }
         __syncthreads();
-#pragma unroll 8
-        for (int c = 0; c < FA_BC; ++c) {
-            const float4 pv = *(const float4*)&Ps[c * PP + ty * 4];
-            const float pa[4] = {pv.x, pv.y, pv.z, pv.w};
+#pragma unroll 2
+        for (int c = 0; c < FA_BC; c += 4) {
+            float4 pv[4];
 #pragma unroll
-            for (int j = 0; j < FA_DJ; ++j) {
-                const float vv = Vs[c * D + tx + 16 * j];
+            for (int i = 0; i < 4; ++i) pv[i] = *(const float4*)&Ps[(ty * 4 + i) * PP + c];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) o[i][j] += pa[i] * vv;
+            for (int cc = 0; cc < 4; ++cc) {
+                float vv[FA_DJ];
+                const float* vrow = &Vs[(c + cc) * D + tx * FA_DJ];
+                if constexpr (FA_DJ % 4 == 0) {
+#pragma unroll
+                    for (int j = 0; j < FA_DJ; j += 4) *(float4*)&vv[j] = *(const float4*)&vrow[j];
+                } else {
+#pragma unroll
+                    for (int j = 0; j < FA_DJ; ++j) vv[j] = vrow[j];
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float p = cc == 0 ? pv[i].x : cc == 1 ? pv[i].y : cc == 2 ? pv[i].z : pv[i].w;
+#pragma unroll
+                    for (int j = 0; j < FA_DJ; ++j) o[i][j] += p * vv[j];
+                }
             }
         }
     }
@@ -129,9 +150,9 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         const int r = q0 + ty * 4 + i;
         if (r >= Tq) continue;
         const float inv = 1.f / l_run[i];
-        float* yr = y + ((long long)b * Tq + r) * C + h * D;
+        float* yr = y + ((long long)b * Tq + r) * C + h * D + tx * FA_DJ;
 #pragma unroll
-        for (int j = 0; j < FA_DJ; ++j) yr[tx + 16 * j] = o[i][j] * inv;
+        for (int j = 0; j < FA_DJ; ++j) yr[j] = o[i][j] * inv;
     }
 }
 

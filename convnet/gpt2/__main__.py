@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the default)")
     g.add_argument("--top-k", type=int, default=None, help="sample only among the k likeliest tokens")
     g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    a = commands.add_parser("bench-attention", help="time causal attention alone on the GPU: flash, naive, "
+                                                    "PyTorch SDPA (when importable)")
+    for name, default in (("--batch", 8), ("--heads", 12), ("--seq", 1024), ("--head-size", 64)):
+        a.add_argument(name, type=int, default=default, help=f"(default {default})")
     return p
 
 
@@ -89,9 +93,18 @@ def _generate(args) -> int:
     return 0
 
 
+def _bench_attention(args) -> int:
+    from .bench import attention_benchmark
+    if min(args.batch, args.heads, args.seq, args.head_size) < 1 or args.head_size % 16:
+        raise UsageError("sizes must be positive and --head-size a multiple of 16")
+    print(attention_benchmark(args.batch, args.heads, args.seq, args.head_size))
+    return 0
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return exit_code(PROG, _generate, args)
+    command = _bench_attention if args.command == "bench-attention" else _generate
+    return exit_code(PROG, command, args)
 
 
 if __name__ == "__main__":

@@ -115,3 +115,83 @@ def _format(results, anchors, what, B, T, failed) -> str:
             lines.append(f"Greedy decode, B=1, {DECODE_PROMPT}-token prompt, {DECODE_NEW} new tokens, KV cache: "
                          f"{r['decode_tok_s']:.0f} tok/s{hf}")
     return "\n".join(lines + failed)
+
+
+def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, reps: int = 20) -> str:
+    """Causal attention alone, fp32, q/k/v (B, H, T, D) on the device: our flash kernel, our naive path
+    (scores in memory) and PyTorch SDPA when importable, same inputs, same run; CUDA events, median."""
+    import math
+    from ..gpu.gemm import Gemm
+    from ..gpu.runtime import Runtime, cdiv, f32, i32
+    from .gpu import FA_BR, flash_smem_bytes
+    rt = Runtime.get()
+    rng = np.random.default_rng(0)
+    host = {n: rng.standard_normal((B, H, T, D)).astype(np.float32) for n in "qkv"}
+    dev = {}
+    for n, a in host.items():
+        dev[n] = rt.pool.get(f"bench.{n}", a.shape)
+        dev[n].set(a)
+    y = rt.pool.get("bench.y", (B, T, H * D))
+    fa = rt.kernel("attention.cu", "flash_attention", {"HEAD_DIM": D}, "bench")
+    fa.allow_shared(flash_smem_bytes(D))
+    scale = f32(math.log2(math.e) / math.sqrt(D))
+
+    def flash():
+        fa((cdiv(T, FA_BR), B * H, 1), (256, 1, 1), dev["q"], dev["k"], dev["v"], y, i32(H), i32(T), i32(T),
+           i32(T), i32(T), i32(0), scale, np.uintp(0), shared=flash_smem_bytes(D))
+
+    gemm = Gemm(rt, "regtile", {}, "bench")
+    soft = rt.kernel("attention.cu", "softmax_rows_warp", {}, "bench")
+    unperm = rt.kernel("attention.cu", "unpermute", {}, "bench")
+    scores = rt.pool.get("bench.scores", (B * H, T, T))
+    att = rt.pool.get("bench.att", (B, H, T, D))
+
+    def naive():
+        gemm(dev["q"], dev["k"], scores, T, T, D, (D, 1), (1, D), (T, 1), batch=B * H,
+             batch_strides=(T * D, T * D, T * T))
+        soft((cdiv(B * H * T, 8), 1, 1), (256, 1, 1), scores, i32(B * H * T), i32(T), i32(T), i32(0),
+             f32(1 / math.sqrt(D)))
+        gemm(scores, dev["v"], att, T, D, T, (T, 1), (D, 1), (D, 1), batch=B * H, batch_strides=(T * T, T * D, T * D))
+        unperm((cdiv(B * H * T * D, 256), 1, 1), (256, 1, 1), att, y, i32(B), i32(T), i32(H), i32(D))
+
+    def timed(fn):
+        fn()
+        rt.synchronize("attention benchmark warm-up")
+        a, b, times = rt.event(), rt.event(), []
+        for _ in range(reps):
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(b.time_since(a))
+        return float(np.median(times))
+
+    flash_ms, naive_ms = timed(flash), timed(naive)
+    rows = [["flash_attention (req_4)", flash_ms, "1.00x"], ["naive: QK^T, softmax, PV, unpermute", naive_ms,
+                                                           f"{naive_ms / flash_ms:.2f}x"]]
+    try:
+        import torch
+        import torch.nn.functional as F
+        torch.backends.cuda.matmul.allow_tf32 = False
+        qt, kt, vt = (torch.from_numpy(host[n]).cuda() for n in "qkv")
+        with torch.no_grad():
+            sdpa = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)  # noqa: E731
+            sdpa()
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(reps):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                sdpa()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b))
+        sdpa_ms = float(np.median(times))
+        rows.append([f"PyTorch {torch.__version__} SDPA (fp32, causal)", sdpa_ms, f"{sdpa_ms / flash_ms:.2f}x"])
+        err = _rel_err(y.get().reshape(B, T, H, D).transpose(0, 2, 1, 3).astype(np.float64),
+                       sdpa().double().cpu().numpy())
+        rows.append(["rel. err flash vs SDPA", err, ""])
+    except ImportError:
+        rows.append(["PyTorch not importable: no SDPA comparison", float("nan"), ""])
+    return report.table(["causal attention, fp32", "ms", "time / flash"], rows,
+                        title=f"B={B} H={H} T={T} D={D} on {rt.name}")

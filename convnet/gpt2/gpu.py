@@ -33,8 +33,8 @@ VOCAB_PAD = 128                # the LM head's N is padded so every row is 16-by
 
 
 def flash_smem_bytes(head_dim: int) -> int:
-    """Qs[D][BR+4] + Ks[D][BC+1] + Vs[BC][D] + Ps[BC][BR+4], floats (kernels/attention.cu)."""
-    return 4 * (head_dim * (FA_BR + 4) + head_dim * (FA_BC + 1) + FA_BC * head_dim + FA_BC * (FA_BR + 4))
+    """Qs[BR][D+4] + Ks[BC][D+4] + Vs[BC][D] + Ps[BR][BC+4], floats (kernels/attention.cu)."""
+    return 4 * (FA_BR * (head_dim + 4) + FA_BC * (head_dim + 4) + FA_BC * head_dim + FA_BR * (FA_BC + 4))
 
 
 class GPT2GPU:
