@@ -24,10 +24,12 @@
 //                      tile prefetched into registers while the current one is multiplied (one barrier
 //                      per k step). Split-K (req_9): gridDim.z > 1 cuts K into slices whose partial
 //                      sums go to a workspace; splitk_reduce adds them and applies the epilogue.
-//   gemm_skinny    v6  M <= 8 (decoding one token per sequence): split-K GEMV, float4 reads of W, A in
-//                      shared memory; partial sums reduced by splitk_reduce with the epilogue.
+//   gemm_skinny    v6  M <= 8 (decoding one token per sequence): a GEMV reading W once as float4 row
+//                      segments, K split across the block's lanes and reduced in shared memory, epilogue
+//                      in the same kernel.
 //   gemm_tf32      v5  tensor cores: mma.sync m16n8k8 TF32 (10-bit mantissa inputs, fp32 accumulate),
-//                      128x128x32 block tile, 4 warps of 64x64, 3-stage cp.async pipeline, ldmatrix.
+//                      128x128 block tile, V5_WM x V5_WN warp tiles, V5_BK deep, V5_STAGES-stage
+//                      cp.async pipeline, ldmatrix for A.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -381,54 +383,73 @@ extern "C" __global__ void splitk_reduce(const float* RESTRICT ws, int splits, i
     epi_store4(v, m, n, EPI_ARGS);
 }
 
-// ---- v6: skinny GEMM (M <= SK_M rows: decoding), split-K into the workspace ------------------------
-// Bandwidth-bound: every W element is read once, by one thread, as part of a float4 row segment; the
-// few A rows sit in shared memory. blockIdx.y takes SK_K rows of K; splitk_reduce applies the epilogue.
+// ---- v6: skinny GEMM (M <= SK_M rows: decoding) ----------------------------------------------------------
+// Bandwidth-bound: every W element is read once, as part of a float4 row segment. A block of 256 threads
+// covers SK_COLS columns: 8 float4 column groups x 32 k-lanes striding through all of K; the lanes' sums
+// meet in shared memory and the epilogue runs in the same kernel (no workspace, no second launch).
 #define SK_M 8
-#define SK_K 32
-#define SK_THREADS 64
+#define SK_KL 32
+#define SK_CG 8
+#define SK_COLS (4 * SK_CG)
 
-extern "C" __global__ void __launch_bounds__(SK_THREADS)
-gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
-            int lda, int ldb) {
-    __shared__ float As[SK_M][SK_K];
-    const int k0 = blockIdx.y * SK_K;
-    for (int e = threadIdx.x; e < SK_M * SK_K; e += SK_THREADS) {
-        const int m = e / SK_K, k = k0 + e % SK_K;
-        As[m][e % SK_K] = (m < M && k < K) ? A[(long long)m * lda + k] : 0.f;
-    }
-    __syncthreads();
-    const int n = (blockIdx.x * SK_THREADS + threadIdx.x) * 4;
-    if (n >= N) return;
+extern "C" __global__ void __launch_bounds__(256)
+gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb, EPI_PARAMS) {
+    __shared__ float4 red[SK_KL][SK_M][SK_CG];
+    const int cg = threadIdx.x % SK_CG, kl = threadIdx.x / SK_CG;
+    const int n = blockIdx.x * SK_COLS + cg * 4;
     float4 acc[SK_M];
 #pragma unroll
     for (int m = 0; m < SK_M; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
-    const int kn = min(SK_K, K - k0);
-#pragma unroll 8
-    for (int kk = 0; kk < kn; ++kk) {
-        const float4 b = *(const float4*)&B[(long long)(k0 + kk) * ldb + n];
+    if (n < N) {
+#pragma unroll 4
+        for (int k = kl; k < K; k += SK_KL) {
+            const float4 b = *(const float4*)&B[(long long)k * ldb + n];
 #pragma unroll
-        for (int m = 0; m < SK_M; ++m) {
-            const float a = As[m][kk];
-            acc[m].x += a * b.x; acc[m].y += a * b.y; acc[m].z += a * b.z; acc[m].w += a * b.w;
+            for (int m = 0; m < SK_M; ++m) {
+                if (m < M) {
+                    const float a = A[(long long)m * lda + k];
+                    acc[m].x += a * b.x; acc[m].y += a * b.y; acc[m].z += a * b.z; acc[m].w += a * b.w;
+                }
+            }
         }
     }
 #pragma unroll
-    for (int m = 0; m < SK_M; ++m)
-        if (m < M) *(float4*)&ws[((long long)blockIdx.y * M + m) * N + n] = acc[m];
+    for (int m = 0; m < SK_M; ++m) red[kl][m][cg] = acc[m];
+    __syncthreads();
+    const int m = threadIdx.x / SK_CG, c = threadIdx.x % SK_CG, nn = blockIdx.x * SK_COLS + c * 4;
+    if (threadIdx.x < SK_M * SK_CG && m < M && nn < N) {
+        float4 v = red[0][m][c];
+        for (int l = 1; l < SK_KL; ++l) {
+            const float4 p = red[l][m][c];
+            v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+        }
+        epi_store4(v, m, nn, EPI_ARGS);
+    }
 }
 
 // ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------
-// 128 x 128 block tile, 4 warps of 64 x 64 (32 mma per 8-deep k step against 16 + 4 fragment loads),
-// BK = 32, V5_STAGES-deep cp.async pipeline in dynamic shared memory (one barrier per k tile).
+// 128 x 128 block tile cut into warp tiles of V5_WM x V5_WN (each warp: (WM/16) x (WN/8) mma per 8-deep
+// k step), BK = V5_BK, V5_STAGES-deep cp.async pipeline in dynamic shared memory (one barrier per k tile).
 // A fragments come through ldmatrix: viewed as b16 pairs, an 8 x 8 b16 matrix is an 8 x 4 fp32 one
 // and lane (g, t) receives element (g, t), exactly m16n8k8's TF32 A layout.
 #define V5_BM 128
 #define V5_BN 128
+#ifndef V5_BK
 #define V5_BK 32
+#endif
 #ifndef V5_STAGES
 #define V5_STAGES 3
 #endif
+#ifndef V5_WM
+#define V5_WM 64
+#endif
+#ifndef V5_WN
+#define V5_WN 32
+#endif
+#define V5_WARPS ((V5_BM / V5_WM) * (V5_BN / V5_WN))
+#define V5_THREADS (32 * V5_WARPS)
+#define V5_MI (V5_WM / 16)
+#define V5_NJ (V5_WN / 8)
 #define V5_AP (V5_BK + 4)          // padded rows: fragment reads hit 32 different banks
 #define V5_BP (V5_BN + 8)
 #define V5_STAGE_FLOATS (V5_BM * V5_AP + V5_BK * V5_BP)
@@ -444,12 +465,12 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
 }
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(V5_THREADS)
 gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
           int lda, int ldb, int k_split, EPI_PARAMS) {
     extern __shared__ __align__(16) float v5_smem[];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    const int wm = (warp / 2) * 64, wn = (warp % 2) * 64;      // this warp's 64 x 64 piece of the tile
+    const int wm = (warp / (V5_BN / V5_WN)) * V5_WM, wn = (warp % (V5_BN / V5_WN)) * V5_WN;   // this warp's piece
     const int g = lane / 4, t = lane % 4;                       // mma fragment coordinates
     const int m0 = blockIdx.y * V5_BM, n0 = blockIdx.x * V5_BN;
     const int kb = blockIdx.z * k_split, ke = min(K, kb + k_split);
@@ -459,20 +480,21 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
     auto load = [&](int s, int k0) {
         float* as = As(s);
         float* bs = Bs(s);
+        constexpr int KQ = V5_BK / 4;                           // float4 per A row
 #pragma unroll
-        for (int r = 0; r < 8; ++r) {                           // A: 128 rows x 8 float4
-            const int e = tid + r * 128, row = e / 8, kq = (e % 8) * 4, m = m0 + row, k = k0 + kq;
+        for (int r = 0; r < V5_BM * KQ / V5_THREADS; ++r) {    // A: 128 rows x KQ float4
+            const int e = tid + r * V5_THREADS, row = e / KQ, kq = (e % KQ) * 4, m = m0 + row, k = k0 + kq;
             const bool ok = m < M && k < ke;
             cp_async16(as + row * V5_AP + kq, ok ? &A[(long long)m * lda + k] : A, ok);
         }
 #pragma unroll
-        for (int r = 0; r < 8; ++r) {                           // B: 32 k rows x 32 float4
-            const int e = tid + r * 128, kr = e / 32, nq = (e % 32) * 4, k = k0 + kr, n = n0 + nq;
+        for (int r = 0; r < V5_BK * 32 / V5_THREADS; ++r) {    // B: BK rows x 32 float4
+            const int e = tid + r * V5_THREADS, kr = e / 32, nq = (e % 32) * 4, k = k0 + kr, n = n0 + nq;
             const bool ok = k < ke && n < N;
             cp_async16(bs + kr * V5_BP + nq, ok ? &B[(long long)k * ldb + n] : B, ok);
         }
     };
-    float acc[4][8][4] = {};
+    float acc[V5_MI][V5_NJ][4] = {};
 #pragma unroll
     for (int s = 0; s < V5_STAGES - 1; ++s) {
         if (s < ntiles) load(s, kb + s * V5_BK);
@@ -490,9 +512,9 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
         const float* bs = Bs(tile % V5_STAGES);
 #pragma unroll
         for (int kk = 0; kk < V5_BK; kk += 8) {
-            unsigned a[4][4], b[8][2];
+            unsigned a[V5_MI][4], b[V5_NJ][2];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
+            for (int i = 0; i < V5_MI; ++i) {
                 const unsigned addr = (unsigned)__cvta_generic_to_shared(as + (wm + i * 16 + lm_row) * V5_AP + kk + lm_col);
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3]) : "r"(addr));
@@ -500,15 +522,15 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
                 for (int r = 0; r < 4; ++r) a[i][r] = to_tf32(__uint_as_float(a[i][r]));
             }
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
+            for (int j = 0; j < V5_NJ; ++j) {
                 const int c = wn + j * 8 + g;
                 b[j][0] = to_tf32(bs[(kk + t) * V5_BP + c]);
                 b[j][1] = to_tf32(bs[(kk + t + 4) * V5_BP + c]);
             }
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
+            for (int i = 0; i < V5_MI; ++i)
 #pragma unroll
-                for (int j = 0; j < 8; ++j)
+                for (int j = 0; j < V5_NJ; ++j)
                     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                                  : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
@@ -518,13 +540,13 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
     asm volatile("cp.async.wait_group 0;\n");
     // Accumulator fragment: rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 piece.
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < V5_MI; ++i)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int m = m0 + wm + i * 16 + g + half * 8;
             if (m >= M) continue;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
+            for (int j = 0; j < V5_NJ; ++j) {
                 const int n = n0 + wn + j * 8 + 2 * t;
                 if (n >= N) continue;                           // N % 4 == 0: n + 1 < N too
                 const float v0 = acc[i][j][half * 2], v1 = acc[i][j][half * 2 + 1];

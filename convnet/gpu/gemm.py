@@ -79,8 +79,8 @@ class Epilogue:
 TILE_V45 = 128
 SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
-SKINNY_M, SKINNY_K, SKINNY_COLS = 8, 32, 256     # gemm_skinny: rows, K rows per block, columns per block
-V5_SMEM = 3 * (128 * 36 + 32 * 136) * 4    # gemm_tf32: V5_STAGES x (A 128 x (32+4) + B 32 x (128+8)) floats
+SKINNY_M, SKINNY_COLS = 8, 32      # gemm_skinny: at most 8 rows; 32 columns per block of 256 threads
+V5_DEFAULTS = {"V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 
 
@@ -94,8 +94,12 @@ class Linear:
             self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
             self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if split_k else None
-            self.threads, self.smem = (128, V5_SMEM) if version == "tf32" else (256, 0)
-            if self.smem:
+            self.threads, self.smem = (256, 0)
+            if version == "tf32":
+                c = {**V5_DEFAULTS, **{k: int(v) for k, v in defines.items() if k in V5_DEFAULTS}}
+                self.threads = 32 * (128 // c["V5_WM"]) * (128 // c["V5_WN"])
+                # V5_STAGES x (A: 128 x (BK + 4), B: BK x (128 + 8)) floats, as kernels/gemm.cu lays them out
+                self.smem = c["V5_STAGES"] * (128 * (c["V5_BK"] + 4) + c["V5_BK"] * 136) * 4
                 self.fn.allow_shared(self.smem)
             self.fallback = Gemm(rt, "regtile", defines, variant)
         elif version in ("tiled", "regtile"):
@@ -126,16 +130,12 @@ class Linear:
         if epi.qkv is not None and M >= QKV_MAX_ROWS:
             raise GPUError(f"the head-major QKV epilogue handles fewer than {QKV_MAX_ROWS} rows, got {M}")
         if self.skinny is not None and M <= SKINNY_M:
-            # Decoding: a 128-row tile would be almost all padding; read W once, split K, reduce.
-            splits = _cdiv(K, SKINNY_K)
-            ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N))
-            self.skinny((_cdiv(N, SKINNY_COLS), splits, 1), (SKINNY_COLS // 4, 1, 1), _p(A), _p(W), _p(ws),
-                        i32(M), i32(N), i32(K), i32(lda), i32(ldb), stream=stream)
-            self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), _p(ws), i32(splits), i32(M), i32(N),
-                        *epi.args(C, ldc), stream=stream)
+            # Decoding: a 128-row tile would be almost all padding; read W once, reduce K in the block.
+            self.skinny((_cdiv(N, SKINNY_COLS), 1, 1), (256, 1, 1), _p(A), _p(W), i32(M), i32(N), i32(K),
+                        i32(lda), i32(ldb), *epi.args(C, ldc), stream=stream)
             return
         splits = self.splits(M, N, K)
-        k_split = _cdiv(_cdiv(K, splits), 32) * 32          # a multiple of both v4's and v5's BK
+        k_split = _cdiv(_cdiv(K, splits), 64) * 64          # a multiple of v4's and every v5 BK
         splits = _cdiv(K, k_split)
         ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N)) if splits > 1 else None
         grid = (_cdiv(N, TILE_V45), _cdiv(M, TILE_V45), splits)

@@ -1,0 +1,87 @@
+"""Times the row-major Linear GEMM (kernels/gemm.cu v4 / v5) at GPT-2's shapes against cuBLAS SGEMM (fp32 and
+TF32 math) in the same run, and sweeps v5's compile-time tile constants:
+
+    python -m convnet.gpu.gemm_bench --version tf32 --sweep V5_WM=32,64 V5_STAGES=2,3
+
+Each figure: CUDA events, two warm-ups, median of --reps runs, TFLOP/s = 2 M N K / time.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+
+import numpy as np
+
+from .. import report
+from ..errors import ConvnetError, exit_code
+from .bench import _parse_sweep
+
+# GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
+GPT2_SHAPES = {"qkv": (8192, 2304, 768), "attn_proj": (8192, 768, 768), "mlp_fc": (8192, 3072, 768),
+               "mlp_proj": (8192, 768, 3072), "lm_head": (8192, 50304, 768)}
+
+
+def _median_ms(rt, fn, reps: int) -> float:
+    for _ in range(2):
+        fn()
+    rt.synchronize("GEMM benchmark warm-up")
+    times = []
+    a, b = rt.event(), rt.event()
+    for _ in range(reps):
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(b.time_since(a))
+    return statistics.median(times)
+
+
+def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES) -> str:
+    from .cublas import OP_N, CuBLAS
+    from .dryrun import precompile
+    from .gemm import Linear
+    from .runtime import Runtime
+    rt = Runtime.get()
+    settings = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
+    kernel = {"vec4": "gemm_vec4", "tf32": "gemm_tf32"}[version]
+    precompile({("gemm.cu", tuple(sorted(s.items()))) for s in settings}, rt.arch)
+    blas = CuBLAS.get()
+    rng = np.random.default_rng(0)
+    headers = ["shape (M x N x K)", "cuBLAS fp32", "cuBLAS TF32"] + \
+              [f"{kernel} {' '.join(f'{k}={v}' for k, v in s.items()) or 'default'}" for s in settings]
+    rows = []
+    for name, (M, N, K) in shapes.items():
+        A, W, C = (rt.pool.get(f"gemmbench.{n}", shape) for n, shape in (("A", (M, K)), ("W", (K, N)), ("C", (M, N))))
+        A.set(rng.standard_normal((M, K)).astype(np.float32))
+        W.set(rng.standard_normal((K, N)).astype(np.float32))
+        tflops = lambda ms: 2 * M * N * K / (ms * 1e9)  # noqa: E731
+        row = [f"{name} {M}x{N}x{K}"]
+        for tf32 in (False, True):
+            blas.set_math_mode(tf32)       # row-major C = A W is column-major C^T = W^T A^T
+            row.append(tflops(_median_ms(rt, lambda: blas.sgemm(OP_N, OP_N, N, M, K, W.gpudata, N, A.gpudata, K,
+                                                                  C.gpudata, N), reps)))
+        blas.set_math_mode(False)
+        for s in settings:
+            lin = Linear(rt, version, s, "gemm_bench")
+            row.append(tflops(_median_ms(rt, lambda: lin(A, W, C, M, N, K, K, N, N), reps)))
+        rows.append(row)
+    return report.table(headers, rows, title=f"TFLOP/s on {rt.name} (median of {reps})")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m convnet.gpu.gemm_bench", description=__doc__.splitlines()[0])
+    p.add_argument("--version", choices=("vec4", "tf32"), default="tf32")
+    p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 compile-time constants (e.g. V5_WM=32,64)")
+    p.add_argument("--reps", type=int, default=20)
+    args = p.parse_args(argv)
+
+    def go():
+        print(run(args.version, _parse_sweep(args.sweep), args.reps))
+        return 0
+    return exit_code(p.prog, go)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
