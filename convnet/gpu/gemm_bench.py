@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from .. import report
-from ..errors import ConvnetError, exit_code
+from ..errors import exit_code
 from .bench import _parse_sweep
 
 # GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
