@@ -32,8 +32,8 @@ __device__ __forceinline__ bool visible(int key, int query, int Tk, int window) 
     return key <= query && key < Tk && (window <= 0 || key > query - window);
 }
 
-// Dynamic shared memory, all row-major and 16-byte aligned: Qs[BR][D+4], Ks[BC][D+4], Vs[BC][D],
-// Ps[BR][BC+4]. Thread (ty, tx) of 16 x 16 owns score rows ty*4..+3 and key columns tx + 16j (so the
+// Dynamic shared memory, all row-major and 16-byte aligned: Qs[BR][D+4], Ks[2][BC][D+4], Vs[2][BC][D],
+// Ps[BR][BC+4]; K and V are double-buffered: the next tile's cp.async runs while this one is computed. Thread (ty, tx) of 16 x 16 owns score rows ty*4..+3 and key columns tx + 16j (so the
 // 16 float4 reads of K rows fall in distinct banks: rows are D+4 floats apart), and output columns
 // tx*DJ..+DJ-1 (float4 reads of V rows and float4 stores of y when DJ % 4 == 0).
 extern "C" __global__ void __launch_bounds__(256)
@@ -43,9 +43,9 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
     extern __shared__ __align__(16) float smem[];
     constexpr int D = HEAD_DIM, DP = HEAD_DIM + 4, PP = FA_BC + 4;
     float* Qs = smem;                         // BR * DP
-    float* Ks = Qs + FA_BR * DP;              // BC * DP
-    float* Vs = Ks + FA_BC * DP;              // BC * D
-    float* Ps = Vs + FA_BC * D;               // BR * PP
+    float* Kbuf = Qs + FA_BR * DP;            // 2 * BC * DP
+    float* Vbuf = Kbuf + 2 * FA_BC * DP;      // 2 * BC * D
+    float* Ps = Vbuf + 2 * FA_BC * D;         // BR * PP
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int nqb = (Tq + FA_BR - 1) / FA_BR, qb = nqb - 1 - blockIdx.x;   // heaviest tiles first
@@ -66,15 +66,25 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
 #pragma unroll
     for (int i = 0; i < 4; ++i) { m_run[i] = -INFINITY; l_run[i] = 0.f; }
 
-    for (int kt = (key_lo / FA_BC) * FA_BC; kt <= key_hi; kt += FA_BC) {
-        __syncthreads();                                   // previous tile's Ks, Vs, Ps are consumed
+    auto load_kv = [&](int buf, int kt) {                 // rows past Tk are zero-filled (p = 0 must meet 0)
         for (int e = tid; e < FA_BC * D / 4; e += 256) {
             const int c = e / (D / 4), d = (e % (D / 4)) * 4;
             const bool ok = kt + c < Tk;
-            *(float4*)&Ks[c * DP + d] = ok ? *(const float4*)&kh[(long long)(kt + c) * D + d] : zero4;
-            *(float4*)&Vs[c * D + d] = ok ? *(const float4*)&vh[(long long)(kt + c) * D + d] : zero4;
+            const long long at = ok ? (long long)(kt + c) * D + d : 0;
+            cp_async16(&Kbuf[(buf * FA_BC + c) * DP + d], kh + at, ok);
+            cp_async16(&Vbuf[(buf * FA_BC + c) * D + d], vh + at, ok);
         }
-        __syncthreads();
+        cp_async_commit();
+    };
+    const int kt0 = (key_lo / FA_BC) * FA_BC;
+    if (kt0 <= key_hi) load_kv(0, kt0);
+    for (int kt = kt0, it = 0; kt <= key_hi; kt += FA_BC, ++it) {
+        const float* Ks = Kbuf + (it & 1) * FA_BC * DP;
+        const float* Vs = Vbuf + (it & 1) * FA_BC * D;
+        __syncthreads();                                   // the other buffer and Ps are consumed
+        if (kt + FA_BC <= key_hi) { load_kv((it & 1) ^ 1, kt + FA_BC); cp_async_wait<1>(); }
+        else cp_async_wait<0>();
+        __syncthreads();                                   // this tile's K and V have landed
         float s[4][4] = {};
 #pragma unroll 4
         for (int d = 0; d < D; d += 4) {

@@ -460,11 +460,6 @@ __device__ __forceinline__ unsigned to_tf32(float x) {
     return u;
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-}
-
 extern "C" __global__ void __launch_bounds__(V5_THREADS)
 gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
           int lda, int ldb, int k_split, EPI_PARAMS) {
@@ -531,7 +526,7 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
             for (int i = 0; i < V5_MI; ++i)
 #pragma unroll
                 for (int j = 0; j < V5_NJ; ++j)
-                    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                                  : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
                                  : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));

@@ -104,9 +104,10 @@ def test_split_k_heuristic_splits_skinny_long_products():
     from convnet.gpu.gemm import Linear
     from convnet.gpu.runtime import Runtime
     lin = Linear(Runtime.get(), "vec4", {}, "test", split_k=True)
-    assert lin.splits(1, 768, 3072) > 1                      # decode: 6 tiles, K = 3072
-    assert lin.splits(8192, 2304, 768) == 1                  # B=8 T=1024: 1152 tiles
-    assert lin.splits(1, 768, 256) == 1                      # short K
+    assert lin.splits(64, 768, 3072) > 1                     # a short prompt: 6 tiles, K = 3072
+    assert lin.splits(8192, 50304, 768) == 1                 # LM head: 25,000 tiles fill every wave
+    assert lin.splits(64, 768, 256) == 1                     # short K
+    assert Linear(Runtime.get(), "vec4", {}, "test").splits(64, 768, 3072) == 1   # split_k off
 
 
 @pytest.mark.parametrize("D", [32, 64, 80])

@@ -33,8 +33,8 @@ VOCAB_PAD = 128                # the LM head's N is padded so every row is 16-by
 
 
 def flash_smem_bytes(head_dim: int) -> int:
-    """Qs[BR][D+4] + Ks[BC][D+4] + Vs[BC][D] + Ps[BR][BC+4], floats (kernels/attention.cu)."""
-    return 4 * (FA_BR * (head_dim + 4) + FA_BC * (head_dim + 4) + FA_BC * head_dim + FA_BR * (FA_BC + 4))
+    """Qs[BR][D+4] + Ks[2][BC][D+4] + Vs[2][BC][D] + Ps[BR][BC+4], floats (kernels/attention.cu)."""
+    return 4 * (FA_BR * (head_dim + 4) + 2 * FA_BC * (head_dim + 4) + 2 * FA_BC * head_dim + FA_BR * (FA_BC + 4))
 
 
 class GPT2GPU:

@@ -94,13 +94,15 @@ class Linear:
             self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
             self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if split_k else None
-            self.threads, self.smem = (256, 0)
+            self.threads, self.smem, self.tflops = 256, 0, 40.0     # tflops: a rough pace, for splits()
             if version == "tf32":
+                self.tflops = 150.0
                 c = {**V5_DEFAULTS, **{k: int(v) for k, v in defines.items() if k in V5_DEFAULTS}}
                 self.threads = 32 * (128 // c["V5_WM"]) * (128 // c["V5_WN"])
                 # V5_STAGES x (A: 128 x (BK + 4), B: BK x (128 + 8)) floats, as kernels/gemm.cu lays them out
                 self.smem = c["V5_STAGES"] * (128 * (c["V5_BK"] + 4) + c["V5_BK"] * 136) * 4
                 self.fn.allow_shared(self.smem)
+            self.blocks_per_sm = self.fn.blocks_per_sm(self.threads, self.smem)
             self.fallback = Gemm(rt, "regtile", defines, variant)
         elif version in ("tiled", "regtile"):
             self.fn = None
@@ -109,13 +111,23 @@ class Linear:
             raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile, vec4, tf32)")
 
     def splits(self, M: int, N: int, K: int) -> int:
-        """req_9's heuristic: cut K when the output tiles cannot fill the SMs twice and K is long."""
+        """req_9's heuristic. The output's 128 x 128 tiles run in waves of `slots` blocks; a last wave
+        that is mostly empty (or fewer tiles than SMs) wastes the GPU, and cutting K into s slices
+        multiplies the blocks by s at the price of a workspace round trip of s x M x N floats. Pick the s
+        with the best wave efficiency / (1 + round-trip time / GEMM time), if it beats s = 1 clearly."""
         if not self.split_k or K < SPLIT_MIN_K:
             return 1
         tiles = _cdiv(M, TILE_V45) * _cdiv(N, TILE_V45)
-        if tiles >= 2 * self.rt.sm_count:
-            return 1
-        return max(1, min(K // SPLIT_SLICE, _cdiv(2 * self.rt.sm_count, tiles)))
+        slots = self.blocks_per_sm * self.rt.sm_count
+
+        def score(s):
+            waves = _cdiv(tiles * s, slots)
+            efficiency = tiles * s / (waves * slots)
+            # workspace: write + read s*M*N floats at ~3 TB/s, against 2MNK flops at the kernel's pace
+            overhead = (8 * s * M * N / 3e12) / (2 * M * N * K / (self.tflops * 1e12)) if s > 1 else 0.0
+            return efficiency / (1 + overhead)
+        best = max(range(1, max(1, min(8, K // SPLIT_SLICE)) + 1), key=score)
+        return best if score(best) > 1.05 * score(1) else 1
 
     def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None):
         aligned = all(v % 4 == 0 for v in (K, N, lda, ldb, ldc))

@@ -38,7 +38,7 @@ def _median_ms(rt, fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES) -> str:
+def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:
     from .cublas import OP_N, CuBLAS
     from .dryrun import precompile
     from .gemm import Linear
@@ -64,10 +64,11 @@ def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES) ->
                                                                   C.gpudata, N), reps)))
         blas.set_math_mode(False)
         for s in settings:
-            lin = Linear(rt, version, s, "gemm_bench")
+            lin = Linear(rt, version, s, "gemm_bench", split_k=split_k)
             row.append(tflops(_median_ms(rt, lambda: lin(A, W, C, M, N, K, K, N, N), reps)))
         rows.append(row)
-    return report.table(headers, rows, title=f"TFLOP/s on {rt.name} (median of {reps})")
+    title = f"TFLOP/s on {rt.name} (median of {reps}{', split-K heuristic on' if split_k else ''})"
+    return report.table(headers, rows, title=title)
 
 
 def main(argv=None) -> int:
@@ -75,10 +76,11 @@ def main(argv=None) -> int:
     p.add_argument("--version", choices=("vec4", "tf32"), default="tf32")
     p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 compile-time constants (e.g. V5_WM=32,64)")
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--split-k", action="store_true", help="let req_9's heuristic split K")
     args = p.parse_args(argv)
 
     def go():
-        print(run(args.version, _parse_sweep(args.sweep), args.reps))
+        print(run(args.version, _parse_sweep(args.sweep), args.reps, split_k=args.split_k))
         return 0
     return exit_code(p.prog, go)
 

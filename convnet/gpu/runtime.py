@@ -119,6 +119,17 @@ class Kernel:
         with self.rt.checked(f"setting the shared-memory size of {self.name}"):
             self.fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes))
 
+    def blocks_per_sm(self, threads: int, shared: int = 0) -> int:
+        """Blocks of `threads` threads that fit on one SM at once (registers, shared memory, threads)."""
+        drv, dev = self.rt.drv, self.rt.device
+        regs = max(1, self.fn.get_attribute(drv.function_attribute.NUM_REGS))
+        smem = shared + self.fn.get_attribute(drv.function_attribute.SHARED_SIZE_BYTES)
+        by_regs = dev.get_attribute(drv.device_attribute.MAX_REGISTERS_PER_MULTIPROCESSOR) // (regs * threads)
+        by_threads = dev.get_attribute(drv.device_attribute.MAX_THREADS_PER_MULTIPROCESSOR) // threads
+        by_smem = (dev.get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) // smem
+                   if smem else by_threads)
+        return max(1, min(by_regs, by_threads, by_smem))
+
     def __call__(self, grid, block, *args, stream=None, shared: int = 0):
         try:
             self.fn(*args, grid=tuple(int(g) for g in grid), block=tuple(int(b) for b in block),
