@@ -28,8 +28,9 @@
 //                      segments, K split across the block's lanes and reduced in shared memory, epilogue
 //                      in the same kernel.
 //   gemm_tf32      v5  tensor cores: mma.sync m16n8k8 TF32 (10-bit mantissa inputs, fp32 accumulate),
-//                      128x128 block tile, V5_WM x V5_WN warp tiles, V5_BK deep, V5_STAGES-stage
-//                      cp.async pipeline, ldmatrix for A.
+//                      V5_BM x V5_BN block tile, V5_WM x V5_WN warp tiles, V5_BK deep, V5_STAGES-stage
+//                      cp.async pipeline, ldmatrix for A. Larger block tiles raise the FLOPs per byte
+//                      the tile brings from L2, which tensor-core rates need.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -428,12 +429,19 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
 }
 
 // ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------
-// 128 x 128 block tile cut into warp tiles of V5_WM x V5_WN (each warp: (WM/16) x (WN/8) mma per 8-deep
+// V5_BM x V5_BN block tile (128 or 256 each) cut into warp tiles of V5_WM x V5_WN (each warp: (WM/16) x (WN/8) mma per 8-deep
 // k step), BK = V5_BK, V5_STAGES-deep cp.async pipeline in dynamic shared memory (one barrier per k tile).
 // A fragments come through ldmatrix: viewed as b16 pairs, an 8 x 8 b16 matrix is an 8 x 4 fp32 one
 // and lane (g, t) receives element (g, t), exactly m16n8k8's TF32 A layout.
+#ifndef V5_BM
 #define V5_BM 128
+#endif
+#ifndef V5_BN
 #define V5_BN 128
+#endif
+#ifndef V5_ROUND
+#define V5_ROUND 1                 // 1: round operands to TF32 (cvt.rna); 0: let the tensor core truncate
+#endif
 #ifndef V5_BK
 #define V5_BK 32
 #endif
@@ -455,9 +463,13 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
 #define V5_STAGE_FLOATS (V5_BM * V5_AP + V5_BK * V5_BP)
 
 __device__ __forceinline__ unsigned to_tf32(float x) {
+#if V5_ROUND
     unsigned u;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
     return u;
+#else
+    return __float_as_uint(x);
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(V5_THREADS)
@@ -477,14 +489,16 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
         float* bs = Bs(s);
         constexpr int KQ = V5_BK / 4;                           // float4 per A row
 #pragma unroll
-        for (int r = 0; r < V5_BM * KQ / V5_THREADS; ++r) {    // A: 128 rows x KQ float4
+        for (int r = 0; r < V5_BM * KQ / V5_THREADS; ++r) {    // A: BM rows x KQ float4
             const int e = tid + r * V5_THREADS, row = e / KQ, kq = (e % KQ) * 4, m = m0 + row, k = k0 + kq;
             const bool ok = m < M && k < ke;
             cp_async16(as + row * V5_AP + kq, ok ? &A[(long long)m * lda + k] : A, ok);
         }
 #pragma unroll
-        for (int r = 0; r < V5_BK * 32 / V5_THREADS; ++r) {    // B: BK rows x 32 float4
-            const int e = tid + r * V5_THREADS, kr = e / 32, nq = (e % 32) * 4, k = k0 + kr, n = n0 + nq;
+        constexpr int NQ = V5_BN / 4;                           // float4 per B row
+#pragma unroll
+        for (int r = 0; r < V5_BK * NQ / V5_THREADS; ++r) {    // B: BK rows x NQ float4
+            const int e = tid + r * V5_THREADS, kr = e / NQ, nq = (e % NQ) * 4, k = k0 + kr, n = n0 + nq;
             const bool ok = k < ke && n < N;
             cp_async16(bs + kr * V5_BP + nq, ok ? &B[(long long)k * ldb + n] : B, ok);
         }

@@ -80,7 +80,7 @@ TILE_V45 = 128
 SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
 SKINNY_M, SKINNY_COLS = 8, 32      # gemm_skinny: at most 8 rows; 32 columns per block of 256 threads
-V5_DEFAULTS = {"V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
+V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 
 
@@ -95,12 +95,14 @@ class Linear:
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
             self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if split_k else None
             self.threads, self.smem, self.tflops = 256, 0, 40.0     # tflops: a rough pace, for splits()
+            self.tile = (TILE_V45, TILE_V45)
             if version == "tf32":
                 self.tflops = 150.0
                 c = {**V5_DEFAULTS, **{k: int(v) for k, v in defines.items() if k in V5_DEFAULTS}}
-                self.threads = 32 * (128 // c["V5_WM"]) * (128 // c["V5_WN"])
-                # V5_STAGES x (A: 128 x (BK + 4), B: BK x (128 + 8)) floats, as kernels/gemm.cu lays them out
-                self.smem = c["V5_STAGES"] * (128 * (c["V5_BK"] + 4) + c["V5_BK"] * 136) * 4
+                self.tile = (c["V5_BM"], c["V5_BN"])
+                self.threads = 32 * (c["V5_BM"] // c["V5_WM"]) * (c["V5_BN"] // c["V5_WN"])
+                # V5_STAGES x (A: BM x (BK + 4), B: BK x (BN + 8)) floats, as kernels/gemm.cu lays them out
+                self.smem = c["V5_STAGES"] * (c["V5_BM"] * (c["V5_BK"] + 4) + c["V5_BK"] * (c["V5_BN"] + 8)) * 4
                 self.fn.allow_shared(self.smem)
             self.blocks_per_sm = self.fn.blocks_per_sm(self.threads, self.smem)
             self.fallback = Gemm(rt, "regtile", defines, variant)
@@ -117,7 +119,7 @@ class Linear:
         with the best wave efficiency / (1 + round-trip time / GEMM time), if it beats s = 1 clearly."""
         if not self.split_k or K < SPLIT_MIN_K:
             return 1
-        tiles = _cdiv(M, TILE_V45) * _cdiv(N, TILE_V45)
+        tiles = _cdiv(M, self.tile[0]) * _cdiv(N, self.tile[1])
         slots = self.blocks_per_sm * self.rt.sm_count
 
         def score(s):
@@ -150,9 +152,9 @@ class Linear:
         k_split = _cdiv(_cdiv(K, splits), 64) * 64          # a multiple of v4's and every v5 BK
         splits = _cdiv(K, k_split)
         ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N)) if splits > 1 else None
-        grid = (_cdiv(N, TILE_V45), _cdiv(M, TILE_V45), splits)
+        grid = (_cdiv(N, self.tile[1]), _cdiv(M, self.tile[0]), splits)
         if grid[1] > 65535:
-            raise GPUError(f"GEMM with M={M} rows exceeds the grid's y limit ({65535 * TILE_V45} rows)")
+            raise GPUError(f"GEMM with M={M} rows exceeds the grid's y limit ({65535 * self.tile[0]} rows)")
         self.fn(grid, (self.threads, 1, 1), _p(A), _p(W), _p(ws), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
                 i32(k_split), *epi.args(C, ldc), stream=stream, shared=self.smem)
         if splits > 1:
