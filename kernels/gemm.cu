@@ -24,9 +24,9 @@
 //                      tile prefetched into registers while the current one is multiplied (one barrier
 //                      per k step). Split-K (req_9): gridDim.z > 1 cuts K into slices whose partial
 //                      sums go to a workspace; splitk_reduce adds them and applies the epilogue.
-//   gemm_skinny    v6  M <= 8 (decoding one token per sequence): a GEMV reading W once as float4 row
-//                      segments, K split across the block's lanes and reduced in shared memory, epilogue
-//                      in the same kernel.
+//   gemm_skinny    v6  M <= 8 (decoding one token per sequence): a GEMV reading W once in 32-byte row
+//                      sectors, K split across 128 lanes per block, reduced by shuffles and shared
+//                      memory, epilogue in the same kernel.
 //   gemm_tf32      v5  tensor cores: mma.sync m16n8k8 TF32 (10-bit mantissa inputs, fp32 accumulate),
 //                      V5_BM x V5_BN block tile, V5_WM x V5_WN warp tiles, V5_BK deep, V5_STAGES-stage
 //                      cp.async pipeline, ldmatrix for A. Larger block tiles raise the FLOPs per byte
@@ -386,17 +386,23 @@ extern "C" __global__ void splitk_reduce(const float* RESTRICT ws, int splits, i
 
 // ---- v6: skinny GEMM (M <= SK_M rows: decoding) ----------------------------------------------------------
 // Bandwidth-bound: every W element is read once, as part of a float4 row segment. A block of 256 threads
-// covers SK_COLS columns: 8 float4 column groups x 32 k-lanes striding through all of K; the lanes' sums
-// meet in shared memory and the epilogue runs in the same kernel (no workspace, no second launch).
+// covers SK_COLS = 8 columns (one 32-byte sector per W row): 2 float4 column groups x 128 k-lanes
+// striding through K, so even N = 768 makes 96 blocks. The lanes' sums meet by warp shuffles, then
+// across the 8 warps in shared memory, and the epilogue runs in the same kernel (no workspace).
 #define SK_M 8
-#define SK_KL 32
-#define SK_CG 8
+#define SK_CG 2
+#define SK_KL (256 / SK_CG)
 #define SK_COLS (4 * SK_CG)
+
+__device__ __forceinline__ float4 shfl_xor4(float4 v, int off) {
+    return make_float4(__shfl_xor_sync(0xffffffffu, v.x, off), __shfl_xor_sync(0xffffffffu, v.y, off),
+                       __shfl_xor_sync(0xffffffffu, v.z, off), __shfl_xor_sync(0xffffffffu, v.w, off));
+}
 
 extern "C" __global__ void __launch_bounds__(256)
 gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb, EPI_PARAMS) {
-    __shared__ float4 red[SK_KL][SK_M][SK_CG];
-    const int cg = threadIdx.x % SK_CG, kl = threadIdx.x / SK_CG;
+    __shared__ float4 red[8][SK_M][SK_CG];                    // one partial per warp
+    const int cg = threadIdx.x % SK_CG, kl = threadIdx.x / SK_CG, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n = blockIdx.x * SK_COLS + cg * 4;
     float4 acc[SK_M];
 #pragma unroll
@@ -415,13 +421,23 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
         }
     }
 #pragma unroll
-    for (int m = 0; m < SK_M; ++m) red[kl][m][cg] = acc[m];
+    for (int m = 0; m < SK_M; ++m) {
+        if (m < M) {                                          // uniform across the block
+#pragma unroll
+            for (int off = SK_CG; off < 32; off <<= 1) {
+                const float4 o = shfl_xor4(acc[m], off);
+                acc[m].x += o.x; acc[m].y += o.y; acc[m].z += o.z; acc[m].w += o.w;
+            }
+            if (lane < SK_CG) red[warp][m][lane] = acc[m];
+        }
+    }
     __syncthreads();
     const int m = threadIdx.x / SK_CG, c = threadIdx.x % SK_CG, nn = blockIdx.x * SK_COLS + c * 4;
-    if (threadIdx.x < SK_M * SK_CG && m < M && nn < N) {
+    if (m < M && nn < N) {
         float4 v = red[0][m][c];
-        for (int l = 1; l < SK_KL; ++l) {
-            const float4 p = red[l][m][c];
+#pragma unroll
+        for (int w = 1; w < 8; ++w) {
+            const float4 p = red[w][m][c];
             v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
         }
         epi_store4(v, m, nn, EPI_ARGS);

@@ -9,7 +9,7 @@ import pytest
 
 from convnet import catalogue
 from convnet.gpt2 import model as ref
-from tests.helpers import rel_err
+from helpers import rel_err
 
 pytestmark = pytest.mark.gpu
 

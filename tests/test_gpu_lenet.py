@@ -168,3 +168,28 @@ def test_upscale_kernel_matches_skimage(rt, rng, half):
     got, want = dst.get().astype(np.float64), data.upscale(imgs).astype(np.float64)
     assert np.isfinite(got).all()
     assert np.abs(got - want).max() <= (1e-3 if half else 1e-6)
+
+
+@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4"])
+def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_images):
+    """The captured pipeline writes the same logits and predictions as the launched one, and a
+    refilled input buffer is classified anew by the same graph."""
+    from convnet import data
+    from convnet.gpu.lenet import GPULeNet
+    x, _ = test_images
+    raw = data.load_raw("test").images[:200]
+    net = GPULeNet(catalogue.get(name), lenet_weights)
+    x_host = net.host_input(x[:100], raw[:100])
+    want_logits, want_pred, _ = net.forward(x_host, timed=False)
+    graph, logits, pred = net.capture(x_host)
+    logits[...] = np.nan
+    pred[...] = -1
+    graph.launch()
+    graph.stream.synchronize()
+    assert np.array_equal(pred, want_pred)
+    assert np.allclose(logits, want_logits, rtol=0, atol=0)
+    x_host[...] = net.host_input(x[100:200], raw[100:200])
+    _, other_pred, _ = net.forward(net.host_input(x[100:200], raw[100:200]), timed=False)
+    graph.launch()
+    graph.stream.synchronize()
+    assert np.array_equal(pred, other_pred)

@@ -79,7 +79,7 @@ class Epilogue:
 TILE_V45 = 128
 SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
-SKINNY_M, SKINNY_COLS = 8, 32      # gemm_skinny: at most 8 rows; 32 columns per block of 256 threads
+SKINNY_M, SKINNY_COLS = 8, 8       # gemm_skinny: at most 8 rows; 8 columns per block of 256 threads
 V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 
