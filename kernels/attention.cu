@@ -17,6 +17,8 @@
 //                     tiles are scheduled first. Every shared-memory read is a float4 (3 wavefronts per
 //                     16 FMAs: the FMA pipe, not shared memory, sets the pace). D (HEAD_DIM) is a
 //                     compile-time constant, a multiple of 16.
+//   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
+//                     strided share of the keys, partial states merged in shared memory.
 // Tunables (-D): HEAD_DIM.
 #include "common.cuh"
 
@@ -163,6 +165,66 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         float* yr = y + ((long long)b * Tq + r) * C + h * D + tx * FA_DJ;
 #pragma unroll
         for (int j = 0; j < FA_DJ; ++j) yr[j] = o[i][j] * inv;
+    }
+}
+
+// ---- decode_attention: one query per sequence (Tq = 1) ------------------------------------------------
+// flash_attention's 64-query tile would be 63/64 padding here. One block of DA_THREADS per (b, head):
+// thread t keeps an online softmax over keys t, t + DA_THREADS, ... (its q . k and its share of p v in
+// registers), then the block merges the DA_THREADS partial states through shared memory.
+#define DA_THREADS 128
+extern "C" __global__ void __launch_bounds__(DA_THREADS)
+decode_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
+                 int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
+    if (pos_dev) Tk = *pos_dev + 1;
+    constexpr int D = HEAD_DIM;
+    __shared__ __align__(16) float qs[D];
+    __shared__ float ms[DA_THREADS], ls[DA_THREADS];
+    __shared__ float os[DA_THREADS][D + 1];
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x;
+    const float* kh = k + (long long)bh * cap_kv * D;
+    const float* vh = v + (long long)bh * cap_kv * D;
+    for (int d = tid; d < D; d += DA_THREADS) qs[d] = q[(long long)bh * cap_q * D + d];
+    __syncthreads();
+    const int query = Tk - 1, lo = window > 0 ? max(0, query - window + 1) : 0;
+    float m = -INFINITY, l = 0.f, o[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) o[d] = 0.f;
+    for (int key = lo + tid; key <= query; key += DA_THREADS) {
+        const float4* kr = (const float4*)(kh + (long long)key * D);
+        float s = 0.f;
+#pragma unroll
+        for (int d4 = 0; d4 < D / 4; ++d4) {
+            const float4 kv = kr[d4];
+            s = fmaf(qs[4 * d4], kv.x, fmaf(qs[4 * d4 + 1], kv.y, fmaf(qs[4 * d4 + 2], kv.z, fmaf(qs[4 * d4 + 3], kv.w, s))));
+        }
+        s *= scale_log2;
+        const float m_new = fmaxf(m, s), alpha = exp2f(m - m_new), p = exp2f(s - m_new);
+        l = l * alpha + p;
+        m = m_new;
+        const float4* vr = (const float4*)(vh + (long long)key * D);
+#pragma unroll
+        for (int d4 = 0; d4 < D / 4; ++d4) {
+            const float4 vv = vr[d4];
+            o[4 * d4] = o[4 * d4] * alpha + p * vv.x;         o[4 * d4 + 1] = o[4 * d4 + 1] * alpha + p * vv.y;
+            o[4 * d4 + 2] = o[4 * d4 + 2] * alpha + p * vv.z; o[4 * d4 + 3] = o[4 * d4 + 3] * alpha + p * vv.w;
+        }
+    }
+    ms[tid] = m;
+    ls[tid] = l;
+#pragma unroll
+    for (int d = 0; d < D; ++d) os[tid][d] = o[d];
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int t = 0; t < DA_THREADS; ++t) mx = fmaxf(mx, ms[t]);      // every thread: the block's maximum
+    for (int d = tid; d < D; d += DA_THREADS) {
+        float num = 0.f, den = 0.f;
+        for (int t = 0; t < DA_THREADS; ++t) {
+            const float w = ms[t] == -INFINITY ? 0.f : exp2f(ms[t] - mx);   // threads that saw no key
+            num += w * os[t][d];
+            den += w * ls[t];
+        }
+        y[(long long)b * H * D + h * D + d] = num / den;
     }
 }
 

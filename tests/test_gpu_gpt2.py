@@ -121,6 +121,30 @@ def test_flash_attention_decode_shapes_and_windows(Tq, Tk, window, rng):
     _attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=64, window=window)
 
 
+@pytest.mark.parametrize("D", [32, 64, 80])
+@pytest.mark.parametrize("Tk,window", [(1, 0), (5, 0), (300, 0), (1000, 0), (700, 129)])
+def test_decode_attention_matches_reference(Tk, window, D, rng):
+    """One query per sequence (decoding) against keys 0..Tk-1 of a longer cache."""
+    from convnet.gpu.runtime import Runtime, f32, i32
+    rt = Runtime.get()
+    da = rt.kernel("attention.cu", "decode_attention", {"HEAD_DIM": D}, "test")
+    B, H, cap = 2, 3, Tk + 5
+    q = rng.standard_normal((B, H, 1, D)).astype(np.float32)
+    k, v = (rng.standard_normal((B, H, cap, D)).astype(np.float32) for _ in range(2))
+    bufs = {}
+    for n, a in (("q", q), ("k", k), ("v", v)):
+        bufs[n] = rt.pool.get(f"test.da.{n}", a.shape)
+        bufs[n].set(a)
+    y = rt.pool.get("test.da.y", (B, 1, H * D))
+    y.fill(np.float32("nan"))
+    da((B * H, 1, 1), (128, 1, 1), bufs["q"], bufs["k"], bufs["v"], y, i32(H), i32(Tk), i32(1), i32(cap),
+       i32(window), f32(math.log2(math.e) / math.sqrt(D)), np.uintp(0))
+    rt.synchronize("test decode attention")
+    want = ref.attention(q.astype(np.float64), k[:, :, :Tk].astype(np.float64), v[:, :, :Tk].astype(np.float64),
+                         window=window or None)
+    assert rel_err(y.get(), want.transpose(0, 2, 1, 3).reshape(B, 1, H * D)) <= 1e-5
+
+
 def _attention_case(rng, B, H, Tq, Tk, D, window):
     from convnet.gpt2.gpu import FA_BR, flash_smem_bytes
     from convnet.gpu.runtime import Runtime, cdiv, f32, i32

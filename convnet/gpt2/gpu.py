@@ -60,6 +60,7 @@ class GPT2GPU:
             self.fa = rt.kernel("attention.cu", "flash_attention", {**d, "HEAD_DIM": self.D}, name)
             self.fa_smem = flash_smem_bytes(self.D)
             self.fa.allow_shared(self.fa_smem)
+            self.decode_attn = rt.kernel("attention.cu", "decode_attention", {**d, "HEAD_DIM": self.D}, name)
         else:
             self.attn_gemm = Gemm(rt, "tiled" if self.gemm_version == "tiled" else "regtile", d, name)
             soft = p.get("softmax", "naive")
@@ -216,6 +217,10 @@ class GPT2GPU:
 
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
+        if self.flash and Tq == 1:
+            self.decode_attn((B * H, 1, 1), (128, 1, 1), buf["q"], kc, vc, buf["y"], i32(H), i32(Tk), i32(Tq),
+                             i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), _p(pos_dev), stream=s)
+            return
         if self.flash:
             self.fa((cdiv(Tq, FA_BR), B * H, 1), (256, 1, 1), buf["q"], kc, vc, buf["y"], i32(H), i32(Tq), i32(Tk),
                     i32(Tq), i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), _p(pos_dev),
@@ -289,7 +294,7 @@ class GPT2GPU:
     def _pick_next(self, logits, B):
         """Greedy choice on the device: argmax of each sequence's last logits into gpt2.act.next."""
         nxt = self.rt.pool.get("gpt2.act.next", (B,), np.int32)
-        self.argmax((B, 1, 1), (256, 1, 1), logits, nxt, i32(self.V), np.int64(self.Vp), stream=self.stream)
+        self.argmax((B, 1, 1), (1024, 1, 1), logits, nxt, i32(self.V), np.int64(self.Vp), stream=self.stream)
         return nxt
 
     def _advance(self, B, nxt):
@@ -305,7 +310,8 @@ class GPT2GPU:
         """Greedy continuation of prompt (B, T) with the KV cache on the device: the prompt runs once,
         then each step runs only the newest token. Where the variant allows (graphable), a step's
         inputs stay on the device and steps after the first replay one captured CUDA graph.
-        on_token(ids of the B sequences) is called as each step's tokens reach the host. Returns the
+        on_token(ids of the B sequences) is called as each step's tokens reach the host (without it,
+        device-side steps are queued back to back and the host waits once, at the end). Returns the
         new ids (B, n) and the decode rate: steps after the first per second (each step = B tokens)."""
         from ..gpu.graph import Graph
         idx = self.check_tokens(prompt)
@@ -345,8 +351,9 @@ class GPT2GPU:
                     logits, _ = self.enqueue(host[n - 1].reshape(B, 1), pos=T + n - 1, cap=cap, last_only=True)
                     self._pick_next(logits, B)
                 nxt.get_async(stream=s, ary=host[n])
-            with self.rt.checked(f"GPT-2 decode step {n} (variant {self.variant.name})"):
-                s.synchronize()                             # the tokens are on the host as they come
+            if on_token is not None or not on_device:      # the host needs this step's tokens now
+                with self.rt.checked(f"GPT-2 decode step {n} (variant {self.variant.name})"):
+                    s.synchronize()
             if on_token is not None:
                 on_token(host[n].copy())
         end.record(s)
