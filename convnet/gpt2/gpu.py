@@ -312,7 +312,8 @@ class GPT2GPU:
         inputs stay on the device and steps after the first replay one captured CUDA graph.
         on_token(ids of the B sequences) is called as each step's tokens reach the host (without it,
         device-side steps are queued back to back and the host waits once, at the end). Returns the
-        new ids (B, n) and the decode rate: steps after the first per second (each step = B tokens)."""
+        new ids (B, n) and the steady decode rate: steps per second (each step = B tokens), counted
+        from the first step that replays the graph (the second step, without a graph)."""
         from ..gpu.graph import Graph
         idx = self.check_tokens(prompt)
         B, T = idx.shape
@@ -335,9 +336,10 @@ class GPT2GPU:
         nxt.get_async(stream=s, ary=host[0])
         start, end = self.rt.event(), self.rt.event()
         step_graph = None
+        timed_from = 2 if on_device and graph else 1        # steady state: after the step that captures
         for n in range(N):
             if n:
-                if n == 1:
+                if n == timed_from:
                     start.record(s)
                 if step_graph is not None:
                     step_graph.launch()
@@ -358,6 +360,7 @@ class GPT2GPU:
                 on_token(host[n].copy())
         end.record(s)
         end.synchronize()
-        rate = (N - 1) / (end.time_since(start) / 1e3) if N > 1 else float("nan")
+        steps = N - timed_from
+        rate = steps / (end.time_since(start) / 1e3) if steps > 0 else float("nan")
         self.rt.synchronize(f"GPT-2 generation (variant {self.variant.name})")
         return host.T.copy(), rate
