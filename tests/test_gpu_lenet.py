@@ -193,3 +193,26 @@ def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_imag
     graph.launch()
     graph.stream.synchronize()
     assert np.array_equal(pred, other_pred)
+
+
+@pytest.mark.parametrize("name", ["fused", "op_5", "op_5_tc", "fused_pool"])
+def test_conv_batch_beyond_the_grid_z_limit(rt, name, rng):
+    """65,540 images: per-image grids are launched in chunks of 65,535 (the gridDim.z limit)."""
+    from convnet.gpu.conv import make_conv
+    v = catalogue.get(name)
+    B, C, H, W, M, K = 65540, 1, 9, 9, 4, 3
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / K).astype(np.float32)
+    pool = 2 if v.params.get("fuse_pool") else 0
+    conv = make_conv(rt, v, w, (C, H, W), name="test_bigbatch", **({"pool": pool} if pool else {}))
+    xg = rt.pool.get("test.bx", x.shape, conv.act_dtype)
+    yg = rt.pool.get("test.by", conv.out_shape(B), conv.out_dtype)
+    xg.set(x.astype(conv.act_dtype))
+    yg.fill(np.nan)
+    conv(xg, yg, B)
+    rt.synchronize("test big-batch conv")
+    got = yg.get()
+    want = ref.conv2d(x.astype(np.float64), w.astype(np.float64), dtype=np.float64)
+    if pool:
+        want = ref.maxpool2d(np.maximum(want, 0), pool)
+    assert rel_err(got, want) <= tolerance(v)

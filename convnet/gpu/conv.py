@@ -17,6 +17,7 @@ from .gemm import Gemm
 from .runtime import Runtime, cdiv as _cdiv, i32
 
 CONST_FLOATS = 16384          # 64 KB of constant memory
+GRID_Z_MAX = 65535            # CUDA's limit on gridDim.z
 SMEM_LIMIT = 48 * 1024        # static shared memory per block
 INT32_MAX = 2**31 - 1
 
@@ -64,6 +65,19 @@ class ConvLayer:
     def kernel(self, file, name, defines):
         return self.rt.kernel(file, name, defines, self.variant.name)
 
+    def _upload_weights(self, dtype=np.float32):
+        """The weights in device memory (self.w_gpu), once, in the kernel's storage type."""
+        suffix = "w16" if dtype == np.float16 else "w"
+        self.w_gpu = self.rt.pool.get(f"{self.name}.{suffix}", self.w.shape, dtype)
+        self.w_gpu.set(self.w.astype(dtype, copy=False))
+
+    def _per_image_launches(self, x, y, batch, launch):
+        """Grids with one z-slice per image stop at 65,535 images: launch(x_ptr, y_ptr, images) per chunk."""
+        per_x = self.C * self.H * self.W
+        per_y = int(np.prod(self.out_shape(1)))
+        for z0 in range(0, batch, GRID_Z_MAX):
+            launch(ptr(x, z0 * per_x), ptr(y, z0 * per_y), min(GRID_Z_MAX, batch - z0))
+
     def _to_constant(self, file, defines, symbol, values):
         mod = self.rt.module(file, defines)
         dev_ptr, size = mod.get_global(symbol)
@@ -90,8 +104,7 @@ class UnrollGemm(ConvLayer):
         self.permute = self.kernel("conv_unroll.cu", "permute", d)
         tile = {"TM": 4, "BM": 4 if self.M <= 4 else 16, "TN": 4, "BN": 256 if self.M <= 4 else 128, "BK": 8}
         self.gemm = Gemm(rt, self.gemm_version, self.defines, variant.name, tile)   # a tile for few channels
-        self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
-        self.w_gpu.set(self.w)
+        self._upload_weights()
 
     def _buffers(self, nb, slot):
         """Scratch per stream slot: chunks running concurrently on other streams must not share it."""
@@ -165,8 +178,7 @@ class Implicit(ConvLayer):
         self.fn = self.kernel("gemm.cu", "conv_implicit", d)
         if const:
             self._to_constant("gemm.cu", d, "c_weights", self.w.ravel())
-        self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
-        self.w_gpu.set(self.w)
+        self._upload_weights()
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
@@ -231,15 +243,19 @@ class Direct(ConvLayer):
             self.d.pop("MIN_BLOCKS", None)      # the register-resident-weights version needs its registers
         self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
         self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
-        self.w_gpu = rt.pool.get(f"{name}.w", self.w.shape)
-        self.w_gpu.set(self.w)
+        self._upload_weights()
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
         gx, gy = _cdiv(self.Wc, self.px * self.ntx), _cdiv(self.Hc, self.py * self.nty)
-        gz = batch if not self.blocks_per_sm else min(batch, _cdiv(self.blocks_per_sm * self.rt.sm_count, gx * gy))
-        self.fn((gx, gy, gz), (self.ntx, self.nty, self.groups), x.gpudata, self.w_gpu.gpudata, y.gpudata, i32(batch),
-                i32(self.H), i32(self.W), stream=stream)
+        if self.blocks_per_sm:      # persistent: the blocks walk the images themselves
+            gz = min(batch, _cdiv(self.blocks_per_sm * self.rt.sm_count, gx * gy))
+            self.fn((gx, gy, gz), (self.ntx, self.nty, self.groups), x.gpudata, self.w_gpu.gpudata, y.gpudata,
+                    i32(batch), i32(self.H), i32(self.W), stream=stream)
+            return
+        self._per_image_launches(x, y, batch, lambda xp, yp, n: self.fn(
+            (gx, gy, n), (self.ntx, self.nty, self.groups), xp, self.w_gpu.gpudata, yp, i32(n), i32(self.H),
+            i32(self.W), stream=stream))
 
 
 class Mma(ConvLayer):
@@ -251,8 +267,7 @@ class Mma(ConvLayer):
             raise GPUError(f"variant {variant.name}: the mma strategy needs precision = 'fp16'")
         self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K}
         self.fn = self.kernel("conv_mma.cu", "conv_mma_f16", self.d)
-        self.w_gpu = rt.pool.get(f"{name}.w16", self.w.shape, np.float16)
-        self.w_gpu.set(self.w.astype(np.float16))
+        self._upload_weights(np.float16)
         self.tile_x = int(self.d.get("TILE_X", 40))        # the kernel's own defaults, see conv_mma.cu
         self.tile_y = int(self.d.get("TILE_Y", 40))
         self.threads = 32 * int(self.d.get("WARPS", 4))
@@ -261,11 +276,15 @@ class Mma(ConvLayer):
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
-        grid = (_cdiv(self.Wo, self.tile_x), _cdiv(self.Ho, self.tile_y), batch)
+        gx, gy = _cdiv(self.Wo, self.tile_x), _cdiv(self.Ho, self.tile_y)
         if self.blocks_per_sm:            # persistent: the kernel walks the tiles; weights staged once per block
-            grid = (min(grid[0] * grid[1] * batch, self.blocks_per_sm * self.rt.sm_count), 1, 1)
-        self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata,
-                i32(batch), i32(self.H), i32(self.W), stream=stream)
+            grid = (min(gx * gy * batch, self.blocks_per_sm * self.rt.sm_count), 1, 1)
+            self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata,
+                    i32(batch), i32(self.H), i32(self.W), stream=stream)
+            return
+        self._per_image_launches(x, y, batch, lambda xp, yp, n: self.fn(
+            (gx, gy, n), (self.threads, 1, 1), xp, self.w_gpu.gpudata, yp, i32(n), i32(self.H), i32(self.W),
+            stream=stream))
 
 
 FUSED_POOL = (Direct,)          # strategies whose kernels can end in ReLU + max-pool

@@ -140,11 +140,16 @@ class Kernel:
 
 
 class BufferPool:
-    """Device buffers by name, allocated once per (shape, dtype) and reused: no allocation in the timed path."""
+    """Device buffers by name, allocated once and reused: no allocation in the timed path.
+
+    A name keeps its largest allocation: asking for a smaller shape (the last, shorter chunk of a
+    batch) hands out a view of it; only a larger request reallocates. Raw pointers taken from a
+    buffer (e.g. inside a captured CUDA graph) stay valid until the name is asked for more bytes."""
 
     def __init__(self, rt: Runtime):
         self.rt = rt
-        self._bufs: dict = {}
+        self._bases: dict = {}          # name -> flat uint8 GPUArray, the allocation
+        self._bufs: dict = {}           # name -> the view last handed out
 
     def get(self, name: str, shape, dtype=np.float32):
         import pycuda.gpuarray as ga
@@ -152,21 +157,28 @@ class BufferPool:
         buf = self._bufs.get(name)
         if buf is not None and buf.shape == shape and buf.dtype == dtype:
             return buf
-        self._bufs.pop(name, None)
-        try:
-            buf = ga.empty(shape, dtype)
-        except self.rt.drv.MemoryError:
-            mb = np.prod(shape) * dtype.itemsize / 2**20
-            raise GPUError(f"out of device memory allocating {name} ({mb:.0f} MB); try a smaller --batch") from None
+        nbytes = max(1, int(np.prod(shape)) * dtype.itemsize)
+        base = self._bases.get(name)
+        if base is None or base.nbytes < nbytes:
+            self._bufs.pop(name, None)
+            self._bases.pop(name, None)
+            try:
+                base = ga.empty((nbytes,), np.uint8)
+            except self.rt.drv.MemoryError:
+                raise GPUError(f"out of device memory allocating {name} ({nbytes / 2**20:.0f} MB); "
+                               "try a smaller --batch") from None
+            self._bases[name] = base
+        buf = ga.GPUArray(shape, dtype, gpudata=base.gpudata, base=base)
         self._bufs[name] = buf
         return buf
 
     def free(self):
         self._bufs.clear()
+        self._bases.clear()
 
     @property
     def bytes_in_use(self) -> int:
-        return sum(b.nbytes for b in self._bufs.values())
+        return sum(b.nbytes for b in self._bases.values())
 
 
 def i32(v) -> np.int32:
