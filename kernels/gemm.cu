@@ -26,7 +26,8 @@
 //                      sums go to a workspace; splitk_reduce adds them and applies the epilogue.
 //   gemm_skinny    v6  M <= 8 (decoding one token per sequence): a GEMV reading W once in 32-byte row
 //                      sectors, K split across 128 lanes per block, reduced by shuffles and shared
-//                      memory, epilogue in the same kernel.
+//                      memory, epilogue in the same kernel; optionally LayerNorm(A) as a prologue (each
+//                      block normalises the few rows itself), which saves the LayerNorm launch.
 //   gemm_tf32      v5  tensor cores: mma.sync m16n8k8 TF32 (10-bit mantissa inputs, fp32 accumulate),
 //                      V5_BM x V5_BN block tile, V5_WM x V5_WN warp tiles, V5_BK deep, V5_STAGES-stage
 //                      cp.async pipeline, ldmatrix for A. Larger block tiles raise the FLOPs per byte
@@ -400,10 +401,32 @@ __device__ __forceinline__ float4 shfl_xor4(float4 v, int off) {
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb, EPI_PARAMS) {
+gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
+            const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
     __shared__ float4 red[8][SK_M][SK_CG];                    // one partial per warp
+    __shared__ float part[8][SK_M], stat[SK_M][2];            // LayerNorm prologue: mean, 1/std per row
     const int cg = threadIdx.x % SK_CG, kl = threadIdx.x / SK_CG, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n = blockIdx.x * SK_COLS + cg * 4;
+    if (ln_w) {        // the GEMM input is LayerNorm(A): each block normalises the (few) rows itself
+        for (int pass = 0; pass < 2; ++pass) {               // mean, then the variance about it
+            for (int m = 0; m < M; ++m) {
+                float v = 0.f;
+                for (int k = threadIdx.x; k < K; k += 256) {
+                    const float x = A[(long long)m * lda + k];
+                    v += pass == 0 ? x : (x - stat[m][0]) * (x - stat[m][0]);
+                }
+                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (lane == 0) part[warp][m] = v;
+            }
+            __syncthreads();
+            if (threadIdx.x < M) {
+                float t = 0.f;
+                for (int w = 0; w < 8; ++w) t += part[w][threadIdx.x];
+                stat[threadIdx.x][pass] = pass == 0 ? t / K : rsqrtf(t / K + ln_eps);
+            }
+            __syncthreads();
+        }
+    }
     float4 acc[SK_M];
 #pragma unroll
     for (int m = 0; m < SK_M; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -411,10 +434,12 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
 #pragma unroll 4
         for (int k = kl; k < K; k += SK_KL) {
             const float4 b = *(const float4*)&B[(long long)k * ldb + n];
+            const float g = ln_w ? ln_w[k] : 1.f, beta = ln_w ? ln_b[k] : 0.f;
 #pragma unroll
             for (int m = 0; m < SK_M; ++m) {
                 if (m < M) {
-                    const float a = A[(long long)m * lda + k];
+                    float a = A[(long long)m * lda + k];
+                    if (ln_w) a = (a - stat[m][0]) * stat[m][1] * g + beta;
                     acc[m].x += a * b.x; acc[m].y += a * b.y; acc[m].z += a * b.z; acc[m].w += a * b.w;
                 }
             }

@@ -154,16 +154,15 @@ class GPT2GPU:
         for i in range(cfg.n_layer):
             h = f"h.{i}."
             kc, vc = _p(buf["k"]) + np.uintp(4 * i * layer_kv), _p(buf["v"]) + np.uintp(4 * i * layer_kv)
-            self._layernorm(x, buf["a"], self.w[h + "ln_1.pair"], M)
-            self._mark("layernorm")
+            a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C)
             if self.head_major:
-                self.linear(buf["a"], self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, 3 * C, 3 * C,
+                self.linear(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, 3 * C, 3 * C,
                             Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap),
-                                     pos_dev=pos_dev), s)
+                                     pos_dev=pos_dev), s, ln=ln)
                 self._mark("qkv")
             else:
-                self.linear(buf["a"], self.w[h + "attn.c_attn.weight"], buf["qkv"], M, 3 * C, C, C, 3 * C, 3 * C,
-                            Epilogue(bias=self.w[h + "attn.c_attn.bias"]), s)
+                self.linear(a, self.w[h + "attn.c_attn.weight"], buf["qkv"], M, 3 * C, C, C, 3 * C, 3 * C,
+                            Epilogue(bias=self.w[h + "attn.c_attn.bias"]), s, ln=ln)
                 self._mark("qkv")
                 self.permute((cdiv(M * 3 * C, 256), 1, 1), (256, 1, 1), buf["qkv"], buf["q"], kc, vc, i32(B),
                              i32(T), i32(H), i32(D), i32(T), i32(cap), i32(pos), stream=s)
@@ -172,24 +171,36 @@ class GPT2GPU:
             self._mark("attention")
             x, x2 = self._residual_linear(buf["y"], self.w[h + "attn.c_proj.weight"], self.w[h + "attn.c_proj.bias"],
                                           x, x2, buf["t"], M, C, C, "attn_proj")
-            self._layernorm(x, buf["a"], self.w[h + "ln_2.pair"], M)
-            self._mark("layernorm")
+            a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C)
             fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
-            self.linear(buf["a"], self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, 4 * C, 4 * C, fc, s)
+            self.linear(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, 4 * C, 4 * C, fc, s, ln=ln)
             self._mark("mlp_fc")
             if not self.fuse:
                 self.gelu((cdiv(M * 4 * C, 256), 1, 1), (256, 1, 1), buf["h"], np.int64(M * 4 * C), stream=s)
                 self._mark("elementwise")
             x, x2 = self._residual_linear(buf["h"], self.w[h + "mlp.c_proj.weight"], self.w[h + "mlp.c_proj.bias"],
                                           x, x2, buf["t"], M, C, 4 * C, "mlp_proj")
-        self._layernorm(x, buf["a"], self.w["ln_f.pair"], M)
-        self._mark("layernorm")
-        rows, a_ld, a = M, C, buf["a"]
-        if last_only:                                   # only the last position's logits: decode needs no more
-            rows, a_ld, a = B, T * C, _p(buf["a"]) + np.uintp(4 * (T - 1) * C)
-        self.linear(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, self.Vp, self.Vp, Epilogue(), s)
+        rows = B if last_only else M                    # only the last position's logits: decode needs no more
+        if self.linear.fuses_layernorm(rows, self.Vp, C) and not self.ln_const:
+            a, ln = x, (self.w["ln_f.pair"], _p(self.w["ln_f.pair"]) + np.uintp(4 * C), self.cfg.layer_norm_epsilon)
+        else:
+            a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, 0, fuse=False)
+        a_ld = C
+        if last_only:
+            a_ld, a = T * C, _p(a) + np.uintp(4 * (T - 1) * C)
+        self.linear(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, self.Vp, self.Vp, Epilogue(), s,
+                    ln=ln)
         self._mark("lm_head")
         return buf["logits"], rows
+
+    def _layernorm_input(self, x, y, pair, rows, n_out, fuse=True):
+        """The input of the linear layer after a LayerNorm: (x, ln args) when the GEMM normalises it
+        itself (decoding: the skinny GEMV's prologue), else (y, None) after running the LayerNorm."""
+        if fuse and not self.ln_const and self.linear.fuses_layernorm(rows, n_out, self.C):
+            return x, (pair, _p(pair) + np.uintp(4 * self.C), self.cfg.layer_norm_epsilon)
+        self._layernorm(x, y, pair, rows)
+        self._mark("layernorm")
+        return y, None
 
     def _layernorm(self, x, y, pair, rows):
         C, s = self.C, self.stream

@@ -131,8 +131,15 @@ class Linear:
         best = max(range(1, max(1, min(8, K // SPLIT_SLICE)) + 1), key=score)
         return best if score(best) > 1.05 * score(1) else 1
 
-    def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None):
+    def fuses_layernorm(self, M: int, N: int, K: int) -> bool:
+        """Whether a call with these sizes can take ln= (LayerNorm of A inside the GEMM): the skinny path."""
+        return self.skinny is not None and M <= SKINNY_M and all(v % 4 == 0 for v in (K, N))
+
+    def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None, ln=None):
+        """ln = (gamma, beta, eps): multiply LayerNorm(A) instead of A (only where fuses_layernorm)."""
         aligned = all(v % 4 == 0 for v in (K, N, lda, ldb, ldc))
+        if ln is not None and not (self.fuses_layernorm(M, N, K) and aligned):
+            raise GPUError(f"LayerNorm fused into the GEMM needs the skinny path (M <= {SKINNY_M}), got M={M}")
         if self.fn is None or not aligned:
             if epi.qkv is not None:
                 raise GPUError(f"the head-major QKV epilogue needs GEMM v4/v5 and 16-byte aligned rows "
@@ -145,8 +152,9 @@ class Linear:
             raise GPUError(f"the head-major QKV epilogue handles fewer than {QKV_MAX_ROWS} rows, got {M}")
         if self.skinny is not None and M <= SKINNY_M:
             # Decoding: a 128-row tile would be almost all padding; read W once, reduce K in the block.
+            gamma, beta, eps = ln if ln is not None else (None, None, 0.0)
             self.skinny((_cdiv(N, SKINNY_COLS), 1, 1), (256, 1, 1), _p(A), _p(W), i32(M), i32(N), i32(K),
-                        i32(lda), i32(ldb), *epi.args(C, ldc), stream=stream)
+                        i32(lda), i32(ldb), _p(gamma), _p(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
             return
         splits = self.splits(M, N, K)
         k_split = _cdiv(_cdiv(K, splits), 64) * 64          # a multiple of v4's and every v5 BK
