@@ -107,7 +107,7 @@ class Linear:
             self.blocks_per_sm = self.fn.blocks_per_sm(self.threads, self.smem)
             self.fallback = Gemm(rt, "regtile", defines, variant)
         elif version in ("tiled", "regtile"):
-            self.fn = None
+            self.fn = self.skinny = None
             self.fallback = Gemm(rt, version, defines, variant)
         else:
             raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile, vec4, tf32)")
