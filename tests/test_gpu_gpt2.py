@@ -255,3 +255,23 @@ def test_124m_shape_matches_hf_transformers(rng):
     with torch.no_grad():
         want = m(torch.as_tensor(idx, device=m.device)).logits.double().cpu().numpy()
     assert rel_err(got, want) <= 1e-4
+
+
+def test_autotuned_variant_uses_the_cache_and_stays_correct(rng, tmp_path, monkeypatch):
+    """req_5: tune the small model's shapes, then the variant runs each with its winner."""
+    from convnet.gpu import autotune
+    from convnet.gpu.runtime import Runtime
+    v = catalogue.get("req_5", "gpt2")
+    B, T = 2, 67
+    shapes = autotune.gpt2_shapes(B, T, SMALL.n_embd, 384)
+    winners, rows = autotune.tune(v, shapes, reps=2)
+    assert set(winners) == {f"{M}x{N}x{K}" for M, N, K in shapes.values()} and len(rows) == len(shapes)
+    monkeypatch.setattr(autotune, "cache_file", lambda device: tmp_path / "tuned.json")
+    autotune.save(Runtime.get().name, v.name, winners)
+    params = small_params(SMALL)
+    gpu = make(v, params, SMALL)
+    assert gpu.linear.tuned == winners
+    idx = rng.integers(0, SMALL.vocab_size, (B, T))
+    got = gpu.logits(idx)
+    assert gpu.linear._tuned_linears, "no tuned configuration was used"
+    assert rel_err(got, ref.forward(params, SMALL, idx, dtype=np.float64)) <= v.tolerance

@@ -11,6 +11,7 @@ kernel each step uses:
     fuse_epilogue   pro_1: bias + GELU and bias + residual inside the GEMM
     qkv_head_major  pro_2: the QKV GEMM writes head-major Q and the K/V cache itself (no permute)
     window          req_8: local causal attention over the last `window` positions (another model)
+    autotune        req_5: per-shape GEMM configurations from this device's autotune cache
 
 Keys and values always go to a cache (n_layer, B, n_head, capacity, head_size), so the same forward
 serves a full sequence (capacity T), a prompt (prefill) and one new token per step (decode).
@@ -49,7 +50,15 @@ class GPT2GPU:
         p, name = variant.params, variant.name
         d = dict(variant.defines)
         self.gemm_version = p.get("gemm", "tiled")
-        self.linear = Linear(rt, self.gemm_version, d, name, split_k=bool(p.get("split_k", False)))
+        tuned = {}
+        if p.get("autotune"):          # req_5: this device's winners from python -m convnet.gpu.autotune
+            from ..gpu import autotune
+            tuned = autotune.load(rt.name).get(name, {})
+            if not tuned:
+                import sys
+                print(f"note: no autotune results for {name} on {rt.name}; using the defaults "
+                      f"(python -m convnet.gpu.autotune --variant {name})", file=sys.stderr)
+        self.linear = Linear(rt, self.gemm_version, d, name, split_k=bool(p.get("split_k", False)), tuned=tuned)
         self.fuse = bool(p.get("fuse_epilogue", False))
         self.head_major = bool(p.get("qkv_head_major", False))
         self.window = int(p.get("window", 0) or config.window or 0)

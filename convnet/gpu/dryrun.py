@@ -46,6 +46,8 @@ class _Kernel:
 
 class RecordingRuntime:
     sm_count = 132
+    name = "no device (dry run)"
+    arch = "sm_90"
 
     def __init__(self):
         self.builds = set()

@@ -87,8 +87,13 @@ QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients
 class Linear:
     """C (M x N, row stride ldc) = epilogue(A (M x K, lda) @ W (K x N, ldb)), all row-major."""
 
-    def __init__(self, rt: Runtime, version: str, defines: dict, variant: str, split_k: bool = False):
+    def __init__(self, rt: Runtime, version: str, defines: dict, variant: str, split_k: bool = False,
+                 tuned: dict | None = None):
+        """tuned (req_5): "MxNxK" -> {"defines": {...}, "splits": s}, autotune's winners for this device;
+        a call of a tuned shape runs that configuration instead of the defaults and the heuristic."""
         self.rt, self.version, self.split_k = rt, version, split_k
+        self.defines, self.variant = dict(defines), variant
+        self.tuned, self._tuned_linears, self.fixed_splits = dict(tuned or {}), {}, None
         kernels = {"vec4": "gemm_vec4", "tf32": "gemm_tf32"}
         if version in kernels:
             self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
@@ -117,6 +122,8 @@ class Linear:
         that is mostly empty (or fewer tiles than SMs) wastes the GPU, and cutting K into s slices
         multiplies the blocks by s at the price of a workspace round trip of s x M x N floats. Pick the s
         with the best wave efficiency / (1 + round-trip time / GEMM time), if it beats s = 1 clearly."""
+        if self.fixed_splits is not None:
+            return self.fixed_splits
         if not self.split_k or K < SPLIT_MIN_K:
             return 1
         tiles = _cdiv(M, self.tile[0]) * _cdiv(N, self.tile[1])
@@ -130,6 +137,17 @@ class Linear:
             return efficiency / (1 + overhead)
         best = max(range(1, max(1, min(8, K // SPLIT_SLICE)) + 1), key=score)
         return best if score(best) > 1.05 * score(1) else 1
+
+    def _tuned_for(self, M: int, N: int, K: int) -> "Linear | None":
+        config = self.tuned.get(f"{M}x{N}x{K}")
+        if config is None:
+            return None
+        key = (tuple(sorted(config["defines"].items())), int(config["splits"]))
+        if key not in self._tuned_linears:
+            child = Linear(self.rt, self.version, {**self.defines, **config["defines"]}, self.variant, self.split_k)
+            child.fixed_splits = int(config["splits"])
+            self._tuned_linears[key] = child
+        return self._tuned_linears[key]
 
     def fuses_layernorm(self, M: int, N: int, K: int) -> bool:
         """Whether a call with these sizes can take ln= (LayerNorm of A inside the GEMM): the skinny path."""
@@ -150,6 +168,9 @@ class Linear:
             return
         if epi.qkv is not None and M >= QKV_MAX_ROWS:
             raise GPUError(f"the head-major QKV epilogue handles fewer than {QKV_MAX_ROWS} rows, got {M}")
+        tuned = self._tuned_for(M, N, K) if ln is None else None
+        if tuned is not None:
+            return tuned(A, W, C, M, N, K, lda, ldb, ldc, epi, stream)
         if self.skinny is not None and M <= SKINNY_M:
             # Decoding: a 128-row tile would be almost all padding; read W once, reduce K in the block.
             gamma, beta, eps = ln if ln is not None else (None, None, 0.0)
