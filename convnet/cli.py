@@ -24,9 +24,9 @@ def _batch(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--batch takes a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
     if n < 1:
-        raise argparse.ArgumentTypeError(f"--batch must be at least 1, got {n}")
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
     return n
 
 
@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=None,
                    help="timed repetitions per variant, the median is reported (default: lenet86 1, gpt2 10)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--stream", type=_batch, metavar="N", default=None,
+                   help="lenet86: classify N images (the test set repeated) in chunks over 3 streams; "
+                        "prints images/s and device memory")
+    p.add_argument("--chunk", type=_batch, default=10000, help="--stream: images per chunk (default 10000)")
     return p
 
 
@@ -146,14 +150,9 @@ def _cudnn_lines(results, x, weights) -> str:
 
 
 def run_gpt2(args) -> int:
-    ok, why = gpu_available()
     if args.list:
         print(list_variants("gpt2"))
         return 0
-    if not ok:
-        raise GPUUnavailable(f"the GPT-2 benchmark needs a GPU: {why} "
-                             "(python -m convnet.gpt2 generate runs the reference without one)")
-    from .gpt2 import bench
     if args.compare is not None:
         names = args.compare or [v.name for v in catalogue.load_all("gpt2").values() if v.needs_gpu]
     else:
@@ -162,6 +161,11 @@ def run_gpt2(args) -> int:
     for n in names:
         if not catalogue.get(n, "gpt2").needs_gpu:
             raise UsageError(f"gpt2 variant {n!r} runs on the CPU; use python -m convnet.gpt2 generate for it")
+    ok, why = gpu_available()
+    if not ok:
+        raise GPUUnavailable(f"the GPT-2 benchmark needs a GPU: {why} "
+                             "(python -m convnet.gpt2 generate runs the reference without one)")
+    from .gpt2 import bench
     text, results = bench.run(names, args.batch or 8, args.seq, args.repeat or 10, args.checkpoint)
     print(text)
     if args.json:
@@ -179,6 +183,13 @@ def _main(argv) -> int:
     args.repeat = args.repeat or 1
     if args.list:
         print(list_variants())
+        return 0
+    if args.stream is not None:
+        v = resolve_variant(args.variant)
+        if not v.needs_gpu:
+            raise UsageError("--stream needs a GPU variant (e.g. fused_pool_u8)")
+        from .gpu.throughput import stream
+        print(stream(v, args.stream, args.chunk, weights_path=args.weights, data_dir=args.data_dir))
         return 0
     if args.compare is not None:
         x, labels, weights, raw = _load_inputs(args)

@@ -35,12 +35,16 @@ def test_list_shows_every_variant():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--batch", "0"], "--batch must be at least 1"),
-    (["--batch", "-5"], "--batch must be at least 1"),
+    (["--batch", "0"], "argument --batch: must be at least 1"),
+    (["--batch", "-5"], "argument --batch: must be at least 1"),
     (["--batch", "ten"], "whole number"),
     (["--batch", "20000", "--variant", "cpu"], "larger than the 10000 test images"),
     (["--variant", "nope"], "unknown lenet86 variant 'nope'; known variants: cpu"),
     (["--variant", "cpu", "--bogus"], "unrecognized arguments"),
+    (["--variant", "cpu", "--stream", "1000"], "--stream needs a GPU variant"),
+    (["--stream", "0"], "argument --stream: must be at least 1"),
+    (["--model", "gpt2", "--variant", "nope"], "unknown gpt2 variant 'nope'"),
+    (["--model", "resnet"], "invalid choice"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(args, message):
     p = run(*args)

@@ -216,3 +216,20 @@ def test_conv_batch_beyond_the_grid_z_limit(rt, name, rng):
     if pool:
         want = ref.maxpool2d(np.maximum(want, 0), pool)
     assert rel_err(got, want) <= tolerance(v)
+
+
+def test_streamed_u8_pipeline_over_several_chunks(lenet_weights):
+    """2,500 raw images through fused_pool_u8 in chunks of 1,000 over 3 streams (the last chunk shorter,
+    served by views of the first chunks' buffers): predictions equal the float32 reference's."""
+    import dataclasses
+    from convnet import data
+    from convnet.gpu.lenet import GPULeNet
+    v = catalogue.get("fused_pool_u8")
+    v = dataclasses.replace(v, streams=3, params={**v.params, "chunk": 1000})
+    x, _ = data.load("test", limit=2500)
+    raw = data.load_raw("test").images[:2500]
+    net = GPULeNet(v, lenet_weights)
+    logits, pred, _ = net.forward(net.host_input(x, raw))
+    want = network.forward(x, lenet_weights, dtype=np.float64)
+    assert rel_err(logits, want) <= 1e-5
+    assert np.array_equal(pred, want.argmax(1))
