@@ -144,9 +144,22 @@ def _cudnn_lines(results, x, weights) -> str:
         return "\n(PyTorch not importable: no cuDNN comparison)"
     best1 = min(r.op_ms[0] for r in results if r.extra.get("gpu"))
     best2 = min(r.op_ms[1] for r in results if r.extra.get("gpu"))
-    return (f"\ncuDNN (PyTorch {anchor['torch']}) same layers, same run: conv1 {anchor['conv1_ms']:.3f} ms, "
+    text = (f"\ncuDNN (PyTorch {anchor['torch']}) same layers, same run: conv1 {anchor['conv1_ms']:.3f} ms, "
             f"conv2 {anchor['conv2_ms']:.3f} ms; best here is {anchor['conv1_ms'] / best1:.2f}x / "
             f"{anchor['conv2_ms'] / best2:.2f}x faster")
+    from .gpu.cudnn_anchor import time_torch_lenet
+    whole = time_torch_lenet(x, weights)
+    gpu = [r for r in results if r.extra.get("gpu")]
+    fastest = min(gpu, key=lambda r: r.extra["times"]["compute"])
+    ours = fastest.extra["times"]["compute"]
+    text += (f"\nWhole forward, input already on the GPU: {fastest.variant} {ours:.3f} ms (kernels from the "
+             f"uploaded batch to the predictions); PyTorch eager {whole['eager_ms']:.3f} ms "
+             f"({whole['eager_ms'] / ours:.1f}x slower)")
+    if "compile_ms" in whole:
+        text += f", torch.compile {whole['compile_ms']:.3f} ms ({whole['compile_ms'] / ours:.1f}x slower)"
+    elif "compile_error" in whole:
+        text += f", torch.compile failed here: {whole['compile_error']}"
+    return text
 
 
 def run_gpt2(args) -> int:

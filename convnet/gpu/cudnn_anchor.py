@@ -43,3 +43,37 @@ def time_cudnn(x, weights) -> dict | None:
                "conv1_ms": _time(torch, lambda: F.conv2d(xt, w1)),
                "conv2_ms": _time(torch, lambda: F.conv2d(p1, w2))}
     return out
+
+
+def time_torch_lenet(x, weights, compile_too: bool = True) -> dict | None:
+    """The whole LeNet-86 forward in PyTorch (fp32, TF32 off), input already on the GPU: eager and, if
+    it works here, torch.compile; median ms. None where PyTorch or CUDA is missing."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    w = {k: torch.from_numpy(v).to(dev) for k, v in weights.items()}
+    xt = torch.from_numpy(x).to(dev)
+
+    def forward(inp):
+        h = F.max_pool2d(F.relu(F.conv2d(inp, w["conv1.weight"])), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, w["conv2.weight"])), 4)
+        h = F.relu(F.linear(h.flatten(1), w["fc1.weight"], w["fc1.bias"]))
+        return F.linear(h, w["fc2.weight"], w["fc2.bias"]).argmax(1)
+    out = {"torch": torch.__version__}
+    with torch.no_grad():
+        out["eager_ms"] = _time(torch, lambda: forward(xt))
+        if compile_too:
+            try:
+                compiled = torch.compile(forward)
+                compiled(xt)
+                out["compile_ms"] = _time(torch, lambda: compiled(xt))
+            except Exception as e:          # no compiler toolchain on the machine, etc.
+                out["compile_error"] = str(e).splitlines()[0][:120]
+    return out
