@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lenet86: classify N images (the test set repeated) in chunks over 3 streams; "
                         "prints images/s and device memory")
     p.add_argument("--chunk", type=_batch, default=10000, help="--stream: images per chunk (default 10000)")
+    p.add_argument("--roofline", action="store_true",
+                   help="lenet86: per pipeline stage, time, bytes, FLOPs, GB/s, GFLOP/s and their share of the "
+                        "device's measured copy and SGEMM ceilings")
+    p.add_argument("--plot", metavar="PNG", default=None, help="--roofline: also draw it into this PNG file")
     return p
 
 
@@ -186,6 +190,22 @@ def run_gpt2(args) -> int:
     return 0
 
 
+def _roofline(v, result, args) -> str:
+    from . import roofline
+    from .gpu import ceilings
+    from .gpu.runtime import Runtime
+    stages = roofline.stage_costs(v, args.batch)
+    for s in stages:
+        s.ms = result.extra["times"][s.name]
+    c = ceilings.get(Runtime.get())
+    title = f"LeNet-86 {v.name}, batch {args.batch}, {result.device}"
+    text = roofline.table(stages, c, title)
+    if args.plot:
+        roofline.plot(stages, c, title, args.plot)
+        text += f"\nroofline plot written to {args.plot}"
+    return text
+
+
 def _main(argv) -> int:
     args = build_parser().parse_args(argv)
     if args.repeat is not None and args.repeat < 1:
@@ -212,11 +232,15 @@ def _main(argv) -> int:
             report.save_json(args.json, {"batch": args.batch, "results": results})
         return 0
     v = resolve_variant(args.variant)
+    if args.roofline and not v.needs_gpu:
+        raise UsageError("--roofline needs a GPU variant: it measures the device's ceilings")
     x, labels, weights, raw = _load_inputs(args)
     t0 = time.perf_counter()
     result = run_variant(v, x, labels, weights, args.repeat, raw)
     result.extra["wall_s"] = time.perf_counter() - t0
     print(report.seed_report(result))
+    if args.roofline:
+        print(_roofline(v, result, args))
     if args.json:
         report.save_json(args.json, result)
     return 0

@@ -43,6 +43,7 @@ def test_list_shows_every_variant():
     (["--variant", "cpu", "--bogus"], "unrecognized arguments"),
     (["--variant", "cpu", "--stream", "1000"], "--stream needs a GPU variant"),
     (["--stream", "0"], "argument --stream: must be at least 1"),
+    (["--variant", "cpu", "--roofline"], "--roofline needs a GPU variant"),
     (["--model", "gpt2", "--variant", "nope"], "unknown gpt2 variant 'nope'"),
     (["--model", "resnet"], "invalid choice"),
 ])

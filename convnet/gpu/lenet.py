@@ -147,7 +147,10 @@ class GPULeNet:
             times.update(op1=span("uploaded", "conv1"), layer1=span("start", "pool1"),
                          op2=span("pool1", "conv2"), layer2=span("pool1", "pool2"),
                          upload=span("start", "uploaded"), download=span("classified", "downloaded"),
-                         compute=span("uploaded", "classified"))
+                         compute=span("uploaded", "classified"),
+                         # per stage, for the roofline: each stage's kernels alone
+                         conv1=span("uploaded", "conv1"), pool1=span("conv1", "pool1"), conv2=span("pool1", "conv2"),
+                         pool2=span("conv2", "pool2"), fc=span("pool2", "classified"))
         return np.array(logits), np.array(pred), times
 
 

@@ -1,0 +1,58 @@
+"""The device's measured ceilings for the roofline, once per device (cached as JSON): the bandwidth of a
+1 GiB device-to-device copy (bytes read + written per second) and the FLOP rate of cuBLAS SGEMM
+(8192^3, fp32, TF32 off); CUDA events, median of 10 after a warm-up."""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+from ..paths import cache_dir
+
+
+def _median_ms(rt, fn, reps=10):
+    fn()
+    rt.synchronize("ceiling warm-up")
+    a, b, times = rt.event(), rt.event(), []
+    for _ in range(reps):
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(b.time_since(a))
+    return statistics.median(times)
+
+
+def measure(rt) -> dict:
+    import numpy as np
+    from .cublas import OP_N, CuBLAS
+    size = 1 << 30
+    src, dst = rt.pool.get("ceiling.src", (size,), np.uint8), rt.pool.get("ceiling.dst", (size,), np.uint8)
+    copy_ms = _median_ms(rt, lambda: rt.drv.memcpy_dtod(dst.gpudata, src.gpudata, size))
+    n = 8192
+    A, B, C = (rt.pool.get(f"ceiling.{k}", (n, n)) for k in "ABC")
+    A.set(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
+    B.set(np.random.default_rng(1).standard_normal((n, n)).astype(np.float32))
+    blas = CuBLAS.get()
+    blas.set_math_mode(False)
+    gemm_ms = _median_ms(rt, lambda: blas.sgemm(OP_N, OP_N, n, n, n, A.gpudata, n, B.gpudata, n, C.gpudata, n))
+    for k in ("src", "dst", "A", "B", "C"):
+        rt.pool._bufs.pop(f"ceiling.{k}", None)
+        rt.pool._bases.pop(f"ceiling.{k}", None)
+    return {"device": rt.name, "copy_gbs": 2 * size / (copy_ms * 1e6), "sgemm_gflops": 2 * n ** 3 / (gemm_ms * 1e6)}
+
+
+def get(rt) -> dict:
+    """The cached ceilings of this device, measuring them the first time."""
+    path = cache_dir() / "roofline" / (re.sub(r"[^A-Za-z0-9]+", "_", rt.name).strip("_") + ".json")
+    if path.is_file():
+        try:
+            c = json.loads(path.read_text())
+            if c.get("copy_gbs", 0) > 0 and c.get("sgemm_gflops", 0) > 0:
+                return c
+        except ValueError:
+            pass                                   # corrupt: measure again
+    c = measure(rt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(c, indent=1))
+    return c

@@ -1,0 +1,101 @@
+"""The roofline of a LeNet-86 variant: per stage of the GPU pipeline, time (measured), bytes moved and
+FLOPs (counted from the shapes: what each stage's kernels must read, write and compute, at the variant's
+storage width), achieved GB/s and GFLOP/s, and their fraction of the device's measured ceilings (a large
+device-to-device copy, an SGEMM). `run_milestone.py --variant X --roofline [--plot out.png]`.
+
+Counting rules: every input and output tensor crosses DRAM once (weights too; they are small); a
+convolution computes 2 FLOPs per multiply-add over the outputs its kernel produces (with a fused pool
+only the rows and columns a window reaches); ReLU + max-pool is one operation per input element.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import report
+
+STAGES = ("conv1", "pool1", "conv2", "pool2", "fc")
+
+
+@dataclass
+class Stage:
+    name: str
+    bytes: float
+    flops: float
+    ms: float = 0.0
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else 0.0
+
+
+def stage_costs(variant, n: int) -> list[Stage]:
+    """Bytes and FLOPs per stage of LeNet-86 at batch n under the variant's storage and fusion."""
+    a = 2 if variant.precision == "fp16" else 4                 # activation storage bytes
+    fused = bool(variant.params.get("fuse_pool"))
+    x, y1, p1 = n * 86 * 86, n * 4 * 80 * 80, n * 4 * 40 * 40
+    y2, p2 = n * 16 * 34 * 34, n * 16 * 8 * 8
+    w1, w2, fc_w = 4 * 49, 16 * 4 * 49, 1024 * 128 + 128 + 128 * 10 + 10
+    stages = []
+    if fused:                      # conv + ReLU + pool in one kernel: only the pooled map is written
+        stages.append(Stage("conv1", a * x + 4 * w1 + a * p1, 2 * 49 * n * 4 * 80 * 80 + y1))
+        stages.append(Stage("pool1", 0, 0))
+        # conv2's pool (4, floor) reaches rows/columns 0..31 of 34: the kernel computes 32 x 32 outputs
+        stages.append(Stage("conv2", a * p1 + 4 * w2 + 4 * p2, 2 * 196 * n * 16 * 32 * 32 + n * 16 * 32 * 32))
+        stages.append(Stage("pool2", 0, 0))
+    else:
+        stages.append(Stage("conv1", a * x + 4 * w1 + a * y1, 2 * 49 * y1))
+        stages.append(Stage("pool1", a * y1 + a * p1, y1))
+        stages.append(Stage("conv2", a * p1 + 4 * w2 + a * y2, 2 * 196 * y2))
+        stages.append(Stage("pool2", a * y2 + 4 * p2, y2))
+    # FC1 (+bias, ReLU), FC2 (+bias), argmax: p2 in, h through memory, logits and predictions out
+    stages.append(Stage("fc", 4 * p2 + 4 * fc_w + 2 * 4 * n * 128 + 2 * 4 * n * 10 + 4 * n,
+                        2 * n * (1024 * 128 + 128 * 10)))
+    return stages
+
+
+def table(stages: list[Stage], ceilings: dict, title: str) -> str:
+    """ceilings: {"copy_gbs": GB/s of a device-to-device copy (read + write), "sgemm_gflops": GFLOP/s}."""
+    ridge = ceilings["sgemm_gflops"] / ceilings["copy_gbs"]
+    rows = []
+    for s in stages:
+        if s.bytes == 0 and s.flops == 0:
+            rows.append([s.name, s.ms, "-", "-", "-", "-", "-", "-", "fused into the conv"])
+            continue
+        gbs = s.bytes / (s.ms * 1e6) if s.ms else 0.0
+        gflops = s.flops / (s.ms * 1e6) if s.ms else 0.0
+        bound = "memory" if s.intensity < ridge else "compute"
+        rows.append([s.name, s.ms, s.bytes / 1e6, s.flops / 1e9, gbs, gflops,
+                     f"{100 * gbs / ceilings['copy_gbs']:.0f}%", f"{100 * gflops / ceilings['sgemm_gflops']:.0f}%",
+                     f"{bound} (I = {s.intensity:.1f} FLOP/B, ridge {ridge:.1f})"])
+    return report.table(["stage", "ms", "MB moved", "GFLOP", "GB/s", "GFLOP/s", "of copy BW", "of SGEMM", "bound by"],
+                        rows, title=title + f"; ceilings: copy {ceilings['copy_gbs']:.0f} GB/s, "
+                                            f"SGEMM {ceilings['sgemm_gflops'] / 1e3:.1f} TFLOP/s")
+
+
+def plot(stages: list[Stage], ceilings: dict, title: str, out_path: str) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from .errors import UsageError
+        raise UsageError("the roofline plot needs matplotlib (pip install -e '.[plot]')") from None
+    bw, peak = ceilings["copy_gbs"], ceilings["sgemm_gflops"]
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    xs = [2 ** e for e in range(-6, 12)]
+    ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=1.5, label="roofline (copy BW, SGEMM)")
+    for s in stages:
+        if s.ms and s.flops:
+            ax.scatter([s.intensity], [s.flops / (s.ms * 1e6)], s=40, zorder=3)
+            ax.annotate(s.name, (s.intensity, s.flops / (s.ms * 1e6)), textcoords="offset points", xytext=(5, 4),
+                        fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("achieved GFLOP/s")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
