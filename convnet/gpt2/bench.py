@@ -154,44 +154,24 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
         gemm(scores, dev["v"], att, T, D, T, (T, 1), (D, 1), (D, 1), batch=B * H, batch_strides=(T * T, T * D, T * D))
         unperm((cdiv(B * H * T * D, 256), 1, 1), (256, 1, 1), att, y, i32(B), i32(T), i32(H), i32(D))
 
-    def timed(fn):
-        fn()
-        rt.synchronize("attention benchmark warm-up")
-        a, b, times = rt.event(), rt.event(), []
-        for _ in range(reps):
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(b.time_since(a))
-        return float(np.median(times))
-
-    flash_ms, naive_ms = timed(flash), timed(naive)
+    flash_ms = rt.median_ms(flash, reps, what="flash attention")
+    naive_ms = rt.median_ms(naive, reps, what="naive attention")
     rows = [["flash_attention (req_4)", flash_ms, "1.00x"], ["naive: QK^T, softmax, PV, unpermute", naive_ms,
                                                            f"{naive_ms / flash_ms:.2f}x"]]
-    try:
-        import torch
-        import torch.nn.functional as F
-        torch.backends.cuda.matmul.allow_tf32 = False
+    from ..gpu.cudnn_anchor import torch_fp32, torch_median_ms
+    torch_mods = torch_fp32()
+    if torch_mods is not None:
+        torch, F = torch_mods
         qt, kt, vt = (torch.from_numpy(host[n]).cuda() for n in "qkv")
         with torch.no_grad():
-            sdpa = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)  # noqa: E731
-            sdpa()
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(reps):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                sdpa()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b))
-        sdpa_ms = float(np.median(times))
+            def sdpa():
+                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+            sdpa_ms = torch_median_ms(torch, sdpa, reps)
         rows.append([f"PyTorch {torch.__version__} SDPA (fp32, causal)", sdpa_ms, f"{sdpa_ms / flash_ms:.2f}x"])
         err = _rel_err(y.get().reshape(B, T, H, D).transpose(0, 2, 1, 3).astype(np.float64),
                        sdpa().double().cpu().numpy())
         rows.append(["rel. err flash vs SDPA", err, ""])
-    except ImportError:
-        rows.append(["PyTorch not importable: no SDPA comparison", float("nan"), ""])
+    else:
+        rows.append(["PyTorch (with CUDA) not importable: no SDPA comparison", float("nan"), ""])
     return report.table(["causal attention, fp32", "ms", "time / flash"], rows,
                         title=f"B={B} H={H} T={T} D={D} on {rt.name}")

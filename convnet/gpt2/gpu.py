@@ -284,17 +284,8 @@ class GPT2GPU:
     def time_forward(self, idx, repeat: int = 10, warmup: int = 2) -> dict:
         """Median forward time (ms) over `repeat` runs, and one run split into kernel groups."""
         idx = self.check_tokens(idx)
-        for _ in range(warmup):
-            self.enqueue(idx)
-        self.rt.synchronize(f"GPT-2 warm-up (variant {self.variant.name})")
-        times = []
-        start, end = self.rt.event(), self.rt.event()
-        for _ in range(repeat):
-            start.record(self.stream)
-            self.enqueue(idx)
-            end.record(self.stream)
-            end.synchronize()
-            times.append(end.time_since(start))
+        total = self.rt.median_ms(lambda: self.enqueue(idx), repeat, warmup, stream=self.stream,
+                                  what=f"GPT-2 forward (variant {self.variant.name})")
         self._marks = []
         self.enqueue(idx)
         self.rt.synchronize(f"GPT-2 timed forward (variant {self.variant.name})")
@@ -302,8 +293,8 @@ class GPT2GPU:
         for (_, a), (g, b) in zip(self._marks, self._marks[1:]):
             groups[g] += b.time_since(a)
         self._marks = None
-        return {"total_ms": float(np.median(times)), "groups_ms": {g: groups.get(g, 0.0) for g in GROUPS},
-                "tokens_per_s": idx.size / (np.median(times) / 1e3)}
+        return {"total_ms": total, "groups_ms": {g: groups.get(g, 0.0) for g in GROUPS},
+                "tokens_per_s": idx.size / (total / 1e3)}
 
     @property
     def graphable(self) -> bool:

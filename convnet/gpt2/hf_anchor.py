@@ -2,8 +2,9 @@
 an oracle only: the package does not depend on torch or transformers)."""
 from __future__ import annotations
 
-import statistics
 import time
+
+from ..gpu.cudnn_anchor import torch_median_ms
 
 
 def available() -> bool:
@@ -32,27 +33,13 @@ def hf_model(params: dict, config, device: str = "cuda", tf32: bool = False):
     return model.to(device).eval()
 
 
-def _median_ms(torch, fn, reps: int) -> float:
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
 def time_forward(params: dict, config, idx, tf32: bool, reps: int = 10) -> dict:
     import torch
     import transformers
     model = hf_model(params, config, "cuda", tf32)
     x = torch.as_tensor(idx, device="cuda")
     with torch.no_grad():
-        ms = _median_ms(torch, lambda: model(x), reps)
+        ms = torch_median_ms(torch, lambda: model(x), reps)
     return {"ms": ms, "torch": torch.__version__, "transformers": transformers.__version__}
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
 
@@ -92,17 +91,7 @@ def tune(variant, shapes: dict, reps: int = 10) -> tuple[dict, list]:
         W.set(rng.standard_normal((K, N)).astype(np.float32))
 
         def median_ms(lin):
-            for _ in range(2):
-                lin(A, W, C, M, N, K, K, N, N)
-            rt.synchronize(f"autotune {kernel}")
-            a, b, times = rt.event(), rt.event(), []
-            for _ in range(reps):
-                a.record()
-                lin(A, W, C, M, N, K, K, N, N)
-                b.record()
-                b.synchronize()
-                times.append(b.time_since(a))
-            return statistics.median(times)
+            return rt.median_ms(lambda: lin(A, W, C, M, N, K, K, N, N), reps, what=f"autotune {kernel}")
         timings = {}
         for i, c in enumerate(candidates):
             lin = Linear(rt, version, {**variant.defines, **c["defines"]}, variant.name, split_k=True)

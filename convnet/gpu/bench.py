@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import statistics
 import sys
 
 import numpy as np
@@ -39,18 +38,7 @@ def _with(variant, setting: dict):
 
 def time_conv(rt, conv, x_gpu, y_gpu, batch, reps=20) -> float:
     """Median milliseconds of conv over `reps` runs after two warm-ups."""
-    for _ in range(2):
-        conv(x_gpu, y_gpu, batch)
-    times = []
-    for _ in range(reps):
-        a, b = rt.event(), rt.event()
-        a.record()
-        conv(x_gpu, y_gpu, batch)
-        b.record()
-        b.synchronize()
-        times.append(b.time_since(a))
-    rt.synchronize(f"benchmark of {conv.variant.name}")
-    return statistics.median(times)
+    return rt.median_ms(lambda: conv(x_gpu, y_gpu, batch), reps, what=f"benchmark of {conv.variant.name}")
 
 
 def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20):

@@ -5,22 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 
 from ..paths import cache_dir
-
-
-def _median_ms(rt, fn, reps=10):
-    fn()
-    rt.synchronize("ceiling warm-up")
-    a, b, times = rt.event(), rt.event(), []
-    for _ in range(reps):
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(b.time_since(a))
-    return statistics.median(times)
 
 
 def measure(rt) -> dict:
@@ -28,14 +14,15 @@ def measure(rt) -> dict:
     from .cublas import OP_N, CuBLAS
     size = 1 << 30
     src, dst = rt.pool.get("ceiling.src", (size,), np.uint8), rt.pool.get("ceiling.dst", (size,), np.uint8)
-    copy_ms = _median_ms(rt, lambda: rt.drv.memcpy_dtod(dst.gpudata, src.gpudata, size))
+    copy_ms = rt.median_ms(lambda: rt.drv.memcpy_dtod(dst.gpudata, src.gpudata, size), 10, what="copy ceiling")
     n = 8192
     A, B, C = (rt.pool.get(f"ceiling.{k}", (n, n)) for k in "ABC")
     A.set(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
     B.set(np.random.default_rng(1).standard_normal((n, n)).astype(np.float32))
     blas = CuBLAS.get()
     blas.set_math_mode(False)
-    gemm_ms = _median_ms(rt, lambda: blas.sgemm(OP_N, OP_N, n, n, n, A.gpudata, n, B.gpudata, n, C.gpudata, n))
+    gemm_ms = rt.median_ms(lambda: blas.sgemm(OP_N, OP_N, n, n, n, A.gpudata, n, B.gpudata, n, C.gpudata, n), 10,
+                           what="SGEMM ceiling")
     for k in ("src", "dst", "A", "B", "C"):
         rt.pool._bufs.pop(f"ceiling.{k}", None)
         rt.pool._bases.pop(f"ceiling.{k}", None)

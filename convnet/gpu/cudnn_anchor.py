@@ -8,7 +8,8 @@ from __future__ import annotations
 import statistics
 
 
-def _time(torch, fn, reps=20):
+def torch_median_ms(torch, fn, reps: int = 20) -> float:
+    """Median milliseconds of fn() over `reps` runs on PyTorch's current stream, after one warm-up."""
     fn()
     torch.cuda.synchronize()
     times = []
@@ -22,7 +23,8 @@ def _time(torch, fn, reps=20):
     return statistics.median(times)
 
 
-def time_cudnn(x, weights) -> dict | None:
+def torch_fp32():
+    """(torch, torch.nn.functional) set to true fp32 (TF32 off), or None without PyTorch or CUDA."""
     try:
         import torch
         import torch.nn.functional as F
@@ -32,6 +34,14 @@ def time_cudnn(x, weights) -> dict | None:
         return None
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
+    return torch, F
+
+
+def time_cudnn(x, weights) -> dict | None:
+    mods = torch_fp32()
+    if mods is None:
+        return None
+    torch, F = mods
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
     xt = torch.from_numpy(x).to(dev)
@@ -40,23 +50,18 @@ def time_cudnn(x, weights) -> dict | None:
     with torch.no_grad():
         p1 = F.max_pool2d(F.relu(F.conv2d(xt, w1)), 2)
         out = {"torch": torch.__version__,
-               "conv1_ms": _time(torch, lambda: F.conv2d(xt, w1)),
-               "conv2_ms": _time(torch, lambda: F.conv2d(p1, w2))}
+               "conv1_ms": torch_median_ms(torch, lambda: F.conv2d(xt, w1)),
+               "conv2_ms": torch_median_ms(torch, lambda: F.conv2d(p1, w2))}
     return out
 
 
 def time_torch_lenet(x, weights, compile_too: bool = True) -> dict | None:
     """The whole LeNet-86 forward in PyTorch (fp32, TF32 off), input already on the GPU: eager and, if
     it works here, torch.compile; median ms. None where PyTorch or CUDA is missing."""
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
+    mods = torch_fp32()
+    if mods is None:
         return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch, F = mods
     dev = torch.device("cuda")
     w = {k: torch.from_numpy(v).to(dev) for k, v in weights.items()}
     xt = torch.from_numpy(x).to(dev)
@@ -68,12 +73,12 @@ def time_torch_lenet(x, weights, compile_too: bool = True) -> dict | None:
         return F.linear(h, w["fc2.weight"], w["fc2.bias"]).argmax(1)
     out = {"torch": torch.__version__}
     with torch.no_grad():
-        out["eager_ms"] = _time(torch, lambda: forward(xt))
+        out["eager_ms"] = torch_median_ms(torch, lambda: forward(xt))
         if compile_too:
             try:
                 compiled = torch.compile(forward)
                 compiled(xt)
-                out["compile_ms"] = _time(torch, lambda: compiled(xt))
+                out["compile_ms"] = torch_median_ms(torch, lambda: compiled(xt))
             except Exception as e:          # no compiler toolchain on the machine, etc.
                 out["compile_error"] = str(e).splitlines()[0][:120]
     return out

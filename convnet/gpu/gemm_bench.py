@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 import sys
 
 import numpy as np
@@ -21,21 +20,6 @@ from .bench import _parse_sweep
 # GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
 GPT2_SHAPES = {"qkv": (8192, 2304, 768), "attn_proj": (8192, 768, 768), "mlp_fc": (8192, 3072, 768),
                "mlp_proj": (8192, 768, 3072), "lm_head": (8192, 50304, 768)}
-
-
-def _median_ms(rt, fn, reps: int) -> float:
-    for _ in range(2):
-        fn()
-    rt.synchronize("GEMM benchmark warm-up")
-    times = []
-    a, b = rt.event(), rt.event()
-    for _ in range(reps):
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(b.time_since(a))
-    return statistics.median(times)
 
 
 def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:
@@ -60,12 +44,12 @@ def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, sp
         row = [f"{name} {M}x{N}x{K}"]
         for tf32 in (False, True):
             blas.set_math_mode(tf32)       # row-major C = A W is column-major C^T = W^T A^T
-            row.append(tflops(_median_ms(rt, lambda: blas.sgemm(OP_N, OP_N, N, M, K, W.gpudata, N, A.gpudata, K,
-                                                                  C.gpudata, N), reps)))
+            row.append(tflops(rt.median_ms(lambda: blas.sgemm(OP_N, OP_N, N, M, K, W.gpudata, N, A.gpudata, K,
+                                                                C.gpudata, N), reps, what="cuBLAS SGEMM")))
         blas.set_math_mode(False)
         for s in settings:
             lin = Linear(rt, version, s, "gemm_bench", split_k=split_k)
-            row.append(tflops(_median_ms(rt, lambda: lin(A, W, C, M, N, K, K, N, N), reps)))
+            row.append(tflops(rt.median_ms(lambda: lin(A, W, C, M, N, K, K, N, N), reps, what=kernel)))
         rows.append(row)
     title = f"TFLOP/s on {rt.name} (median of {reps}{', split-K heuristic on' if split_k else ''})"
     return report.table(headers, rows, title=title)

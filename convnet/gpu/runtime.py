@@ -95,6 +95,23 @@ class Runtime:
         except self.drv.Error as e:
             raise GPUError(f"{what}: {e}") from None
 
+    def median_ms(self, fn, reps: int = 20, warmup: int = 2, stream=None, what: str = "benchmark") -> float:
+        """Median milliseconds of fn() over `reps` runs, timed with CUDA events on `stream` after
+        `warmup` untimed runs (faults surface as a GPUError naming `what`)."""
+        import statistics
+        for _ in range(warmup):
+            fn()
+        self.synchronize(f"{what} (warm-up)")
+        start, end, times = self.event(), self.event(), []
+        with self.checked(what):
+            for _ in range(reps):
+                start.record(stream)
+                fn()
+                end.record(stream)
+                end.synchronize()
+                times.append(end.time_since(start))
+        return statistics.median(times)
+
     @contextmanager
     def checked(self, what: str):
         try:

@@ -6,25 +6,11 @@ replayed from one CUDA graph, per batch size, in one run (CUDA events, warm-up, 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 
 from .. import data, report, weights as wio
 from ..errors import exit_code
-
-
-def _median_ms(rt, stream, fn, reps):
-    fn()
-    rt.synchronize("small-batch warm-up")
-    a, b, times = rt.event(), rt.event(), []
-    for _ in range(reps):
-        a.record(stream)
-        fn()
-        b.record(stream)
-        b.synchronize()
-        times.append(b.time_since(a))
-    return statistics.median(times)
 
 
 def run(variant_name: str, batches, reps: int = 50) -> str:
@@ -40,9 +26,9 @@ def run(variant_name: str, batches, reps: int = 50) -> str:
     rows = []
     for n in batches:
         x_host = net.host_input(x[:n], raw[:n])
-        plain = _median_ms(rt, None, lambda: net.forward(x_host, timed=False), reps)
+        plain = rt.median_ms(lambda: net.forward(x_host, timed=False), reps, what="launched pipeline")
         graph, logits, pred = net.capture(x_host)
-        replay = _median_ms(rt, graph.stream, graph.launch, reps)
+        replay = rt.median_ms(graph.launch, reps, stream=graph.stream, what="graph replay")
         graph.stream.synchronize()
         ok = bool((pred == net.forward(x_host, timed=False)[1]).all())
         acc = float((pred == labels[:n]).mean())

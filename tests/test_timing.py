@@ -1,0 +1,40 @@
+"""Runtime.median_ms, the one CUDA-event timing loop, on a stand-in runtime (no GPU needed)."""
+from convnet.gpu.runtime import Runtime
+
+
+class _Event:
+    clock = 0.0
+
+    def record(self, stream=None):
+        self.t = _Event.clock
+
+    def synchronize(self):
+        pass
+
+    def time_since(self, other):
+        return self.t - other.t
+
+
+class _FakeRuntime:
+    median_ms = Runtime.median_ms
+    checked = Runtime.checked
+
+    def __init__(self):
+        self.synced, self.drv = [], type("drv", (), {"Error": RuntimeError})
+
+    def event(self):
+        return _Event()
+
+    def synchronize(self, what):
+        self.synced.append(what)
+
+
+def test_median_of_timed_runs_after_warmup():
+    rt, calls, durations = _FakeRuntime(), [], iter([5.0, 1.0, 2.0, 9.0, 3.0])
+
+    def fn():
+        calls.append(1)
+        if len(calls) > 2:                       # the two warm-ups take no time here
+            _Event.clock += next(durations)
+    assert rt.median_ms(fn, reps=5, warmup=2, what="x") == 3.0
+    assert len(calls) == 7 and rt.synced == ["x (warm-up)"]
