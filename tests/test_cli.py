@@ -97,3 +97,31 @@ def test_compare_table_and_json(tmp_path):
 def test_compare_unknown_variant_is_a_clear_error():
     p = run("--compare", "cpu", "nope", "--batch", "10")
     assert p.returncode == 2 and "unknown lenet86 variant 'nope'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_gpt2_benchmark_without_gpu_is_a_clear_error():
+    from convnet.gpu import available
+    if available()[0]:
+        pytest.skip("a GPU is present: this checks the GPU-less machine")
+    p = run("--model", "gpt2", "--variant", "fast", "--batch", "1", "--seq", "8")
+    assert p.returncode == 2
+    assert "the GPT-2 benchmark needs a GPU" in p.stderr and "Traceback" not in p.stderr
+    listing = run("--model", "gpt2", "--list")
+    assert listing.returncode == 0 and "fast_fp32" in listing.stdout and "req_9" in listing.stdout
+
+
+def test_gpt2_report_table_from_results():
+    """The --model gpt2 table: ratios to baseline and to HF at the matching precision, error verdicts."""
+    from convnet.gpt2.bench import _format
+    groups = {g: 1.0 for g in ("embed", "layernorm", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj",
+                                "elementwise", "lm_head")}
+    base = {"variant": "baseline", "precision": "fp32", "tolerance": 1e-4, "rel_err": 2e-6, "device": "GPU X",
+            "total_ms": 300.0, "groups_ms": groups, "tokens_per_s": 100.0}
+    fast = {**base, "variant": "fast", "precision": "tf32", "tolerance": 1e-2, "rel_err": 0.5, "total_ms": 30.0,
+            "decode_tok_s": 1234.0}
+    text = _format([base, fast], {"fp32": 60.0, "tf32": 24.0, "versions": "torch t", "decode_tok_s": 100.0},
+                   "what", 8, 1024, ["broken: FAILED: x"])
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert "10.00x" in lines["fast"] and "0.80x" in lines["fast"] and "TOO LARGE" in lines["fast"]
+    assert "0.20x" in lines["baseline"] and "(ok)" in lines["baseline"]
+    assert "1234 tok/s; HF generate 100 tok/s" in text and text.endswith("broken: FAILED: x")
