@@ -15,6 +15,10 @@ kernel each step uses:
 
 Keys and values always go to a cache (n_layer, B, n_head, capacity, head_size), so the same forward
 serves a full sequence (capacity T), a prompt (prefill) and one new token per step (decode).
+
+Weights and activations live in the runtime's buffer pool under fixed names ("gpt2.w.*", "gpt2.act.*"):
+a new GPT2GPU takes them over, so use one instance at a time (the benchmark runs variants one after
+another), and the device holds one model's weights however many variants are compared.
 """
 from __future__ import annotations
 
