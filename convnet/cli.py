@@ -146,14 +146,14 @@ def _cudnn_lines(results, x, weights) -> str:
     anchor = time_cudnn(x, weights)
     if anchor is None:
         return "\n(PyTorch not importable: no cuDNN comparison)"
-    best1 = min(r.op_ms[0] for r in results if r.extra.get("gpu"))
-    best2 = min(r.op_ms[1] for r in results if r.extra.get("gpu"))
+    gpu = [r for r in results if r.extra.get("gpu")]
+    best1 = min(r.op_ms[0] for r in gpu)
+    best2 = min(r.op_ms[1] for r in gpu)
     text = (f"\ncuDNN (PyTorch {anchor['torch']}) same layers, same run: conv1 {anchor['conv1_ms']:.3f} ms, "
             f"conv2 {anchor['conv2_ms']:.3f} ms; best here is {anchor['conv1_ms'] / best1:.2f}x / "
             f"{anchor['conv2_ms'] / best2:.2f}x faster")
     from .gpu.cudnn_anchor import time_torch_lenet
     whole = time_torch_lenet(x, weights)
-    gpu = [r for r in results if r.extra.get("gpu")]
     fastest = min(gpu, key=lambda r: r.extra["times"]["compute"])
     ours = fastest.extra["times"]["compute"]
     text += (f"\nWhole forward, input already on the GPU: {fastest.variant} {ours:.3f} ms (kernels from the "
@@ -183,10 +183,11 @@ def run_gpt2(args) -> int:
         raise GPUUnavailable(f"the GPT-2 benchmark needs a GPU: {why} "
                              "(python -m convnet.gpt2 generate runs the reference without one)")
     from .gpt2 import bench
-    text, results = bench.run(names, args.batch or 8, args.seq, args.repeat or 10, args.checkpoint)
+    batch = args.batch or 8
+    text, results = bench.run(names, batch, args.seq, args.repeat or 10, args.checkpoint)
     print(text)
     if args.json:
-        report.save_json(args.json, {"model": "gpt2", "batch": args.batch or 8, "seq": args.seq, "results": results})
+        report.save_json(args.json, {"model": "gpt2", "batch": batch, "seq": args.seq, "results": results})
     return 0
 
 

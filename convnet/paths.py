@@ -1,5 +1,6 @@
 """Where the project's files live: the checkout root and the folders under it, and the cache."""
 import os
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,3 +17,8 @@ def cache_dir() -> Path:
         return Path(os.environ["CONVNET_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "convnet"
+
+
+def device_cache_file(kind: str, device_name: str) -> Path:
+    """<cache>/<kind>/<device name as a file name>.json: per-device measurements (autotune, roofline)."""
+    return cache_dir() / kind / (re.sub(r"[^A-Za-z0-9]+", "_", device_name).strip("_") + ".json")

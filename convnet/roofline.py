@@ -13,9 +13,6 @@ from dataclasses import dataclass
 
 from . import report
 
-STAGES = ("conv1", "pool1", "conv2", "pool2", "fc")
-
-
 @dataclass
 class Stage:
     name: str

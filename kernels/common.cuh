@@ -33,6 +33,12 @@ typedef __half out_t;
 typedef float out_t;
 #endif
 
+// GPT-2's GELU, the tanh approximation (HF's "gelu_new").
+__device__ __forceinline__ float gelu_tanh(float v) {
+    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    return 0.5f * v * (1.f + tanhf(u));
+}
+
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ void store_act(float* p, float v) { *p = v; }

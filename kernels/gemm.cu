@@ -66,10 +66,7 @@
 
 __device__ __forceinline__ float activation(float v, int act) {
     if (act == 1) return v < 0.f ? 0.f : v;
-    if (act == 2) {                                   // GPT-2's GELU, tanh approximation
-        const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-        return 0.5f * v * (1.f + tanhf(u));
-    }
+    if (act == 2) return gelu_tanh(v);
     return v;
 }
 
@@ -535,7 +532,6 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
             const bool ok = m < M && k < ke;
             cp_async16(as + row * V5_AP + kq, ok ? &A[(long long)m * lda + k] : A, ok);
         }
-#pragma unroll
         constexpr int NQ = V5_BN / 4;                           // float4 per B row
 #pragma unroll
         for (int r = 0; r < V5_BK * NQ / V5_THREADS; ++r) {    // B: BK rows x NQ float4

@@ -94,10 +94,7 @@ extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* 
 
 extern "C" __global__ void gelu_inplace(float* RESTRICT x, long long n) {
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e < n) {
-        const float v = x[e], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-        x[e] = 0.5f * v * (1.f + tanhf(u));
-    }
+    if (e < n) x[e] = gelu_tanh(x[e]);
 }
 
 extern "C" __global__ void add_inplace(float* RESTRICT x, const float* RESTRICT r, long long n) {

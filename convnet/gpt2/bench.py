@@ -31,7 +31,7 @@ def _rel_err(got, ref) -> float:
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
-def run_variant(v, params, config, B, T, repeat, idx, check_ref, decode: bool) -> dict:
+def run_variant(v, params, config, repeat, idx, check_ref, decode: bool) -> dict:
     from .gpu import GPT2GPU
     gpu = GPT2GPU(params, config, v)
     timing = gpu.time_forward(idx, repeat=repeat)
@@ -58,7 +58,7 @@ def run(names, B: int, T: int, repeat: int, checkpoint: str | None, hf: bool = T
         if not v.needs_gpu:
             continue
         try:
-            results.append(run_variant(v, params, config, B, T, repeat, idx,
+            results.append(run_variant(v, params, config, repeat, idx,
                                        (check_idx, refs[v.params.get("window")]), decode=len(variants) == 1))
         except GPUError as e:
             failed.append(f"{v.name}: FAILED: {e}")

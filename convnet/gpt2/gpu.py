@@ -28,8 +28,8 @@ from collections import defaultdict
 import numpy as np
 
 from ..errors import GPUError, UsageError
-from ..gpu.gemm import ACT_GELU, Epilogue, Gemm, Linear, _p
-from ..gpu.runtime import Runtime, cdiv, f32, i32
+from ..gpu.gemm import ACT_GELU, Epilogue, Gemm, Linear
+from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 from .model import GPT2Config, check_params
 
 GROUPS = ("embed", "layernorm", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "elementwise", "lm_head")
@@ -124,7 +124,7 @@ class GPT2GPU:
                 "x2": g("gpt2.act.x2", (B * T, C)), "a": g("gpt2.act.a", (B * T, C)), "y": g("gpt2.act.y", (B * T, C)),
                 "t": g("gpt2.act.t", (B * T, C)), "h": g("gpt2.act.h", (B * T, 4 * C)), "q": g("gpt2.act.q", (B, H, T, D)),
                 "k": g("gpt2.act.kcache", (L, B, H, cap, D)), "v": g("gpt2.act.vcache", (L, B, H, cap, D)),
-                "logits": g("gpt2.act.logits", (B * T, self.Vp)), "next": g("gpt2.act.next", (B,), np.int32)}
+                "logits": g("gpt2.act.logits", (B * T, self.Vp))}
         if not self.head_major:
             bufs["qkv"] = g("gpt2.act.qkv", (B * T, 3 * C))
         return bufs
@@ -160,13 +160,13 @@ class GPT2GPU:
             idx_dev = buf["idx"]
             idx_dev.set_async(np.ascontiguousarray(idx_host, dtype=np.int32), stream=s)
         self.embed((cdiv(M * C, 256), 1, 1), (256, 1, 1), idx_dev, self.w["wte"], self.w["wpe"], buf["x"],
-                   i32(M), i32(T), i32(C), i32(pos), _p(pos_dev), stream=s)
+                   i32(M), i32(T), i32(C), i32(pos), ptr(pos_dev), stream=s)
         self._mark("embed")
         x, x2 = buf["x"], buf["x2"]
         layer_kv = B * H * cap * D
         for i in range(cfg.n_layer):
             h = f"h.{i}."
-            kc, vc = _p(buf["k"]) + np.uintp(4 * i * layer_kv), _p(buf["v"]) + np.uintp(4 * i * layer_kv)
+            kc, vc = ptr(buf["k"], i * layer_kv), ptr(buf["v"], i * layer_kv)
             a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C)
             if self.head_major:
                 self.linear(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, 3 * C, 3 * C,
@@ -194,23 +194,21 @@ class GPT2GPU:
             x, x2 = self._residual_linear(buf["h"], self.w[h + "mlp.c_proj.weight"], self.w[h + "mlp.c_proj.bias"],
                                           x, x2, buf["t"], M, C, 4 * C, "mlp_proj")
         rows = B if last_only else M                    # only the last position's logits: decode needs no more
-        if self.linear.fuses_layernorm(rows, self.Vp, C) and not self.ln_const:
-            a, ln = x, (self.w["ln_f.pair"], _p(self.w["ln_f.pair"]) + np.uintp(4 * C), self.cfg.layer_norm_epsilon)
-        else:
-            a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, 0, fuse=False)
+        a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, self.Vp, gemm_rows=rows)
         a_ld = C
         if last_only:
-            a_ld, a = T * C, _p(a) + np.uintp(4 * (T - 1) * C)
+            a_ld, a = T * C, ptr(a, (T - 1) * C)
         self.linear(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, self.Vp, self.Vp, Epilogue(), s,
                     ln=ln)
         self._mark("lm_head")
         return buf["logits"], rows
 
-    def _layernorm_input(self, x, y, pair, rows, n_out, fuse=True):
-        """The input of the linear layer after a LayerNorm: (x, ln args) when the GEMM normalises it
-        itself (decoding: the skinny GEMV's prologue), else (y, None) after running the LayerNorm."""
-        if fuse and not self.ln_const and self.linear.fuses_layernorm(rows, n_out, self.C):
-            return x, (pair, _p(pair) + np.uintp(4 * self.C), self.cfg.layer_norm_epsilon)
+    def _layernorm_input(self, x, y, pair, rows, n_out, gemm_rows=None):
+        """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
+        (over gemm_rows of them, default all) normalises it itself (decoding: the skinny GEMV's
+        prologue), else (y, None) after running the LayerNorm."""
+        if not self.ln_const and self.linear.fuses_layernorm(gemm_rows or rows, n_out, self.C):
+            return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon)
         self._layernorm(x, y, pair, rows)
         self._mark("layernorm")
         return y, None
@@ -219,7 +217,7 @@ class GPT2GPU:
         C, s = self.C, self.stream
         if self.ln_const:
             self.rt.drv.memcpy_dtod_async(self.c_ln, pair.gpudata, 2 * C * 4, s)
-        beta = _p(pair) + np.uintp(4 * C)
+        beta = ptr(pair, C)
         if self.ln_warp:
             self.layernorm((cdiv(rows, 8), 1, 1), (256, 1, 1), x, pair, beta, y, i32(rows), i32(C),
                            f32(self.cfg.layer_norm_epsilon), stream=s)
@@ -243,11 +241,11 @@ class GPT2GPU:
         H, D, s = self.H, self.D, self.stream
         if self.flash and Tq == 1:
             self.decode_attn((B * H, 1, 1), (128, 1, 1), buf["q"], kc, vc, buf["y"], i32(H), i32(Tk), i32(Tq),
-                             i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), _p(pos_dev), stream=s)
+                             i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos_dev), stream=s)
             return
         if self.flash:
             self.fa((cdiv(Tq, FA_BR), B * H, 1), (256, 1, 1), buf["q"], kc, vc, buf["y"], i32(H), i32(Tq), i32(Tk),
-                    i32(Tq), i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), _p(pos_dev),
+                    i32(Tq), i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos_dev),
                     stream=s, shared=self.fa_smem)
             return
         if pos_dev is not None:

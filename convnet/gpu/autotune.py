@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from tqdm import tqdm
 
 from .. import report
 from ..errors import DataError, exit_code
-from ..paths import cache_dir
+from ..paths import device_cache_file
 
 CANDIDATES = {
     "vec4": [{"defines": {}, "splits": s} for s in (1, 2, 3, 4)],
@@ -29,7 +28,7 @@ CANDIDATES = {
 
 
 def cache_file(device_name: str) -> Path:
-    return cache_dir() / "autotune" / (re.sub(r"[^A-Za-z0-9]+", "_", device_name).strip("_") + ".json")
+    return device_cache_file("autotune", device_name)
 
 
 def load(device_name: str) -> dict:

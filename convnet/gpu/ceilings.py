@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import json
-import re
 
-from ..paths import cache_dir
+from ..paths import device_cache_file
 
 
 def measure(rt) -> dict:
@@ -24,14 +23,13 @@ def measure(rt) -> dict:
     gemm_ms = rt.median_ms(lambda: blas.sgemm(OP_N, OP_N, n, n, n, A.gpudata, n, B.gpudata, n, C.gpudata, n), 10,
                            what="SGEMM ceiling")
     for k in ("src", "dst", "A", "B", "C"):
-        rt.pool._bufs.pop(f"ceiling.{k}", None)
-        rt.pool._bases.pop(f"ceiling.{k}", None)
+        rt.pool.release(f"ceiling.{k}")
     return {"device": rt.name, "copy_gbs": 2 * size / (copy_ms * 1e6), "sgemm_gflops": 2 * n ** 3 / (gemm_ms * 1e6)}
 
 
 def get(rt) -> dict:
     """The cached ceilings of this device, measuring them the first time."""
-    path = cache_dir() / "roofline" / (re.sub(r"[^A-Za-z0-9]+", "_", rt.name).strip("_") + ".json")
+    path = device_cache_file("roofline", rt.name)
     if path.is_file():
         try:
             c = json.loads(path.read_text())

@@ -14,19 +14,12 @@ import numpy as np
 
 from ..errors import GPUError
 from .gemm import Gemm
-from .runtime import Runtime, cdiv as _cdiv, i32
+from .runtime import Runtime, cdiv as _cdiv, i32, ptr
 
 CONST_FLOATS = 16384          # 64 KB of constant memory
 GRID_Z_MAX = 65535            # CUDA's limit on gridDim.z
 SMEM_LIMIT = 48 * 1024        # static shared memory per block
 INT32_MAX = 2**31 - 1
-
-
-def ptr(buf, offset_elems: int = 0) -> np.uintp:
-    """Device pointer of a GPUArray (or raw allocation) advanced by offset_elems elements."""
-    base = int(buf.gpudata) if hasattr(buf, "gpudata") else int(buf)
-    item = buf.dtype.itemsize if hasattr(buf, "dtype") else 4
-    return np.uintp(base + offset_elems * item)
 
 
 class ConvLayer:

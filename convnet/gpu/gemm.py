@@ -13,18 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GPUError
-from .runtime import Runtime, cdiv as _cdiv, i32
+from .runtime import Runtime, cdiv as _cdiv, i32, ptr
 
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
 ACT_NONE, ACT_RELU, ACT_GELU = 0, 1, 2
-NULL = np.uintp(0)
-
-
-def _p(buf):
-    """Device pointer of a GPUArray / allocation / int, or NULL for None."""
-    if buf is None:
-        return NULL
-    return np.uintp(int(buf.gpudata) if hasattr(buf, "gpudata") else int(buf))
 
 
 class Gemm:
@@ -45,9 +37,9 @@ class Gemm:
         """sa = (stride m, stride k), sb = (stride k, stride n), sc = (stride m, stride n), in elements;
         batch products side by side, operand z at batch_strides (A, B, C) further."""
         act = (ACT_RELU if relu else ACT_NONE) if act is None else act
-        args = (_p(A), _p(B), _p(C), _p(bias), i32(M), i32(N), i32(K),
+        args = (ptr(A), ptr(B), ptr(C), ptr(bias), i32(M), i32(N), i32(K),
                 i32(sa[0]), i32(sa[1]), np.int64(sb[0]), np.int64(sb[1]), np.int64(sc[0]), np.int64(sc[1]),
-                i32(bias_mode), i32(act), _p(resid), *(np.int64(s) for s in batch_strides))
+                i32(bias_mode), i32(act), ptr(resid), *(np.int64(s) for s in batch_strides))
         if batch > 65535:
             raise GPUError(f"GEMM batch {batch} exceeds the grid's z limit of 65535")
         if self.version == "regtile":
@@ -72,8 +64,8 @@ class Epilogue:
 
     def args(self, C, ldc):
         k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv = self.qkv or (None, None, 0, 0, 0, 0, 0, 0)
-        return (_p(C), np.int64(ldc), _p(self.bias), i32(self.act), _p(self.resid), _p(k_out), _p(v_out),
-                i32(T), i32(pos), i32(n_head), i32(head_dim), i32(cap_q), i32(cap_kv), _p(self.pos_dev))
+        return (ptr(C), np.int64(ldc), ptr(self.bias), i32(self.act), ptr(self.resid), ptr(k_out), ptr(v_out),
+                i32(T), i32(pos), i32(n_head), i32(head_dim), i32(cap_q), i32(cap_kv), ptr(self.pos_dev))
 
 
 TILE_V45 = 128
@@ -174,8 +166,8 @@ class Linear:
         if self.skinny is not None and M <= SKINNY_M:
             # Decoding: a 128-row tile would be almost all padding; read W once, reduce K in the block.
             gamma, beta, eps = ln if ln is not None else (None, None, 0.0)
-            self.skinny((_cdiv(N, SKINNY_COLS), 1, 1), (256, 1, 1), _p(A), _p(W), i32(M), i32(N), i32(K),
-                        i32(lda), i32(ldb), _p(gamma), _p(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
+            self.skinny((_cdiv(N, SKINNY_COLS), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
+                        i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
             return
         splits = self.splits(M, N, K)
         k_split = _cdiv(_cdiv(K, splits), 64) * 64          # a multiple of v4's and every v5 BK
@@ -184,8 +176,8 @@ class Linear:
         grid = (_cdiv(N, self.tile[1]), _cdiv(M, self.tile[0]), splits)
         if grid[1] > 65535:
             raise GPUError(f"GEMM with M={M} rows exceeds the grid's y limit ({65535 * self.tile[0]} rows)")
-        self.fn(grid, (self.threads, 1, 1), _p(A), _p(W), _p(ws), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
+        self.fn(grid, (self.threads, 1, 1), ptr(A), ptr(W), ptr(ws), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
                 i32(k_split), *epi.args(C, ldc), stream=stream, shared=self.smem)
         if splits > 1:
-            self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), _p(ws), i32(splits), i32(M), i32(N),
+            self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), ptr(ws), i32(splits), i32(M), i32(N),
                         *epi.args(C, ldc), stream=stream)

@@ -15,11 +15,11 @@ import numpy as np
 
 from .. import report
 from ..errors import exit_code
+from .autotune import gpt2_shapes
 from .bench import _parse_sweep
 
 # GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
-GPT2_SHAPES = {"qkv": (8192, 2304, 768), "attn_proj": (8192, 768, 768), "mlp_fc": (8192, 3072, 768),
-               "mlp_proj": (8192, 768, 3072), "lm_head": (8192, 50304, 768)}
+GPT2_SHAPES = gpt2_shapes(8, 1024)
 
 
 def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:

@@ -23,6 +23,8 @@ from .ops import Argmax, ReluMaxPool, Upscale
 from .runtime import Runtime
 
 MARKS = ("start", "uploaded", "conv1", "pool1", "conv2", "pool2", "classified", "downloaded")
+STAGE_SPANS = {"conv1": ("uploaded", "conv1"), "pool1": ("conv1", "pool1"), "conv2": ("pool1", "conv2"),
+               "pool2": ("conv2", "pool2"), "fc": ("pool2", "classified")}
 
 
 class GPULeNet:
@@ -144,15 +146,12 @@ class GPULeNet:
         if timed:
             def span(a, z):
                 return sum(ev[z].time_since(ev[a]) for ev in per_chunk)
-            times.update(op1=span("uploaded", "conv1"), layer1=span("start", "pool1"),
-                         op2=span("pool1", "conv2"), layer2=span("pool1", "pool2"),
-                         upload=span("start", "uploaded"), download=span("classified", "downloaded"),
-                         compute=span("uploaded", "classified"),
-                         # per stage, for the roofline: each stage's kernels alone
-                         conv1=span("uploaded", "conv1"), pool1=span("conv1", "pool1"), conv2=span("pool1", "conv2"),
-                         pool2=span("conv2", "pool2"), fc=span("pool2", "classified"))
+            # each stage's kernels alone (the roofline's stages); the conv stages are the op times
+            stages = {name: span(a, z) for name, (a, z) in STAGE_SPANS.items()}
+            times.update(stages, op1=stages["conv1"], op2=stages["conv2"], layer1=span("start", "pool1"),
+                         layer2=span("pool1", "pool2"), upload=span("start", "uploaded"),
+                         download=span("classified", "downloaded"), compute=span("uploaded", "classified"))
         return np.array(logits), np.array(pred), times
-
 
     def capture(self, x_host):
         """The whole single-stream pipeline on x_host's pinned buffer (upload, every kernel, download)

@@ -189,6 +189,11 @@ class BufferPool:
         self._bufs[name] = buf
         return buf
 
+    def release(self, name: str):
+        """Frees a name's allocation (e.g. a one-off measurement buffer)."""
+        self._bufs.pop(name, None)
+        self._bases.pop(name, None)
+
     def free(self):
         self._bufs.clear()
         self._bases.clear()
@@ -196,6 +201,18 @@ class BufferPool:
     @property
     def bytes_in_use(self) -> int:
         return sum(b.nbytes for b in self._bases.values())
+
+
+def ptr(buf, offset_elems: int = 0) -> np.uintp:
+    """Device pointer for a kernel argument: a GPUArray's data advanced by offset_elems of its elements,
+    a raw allocation or address as is, NULL for None."""
+    if buf is None:
+        return np.uintp(0)
+    if hasattr(buf, "gpudata"):
+        return np.uintp(int(buf.gpudata) + offset_elems * buf.dtype.itemsize)
+    if offset_elems:
+        raise ValueError("an element offset needs a typed device array")
+    return np.uintp(int(buf))
 
 
 def i32(v) -> np.int32:

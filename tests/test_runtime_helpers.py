@@ -1,5 +1,9 @@
-"""Runtime.median_ms, the one CUDA-event timing loop, on a stand-in runtime (no GPU needed)."""
-from convnet.gpu.runtime import Runtime
+"""Runtime helpers without a GPU: median_ms (the one CUDA-event timing loop) on a stand-in runtime, and
+ptr (every kernel pointer argument)."""
+import numpy as np
+import pytest
+
+from convnet.gpu.runtime import Runtime, ptr
 
 
 class _Event:
@@ -38,3 +42,13 @@ def test_median_of_timed_runs_after_warmup():
             _Event.clock += next(durations)
     assert rt.median_ms(fn, reps=5, warmup=2, what="x") == 3.0
     assert len(calls) == 7 and rt.synced == ["x (warm-up)"]
+
+
+def test_ptr_offsets_typed_arrays_and_passes_addresses_through():
+    class Array:
+        gpudata, dtype = 4096, np.dtype(np.float16)
+    assert ptr(None) == 0 and ptr(None).dtype == np.uintp
+    assert ptr(Array()) == 4096 and ptr(Array(), 10) == 4096 + 20
+    assert ptr(np.uintp(123)) == 123 and ptr(77) == 77
+    with pytest.raises(ValueError, match="typed device array"):
+        ptr(np.uintp(123), 1)
