@@ -1,6 +1,7 @@
 """A stand-in for the CUDA runtime that records which kernels a variant would build, with which -D
-constants: the compile test builds exactly those on a machine without a GPU, and the benchmark
-compiles a sweep's kernels in parallel before timing them."""
+constants, and which it launches with which grids: the compile test builds exactly those on a machine
+without a GPU, the benchmark compiles a sweep's kernels in parallel before timing them, and CPU tests
+drive the host side of a forward pass through it."""
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -14,6 +15,12 @@ class _Buf:
         self.shape, self.dtype, self.gpudata = shape, np.dtype(dtype), 0
 
     def set(self, _):
+        pass
+
+    def set_async(self, *_, **__):
+        pass
+
+    def get_async(self, *_, **__):
         pass
 
 
@@ -32,10 +39,17 @@ class _Drv:
     def memcpy_htod(*_):
         pass
 
+    @staticmethod
+    def memcpy_dtod_async(*_):
+        pass
+
 
 class _Kernel:
-    def __call__(self, *args, **kwargs):
-        pass
+    def __init__(self, name, launches):
+        self.name, self.launches = name, launches
+
+    def __call__(self, grid, block, *args, **kwargs):
+        self.launches.append((self.name, tuple(grid), tuple(block), len(args)))
 
     def allow_shared(self, nbytes):
         pass
@@ -51,6 +65,7 @@ class RecordingRuntime:
 
     def __init__(self):
         self.builds = set()
+        self.launches = []          # (kernel name, grid, block, number of arguments) per launch
         self.pool = _Pool()
         self.drv = _Drv()
 
@@ -60,7 +75,7 @@ class RecordingRuntime:
 
     def kernel(self, kernel_file, name, defines, variant):
         self.module(kernel_file, defines)
-        return _Kernel()
+        return _Kernel(name, self.launches)
 
     def stream(self):
         return None

@@ -1,0 +1,72 @@
+"""The host side of the GPT-2 GPU forward, driven through the dry-run runtime (no GPU): every launch of
+every variant passes as many arguments as its kernel declares, with a valid grid, and decoding takes
+the skinny GEMV with the LayerNorm folded in (no LayerNorm launch) where the variant allows."""
+import re
+
+import numpy as np
+import pytest
+
+from convnet import catalogue
+from convnet.gpt2.model import GPT2Config, random_params
+from convnet.paths import KERNELS_DIR
+
+GPU_VARIANTS = [v for v in catalogue.load_all("gpt2").values() if v.needs_gpu]
+CONFIG = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=64)
+
+
+def declared_arity() -> dict:
+    """kernel name -> number of parameters, from the extern "C" signatures in kernels/*.cu."""
+    arity = {}
+    for path in KERNELS_DIR.glob("*.cu"):
+        text = path.read_text()
+        macros = {m.group(1): m.group(2).count(",") + 1
+                  for m in re.finditer(r"#define (\w+_PARAMS) ((?:[^\n]*\\\n)*[^\n]*)", text)}
+        for m in re.finditer(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)', text):
+            params = [p.strip() for p in m.group(2).split(",")]
+            arity[m.group(1)] = sum(macros.get(p, 1) for p in params)
+    return arity
+
+
+def drive(variant):
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu.dryrun import RecordingRuntime
+    rt = RecordingRuntime()
+    gpu = GPT2GPU(random_params(CONFIG), CONFIG, variant, rt)
+    idx = np.arange(10, dtype=np.int32).reshape(2, 5)
+    gpu.enqueue(idx)                                          # a full sequence
+    full = len(rt.launches)
+    gpu.enqueue(idx, pos=0, cap=9, last_only=True)            # a prompt into a longer cache
+    prefill = len(rt.launches)
+    if gpu.graphable:
+        gpu._device_step(2, 9)                                # a decode step from device memory
+    else:
+        gpu.enqueue(idx[:, :1], pos=5, cap=9, last_only=True)
+    return rt.launches, rt.launches[:full], rt.launches[prefill:]
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[v.name for v in GPU_VARIANTS])
+def test_every_launch_matches_its_kernel(variant):
+    arity = declared_arity()
+    launches, _, _ = drive(variant)
+    assert launches
+    for name, grid, block, nargs in launches:
+        assert nargs == arity[name], f"{name}: {nargs} arguments passed, {arity[name]} declared"
+        assert all(isinstance(g, int) and g >= 1 for g in grid) and grid[1] <= 65535 and grid[2] <= 65535
+        assert 1 <= block[0] * block[1] * block[2] <= 1024
+
+
+@pytest.mark.parametrize("name", ["fast_fp32", "fast", "req_5"])
+def test_decode_step_folds_layernorm_into_the_skinny_gemv(name):
+    _, _, step = drive(catalogue.get(name, "gpt2"))
+    kernels = [k for k, *_ in step]
+    assert "layernorm_warp" not in kernels and "layernorm_naive" not in kernels
+    assert kernels.count("gemm_skinny") == 4 * CONFIG.n_layer + 1          # 4 per layer + the LM head
+    assert kernels.count("decode_attention") == CONFIG.n_layer
+
+
+def test_full_forward_runs_every_layernorm():
+    """B*T = 10 rows: too many for the skinny GEMV, so every LayerNorm is its own kernel."""
+    _, full, _ = drive(catalogue.get("fast_fp32", "gpt2"))
+    kernels = [k for k, *_ in full]
+    assert kernels.count("layernorm_warp") == 2 * CONFIG.n_layer + 1
+    assert "gemm_skinny" not in kernels
