@@ -29,12 +29,14 @@ def stage_costs(variant, n: int) -> list[Stage]:
     """Bytes and FLOPs per stage of LeNet-86 at batch n under the variant's storage and fusion."""
     a = 2 if variant.precision == "fp16" else 4                 # activation storage bytes
     fused = bool(variant.params.get("fuse_pool"))
+    head = variant.params.get("fc") == "fused"                  # h stays on chip
     x, y1, p1 = n * 86 * 86, n * 4 * 80 * 80, n * 4 * 40 * 40
     y2, p2 = n * 16 * 34 * 34, n * 16 * 8 * 8
     w1, w2, fc_w = 4 * 49, 16 * 4 * 49, 1024 * 128 + 128 + 128 * 10 + 10
     stages = []
+    x_in = n * 28 * 28 if variant.params.get("fuse_upscale") else a * x     # uint8 images, resized in conv1
     if fused:                      # conv + ReLU + pool in one kernel: only the pooled map is written
-        stages.append(Stage("conv1", a * x + 4 * w1 + a * p1, 2 * 49 * n * 4 * 80 * 80 + y1))
+        stages.append(Stage("conv1", x_in + 4 * w1 + a * p1, 2 * 49 * n * 4 * 80 * 80 + y1))
         stages.append(Stage("pool1", 0, 0))
         # conv2's pool (4, floor) reaches rows/columns 0..31 of 34: the kernel computes 32 x 32 outputs
         stages.append(Stage("conv2", a * p1 + 4 * w2 + 4 * p2, 2 * 196 * n * 16 * 32 * 32 + n * 16 * 32 * 32))
@@ -44,8 +46,10 @@ def stage_costs(variant, n: int) -> list[Stage]:
         stages.append(Stage("pool1", a * y1 + a * p1, y1))
         stages.append(Stage("conv2", a * p1 + 4 * w2 + a * y2, 2 * 196 * y2))
         stages.append(Stage("pool2", a * y2 + 4 * p2, y2))
-    # FC1 (+bias, ReLU), FC2 (+bias), argmax: p2 in, h through memory, logits and predictions out
-    stages.append(Stage("fc", 4 * p2 + 4 * fc_w + 2 * 4 * n * 128 + 2 * 4 * n * 10 + 4 * n,
+    # FC1 (+bias, ReLU), FC2 (+bias), argmax: p2 in, h (unless fused) and logits through memory, predictions out
+    h_bytes = 0 if head else 2 * 4 * n * 128
+    z_bytes = 4 * n * 10 if head else 2 * 4 * n * 10
+    stages.append(Stage("fc", 4 * p2 + 4 * fc_w + h_bytes + z_bytes + 4 * n,
                         2 * n * (1024 * 128 + 128 * 10)))
     return stages
 

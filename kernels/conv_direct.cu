@@ -26,6 +26,13 @@
 //   POOL=k           conv + ReLU + k x k max-pool in one kernel (variant fused_pool): the pre-pool
 //                    activation never reaches device memory. Windows are pooled in registers (smem
 //                    version: PY, PX multiples of k) or across k adjacent lanes by shuffles (PY = k).
+//   PX=4k (constant-operand version) each thread computes PX adjacent columns too, reading each input
+//                    row segment (PX+K-1 values) once with float4 loads: shared-memory traffic per
+//                    output drops ~PX-fold (PY=2, PX=4: 10 words per output instead of 28 for K=7),
+//                    which is what bound conv1 (few channels, so few FMAs per loaded value).
+//   FUSE_UPSCALE=1   (C_IN = 1) x is the batch of SRC_H x SRC_W uint8 images; the tile staging computes
+//                    the reference's x/255 + bilinear resize to H x W itself (upscale.cuh, per-block
+//                    coordinate tables), so the upscaled image never exists in device memory.
 //   UNROLL_C=0       keeps the channel loop rolled in the constant-operand version.
 //
 // Tunables: M_OUT C_IN K_SIZE (shape), PY PX (outputs per thread: rows, columns), NTX NTY (threads),
@@ -38,6 +45,7 @@
 // memory (M x C x K x K), read by the WEIGHTS_SMEM version; the other reads its copy in c_w.
 // Limits: M_OUT*C_IN*K_SIZE^2 <= 16384 (64 KB of constant memory); tile must fit 48 KB (host checks).
 #include "common.cuh"
+#include "upscale.cuh"
 
 #ifndef M_OUT
 #define M_OUT 16
@@ -69,8 +77,25 @@
 #ifndef PX
 #define PX 1
 #endif
-#if !WEIGHTS_SMEM && PX != 1
-#error "the constant-operand version computes one column per thread (PX = 1)"
+#if !WEIGHTS_SMEM && PX != 1 && PX % 4 != 0
+#error "the constant-operand version computes 1 or a multiple of 4 columns per thread (float4 row loads)"
+#endif
+#ifndef FUSE_UPSCALE
+#define FUSE_UPSCALE 0
+#endif
+#if FUSE_UPSCALE
+#if C_IN != 1
+#error "FUSE_UPSCALE stages a single-channel image"
+#endif
+#ifndef SRC_H
+#define SRC_H 28
+#endif
+#ifndef SRC_W
+#define SRC_W 28
+#endif
+typedef unsigned char in_t;   // raw SRC_H x SRC_W images
+#else
+typedef act_t in_t;
 #endif
 
 constexpr int TX = PX * NTX, TY = PY * NTY;
@@ -87,10 +112,11 @@ constexpr int M_PAD = (M_OUT + 3) / 4 * 4;
 constexpr int MG = M_PAD / M_TILE;
 constexpr int NT = NTX * NTY * MG;
 static_assert(!WEIGHTS_SMEM || (M_PAD % M_TILE == 0 && M_TILE % 4 == 0), "M_TILE: a multiple of 4 dividing M_PAD");
-#if WEIGHTS_SMEM
-#if PX % 4 != 0
+constexpr int M_T = WEIGHTS_SMEM ? M_TILE : M_OUT;          // output channels per thread
+#if WEIGHTS_SMEM && PX % 4 != 0
 #error "the shared-memory-weights version reads its row segment as float4: PX must be a multiple of 4"
 #endif
+#if PX % 4 == 0
 constexpr int NV4 = (PX + K_SIZE - 1 + 3) / 4;              // float4 loads per input row segment
 constexpr int SW_NEED = TX + K_SIZE - 1, SW_VEC = (NTX - 1) * PX + 4 * NV4;
 constexpr int SW = ((SW_NEED > SW_VEC ? SW_NEED : SW_VEC) + 3) / 4 * 4;   // pitch: 16-byte rows
@@ -102,11 +128,21 @@ constexpr int SH = TY + K_SIZE - 1;
 __constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
 
 extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
-conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y, int B, int H, int W) {
+conv_direct(const in_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y, int B, int H, int W) {
     __shared__ __align__(16) float tile[C_IN][SH][SW];
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
     const int tx = threadIdx.x, ty = threadIdx.y, mg = threadIdx.z, tid = (mg * NTY + ty) * NTX + tx;
     const int ox0 = blockIdx.x * TX, oy0 = blockIdx.y * TY;
+#if FUSE_UPSCALE
+    // Source row/column and weight of each staged row and column: the same for every image.
+    __shared__ double up_fy[SH], up_fx[SW];
+    __shared__ int up_iy[SH], up_ix[SW];
+    for (int e = tid; e < SH + SW; e += NT) {
+        int i0; double f;
+        if (e < SH) { upscale_source(min(oy0 + e, H - 1), SRC_H, H, i0, f); up_iy[e] = i0 * SRC_W; up_fy[e] = f; }
+        else { upscale_source(min(ox0 + e - SH, W - 1), SRC_W, W, i0, f); up_ix[e - SH] = i0; up_fx[e - SH] = f; }
+    }
+#endif
 #if WEIGHTS_SMEM
     // Once per block (the grid is persistent): global memory, coalesced; constant memory would
     // serialise these 32 different addresses per warp.
@@ -122,17 +158,25 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y,
   {
     const long long b = blockIdx.z;
 #endif
-    const act_t* xb = x + b * C_IN * H * W;
     __syncthreads();                                         // the previous image's tile is consumed
+#if FUSE_UPSCALE
+    const unsigned char* img = x + b * SRC_H * SRC_W;
+    for (int e = tid; e < SH * SW; e += NT) {
+        const int r = e / SW, s = e % SW;
+        tile[0][r][s] = (oy0 + r < H && ox0 + s < W) ? upscale_pixel(img + up_iy[r] + up_ix[s], SRC_W, up_fy[r], up_fx[s]) : 0.f;
+    }
+#else
+    const in_t* xb = x + b * C_IN * H * W;
     for (int e = tid; e < C_IN * SH * SW; e += NT) {
         const int c = e / (SH * SW), r = (e / SW) % SH, s = e % SW;
         const int gy = oy0 + r, gx = ox0 + s;
         tile[c][r][s] = (gy < H && gx < W) ? to_f32(xb[(c * H + gy) * W + gx]) : 0.f;
     }
+#endif
     __syncthreads();
 
+    float acc[M_T][PY][PX] = {};
 #if WEIGHTS_SMEM
-    float acc[M_TILE][PY][PX] = {};
 #pragma unroll 1
     for (int c = 0; c < C_IN; ++c) {
 #pragma unroll
@@ -163,9 +207,49 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y,
             }
         }
     }
-#if POOL
+#else
+#if UNROLL_C
+#pragma unroll
+#else
+#pragma unroll 1
+#endif
+    for (int c = 0; c < C_IN; ++c) {
+#pragma unroll
+        for (int r = 0; r < PY + K_SIZE - 1; ++r) {           // input row r feeds output rows i = r - p
+#if PX % 4 == 0
+            float v[4 * NV4];                                 // row segment of the PX outputs: float4 loads
+            const float4* row4 = reinterpret_cast<const float4*>(&tile[c][ty * PY + r][tx * PX]);
+#pragma unroll
+            for (int u = 0; u < NV4; ++u) {
+                const float4 t = row4[u];
+                v[4 * u] = t.x; v[4 * u + 1] = t.y; v[4 * u + 2] = t.z; v[4 * u + 3] = t.w;
+            }
+#else
+            float v[K_SIZE];
+#pragma unroll
+            for (int q = 0; q < K_SIZE; ++q) v[q] = tile[c][ty * PY + r][tx + q];
+#endif
+#pragma unroll
+            for (int q = 0; q < K_SIZE; ++q) {
+#pragma unroll
+                for (int i = 0; i < PY; ++i) {
+                    const int p = r - i;
+                    if (p >= 0 && p < K_SIZE) {
+#pragma unroll
+                        for (int j = 0; j < PX; ++j)
+#pragma unroll
+                            for (int m = 0; m < M_OUT; ++m)
+                                acc[m][i][j] += v[j + q] * c_w[((m * C_IN + c) * K_SIZE + p) * K_SIZE + q];
+                    }
+                }
+            }
+        }
+    }
+#endif
+
+#if POOL && PX % POOL == 0
     // The thread's PY x PX outputs hold whole POOL x POOL windows: pool in registers.
-    static_assert(PY % POOL == 0 && PX % POOL == 0, "pooling in registers needs PY, PX multiples of POOL");
+    static_assert(PY % POOL == 0, "pooling in registers needs PY, PX multiples of POOL");
     const int Hp = Ho / POOL, Wp = Wo / POOL;
     out_t* yb = y + b * M_OUT * Hp * Wp;
 #pragma unroll
@@ -176,16 +260,34 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y,
             const int px_ = (ox0 + tx * PX) / POOL + e;
             if (py_ < Hp && px_ < Wp) {
 #pragma unroll
-                for (int m = 0; m < M_TILE; ++m) {
+                for (int m = 0; m < M_T; ++m) {
                     float v = 0.f;                                   // ReLU: max with 0
 #pragma unroll
                     for (int i = 0; i < POOL; ++i)
 #pragma unroll
                         for (int j = 0; j < POOL; ++j) v = fmaxf(v, acc[m][a * POOL + i][e * POOL + j]);
-                    if (mg * M_TILE + m < M_OUT) store_act(&yb[((mg * M_TILE + m) * Hp + py_) * Wp + px_], v);
+                    if (mg * M_T + m < M_OUT) store_act(&yb[((mg * M_T + m) * Hp + py_) * Wp + px_], v);
                 }
             }
         }
+    }
+#elif POOL
+    // One column per thread: rows are the thread's PY = POOL rows; columns POOL adjacent lanes (aligned
+    // groups, so xor shuffles).
+    static_assert(PX == 1 && PY == POOL && NTX % POOL == 0 && (POOL & (POOL - 1)) == 0, "pool = PY, lanes in groups");
+    const int Hp = Ho / POOL, Wp = Wo / POOL;
+    const int py_ = (oy0 + ty * PY) / POOL, px_ = (ox0 + tx) / POOL;
+    out_t* yb = y + b * M_OUT * Hp * Wp;
+    const unsigned lanes = __activemask();
+#pragma unroll
+    for (int m = 0; m < M_T; ++m) {
+        float v = 0.f;                                               // ReLU: max with 0
+#pragma unroll
+        for (int i = 0; i < PY; ++i) v = fmaxf(v, acc[m][i][0]);
+#pragma unroll
+        for (int d = 1; d < POOL; d <<= 1) v = fmaxf(v, __shfl_xor_sync(lanes, v, d));
+        if (tx % POOL == 0 && py_ < Hp && px_ < Wp && mg * M_T + m < M_OUT)
+            store_act(&yb[((mg * M_T + m) * Hp + py_) * Wp + px_], v);
     }
 #else
     out_t* yb = y + b * M_OUT * Ho * Wo;
@@ -197,71 +299,11 @@ conv_direct(const act_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y,
             const int ox = ox0 + tx * PX + j;
             if (oy < Ho && ox < Wo) {
 #pragma unroll
-                for (int m = 0; m < M_TILE; ++m)
-                    if (mg * M_TILE + m < M_OUT) store_act(&yb[((mg * M_TILE + m) * Ho + oy) * Wo + ox], acc[m][i][j]);
+                for (int m = 0; m < M_T; ++m)
+                    if (mg * M_T + m < M_OUT) store_act(&yb[((mg * M_T + m) * Ho + oy) * Wo + ox], acc[m][i][j]);
             }
         }
     }
-#endif
-#else
-    float acc[M_OUT][PY];
-#pragma unroll
-    for (int m = 0; m < M_OUT; ++m)
-#pragma unroll
-        for (int i = 0; i < PY; ++i) acc[m][i] = 0.f;
-
-#if UNROLL_C
-#pragma unroll
-#else
-#pragma unroll 1
-#endif
-    for (int c = 0; c < C_IN; ++c) {
-#pragma unroll
-        for (int r = 0; r < PY + K_SIZE - 1; ++r) {           // input row r feeds output rows i = r - p
-#pragma unroll
-            for (int q = 0; q < K_SIZE; ++q) {
-                const float v = tile[c][ty * PY + r][tx + q];
-#pragma unroll
-                for (int i = 0; i < PY; ++i) {
-                    const int p = r - i;
-                    if (p >= 0 && p < K_SIZE) {
-#pragma unroll
-                        for (int m = 0; m < M_OUT; ++m)
-                            acc[m][i] += v * c_w[((m * C_IN + c) * K_SIZE + p) * K_SIZE + q];
-                    }
-                }
-            }
-        }
-    }
-
-#if POOL
-    // Rows: the thread's PY = POOL rows; columns: POOL adjacent lanes (aligned groups, so xor shuffles).
-    static_assert(PY == POOL && NTX % POOL == 0 && (POOL & (POOL - 1)) == 0, "pool = PY, lanes in groups");
-    const int Hp = Ho / POOL, Wp = Wo / POOL;
-    const int py_ = (oy0 + ty * PY) / POOL, px_ = (ox0 + tx) / POOL;
-    out_t* yb = y + b * M_OUT * Hp * Wp;
-    const unsigned lanes = __activemask();
-#pragma unroll
-    for (int m = 0; m < M_OUT; ++m) {
-        float v = 0.f;                                               // ReLU: max with 0
-#pragma unroll
-        for (int i = 0; i < PY; ++i) v = fmaxf(v, acc[m][i]);
-#pragma unroll
-        for (int d = 1; d < POOL; d <<= 1) v = fmaxf(v, __shfl_xor_sync(lanes, v, d));
-        if (tx % POOL == 0 && py_ < Hp && px_ < Wp) store_act(&yb[(m * Hp + py_) * Wp + px_], v);
-    }
-#else
-    const int ox = ox0 + tx;
-    out_t* yb = y + b * M_OUT * Ho * Wo;
-#pragma unroll
-    for (int i = 0; i < PY; ++i) {
-        const int oy = oy0 + ty * PY + i;
-        if (oy < Ho && ox < Wo) {
-#pragma unroll
-            for (int m = 0; m < M_OUT; ++m) store_act(&yb[(m * Ho + oy) * Wo + ox], acc[m][i]);
-        }
-    }
-#endif
 #endif
   }
 }

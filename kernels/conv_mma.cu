@@ -50,6 +50,11 @@ Tunables (-D, defaults in brackets):
   WARP_ROWS [8]   output rows per warp unit (rows of the unrolled sliding loop)
   WARPS [4]       warps per block
   MIN_BLOCKS [4]  __launch_bounds__ min blocks/SM (caps registers at 65536/(32*WARPS*MIN_BLOCKS))
+  POOL [0]        2 or 4: ReLU + POOL x POOL max-pool (floor) fused; y is the pooled [B, M, Ho/P, Wo/P]
+                  tensor. A warp unit's rows hold whole windows (WARP_ROWS and TILE_Y multiples of POOL):
+                  a running max over the window's rows in registers, the lane's pixel pair 2t, 2t+1,
+                  and for POOL = 4 the neighbour lane's pair by one shuffle. The pre-pool activation
+                  never reaches memory.
   Defaults suit both LeNet layers: 86->80 (2x2 tiles/image) and 40->34 (1 tile/image).
 
 Launch rule (no dynamic shared memory; static shared memory as reported by ptxas, < 48 KB):
@@ -99,6 +104,9 @@ already extern "C" and the helpers are C++ templates).
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 4
 #endif
+#ifndef POOL
+#define POOL 0
+#endif
 
 #if OUT_FLOAT
 typedef float OUT_T;
@@ -145,6 +153,8 @@ static_assert(R > 0 && TILE_Y % R == 0, "TILE_Y must be a positive multiple of W
 static_assert(RS % 2 == 0, "staged row length must be even (8-byte stores)");
 static_assert(M_OUT >= 1 && C_IN >= 1 && K_SIZE >= 1, "bad layer shape");
 static_assert(SMEM_WORDS * 4 <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y/TILE_X");
+static_assert(POOL == 0 || ((POOL == 2 || POOL == 4) && R % POOL == 0),
+              "POOL: 2 or 4, dividing WARP_ROWS (and so TILE_Y; TILE_X is a multiple of 8)");
 
 // ----------------------------------------------------------------------------------------------
 
@@ -178,16 +188,21 @@ __device__ __forceinline__ void store_pair(__half* p, float v0, float v1, bool o
     }
 }
 
+__device__ __forceinline__ void store_one(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_one(__half* p, float v) { *p = __float2half_rn(v); }
+
 // One warp unit: 8 output columns x R output rows of one image, all M channels.
 // sb   : staged tile + this unit's row/column origin + this lane's g + 2t
-// yl   : y + offset of (b, m = g, oy0, ox = ox0 + 2t)
-// GUARD: last row chunk; only rows o < nvalid exist (warp-uniform).
+// yl   : y + offset of (b, m = g, oy0, ox = ox0 + 2t); pooled: of (b, g, oy0/POOL, (ox0 + 2t)/POOL)
+// ys   : y's row stride (Wo, or Wp pooled); plane: its channel stride
+// GUARD: last row chunk; only rows o < nvalid exist (warp-uniform). Pooled: ok0 = the lane's pooled
+//        column exists, pooled rows o/POOL < nvalid_p exist.
 template <bool GUARD>
 __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
                                           const unsigned int (&Ap)[MT][NPA][K_SIZE][4],
                                           const unsigned int (&Ao)[MT][NOA][4],
-                                          OUT_T* __restrict__ yl, size_t plane, int Wo,
-                                          bool ok0, bool ok1, int g, bool vec_y, int nvalid)
+                                          OUT_T* __restrict__ yl, size_t plane, int ys,
+                                          bool ok0, bool ok1, int g, bool vec_y, int nvalid, int nvalid_p)
 {
     float acc[R][MT][4];
 #pragma unroll
@@ -198,6 +213,9 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
             for (int i = 0; i < 4; ++i) acc[o][mt][i] = 0.f;
 
     unsigned int bprev = 0u;   // previous input row's last segment (row pairing)
+#if POOL
+    float pmax[MT][4];         // running max over the rows of the current pooling window
+#endif
 
 #pragma unroll
     for (int r = 0; r < R + K_SIZE - 1; ++r) {
@@ -246,10 +264,32 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
             bprev = bc[NSEG - 1];
         }
 
-        // output row o = r - (K-1) received its last contribution: write it
+        // output row o = r - (K-1) received its last contribution: write it (or pool it)
         const int o = r - (K_SIZE - 1);
         if (o >= 0 && (!GUARD || o < nvalid)) {
-            OUT_T* yr = yl + (size_t)o * Wo;
+#if POOL
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    pmax[mt][i] = o % POOL == 0 ? acc[o][mt][i] : fmaxf(pmax[mt][i], acc[o][mt][i]);
+            if (o % POOL == POOL - 1) {                      // the window's last row
+                const bool row_ok = !GUARD || o / POOL < nvalid_p;
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    float lo = fmaxf(fmaxf(pmax[mt][0], pmax[mt][1]), 0.f);   // ReLU: max with 0
+                    float hi = fmaxf(fmaxf(pmax[mt][2], pmax[mt][3]), 0.f);
+                    if (POOL == 4) {                         // the window's other pixel pair: lane t ^ 1
+                        lo = fmaxf(lo, __shfl_xor_sync(0xffffffffu, lo, 1));
+                        hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, 1));
+                    }
+                    OUT_T* yr = yl + (size_t)(o / POOL) * ys + (size_t)(mt * 16) * plane;
+                    if (row_ok && ok0 && mt * 16 + g < M_OUT) store_one(yr, lo);
+                    if (row_ok && ok0 && mt * 16 + g + 8 < M_OUT) store_one(yr + 8 * plane, hi);
+                }
+            }
+#else
+            OUT_T* yr = yl + (size_t)o * ys;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 const int m0 = mt * 16 + g;
@@ -258,6 +298,7 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
                 if (m0 + 8 < M_OUT)
                     store_pair(yr + (size_t)(mt * 16 + 8) * plane, acc[o][mt][2], acc[o][mt][3], ok0, ok1, vec_y);
             }
+#endif
         }
     }
 }
@@ -343,7 +384,13 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
 
     const bool vec_x = ((W & 1) == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
     const bool vec_y = ((Wo & 1) == 0) && ((reinterpret_cast<size_t>(y) & (2 * sizeof(OUT_T) - 1)) == 0);
+#if POOL
+    const int Hp = Ho / POOL, Wp = Wo / POOL, ys = Wp;
+    const size_t plane = (size_t)Hp * Wp;
+#else
+    const int ys = Wo;
     const size_t plane = (size_t)Ho * Wo;
+#endif
 
     for (; tile < total; tile += nblocks) {
         const long long b = tile / tiles_img;
@@ -380,12 +427,23 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
             if (ox0 >= Wo || oy0 >= Ho) continue;               // warp-uniform
             const unsigned int* sb = smem + ry * R * RS + sx * 8 + g + 2 * t;
             const int ox = ox0 + 2 * t;
+#if POOL
+            // lanes whose pair starts a window store it (all of them for POOL 2, even t for POOL 4)
+            OUT_T* yl = y + (((size_t)b * M_OUT + g) * Hp + oy0 / POOL) * Wp + ox / POOL;
+            const bool ok0 = ox / POOL < Wp && ox % POOL == 0, ok1 = false;
+            const int nvalid_p = Hp - oy0 / POOL;
+            if (oy0 + R <= Ho && nvalid_p >= R / POOL)
+                conv_unit<false>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, R, R / POOL);
+            else
+                conv_unit<true>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, Ho - oy0, nvalid_p);
+#else
             OUT_T* yl = y + (((size_t)b * M_OUT + g) * Ho + oy0) * Wo + ox;
             const bool ok0 = ox < Wo, ok1 = ox + 1 < Wo;
             if (oy0 + R <= Ho)
-                conv_unit<false>(sb, Ap, Ao, yl, plane, Wo, ok0, ok1, g, vec_y, R);
+                conv_unit<false>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, R, 0);
             else
-                conv_unit<true>(sb, Ap, Ao, yl, plane, Wo, ok0, ok1, g, vec_y, Ho - oy0);
+                conv_unit<true>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, Ho - oy0, 0);
+#endif
         }
         __syncthreads();   // before the next tile overwrites the patch
     }

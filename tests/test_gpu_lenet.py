@@ -110,7 +110,7 @@ def all_test_images_and_reference(lenet_weights):
     return x, network.predict(x, lenet_weights)
 
 
-@pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8"])
+@pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8", "fused_head", "tc_fused"])
 def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference,
                                                   raw_images):
     """The issue's bar: the same prediction as the numpy reference for every test image (fp32);
@@ -170,7 +170,7 @@ def test_upscale_kernel_matches_skimage(rt, rng, half):
     assert np.abs(got - want).max() <= (1e-3 if half else 1e-6)
 
 
-@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4"])
+@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused"])
 def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_images):
     """The captured pipeline writes the same logits and predictions as the launched one, and a
     refilled input buffer is classified anew by the same graph."""
@@ -195,7 +195,7 @@ def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_imag
     assert np.array_equal(pred, other_pred)
 
 
-@pytest.mark.parametrize("name", ["fused", "op_5", "op_5_tc", "fused_pool"])
+@pytest.mark.parametrize("name", ["fused", "op_5", "op_5_tc", "fused_pool", "tc_fused"])
 def test_conv_batch_beyond_the_grid_z_limit(rt, name, rng):
     """65,540 images: per-image grids are launched in chunks of 65,535 (the gridDim.z limit)."""
     from convnet.gpu.conv import make_conv
@@ -233,3 +233,69 @@ def test_streamed_u8_pipeline_over_several_chunks(lenet_weights):
     want = network.forward(x, lenet_weights, dtype=np.float64)
     assert rel_err(logits, want) <= 1e-5
     assert np.array_equal(pred, want.argmax(1))
+
+
+UPSCALE_CASES = {  # images, source H x W, destination H x W, M, K, pool
+    "lenet_conv1": (37, (28, 28), (86, 86), 4, 7, 2),
+    "odd_a": (3, (13, 17), (41, 30), 5, 5, 2),
+    "odd_b": (2, (5, 9), (23, 19), 3, 3, 4),
+}
+
+
+@pytest.mark.parametrize("case", UPSCALE_CASES.values(), ids=UPSCALE_CASES.keys())
+@pytest.mark.parametrize("name", ["fused_up", "tc_fused"])
+def test_conv_with_fused_upscale_matches_reference(rt, name, case, rng):
+    """conv1 staging its tile straight from uint8 images (FUSE_UPSCALE) against skimage's resize + conv +
+    ReLU + pool in float64; poisoned output; edge pixels 0 and 255 included."""
+    from skimage.transform import resize
+    from convnet.gpu.conv import make_conv
+    n, src, dst, M, K, pool = case
+    imgs = rng.integers(0, 256, (n, *src), dtype=np.uint8)
+    imgs[0, 0] = 0
+    imgs[-1, -1] = 255
+    w = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
+    conv = make_conv(rt, catalogue.get(name), w, (1, *dst), name="conv1", pool=pool, upscale_from=src)
+    xg = rt.pool.get("test.u8", imgs.shape, np.uint8)
+    yg = rt.pool.get("test.y", conv.out_shape(n), conv.out_dtype)
+    xg.set(imgs)
+    yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
+    conv(xg, yg, n)
+    rt.synchronize("test conv with fused upscale")
+    up = np.stack([resize(i / 255.0, dst, order=1, mode="reflect", anti_aliasing=False) for i in imgs])[:, None]
+    want = ref.maxpool2d(ref.relu(ref.conv2d(up, w.astype(np.float64), dtype=np.float64)), pool)
+    assert rel_err(yg.get(), want) <= tolerance(catalogue.get(name))
+
+
+def test_fused_upscale_needs_one_channel(rt):
+    from convnet.errors import GPUError
+    from convnet.gpu.conv import make_conv
+    with pytest.raises(GPUError, match="one input channel"):
+        make_conv(rt, catalogue.get("fused_up"), np.zeros((4, 2, 7, 7), np.float32), (2, 86, 86), name="conv1",
+                  pool=2, upscale_from=(28, 28))
+
+
+@pytest.mark.parametrize("batch", [1, 37, 1000])
+def test_fused_fc_head_matches_reference(rt, rng, batch):
+    """fc_head.cu (FC1 + ReLU, FC2, argmax in one kernel) against float64, poisoned logits and predictions;
+    batches that do not fill the last 32-image block."""
+    from convnet.gpu.ops import FCHead
+    x = rng.standard_normal((batch, 1024)).astype(np.float32)
+    w1 = (rng.standard_normal((128, 1024)) / 32).astype(np.float32)
+    b1 = rng.standard_normal(128).astype(np.float32)
+    w2 = (rng.standard_normal((10, 128)) / 11).astype(np.float32)
+    b2 = rng.standard_normal(10).astype(np.float32)
+    head = FCHead(rt, "test", w1, b1, w2, b2, {"USE_RESTRICT": 1})
+    xg = rt.pool.get("test.fcx", x.shape)
+    zg = rt.pool.get("test.fcz", (batch, 10))
+    pg = rt.pool.get("test.fcp", (batch,), np.int32)
+    xg.set(x)
+    zg.set(np.full(zg.shape, np.nan, np.float32))
+    pg.set(np.full(batch, -1, np.int32))
+    head(xg, zg, pg, batch)
+    rt.synchronize("test fc head")
+    h = np.maximum(x.astype(np.float64) @ w1.T.astype(np.float64) + b1, 0)
+    want = h @ w2.T.astype(np.float64) + b2
+    assert rel_err(zg.get(), want) <= 1e-5
+    got_pred = pg.get()
+    assert np.array_equal(got_pred, zg.get().argmax(1))
+    assert (got_pred == want.argmax(1)).mean() >= 0.99       # near-ties may flip in fp32

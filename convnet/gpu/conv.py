@@ -36,7 +36,7 @@ class ConvLayer:
         self.Ho, self.Wo = self.H - self.K + 1, self.W - self.K + 1
         self.pool = pool
         if pool and type(self) not in FUSED_POOL:
-            raise GPUError(f"{name}: strategy {variant.strategy!r} has no fused ReLU + pooling")
+            raise GPUError(f"{name}: the {type(self).__name__} strategy has no fused ReLU + pooling")
         if pool and (self.Ho < pool or self.Wo < pool):
             raise GPUError(f"{name}: output {self.Ho}x{self.Wo} is smaller than the {pool}x{pool} pool window")
         self.half = variant.precision == "fp16"
@@ -66,7 +66,7 @@ class ConvLayer:
 
     def _per_image_launches(self, x, y, batch, launch):
         """Grids with one z-slice per image stop at 65,535 images: launch(x_ptr, y_ptr, images) per chunk."""
-        per_x = self.C * self.H * self.W
+        per_x = self.input_elems()
         per_y = int(np.prod(self.out_shape(1)))
         for z0 in range(0, batch, GRID_Z_MAX):
             launch(ptr(x, z0 * per_x), ptr(y, z0 * per_y), min(GRID_Z_MAX, batch - z0))
@@ -78,6 +78,9 @@ class ConvLayer:
             raise GPUError(f"{self.name}: {values.nbytes} bytes of weights exceed the constant buffer ({size})")
         with self.rt.checked(f"{self.name}: copying weights to constant memory"):
             self.rt.drv.memcpy_htod(dev_ptr, values)
+
+    def input_elems(self) -> int:
+        return self.C * self.H * self.W
 
     def fixed_shape(self) -> dict:
         return {"FIXED_SHAPE": 1, "C_IN": self.C, "H_IN": self.H, "W_IN": self.W, "K_SIZE": self.K}
@@ -183,60 +186,80 @@ class Implicit(ConvLayer):
 
 
 class Direct(ConvLayer):
-    """The fused fast path: conv_direct.cu with every shape and tile size compile-time."""
+    """The fused fast path: conv_direct.cu with every shape and tile size compile-time.
+    upscale_from=(Hs, Ws): the input is a batch of Hs x Ws uint8 images, resized to H x W while staged."""
 
-    def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None):
+    def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None, upscale_from=None):
         super().__init__(rt, variant, w, in_shape, name, pool)
         if self.w.size > CONST_FLOATS:
             raise GPUError(f"{name}: {self.w.size} weights exceed constant memory ({CONST_FLOATS} floats)")
+        if upscale_from and (self.C != 1 or min(upscale_from) < 2):
+            raise GPUError(f"{name}: the fused upscale needs one input channel and source images of at least "
+                           f"2x2, got C={self.C}, {upscale_from}")
         p = variant.params
         smem_w = self.M >= int(p.get("smem_weights_min_m", 8))    # many weights: LDS.128 beats LDC
-        px = int(p.get("px", 4)) if smem_w else 1
+        px = int(p.get("px", 4) if smem_w else p.get("px_small_m", 1))
         py = int(p.get("py", 1) if smem_w else p.get("py_small_m", 2))
+        if not smem_w and px != 1 and px % 4:
+            raise GPUError(f"variant {variant.name}: px_small_m must be 1 or a multiple of 4, not {px}")
         # With a fused pool only the rows and columns that reach a window are computed; each thread's
-        # outputs must hold whole windows (smem version) or POOL rows of aligned lane groups (other).
+        # outputs must hold whole windows (in registers), or POOL rows of aligned lane groups (px = 1).
         Hc, Wc = (self.Ho // pool * pool, self.Wo // pool * pool) if pool else (self.Ho, self.Wo)
         if pool:
             if smem_w and (4 % pool or pool > 4):
                 raise GPUError(f"{name}: fused pooling supports windows of 1, 2 or 4 here, not {pool}")
-            if not smem_w and (pool & (pool - 1) or pool > 32):
+            if not smem_w and px == 1 and (pool & (pool - 1) or pool > 32):
                 raise GPUError(f"{name}: fused pooling needs a power-of-two window up to 32, not {pool}")
-            py = pool if not smem_w else 4
-            px = 4 if smem_w else 1
+            if not smem_w and px > 1 and px % pool:
+                raise GPUError(f"{name}: pooling {pool}x{pool} in registers needs px_small_m a multiple of {pool}")
+            if smem_w:
+                py, px = 4, 4
+            else:
+                py = pool if px == 1 else pool * max(1, py // pool)
         m_pad = _cdiv(self.M, 4) * 4
         m_tile = min(int(p.get("m_tile", m_pad)), m_pad) if smem_w else m_pad
         if m_pad % m_tile or m_tile % 4:
             m_tile = m_pad
         groups = m_pad // m_tile if smem_w else 1
         ntx = _cdiv(Wc, px) if _cdiv(Wc, px) <= 128 else 64
-        if pool and not smem_w:
+        if pool and px == 1:
             ntx = _cdiv(ntx, pool) * pool                           # whole lane groups per row
         threads = int(p.get("max_threads", 640) if smem_w else p.get("max_threads_small_m", 256))
         max_ty = max(1, threads // (ntx * groups))
         nty = _cdiv(Hc, py * _cdiv(Hc, py * max_ty))
 
-        def smem(nty):     # as conv_direct.cu lays it out (row pitch padded to float4 in the smem version)
-            if not smem_w:
-                return 4 * self.C * (py * nty + self.K - 1) * (px * ntx + self.K - 1)
-            pitch = _cdiv(max(px * ntx + self.K - 1, (ntx - 1) * px + 4 * _cdiv(px + self.K - 1, 4)), 4) * 4
-            return 4 * self.C * (py * nty + self.K - 1) * pitch + 4 * self.C * self.K * self.K * m_pad
+        def smem(nty):     # as conv_direct.cu lays it out (row pitch padded to float4 for float4 loads)
+            rows, cols = py * nty + self.K - 1, px * ntx + self.K - 1
+            if px % 4 == 0:
+                cols = _cdiv(max(cols, (ntx - 1) * px + 4 * _cdiv(px + self.K - 1, 4)), 4) * 4
+            weights = 4 * self.C * self.K * self.K * m_pad if smem_w else 0
+            tables = 12 * (rows + cols) if upscale_from else 0
+            return 4 * self.C * rows * cols + weights + tables
         while nty > 1 and smem(nty) > SMEM_LIMIT:
             nty -= 1
         if smem(nty) > SMEM_LIMIT:
             raise GPUError(f"{name}: an input tile of {self.C} channels x {px * ntx + self.K - 1} columns "
                            "(plus the weights) does not fit 48 KB of shared memory")
         self.px, self.py, self.ntx, self.nty, self.groups, self.Hc, self.Wc = px, py, ntx, nty, groups, Hc, Wc
-        self.blocks_per_sm = int(p.get("persistent_blocks_per_sm", 0))     # 0: one image per block
+        persistent = self.M >= int(p.get("persistent_min_m", 0))
+        self.blocks_per_sm = int(p.get("persistent_blocks_per_sm", 0)) if persistent else 0   # 0: image per block
         self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "PY": py, "PX": px,
                   "NTX": ntx, "NTY": nty, "WEIGHTS_SMEM": int(smem_w), "M_TILE": m_tile,
                   "PERSISTENT": int(self.blocks_per_sm > 0), "POOL": pool,
                   "OUT_HALF": int(self.half if out_half is None else out_half)}
+        self.upscale_from = tuple(upscale_from) if upscale_from else None
+        if self.upscale_from:
+            self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
         self.out_dtype = np.float16 if self.d["OUT_HALF"] else np.float32
         if not smem_w:
             self.d.pop("MIN_BLOCKS", None)      # the register-resident-weights version needs its registers
         self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
         self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
         self._upload_weights()
+
+    def input_elems(self) -> int:
+        """Elements of one input image: the raw uint8 image when the upscale is fused."""
+        return int(np.prod(self.upscale_from)) if self.upscale_from else self.C * self.H * self.W
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
@@ -254,11 +277,18 @@ class Direct(ConvLayer):
 class Mma(ConvLayer):
     """op_5 tensor cores: conv_mma.cu, fp16 operands, fp32 accumulation."""
 
-    def __init__(self, rt, variant, w, in_shape, name="conv"):
-        super().__init__(rt, variant, w, in_shape, name)
+    def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None):
+        super().__init__(rt, variant, w, in_shape, name, pool)
         if not self.half:
             raise GPUError(f"variant {variant.name}: the mma strategy needs precision = 'fp16'")
-        self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K}
+        out_float = out_half is False
+        self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "POOL": pool,
+                  "OUT_FLOAT": int(out_float)}
+        self.out_dtype = np.float32 if out_float else np.float16
+        rows = int(self.d.get("WARP_ROWS", 8))
+        if pool and (pool not in (2, 4) or rows % pool):
+            raise GPUError(f"{name}: the tensor-core kernel pools 2x2 or 4x4 windows dividing WARP_ROWS={rows}, "
+                           f"not {pool}x{pool}")
         self.fn = self.kernel("conv_mma.cu", "conv_mma_f16", self.d)
         self._upload_weights(np.float16)
         self.tile_x = int(self.d.get("TILE_X", 40))        # the kernel's own defaults, see conv_mma.cu
@@ -280,13 +310,16 @@ class Mma(ConvLayer):
             stream=stream))
 
 
-FUSED_POOL = (Direct,)          # strategies whose kernels can end in ReLU + max-pool
+FUSED_POOL = (Direct, Mma)      # strategies whose kernels can end in ReLU + max-pool
 STRATEGIES = {"unroll_gemm": UnrollGemm, "cublas": Cublas, "implicit": Implicit, "direct": Direct, "mma": Mma}
 
 
 def make_conv(rt, variant, w, in_shape, name="conv", **fused) -> ConvLayer:
-    """fused: pool=k (ReLU + k x k max-pool in the same kernel), out_half (output storage), Direct only."""
-    if variant.strategy not in STRATEGIES:
-        raise GPUError(f"variant {variant.name}: unknown strategy {variant.strategy!r} "
+    """fused: pool=k (ReLU + k x k max-pool in the same kernel) and out_half (output storage): Direct and
+    Mma; upscale_from (uint8 input resized in the kernel): Direct. A variant may give one layer its own
+    strategy with the param '<name>_strategy' (e.g. conv1_strategy = "direct" beside strategy "mma")."""
+    strategy = variant.params.get(f"{name}_strategy", variant.strategy)
+    if strategy not in STRATEGIES:
+        raise GPUError(f"variant {variant.name}: unknown strategy {strategy!r} "
                        f"(known: {', '.join(STRATEGIES)})")
-    return STRATEGIES[variant.strategy](rt, variant, w, in_shape, name, **fused)
+    return STRATEGIES[strategy](rt, variant, w, in_shape, name, **fused)

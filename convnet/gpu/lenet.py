@@ -7,7 +7,8 @@ chunk overlaps the kernels of another.
 
 Variant params that change the pipeline (issue #4): `fuse_pool` runs each conv with its ReLU and
 max-pool in one kernel (the pre-pool activation never reaches device memory); `gpu_upscale` uploads
-the 28x28 uint8 images and does the 28->86 preprocessing on the GPU.
+the 28x28 uint8 images and does the 28->86 preprocessing on the GPU, `fuse_upscale` inside conv1's
+kernel (the 86x86 image never exists); `fc = "fused"` runs FC1 + ReLU, FC2 and argmax as one kernel.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .. import report
 from ..network import CONV_LAYERS
 from .conv import make_conv
 from .gemm import BIAS_COL, Gemm
-from .ops import Argmax, ReluMaxPool, Upscale
+from .ops import Argmax, FCHead, ReluMaxPool, Upscale
 from .runtime import Runtime
 
 MARKS = ("start", "uploaded", "conv1", "pool1", "conv2", "pool2", "classified", "downloaded")
@@ -36,11 +37,15 @@ class GPULeNet:
         pool1, pool2 = (p for _, p in CONV_LAYERS)
         d = variant.defines
         self.fuse_pool = bool(variant.params.get("fuse_pool"))
-        self.gpu_upscale = bool(variant.params.get("gpu_upscale"))
+        self.fuse_upscale = bool(variant.params.get("fuse_upscale"))
+        self.gpu_upscale = bool(variant.params.get("gpu_upscale")) or self.fuse_upscale
+        if self.fuse_upscale and not self.fuse_pool:
+            raise ValueError(f"variant {variant.name}: fuse_upscale needs fuse_pool")
         self.input_shape = (28, 28) if self.gpu_upscale else (1, 86, 86)
         self.input_dtype = np.uint8 if self.gpu_upscale else self.act
         if self.fuse_pool:        # conv2's pooled output feeds the fp32 FC layers
-            self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1", pool=pool1)
+            up = {"upscale_from": (28, 28)} if self.fuse_upscale else {}
+            self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1", pool=pool1, **up)
             self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2", pool=pool2,
                                    out_half=False)
         else:
@@ -48,28 +53,36 @@ class GPULeNet:
             self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2")
             self.pool1 = ReluMaxPool(rt, variant.name, pool1, self.half, self.half, d)
             self.pool2 = ReluMaxPool(rt, variant.name, pool2, self.half, False, d)   # the FC layers run in fp32
-        if self.gpu_upscale:
+        if self.gpu_upscale and not self.fuse_upscale:
             self.upscale = Upscale(rt, variant.name, self.half, d)
-        gemm_version = variant.params.get("fc_gemm", variant.params.get("gemm", "regtile"))
-        self.fc = Gemm(rt, gemm_version, {k: v for k, v in d.items() if k == "USE_RESTRICT"}, variant.name)
-        self.argmax = Argmax(rt, variant.name, {})
-        self.fc_w = {}
-        for name in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"):
-            buf = rt.pool.get(name, weights[name].shape)
-            buf.set(np.ascontiguousarray(weights[name], dtype=np.float32))
-            self.fc_w[name] = buf
+        restrict = {k: v for k, v in d.items() if k == "USE_RESTRICT"}
+        fc_names = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
+        self.fc_head = None
+        if variant.params.get("fc") == "fused":
+            self.fc_head = FCHead(rt, variant.name, *(weights[k] for k in fc_names), restrict)
+        else:
+            gemm_version = variant.params.get("fc_gemm", variant.params.get("gemm", "regtile"))
+            self.fc = Gemm(rt, gemm_version, restrict, variant.name)
+            self.argmax = Argmax(rt, variant.name, {})
+            self.fc_w = {}
+            for name in fc_names:
+                buf = rt.pool.get(name, weights[name].shape)
+                buf.set(np.ascontiguousarray(weights[name], dtype=np.float32))
+                self.fc_w[name] = buf
 
     # -- one chunk of the pipeline on one stream -----------------------------------------------------
     def _buffers(self, slot: int, n: int):
         g = self.rt.pool.get
         bufs = {
-            "x": g(f"s{slot}.x", (n, 1, 86, 86), self.act),
             "p1": g(f"s{slot}.p1", (n, 4, 40, 40), self.act),
             "p2": g(f"s{slot}.p2", (n, 16, 8, 8), np.float32),
-            "h": g(f"s{slot}.h", (n, 128), np.float32),
             "z": g(f"s{slot}.z", (n, 10), np.float32),
             "pred": g(f"s{slot}.pred", (n,), np.int32),
         }
+        if not self.fc_head:
+            bufs["h"] = g(f"s{slot}.h", (n, 128), np.float32)
+        if not self.fuse_upscale:
+            bufs["x"] = g(f"s{slot}.x", (n, 1, 86, 86), self.act)
         if not self.fuse_pool:
             bufs["y1"] = g(f"s{slot}.y1", self.conv1.out_shape(n), self.act)
             bufs["y2"] = g(f"s{slot}.y2", self.conv2.out_shape(n), self.act)
@@ -83,12 +96,13 @@ class GPULeNet:
         rec("start")
         if self.gpu_upscale:
             b["u8"].set_async(x_host[s0:s0 + n], stream=stream)
-            self.upscale(b["u8"], b["x"], n, stream)
+            if not self.fuse_upscale:         # else conv1 resizes while it stages its tiles
+                self.upscale(b["u8"], b["x"], n, stream)
         else:
             b["x"].set_async(x_host[s0:s0 + n], stream=stream)
         rec("uploaded")
         if self.fuse_pool:                    # conv + ReLU + pool in one kernel: op time = layer time
-            self.conv1(b["x"], b["p1"], n, stream, slot)
+            self.conv1(b["u8"] if self.fuse_upscale else b["x"], b["p1"], n, stream, slot)
             rec("conv1")
             rec("pool1")
             self.conv2(b["p1"], b["p2"], n, stream, slot)
@@ -103,16 +117,22 @@ class GPULeNet:
             rec("conv2")
             self.pool2(b["y2"], b["p2"], n * 16, 34, 34, stream)
             rec("pool2")
+        if self.fc_head:
+            self.fc_head(b["p2"], b["z"], b["pred"], n, stream)
+        else:
+            self._fc(b, n, stream)
+        rec("classified")
+        b["z"].get_async(stream=stream, ary=logits_host[s0:s0 + n])
+        b["pred"].get_async(stream=stream, ary=pred_host[s0:s0 + n])
+        rec("downloaded")
+
+    def _fc(self, b, n, stream):
         w = self.fc_w
         self.fc(b["p2"].gpudata, w["fc1.weight"].gpudata, b["h"].gpudata, n, 128, 1024, (1024, 1), (1, 1024),
                 (128, 1), bias=w["fc1.bias"].gpudata, bias_mode=BIAS_COL, relu=True, stream=stream)
         self.fc(b["h"].gpudata, w["fc2.weight"].gpudata, b["z"].gpudata, n, 10, 128, (128, 1), (1, 128),
                 (10, 1), bias=w["fc2.bias"].gpudata, bias_mode=BIAS_COL, stream=stream)
         self.argmax(b["z"], b["pred"], n, 10, stream)
-        rec("classified")
-        b["z"].get_async(stream=stream, ary=logits_host[s0:s0 + n])
-        b["pred"].get_async(stream=stream, ary=pred_host[s0:s0 + n])
-        rec("downloaded")
 
     def host_input(self, x, raw):
         """The pinned host array this pipeline uploads: raw uint8 images, or the preprocessed batch."""

@@ -42,3 +42,35 @@ class Upscale:
         n = batch * self.dst[0] * self.dst[1]
         self.fn((_cdiv(n, 256), 1, 1), (256, 1, 1), x_u8.gpudata, y.gpudata, i32(batch), i32(self.src[0]),
                 i32(self.src[1]), i32(self.dst[0]), i32(self.dst[1]), stream=stream)
+
+
+class FCHead:
+    """fc_head.cu: FC1 + ReLU, FC2, argmax in one kernel (h never leaves the block). Weights in PyTorch's
+    (out, in) layout; FC1's is uploaded transposed once, so the kernel reads its rows as float4."""
+
+    BM = 32
+
+    def __init__(self, rt: Runtime, variant: str, w1, b1, w2, b2, defines: dict):
+        import numpy as np
+        from ..errors import GPUError
+        (n1, k1), (n2, n1b) = w1.shape, w2.shape
+        if n1b != n1 or b1.shape != (n1,) or b2.shape != (n2,):
+            raise GPUError(f"fc_head: inconsistent shapes fc1 {w1.shape} + {b1.shape}, fc2 {w2.shape} + {b2.shape}")
+        if n1 % 4 or n1 > 512 or k1 % 32 or n2 > 32:
+            raise GPUError(f"fc_head: needs fc1 outputs % 4 == 0 and <= 512, inputs % 32 == 0 and at most 32 classes, "
+                           f"got {n1}, {k1}, {n2}")
+        self.k1, self.n1, self.n2 = k1, n1, n2
+        self.threads = (self.BM // 4) * (n1 // 4)
+        d = {**defines, "K1": k1, "N1": n1, "N2": n2, "BM": self.BM, "TM": 4}
+        self.fn = rt.kernel("fc_head.cu", "fc_head", d, variant)
+        self.w = {}
+        for name, arr in (("w1t", np.ascontiguousarray(w1.T)), ("b1", b1), ("w2", w2), ("b2", b2)):
+            buf = rt.pool.get(f"fc_head.{name}", arr.shape)
+            buf.set(np.ascontiguousarray(arr, dtype=np.float32))
+            self.w[name] = buf
+
+    def __call__(self, x, z, pred, batch, stream=None):
+        w = self.w
+        self.fn((_cdiv(batch, self.BM), 1, 1), (self.threads, 1, 1), x.gpudata, w["w1t"].gpudata,
+                w["b1"].gpudata, w["w2"].gpudata, w["b2"].gpudata, z.gpudata, pred.gpudata, i32(batch),
+                stream=stream)
