@@ -19,16 +19,27 @@
 //                     compile-time constant, a multiple of 16.
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
-// Tunables (-D): HEAD_DIM.
+//   FA_RT=8           each thread owns 8 query rows instead of 4: every K and V float4 read from shared
+//                     memory now feeds twice the FMAs (the Q and P reads are warp broadcasts), so shared
+//                     memory falls further behind the FMA pipe; the block covers FA_TY * 8 queries.
+// Tunables (-D): HEAD_DIM, FA_RT (query rows per thread, 4 or 8), FA_TY (thread rows: FA_TY x 16 threads).
 #include "common.cuh"
 
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
 #endif
-#define FA_BR 64                  // queries per block
+#ifndef FA_RT
+#define FA_RT 4                   // query rows per thread
+#endif
+#ifndef FA_TY
+#define FA_TY 16                  // thread rows; 16 thread columns
+#endif
+#define FA_NT (16 * FA_TY)        // threads per block
+#define FA_BR (FA_TY * FA_RT)     // queries per block
 #define FA_BC 64                  // keys per tile
 #define FA_DJ (HEAD_DIM / 16)     // output columns per thread
 static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16");
+static_assert(FA_RT % 4 == 0, "FA_RT: a multiple of 4 (float4 reads of P rows)");
 
 __device__ __forceinline__ bool visible(int key, int query, int Tk, int window) {
     return key <= query && key < Tk && (window <= 0 || key > query - window);
@@ -38,7 +49,7 @@ __device__ __forceinline__ bool visible(int key, int query, int Tk, int window) 
 // Ps[BR][BC+4]; K and V are double-buffered: the next tile's cp.async runs while this one is computed. Thread (ty, tx) of 16 x 16 owns score rows ty*4..+3 and key columns tx + 16j (so the
 // 16 float4 reads of K rows fall in distinct banks: rows are D+4 floats apart), and output columns
 // tx*DJ..+DJ-1 (float4 reads of V rows and float4 stores of y when DJ % 4 == 0).
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(FA_NT)
 flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                 int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
     if (pos_dev) Tk = *pos_dev + Tq;                  // a decode step in a CUDA graph: keys so far + the new ones
@@ -57,19 +68,19 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
     const float* vh = v + (long long)bh * cap_kv * D;
     const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
 
-    for (int e = tid; e < FA_BR * D / 4; e += 256) {
+    for (int e = tid; e < FA_BR * D / 4; e += FA_NT) {
         const int r = e / (D / 4), d = (e % (D / 4)) * 4;
         *(float4*)&Qs[r * DP + d] = (q0 + r < Tq) ? *(const float4*)&qh[(long long)(q0 + r) * D + d] : zero4;
     }
     const int first_q = shift + q0, last_q = shift + min(q0 + FA_BR, Tq) - 1;
     const int key_lo = window > 0 ? max(0, first_q - window + 1) : 0, key_hi = min(last_q, Tk - 1);
 
-    float o[4][FA_DJ] = {}, m_run[4], l_run[4];
+    float o[FA_RT][FA_DJ] = {}, m_run[FA_RT], l_run[FA_RT];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) { m_run[i] = -INFINITY; l_run[i] = 0.f; }
+    for (int i = 0; i < FA_RT; ++i) { m_run[i] = -INFINITY; l_run[i] = 0.f; }
 
     auto load_kv = [&](int buf, int kt) {                 // rows past Tk are zero-filled (p = 0 must meet 0)
-        for (int e = tid; e < FA_BC * D / 4; e += 256) {
+        for (int e = tid; e < FA_BC * D / 4; e += FA_NT) {
             const int c = e / (D / 4), d = (e % (D / 4)) * 4;
             const bool ok = kt + c < Tk;
             const long long at = ok ? (long long)(kt + c) * D + d : 0;
@@ -87,24 +98,24 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         if (kt + FA_BC <= key_hi) { load_kv((it & 1) ^ 1, kt + FA_BC); cp_async_wait<1>(); }
         else cp_async_wait<0>();
         __syncthreads();                                   // this tile's K and V have landed
-        float s[4][4] = {};
+        float s[FA_RT][4] = {};
 #pragma unroll 4
         for (int d = 0; d < D; d += 4) {
-            float4 qv[4], kv[4];
+            float4 qv[FA_RT], kv[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) qv[i] = *(const float4*)&Qs[(ty * 4 + i) * DP + d];
+            for (int i = 0; i < FA_RT; ++i) qv[i] = *(const float4*)&Qs[(ty * FA_RT + i) * DP + d];
 #pragma unroll
             for (int j = 0; j < 4; ++j) kv[j] = *(const float4*)&Ks[(tx + 16 * j) * DP + d];
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
+            for (int i = 0; i < FA_RT; ++i)
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     s[i][j] = fmaf(qv[i].w, kv[j].w, fmaf(qv[i].z, kv[j].z,
                               fmaf(qv[i].y, kv[j].y, fmaf(qv[i].x, kv[j].x, s[i][j]))));
         }
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int query = shift + q0 + ty * 4 + i;
+        for (int i = 0; i < FA_RT; ++i) {
+            const int query = shift + q0 + ty * FA_RT + i;
             float mx = -INFINITY;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
@@ -121,7 +132,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
             for (int j = 0; j < 4; ++j) {
                 const float p = exp2f(s[i][j] - base);
                 sum += p;
-                Ps[(ty * 4 + i) * PP + tx + 16 * j] = p;
+                Ps[(ty * FA_RT + i) * PP + tx + 16 * j] = p;
             }
 #pragma unroll
             for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
@@ -133,9 +144,9 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         __syncthreads();
 #pragma unroll 2
         for (int c = 0; c < FA_BC; c += 4) {
-            float4 pv[4];
+            float4 pv[FA_RT];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) pv[i] = *(const float4*)&Ps[(ty * 4 + i) * PP + c];
+            for (int i = 0; i < FA_RT; ++i) pv[i] = *(const float4*)&Ps[(ty * FA_RT + i) * PP + c];
 #pragma unroll
             for (int cc = 0; cc < 4; ++cc) {
                 float vv[FA_DJ];
@@ -148,7 +159,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
                     for (int j = 0; j < FA_DJ; ++j) vv[j] = vrow[j];
                 }
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
+                for (int i = 0; i < FA_RT; ++i) {
                     const float p = cc == 0 ? pv[i].x : cc == 1 ? pv[i].y : cc == 2 ? pv[i].z : pv[i].w;
 #pragma unroll
                     for (int j = 0; j < FA_DJ; ++j) o[i][j] += p * vv[j];
@@ -158,8 +169,8 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
     }
     const int C = H * D;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int r = q0 + ty * 4 + i;
+    for (int i = 0; i < FA_RT; ++i) {
+        const int r = q0 + ty * FA_RT + i;
         if (r >= Tq) continue;
         const float inv = 1.f / l_run[i];
         float* yr = y + ((long long)b * Tq + r) * C + h * D + tx * FA_DJ;

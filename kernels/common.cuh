@@ -43,6 +43,17 @@ __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ void store_act(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_act(__half* p, float v) { *p = __float2half_rn(v); }
+// four consecutive activations in one store (p 16-byte aligned for float, 8-byte for __half)
+__device__ __forceinline__ void store_act4(float* p, float a, float b, float c, float d) {
+    *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
+}
+__device__ __forceinline__ void store_act4(__half* p, float a, float b, float c, float d) {
+    const __half2 lo = __floats2half2_rn(a, b), hi = __floats2half2_rn(c, d);
+    uint2 u;
+    u.x = *reinterpret_cast<const unsigned*>(&lo);
+    u.y = *reinterpret_cast<const unsigned*>(&hi);
+    *reinterpret_cast<uint2*>(p) = u;
+}
 
 // 16-byte asynchronous global -> shared copy (sm_80+); an invalid source fills the 16 bytes with zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {

@@ -395,12 +395,14 @@ extern "C" __global__ void splitk_reduce(const float* RESTRICT ws, int splits, i
 // ---- v6: skinny GEMM (M <= SK_M rows: decoding) ----------------------------------------------------------
 // Bandwidth-bound: every W element is read once, as part of a float4 row segment. A block of 256 threads
 // covers SK_COLS = 8 columns (one 32-byte sector per W row): 2 float4 column groups x 128 k-lanes
-// striding through K, so even N = 768 makes 96 blocks. The lanes' sums meet by warp shuffles, then
+// striding through K, so even N = 768 makes 96 blocks. Each thread's first SK_PRE loads are issued
+// before the LayerNorm prologue. The lanes' sums meet by warp shuffles, then
 // across the 8 warps in shared memory, and the epilogue runs in the same kernel (no workspace).
 #define SK_M 8
 #define SK_CG 2
 #define SK_KL (256 / SK_CG)
 #define SK_COLS (4 * SK_CG)
+#define SK_PRE 8                                              // W row segments requested up front
 
 __device__ __forceinline__ float4 shfl_xor4(float4 v, int off) {
     return make_float4(__shfl_xor_sync(0xffffffffu, v.x, off), __shfl_xor_sync(0xffffffffu, v.y, off),
@@ -414,6 +416,14 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
     __shared__ float part[8][SK_M], stat[SK_M][2];            // LayerNorm prologue: mean, 1/std per row
     const int cg = threadIdx.x % SK_CG, kl = threadIdx.x / SK_CG, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n = blockIdx.x * SK_COLS + cg * 4;
+    // The first SK_PRE row segments of W are requested before anything else, so their DRAM latency
+    // overlaps the LayerNorm prologue (and a short K is then wholly in flight at once).
+    float4 wpre[SK_PRE];
+#pragma unroll
+    for (int i = 0; i < SK_PRE; ++i) {
+        const int k = kl + i * SK_KL;
+        wpre[i] = (n < N && k < K) ? *(const float4*)&B[(long long)k * ldb + n] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
     if (ln_w) {        // the GEMM input is LayerNorm(A): each block normalises the (few) rows itself
         for (int pass = 0; pass < 2; ++pass) {               // mean, then the variance about it
             for (int m = 0; m < M; ++m) {
@@ -437,20 +447,23 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
     float4 acc[SK_M];
 #pragma unroll
     for (int m = 0; m < SK_M; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (n < N) {
-#pragma unroll 4
-        for (int k = kl; k < K; k += SK_KL) {
-            const float4 b = *(const float4*)&B[(long long)k * ldb + n];
-            const float g = ln_w ? ln_w[k] : 1.f, beta = ln_w ? ln_b[k] : 0.f;
+    auto row = [&](int k, float4 b) {                       // acc[m] += A'[m][k] * W[k][n..n+3]
+        const float g = ln_w ? ln_w[k] : 1.f, beta = ln_w ? ln_b[k] : 0.f;
 #pragma unroll
-            for (int m = 0; m < SK_M; ++m) {
-                if (m < M) {
-                    float a = A[(long long)m * lda + k];
-                    if (ln_w) a = (a - stat[m][0]) * stat[m][1] * g + beta;
-                    acc[m].x += a * b.x; acc[m].y += a * b.y; acc[m].z += a * b.z; acc[m].w += a * b.w;
-                }
+        for (int m = 0; m < SK_M; ++m) {
+            if (m < M) {
+                float a = A[(long long)m * lda + k];
+                if (ln_w) a = (a - stat[m][0]) * stat[m][1] * g + beta;
+                acc[m].x += a * b.x; acc[m].y += a * b.y; acc[m].z += a * b.z; acc[m].w += a * b.w;
             }
         }
+    };
+    if (n < N) {
+#pragma unroll
+        for (int i = 0; i < SK_PRE; ++i)
+            if (kl + i * SK_KL < K) row(kl + i * SK_KL, wpre[i]);
+#pragma unroll 4
+        for (int k = kl + SK_PRE * SK_KL; k < K; k += SK_KL) row(k, *(const float4*)&B[(long long)k * ldb + n]);
     }
 #pragma unroll
     for (int m = 0; m < SK_M; ++m) {

@@ -134,15 +134,20 @@ def test_split_k_heuristic_splits_skinny_long_products():
     assert Linear(Runtime.get(), "vec4", {}, "test").splits(64, 768, 3072) == 1   # split_k off
 
 
+FLASH_TILES = {"4rows": (4, 16), "8rows": (8, 16), "8rows_64q": (8, 8)}   # (rows per thread, thread rows)
+
+
+@pytest.mark.parametrize("tile", FLASH_TILES.values(), ids=FLASH_TILES.keys())
 @pytest.mark.parametrize("D", [32, 64, 80])
 @pytest.mark.parametrize("T", [1, 17, 257, 1000])
-def test_flash_attention_matches_reference(T, D, rng):
-    _attention_case(rng, B=2, H=3, Tq=T, Tk=T, D=D, window=0)
+def test_flash_attention_matches_reference(T, D, tile, rng):
+    _attention_case(rng, B=2, H=3, Tq=T, Tk=T, D=D, window=0, tile=tile)
 
 
+@pytest.mark.parametrize("tile", FLASH_TILES.values(), ids=FLASH_TILES.keys())
 @pytest.mark.parametrize("Tq,Tk,window", [(1, 300, 0), (5, 130, 0), (200, 200, 37), (64, 64, 64), (1, 500, 100)])
-def test_flash_attention_decode_shapes_and_windows(Tq, Tk, window, rng):
-    _attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=64, window=window)
+def test_flash_attention_decode_shapes_and_windows(Tq, Tk, window, tile, rng):
+    _attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=64, window=window, tile=tile)
 
 
 @pytest.mark.parametrize("D", [32, 64, 80])
@@ -169,12 +174,11 @@ def test_decode_attention_matches_reference(Tk, window, D, rng):
     assert rel_err(y.get(), want.transpose(0, 2, 1, 3).reshape(B, 1, H * D)) <= 1e-5
 
 
-def _attention_case(rng, B, H, Tq, Tk, D, window):
-    from convnet.gpt2.gpu import FA_BR, flash_smem_bytes
-    from convnet.gpu.runtime import Runtime, cdiv, f32, i32
+def _attention_case(rng, B, H, Tq, Tk, D, window, tile=(4, 16)):
+    from convnet.gpt2.flash import FlashAttention
+    from convnet.gpu.runtime import Runtime
     rt = Runtime.get()
-    fa = rt.kernel("attention.cu", "flash_attention", {"HEAD_DIM": D}, "test")
-    fa.allow_shared(flash_smem_bytes(D))
+    fa = FlashAttention(rt, D, {}, "test", *tile)
     cap = Tk + 3                                              # a cache longer than the keys in use
     q = rng.standard_normal((B, H, Tq, D)).astype(np.float32)
     k = rng.standard_normal((B, H, cap, D)).astype(np.float32)
@@ -185,8 +189,7 @@ def _attention_case(rng, B, H, Tq, Tk, D, window):
         bufs[n].set(a)
     y = rt.pool.get("test.fa.y", (B, Tq, H * D))
     y.fill(np.float32("nan"))
-    fa((cdiv(Tq, FA_BR), B * H, 1), (256, 1, 1), bufs["q"], bufs["k"], bufs["v"], y, i32(H), i32(Tq), i32(Tk),
-       i32(Tq), i32(cap), i32(window), f32(math.log2(math.e) / math.sqrt(D)), np.uintp(0), shared=flash_smem_bytes(D))
+    fa(bufs["q"], bufs["k"], bufs["v"], y, B, H, Tq, Tk, Tq, cap, window)
     rt.synchronize("test flash attention")
     want = ref.attention(q.astype(np.float64), k[:, :, :Tk].astype(np.float64), v[:, :, :Tk].astype(np.float64),
                          window=window or None)

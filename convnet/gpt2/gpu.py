@@ -30,16 +30,11 @@ import numpy as np
 from ..errors import GPUError, UsageError
 from ..gpu.gemm import ACT_GELU, Epilogue, Gemm, Linear
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
+from . import flash
 from .model import GPT2Config, check_params
 
 GROUPS = ("embed", "layernorm", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "elementwise", "lm_head")
-FA_BR, FA_BC = 64, 64          # flash_attention's tile (kernels/attention.cu)
 VOCAB_PAD = 128                # the LM head's N is padded so every row is 16-byte aligned
-
-
-def flash_smem_bytes(head_dim: int) -> int:
-    """Qs[BR][D+4] + Ks[2][BC][D+4] + Vs[2][BC][D] + Ps[BR][BC+4], floats (kernels/attention.cu)."""
-    return 4 * (FA_BR * (head_dim + 4) + 2 * FA_BC * (head_dim + 4) + 2 * FA_BC * head_dim + FA_BR * (FA_BC + 4))
 
 
 class GPT2GPU:
@@ -68,11 +63,7 @@ class GPT2GPU:
         self.window = int(p.get("window", 0) or config.window or 0)
         self.flash = p.get("attention", "naive") == "flash"
         if self.flash:
-            if self.D % 16:
-                raise GPUError(f"flash attention needs a head size that is a multiple of 16, got {self.D}")
-            self.fa = rt.kernel("attention.cu", "flash_attention", {**d, "HEAD_DIM": self.D}, name)
-            self.fa_smem = flash_smem_bytes(self.D)
-            self.fa.allow_shared(self.fa_smem)
+            self.fa = flash.from_params(rt, self.D, d, variant)
             self.decode_attn = rt.kernel("attention.cu", "decode_attention", {**d, "HEAD_DIM": self.D}, name)
         else:
             self.attn_gemm = Gemm(rt, "tiled" if self.gemm_version == "tiled" else "regtile", d, name)
@@ -244,9 +235,7 @@ class GPT2GPU:
                              i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos_dev), stream=s)
             return
         if self.flash:
-            self.fa((cdiv(Tq, FA_BR), B * H, 1), (256, 1, 1), buf["q"], kc, vc, buf["y"], i32(H), i32(Tq), i32(Tk),
-                    i32(Tq), i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos_dev),
-                    stream=s, shared=self.fa_smem)
+            self.fa(buf["q"], kc, vc, buf["y"], B, H, Tq, Tk, Tq, cap, self.window, pos_dev, stream=s)
             return
         if pos_dev is not None:
             raise GPUError("device-side decode steps need flash attention")

@@ -1,0 +1,47 @@
+"""Launcher of kernels/attention.cu's flash_attention: its tile (FA_TY x 16 threads, FA_RT query rows
+each, 64-key tiles), its dynamic shared memory, and the grid. One place for the model, the benchmark and
+the tests."""
+from __future__ import annotations
+
+import math
+
+from ..errors import GPUError
+from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
+
+FA_BC = 64                     # keys per tile (kernels/attention.cu)
+
+
+class FlashAttention:
+    def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, rows_per_thread: int = 4,
+                 thread_rows: int = 16):
+        if head_dim % 16:
+            raise GPUError(f"flash attention needs a head size that is a multiple of 16, got {head_dim}")
+        if rows_per_thread % 4 or not 16 * thread_rows <= 1024:
+            raise GPUError(f"flash attention: rows per thread must be a multiple of 4 and thread rows at most 64, "
+                           f"got {rows_per_thread}, {thread_rows}")
+        self.D, self.rt_rows, self.ty = head_dim, rows_per_thread, thread_rows
+        self.threads = 16 * thread_rows
+        self.block_rows = thread_rows * rows_per_thread          # queries per block
+        self.fn = rt.kernel("attention.cu", "flash_attention",
+                            {**defines, "HEAD_DIM": head_dim, "FA_RT": rows_per_thread, "FA_TY": thread_rows},
+                            variant)
+        self.smem = self.smem_bytes()
+        self.fn.allow_shared(self.smem)
+        self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))
+
+    def smem_bytes(self) -> int:
+        """Qs[BR][D+4] + Ks[2][BC][D+4] + Vs[2][BC][D] + Ps[BR][BC+4], floats."""
+        D, BR = self.D, self.block_rows
+        return 4 * (BR * (D + 4) + 2 * FA_BC * (D + 4) + 2 * FA_BC * D + BR * (FA_BC + 4))
+
+    def __call__(self, q, k, v, y, B, H, Tq, Tk, cap_q, cap_kv, window=0, pos_dev=None, stream=None):
+        """q (B, H, cap_q, D), k and v (B, H, cap_kv, D) head-major; y (B, Tq, H*D) token-major."""
+        self.fn((cdiv(Tq, self.block_rows), B * H, 1), (self.threads, 1, 1), ptr(q), ptr(k), ptr(v), ptr(y),
+                i32(H), i32(Tq), i32(Tk), i32(cap_q), i32(cap_kv), i32(window), self.scale_log2, ptr(pos_dev),
+                stream=stream, shared=self.smem)
+
+
+def from_params(rt: Runtime, head_dim: int, defines: dict, variant) -> FlashAttention:
+    p = variant.params
+    return FlashAttention(rt, head_dim, defines, variant.name, int(p.get("flash_rows_per_thread", 4)),
+                          int(p.get("flash_thread_rows", 16)))
