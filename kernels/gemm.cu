@@ -402,7 +402,9 @@ extern "C" __global__ void splitk_reduce(const float* RESTRICT ws, int splits, i
 #define SK_CG 2
 #define SK_KL (256 / SK_CG)
 #define SK_COLS (4 * SK_CG)
-#define SK_PRE 8                                              // W row segments requested up front
+#ifndef SK_PRE
+#define SK_PRE 8                                              // W row segments requested up front (tunable)
+#endif
 
 __device__ __forceinline__ float4 shfl_xor4(float4 v, int off) {
     return make_float4(__shfl_xor_sync(0xffffffffu, v.x, off), __shfl_xor_sync(0xffffffffu, v.y, off),
@@ -418,7 +420,7 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
     const int n = blockIdx.x * SK_COLS + cg * 4;
     // The first SK_PRE row segments of W are requested before anything else, so their DRAM latency
     // overlaps the LayerNorm prologue (and a short K is then wholly in flight at once).
-    float4 wpre[SK_PRE];
+    float4 wpre[SK_PRE > 0 ? SK_PRE : 1];
 #pragma unroll
     for (int i = 0; i < SK_PRE; ++i) {
         const int k = kl + i * SK_KL;

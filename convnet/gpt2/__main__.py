@@ -47,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "PyTorch SDPA (when importable)")
     for name, default in (("--batch", 8), ("--heads", 12), ("--seq", 1024), ("--head-size", 64)):
         a.add_argument(name, type=int, default=default, help=f"(default {default})")
+    d = commands.add_parser("bench-decode", help="greedy decode rate (B=1, random 124M weights) of variants, "
+                                                 "or of one variant under swept -D constants / params")
+    d.add_argument("--variants", nargs="+", default=["fast_fp32", "fast"])
+    d.add_argument("--sweep", nargs="*", default=[], metavar="KEY=V1,V2",
+                   help="upper-case keys are -D constants, lower-case ones variant params")
+    d.add_argument("--new-tokens", type=int, default=256, help="(default 256)")
+    d.add_argument("--repeat", type=int, default=5, help="runs per setting; the median rate (default 5)")
     return p
 
 
@@ -101,9 +108,20 @@ def _bench_attention(args) -> int:
     return 0
 
 
+def _bench_decode(args) -> int:
+    from .bench import decode_benchmark
+    if args.new_tokens < 2 or args.repeat < 1:
+        raise UsageError("--new-tokens must be at least 2 and --repeat at least 1")
+    print(decode_benchmark(args.variants, args.sweep, args.new_tokens, args.repeat))
+    return 0
+
+
+COMMANDS = {"generate": _generate, "bench-attention": _bench_attention, "bench-decode": _bench_decode}
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    command = _bench_attention if args.command == "bench-attention" else _generate
+    command = COMMANDS[args.command]
     return exit_code(PROG, command, args)
 
 
