@@ -291,9 +291,10 @@ conv_direct(const in_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y, 
     }
 #else
     out_t* yb = y + b * M_OUT * Ho * Wo;
-#if PX % 4 == 0
+#if PX % 4 == 0 && !WEIGHTS_SMEM
     // Whole float4 (or 4 x half) runs when the row allows it: a quarter of the store instructions, and
-    // each warp store covers whole 32-byte sectors.
+    // each warp store covers whole 32-byte sectors (conv1: 1.08 -> 0.86 ms with PX = 4). Not in the
+    // shared-memory-weights version: the second store path cost its register allocation 6 % on conv2.
     if (Wo % 4 == 0) {
 #pragma unroll
         for (int i = 0; i < PY; ++i) {

@@ -125,3 +125,16 @@ def test_gpt2_report_table_from_results():
     assert "10.00x" in lines["fast"] and "0.80x" in lines["fast"] and "TOO LARGE" in lines["fast"]
     assert "0.20x" in lines["baseline"] and "(ok)" in lines["baseline"]
     assert "1234 tok/s; HF generate 100 tok/s" in text and text.endswith("broken: FAILED: x")
+
+
+def test_stream_refuses_float_input_beyond_the_pinned_limit_but_not_uint8_variants():
+    """Streaming 1,000,000 preprocessed float images would pin 27 GB: refused with a message naming a uint8
+    variant; a variant that resizes on the GPU (alone or inside conv1) passes that check."""
+    from convnet import catalogue
+    from convnet.errors import UsageError
+    from convnet.gpu.lenet import uploads_uint8
+    from convnet.gpu.throughput import stream
+    with pytest.raises(UsageError, match="pinned host memory.*uint8"):
+        stream(catalogue.get("fused"), 1_000_000)
+    assert uploads_uint8(catalogue.get("fused_pool_u8")) and uploads_uint8(catalogue.get("tc_fused"))
+    assert not uploads_uint8(catalogue.get("op_5_tc"))

@@ -194,7 +194,7 @@ def decode_benchmark(names, sweep_items=(), new_tokens: int = 256, repeat: int =
         raise UsageError("--sweep takes one variant")
     settings = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
     prompt = np.random.default_rng(1).integers(0, config.vocab_size, (1, DECODE_PROMPT))
-    rows, device = [], ""
+    rows, steps, device = [], [], ""
     for name in names:
         for s in settings:
             v = _with(catalogue.get(name, "gpt2"), s)
@@ -203,6 +203,12 @@ def decode_benchmark(names, sweep_items=(), new_tokens: int = 256, repeat: int =
             rates = [gpu.generate(prompt, new_tokens)[1] for _ in range(repeat + 1)][1:]   # first: warm-up
             label = " ".join(f"{k}={val}" for k, val in s.items()) or "(catalogue)"
             rows.append([name, label, statistics.median(rates), min(rates), max(rates)])
+            steps.append((f"{name} {label}", gpu.decode_step_groups(DECODE_PROMPT + new_tokens)))
+    from .gpu import GROUPS
+    split = report.table(["kernel group"] + [label for label, _ in steps],
+                         [[g] + [groups[g] * 1e3 for _, groups in steps] for g in GROUPS],
+                         title=f"one decode step at position {DECODE_PROMPT + new_tokens - 1}, event-separated "
+                               "kernel groups (us; events add a little to each)")
     return report.table(["variant", "setting", "tok/s (median)", "min", "max"], rows,
                         title=f"greedy decode, B=1, {DECODE_PROMPT}-token prompt, {new_tokens} new tokens, {what}, "
-                              f"on {device}, {repeat} runs each")
+                              f"on {device}, {repeat} runs each") + "\n" + split

@@ -277,15 +277,26 @@ class GPT2GPU:
         idx = self.check_tokens(idx)
         total = self.rt.median_ms(lambda: self.enqueue(idx), repeat, warmup, stream=self.stream,
                                   what=f"GPT-2 forward (variant {self.variant.name})")
+        groups = self._grouped(lambda: self.enqueue(idx), "timed forward")
+        return {"total_ms": total, "groups_ms": groups,
+                "tokens_per_s": idx.size / (total / 1e3)}
+
+    def decode_step_groups(self, cap: int) -> dict:
+        """One decode step (B=1, the last position of a cache of `cap`), split into kernel groups by events
+        (ms): where a token's time goes. Reuses the buffers a generate() of the same cap allocated."""
+        return self._grouped(lambda: self.enqueue(np.zeros((1, 1), np.int32), pos=cap - 1, cap=cap, last_only=True),
+                             "timed decode step")
+
+    def _grouped(self, run, what: str) -> dict:
+        """run() once with an event after each kernel group; milliseconds per group."""
         self._marks = []
-        self.enqueue(idx)
-        self.rt.synchronize(f"GPT-2 timed forward (variant {self.variant.name})")
+        run()
+        self.rt.synchronize(f"GPT-2 {what} (variant {self.variant.name})")
         groups = defaultdict(float)
         for (_, a), (g, b) in zip(self._marks, self._marks[1:]):
             groups[g] += b.time_since(a)
         self._marks = None
-        return {"total_ms": total, "groups_ms": {g: groups.get(g, 0.0) for g in GROUPS},
-                "tokens_per_s": idx.size / (total / 1e3)}
+        return {g: groups.get(g, 0.0) for g in GROUPS}
 
     @property
     def graphable(self) -> bool:

@@ -28,6 +28,11 @@ STAGE_SPANS = {"conv1": ("uploaded", "conv1"), "pool1": ("conv1", "pool1"), "con
                "pool2": ("conv2", "pool2"), "fc": ("pool2", "classified")}
 
 
+def uploads_uint8(variant) -> bool:
+    """Whether the variant takes the raw 28x28 uint8 images (resized on the GPU, alone or inside conv1)."""
+    return bool(variant.params.get("gpu_upscale") or variant.params.get("fuse_upscale"))
+
+
 class GPULeNet:
     def __init__(self, variant, weights: dict, rt: Runtime | None = None):
         self.rt = rt = rt or Runtime.get()
@@ -38,7 +43,7 @@ class GPULeNet:
         d = variant.defines
         self.fuse_pool = bool(variant.params.get("fuse_pool"))
         self.fuse_upscale = bool(variant.params.get("fuse_upscale"))
-        self.gpu_upscale = bool(variant.params.get("gpu_upscale")) or self.fuse_upscale
+        self.gpu_upscale = uploads_uint8(variant)
         if self.fuse_upscale and not self.fuse_pool:
             raise ValueError(f"variant {variant.name}: fuse_upscale needs fuse_pool")
         self.input_shape = (28, 28) if self.gpu_upscale else (1, 86, 86)

@@ -18,11 +18,12 @@ MAX_PINNED_BYTES = 8 << 30        # the host copy of the input is pinned: refuse
 
 
 def stream(variant, n: int, chunk: int = 10000, streams: int = 3, weights_path=None, data_dir=None) -> str:
-    from .lenet import GPULeNet
+    from .lenet import GPULeNet, uploads_uint8
     from .runtime import Runtime
     if n < 1 or chunk < 1 or streams < 1:
         raise UsageError("--stream, --chunk and the stream count must be at least 1")
-    if not variant.params.get("gpu_upscale"):
+    u8 = uploads_uint8(variant)
+    if not u8:
         per_image = 86 * 86 * (2 if variant.precision == "fp16" else 4)
         if n * per_image > MAX_PINNED_BYTES:
             raise UsageError(f"{n} preprocessed images would need {n * per_image / 2**30:.1f} GB of pinned host "
@@ -31,7 +32,7 @@ def stream(variant, n: int, chunk: int = 10000, streams: int = 3, weights_path=N
     reps = -(-n // len(raw.labels))
     images, labels = np.tile(raw.images, (reps, 1, 1))[:n], np.tile(raw.labels, reps)[:n]
     x = None
-    if not variant.params.get("gpu_upscale"):
+    if not u8:
         x10k, _ = data.load("test", data_dir, progress=True)
         x = np.tile(x10k, (reps, 1, 1, 1))[:n]
     piped = dataclasses.replace(variant, streams=streams, params={**variant.params, "chunk": chunk})
