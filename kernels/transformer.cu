@@ -9,6 +9,9 @@
 //   argmax_rows        greedy decoding: one block per row of logits
 //   decode_advance     after a decode step: the chosen tokens become the next step's input, pos += 1
 //                      (on the device, so one captured CUDA graph serves every step)
+//   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
+//                      enqueues behind it run back to back and events between them time the GPU, not
+//                      the Python launch loop
 #include "common.cuh"
 
 #ifndef LN_CONST
@@ -135,4 +138,9 @@ extern "C" __global__ void decode_advance(const int* RESTRICT next, int* RESTRIC
     const int b = threadIdx.x;
     if (b < Bn) idx[b] = next[b];
     if (b == 0) *pos += 1;
+}
+
+extern "C" __global__ void spin(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
 }
