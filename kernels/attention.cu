@@ -17,6 +17,8 @@
 //                     tiles are scheduled first. Every shared-memory read is a float4 (3 wavefronts per
 //                     16 FMAs: the FMA pipe, not shared memory, sets the pace). D (HEAD_DIM) is a
 //                     compile-time constant, a multiple of 16.
+//   flash_attention_tf32  the same on the tensor cores (mma.sync m16n8k8, TF32 operands, fp32 softmax and
+//                     accumulation), for the TF32 variants: one warp per 16 queries, P staged per warp.
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
 //   FA_RT=8           each thread owns 8 query rows instead of 4: every K and V float4 read from shared
@@ -179,6 +181,148 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
     }
 }
 
+// ---- flash_attention_tf32: the same algorithm on the tensor cores --------------------------------------
+// For the TF32 variants. Each warp owns 16 query rows of a 16 * FT_WARPS-query block; per 64-key tile it
+// computes S = Q K^T with mma.sync m16n8k8 (Q's fragments stay in registers for the whole block, K's are
+// read from shared memory), runs the online softmax on the accumulator fragments (a row's 64 scores are
+// spread over the 4 lanes of a quad: shuffles xor 1, 2), stages P in a warp-private shared-memory strip
+// to turn the accumulator layout into the A-operand layout, and accumulates O += P V with mma.sync again.
+// Operands are truncated to TF32 (10-bit mantissa); scores, softmax and accumulators stay fp32.
+#ifndef FT_WARPS
+#define FT_WARPS 4
+#endif
+#define FT_BR (16 * FT_WARPS)     // queries per block
+#define FT_BC 64                  // keys per tile
+#define FT_KP (HEAD_DIM + 4)      // K row pitch: the b-fragment reads (key g, dim t) hit 32 banks
+#define FT_VP (HEAD_DIM + 8)      // V row pitch: the b-fragment reads (key t, dim g) hit 32 banks
+#define FT_PP (FT_BC + 4)         // P row pitch: the a-fragment reads (row g, key t) hit 32 banks
+static_assert(HEAD_DIM % 8 == 0, "HEAD_DIM must be a multiple of 8");
+
+extern "C" __global__ void __launch_bounds__(32 * FT_WARPS)
+flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
+                     int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2,
+                     const int* RESTRICT pos_dev) {
+    if (pos_dev) Tk = *pos_dev + Tq;
+    extern __shared__ __align__(16) float smem[];
+    constexpr int D = HEAD_DIM, NT = 32 * FT_WARPS, DK = D / 8, NJ = FT_BC / 8;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    float* Kbuf = smem;                                   // 2 x BC x KP
+    float* Vbuf = Kbuf + 2 * FT_BC * FT_KP;               // 2 x BC x VP
+    float* Pw = Vbuf + 2 * FT_BC * FT_VP + warp * 16 * FT_PP;   // this warp's 16 x BC probabilities
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int nqb = (Tq + FT_BR - 1) / FT_BR, qb = nqb - 1 - blockIdx.x;   // heaviest tiles first
+    const int q0 = qb * FT_BR, shift = Tk - Tq;
+    const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;       // this thread's two query rows
+    const float* qh = q + (long long)bh * cap_q * D;
+    const float* kh = k + (long long)bh * cap_kv * D;
+    const float* vh = v + (long long)bh * cap_kv * D;
+
+    unsigned qa[DK][4];                                   // Q's A fragments, rows past Tq are zero
+#pragma unroll
+    for (int kk = 0; kk < DK; ++kk) {
+        qa[kk][0] = r0 < Tq ? __float_as_uint(qh[(long long)r0 * D + 8 * kk + t]) : 0u;
+        qa[kk][1] = r1 < Tq ? __float_as_uint(qh[(long long)r1 * D + 8 * kk + t]) : 0u;
+        qa[kk][2] = r0 < Tq ? __float_as_uint(qh[(long long)r0 * D + 8 * kk + t + 4]) : 0u;
+        qa[kk][3] = r1 < Tq ? __float_as_uint(qh[(long long)r1 * D + 8 * kk + t + 4]) : 0u;
+    }
+    const int first_q = shift + q0, last_q = shift + min(q0 + FT_BR, Tq) - 1;
+    const int key_lo = window > 0 ? max(0, first_q - window + 1) : 0, key_hi = min(last_q, Tk - 1);
+
+    float o[DK][4] = {}, m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    auto load_kv = [&](int buf, int kt) {                 // rows past Tk are zero-filled (p = 0 must meet 0)
+        for (int e = tid; e < FT_BC * D / 4; e += NT) {
+            const int c = e / (D / 4), d = (e % (D / 4)) * 4;
+            const bool ok = kt + c < Tk;
+            const long long at = ok ? (long long)(kt + c) * D + d : 0;
+            cp_async16(&Kbuf[(buf * FT_BC + c) * FT_KP + d], kh + at, ok);
+            cp_async16(&Vbuf[(buf * FT_BC + c) * FT_VP + d], vh + at, ok);
+        }
+        cp_async_commit();
+    };
+    const int kt0 = (key_lo / FT_BC) * FT_BC;
+    if (kt0 <= key_hi) load_kv(0, kt0);
+    for (int kt = kt0, it = 0; kt <= key_hi; kt += FT_BC, ++it) {
+        const float* Ks = Kbuf + (it & 1) * FT_BC * FT_KP;
+        const float* Vs = Vbuf + (it & 1) * FT_BC * FT_VP;
+        __syncthreads();                                   // the other buffer is consumed
+        if (kt + FT_BC <= key_hi) { load_kv((it & 1) ^ 1, kt + FT_BC); cp_async_wait<1>(); }
+        else cp_async_wait<0>();
+        __syncthreads();                                   // this tile's K and V have landed
+
+        float sc[NJ][4] = {};                              // S: rows g, g + 8; keys 8j + 2t, + 1
+#pragma unroll
+        for (int kk = 0; kk < DK; ++kk)
+#pragma unroll
+            for (int j = 0; j < NJ; ++j) {
+                const float* kr = &Ks[(8 * j + g) * FT_KP + 8 * kk + t];
+                mma_tf32(sc[j], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], __float_as_uint(kr[0]),
+                         __float_as_uint(kr[4]));
+            }
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int key = kt + 8 * j + 2 * t + (e & 1), row = e < 2 ? r0 : r1;
+                sc[j][e] = visible(key, shift + row, Tk, window) ? sc[j][e] * scale_log2 : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
+            }
+        float alpha[2], base[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            const float m_new = fmaxf(m_run[i], mx[i]);
+            base[i] = m_new == -INFINITY ? 0.f : m_new;     // a row with nothing visible yet
+            alpha[i] = exp2f(m_run[i] - base[i]);
+            m_run[i] = m_new;
+        }
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            const float p0 = exp2f(sc[j][0] - base[0]), p1 = exp2f(sc[j][1] - base[0]);
+            const float p2 = exp2f(sc[j][2] - base[1]), p3 = exp2f(sc[j][3] - base[1]);
+            sum[0] += p0 + p1;
+            sum[1] += p2 + p3;
+            *(float2*)&Pw[g * FT_PP + 8 * j + 2 * t] = make_float2(p0, p1);
+            *(float2*)&Pw[(g + 8) * FT_PP + 8 * j + 2 * t] = make_float2(p2, p3);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+            sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+            l_run[i] = l_run[i] * alpha[i] + sum[i];
+        }
+#pragma unroll
+        for (int n = 0; n < DK; ++n) {
+            o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
+        }
+        __syncwarp();                                      // P is in the strip
+#pragma unroll
+        for (int kk = 0; kk < NJ; ++kk) {
+            const unsigned a0 = __float_as_uint(Pw[g * FT_PP + 8 * kk + t]);
+            const unsigned a1 = __float_as_uint(Pw[(g + 8) * FT_PP + 8 * kk + t]);
+            const unsigned a2 = __float_as_uint(Pw[g * FT_PP + 8 * kk + t + 4]);
+            const unsigned a3 = __float_as_uint(Pw[(g + 8) * FT_PP + 8 * kk + t + 4]);
+#pragma unroll
+            for (int n = 0; n < DK; ++n) {
+                const float* vr = &Vs[(8 * kk + t) * FT_VP + 8 * n + g];
+                mma_tf32(o[n], a0, a1, a2, a3, __float_as_uint(vr[0]), __float_as_uint(vr[4 * FT_VP]));
+            }
+        }
+        __syncwarp();                                      // the strip is read before the next tile's P
+    }
+    const int C = H * D;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int r = i == 0 ? r0 : r1;
+        if (r >= Tq) continue;
+        const float inv = 1.f / l_run[i];
+        float* yr = y + ((long long)b * Tq + r) * C + h * D + 2 * t;
+#pragma unroll
+        for (int n = 0; n < DK; ++n) *(float2*)&yr[8 * n] = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+    }
+}
+
 // ---- decode_attention: one query per sequence (Tq = 1) ------------------------------------------------
 // flash_attention's 64-query tile would be 63/64 padding here. One block of DA_THREADS per (b, head):
 // thread t keeps an online softmax over keys t, t + DA_THREADS, ... (its q . k and its share of p v in
@@ -203,13 +347,14 @@ decode_attention(const float* RESTRICT q, const float* RESTRICT k, const float* 
     for (int d = 0; d < D; ++d) o[d] = 0.f;
     for (int key = lo + tid; key <= query; key += DA_THREADS) {
         const float4* kr = (const float4*)(kh + (long long)key * D);
-        float s = 0.f;
+        float s4[4] = {0.f, 0.f, 0.f, 0.f};                 // four independent chains: 4x shorter latency
 #pragma unroll
         for (int d4 = 0; d4 < D / 4; ++d4) {
             const float4 kv = kr[d4];
-            s = fmaf(qs[4 * d4], kv.x, fmaf(qs[4 * d4 + 1], kv.y, fmaf(qs[4 * d4 + 2], kv.z, fmaf(qs[4 * d4 + 3], kv.w, s))));
+            s4[d4 % 4] = fmaf(qs[4 * d4], kv.x, fmaf(qs[4 * d4 + 1], kv.y,
+                         fmaf(qs[4 * d4 + 2], kv.z, fmaf(qs[4 * d4 + 3], kv.w, s4[d4 % 4]))));
         }
-        s *= scale_log2;
+        const float s = ((s4[0] + s4[1]) + (s4[2] + s4[3])) * scale_log2;
         const float m_new = fmaxf(m, s), alpha = exp2f(m - m_new), p = exp2f(s - m_new);
         l = l * alpha + p;
         m = m_new;
@@ -221,21 +366,26 @@ decode_attention(const float* RESTRICT q, const float* RESTRICT k, const float* 
             o[4 * d4 + 2] = o[4 * d4 + 2] * alpha + p * vv.z; o[4 * d4 + 3] = o[4 * d4 + 3] * alpha + p * vv.w;
         }
     }
-    ms[tid] = m;
-    ls[tid] = l;
+    // Merge: the block's maximum by shuffles, each thread rescales its own state to it, then plain sums
+    // over the threads (no exponential inside the serial loop).
+    float mx = m;
 #pragma unroll
-    for (int d = 0; d < D; ++d) os[tid][d] = o[d];
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    if (tid % 32 == 0) ms[tid / 32] = mx;
     __syncthreads();
-    float mx = -INFINITY;
-    for (int t = 0; t < DA_THREADS; ++t) mx = fmaxf(mx, ms[t]);      // every thread: the block's maximum
+    mx = ms[0];
+#pragma unroll
+    for (int w = 1; w < DA_THREADS / 32; ++w) mx = fmaxf(mx, ms[w]);
+    const float scale = m == -INFINITY ? 0.f : exp2f(m - mx);         // a thread that saw no key adds 0
+    ls[tid] = l * scale;
+#pragma unroll
+    for (int d = 0; d < D; ++d) os[tid][d] = o[d] * scale;
+    __syncthreads();
     for (int d = tid; d < D; d += DA_THREADS) {
-        float num = 0.f, den = 0.f;
-        for (int t = 0; t < DA_THREADS; ++t) {
-            const float w = ms[t] == -INFINITY ? 0.f : exp2f(ms[t] - mx);   // threads that saw no key
-            num += w * os[t][d];
-            den += w * ls[t];
-        }
-        y[(long long)b * H * D + h * D + d] = num / den;
+        float num[4] = {0.f, 0.f, 0.f, 0.f}, den[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+        for (int t = 0; t < DA_THREADS; ++t) { num[t % 4] += os[t][d]; den[t % 4] += ls[t]; }
+        y[(long long)b * H * D + h * D + d] = ((num[0] + num[1]) + (num[2] + num[3])) / ((den[0] + den[1]) + (den[2] + den[3]));
     }
 }
 

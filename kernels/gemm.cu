@@ -24,7 +24,7 @@
 //                      tile prefetched into registers while the current one is multiplied (one barrier
 //                      per k step). Split-K (req_9): gridDim.z > 1 cuts K into slices whose partial
 //                      sums go to a workspace; splitk_reduce adds them and applies the epilogue.
-//   gemm_skinny    v6  M <= 8 (decoding one token per sequence): a GEMV reading W once in 32-byte row
+//   gemm_skinny    v6  M <= 8 (decoding one token per sequence; gemm_skinny1: M = 1): a GEMV reading W once in 32-byte row
 //                      sectors, K split across 128 lanes per block, reduced by shuffles and shared
 //                      memory, epilogue in the same kernel; optionally LayerNorm(A) as a prologue (each
 //                      block normalises the few rows itself), which saves the LayerNorm launch.
@@ -411,11 +411,11 @@ __device__ __forceinline__ float4 shfl_xor4(float4 v, int off) {
                        __shfl_xor_sync(0xffffffffu, v.z, off), __shfl_xor_sync(0xffffffffu, v.w, off));
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
-            const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
-    __shared__ float4 red[8][SK_M][SK_CG];                    // one partial per warp
-    __shared__ float part[8][SK_M], stat[SK_M][2];            // LayerNorm prologue: mean, 1/std per row
+template <int MR>
+__device__ __forceinline__ void skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
+                                       const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
+    __shared__ float4 red[8][MR][SK_CG];                    // one partial per warp
+    __shared__ float part[8][MR], stat[MR][2];            // LayerNorm prologue: mean, 1/std per row
     const int cg = threadIdx.x % SK_CG, kl = threadIdx.x / SK_CG, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int n = blockIdx.x * SK_COLS + cg * 4;
     // The first SK_PRE row segments of W are requested before anything else, so their DRAM latency
@@ -446,13 +446,13 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
             __syncthreads();
         }
     }
-    float4 acc[SK_M];
+    float4 acc[MR];
 #pragma unroll
-    for (int m = 0; m < SK_M; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int m = 0; m < MR; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
     auto row = [&](int k, float4 b) {                       // acc[m] += A'[m][k] * W[k][n..n+3]
         const float g = ln_w ? ln_w[k] : 1.f, beta = ln_w ? ln_b[k] : 0.f;
 #pragma unroll
-        for (int m = 0; m < SK_M; ++m) {
+        for (int m = 0; m < MR; ++m) {
             if (m < M) {
                 float a = A[(long long)m * lda + k];
                 if (ln_w) a = (a - stat[m][0]) * stat[m][1] * g + beta;
@@ -468,7 +468,7 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
         for (int k = kl + SK_PRE * SK_KL; k < K; k += SK_KL) row(k, *(const float4*)&B[(long long)k * ldb + n]);
     }
 #pragma unroll
-    for (int m = 0; m < SK_M; ++m) {
+    for (int m = 0; m < MR; ++m) {
         if (m < M) {                                          // uniform across the block
 #pragma unroll
             for (int off = SK_CG; off < 32; off <<= 1) {
@@ -489,6 +489,20 @@ gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int 
         }
         epi_store4(v, m, nn, EPI_ARGS);
     }
+}
+
+// M <= 8 rows, and a build for one row (B = 1 decoding): acc and the reductions shrink to one row, so
+// four blocks fit an SM and even the 384 blocks of the MLP's first layer run in one wave.
+extern "C" __global__ void __launch_bounds__(256)
+gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
+            const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
+    skinny<SK_M>(A, B, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4)
+gemm_skinny1(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
+             const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
+    skinny<1>(A, B, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
 }
 
 // ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------
@@ -602,10 +616,7 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
             for (int i = 0; i < V5_MI; ++i)
 #pragma unroll
                 for (int j = 0; j < V5_NJ; ++j)
-                    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                                 : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-                                 : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]), "r"(b[j][1]));
+                    mma_tf32(acc[i][j], a[i][0], a[i][1], a[i][2], a[i][3], b[j][0], b[j][1]);
         }
     }
     asm volatile("cp.async.wait_group 0;\n");

@@ -72,7 +72,7 @@ def test_windowed_variant_differs_from_full_attention(rng):
     assert rel_err(got, full) > 1e-3
 
 
-LINEAR_SHAPES = [(37, 44, 52), (1, 2304, 768), (130, 260, 1028), (3, 16, 4096), (256, 128, 8)]
+LINEAR_SHAPES = [(37, 44, 52), (1, 2304, 768), (1, 260, 1028), (130, 260, 1028), (3, 16, 4096), (256, 128, 8)]
 
 
 @pytest.mark.parametrize("version", ["tiled", "regtile", "vec4", "tf32"])
@@ -134,7 +134,8 @@ def test_split_k_heuristic_splits_skinny_long_products():
     assert Linear(Runtime.get(), "vec4", {}, "test").splits(64, 768, 3072) == 1   # split_k off
 
 
-FLASH_TILES = {"4rows": (4, 16), "8rows": (8, 16), "8rows_64q": (8, 8)}   # (rows per thread, thread rows)
+# (rows per thread, thread rows) of the fp32 kernel, or ("tf32", warps) of the tensor-core one
+FLASH_TILES = {"4rows": (4, 16), "8rows": (8, 16), "8rows_64q": (8, 8), "tf32": ("tf32", 4), "tf32_8warps": ("tf32", 8)}
 
 
 @pytest.mark.parametrize("tile", FLASH_TILES.values(), ids=FLASH_TILES.keys())
@@ -178,7 +179,8 @@ def _attention_case(rng, B, H, Tq, Tk, D, window, tile=(4, 16)):
     from convnet.gpt2.flash import FlashAttention
     from convnet.gpu.runtime import Runtime
     rt = Runtime.get()
-    fa = FlashAttention(rt, D, {}, "test", *tile)
+    tf32 = tile[0] == "tf32"
+    fa = FlashAttention(rt, D, {}, "test", tf32=True, warps=tile[1]) if tf32 else FlashAttention(rt, D, {}, "test", *tile)
     cap = Tk + 3                                              # a cache longer than the keys in use
     q = rng.standard_normal((B, H, Tq, D)).astype(np.float32)
     k = rng.standard_normal((B, H, cap, D)).astype(np.float32)
@@ -193,7 +195,8 @@ def _attention_case(rng, B, H, Tq, Tk, D, window, tile=(4, 16)):
     rt.synchronize("test flash attention")
     want = ref.attention(q.astype(np.float64), k[:, :, :Tk].astype(np.float64), v[:, :, :Tk].astype(np.float64),
                          window=window or None)
-    assert rel_err(y.get(), want.transpose(0, 2, 1, 3).reshape(B, Tq, H * D)) <= 1e-5
+    # TF32 operands (10-bit mantissa) on unit-variance inputs: scores err ~1e-3 relative, then averaged
+    assert rel_err(y.get(), want.transpose(0, 2, 1, 3).reshape(B, Tq, H * D)) <= (5e-3 if tf32 else 1e-5)
 
 
 @pytest.mark.parametrize("name", ["baseline", "fast_fp32", "fast"])

@@ -135,6 +135,7 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
     # (query rows per thread, thread rows): the catalogue's default, then 8 rows per thread at 128 and 64
     # queries per block
     flashes = {cfg: FlashAttention(rt, D, {}, "bench", *cfg) for cfg in ((4, 16), (8, 16), (8, 8))}
+    flashes_tf32 = {w: FlashAttention(rt, D, {}, "bench", tf32=True, warps=w) for w in (4, 8)}
 
     gemm = Gemm(rt, "regtile", {}, "bench")
     soft = rt.kernel("attention.cu", "softmax_rows_warp", {}, "bench")
@@ -157,9 +158,17 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
                                      what="flash attention")
         flash_y[cfg] = y.get()
     best = min(flash_ms, key=flash_ms.get)
+    tf32_ms, tf32_y = {}, {}
+    for w, fa in flashes_tf32.items():
+        y.fill(np.float32("nan"))
+        tf32_ms[w] = rt.median_ms(lambda fa=fa: fa(dev["q"], dev["k"], dev["v"], y, B, H, T, T, T, T), reps,
+                                  what="flash attention (TF32)")
+        tf32_y[w] = y.get()
     naive_ms = rt.median_ms(naive, reps, what="naive attention")
     rows = [[f"flash_attention: {r} rows/thread, {r * t}-query blocks of {16 * t} threads", ms,
              f"{ms / flash_ms[best]:.2f}x"] for (r, t), ms in flash_ms.items()]
+    rows += [[f"flash_attention_tf32 (tensor cores): {16 * w}-query blocks of {w} warps", ms,
+              f"{ms / flash_ms[best]:.2f}x"] for w, ms in tf32_ms.items()]
     rows.append(["naive: QK^T, softmax, PV, unpermute", naive_ms, f"{naive_ms / flash_ms[best]:.2f}x"])
     from ..gpu.cudnn_anchor import torch_fp32, torch_median_ms
     torch_mods = torch_fp32()
@@ -172,9 +181,11 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
             sdpa_ms = torch_median_ms(torch, sdpa, reps)
         rows.append([f"PyTorch {torch.__version__} SDPA (fp32, causal)", sdpa_ms, f"{sdpa_ms / flash_ms[best]:.2f}x"])
         want = sdpa().double().cpu().numpy()
-        for (r, t), got in flash_y.items():
+        outs = {f"flash ({r} rows/thread, {r * t}-query blocks)": got for (r, t), got in flash_y.items()}
+        outs.update({f"flash_attention_tf32 ({w} warps)": got for w, got in tf32_y.items()})
+        for label, got in outs.items():
             err = _rel_err(got.reshape(B, T, H, D).transpose(0, 2, 1, 3).astype(np.float64), want)
-            rows.append([f"rel. err flash ({r} rows/thread, {r * t}-query blocks) vs SDPA", err, ""])
+            rows.append([f"rel. err {label} vs SDPA (fp32)", err, ""])
     else:
         rows.append(["PyTorch (with CUDA) not importable: no SDPA comparison", float("nan"), ""])
     return report.table(["causal attention, fp32", "ms", "time / best flash"], rows,

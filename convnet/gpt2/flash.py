@@ -1,6 +1,6 @@
-"""Launcher of kernels/attention.cu's flash_attention: its tile (FA_TY x 16 threads, FA_RT query rows
-each, 64-key tiles), its dynamic shared memory, and the grid. One place for the model, the benchmark and
-the tests."""
+"""Launcher of kernels/attention.cu's flash attention kernels: fp32 flash_attention (FA_TY x 16 threads,
+FA_RT query rows each) or flash_attention_tf32 (tensor cores, FT_WARPS warps of 16 queries), 64-key
+tiles, their dynamic shared memory and the grid. One place for the model, the benchmark and the tests."""
 from __future__ import annotations
 
 import math
@@ -13,26 +13,27 @@ FA_BC = 64                     # keys per tile (kernels/attention.cu)
 
 class FlashAttention:
     def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, rows_per_thread: int = 4,
-                 thread_rows: int = 16):
+                 thread_rows: int = 16, tf32: bool = False, warps: int = 4):
         if head_dim % 16:
             raise GPUError(f"flash attention needs a head size that is a multiple of 16, got {head_dim}")
-        if rows_per_thread % 4 or not 16 * thread_rows <= 1024:
-            raise GPUError(f"flash attention: rows per thread must be a multiple of 4 and thread rows at most 64, "
-                           f"got {rows_per_thread}, {thread_rows}")
-        self.D, self.rt_rows, self.ty = head_dim, rows_per_thread, thread_rows
-        self.threads = 16 * thread_rows
-        self.block_rows = thread_rows * rows_per_thread          # queries per block
-        self.fn = rt.kernel("attention.cu", "flash_attention",
-                            {**defines, "HEAD_DIM": head_dim, "FA_RT": rows_per_thread, "FA_TY": thread_rows},
-                            variant)
-        self.smem = self.smem_bytes()
+        if rows_per_thread % 4 or not 16 * thread_rows <= 1024 or not 1 <= warps <= 32:
+            raise GPUError(f"flash attention: rows per thread must be a multiple of 4, thread rows at most 64 and "
+                           f"warps 1..32, got {rows_per_thread}, {thread_rows}, {warps}")
+        self.D, self.tf32 = head_dim, tf32
+        if tf32:
+            self.threads, self.block_rows = 32 * warps, 16 * warps
+            d = {**defines, "HEAD_DIM": head_dim, "FT_WARPS": warps}
+            # K[2][BC][D+4] + V[2][BC][D+8] + per warp P[16][BC+4], floats
+            self.smem = 4 * (2 * FA_BC * (head_dim + 4) + 2 * FA_BC * (head_dim + 8) + warps * 16 * (FA_BC + 4))
+        else:
+            self.threads, self.block_rows = 16 * thread_rows, thread_rows * rows_per_thread
+            d = {**defines, "HEAD_DIM": head_dim, "FA_RT": rows_per_thread, "FA_TY": thread_rows}
+            # Qs[BR][D+4] + Ks[2][BC][D+4] + Vs[2][BC][D] + Ps[BR][BC+4], floats
+            BR = self.block_rows
+            self.smem = 4 * (BR * (head_dim + 4) + 2 * FA_BC * (head_dim + 4) + 2 * FA_BC * head_dim + BR * (FA_BC + 4))
+        self.fn = rt.kernel("attention.cu", "flash_attention_tf32" if tf32 else "flash_attention", d, variant)
         self.fn.allow_shared(self.smem)
         self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))
-
-    def smem_bytes(self) -> int:
-        """Qs[BR][D+4] + Ks[2][BC][D+4] + Vs[2][BC][D] + Ps[BR][BC+4], floats."""
-        D, BR = self.D, self.block_rows
-        return 4 * (BR * (D + 4) + 2 * FA_BC * (D + 4) + 2 * FA_BC * D + BR * (FA_BC + 4))
 
     def __call__(self, q, k, v, y, B, H, Tq, Tk, cap_q, cap_kv, window=0, pos_dev=None, stream=None):
         """q (B, H, cap_q, D), k and v (B, H, cap_kv, D) head-major; y (B, Tq, H*D) token-major."""
@@ -44,4 +45,5 @@ class FlashAttention:
 def from_params(rt: Runtime, head_dim: int, defines: dict, variant) -> FlashAttention:
     p = variant.params
     return FlashAttention(rt, head_dim, defines, variant.name, int(p.get("flash_rows_per_thread", 4)),
-                          int(p.get("flash_thread_rows", 16)))
+                          int(p.get("flash_thread_rows", 16)), bool(p.get("flash_tf32", False)),
+                          int(p.get("flash_warps", 4)))

@@ -91,6 +91,7 @@ class Linear:
             self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
             self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if split_k else None
+            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1", defines, variant) if split_k else None
             self.threads, self.smem, self.tflops = 256, 0, 40.0     # tflops: a rough pace, for splits()
             self.tile = (TILE_V45, TILE_V45)
             if version == "tf32":
@@ -104,7 +105,7 @@ class Linear:
             self.blocks_per_sm = self.fn.blocks_per_sm(self.threads, self.smem)
             self.fallback = Gemm(rt, "regtile", defines, variant)
         elif version in ("tiled", "regtile"):
-            self.fn = self.skinny = None
+            self.fn = self.skinny = self.skinny1 = None
             self.fallback = Gemm(rt, version, defines, variant)
         else:
             raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile, vec4, tf32)")
@@ -166,8 +167,9 @@ class Linear:
         if self.skinny is not None and M <= SKINNY_M:
             # Decoding: a 128-row tile would be almost all padding; read W once, reduce K in the block.
             gamma, beta, eps = ln if ln is not None else (None, None, 0.0)
-            self.skinny((_cdiv(N, SKINNY_COLS), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
-                        i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
+            skinny = self.skinny1 if M == 1 else self.skinny       # one row: a lighter build, 4 blocks per SM
+            skinny((_cdiv(N, SKINNY_COLS), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
+                   i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
             return
         splits = self.splits(M, N, K)
         k_split = _cdiv(_cdiv(K, splits), 64) * 64          # a multiple of v4's and every v5 BK
