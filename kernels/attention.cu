@@ -21,6 +21,8 @@
 //                     accumulation), for the TF32 variants: one warp per 16 queries, P staged per warp.
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
+//                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
+//                     each lane keeps its own share of the softmax denominators, summed once at the end.
 //   FA_RT=8           each thread owns 8 query rows instead of 4: every K and V float4 read from shared
 //                     memory now feeds twice the FMAs (the Q and P reads are warp broadcasts), so shared
 //                     memory falls further behind the FMA pipe; the block covers FA_TY * 8 queries.
@@ -72,7 +74,9 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
 
     for (int e = tid; e < FA_BR * D / 4; e += FA_NT) {
         const int r = e / (D / 4), d = (e % (D / 4)) * 4;
-        *(float4*)&Qs[r * DP + d] = (q0 + r < Tq) ? *(const float4*)&qh[(long long)(q0 + r) * D + d] : zero4;
+        float4 qv = (q0 + r < Tq) ? *(const float4*)&qh[(long long)(q0 + r) * D + d] : zero4;
+        qv.x *= scale_log2; qv.y *= scale_log2; qv.z *= scale_log2; qv.w *= scale_log2;   // scores come out scaled
+        *(float4*)&Qs[r * DP + d] = qv;
     }
     const int first_q = shift + q0, last_q = shift + min(q0 + FA_BR, Tq) - 1;
     const int key_lo = window > 0 ? max(0, first_q - window + 1) : 0, key_hi = min(last_q, Tk - 1);
@@ -100,6 +104,9 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         if (kt + FA_BC <= key_hi) { load_kv((it & 1) ^ 1, kt + FA_BC); cp_async_wait<1>(); }
         else cp_async_wait<0>();
         __syncthreads();                                   // this tile's K and V have landed
+        // A tile wholly below the diagonal (and inside every row's window) needs no mask.
+        const bool full = kt + FA_BC - 1 <= first_q && kt + FA_BC <= Tk &&
+                          (window <= 0 || kt > shift + q0 + FA_BR - 1 - window);
         float s[FA_RT][4] = {};
 #pragma unroll 4
         for (int d = 0; d < D; d += 4) {
@@ -121,7 +128,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
             float mx = -INFINITY;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                s[i][j] = visible(kt + tx + 16 * j, query, Tk, window) ? s[i][j] * scale_log2 : -INFINITY;
+                if (!full && !visible(kt + tx + 16 * j, query, Tk, window)) s[i][j] = -INFINITY;
                 mx = fmaxf(mx, s[i][j]);
             }
 #pragma unroll
@@ -136,9 +143,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
                 sum += p;
                 Ps[(ty * FA_RT + i) * PP + tx + 16 * j] = p;
             }
-#pragma unroll
-            for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-            l_run[i] = l_run[i] * alpha + sum;
+            l_run[i] = l_run[i] * alpha + sum;               // this lane's share; summed over lanes at the end
             m_run[i] = m_new;
 #pragma unroll
             for (int j = 0; j < FA_DJ; ++j) o[i][j] *= alpha;
@@ -169,6 +174,10 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
             }
         }
     }
+#pragma unroll
+    for (int i = 0; i < FA_RT; ++i)                          // the row's sum over its 16 lanes (all lanes)
+#pragma unroll
+        for (int off = 8; off > 0; off >>= 1) l_run[i] += __shfl_xor_sync(0xffffffffu, l_run[i], off);
     const int C = H * D;
 #pragma unroll
     for (int i = 0; i < FA_RT; ++i) {
