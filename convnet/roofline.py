@@ -83,7 +83,7 @@ def plot(stages: list[Stage], ceilings: dict, title: str, out_path: str) -> None
         raise UsageError("the roofline plot needs matplotlib (pip install -e '.[plot]')") from None
     bw, peak = ceilings["copy_gbs"], ceilings["sgemm_gflops"]
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    xs = [2 ** e for e in range(-6, 12)]
+    xs = sorted([2 ** e for e in range(-6, 12)] + [peak / bw])     # the ridge itself: a sharp corner
     ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=1.5, label="roofline (copy BW, SGEMM)")
     for s in stages:
         if s.ms and s.flops:

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the figures of milestones/gpt2_report.md and milestones/m4_report.md on a GPU machine
-# (about 6 minutes): GPT-2 and LeNet GPU tests, every GPT-2 variant at B=8 T=1024 beside HF, autotune
-# and req_5, decoding, attention alone, the GEMMs against cuBLAS, LeNet's CUDA graphs at batch 1-10000,
-# the 1,000,000-image stream, PyTorch's whole LeNet forward, and the roofline. Logs land in $OUT.
+# Regenerates the figures of milestones/gpt2_report.md on a GPU machine (about 5 minutes): the GPT-2 GPU
+# tests, every GPT-2 variant at B=8 T=1024 beside HF, autotune and req_5, decoding (rate and where a
+# step goes), attention alone, the GEMMs against cuBLAS. Logs land in $OUT. (LeNet: measure.sh.)
 set -uo pipefail
 OUT=${OUT:-/tmp/convnet-measure-gpt2}
 mkdir -p "$OUT"
@@ -11,18 +10,13 @@ PY=${PYTHON:-python3}
 exec > >(tee "$OUT/measure.log") 2>&1
 
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-$PY -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_gpt2.py tests/test_gpu_lenet.py 2>&1 | tail -n 3
+$PY -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_gpt2.py 2>&1 | tail -n 3
 $PY run_milestone.py --model gpt2 --compare --repeat 5 --json "$OUT/gpt2_compare.json" 2>/dev/null | tee "$OUT/gpt2_compare.txt"
 $PY -m convnet.gpu.autotune --variant req_5 2>/dev/null | tee "$OUT/autotune.txt"
 $PY run_milestone.py --model gpt2 --compare fast req_5 --repeat 5 2>/dev/null | tee "$OUT/req5.txt"
 $PY run_milestone.py --model gpt2 --variant fast_fp32 --batch 1 --seq 64 --repeat 3 2>/dev/null | tee "$OUT/decode.txt"
 $PY -m convnet.gpt2 bench-attention | tee "$OUT/attention.txt"
+$PY -m convnet.gpt2 bench-decode --new-tokens 64 | tee "$OUT/decode_steps.txt"
 $PY -m convnet.gpu.gemm_bench --version vec4 --split-k | tee "$OUT/gemm_vec4_splitk.txt"
 $PY -m convnet.gpu.gemm_bench --version tf32 --sweep V5_WM=32,64 V5_WN=32,64 V5_STAGES=2,3 V5_ROUND=0 \
   | tee "$OUT/gemm_tf32_sweep.txt"
-$PY -m convnet.gpu.small_batch --variant fused_pool_u8 | tee "$OUT/lenet_small_batch_graphs.txt"
-$PY run_milestone.py --variant fused_pool_u8 --stream 1000000 --chunk 10000 | tee "$OUT/lenet_stream_1M.txt"
-$PY run_milestone.py --compare fused fused_pool fused_pool_u8 op_5_tc --batch 10000 --repeat 5 2>/dev/null \
-  | tee "$OUT/lenet_compare_torch.txt"
-$PY run_milestone.py --variant fused_pool_u8 --batch 10000 --repeat 5 --roofline --plot "$OUT/roofline.png" \
-  | tee "$OUT/roofline.txt"

@@ -151,19 +151,19 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
         gemm(scores, dev["v"], att, T, D, T, (T, 1), (D, 1), (D, 1), batch=B * H, batch_strides=(T * T, T * D, T * D))
         unperm((cdiv(B * H * T * D, 256), 1, 1), (256, 1, 1), att, y, i32(B), i32(T), i32(H), i32(D))
 
-    flash_ms, flash_y = {}, {}
-    for cfg, fa in flashes.items():
-        y.fill(np.float32("nan"))
-        flash_ms[cfg] = rt.median_ms(lambda fa=fa: fa(dev["q"], dev["k"], dev["v"], y, B, H, T, T, T, T), reps,
-                                     what="flash attention")
-        flash_y[cfg] = y.get()
+    def time_each(kernels: dict):
+        """Median ms and the (poisoned, then written) output of each flash configuration."""
+        ms, out = {}, {}
+        for cfg, fa in kernels.items():
+            y.fill(np.float32("nan"))
+            ms[cfg] = rt.median_ms(lambda fa=fa: fa(dev["q"], dev["k"], dev["v"], y, B, H, T, T, T, T), reps,
+                                   what="flash attention")
+            out[cfg] = y.get()
+        return ms, out
+
+    flash_ms, flash_y = time_each(flashes)
     best = min(flash_ms, key=flash_ms.get)
-    tf32_ms, tf32_y = {}, {}
-    for w, fa in flashes_tf32.items():
-        y.fill(np.float32("nan"))
-        tf32_ms[w] = rt.median_ms(lambda fa=fa: fa(dev["q"], dev["k"], dev["v"], y, B, H, T, T, T, T), reps,
-                                  what="flash attention (TF32)")
-        tf32_y[w] = y.get()
+    tf32_ms, tf32_y = time_each(flashes_tf32)
     naive_ms = rt.median_ms(naive, reps, what="naive attention")
     rows = [[f"flash_attention: {r} rows/thread, {r * t}-query blocks of {16 * t} threads", ms,
              f"{ms / flash_ms[best]:.2f}x"] for (r, t), ms in flash_ms.items()]
