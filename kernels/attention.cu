@@ -26,7 +26,8 @@
 //   FA_RT=8           each thread owns 8 query rows instead of 4: every K and V float4 read from shared
 //                     memory now feeds twice the FMAs (the Q and P reads are warp broadcasts), so shared
 //                     memory falls further behind the FMA pipe; the block covers FA_TY * 8 queries.
-// Tunables (-D): HEAD_DIM, FA_RT (query rows per thread, 4 or 8), FA_TY (thread rows: FA_TY x 16 threads).
+// Tunables (-D): HEAD_DIM, FA_RT (query rows per thread, 4 or 8), FA_TY (thread rows: FA_TY x 16 threads),
+// FA_KV_BUFS (1 or 2 K/V tile buffers).
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -38,6 +39,10 @@
 #ifndef FA_TY
 #define FA_TY 16                  // thread rows; 16 thread columns
 #endif
+#ifndef FA_KV_BUFS
+#define FA_KV_BUFS 2              // K/V tile buffers: 2 = the next tile's copy overlaps this one's math;
+#endif                            // 1 = a third less shared memory, so more blocks per SM
+static_assert(FA_KV_BUFS == 1 || FA_KV_BUFS == 2, "FA_KV_BUFS: 1 or 2");
 #define FA_NT (16 * FA_TY)        // threads per block
 #define FA_BR (FA_TY * FA_RT)     // queries per block
 #define FA_BC 64                  // keys per tile
@@ -60,9 +65,9 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
     extern __shared__ __align__(16) float smem[];
     constexpr int D = HEAD_DIM, DP = HEAD_DIM + 4, PP = FA_BC + 4;
     float* Qs = smem;                         // BR * DP
-    float* Kbuf = Qs + FA_BR * DP;            // 2 * BC * DP
-    float* Vbuf = Kbuf + 2 * FA_BC * DP;      // 2 * BC * D
-    float* Ps = Vbuf + 2 * FA_BC * D;         // BR * PP
+    float* Kbuf = Qs + FA_BR * DP;            // FA_KV_BUFS * BC * DP
+    float* Vbuf = Kbuf + FA_KV_BUFS * FA_BC * DP;      // FA_KV_BUFS * BC * D
+    float* Ps = Vbuf + FA_KV_BUFS * FA_BC * D;         // BR * PP
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int nqb = (Tq + FA_BR - 1) / FA_BR, qb = nqb - 1 - blockIdx.x;   // heaviest tiles first
@@ -96,13 +101,21 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         cp_async_commit();
     };
     const int kt0 = (key_lo / FA_BC) * FA_BC;
+#if FA_KV_BUFS == 2
     if (kt0 <= key_hi) load_kv(0, kt0);
+#endif
     for (int kt = kt0, it = 0; kt <= key_hi; kt += FA_BC, ++it) {
-        const float* Ks = Kbuf + (it & 1) * FA_BC * DP;
-        const float* Vs = Vbuf + (it & 1) * FA_BC * D;
-        __syncthreads();                                   // the other buffer and Ps are consumed
-        if (kt + FA_BC <= key_hi) { load_kv((it & 1) ^ 1, kt + FA_BC); cp_async_wait<1>(); }
+        const int buf = FA_KV_BUFS == 2 ? (it & 1) : 0;
+        const float* Ks = Kbuf + buf * FA_BC * DP;
+        const float* Vs = Vbuf + buf * FA_BC * D;
+        __syncthreads();                                   // the other buffer (or this one) and Ps are consumed
+#if FA_KV_BUFS == 2
+        if (kt + FA_BC <= key_hi) { load_kv(buf ^ 1, kt + FA_BC); cp_async_wait<1>(); }
         else cp_async_wait<0>();
+#else
+        load_kv(0, kt);                                    // other resident blocks hide the wait
+        cp_async_wait<0>();
+#endif
         __syncthreads();                                   // this tile's K and V have landed
         // A tile wholly below the diagonal (and inside every row's window) needs no mask.
         const bool full = kt + FA_BC - 1 <= first_q && kt + FA_BC <= Tk &&

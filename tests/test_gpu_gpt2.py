@@ -134,8 +134,9 @@ def test_split_k_heuristic_splits_skinny_long_products():
     assert Linear(Runtime.get(), "vec4", {}, "test").splits(64, 768, 3072) == 1   # split_k off
 
 
-# (rows per thread, thread rows) of the fp32 kernel, or ("tf32", warps) of the tensor-core one
-FLASH_TILES = {"4rows": (4, 16), "8rows": (8, 16), "8rows_64q": (8, 8), "tf32": ("tf32", 4), "tf32_8warps": ("tf32", 8)}
+# (rows per thread, thread rows[, K/V buffers]) of the fp32 kernel, or ("tf32", warps) of the tensor-core one
+FLASH_TILES = {"4rows": (4, 16), "8rows": (8, 16), "8rows_64q": (8, 8), "8rows_64q_1buf": (8, 8, 1),
+               "tf32": ("tf32", 4), "tf32_8warps": ("tf32", 8)}
 
 
 @pytest.mark.parametrize("tile", FLASH_TILES.values(), ids=FLASH_TILES.keys())
@@ -180,7 +181,8 @@ def _attention_case(rng, B, H, Tq, Tk, D, window, tile=(4, 16)):
     from convnet.gpu.runtime import Runtime
     rt = Runtime.get()
     tf32 = tile[0] == "tf32"
-    fa = FlashAttention(rt, D, {}, "test", tf32=True, warps=tile[1]) if tf32 else FlashAttention(rt, D, {}, "test", *tile)
+    fa = (FlashAttention(rt, D, {}, "test", tf32=True, warps=tile[1]) if tf32 else
+          FlashAttention(rt, D, {}, "test", tile[0], tile[1], kv_buffers=tile[2] if len(tile) > 2 else 2))
     cap = Tk + 3                                              # a cache longer than the keys in use
     q = rng.standard_normal((B, H, Tq, D)).astype(np.float32)
     k = rng.standard_normal((B, H, cap, D)).astype(np.float32)

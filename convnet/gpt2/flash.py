@@ -13,12 +13,13 @@ FA_BC = 64                     # keys per tile (kernels/attention.cu)
 
 class FlashAttention:
     def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, rows_per_thread: int = 4,
-                 thread_rows: int = 16, tf32: bool = False, warps: int = 4):
+                 thread_rows: int = 16, tf32: bool = False, warps: int = 4, kv_buffers: int = 2):
         if head_dim % 16:
             raise GPUError(f"flash attention needs a head size that is a multiple of 16, got {head_dim}")
-        if rows_per_thread % 4 or not 16 * thread_rows <= 1024 or not 1 <= warps <= 32:
-            raise GPUError(f"flash attention: rows per thread must be a multiple of 4, thread rows at most 64 and "
-                           f"warps 1..32, got {rows_per_thread}, {thread_rows}, {warps}")
+        if rows_per_thread % 4 or not 16 * thread_rows <= 1024 or not 1 <= warps <= 32 or kv_buffers not in (1, 2):
+            raise GPUError(f"flash attention: rows per thread must be a multiple of 4, thread rows at most 64, "
+                           f"warps 1..32 and K/V buffers 1 or 2, got {rows_per_thread}, {thread_rows}, {warps}, "
+                           f"{kv_buffers}")
         self.D, self.tf32 = head_dim, tf32
         if tf32:
             self.threads, self.block_rows = 32 * warps, 16 * warps
@@ -27,10 +28,11 @@ class FlashAttention:
             self.smem = 4 * (2 * FA_BC * (head_dim + 4) + 2 * FA_BC * (head_dim + 8) + warps * 16 * (FA_BC + 4))
         else:
             self.threads, self.block_rows = 16 * thread_rows, thread_rows * rows_per_thread
-            d = {**defines, "HEAD_DIM": head_dim, "FA_RT": rows_per_thread, "FA_TY": thread_rows}
-            # Qs[BR][D+4] + Ks[2][BC][D+4] + Vs[2][BC][D] + Ps[BR][BC+4], floats
-            BR = self.block_rows
-            self.smem = 4 * (BR * (head_dim + 4) + 2 * FA_BC * (head_dim + 4) + 2 * FA_BC * head_dim + BR * (FA_BC + 4))
+            d = {**defines, "HEAD_DIM": head_dim, "FA_RT": rows_per_thread, "FA_TY": thread_rows,
+                 "FA_KV_BUFS": kv_buffers}
+            # Qs[BR][D+4] + Ks[bufs][BC][D+4] + Vs[bufs][BC][D] + Ps[BR][BC+4], floats
+            BR, nb = self.block_rows, kv_buffers
+            self.smem = 4 * (BR * (head_dim + 4) + nb * FA_BC * (head_dim + 4) + nb * FA_BC * head_dim + BR * (FA_BC + 4))
         self.fn = rt.kernel("attention.cu", "flash_attention_tf32" if tf32 else "flash_attention", d, variant)
         self.fn.allow_shared(self.smem)
         self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))
@@ -46,4 +48,4 @@ def from_params(rt: Runtime, head_dim: int, defines: dict, variant) -> FlashAtte
     p = variant.params
     return FlashAttention(rt, head_dim, defines, variant.name, int(p.get("flash_rows_per_thread", 4)),
                           int(p.get("flash_thread_rows", 16)), bool(p.get("flash_tf32", False)),
-                          int(p.get("flash_warps", 4)))
+                          int(p.get("flash_warps", 4)), int(p.get("flash_kv_buffers", 2)))
