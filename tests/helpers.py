@@ -1,4 +1,6 @@
 """Shared checks for the tests."""
+import re
+
 import numpy as np
 
 
@@ -34,3 +36,17 @@ def direct_maxpool(x, k):
                 for q in range(k):
                     y[:, :, i, j] = np.maximum(y[:, :, i, j], x[:, :, i * k + p, j * k + q])
     return y
+
+
+def declared_arity() -> dict:
+    """kernel name -> number of parameters, from the extern "C" signatures in kernels/*.cu."""
+    arity = {}
+    from convnet.paths import KERNELS_DIR
+    for path in KERNELS_DIR.glob("*.cu"):
+        text = path.read_text()
+        macros = {m.group(1): m.group(2).count(",") + 1
+                  for m in re.finditer(r"#define (\w+_PARAMS) ((?:[^\n]*\\\n)*[^\n]*)", text)}
+        for m in re.finditer(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)', text):
+            params = [p.strip() for p in m.group(2).split(",")]
+            arity[m.group(1)] = sum(macros.get(p, 1) for p in params)
+    return arity

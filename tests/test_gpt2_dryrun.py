@@ -1,30 +1,15 @@
 """The host side of the GPT-2 GPU forward, driven through the dry-run runtime (no GPU): every launch of
 every variant passes as many arguments as its kernel declares, with a valid grid, and decoding takes
 the skinny GEMV with the LayerNorm folded in (no LayerNorm launch) where the variant allows."""
-import re
-
 import numpy as np
 import pytest
 
 from convnet import catalogue
 from convnet.gpt2.model import GPT2Config, random_params
-from convnet.paths import KERNELS_DIR
+from helpers import declared_arity
 
 GPU_VARIANTS = [v for v in catalogue.load_all("gpt2").values() if v.needs_gpu]
 CONFIG = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=64)
-
-
-def declared_arity() -> dict:
-    """kernel name -> number of parameters, from the extern "C" signatures in kernels/*.cu."""
-    arity = {}
-    for path in KERNELS_DIR.glob("*.cu"):
-        text = path.read_text()
-        macros = {m.group(1): m.group(2).count(",") + 1
-                  for m in re.finditer(r"#define (\w+_PARAMS) ((?:[^\n]*\\\n)*[^\n]*)", text)}
-        for m in re.finditer(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)', text):
-            params = [p.strip() for p in m.group(2).split(",")]
-            arity[m.group(1)] = sum(macros.get(p, 1) for p in params)
-    return arity
 
 
 def drive(variant):
@@ -70,3 +55,18 @@ def test_full_forward_runs_every_layernorm():
     kernels = [k for k, *_ in full]
     assert kernels.count("layernorm_warp") == 2 * CONFIG.n_layer + 1
     assert "gemm_skinny" not in kernels
+
+
+def test_flash_attention_settings_are_checked():
+    from convnet.errors import GPUError
+    from convnet.gpt2.flash import FlashAttention
+    from convnet.gpu.dryrun import RecordingRuntime
+    rt = RecordingRuntime()
+    with pytest.raises(GPUError, match="multiple of 16"):
+        FlashAttention(rt, 40, {}, "t")
+    with pytest.raises(GPUError, match="K/V buffers 1 or 2"):
+        FlashAttention(rt, 64, {}, "t", 8, 8, kv_buffers=3)
+    fa = FlashAttention(rt, 64, {}, "t", 8, 8, kv_buffers=1)
+    assert (fa.threads, fa.block_rows) == (128, 64) and fa.smem < 76 * 1024       # 3 blocks per SM fit
+    tc = FlashAttention(rt, 64, {}, "t", tf32=True, warps=4)
+    assert (tc.threads, tc.block_rows) == (128, 64)
