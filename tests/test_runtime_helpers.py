@@ -52,3 +52,26 @@ def test_ptr_offsets_typed_arrays_and_passes_addresses_through():
     assert ptr(np.uintp(123)) == 123 and ptr(77) == 77
     with pytest.raises(ValueError, match="typed device array"):
         ptr(np.uintp(123), 1)
+
+
+def test_pool_upload_sizes_the_buffer_and_copies_contiguously(monkeypatch):
+    """BufferPool.upload (every weight upload): the named buffer has the array's shape and the asked dtype,
+    and receives a C-contiguous copy in that dtype (a transposed view included)."""
+    from convnet.gpu.runtime import BufferPool
+
+    class Buf:
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype = shape, np.dtype(dtype)
+
+        def set(self, a):
+            assert a.flags.c_contiguous and a.dtype == self.dtype and a.shape == self.shape
+            self.data = a.copy()
+
+    pool = BufferPool(rt=None)
+    asked = []
+    monkeypatch.setattr(pool, "get", lambda name, shape, dtype=np.float32: asked.append(name) or Buf(shape, dtype))
+    w = np.arange(6, dtype=np.float64).reshape(2, 3)
+    buf = pool.upload("w1t", w.T)
+    assert asked == ["w1t"] and buf.shape == (3, 2) and buf.dtype == np.float32
+    assert np.array_equal(buf.data, w.T)
+    assert pool.upload("w16", w, np.float16).data.dtype == np.float16

@@ -197,27 +197,24 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
 def decode_benchmark(names, sweep_items=(), new_tokens: int = 256, repeat: int = 5) -> str:
     """Greedy decode, B=1, a 16-token prompt, random 124M weights: the median steady rate (tokens/s) of
     `repeat` generations per variant, or per setting of a sweep over one variant (same process)."""
-    import itertools
     import statistics
-    from ..gpu.bench import _parse_sweep, _with
-    from .gpu import GPT2GPU
+    from ..gpu.bench import parse_sweep, settings, with_setting
+    from .gpu import GROUPS, GPT2GPU
     params, config, what = load_model(None)
-    grid = _parse_sweep(sweep_items)
+    grid = parse_sweep(sweep_items)
     if grid and len(names) != 1:
         raise UsageError("--sweep takes one variant")
-    settings = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
     prompt = np.random.default_rng(1).integers(0, config.vocab_size, (1, DECODE_PROMPT))
     rows, steps, device = [], [], ""
     for name in names:
-        for s in settings:
-            v = _with(catalogue.get(name, "gpt2"), s)
+        for s in settings(grid):
+            v = with_setting(catalogue.get(name, "gpt2"), s)
             gpu = GPT2GPU(params, config, v)
             device = gpu.rt.name
             rates = [gpu.generate(prompt, new_tokens)[1] for _ in range(repeat + 1)][1:]   # first: warm-up
             label = " ".join(f"{k}={val}" for k, val in s.items()) or "(catalogue)"
             rows.append([name, label, statistics.median(rates), min(rates), max(rates)])
             steps.append((f"{name} {label}", gpu.decode_step_groups(DECODE_PROMPT + new_tokens)))
-    from .gpu import GROUPS
     split = report.table(["kernel group"] + [label for label, _ in steps],
                          [[g] + [groups[g] * 1e3 for _, groups in steps] for g in GROUPS],
                          title=f"one decode step at position {DECODE_PROMPT + new_tokens - 1}, event-separated "

@@ -95,9 +95,7 @@ class GPT2GPU:
     # -- weights -----------------------------------------------------------------------------------
     def _upload(self, params):
         def put(key, arr):
-            buf = self.rt.pool.get(f"gpt2.w.{key}", arr.shape)
-            buf.set(np.ascontiguousarray(arr, dtype=np.float32))
-            return buf
+            return self.rt.pool.upload(f"gpt2.w.{key}", arr)
         self.w = {}
         for name, arr in params.items():
             if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):

@@ -20,7 +20,7 @@ from ..errors import ConvnetError, exit_code
 LAYERS = {"conv1": ("conv1.weight", (1, 86, 86)), "conv2": ("conv2.weight", (4, 40, 40))}
 
 
-def _parse_sweep(items):
+def parse_sweep(items):
     grid = {}
     for item in items:
         key, _, values = item.partition("=")
@@ -30,7 +30,12 @@ def _parse_sweep(items):
     return grid
 
 
-def _with(variant, setting: dict):
+def settings(grid: dict) -> list:
+    """Every combination of a sweep grid as a dict (one empty setting for an empty grid)."""
+    return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
+
+
+def with_setting(variant, setting: dict):
     params = {**variant.params, **{k: v for k, v in setting.items() if k.islower()}}
     defines = {**variant.defines, **{k: v for k, v in setting.items() if not k.islower()}}
     return dataclasses.replace(variant, params=params, defines=defines)
@@ -48,18 +53,18 @@ def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20):
     rt = Runtime.get()
     wname, in_shape = LAYERS[layer]
     w = wio.load()[wname]
-    settings = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
+    combos = settings(grid)
     builds = set()
-    for s in settings:
-        builds |= kernels_of(lambda r, v=_with(variant, s): make_conv(r, v, w, in_shape, layer))
+    for s in combos:
+        builds |= kernels_of(lambda r, v=with_setting(variant, s): make_conv(r, v, w, in_shape, layer))
     precompile(builds, rt.arch)
     rng = np.random.default_rng(0)
     x = rng.random((batch, *in_shape), dtype=np.float32)
     flops = 2.0 * batch * w.size * (in_shape[1] - w.shape[2] + 1) * (in_shape[2] - w.shape[3] + 1)
     want = ref.conv2d(x[:4], w, dtype=np.float64)
     rows = []
-    for s in settings:
-        v = _with(variant, s)
+    for s in combos:
+        v = with_setting(variant, s)
         conv = make_conv(rt, v, w, in_shape, layer)
         xg = rt.pool.get("bench.x", x.shape, conv.act_dtype)
         yg = rt.pool.get("bench.y", conv.out_shape(batch), conv.act_dtype)
@@ -85,7 +90,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     def command():
-        print(sweep(catalogue.get(args.variant), args.layer, args.batch, _parse_sweep(args.sweep), args.reps))
+        print(sweep(catalogue.get(args.variant), args.layer, args.batch, parse_sweep(args.sweep), args.reps))
         return 0
     return exit_code("bench", command)
 

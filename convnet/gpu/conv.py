@@ -61,8 +61,7 @@ class ConvLayer:
     def _upload_weights(self, dtype=np.float32):
         """The weights in device memory (self.w_gpu), once, in the kernel's storage type."""
         suffix = "w16" if dtype == np.float16 else "w"
-        self.w_gpu = self.rt.pool.get(f"{self.name}.{suffix}", self.w.shape, dtype)
-        self.w_gpu.set(self.w.astype(dtype, copy=False))
+        self.w_gpu = self.rt.pool.upload(f"{self.name}.{suffix}", self.w, dtype)
 
     def _per_image_launches(self, x, y, batch, launch):
         """Grids with one z-slice per image stop at 65,535 images: launch(x_ptr, y_ptr, images) per chunk."""
@@ -81,6 +80,13 @@ class ConvLayer:
 
     def input_elems(self) -> int:
         return self.C * self.H * self.W
+
+    def _persistent_blocks_per_sm(self) -> int:
+        """Blocks per SM of a persistent grid (the blocks walk the images or tiles), 0 for one image or
+        tile per block: the variant's persistent_blocks_per_sm, for layers of at least persistent_min_m
+        output channels."""
+        p = self.variant.params
+        return int(p.get("persistent_blocks_per_sm", 0)) if self.M >= int(p.get("persistent_min_m", 0)) else 0
 
     def fixed_shape(self) -> dict:
         return {"FIXED_SHAPE": 1, "C_IN": self.C, "H_IN": self.H, "W_IN": self.W, "K_SIZE": self.K}
@@ -241,8 +247,7 @@ class Direct(ConvLayer):
             raise GPUError(f"{name}: an input tile of {self.C} channels x {px * ntx + self.K - 1} columns "
                            "(plus the weights) does not fit 48 KB of shared memory")
         self.px, self.py, self.ntx, self.nty, self.groups, self.Hc, self.Wc = px, py, ntx, nty, groups, Hc, Wc
-        persistent = self.M >= int(p.get("persistent_min_m", 0))
-        self.blocks_per_sm = int(p.get("persistent_blocks_per_sm", 0)) if persistent else 0   # 0: image per block
+        self.blocks_per_sm = self._persistent_blocks_per_sm()
         self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "PY": py, "PX": px,
                   "NTX": ntx, "NTY": nty, "WEIGHTS_SMEM": int(smem_w), "M_TILE": m_tile,
                   "PERSISTENT": int(self.blocks_per_sm > 0), "POOL": pool,
@@ -259,7 +264,7 @@ class Direct(ConvLayer):
 
     def input_elems(self) -> int:
         """Elements of one input image: the raw uint8 image when the upscale is fused."""
-        return int(np.prod(self.upscale_from)) if self.upscale_from else self.C * self.H * self.W
+        return int(np.prod(self.upscale_from)) if self.upscale_from else super().input_elems()
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
@@ -294,8 +299,7 @@ class Mma(ConvLayer):
         self.tile_x = int(self.d.get("TILE_X", 40))        # the kernel's own defaults, see conv_mma.cu
         self.tile_y = int(self.d.get("TILE_Y", 40))
         self.threads = 32 * int(self.d.get("WARPS", 4))
-        persistent = self.M >= int(variant.params.get("persistent_min_m", 0))   # measured: helps conv2 only
-        self.blocks_per_sm = int(variant.params.get("persistent_blocks_per_sm", 0)) if persistent else 0
+        self.blocks_per_sm = self._persistent_blocks_per_sm()      # measured: helps conv2 only
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)

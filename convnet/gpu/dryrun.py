@@ -28,6 +28,9 @@ class _Pool:
     def get(self, name, shape, dtype=np.float32):
         return _Buf(shape, dtype)
 
+    def upload(self, name, array, dtype=np.float32):
+        return _Buf(np.shape(array), dtype)
+
 
 class _Module:
     def get_global(self, _):

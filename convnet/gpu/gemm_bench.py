@@ -8,7 +8,6 @@ Each figure: CUDA events, two warm-ups, median of --reps runs, TFLOP/s = 2 M N K
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 
 import numpy as np
@@ -16,7 +15,7 @@ import numpy as np
 from .. import report
 from ..errors import exit_code
 from .autotune import gpt2_shapes
-from .bench import _parse_sweep
+from .bench import parse_sweep, settings as sweep_settings
 
 # GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
 GPT2_SHAPES = gpt2_shapes(8, 1024)
@@ -28,7 +27,7 @@ def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, sp
     from .gemm import Linear
     from .runtime import Runtime
     rt = Runtime.get()
-    settings = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
+    settings = sweep_settings(grid)
     kernel = {"vec4": "gemm_vec4", "tf32": "gemm_tf32"}[version]
     precompile({("gemm.cu", tuple(sorted(s.items()))) for s in settings}, rt.arch)
     blas = CuBLAS.get()
@@ -64,7 +63,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     def go():
-        print(run(args.version, _parse_sweep(args.sweep), args.reps, split_k=args.split_k))
+        print(run(args.version, parse_sweep(args.sweep), args.reps, split_k=args.split_k))
         return 0
     return exit_code(p.prog, go)
 

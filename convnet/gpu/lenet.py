@@ -69,11 +69,7 @@ class GPULeNet:
             gemm_version = variant.params.get("fc_gemm", variant.params.get("gemm", "regtile"))
             self.fc = Gemm(rt, gemm_version, restrict, variant.name)
             self.argmax = Argmax(rt, variant.name, {})
-            self.fc_w = {}
-            for name in fc_names:
-                buf = rt.pool.get(name, weights[name].shape)
-                buf.set(np.ascontiguousarray(weights[name], dtype=np.float32))
-                self.fc_w[name] = buf
+            self.fc_w = {name: rt.pool.upload(name, weights[name]) for name in fc_names}
 
     # -- one chunk of the pipeline on one stream -----------------------------------------------------
     def _buffers(self, slot: int, n: int):

@@ -1,6 +1,7 @@
 """Launchers for the layers around the convolutions: ReLU + max-pool, argmax (kernels/ops.cu)."""
 from __future__ import annotations
 
+from ..errors import GPUError
 from .runtime import Runtime, cdiv as _cdiv, i32
 
 
@@ -51,23 +52,17 @@ class FCHead:
     BM = 32
 
     def __init__(self, rt: Runtime, variant: str, w1, b1, w2, b2, defines: dict):
-        import numpy as np
-        from ..errors import GPUError
         (n1, k1), (n2, n1b) = w1.shape, w2.shape
         if n1b != n1 or b1.shape != (n1,) or b2.shape != (n2,):
             raise GPUError(f"fc_head: inconsistent shapes fc1 {w1.shape} + {b1.shape}, fc2 {w2.shape} + {b2.shape}")
         if n1 % 4 or n1 > 512 or k1 % 32 or n2 > 32:
             raise GPUError(f"fc_head: needs fc1 outputs % 4 == 0 and <= 512, inputs % 32 == 0 and at most 32 classes, "
                            f"got {n1}, {k1}, {n2}")
-        self.k1, self.n1, self.n2 = k1, n1, n2
         self.threads = (self.BM // 4) * (n1 // 4)
         d = {**defines, "K1": k1, "N1": n1, "N2": n2, "BM": self.BM, "TM": 4}
         self.fn = rt.kernel("fc_head.cu", "fc_head", d, variant)
-        self.w = {}
-        for name, arr in (("w1t", np.ascontiguousarray(w1.T)), ("b1", b1), ("w2", w2), ("b2", b2)):
-            buf = rt.pool.get(f"fc_head.{name}", arr.shape)
-            buf.set(np.ascontiguousarray(arr, dtype=np.float32))
-            self.w[name] = buf
+        self.w = {name: rt.pool.upload(f"fc_head.{name}", arr)
+                  for name, arr in (("w1t", w1.T), ("b1", b1), ("w2", w2), ("b2", b2))}
 
     def __call__(self, x, z, pred, batch, stream=None):
         w = self.w

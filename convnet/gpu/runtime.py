@@ -189,6 +189,13 @@ class BufferPool:
         self._bufs[name] = buf
         return buf
 
+    def upload(self, name: str, array, dtype=np.float32):
+        """The named buffer, shaped like `array` and holding a contiguous copy of it in `dtype` (weights,
+        uploaded once)."""
+        buf = self.get(name, np.shape(array), dtype)
+        buf.set(np.ascontiguousarray(array, dtype=dtype))
+        return buf
+
     def release(self, name: str):
         """Frees a name's allocation (e.g. a one-off measurement buffer)."""
         self._bufs.pop(name, None)
