@@ -125,6 +125,19 @@ constexpr int SW = TX + K_SIZE - 1;
 #endif
 constexpr int SH = TY + K_SIZE - 1;
 
+#if PX % 4 == 0
+// A thread's input row segment (the PX + K - 1 values its PX adjacent outputs need, rounded up to
+// float4s) from a 16-byte-aligned shared-memory row position.
+__device__ __forceinline__ void load_row_segment(float (&v)[4 * NV4], const float* row) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+#pragma unroll
+    for (int u = 0; u < NV4; ++u) {
+        const float4 t = row4[u];
+        v[4 * u] = t.x; v[4 * u + 1] = t.y; v[4 * u + 2] = t.z; v[4 * u + 3] = t.w;
+    }
+}
+#endif
+
 __constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
 
 extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
@@ -184,12 +197,7 @@ conv_direct(const in_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y, 
 #pragma unroll
             for (int p = 0; p < K_SIZE; ++p) {
                 float v[4 * NV4];                            // the row segment this thread's PX outputs need
-                const float4* row4 = reinterpret_cast<const float4*>(&tile[c][ty * PY + i + p][tx * PX]);
-#pragma unroll
-                for (int u = 0; u < NV4; ++u) {
-                    const float4 t = row4[u];
-                    v[4 * u] = t.x; v[4 * u + 1] = t.y; v[4 * u + 2] = t.z; v[4 * u + 3] = t.w;
-                }
+                load_row_segment(v, &tile[c][ty * PY + i + p][tx * PX]);
 #pragma unroll
                 for (int q = 0; q < K_SIZE; ++q) {
                     float wv[M_TILE];
@@ -218,12 +226,7 @@ conv_direct(const in_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y, 
         for (int r = 0; r < PY + K_SIZE - 1; ++r) {           // input row r feeds output rows i = r - p
 #if PX % 4 == 0
             float v[4 * NV4];                                 // row segment of the PX outputs: float4 loads
-            const float4* row4 = reinterpret_cast<const float4*>(&tile[c][ty * PY + r][tx * PX]);
-#pragma unroll
-            for (int u = 0; u < NV4; ++u) {
-                const float4 t = row4[u];
-                v[4 * u] = t.x; v[4 * u + 1] = t.y; v[4 * u + 2] = t.z; v[4 * u + 3] = t.w;
-            }
+            load_row_segment(v, &tile[c][ty * PY + r][tx * PX]);
 #else
             float v[K_SIZE];
 #pragma unroll

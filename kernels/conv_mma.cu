@@ -76,6 +76,7 @@ already extern "C" and the helpers are C++ templates).
 */
 
 #include <cuda_fp16.h>
+#include "common.cuh"      // store_act
 
 #ifndef M_OUT
 #define M_OUT 16
@@ -153,7 +154,7 @@ static_assert(R > 0 && TILE_Y % R == 0, "TILE_Y must be a positive multiple of W
 static_assert(RS % 2 == 0, "staged row length must be even (8-byte stores)");
 static_assert(M_OUT >= 1 && C_IN >= 1 && K_SIZE >= 1, "bad layer shape");
 static_assert(SMEM_WORDS * 4 <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y/TILE_X");
-static_assert(POOL == 0 || ((POOL == 2 || POOL == 4) && R % POOL == 0),
+static_assert(POOL == 0 || ((POOL == 2 || POOL == 4) && R % (POOL > 0 ? POOL : 1) == 0),
               "POOL: 2 or 4, dividing WARP_ROWS (and so TILE_Y; TILE_X is a multiple of 8)");
 
 // ----------------------------------------------------------------------------------------------
@@ -187,9 +188,6 @@ __device__ __forceinline__ void store_pair(__half* p, float v0, float v1, bool o
         if (ok1) p[1] = __float2half_rn(v1);
     }
 }
-
-__device__ __forceinline__ void store_one(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store_one(__half* p, float v) { *p = __float2half_rn(v); }
 
 // One warp unit: 8 output columns x R output rows of one image, all M channels.
 // sb   : staged tile + this unit's row/column origin + this lane's g + 2t
@@ -284,8 +282,8 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
                         hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, 1));
                     }
                     OUT_T* yr = yl + (size_t)(o / POOL) * ys + (size_t)(mt * 16) * plane;
-                    if (row_ok && ok0 && mt * 16 + g < M_OUT) store_one(yr, lo);
-                    if (row_ok && ok0 && mt * 16 + g + 8 < M_OUT) store_one(yr + 8 * plane, hi);
+                    if (row_ok && ok0 && mt * 16 + g < M_OUT) store_act(yr, lo);
+                    if (row_ok && ok0 && mt * 16 + g + 8 < M_OUT) store_act(yr + 8 * plane, hi);
                 }
             }
 #else
