@@ -43,11 +43,11 @@ class GPULeNet:
         d = variant.defines
         self.fuse_pool = bool(variant.params.get("fuse_pool"))
         self.fuse_upscale = bool(variant.params.get("fuse_upscale"))
-        self.gpu_upscale = uploads_uint8(variant)
+        self.uint8_input = uploads_uint8(variant)
         if self.fuse_upscale and not self.fuse_pool:
             raise ValueError(f"variant {variant.name}: fuse_upscale needs fuse_pool")
-        self.input_shape = (28, 28) if self.gpu_upscale else (1, 86, 86)
-        self.input_dtype = np.uint8 if self.gpu_upscale else self.act
+        self.input_shape = (28, 28) if self.uint8_input else (1, 86, 86)
+        self.input_dtype = np.uint8 if self.uint8_input else self.act
         if self.fuse_pool:        # conv2's pooled output feeds the fp32 FC layers
             up = {"upscale_from": (28, 28)} if self.fuse_upscale else {}
             self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1", pool=pool1, **up)
@@ -58,7 +58,7 @@ class GPULeNet:
             self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2")
             self.pool1 = ReluMaxPool(rt, variant.name, pool1, self.half, self.half, d)
             self.pool2 = ReluMaxPool(rt, variant.name, pool2, self.half, False, d)   # the FC layers run in fp32
-        if self.gpu_upscale and not self.fuse_upscale:
+        if self.uint8_input and not self.fuse_upscale:
             self.upscale = Upscale(rt, variant.name, self.half, d)
         restrict = {k: v for k, v in d.items() if k == "USE_RESTRICT"}
         fc_names = ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias")
@@ -87,7 +87,7 @@ class GPULeNet:
         if not self.fuse_pool:
             bufs["y1"] = g(f"s{slot}.y1", self.conv1.out_shape(n), self.act)
             bufs["y2"] = g(f"s{slot}.y2", self.conv2.out_shape(n), self.act)
-        if self.gpu_upscale:
+        if self.uint8_input:
             bufs["u8"] = g(f"s{slot}.u8", (n, 28, 28), np.uint8)
         return bufs
 
@@ -95,7 +95,7 @@ class GPULeNet:
         b = self._buffers(slot, n)
         rec = (lambda name: events[name].record(stream)) if events else (lambda name: None)
         rec("start")
-        if self.gpu_upscale:
+        if self.uint8_input:
             b["u8"].set_async(x_host[s0:s0 + n], stream=stream)
             if not self.fuse_upscale:         # else conv1 resizes while it stages its tiles
                 self.upscale(b["u8"], b["x"], n, stream)
@@ -137,7 +137,7 @@ class GPULeNet:
 
     def host_input(self, x, raw):
         """The pinned host array this pipeline uploads: raw uint8 images, or the preprocessed batch."""
-        src = raw if self.gpu_upscale else x
+        src = raw if self.uint8_input else x
         if src.shape[1:] != self.input_shape:
             raise ValueError(f"{self.variant.name} takes input images of shape {self.input_shape}, got {src.shape[1:]}")
         x_host = self.rt.pinned(src.shape, self.input_dtype)
@@ -198,7 +198,7 @@ class GPULeNet:
 
 def run(variant, x, labels, weights, repeat: int = 1, raw=None) -> report.RunResult:
     """One warm-up pass (compiles, allocates), then `repeat` timed passes; the median of each figure.
-    x: preprocessed images; raw: the same images as 28x28 uint8 (for gpu_upscale variants)."""
+    x: preprocessed images; raw: the same images as 28x28 uint8 (for variants that upload uint8)."""
     rt = Runtime.get()
     net = GPULeNet(variant, weights, rt)
     x_host = net.host_input(x, raw)
