@@ -40,13 +40,30 @@ def test_every_launch_matches_its_kernel(variant):
         assert 1 <= block[0] * block[1] * block[2] <= 1024
 
 
-@pytest.mark.parametrize("name", ["fast_fp32", "fast", "req_5"])
+@pytest.mark.parametrize("name", ["fast_fp32", "fast_mma", "req_5"])
 def test_decode_step_folds_layernorm_into_the_skinny_gemv(name):
     _, _, step = drive(catalogue.get(name, "gpt2"))
     kernels = [k for k, *_ in step]
     assert "layernorm_warp" not in kernels and "layernorm_naive" not in kernels
     assert kernels.count("gemm_skinny") == 4 * CONFIG.n_layer + 1          # 4 per layer + the LM head
     assert kernels.count("decode_attention") == CONFIG.n_layer
+
+
+def test_wgmma_variant_stores_weights_transposed_and_decodes_through_its_tiles():
+    """v7 reads W^T (N x K): the GEMV (which reads K x N) is off, so a decode step runs its LayerNorms."""
+    launches, _, step = drive(catalogue.get("fast", "gpt2"))
+    kernels = [k for k, *_ in step]
+    assert "gemm_skinny" not in kernels and "gemm_skinny1" not in kernels
+    assert kernels.count("gemm_wgmma") == 4 * CONFIG.n_layer + 1
+    assert kernels.count("layernorm_warp") == 2 * CONFIG.n_layer + 1
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu.dryrun import RecordingRuntime
+    C = CONFIG.n_embd
+    for name in ("fast", "fast_mma"):
+        w = GPT2GPU(random_params(CONFIG), CONFIG, catalogue.get(name, "gpt2"), RecordingRuntime()).w
+        shapes = (w["h.0.attn.c_attn.weight"].shape, w["h.1.mlp.c_proj.weight"].shape, w["lm_head"].shape)
+        want = ((3 * C, C), (C, 4 * C), (384, C)) if name == "fast" else ((C, 3 * C), (4 * C, C), (C, 384))
+        assert shapes == want, name
 
 
 def test_full_forward_runs_every_layernorm():

@@ -72,31 +72,38 @@ def test_windowed_variant_differs_from_full_attention(rng):
     assert rel_err(got, full) > 1e-3
 
 
-LINEAR_SHAPES = [(37, 44, 52), (1, 2304, 768), (1, 260, 1028), (130, 260, 1028), (3, 16, 4096), (256, 128, 8)]
+# odd sizes; one row (decoding); N > M (v7 walks row tiles first) and M > N over several tiles; K = 8.
+LINEAR_SHAPES = [(37, 44, 52), (1, 2304, 768), (1, 260, 1028), (130, 260, 1028), (3, 16, 4096), (256, 128, 8),
+                 (300, 132, 1000)]
+# (version, -D constants): v7 also with 256-wide tiles (two wgmma per k step) and a deeper ring.
+LINEAR_BUILDS = {"tiled": ("tiled", {}), "regtile": ("regtile", {}), "vec4": ("vec4", {}), "tf32": ("tf32", {}),
+                 "wgmma": ("wgmma", {}), "wgmma-bn256": ("wgmma", {"WG_BN": 256, "WG_STAGES": 3}),
+                 "wgmma-4stages-inflight": ("wgmma", {"WG_STAGES": 4, "WG_INFLIGHT": 1})}
 
 
-@pytest.mark.parametrize("version", ["tiled", "regtile", "vec4", "tf32"])
+@pytest.mark.parametrize("build", LINEAR_BUILDS.values(), ids=LINEAR_BUILDS.keys())
 @pytest.mark.parametrize("split_k", [False, True])
 @pytest.mark.parametrize("M,N,K", LINEAR_SHAPES)
-def test_linear_with_epilogues(version, split_k, M, N, K, rng):
+def test_linear_with_epilogues(build, split_k, M, N, K, rng):
     from convnet.gpu.gemm import ACT_GELU, Epilogue, Linear
     from convnet.gpu.runtime import Runtime
     rt = Runtime.get()
-    lin = Linear(rt, version, {}, "test", split_k=split_k)
+    version, defines = build
+    lin = Linear(rt, version, defines, "test", split_k=split_k)
     A, W = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
     bias, R = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
-    g = {n: rt.pool.get(f"test.{n}", a.shape) for n, a in (("A", A), ("W", W), ("bias", bias), ("R", R))}
-    for n, a in (("A", A), ("W", W), ("bias", bias), ("R", R)):
+    g = {n: rt.pool.get(f"test.{n}", a.shape) for n, a in (("A", A), ("W", lin.layout(W)), ("bias", bias), ("R", R))}
+    for n, a in (("A", A), ("W", lin.layout(W)), ("bias", bias), ("R", R)):
         g[n].set(a)
     C = rt.pool.get("test.C", (M, N))
     C.fill(np.float32("nan"))
     for name in list(rt.pool._bufs):
         if name.startswith("splitk."):
             rt.pool._bufs[name].fill(np.float32("nan"))
-    lin(g["A"], g["W"], C, M, N, K, K, N, N, Epilogue(bias=g["bias"], act=ACT_GELU, resid=g["R"]))
+    lin(g["A"], g["W"], C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=g["bias"], act=ACT_GELU, resid=g["R"]))
     rt.synchronize("test linear")
     want = ref.gelu(A.astype(np.float64) @ W + bias) + R
-    tol = 1e-5 if version != "tf32" else 5e-3
+    tol = 5e-3 if version in ("tf32", "wgmma") else 1e-5
     assert rel_err(C.get(), want) <= tol
 
 

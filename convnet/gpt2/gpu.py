@@ -2,7 +2,8 @@
 transformer.cu. One class, GPT2GPU, runs every variant of milestones/gpt2.toml; its params say which
 kernel each step uses:
 
-    gemm            tiled (v1, baseline) | regtile (v2) | vec4 (v4, fp32) | tf32 (v5, tensor cores)
+    gemm            tiled (v1, baseline) | regtile (v2) | vec4 (v4, fp32) | tf32 (v5, tensor cores) |
+                    wgmma (v7, Hopper warpgroup tensor cores; the linear weights are stored transposed)
     split_k         req_9: split-K for long K and few output tiles (v4/v5)
     attention       naive (scores in memory, baseline) | flash (req_4)
     softmax         naive | warp        (naive attention only)
@@ -101,11 +102,13 @@ class GPT2GPU:
             if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
                 stem = name[:-len("weight")]        # gamma and beta side by side: one copy for req_6
                 self.w[stem + "pair"] = put(stem + "pair", np.concatenate([arr, params[stem + "bias"]]))
+            elif name.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")):
+                self.w[name] = put(name, self.linear.layout(arr))     # (in, out) or its transpose
             elif not name.endswith(("ln_1.bias", "ln_2.bias", "ln_f.bias")):
                 self.w[name] = put(name, arr)
-        wte_t = np.zeros((self.C, self.Vp), np.float32)       # the tied LM head as a row-major (C, Vp) B
+        wte_t = np.zeros((self.C, self.Vp), np.float32)       # the tied LM head as a (C, Vp) weight
         wte_t[:, :self.V] = params["wte"].T
-        self.w["lm_head"] = put("lm_head", wte_t)
+        self.w["lm_head"] = put("lm_head", self.linear.layout(wte_t))
 
     # -- buffers -----------------------------------------------------------------------------------
     def _buffers(self, B, T, cap):
@@ -143,6 +146,7 @@ class GPT2GPU:
             raise UsageError(f"positions {pos}..{pos + T - 1} exceed the KV cache's capacity of {cap}")
         buf = self._buffers(B, T, cap)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
+        ldb = self.linear.ldb
         self._mark(None)
         if device_step:
             idx_dev = self.rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32)
@@ -159,12 +163,12 @@ class GPT2GPU:
             kc, vc = ptr(buf["k"], i * layer_kv), ptr(buf["v"], i * layer_kv)
             a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C)
             if self.head_major:
-                self.linear(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, 3 * C, 3 * C,
+                self.linear(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, ldb(C, 3 * C), 3 * C,
                             Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap),
                                      pos_dev=pos_dev), s, ln=ln)
                 self._mark("qkv")
             else:
-                self.linear(a, self.w[h + "attn.c_attn.weight"], buf["qkv"], M, 3 * C, C, C, 3 * C, 3 * C,
+                self.linear(a, self.w[h + "attn.c_attn.weight"], buf["qkv"], M, 3 * C, C, C, ldb(C, 3 * C), 3 * C,
                             Epilogue(bias=self.w[h + "attn.c_attn.bias"]), s, ln=ln)
                 self._mark("qkv")
                 self.permute((cdiv(M * 3 * C, 256), 1, 1), (256, 1, 1), buf["qkv"], buf["q"], kc, vc, i32(B),
@@ -176,7 +180,7 @@ class GPT2GPU:
                                           x, x2, buf["t"], M, C, C, "attn_proj")
             a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C)
             fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
-            self.linear(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, 4 * C, 4 * C, fc, s, ln=ln)
+            self.linear(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, ldb(C, 4 * C), 4 * C, fc, s, ln=ln)
             self._mark("mlp_fc")
             if not self.fuse:
                 self.gelu((cdiv(M * 4 * C, 256), 1, 1), (256, 1, 1), buf["h"], np.int64(M * 4 * C), stream=s)
@@ -188,7 +192,7 @@ class GPT2GPU:
         a_ld = C
         if last_only:
             a_ld, a = T * C, ptr(a, (T - 1) * C)
-        self.linear(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, self.Vp, self.Vp, Epilogue(), s,
+        self.linear(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp), self.Vp, Epilogue(), s,
                     ln=ln)
         self._mark("lm_head")
         return buf["logits"], rows
@@ -218,10 +222,10 @@ class GPT2GPU:
     def _residual_linear(self, inp, w, bias, x, x2, tmp, M, N, K, group):
         """x + inp @ w + bias: fused (pro_1, into the other residual buffer) or GEMM then add."""
         if self.fuse:
-            self.linear(inp, w, x2, M, N, K, K, N, N, Epilogue(bias=bias, resid=x), self.stream)
+            self.linear(inp, w, x2, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias, resid=x), self.stream)
             self._mark(group)
             return x2, x
-        self.linear(inp, w, tmp, M, N, K, K, N, N, Epilogue(bias=bias), self.stream)
+        self.linear(inp, w, tmp, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias), self.stream)
         self._mark(group)
         self.add((cdiv(M * N, 256), 1, 1), (256, 1, 1), x, tmp, np.int64(M * N), stream=self.stream)
         self._mark("elementwise")

@@ -64,7 +64,7 @@ class _Kernel:
 class RecordingRuntime:
     sm_count = 132
     name = "no device (dry run)"
-    arch = "sm_90"
+    arch = "sm_90a"
 
     def __init__(self):
         self.builds = set()

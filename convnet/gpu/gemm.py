@@ -2,9 +2,10 @@
 
 Gemm    v1 tiled / v2 register-tiled: C = act(A @ B + bias) + resid on strided, optionally batched
         operands. Used by the unrolled convolutions, LeNet's FC layers and naive attention.
-Linear  a row-major linear layer C = act(A @ W + bias) + resid for GPT-2: v4 (fp32 SIMT, float4) or
-        v5 (TF32 tensor cores), split-K when few output tiles meet a long K (req_9), head-major QKV
-        output (pro_2); falls back to v1/v2 where a shape breaks v4/v5's 16-byte alignment.
+Linear  a linear layer C = act(A @ W + bias) + resid for GPT-2: v4 (fp32 SIMT, float4), v5 (TF32
+        mma.sync) or v7 (TF32 wgmma, Hopper; W stored transposed), split-K when few output tiles meet
+        a long K (req_9), head-major QKV output (pro_2); falls back to v1/v2 where a shape breaks the
+        16-byte alignment.
 """
 from __future__ import annotations
 
@@ -73,11 +74,15 @@ SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
 SKINNY_M, SKINNY_COLS = 8, 8       # gemm_skinny: at most 8 rows; 8 columns per block of 256 threads
 V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
+WG_DEFAULTS = {"WG_BN": 128, "WG_STAGES": 3, "WG_RASTER": 2}
+WG_BM, WG_BK = 128, 32
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 
 
 class Linear:
-    """C (M x N, row stride ldc) = epilogue(A (M x K, lda) @ W (K x N, ldb)), all row-major."""
+    """C (M x N, row stride ldc) = epilogue(A (M x K, lda) @ W), all row-major. W is stored as the version
+    wants it (`w_layout`): "kn" = K x N (ldb its row stride), or "nk" = W^T, N x K, for v7 (wgmma reads
+    TF32 operands K-major only). Callers store weights through `layout` and pass `ldb(K, N)`."""
 
     def __init__(self, rt: Runtime, version: str, defines: dict, variant: str, split_k: bool = False,
                  tuned: dict | None = None):
@@ -86,14 +91,25 @@ class Linear:
         self.rt, self.version, self.split_k = rt, version, split_k
         self.defines, self.variant = dict(defines), variant
         self.tuned, self._tuned_linears, self.fixed_splits = dict(tuned or {}), {}, None
-        kernels = {"vec4": "gemm_vec4", "tf32": "gemm_tf32"}
+        kernels = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma"}
+        self.w_layout = "nk" if version == "wgmma" else "kn"
+        if version == "wgmma" and rt.arch != "sm_90a":
+            raise GPUError(f"GEMM v7 (wgmma) needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch}")
         if version in kernels:
             self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
-            self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if split_k else None
-            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1", defines, variant) if split_k else None
+            # decoding's GEMV reads W as K x N; the transposed (v7) layout takes the tiled kernel instead
+            skinny = split_k and self.w_layout == "kn"
+            self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if skinny else None
+            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1", defines, variant) if skinny else None
             self.threads, self.smem, self.tflops = 256, 0, 40.0     # tflops: a rough pace, for splits()
             self.tile = (TILE_V45, TILE_V45)
+            if version == "wgmma":
+                c = {**WG_DEFAULTS, **{k: int(v) for k, v in defines.items() if k in WG_DEFAULTS}}
+                self.tile, self.tflops, self.raster = (WG_BM, c["WG_BN"]), 300.0, c["WG_RASTER"]
+                # WG_STAGES x (A: 128 x 32, B: WG_BN x 32) floats, + 1 KB to align the swizzle atoms
+                self.smem = c["WG_STAGES"] * (WG_BM + c["WG_BN"]) * WG_BK * 4 + 1024
+                self.fn.allow_shared(self.smem)
             if version == "tf32":
                 self.tflops = 150.0
                 c = {**V5_DEFAULTS, **{k: int(v) for k, v in defines.items() if k in V5_DEFAULTS}}
@@ -108,7 +124,15 @@ class Linear:
             self.fn = self.skinny = self.skinny1 = None
             self.fallback = Gemm(rt, version, defines, variant)
         else:
-            raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile, vec4, tf32)")
+            raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile, vec4, tf32, wgmma)")
+
+    def layout(self, w_kn: np.ndarray) -> np.ndarray:
+        """A weight given as K x N, in the layout this version reads."""
+        return np.ascontiguousarray(w_kn.T) if self.w_layout == "nk" else w_kn
+
+    def ldb(self, K: int, N: int) -> int:
+        """Row stride of a contiguous weight stored by `layout`."""
+        return K if self.w_layout == "nk" else N
 
     def splits(self, M: int, N: int, K: int) -> int:
         """req_9's heuristic. The output's 128 x 128 tiles run in waves of `slots` blocks; a last wave
@@ -155,7 +179,8 @@ class Linear:
             if epi.qkv is not None:
                 raise GPUError(f"the head-major QKV epilogue needs GEMM v4/v5 and 16-byte aligned rows "
                                f"(K={K}, N={N})")
-            self.fallback(A, W, C, M, N, K, (lda, 1), (ldb, 1), (ldc, 1), bias=epi.bias,
+            sb = (1, ldb) if self.w_layout == "nk" else (ldb, 1)
+            self.fallback(A, W, C, M, N, K, (lda, 1), sb, (ldc, 1), bias=epi.bias,
                           bias_mode=BIAS_COL if epi.bias is not None else BIAS_NONE, act=epi.act,
                           resid=epi.resid, stream=stream)
             return
@@ -176,10 +201,18 @@ class Linear:
         splits = _cdiv(K, k_split)
         ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N)) if splits > 1 else None
         grid = (_cdiv(N, self.tile[1]), _cdiv(M, self.tile[0]), splits)
+        raster = ()
+        if self.version == "wgmma":
+            # the larger operand streams through once: with N > M, row tiles go fastest (blockIdx.x);
+            # WG_RASTER 0 / 1 force an order (the kernel then ignores raster_m, so the grid must agree)
+            raster_m = N > M if self.raster == 2 else bool(self.raster)
+            raster = (i32(raster_m),)
+            if raster_m:
+                grid = (grid[1], grid[0], splits)
         if grid[1] > 65535:
-            raise GPUError(f"GEMM with M={M} rows exceeds the grid's y limit ({65535 * self.tile[0]} rows)")
+            raise GPUError(f"GEMM of {M} x {N} exceeds the grid's y limit of 65535 tiles of {self.tile}")
         self.fn(grid, (self.threads, 1, 1), ptr(A), ptr(W), ptr(ws), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
-                i32(k_split), *epi.args(C, ldc), stream=stream, shared=self.smem)
+                i32(k_split), *raster, *epi.args(C, ldc), stream=stream, shared=self.smem)
         if splits > 1:
             self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), ptr(ws), i32(splits), i32(M), i32(N),
                         *epi.args(C, ldc), stream=stream)

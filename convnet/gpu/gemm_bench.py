@@ -1,7 +1,8 @@
-"""Times the row-major Linear GEMM (kernels/gemm.cu v4 / v5) at GPT-2's shapes against cuBLAS SGEMM (fp32 and
-TF32 math) in the same run, and sweeps v5's compile-time tile constants:
+"""Times the Linear GEMM (kernels/gemm.cu v4 / v5 / v7) at GPT-2's shapes against cuBLAS SGEMM (fp32 and
+TF32 math) in the same run, and sweeps the versions' compile-time tile constants:
 
     python -m convnet.gpu.gemm_bench --version tf32 --sweep V5_WM=32,64 V5_STAGES=2,3
+    python -m convnet.gpu.gemm_bench --version tf32 wgmma --sweep WG_STAGES=4,6
 
 Each figure: CUDA events, two warm-ups, median of --reps runs, TFLOP/s = 2 M N K / time.
 """
@@ -21,24 +22,32 @@ from .bench import parse_sweep, settings as sweep_settings
 GPT2_SHAPES = gpt2_shapes(8, 1024)
 
 
-def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:
+KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma"}
+
+
+def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:
+    """One column per (version, setting); a setting's constants go to every version (unused ones are inert)."""
     from .cublas import OP_N, CuBLAS
     from .dryrun import precompile
     from .gemm import Linear
     from .runtime import Runtime
     rt = Runtime.get()
     settings = sweep_settings(grid)
-    kernel = {"vec4": "gemm_vec4", "tf32": "gemm_tf32"}[version]
+    versions = [versions] if isinstance(versions, str) else list(versions)
+    runs = [(v, s) for v in versions for s in settings]
     precompile({("gemm.cu", tuple(sorted(s.items()))) for s in settings}, rt.arch)
+    linears = [Linear(rt, v, s, "gemm_bench", split_k=split_k) for v, s in runs]
     blas = CuBLAS.get()
     rng = np.random.default_rng(0)
     headers = ["shape (M x N x K)", "cuBLAS fp32", "cuBLAS TF32"] + \
-              [f"{kernel} {' '.join(f'{k}={v}' for k, v in s.items()) or 'default'}" for s in settings]
+              [f"{KERNELS[v]} {' '.join(f'{k}={x}' for k, x in s.items()) or 'default'}" for v, s in runs]
     rows = []
     for name, (M, N, K) in shapes.items():
         A, W, C = (rt.pool.get(f"gemmbench.{n}", shape) for n, shape in (("A", (M, K)), ("W", (K, N)), ("C", (M, N))))
         A.set(rng.standard_normal((M, K)).astype(np.float32))
-        W.set(rng.standard_normal((K, N)).astype(np.float32))
+        w = rng.standard_normal((K, N)).astype(np.float32)
+        W.set(w)
+        Wt = rt.pool.upload("gemmbench.Wt", w.T) if any(lin.w_layout == "nk" for lin in linears) else None
         tflops = lambda ms: 2 * M * N * K / (ms * 1e9)  # noqa: E731
         row = [f"{name} {M}x{N}x{K}"]
         for tf32 in (False, True):
@@ -46,9 +55,10 @@ def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, sp
             row.append(tflops(rt.median_ms(lambda: blas.sgemm(OP_N, OP_N, N, M, K, W.gpudata, N, A.gpudata, K,
                                                                 C.gpudata, N), reps, what="cuBLAS SGEMM")))
         blas.set_math_mode(False)
-        for s in settings:
-            lin = Linear(rt, version, s, "gemm_bench", split_k=split_k)
-            row.append(tflops(rt.median_ms(lambda: lin(A, W, C, M, N, K, K, N, N), reps, what=kernel)))
+        for lin, (v, _) in zip(linears, runs):
+            w_dev = Wt if lin.w_layout == "nk" else W
+            row.append(tflops(rt.median_ms(lambda: lin(A, w_dev, C, M, N, K, K, lin.ldb(K, N), N), reps,
+                                           what=KERNELS[v])))
         rows.append(row)
     title = f"TFLOP/s on {rt.name} (median of {reps}{', split-K heuristic on' if split_k else ''})"
     return report.table(headers, rows, title=title)
@@ -56,7 +66,7 @@ def run(version: str, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, sp
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m convnet.gpu.gemm_bench", description=__doc__.splitlines()[0])
-    p.add_argument("--version", choices=("vec4", "tf32"), default="tf32")
+    p.add_argument("--version", nargs="+", choices=tuple(KERNELS), default=["tf32"])
     p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 compile-time constants (e.g. V5_WM=32,64)")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--split-k", action="store_true", help="let req_9's heuristic split K")

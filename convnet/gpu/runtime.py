@@ -41,7 +41,9 @@ class Runtime:
         if cc < MIN_CC:
             raise GPUUnavailable(f"unsupported GPU {self.device.name()} (compute capability "
                                  f"{cc[0]}.{cc[1]}; {MIN_CC[0]}.{MIN_CC[1]} or newer needed)")
-        self.arch = f"sm_{cc[0]}{cc[1]}"
+        # Hopper builds for sm_90a: its architecture-specific instructions (wgmma, gemm.cu v7) need it, and
+        # such a cubin still runs everything else only on compute capability 9.0, which this device is.
+        self.arch = "sm_90a" if cc == (9, 0) else f"sm_{cc[0]}{cc[1]}"
         self.name = self.device.name()
         self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
         self.context = self.device.retain_primary_context()
