@@ -4,7 +4,8 @@
 // stride per operand (blockIdx.z), so one kernel serves row-major, transposed (FC weights stored
 // out x in), unrolled-convolution layouts and the per-head products of naive attention.
 // v4/v5 (GPT-2's linear layers) take row-major A (M x K, lda) and B (K x N, ldb) with K, N, lda,
-// ldb multiples of 4 (16-byte loads); the launcher falls back to v2 elsewhere.
+// ldb multiples of 4 (16-byte loads); v7 takes B transposed (Bt: N x K, ldb); the launcher falls back
+// to v2 elsewhere.
 //
 // Versions:
 //   gemm_tiled     v1  TILE x TILE shared-memory tiles, one output per thread (baseline). Each input
@@ -32,6 +33,11 @@
 //                      V5_BM x V5_BN block tile, V5_WM x V5_WN warp tiles, V5_BK deep, V5_STAGES-stage
 //                      cp.async pipeline, ldmatrix for A. Larger block tiles raise the FLOPs per byte
 //                      the tile brings from L2, which tensor-core rates need.
+//   gemm_wgmma     v7  Hopper (sm_90a) warpgroup MMA: wgmma.mma_async m64n128k8 TF32 reads both operands
+//                      from 128-byte-swizzled shared memory itself (v5's ldmatrix, B loads and the
+//                      warps' part in feeding the tensor cores are gone); two warpgroups per 128 x 128
+//                      tile, a 3-stage cp.async ring, two blocks per SM; B K-major (W^T), as TF32 wgmma
+//                      requires. 1.3-1.9x v5 on GPT-2's shapes (H100), 60-70 % of cuBLAS TF32.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -40,6 +46,7 @@
 // head, d) -> Q[b][head][t][d] (cap_q rows per head), K or V[b][head][pos + t][d] (cap_kv rows per
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
+// V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7): see each version's section.
 #include "common.cuh"
 
 #ifndef TILE
@@ -264,7 +271,7 @@ conv_implicit(const float* RESTRICT x, const float* RESTRICT w, float* RESTRICT 
     }
 }
 
-// ---- GPT-2 epilogue (v4, v5, splitk_reduce) --------------------------------------------------------
+// ---- GPT-2 epilogue (v4, v5, v7, splitk_reduce) --------------------------------------------------------
 #define EPI_PARAMS float* RESTRICT C, long long ldc, const float* RESTRICT bias, int act,                  \
                    const float* RESTRICT resid, float* RESTRICT k_out, float* RESTRICT v_out, int qkv_T,    \
                    int pos, int n_head, int head_dim, int cap_q, int cap_kv, const int* RESTRICT pos_dev
@@ -646,9 +653,16 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
 // so B comes as W^T (N x K, row-major): the launcher's weights are stored transposed once, at upload.
 // Tiles are 32 deep (one 128-byte row per operand row) in the 128-byte-swizzled layout the descriptors
 // name (16-byte chunk c of row r stored at chunk c ^ (r % 8): the 8 rows of an atom hit distinct banks),
-// filled by cp.async through a WG_STAGES-deep ring; one wgmma group stays in flight while the next tile is
-// issued. raster_m != 0 walks M fastest (blockIdx.x = row tile): for N >> M (the LM head) the blocks that
-// run together then share B tiles and A stays in L2, instead of every row tile streaming all of B.
+// filled by cp.async through a WG_STAGES-deep ring (WG_INFLIGHT: whether a wgmma group stays in flight
+// while the next tile is issued). raster_m != 0 walks M fastest (blockIdx.x = row tile): for N >> M (the
+// LM head) the blocks that run together then share B tiles and A stays in L2, instead of every row tile
+// streaming all of B (LM head on the H100: 118 -> 165 TFLOP/s).
+// Measured on the H100 (milestones/results/2026-11-22-h100-s4): 3 stages with nothing in flight (97 KB:
+// two blocks per SM, one block's copies and epilogue under the other's MMAs) beat 4-6 stages at one block
+// per SM by 15-45 %; 256-wide tiles (one block per SM) lose; so does a warp-specialised form (one
+// producer warp feeding mbarrier-guarded stages, 288 threads): its single warp cannot issue the copies
+// fast enough. Issuing the copies is what bounds this kernel: precomputing their addresses (WgLoader)
+// took it from 134-171 to 159-206 TFLOP/s.
 #ifndef WG_BN
 #define WG_BN 128
 #endif

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument(name, type=int, default=default, help=f"(default {default})")
     d = commands.add_parser("bench-decode", help="greedy decode rate (B=1, random 124M weights) of variants, "
                                                  "or of one variant under swept -D constants / params")
-    d.add_argument("--variants", nargs="+", default=["fast_fp32", "fast"])
+    d.add_argument("--variants", nargs="+", default=["fast_fp32", "fast_mma", "fast"])
     d.add_argument("--sweep", nargs="*", default=[], metavar="KEY=V1,V2",
                    help="upper-case keys are -D constants, lower-case ones variant params")
     d.add_argument("--new-tokens", type=int, default=256, help="(default 256)")
