@@ -418,6 +418,32 @@ __device__ __forceinline__ float4 shfl_xor4(float4 v, int off) {
                        __shfl_xor_sync(0xffffffffu, v.z, off), __shfl_xor_sync(0xffffffffu, v.w, off));
 }
 
+// LayerNorm prologue of the skinny GEMMs (256 threads): each block normalises the (few) rows itself;
+// stat[m] = (mean, 1 / std) of A's row m, the variance taken about the mean in a second pass.
+template <int MR>
+__device__ __forceinline__ void ln_row_stats(const float* RESTRICT A, int M, int K, int lda, float ln_eps,
+                                             float (&part)[8][MR], float (&stat)[MR][2]) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int m = 0; m < M; ++m) {
+            float v = 0.f;
+            for (int k = threadIdx.x; k < K; k += 256) {
+                const float x = A[(long long)m * lda + k];
+                v += pass == 0 ? x : (x - stat[m][0]) * (x - stat[m][0]);
+            }
+            for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+            if (lane == 0) part[warp][m] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < M) {
+            float t = 0.f;
+            for (int w = 0; w < 8; ++w) t += part[w][threadIdx.x];
+            stat[threadIdx.x][pass] = pass == 0 ? t / K : rsqrtf(t / K + ln_eps);
+        }
+        __syncthreads();
+    }
+}
+
 template <int MR>
 __device__ __forceinline__ void skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
                                        const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
@@ -433,26 +459,7 @@ __device__ __forceinline__ void skinny(const float* RESTRICT A, const float* RES
         const int k = kl + i * SK_KL;
         wpre[i] = (n < N && k < K) ? *(const float4*)&B[(long long)k * ldb + n] : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if (ln_w) {        // the GEMM input is LayerNorm(A): each block normalises the (few) rows itself
-        for (int pass = 0; pass < 2; ++pass) {               // mean, then the variance about it
-            for (int m = 0; m < M; ++m) {
-                float v = 0.f;
-                for (int k = threadIdx.x; k < K; k += 256) {
-                    const float x = A[(long long)m * lda + k];
-                    v += pass == 0 ? x : (x - stat[m][0]) * (x - stat[m][0]);
-                }
-                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (lane == 0) part[warp][m] = v;
-            }
-            __syncthreads();
-            if (threadIdx.x < M) {
-                float t = 0.f;
-                for (int w = 0; w < 8; ++w) t += part[w][threadIdx.x];
-                stat[threadIdx.x][pass] = pass == 0 ? t / K : rsqrtf(t / K + ln_eps);
-            }
-            __syncthreads();
-        }
-    }
+    if (ln_w) ln_row_stats<MR>(A, M, K, lda, ln_eps, part, stat);   // the GEMM input is LayerNorm(A)
     float4 acc[MR];
 #pragma unroll
     for (int m = 0; m < MR; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -510,6 +517,67 @@ extern "C" __global__ void __launch_bounds__(256, 4)
 gemm_skinny1(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
              const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
     skinny<1>(A, B, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
+}
+
+// v6 for W stored transposed (Bt: N x K, v7's layout): a block of 256 threads makes 4 consecutive columns
+// (one epi_store4); its 8 warps split K, each lane reading 16 bytes of each of the 4 Bt rows per step (a
+// warp: 512 contiguous bytes per row), then the partial sums meet by shuffles and in shared memory.
+extern "C" __global__ void __launch_bounds__(256)
+gemm_skinny_nk(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
+               const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
+    __shared__ float4 red[8][SK_M];
+    __shared__ float part[8][SK_M], stat[SK_M][2];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n0 = blockIdx.x * 4;
+    if (ln_w) ln_row_stats<SK_M>(A, M, K, lda, ln_eps, part, stat);
+    float4 acc[SK_M];
+#pragma unroll
+    for (int m = 0; m < SK_M; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float* w0 = Bt + (long long)min(n0, N - 1) * ldb;          // N % 4 == 0: n0 + 3 < N when n0 < N
+#pragma unroll 2
+    for (int k = threadIdx.x * 4; k < K; k += 1024) {
+        float4 w[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) w[c] = *(const float4*)&w0[(long long)c * ldb + k];
+        float4 g = make_float4(1.f, 1.f, 1.f, 1.f), beta = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ln_w) { g = *(const float4*)&ln_w[k]; beta = *(const float4*)&ln_b[k]; }
+#pragma unroll
+        for (int m = 0; m < SK_M; ++m) {
+            if (m < M) {
+                float4 a = *(const float4*)&A[(long long)m * lda + k];
+                if (ln_w) {
+                    const float mu = stat[m][0], rs = stat[m][1];
+                    a.x = (a.x - mu) * rs * g.x + beta.x; a.y = (a.y - mu) * rs * g.y + beta.y;
+                    a.z = (a.z - mu) * rs * g.z + beta.z; a.w = (a.w - mu) * rs * g.w + beta.w;
+                }
+                acc[m].x += a.x * w[0].x + a.y * w[0].y + a.z * w[0].z + a.w * w[0].w;
+                acc[m].y += a.x * w[1].x + a.y * w[1].y + a.z * w[1].z + a.w * w[1].w;
+                acc[m].z += a.x * w[2].x + a.y * w[2].y + a.z * w[2].z + a.w * w[2].w;
+                acc[m].w += a.x * w[3].x + a.y * w[3].y + a.z * w[3].z + a.w * w[3].w;
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < SK_M; ++m) {
+        if (m < M) {                                          // uniform across the block
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                const float4 o = shfl_xor4(acc[m], off);
+                acc[m].x += o.x; acc[m].y += o.y; acc[m].z += o.z; acc[m].w += o.w;
+            }
+            if (lane == 0) red[warp][m] = acc[m];
+        }
+    }
+    __syncthreads();
+    const int m = threadIdx.x;
+    if (m < M && n0 < N) {
+        float4 v = red[0][m];
+#pragma unroll
+        for (int w = 1; w < 8; ++w) {
+            const float4 p = red[w][m];
+            v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+        }
+        epi_store4(v, m, n0, EPI_ARGS);
+    }
 }
 
 // ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------

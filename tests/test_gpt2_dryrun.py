@@ -49,13 +49,12 @@ def test_decode_step_folds_layernorm_into_the_skinny_gemv(name):
     assert kernels.count("decode_attention") == CONFIG.n_layer
 
 
-def test_wgmma_variant_stores_weights_transposed_and_decodes_through_its_tiles():
-    """v7 reads W^T (N x K): the GEMV (which reads K x N) is off, so a decode step runs its LayerNorms."""
+def test_wgmma_variant_stores_weights_transposed_and_decodes_on_the_transposed_gemv():
+    """v7 reads W^T (N x K); decoding then takes the GEMV for W^T rows, LayerNorm folded in as well."""
     launches, _, step = drive(catalogue.get("fast", "gpt2"))
     kernels = [k for k, *_ in step]
-    assert "gemm_skinny" not in kernels and "gemm_skinny1" not in kernels
-    assert kernels.count("gemm_wgmma") == 4 * CONFIG.n_layer + 1
-    assert kernels.count("layernorm_warp") == 2 * CONFIG.n_layer + 1
+    assert "gemm_skinny" not in kernels and "gemm_wgmma" not in kernels and "layernorm_warp" not in kernels
+    assert kernels.count("gemm_skinny_nk") == 4 * CONFIG.n_layer + 1
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpu.dryrun import RecordingRuntime
     C = CONFIG.n_embd

@@ -107,25 +107,25 @@ def test_linear_with_epilogues(build, split_k, M, N, K, rng):
     assert rel_err(C.get(), want) <= tol
 
 
-@pytest.mark.parametrize("M", [1, 3, 8])
-def test_skinny_gemm_with_layernorm_prologue(M, rng):
+@pytest.mark.parametrize("version", ["vec4", "wgmma"])          # W as K x N, and W^T rows (gemm_skinny_nk)
+@pytest.mark.parametrize("M,N,K", [(1, 2304, 768), (3, 2304, 768), (8, 2304, 768), (5, 36, 1000)])
+def test_skinny_gemm_with_layernorm_prologue(version, M, N, K, rng):
     """Decoding's GEMV normalises its few input rows itself: LayerNorm(A) @ W + bias, vs float64."""
     from convnet.gpu.gemm import Epilogue, Linear
     from convnet.gpu.runtime import Runtime
     rt = Runtime.get()
-    K, N = 768, 2304
-    lin = Linear(rt, "vec4", {}, "test", split_k=True)
+    lin = Linear(rt, version, {}, "test", split_k=True)
     assert lin.fuses_layernorm(M, N, K) and not lin.fuses_layernorm(9, N, K)
     A = (3 + 2 * rng.standard_normal((M, K))).astype(np.float32)
     W = rng.standard_normal((K, N)).astype(np.float32)
     gamma, beta, bias = (rng.standard_normal(n).astype(np.float32) for n in (K, K, N))
     g = {}
-    for n, a in (("A", A), ("W", W), ("gamma", gamma), ("beta", beta), ("bias", bias)):
+    for n, a in (("A", A), ("W", lin.layout(W)), ("gamma", gamma), ("beta", beta), ("bias", bias)):
         g[n] = rt.pool.get(f"test.ln.{n}", a.shape)
         g[n].set(a)
     C = rt.pool.get("test.ln.C", (M, N))
     C.fill(np.float32("nan"))
-    lin(g["A"], g["W"], C, M, N, K, K, N, N, Epilogue(bias=g["bias"]), ln=(g["gamma"], g["beta"], 1e-5))
+    lin(g["A"], g["W"], C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=g["bias"]), ln=(g["gamma"], g["beta"], 1e-5))
     rt.synchronize("test LayerNorm prologue")
     want = ref.layer_norm(A.astype(np.float64), gamma, beta) @ W + bias
     assert rel_err(C.get(), want) <= 1e-5

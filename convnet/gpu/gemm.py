@@ -73,6 +73,7 @@ TILE_V45 = 128
 SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
 SKINNY_M, SKINNY_COLS = 8, 8       # gemm_skinny: at most 8 rows; 8 columns per block of 256 threads
+SKINNY_NK_COLS = 4                 # gemm_skinny_nk (W^T rows): 4 columns per block
 V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
 WG_DEFAULTS = {"WG_BN": 128, "WG_STAGES": 3, "WG_RASTER": 2}
 WG_BM, WG_BK = 128, 32
@@ -98,10 +99,11 @@ class Linear:
         if version in kernels:
             self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
-            # decoding's GEMV reads W as K x N; the transposed (v7) layout takes the tiled kernel instead
-            skinny = split_k and self.w_layout == "kn"
-            self.skinny = rt.kernel("gemm.cu", "gemm_skinny", defines, variant) if skinny else None
-            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1", defines, variant) if skinny else None
+            # decoding's GEMV (with split_k): K x N weights, or W^T rows for v7 (gemm_skinny_nk)
+            kn = split_k and self.w_layout == "kn"
+            self.skinny = rt.kernel("gemm.cu", "gemm_skinny" if kn else "gemm_skinny_nk", defines, variant) \
+                if split_k else None
+            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1", defines, variant) if kn else None
             self.threads, self.smem, self.tflops = 256, 0, 40.0     # tflops: a rough pace, for splits()
             self.tile = (TILE_V45, TILE_V45)
             if version == "wgmma":
@@ -192,8 +194,9 @@ class Linear:
         if self.skinny is not None and M <= SKINNY_M:
             # Decoding: a 128-row tile would be almost all padding; read W once, reduce K in the block.
             gamma, beta, eps = ln if ln is not None else (None, None, 0.0)
-            skinny = self.skinny1 if M == 1 else self.skinny       # one row: a lighter build, 4 blocks per SM
-            skinny((_cdiv(N, SKINNY_COLS), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
+            skinny = self.skinny1 if M == 1 and self.skinny1 else self.skinny   # one row: a lighter build
+            cols = SKINNY_COLS if self.w_layout == "kn" else SKINNY_NK_COLS
+            skinny((_cdiv(N, cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
                    i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
             return
         splits = self.splits(M, N, K)
