@@ -54,6 +54,21 @@ __device__ __forceinline__ bool visible(int key, int query, int Tk, int window) 
     return key <= query && key < Tk && (window <= 0 || key > query - window);
 }
 
+// Keys kt..kt+BC-1 of one head's K and V (rows of D floats) into shared rows KP and VP floats apart, by
+// NT threads in 16-byte copies; one commit group. Rows past Tk are zero-filled (p = 0 must meet 0, not NaN).
+template <int BC, int D, int KP, int VP, int NT>
+__device__ __forceinline__ void load_kv_tile(float* Ks, float* Vs, const float* RESTRICT kh, const float* RESTRICT vh,
+                                             int kt, int Tk, int tid) {
+    for (int e = tid; e < BC * D / 4; e += NT) {
+        const int c = e / (D / 4), d = (e % (D / 4)) * 4;
+        const bool ok = kt + c < Tk;
+        const long long at = ok ? (long long)(kt + c) * D + d : 0;
+        cp_async16(&Ks[c * KP + d], kh + at, ok);
+        cp_async16(&Vs[c * VP + d], vh + at, ok);
+    }
+    cp_async_commit();
+}
+
 // Dynamic shared memory, all row-major and 16-byte aligned: Qs[BR][D+4], Ks[2][BC][D+4], Vs[2][BC][D],
 // Ps[BR][BC+4]; K and V are double-buffered: the next tile's cp.async runs while this one is computed. Thread (ty, tx) of 16 x 16 owns score rows ty*4..+3 and key columns tx + 16j (so the
 // 16 float4 reads of K rows fall in distinct banks: rows are D+4 floats apart), and output columns
@@ -90,15 +105,8 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
 #pragma unroll
     for (int i = 0; i < FA_RT; ++i) { m_run[i] = -INFINITY; l_run[i] = 0.f; }
 
-    auto load_kv = [&](int buf, int kt) {                 // rows past Tk are zero-filled (p = 0 must meet 0)
-        for (int e = tid; e < FA_BC * D / 4; e += FA_NT) {
-            const int c = e / (D / 4), d = (e % (D / 4)) * 4;
-            const bool ok = kt + c < Tk;
-            const long long at = ok ? (long long)(kt + c) * D + d : 0;
-            cp_async16(&Kbuf[(buf * FA_BC + c) * DP + d], kh + at, ok);
-            cp_async16(&Vbuf[(buf * FA_BC + c) * D + d], vh + at, ok);
-        }
-        cp_async_commit();
+    auto load_kv = [&](int buf, int kt) {
+        load_kv_tile<FA_BC, D, DP, D, FA_NT>(Kbuf + buf * FA_BC * DP, Vbuf + buf * FA_BC * D, kh, vh, kt, Tk, tid);
     };
     const int kt0 = (key_lo / FA_BC) * FA_BC;
 #if FA_KV_BUFS == 2
@@ -251,15 +259,9 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
     const int key_lo = window > 0 ? max(0, first_q - window + 1) : 0, key_hi = min(last_q, Tk - 1);
 
     float o[DK][4] = {}, m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    auto load_kv = [&](int buf, int kt) {                 // rows past Tk are zero-filled (p = 0 must meet 0)
-        for (int e = tid; e < FT_BC * D / 4; e += NT) {
-            const int c = e / (D / 4), d = (e % (D / 4)) * 4;
-            const bool ok = kt + c < Tk;
-            const long long at = ok ? (long long)(kt + c) * D + d : 0;
-            cp_async16(&Kbuf[(buf * FT_BC + c) * FT_KP + d], kh + at, ok);
-            cp_async16(&Vbuf[(buf * FT_BC + c) * FT_VP + d], vh + at, ok);
-        }
-        cp_async_commit();
+    auto load_kv = [&](int buf, int kt) {
+        load_kv_tile<FT_BC, D, FT_KP, FT_VP, NT>(Kbuf + buf * FT_BC * FT_KP, Vbuf + buf * FT_BC * FT_VP, kh, vh, kt,
+                                                 Tk, tid);
     };
     const int kt0 = (key_lo / FT_BC) * FT_BC;
     if (kt0 <= key_hi) load_kv(0, kt0);
