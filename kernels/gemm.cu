@@ -847,6 +847,40 @@ __device__ __forceinline__ void wg_mma_tile(float (&acc)[WG_NT][64], unsigned st
 __device__ __forceinline__ void wg_store(const float (&acc)[WG_NT][64], int m0, int n0, int wg, int warp, int lane,
                                          int M, int N, float* RESTRICT ws, EPI_PARAMS) {
     const int g = lane / 4, t = lane % 4, mw = m0 + wg * 64 + (warp % 4) * 16 + g;
+    if (qkv_T > 0 && gridDim.z == 1 && head_dim % 2 == 0) {
+        // pro_2's head-major scatter with the address split into a row part (b, t: two rows per thread) and
+        // a column part (which, head, d: once per 8-column step), each worked out once: per element,
+        // qkv_slot's index arithmetic outweighed this kernel's main loop (qkv took 3.85 ms against the
+        // 2.4 of the same GEMM storing row-major, H200).
+        const int C1 = n_head * head_dim, p = pos_dev ? *pos_dev : pos;
+        long long row_q[2], row_kv[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int m = min(mw + half * 8, M - 1), b = m / qkv_T, tt = m - b * qkv_T;
+            row_q[half] = ((long long)b * n_head * cap_q + tt) * head_dim;
+            row_kv[half] = ((long long)b * n_head * cap_kv + p + tt) * head_dim;
+        }
+#pragma unroll
+        for (int j = 0; j < WG_NT; ++j)
+#pragma unroll
+            for (int q = 0; q < 16; ++q) {
+                const int n = n0 + j * 128 + q * 8 + 2 * t;
+                if (n >= N) continue;                            // n even, head_dim even: n, n + 1 share a head
+                const int which = n >= 2 * C1 ? 2 : (n >= C1 ? 1 : 0), c = n - which * C1, h = c / head_dim;
+                float* out = which == 0 ? C : (which == 1 ? k_out : v_out);
+                const long long col = (long long)h * (which == 0 ? cap_q : cap_kv) * head_dim + (c - h * head_dim);
+                float2 bv = make_float2(0.f, 0.f);
+                if (bias) bv = *(const float2*)&bias[n];
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    if (mw + half * 8 >= M) continue;
+                    const float2 v = make_float2(activation(acc[j][4 * q + 2 * half] + bv.x, act),
+                                                 activation(acc[j][4 * q + 2 * half + 1] + bv.y, act));
+                    *(float2*)&out[(which == 0 ? row_q[half] : row_kv[half]) + col] = v;
+                }
+            }
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < WG_NT; ++j)
 #pragma unroll
