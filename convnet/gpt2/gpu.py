@@ -4,7 +4,7 @@ kernel each step uses:
 
     gemm            tiled (v1, baseline) | regtile (v2) | vec4 (v4, fp32) | tf32 (v5, tensor cores) |
                     wgmma (v7, Hopper warpgroup tensor cores; the linear weights are stored transposed)
-    split_k         req_9: split-K for long K and few output tiles (v4/v5)
+    split_k         req_9: split-K for long K and few output tiles (v4/v5/v7), and decoding's GEMV
     attention       naive (scores in memory, baseline) | flash (req_4)
     softmax         naive | warp        (naive attention only)
     layernorm       naive | warp

@@ -72,14 +72,14 @@ def tune(variant, shapes: dict, reps: int = 10) -> tuple[dict, list]:
     """Times every candidate on every shape; returns (winners "MxNxK" -> config, table rows)."""
     import numpy as np
     from .dryrun import precompile
-    from .gemm import Linear
+    from .gemm import LINEAR_KERNELS, Linear
     from .runtime import Runtime
     rt = Runtime.get()
     version = variant.params.get("gemm", "tiled")
     if version not in CANDIDATES:
         raise DataError(f"variant {variant.name}: GEMM version {version!r} has no tunables (vec4, tf32 have)")
     candidates = CANDIDATES[version]
-    kernel = {"vec4": "gemm_vec4", "tf32": "gemm_tf32"}[version]
+    kernel = LINEAR_KERNELS[version]
     precompile({("gemm.cu", tuple(sorted({**variant.defines, **c["defines"]}.items()))) for c in candidates}, rt.arch)
     rng = np.random.default_rng(0)
     winners, rows = {}, []

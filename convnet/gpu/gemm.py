@@ -77,6 +77,7 @@ SKINNY_NK_COLS = 4                 # gemm_skinny_nk (W^T rows): 4 columns per bl
 V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
 WG_DEFAULTS = {"WG_BN": 128, "WG_STAGES": 3, "WG_RASTER": 2}
 WG_BM, WG_BK = 128, 32
+LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma"}   # Linear's tiled kernels
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 
 
@@ -92,18 +93,17 @@ class Linear:
         self.rt, self.version, self.split_k = rt, version, split_k
         self.defines, self.variant = dict(defines), variant
         self.tuned, self._tuned_linears, self.fixed_splits = dict(tuned or {}), {}, None
-        kernels = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma"}
         self.w_layout = "nk" if version == "wgmma" else "kn"
         if version == "wgmma" and rt.arch != "sm_90a":
             raise GPUError(f"GEMM v7 (wgmma) needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch}")
-        if version in kernels:
-            self.fn = rt.kernel("gemm.cu", kernels[version], defines, variant)
+        if version in LINEAR_KERNELS:
+            self.fn = rt.kernel("gemm.cu", LINEAR_KERNELS[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
             # decoding's GEMV (with split_k): K x N weights, or W^T rows for v7 (gemm_skinny_nk)
-            kn = split_k and self.w_layout == "kn"
+            kn = self.w_layout == "kn"
             self.skinny = rt.kernel("gemm.cu", "gemm_skinny" if kn else "gemm_skinny_nk", defines, variant) \
                 if split_k else None
-            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1", defines, variant) if kn else None
+            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1", defines, variant) if split_k and kn else None
             self.threads, self.smem, self.tflops = 256, 0, 40.0     # tflops: a rough pace, for splits()
             self.tile = (TILE_V45, TILE_V45)
             if version == "wgmma":
@@ -179,7 +179,7 @@ class Linear:
             raise GPUError(f"LayerNorm fused into the GEMM needs the skinny path (M <= {SKINNY_M}), got M={M}")
         if self.fn is None or not aligned:
             if epi.qkv is not None:
-                raise GPUError(f"the head-major QKV epilogue needs GEMM v4/v5 and 16-byte aligned rows "
+                raise GPUError(f"the head-major QKV epilogue needs GEMM v4/v5/v7 and 16-byte aligned rows "
                                f"(K={K}, N={N})")
             sb = (1, ldb) if self.w_layout == "nk" else (ldb, 1)
             self.fallback(A, W, C, M, N, K, (lda, 1), sb, (ldc, 1), bias=epi.bias,

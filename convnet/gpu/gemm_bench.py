@@ -17,19 +17,16 @@ from .. import report
 from ..errors import exit_code
 from .autotune import gpt2_shapes
 from .bench import parse_sweep, settings as sweep_settings
+from .gemm import LINEAR_KERNELS, Linear
 
 # GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
 GPT2_SHAPES = gpt2_shapes(8, 1024)
-
-
-KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma"}
 
 
 def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:
     """One column per (version, setting); a setting's constants go to every version (unused ones are inert)."""
     from .cublas import OP_N, CuBLAS
     from .dryrun import precompile
-    from .gemm import Linear
     from .runtime import Runtime
     rt = Runtime.get()
     settings = sweep_settings(grid)
@@ -40,7 +37,7 @@ def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_
     blas = CuBLAS.get()
     rng = np.random.default_rng(0)
     headers = ["shape (M x N x K)", "cuBLAS fp32", "cuBLAS TF32"] + \
-              [f"{KERNELS[v]} {' '.join(f'{k}={x}' for k, x in s.items()) or 'default'}" for v, s in runs]
+              [f"{LINEAR_KERNELS[v]} {' '.join(f'{k}={x}' for k, x in s.items()) or 'default'}" for v, s in runs]
     rows = []
     for name, (M, N, K) in shapes.items():
         A, W, C = (rt.pool.get(f"gemmbench.{n}", shape) for n, shape in (("A", (M, K)), ("W", (K, N)), ("C", (M, N))))
@@ -58,7 +55,7 @@ def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_
         for lin, (v, _) in zip(linears, runs):
             w_dev = Wt if lin.w_layout == "nk" else W
             row.append(tflops(rt.median_ms(lambda: lin(A, w_dev, C, M, N, K, K, lin.ldb(K, N), N), reps,
-                                           what=KERNELS[v])))
+                                           what=LINEAR_KERNELS[v])))
         rows.append(row)
     title = f"TFLOP/s on {rt.name} (median of {reps}{', split-K heuristic on' if split_k else ''})"
     return report.table(headers, rows, title=title)
@@ -66,7 +63,7 @@ def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m convnet.gpu.gemm_bench", description=__doc__.splitlines()[0])
-    p.add_argument("--version", nargs="+", choices=tuple(KERNELS), default=["tf32"])
+    p.add_argument("--version", nargs="+", choices=tuple(LINEAR_KERNELS), default=["tf32"])
     p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 compile-time constants (e.g. V5_WM=32,64)")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--split-k", action="store_true", help="let req_9's heuristic split K")
