@@ -26,6 +26,9 @@
 //   FA_RT=8           each thread owns 8 query rows instead of 4: every K and V float4 read from shared
 //                     memory now feeds twice the FMAs (the Q and P reads are warp broadcasts), so shared
 //                     memory falls further behind the FMA pipe; the block covers FA_TY * 8 queries.
+//   FA_KV_BUFS=1      one K and one V buffer (a third less shared memory: 3 blocks per SM at FA_RT=8,
+//                     FA_TY=8), copied as two groups so each lands under the block's own math: V(kt)
+//                     during S = QK^T and the softmax, K(kt+1) during O += PV; two barriers per tile.
 // Tunables (-D): HEAD_DIM, FA_RT (query rows per thread, 4 or 8), FA_TY (thread rows: FA_TY x 16 threads),
 // FA_KV_BUFS (1 or 2 K/V tile buffers).
 #include "common.cuh"
@@ -54,23 +57,30 @@ __device__ __forceinline__ bool visible(int key, int query, int Tk, int window) 
     return key <= query && key < Tk && (window <= 0 || key > query - window);
 }
 
-// Keys kt..kt+BC-1 of one head's K and V (rows of D floats) into shared rows KP and VP floats apart, by
-// NT threads in 16-byte copies; one commit group. Rows past Tk are zero-filled (p = 0 must meet 0, not NaN).
-template <int BC, int D, int KP, int VP, int NT>
-__device__ __forceinline__ void load_kv_tile(float* Ks, float* Vs, const float* RESTRICT kh, const float* RESTRICT vh,
-                                             int kt, int Tk, int tid) {
+// Rows kt..kt+BC-1 of one head's K or V (rows of D floats) into shared rows P floats apart, by NT threads
+// in 16-byte cp.async copies (no commit). Rows past Tk are zero-filled (p = 0 must meet 0, not NaN).
+template <int BC, int D, int P, int NT>
+__device__ __forceinline__ void copy_rows(float* dst, const float* RESTRICT src, int kt, int Tk, int tid) {
     for (int e = tid; e < BC * D / 4; e += NT) {
         const int c = e / (D / 4), d = (e % (D / 4)) * 4;
         const bool ok = kt + c < Tk;
-        const long long at = ok ? (long long)(kt + c) * D + d : 0;
-        cp_async16(&Ks[c * KP + d], kh + at, ok);
-        cp_async16(&Vs[c * VP + d], vh + at, ok);
+        cp_async16(&dst[c * P + d], src + (ok ? (long long)(kt + c) * D + d : 0), ok);
     }
+}
+
+// One K tile and one V tile (rows KP and VP floats apart) as one commit group.
+template <int BC, int D, int KP, int VP, int NT>
+__device__ __forceinline__ void load_kv_tile(float* Ks, float* Vs, const float* RESTRICT kh, const float* RESTRICT vh,
+                                             int kt, int Tk, int tid) {
+    copy_rows<BC, D, KP, NT>(Ks, kh, kt, Tk, tid);
+    copy_rows<BC, D, VP, NT>(Vs, vh, kt, Tk, tid);
     cp_async_commit();
 }
 
-// Dynamic shared memory, all row-major and 16-byte aligned: Qs[BR][D+4], Ks[2][BC][D+4], Vs[2][BC][D],
-// Ps[BR][BC+4]; K and V are double-buffered: the next tile's cp.async runs while this one is computed. Thread (ty, tx) of 16 x 16 owns score rows ty*4..+3 and key columns tx + 16j (so the
+// Dynamic shared memory, all row-major and 16-byte aligned: Qs[BR][D+4], Ks[bufs][BC][D+4], Vs[bufs][BC][D],
+// Ps[BR][BC+4]. Two K/V buffers: the next tile's copy runs while this one is computed; one buffer: K and V
+// are separate copy groups, V(kt) landing during QK^T and K(kt+1) during PV. Thread (ty, tx) of FA_TY x 16
+// owns score rows ty*FA_RT.. and key columns tx + 16j (so the
 // 16 float4 reads of K rows fall in distinct banks: rows are D+4 floats apart), and output columns
 // tx*DJ..+DJ-1 (float4 reads of V rows and float4 stores of y when DJ % 4 == 0).
 extern "C" __global__ void __launch_bounds__(FA_NT)
@@ -105,30 +115,12 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
 #pragma unroll
     for (int i = 0; i < FA_RT; ++i) { m_run[i] = -INFINITY; l_run[i] = 0.f; }
 
-    auto load_kv = [&](int buf, int kt) {
-        load_kv_tile<FA_BC, D, DP, D, FA_NT>(Kbuf + buf * FA_BC * DP, Vbuf + buf * FA_BC * D, kh, vh, kt, Tk, tid);
-    };
-    const int kt0 = (key_lo / FA_BC) * FA_BC;
-#if FA_KV_BUFS == 2
-    if (kt0 <= key_hi) load_kv(0, kt0);
-#endif
-    for (int kt = kt0, it = 0; kt <= key_hi; kt += FA_BC, ++it) {
-        const int buf = FA_KV_BUFS == 2 ? (it & 1) : 0;
-        const float* Ks = Kbuf + buf * FA_BC * DP;
-        const float* Vs = Vbuf + buf * FA_BC * D;
-        __syncthreads();                                   // the other buffer (or this one) and Ps are consumed
-#if FA_KV_BUFS == 2
-        if (kt + FA_BC <= key_hi) { load_kv(buf ^ 1, kt + FA_BC); cp_async_wait<1>(); }
-        else cp_async_wait<0>();
-#else
-        load_kv(0, kt);                                    // other resident blocks hide the wait
-        cp_async_wait<0>();
-#endif
-        __syncthreads();                                   // this tile's K and V have landed
-        // A tile wholly below the diagonal (and inside every row's window) needs no mask.
-        const bool full = kt + FA_BC - 1 <= first_q && kt + FA_BC <= Tk &&
-                          (window <= 0 || kt > shift + q0 + FA_BR - 1 - window);
-        float s[FA_RT][4] = {};
+    // S = Q K^T for this thread's FA_RT rows and keys tx + 16j (Q pre-scaled: scores come out in log2 units).
+    auto tile_scores = [&](const float* Ks, float (&s)[FA_RT][4]) {
+#pragma unroll
+        for (int i = 0; i < FA_RT; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) s[i][j] = 0.f;
 #pragma unroll 4
         for (int d = 0; d < D; d += 4) {
             float4 qv[FA_RT], kv[4];
@@ -143,6 +135,12 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
                     s[i][j] = fmaf(qv[i].w, kv[j].w, fmaf(qv[i].z, kv[j].z,
                               fmaf(qv[i].y, kv[j].y, fmaf(qv[i].x, kv[j].x, s[i][j]))));
         }
+    };
+    // The online softmax: mask, new running maxima, rescale O, P = exp2(S - max) into Ps.
+    auto online_softmax = [&](int kt, float (&s)[FA_RT][4]) {
+        // A tile wholly below the diagonal (and inside every row's window) needs no mask.
+        const bool full = kt + FA_BC - 1 <= first_q && kt + FA_BC <= Tk &&
+                          (window <= 0 || kt > shift + q0 + FA_BR - 1 - window);
 #pragma unroll
         for (int i = 0; i < FA_RT; ++i) {
             const int query = shift + q0 + ty * FA_RT + i;
@@ -169,7 +167,9 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
 #pragma unroll
             for (int j = 0; j < FA_DJ; ++j) o[i][j] *= alpha;
         }
-        __syncthreads();
+    };
+    // O += P V for this thread's rows and output columns tx*DJ..
+    auto accumulate_pv = [&](const float* Vs) {
 #pragma unroll 2
         for (int c = 0; c < FA_BC; c += 4) {
             float4 pv[FA_RT];
@@ -194,7 +194,44 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
                 }
             }
         }
+    };
+
+    const int kt0 = (key_lo / FA_BC) * FA_BC;
+#if FA_KV_BUFS == 2
+    auto load_kv = [&](int buf, int kt) {
+        load_kv_tile<FA_BC, D, DP, D, FA_NT>(Kbuf + buf * FA_BC * DP, Vbuf + buf * FA_BC * D, kh, vh, kt, Tk, tid);
+    };
+    if (kt0 <= key_hi) load_kv(0, kt0);
+    for (int kt = kt0, it = 0; kt <= key_hi; kt += FA_BC, ++it) {
+        const int buf = it & 1;
+        __syncthreads();                                   // the other buffer and Ps are consumed
+        if (kt + FA_BC <= key_hi) { load_kv(buf ^ 1, kt + FA_BC); cp_async_wait<1>(); }
+        else cp_async_wait<0>();
+        __syncthreads();                                   // this tile's K and V have landed
+        float s[FA_RT][4];
+        tile_scores(Kbuf + buf * FA_BC * DP, s);
+        online_softmax(kt, s);
+        __syncthreads();                                   // Ps complete
+        accumulate_pv(Vbuf + buf * FA_BC * D);
     }
+#else
+    // One K and one V buffer, each its own copy group: V(kt) lands during S = QK^T and the softmax, K(kt + 1)
+    // during PV, so the copies overlap this block's own math; two barriers per tile.
+    if (kt0 <= key_hi) { copy_rows<FA_BC, D, DP, FA_NT>(Kbuf, kh, kt0, Tk, tid); cp_async_commit(); }
+    for (int kt = kt0; kt <= key_hi; kt += FA_BC) {
+        cp_async_wait<0>();                                // K(kt), the only group in flight
+        __syncthreads();                                   // ... for everyone; the last PV is done with V, Ps
+        copy_rows<FA_BC, D, D, FA_NT>(Vbuf, vh, kt, Tk, tid);
+        cp_async_commit();
+        float s[FA_RT][4];
+        tile_scores(Kbuf, s);
+        online_softmax(kt, s);
+        cp_async_wait<0>();                                // V(kt)
+        __syncthreads();                                   // V and Ps complete; K consumed
+        if (kt + FA_BC <= key_hi) { copy_rows<FA_BC, D, DP, FA_NT>(Kbuf, kh, kt + FA_BC, Tk, tid); cp_async_commit(); }
+        accumulate_pv(Vbuf);
+    }
+#endif
 #pragma unroll
     for (int i = 0; i < FA_RT; ++i)                          // the row's sum over its 16 lanes (all lanes)
 #pragma unroll

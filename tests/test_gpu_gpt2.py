@@ -82,9 +82,11 @@ def test_windowed_variant_differs_from_full_attention(rng):
 
 # odd sizes; one row (decoding); N > M (v7 walks row tiles first) and M > N over several tiles; K = 8.
 LINEAR_SHAPES = [(37, 44, 52), (1, 2304, 768), (1, 260, 1028), (130, 260, 1028), (3, 16, 4096), (256, 128, 8),
-                 (300, 132, 1000)]
-# (version, -D constants): v7 also with 256-wide tiles (two wgmma per k step) and a deeper ring.
-LINEAR_BUILDS = {"tiled": ("tiled", {}), "regtile": ("regtile", {}), "vec4": ("vec4", {}), "tf32": ("tf32", {}),
+                 (300, 132, 1000), (1100, 260, 64)]        # the last: 9 row tiles, a part group in v4's order
+# (version, -D constants): v4 also in row-major tile order; v7 also with 256-wide tiles (two wgmma per k
+# step) and a deeper ring.
+LINEAR_BUILDS = {"tiled": ("tiled", {}), "regtile": ("regtile", {}), "vec4": ("vec4", {}),
+                 "vec4-row-major": ("vec4", {"V4_GROUP": 0}), "tf32": ("tf32", {}),
                  "wgmma": ("wgmma", {}), "wgmma-bn256": ("wgmma", {"WG_BN": 256, "WG_STAGES": 3}),
                  "wgmma-4stages-inflight": ("wgmma", {"WG_STAGES": 4, "WG_INFLIGHT": 1})}
 

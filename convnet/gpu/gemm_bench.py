@@ -3,6 +3,7 @@ TF32 math) in the same run, and sweeps the versions' compile-time tile constants
 
     python -m convnet.gpu.gemm_bench --version tf32 --sweep V5_WM=32,64 V5_STAGES=2,3
     python -m convnet.gpu.gemm_bench --version tf32 wgmma --sweep WG_STAGES=4,6
+    python -m convnet.gpu.gemm_bench --version vec4 --sweep V4_GROUP=0,8
 
 Each figure: CUDA events, two warm-ups, median of --reps runs, TFLOP/s = 2 M N K / time.
 """
