@@ -669,6 +669,21 @@ gemm_skinny_nk(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, 
 #define V5_BP (V5_BN + 8)
 #define V5_STAGE_FLOATS (V5_BM * V5_AP + V5_BK * V5_BP)
 
+// A ROWS x COLS tile of a row-major matrix (row stride ld) from (r0, c0) into shared rows P floats apart,
+// as 16-byte cp.async copies by NT threads (no commit); chunks at or past (r_end, c_end) are zeros.
+template <int ROWS, int COLS, int P, int NT>
+__device__ __forceinline__ void copy_tile_async(float* dst, const float* RESTRICT src, int ld, int r0, int c0,
+                                                int r_end, int c_end, int tid) {
+    constexpr int CQ = COLS / 4;                                // 16-byte chunks per row
+    static_assert(ROWS * CQ % NT == 0, "the block's threads must split the tile evenly");
+#pragma unroll
+    for (int i = 0; i < ROWS * CQ / NT; ++i) {
+        const int e = tid + i * NT, r = e / CQ, c = (e % CQ) * 4;
+        const bool ok = r0 + r < r_end && c0 + c < c_end;
+        cp_async16(dst + r * P + c, ok ? &src[(long long)(r0 + r) * ld + c0 + c] : src, ok);
+    }
+}
+
 __device__ __forceinline__ unsigned to_tf32(float x) {
 #if V5_ROUND
     unsigned u;
@@ -692,22 +707,8 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
     auto As = [&](int s) { return v5_smem + s * V5_STAGE_FLOATS; };                 // [BM][AP]
     auto Bs = [&](int s) { return v5_smem + s * V5_STAGE_FLOATS + V5_BM * V5_AP; };  // [BK][BP]
     auto load = [&](int s, int k0) {
-        float* as = As(s);
-        float* bs = Bs(s);
-        constexpr int KQ = V5_BK / 4;                           // float4 per A row
-#pragma unroll
-        for (int r = 0; r < V5_BM * KQ / V5_THREADS; ++r) {    // A: BM rows x KQ float4
-            const int e = tid + r * V5_THREADS, row = e / KQ, kq = (e % KQ) * 4, m = m0 + row, k = k0 + kq;
-            const bool ok = m < M && k < ke;
-            cp_async16(as + row * V5_AP + kq, ok ? &A[(long long)m * lda + k] : A, ok);
-        }
-        constexpr int NQ = V5_BN / 4;                           // float4 per B row
-#pragma unroll
-        for (int r = 0; r < V5_BK * NQ / V5_THREADS; ++r) {    // B: BK rows x NQ float4
-            const int e = tid + r * V5_THREADS, kr = e / NQ, nq = (e % NQ) * 4, k = k0 + kr, n = n0 + nq;
-            const bool ok = k < ke && n < N;
-            cp_async16(bs + kr * V5_BP + nq, ok ? &B[(long long)k * ldb + n] : B, ok);
-        }
+        copy_tile_async<V5_BM, V5_BK, V5_AP, V5_THREADS>(As(s), A, lda, m0, k0, M, ke, tid);   // A: BM x BK
+        copy_tile_async<V5_BK, V5_BN, V5_BP, V5_THREADS>(Bs(s), B, ldb, k0, n0, ke, N, tid);   // B: BK x BN
     };
     float acc[V5_MI][V5_NJ][4] = {};
 #pragma unroll
@@ -796,8 +797,8 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
 #define WG_INFLIGHT 0              // wgmma groups left running when the next tile is issued (0 or 1)
 #endif
 #ifndef WG_RASTER
-#define WG_RASTER 2                // block order: 0 N tiles fastest, 1 M tiles fastest, 2 as raster_m says
-#endif
+#define WG_RASTER 2                // block order, applied by the launcher through raster_m: 0 N tiles fastest,
+#endif                             // 1 M tiles fastest, 2 M tiles fastest when N > M (the LM head)
 #define WG_BM 128
 #define WG_BK 32
 #define WG_NT (WG_BN / 128)
@@ -835,20 +836,18 @@ __device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], unsigned long lo
 }
 #endif
 
-// Copies 32-deep k tiles of A's rows m0.. and Bt's rows n0.. into a stage, 128-byte swizzled, by THREADS
-// threads: thread i copies 16-byte chunk c = i % 8 of rows i / 8, i / 8 + STEP, ... (STEP = THREADS / 8;
-// each warp instruction moves four whole 128-byte rows). Row pointers, row validity and the swizzled
-// destinations are worked out once per block, so a tile costs one pointer add per copy (the copies'
-// issue rate bounds this kernel). Rows or k past the end are zero-filled.
-template <int THREADS>
+// Copies 32-deep k tiles of A's rows m0.. and Bt's rows n0.. into a stage, 128-byte swizzled, by the block's
+// 256 threads: thread i copies 16-byte chunk c = i % 8 of rows i / 8, i / 8 + 32, ... (each warp instruction
+// moves four whole 128-byte rows; rows 32 apart share a swizzle phase). Row pointers, row validity and the
+// swizzled destination are worked out once per block, so a tile costs one pointer add per copy (the
+// copies' issue rate bounds this kernel). Rows or k past the end are zero-filled.
 struct WgLoader {
-    static constexpr int STEP = THREADS / 8, AR = WG_BM / STEP, BR = WG_BN / STEP;
-    static_assert(STEP % 8 == 0 || STEP == 4, "a row's swizzle phase: r0 % 8, or alternating for STEP 4");
+    static constexpr int STEP = 256 / 8, AR = WG_BM / STEP, BR = WG_BN / STEP;
     const float* a;
     const float* b;
     long long a_step, b_step;
     unsigned long long a_ok, b_ok;              // bit j: row r0 + j STEP exists
-    int kc, dst, swz[2];
+    int kc, dst;
     __device__ __forceinline__ WgLoader(const float* A, const float* Bt, int m0, int n0, int M, int N, int lda,
                                         int ldb, int i) {
         const int c = i % 8, r0 = i / 8;
@@ -862,9 +861,7 @@ struct WgLoader {
         for (int j = 0; j < AR; ++j) a_ok |= (unsigned long long)(m0 + r0 + j * STEP < M) << j;
 #pragma unroll
         for (int j = 0; j < BR; ++j) b_ok |= (unsigned long long)(n0 + r0 + j * STEP < N) << j;
-        dst = r0 * 128;
-        swz[0] = (c ^ (r0 % 8)) * 16;
-        swz[1] = (c ^ ((r0 + STEP) % 8)) * 16;
+        dst = r0 * 128 + (c ^ (r0 % 8)) * 16;
     }
     __device__ __forceinline__ void operator()(unsigned char* stage, int k0, int ke) const {
         const bool k_ok = k0 + kc < ke;
@@ -872,13 +869,13 @@ struct WgLoader {
 #pragma unroll
         for (int j = 0; j < AR; ++j, p += a_step) {
             const bool ok = k_ok && ((a_ok >> j) & 1);
-            cp_async16(stage + dst + j * STEP * 128 + swz[j % 2], ok ? p : a, ok);
+            cp_async16(stage + dst + j * STEP * 128, ok ? p : a, ok);
         }
         const float* q = b + k0;
 #pragma unroll
         for (int j = 0; j < BR; ++j, q += b_step) {
             const bool ok = k_ok && ((b_ok >> j) & 1);
-            cp_async16(stage + WG_A_BYTES + dst + j * STEP * 128 + swz[j % 2], ok ? q : b, ok);
+            cp_async16(stage + WG_A_BYTES + dst + j * STEP * 128, ok ? q : b, ok);
         }
     }
 };
@@ -964,7 +961,6 @@ gemm_wgmma(const float* RESTRICT A, const float* RESTRICT Bt, float* RESTRICT ws
     unsigned char* smem = wg_raw + pad;
     const unsigned base = raw + pad;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
-    if (WG_RASTER != 2) raster_m = WG_RASTER;
     const int mt = raster_m ? blockIdx.x : blockIdx.y, nt = raster_m ? blockIdx.y : blockIdx.x;
     const int m0 = mt * WG_BM, n0 = nt * WG_BN;
     const int kb = blockIdx.z * k_split, ke = min(K, kb + k_split);
@@ -977,7 +973,7 @@ gemm_wgmma(const float* RESTRICT A, const float* RESTRICT Bt, float* RESTRICT ws
     // Stages: tile t - 1 may still be read by its wgmma (WG_INFLIGHT), tile t is multiplied, tiles
     // t + 1 .. t + P are in flight; so P = WG_STAGES - 1 - WG_INFLIGHT tiles are prefetched.
     constexpr int P = WG_STAGES - 1 - WG_INFLIGHT;
-    const WgLoader<256> load(A, Bt, m0, n0, M, N, lda, ldb, tid);
+    const WgLoader load(A, Bt, m0, n0, M, N, lda, ldb, tid);
 #pragma unroll
     for (int s = 0; s < P; ++s) {
         if (s < ntiles) load(smem + s * WG_STAGE_BYTES, kb + s * WG_BK, ke);

@@ -86,3 +86,17 @@ def test_flash_attention_settings_are_checked():
     assert (fa.threads, fa.block_rows) == (128, 64) and fa.smem < 76 * 1024       # 3 blocks per SM fit
     tc = FlashAttention(rt, 64, {}, "t", tf32=True, warps=4)
     assert (tc.threads, tc.block_rows) == (128, 64)
+
+
+def test_split_k_heuristic_per_version():
+    """req_9 on a 132-SM GPU with two resident blocks per SM (dry run): v4 counts waves per SM, so GPT-2's
+    N = 768 projections (384 tiles, 2.9 waves of SMs) run unsplit (measured faster since session 5);
+    v5 counts resident blocks (1.45 waves) and still splits them; short prompts split on both."""
+    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.gpu.gemm import Linear
+    rt = RecordingRuntime()
+    v4, v5 = (Linear(rt, version, {}, "t", split_k=True) for version in ("vec4", "tf32"))
+    assert v4.splits(8192, 768, 768) == 1 and v4.splits(8192, 768, 3072) == 1
+    assert v5.splits(8192, 768, 3072) > 1
+    assert v4.splits(64, 768, 3072) > 1 and v5.splits(64, 768, 3072) > 1
+    assert v4.splits(8192, 50304, 768) == 1
