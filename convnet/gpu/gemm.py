@@ -209,7 +209,7 @@ class Linear:
         raster = ()
         if self.version == "wgmma":
             # the larger operand streams through once: with N > M, row tiles go fastest (blockIdx.x);
-            # WG_RASTER 0 / 1 force an order; the kernel follows raster_m, as the grid does
+            # WG_RASTER 0 / 1 force an order (the kernel then ignores raster_m, so the grid must agree)
             raster_m = N > M if self.raster == 2 else bool(self.raster)
             raster = (i32(raster_m),)
             if raster_m:
