@@ -17,6 +17,7 @@ $PY run_milestone.py --model gpt2 --compare fast req_5 --repeat 5 2>/dev/null | 
 $PY run_milestone.py --model gpt2 --variant fast_fp32 --batch 1 --seq 64 --repeat 3 2>/dev/null | tee "$OUT/decode.txt"
 $PY -m convnet.gpt2 bench-attention | tee "$OUT/attention.txt"
 $PY -m convnet.gpt2 bench-decode --new-tokens 64 | tee "$OUT/decode_steps.txt"
+$PY -m convnet.gpu.gemm_bench --version vec4 --sweep V4_GROUP=0,8 | tee "$OUT/gemm_vec4.txt"
 $PY -m convnet.gpu.gemm_bench --version vec4 --split-k | tee "$OUT/gemm_vec4_splitk.txt"
 $PY -m convnet.gpu.gemm_bench --version tf32 wgmma | tee "$OUT/gemm_tf32_wgmma.txt"
 $PY -m convnet.gpu.gemm_bench --version tf32 --sweep V5_WM=32,64 V5_WN=32,64 V5_STAGES=2,3 V5_ROUND=0 \
