@@ -120,7 +120,11 @@ class Linear:
                 # V5_STAGES x (A: BM x (BK + 4), B: BK x (BN + 8)) floats, as kernels/gemm.cu lays them out
                 self.smem = c["V5_STAGES"] * (c["V5_BM"] * (c["V5_BK"] + 4) + c["V5_BK"] * (c["V5_BN"] + 8)) * 4
                 self.fn.allow_shared(self.smem)
-            self.blocks_per_sm = self.fn.blocks_per_sm(self.threads, self.smem)
+            blocks_per_sm = self.fn.blocks_per_sm(self.threads, self.smem)
+            # req_9's waves. v4: a block left alone on an SM still nearly fills its FMA pipes, so a tail
+            # costs less than its share of slots: waves count SMs (H200, attn_proj 34.7 TFLOP/s unsplit vs
+            # 30.2 in two slices); the tensor-core versions count their resident blocks.
+            self.wave_slots = (1 if version == "vec4" else blocks_per_sm) * rt.sm_count
             self.fallback = Gemm(rt, "regtile", defines, variant)
         elif version in ("tiled", "regtile"):
             self.fn = self.skinny = self.skinny1 = None
@@ -146,9 +150,7 @@ class Linear:
         if not self.split_k or K < SPLIT_MIN_K:
             return 1
         tiles = _cdiv(M, self.tile[0]) * _cdiv(N, self.tile[1])
-        # v4: a block left alone on an SM still nearly fills its FMA pipes, so a tail costs less than its
-        # share of slots: waves count SMs (H200, attn_proj 34.7 TFLOP/s unsplit vs 30.2 in two slices)
-        slots = (1 if self.version == "vec4" else self.blocks_per_sm) * self.rt.sm_count
+        slots = self.wave_slots
 
         def score(s):
             waves = _cdiv(tiles * s, slots)
