@@ -29,8 +29,11 @@
 //   FA_KV_BUFS=1      one K and one V buffer (a third less shared memory: 3 blocks per SM at FA_RT=8,
 //                     FA_TY=8), copied as two groups so each lands under the block's own math: V(kt)
 //                     during S = QK^T and the softmax, K(kt+1) during O += PV; two barriers per tile.
+//   FA_BC=32          32-key tiles: K, V and P take half the shared memory and each thread 2 scores per row
+//                     instead of 4, so with FA_MIN_BLOCKS=4 four blocks share an SM (16 warps, not 12).
 // Tunables (-D): HEAD_DIM, FA_RT (query rows per thread, 4 or 8), FA_TY (thread rows: FA_TY x 16 threads),
-// FA_KV_BUFS (1 or 2 K/V tile buffers), FA_QK_UNROLL and FA_PV_UNROLL (inner loops' unroll factors).
+// FA_BC (keys per tile, a multiple of 16), FA_KV_BUFS (1 or 2 K/V tile buffers), FA_MIN_BLOCKS (launch
+// bounds), FA_QK_UNROLL and FA_PV_UNROLL (inner loops' unroll factors).
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -52,9 +55,16 @@
 #define FA_KV_BUFS 2              // K/V tile buffers: 2 = the next tile's copy overlaps this one's math;
 #endif                            // 1 = a third less shared memory, so more blocks per SM
 static_assert(FA_KV_BUFS == 1 || FA_KV_BUFS == 2, "FA_KV_BUFS: 1 or 2");
+#ifndef FA_BC
+#define FA_BC 64                  // keys per tile: 64, or 32 (half the K/V/P shared memory and score registers:
+#endif                            // more blocks per SM, twice the softmax steps per key)
+#ifndef FA_MIN_BLOCKS
+#define FA_MIN_BLOCKS 1           // __launch_bounds__' resident blocks per SM (caps registers at 64K / (NT x this))
+#endif
+static_assert(FA_BC % 16 == 0, "FA_BC: a multiple of 16 (16 thread columns)");
 #define FA_NT (16 * FA_TY)        // threads per block
 #define FA_BR (FA_TY * FA_RT)     // queries per block
-#define FA_BC 64                  // keys per tile
+#define FA_KJ (FA_BC / 16)        // keys per thread in a tile: tx + 16j
 #define FA_DJ (HEAD_DIM / 16)     // output columns per thread
 static_assert(HEAD_DIM % 16 == 0, "HEAD_DIM must be a multiple of 16");
 static_assert(FA_RT % 4 == 0, "FA_RT: a multiple of 4 (float4 reads of P rows)");
@@ -118,7 +128,7 @@ __device__ __forceinline__ void load_kv_tile(float* Ks, float* Vs, const float* 
 // owns score rows ty*FA_RT.. and key columns tx + 16j (so the
 // 16 float4 reads of K rows fall in distinct banks: rows are D+4 floats apart), and output columns
 // tx*DJ..+DJ-1 (float4 reads of V rows and float4 stores of y when DJ % 4 == 0).
-extern "C" __global__ void __launch_bounds__(FA_NT)
+extern "C" __global__ void __launch_bounds__(FA_NT, FA_MIN_BLOCKS)
 flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                 int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
     if (pos_dev) Tk = *pos_dev + Tq;                  // a decode step in a CUDA graph: keys so far + the new ones
@@ -151,29 +161,29 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
     for (int i = 0; i < FA_RT; ++i) { m_run[i] = -INFINITY; l_run[i] = 0.f; }
 
     // S = Q K^T for this thread's FA_RT rows and keys tx + 16j (Q pre-scaled: scores come out in log2 units).
-    auto tile_scores = [&](const float* Ks, float (&s)[FA_RT][4]) {
+    auto tile_scores = [&](const float* Ks, float (&s)[FA_RT][FA_KJ]) {
 #pragma unroll
         for (int i = 0; i < FA_RT; ++i)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) s[i][j] = 0.f;
+            for (int j = 0; j < FA_KJ; ++j) s[i][j] = 0.f;
         constexpr int QK_UNROLL = FA_QK_UNROLL;
 #pragma unroll QK_UNROLL
         for (int d = 0; d < D; d += 4) {
-            float4 qv[FA_RT], kv[4];
+            float4 qv[FA_RT], kv[FA_KJ];
 #pragma unroll
             for (int i = 0; i < FA_RT; ++i) qv[i] = *(const float4*)&Qs[(ty * FA_RT + i) * DP + d];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) kv[j] = *(const float4*)&Ks[(tx + 16 * j) * DP + d];
+            for (int j = 0; j < FA_KJ; ++j) kv[j] = *(const float4*)&Ks[(tx + 16 * j) * DP + d];
 #pragma unroll
             for (int i = 0; i < FA_RT; ++i)
 #pragma unroll
-                for (int j = 0; j < 4; ++j)
+                for (int j = 0; j < FA_KJ; ++j)
                     s[i][j] = fmaf(qv[i].w, kv[j].w, fmaf(qv[i].z, kv[j].z,
                               fmaf(qv[i].y, kv[j].y, fmaf(qv[i].x, kv[j].x, s[i][j]))));
         }
     };
     // The online softmax: mask, new running maxima, rescale O, P = exp2(S - max) into Ps.
-    auto online_softmax = [&](int kt, float (&s)[FA_RT][4]) {
+    auto online_softmax = [&](int kt, float (&s)[FA_RT][FA_KJ]) {
         // A tile wholly below the diagonal (and inside every row's window) needs no mask.
         const bool full = kt + FA_BC - 1 <= first_q && kt + FA_BC <= Tk &&
                           (window <= 0 || kt > shift + q0 + FA_BR - 1 - window);
@@ -182,7 +192,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
             const int query = shift + q0 + ty * FA_RT + i;
             float mx = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < FA_KJ; ++j) {
                 if (!full && !visible(kt + tx + 16 * j, query, Tk, window)) s[i][j] = -INFINITY;
                 mx = fmaxf(mx, s[i][j]);
             }
@@ -193,7 +203,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
             const float alpha = exp2_ftz(m_run[i] - base);
             float sum = 0.f;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < FA_KJ; ++j) {
                 const float p = exp2_ftz(s[i][j] - base);
                 sum += p;
                 Ps[(ty * FA_RT + i) * PP + tx + 16 * j] = p;
@@ -245,7 +255,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         if (kt + FA_BC <= key_hi) { load_kv(buf ^ 1, kt + FA_BC); cp_async_wait<1>(); }
         else cp_async_wait<0>();
         __syncthreads();                                   // this tile's K and V have landed
-        float s[FA_RT][4];
+        float s[FA_RT][FA_KJ];
         tile_scores(Kbuf + buf * FA_BC * DP, s);
         online_softmax(kt, s);
         __syncthreads();                                   // Ps complete
@@ -260,7 +270,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         __syncthreads();                                   // ... for everyone; the last PV is done with V, Ps
         copy_rows<FA_BC, D, D, FA_NT>(Vbuf, vh, kt, Tk, tid);
         cp_async_commit();
-        float s[FA_RT][4];
+        float s[FA_RT][FA_KJ];
         tile_scores(Kbuf, s);
         online_softmax(kt, s);
         cp_async_wait<0>();                                // V(kt)
@@ -292,15 +302,39 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
 // spread over the 4 lanes of a quad: shuffles xor 1, 2), stages P in a warp-private shared-memory strip
 // to turn the accumulator layout into the A-operand layout, and accumulates O += P V with mma.sync again.
 // Operands are truncated to TF32 (10-bit mantissa); scores, softmax and accumulators stay fp32.
+// FT_SPLIT=3 (3xTF32) keeps fp32-class accuracy on the same tensor cores: every operand is split into a
+// TF32 pair (hi + lo, common.cuh) and each product takes three mma.sync (error ~1e-6 instead of ~1e-3).
+// Q's pairs are formed once per 8-dim step and P's once per 8-key step, then reused across a row of K or
+// V fragments; the tensor cores have the room (the TF32 kernel keeps them a fraction busy).
 #ifndef FT_WARPS
 #define FT_WARPS 4
 #endif
+#ifndef FT_SPLIT
+#define FT_SPLIT 1                // TF32 products per fp32 product: 1 (TF32) or 3 (3xTF32)
+#endif
+static_assert(FT_SPLIT == 1 || FT_SPLIT == 3, "FT_SPLIT: 1 or 3");
 #define FT_BR (16 * FT_WARPS)     // queries per block
 #define FT_BC 64                  // keys per tile
 #define FT_KP (HEAD_DIM + 4)      // K row pitch: the b-fragment reads (key g, dim t) hit 32 banks
 #define FT_VP (HEAD_DIM + 8)      // V row pitch: the b-fragment reads (key t, dim g) hit 32 banks
 #define FT_PP (FT_BC + 4)         // P row pitch: the a-fragment reads (row g, key t) hit 32 banks
 static_assert(HEAD_DIM % 8 == 0, "HEAD_DIM must be a multiple of 8");
+
+// An operand element as this kernel's mma takes it: the fp32 bits (FT_SPLIT 1: the tensor core reads the
+// top 19) or a TF32 pair (FT_SPLIT 3); ft_mma is then one mma.sync or three.
+#if FT_SPLIT == 3
+typedef Tf32Pair FtOperand;
+__device__ __forceinline__ FtOperand ft_operand(float x) { return split_tf32(x); }
+__device__ __forceinline__ void ft_mma(float (&d)[4], const FtOperand (&a)[4], FtOperand b0, FtOperand b1) {
+    mma_3xtf32(d, a, b0, b1);
+}
+#else
+typedef unsigned FtOperand;
+__device__ __forceinline__ FtOperand ft_operand(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ void ft_mma(float (&d)[4], const FtOperand (&a)[4], FtOperand b0, FtOperand b1) {
+    mma_tf32(d, a[0], a[1], a[2], a[3], b0, b1);
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(32 * FT_WARPS)
 flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
@@ -349,13 +383,15 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
 
         float sc[NJ][4] = {};                              // S: rows g, g + 8; keys 8j + 2t, + 1
 #pragma unroll
-        for (int kk = 0; kk < DK; ++kk)
+        for (int kk = 0; kk < DK; ++kk) {
+            const FtOperand a[4] = {ft_operand(__uint_as_float(qa[kk][0])), ft_operand(__uint_as_float(qa[kk][1])),
+                                    ft_operand(__uint_as_float(qa[kk][2])), ft_operand(__uint_as_float(qa[kk][3]))};
 #pragma unroll
             for (int j = 0; j < NJ; ++j) {
                 const float* kr = &Ks[(8 * j + g) * FT_KP + 8 * kk + t];
-                mma_tf32(sc[j], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], __float_as_uint(kr[0]),
-                         __float_as_uint(kr[4]));
+                ft_mma(sc[j], a, ft_operand(kr[0]), ft_operand(kr[4]));
             }
+        }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
@@ -397,14 +433,13 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
         __syncwarp();                                      // P is in the strip
 #pragma unroll
         for (int kk = 0; kk < NJ; ++kk) {
-            const unsigned a0 = __float_as_uint(Pw[g * FT_PP + 8 * kk + t]);
-            const unsigned a1 = __float_as_uint(Pw[(g + 8) * FT_PP + 8 * kk + t]);
-            const unsigned a2 = __float_as_uint(Pw[g * FT_PP + 8 * kk + t + 4]);
-            const unsigned a3 = __float_as_uint(Pw[(g + 8) * FT_PP + 8 * kk + t + 4]);
+            const FtOperand a[4] = {ft_operand(Pw[g * FT_PP + 8 * kk + t]), ft_operand(Pw[(g + 8) * FT_PP + 8 * kk + t]),
+                                    ft_operand(Pw[g * FT_PP + 8 * kk + t + 4]),
+                                    ft_operand(Pw[(g + 8) * FT_PP + 8 * kk + t + 4])};
 #pragma unroll
             for (int n = 0; n < DK; ++n) {
                 const float* vr = &Vs[(8 * kk + t) * FT_VP + 8 * n + g];
-                mma_tf32(o[n], a0, a1, a2, a3, __float_as_uint(vr[0]), __float_as_uint(vr[4 * FT_VP]));
+                ft_mma(o[n], a, ft_operand(vr[0]), ft_operand(vr[4 * FT_VP]));
             }
         }
         __syncwarp();                                      // the strip is read before the next tile's P

@@ -72,3 +72,26 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], unsigned a0, unsigned a1
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+
+// x rounded to TF32 (cvt.rna: to nearest, ties away from zero), as the bits mma reads.
+__device__ __forceinline__ unsigned round_tf32(float x) {
+    unsigned u;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+    return u;
+}
+
+// 3xTF32 (fp32-class products on TF32 tensor cores): x = hi + lo, hi = x rounded to TF32 and lo = x - hi,
+// exact in fp32. a b ~ a.hi b.hi + a.hi b.lo + a.lo b.hi; the dropped a.lo b.lo is ~2^-22 of a b, and the
+// tensor core's truncation of lo to TF32 adds ~2^-21: a relative error near 1e-6 where TF32 alone gives ~1e-3.
+struct Tf32Pair { unsigned hi, lo; };
+__device__ __forceinline__ Tf32Pair split_tf32(float x) {
+    const unsigned hi = round_tf32(x);
+    return {hi, __float_as_uint(x - __uint_as_float(hi))};
+}
+
+// D += A B for operands given as TF32 pairs: three mma.sync, the two small products first.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Pair (&a)[4], Tf32Pair b0, Tf32Pair b1) {
+    mma_tf32(d, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b0.hi, b1.hi);
+    mma_tf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b0.lo, b1.lo);
+    mma_tf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b0.hi, b1.hi);
+}

@@ -686,9 +686,7 @@ __device__ __forceinline__ void copy_tile_async(float* dst, const float* RESTRIC
 
 __device__ __forceinline__ unsigned to_tf32(float x) {
 #if V5_ROUND
-    unsigned u;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
-    return u;
+    return round_tf32(x);
 #else
     return __float_as_uint(x);
 #endif

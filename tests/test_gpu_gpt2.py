@@ -153,9 +153,13 @@ def test_split_k_heuristic_splits_skinny_long_products():
     assert Linear(Runtime.get(), "vec4", {}, "test").splits(64, 768, 3072) == 1   # split_k off
 
 
-# (rows per thread, thread rows[, K/V buffers]) of the fp32 kernel, or ("tf32", warps) of the tensor-core one
-FLASH_TILES = {"4rows": (4, 16), "8rows": (8, 16), "8rows_64q": (8, 8), "8rows_64q_1buf": (8, 8, 1),
-               "tf32": ("tf32", 4), "tf32_8warps": ("tf32", 8)}
+# FlashAttention settings: the fp32 kernel's tiles, the tensor-core kernel in TF32 and in 3xTF32
+FLASH_TILES = {"4rows": {}, "8rows": dict(rows_per_thread=8), "8rows_64q": dict(rows_per_thread=8, thread_rows=8),
+               "8rows_64q_1buf": dict(rows_per_thread=8, thread_rows=8, kv_buffers=1),
+               "8rows_64q_1buf_32keys": dict(rows_per_thread=8, thread_rows=8, kv_buffers=1, key_tile=32, min_blocks=4),
+               "4rows_16keys": dict(key_tile=16), "8rows_48keys_2buf": dict(rows_per_thread=8, key_tile=48),
+               "tf32": dict(tf32=True), "tf32_8warps": dict(tf32=True, warps=8),
+               "3xtf32": dict(tf32=True, split=3), "3xtf32_8warps": dict(tf32=True, warps=8, split=3)}
 
 
 @pytest.mark.parametrize("tile", FLASH_TILES.values(), ids=FLASH_TILES.keys())
@@ -195,13 +199,11 @@ def test_decode_attention_matches_reference(Tk, window, D, rng):
     assert rel_err(y.get(), want.transpose(0, 2, 1, 3).reshape(B, 1, H * D)) <= 1e-5
 
 
-def _attention_case(rng, B, H, Tq, Tk, D, window, tile=(4, 16)):
+def _attention_case(rng, B, H, Tq, Tk, D, window, tile):
     from convnet.gpt2.flash import FlashAttention
     from convnet.gpu.runtime import Runtime
     rt = Runtime.get()
-    tf32 = tile[0] == "tf32"
-    fa = (FlashAttention(rt, D, {}, "test", tf32=True, warps=tile[1]) if tf32 else
-          FlashAttention(rt, D, {}, "test", tile[0], tile[1], kv_buffers=tile[2] if len(tile) > 2 else 2))
+    fa = FlashAttention(rt, D, {}, "test", **tile)
     cap = Tk + 3                                              # a cache longer than the keys in use
     q = rng.standard_normal((B, H, Tq, D)).astype(np.float32)
     k = rng.standard_normal((B, H, cap, D)).astype(np.float32)
@@ -216,8 +218,10 @@ def _attention_case(rng, B, H, Tq, Tk, D, window, tile=(4, 16)):
     rt.synchronize("test flash attention")
     want = ref.attention(q.astype(np.float64), k[:, :, :Tk].astype(np.float64), v[:, :, :Tk].astype(np.float64),
                          window=window or None)
-    # TF32 operands (10-bit mantissa) on unit-variance inputs: scores err ~1e-3 relative, then averaged
-    assert rel_err(y.get(), want.transpose(0, 2, 1, 3).reshape(B, Tq, H * D)) <= (5e-3 if tf32 else 1e-5)
+    # TF32 operands (10-bit mantissa) on unit-variance inputs: scores err ~1e-3 relative, then averaged;
+    # 3xTF32 is held to the fp32 kernels' bound
+    tf32_only = fa.tf32 and fa.split == 1
+    assert rel_err(y.get(), want.transpose(0, 2, 1, 3).reshape(B, Tq, H * D)) <= (5e-3 if tf32_only else 1e-5)
 
 
 @pytest.mark.parametrize("name", ["baseline", "fast_fp32", "fast"])

@@ -1,6 +1,7 @@
 """Launcher of kernels/attention.cu's flash attention kernels: fp32 flash_attention (FA_TY x 16 threads,
-FA_RT query rows each) or flash_attention_tf32 (tensor cores, FT_WARPS warps of 16 queries), 64-key
-tiles, their dynamic shared memory and the grid. One place for the model, the benchmark and the tests."""
+FA_RT query rows each, FA_BC-key tiles) or flash_attention_tf32 (tensor cores, FT_WARPS warps of 16
+queries, 64-key tiles; FT_SPLIT=3 for 3xTF32, fp32-class accuracy), their dynamic shared memory and the
+grid. One place for the model, the benchmark and the tests."""
 from __future__ import annotations
 
 import math
@@ -8,31 +9,41 @@ import math
 from ..errors import GPUError
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 
-FA_BC = 64                     # keys per tile (kernels/attention.cu)
+FT_BC = 64                     # keys per tile of the tensor-core kernel (kernels/attention.cu)
 
 
 class FlashAttention:
+    """fp32 kernel: rows_per_thread (FA_RT), thread_rows (FA_TY), kv_buffers, key_tile (FA_BC), min_blocks
+    (launch bounds); tensor-core kernel (tf32=True): warps (FT_WARPS), split (FT_SPLIT: 1 TF32, 3 3xTF32)."""
+
     def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, rows_per_thread: int = 4,
-                 thread_rows: int = 16, tf32: bool = False, warps: int = 4, kv_buffers: int = 2):
+                 thread_rows: int = 16, tf32: bool = False, warps: int = 4, kv_buffers: int = 2,
+                 key_tile: int = 64, min_blocks: int = 1, split: int = 1):
         if head_dim % 16:
             raise GPUError(f"flash attention needs a head size that is a multiple of 16, got {head_dim}")
         if rows_per_thread % 4 or not 16 * thread_rows <= 1024 or not 1 <= warps <= 32 or kv_buffers not in (1, 2):
             raise GPUError(f"flash attention: rows per thread must be a multiple of 4, thread rows at most 64, "
                            f"warps 1..32 and K/V buffers 1 or 2, got {rows_per_thread}, {thread_rows}, {warps}, "
                            f"{kv_buffers}")
-        self.D, self.tf32 = head_dim, tf32
+        if key_tile not in (16, 32, 48, 64) or not 1 <= min_blocks <= 32 or split not in (1, 3):
+            raise GPUError(f"flash attention: key tile 16, 32, 48 or 64, min blocks 1..32 and split 1 or 3 (3xTF32), "
+                           f"got {key_tile}, {min_blocks}, {split}")
+        if split == 3 and not tf32:
+            raise GPUError("flash attention: split 3 (3xTF32) is a setting of the tensor-core kernel (tf32)")
+        self.D, self.tf32, self.split = head_dim, tf32, split
         if tf32:
             self.threads, self.block_rows = 32 * warps, 16 * warps
-            d = {**defines, "HEAD_DIM": head_dim, "FT_WARPS": warps}
+            d = {**defines, "HEAD_DIM": head_dim, "FT_WARPS": warps, **({"FT_SPLIT": 3} if split == 3 else {})}
             # K[2][BC][D+4] + V[2][BC][D+8] + per warp P[16][BC+4], floats
-            self.smem = 4 * (2 * FA_BC * (head_dim + 4) + 2 * FA_BC * (head_dim + 8) + warps * 16 * (FA_BC + 4))
+            self.smem = 4 * (2 * FT_BC * (head_dim + 4) + 2 * FT_BC * (head_dim + 8) + warps * 16 * (FT_BC + 4))
         else:
             self.threads, self.block_rows = 16 * thread_rows, thread_rows * rows_per_thread
             d = {**defines, "HEAD_DIM": head_dim, "FA_RT": rows_per_thread, "FA_TY": thread_rows,
-                 "FA_KV_BUFS": kv_buffers}
+                 "FA_KV_BUFS": kv_buffers, **({"FA_BC": key_tile} if key_tile != 64 else {}),
+                 **({"FA_MIN_BLOCKS": min_blocks} if min_blocks != 1 else {})}
             # Qs[BR][D+4] + Ks[bufs][BC][D+4] + Vs[bufs][BC][D] + Ps[BR][BC+4], floats
-            BR, nb = self.block_rows, kv_buffers
-            self.smem = 4 * (BR * (head_dim + 4) + nb * FA_BC * (head_dim + 4) + nb * FA_BC * head_dim + BR * (FA_BC + 4))
+            BR, nb, BC = self.block_rows, kv_buffers, key_tile
+            self.smem = 4 * (BR * (head_dim + 4) + nb * BC * (head_dim + 4) + nb * BC * head_dim + BR * (BC + 4))
         self.fn = rt.kernel("attention.cu", "flash_attention_tf32" if tf32 else "flash_attention", d, variant)
         self.fn.allow_shared(self.smem)
         self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))
@@ -48,4 +59,6 @@ def from_params(rt: Runtime, head_dim: int, defines: dict, variant) -> FlashAtte
     p = variant.params
     return FlashAttention(rt, head_dim, defines, variant.name, int(p.get("flash_rows_per_thread", 4)),
                           int(p.get("flash_thread_rows", 16)), bool(p.get("flash_tf32", False)),
-                          int(p.get("flash_warps", 4)), int(p.get("flash_kv_buffers", 2)))
+                          int(p.get("flash_warps", 4)), int(p.get("flash_kv_buffers", 2)),
+                          int(p.get("flash_key_tile", 64)), int(p.get("flash_min_blocks", 1)),
+                          int(p.get("flash_split", 1)))
