@@ -306,13 +306,22 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
 // TF32 pair (hi + lo, common.cuh) and each product takes three mma.sync (error ~1e-6 instead of ~1e-3).
 // Q's pairs are formed once per 8-dim step and P's once per 8-key step, then reused across a row of K or
 // V fragments; the tensor cores have the room (the TF32 kernel keeps them a fraction busy).
+// FT_KV_BUFS=1: one K and one V buffer copied as two groups (V(kt) during S and the softmax, K(kt+1) during
+// PV), so shared memory no longer holds the kernel to 2 blocks per SM; FT_MIN_BLOCKS then caps registers.
 #ifndef FT_WARPS
 #define FT_WARPS 4
 #endif
 #ifndef FT_SPLIT
 #define FT_SPLIT 1                // TF32 products per fp32 product: 1 (TF32) or 3 (3xTF32)
 #endif
+#ifndef FT_KV_BUFS
+#define FT_KV_BUFS 2              // K/V tile buffers; 1 = as flash_attention's FA_KV_BUFS=1 (53 KB at 4 warps)
+#endif
+#ifndef FT_MIN_BLOCKS
+#define FT_MIN_BLOCKS 1           // __launch_bounds__' resident blocks per SM
+#endif
 static_assert(FT_SPLIT == 1 || FT_SPLIT == 3, "FT_SPLIT: 1 or 3");
+static_assert(FT_KV_BUFS == 1 || FT_KV_BUFS == 2, "FT_KV_BUFS: 1 or 2");
 #define FT_BR (16 * FT_WARPS)     // queries per block
 #define FT_BC 64                  // keys per tile
 #define FT_KP (HEAD_DIM + 4)      // K row pitch: the b-fragment reads (key g, dim t) hit 32 banks
@@ -336,7 +345,7 @@ __device__ __forceinline__ void ft_mma(float (&d)[4], const FtOperand (&a)[4], F
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(32 * FT_WARPS)
+extern "C" __global__ void __launch_bounds__(32 * FT_WARPS, FT_MIN_BLOCKS)
 flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                      int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2,
                      const int* RESTRICT pos_dev) {
@@ -344,9 +353,9 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
     extern __shared__ __align__(16) float smem[];
     constexpr int D = HEAD_DIM, NT = 32 * FT_WARPS, DK = D / 8, NJ = FT_BC / 8;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    float* Kbuf = smem;                                   // 2 x BC x KP
-    float* Vbuf = Kbuf + 2 * FT_BC * FT_KP;               // 2 x BC x VP
-    float* Pw = Vbuf + 2 * FT_BC * FT_VP + warp * 16 * FT_PP;   // this warp's 16 x BC probabilities
+    float* Kbuf = smem;                                   // bufs x BC x KP
+    float* Vbuf = Kbuf + FT_KV_BUFS * FT_BC * FT_KP;      // bufs x BC x VP
+    float* Pw = Vbuf + FT_KV_BUFS * FT_BC * FT_VP + warp * 16 * FT_PP;   // this warp's 16 x BC probabilities
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int nqb = (Tq + FT_BR - 1) / FT_BR, qb = nqb - 1 - blockIdx.x;   // heaviest tiles first
     const int q0 = qb * FT_BR, shift = Tk - Tq;
@@ -367,20 +376,8 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
     const int key_lo = window > 0 ? max(0, first_q - window + 1) : 0, key_hi = min(last_q, Tk - 1);
 
     float o[DK][4] = {}, m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    auto load_kv = [&](int buf, int kt) {
-        load_kv_tile<FT_BC, D, FT_KP, FT_VP, NT>(Kbuf + buf * FT_BC * FT_KP, Vbuf + buf * FT_BC * FT_VP, kh, vh, kt,
-                                                 Tk, tid);
-    };
-    const int kt0 = (key_lo / FT_BC) * FT_BC;
-    if (kt0 <= key_hi) load_kv(0, kt0);
-    for (int kt = kt0, it = 0; kt <= key_hi; kt += FT_BC, ++it) {
-        const float* Ks = Kbuf + (it & 1) * FT_BC * FT_KP;
-        const float* Vs = Vbuf + (it & 1) * FT_BC * FT_VP;
-        __syncthreads();                                   // the other buffer is consumed
-        if (kt + FT_BC <= key_hi) { load_kv((it & 1) ^ 1, kt + FT_BC); cp_async_wait<1>(); }
-        else cp_async_wait<0>();
-        __syncthreads();                                   // this tile's K and V have landed
-
+    // S = Q K^T for this warp's 16 rows, the online softmax on its fragments, P into the warp's strip, O rescaled.
+    auto scores_softmax = [&](int kt, const float* Ks) {
         float sc[NJ][4] = {};                              // S: rows g, g + 8; keys 8j + 2t, + 1
 #pragma unroll
         for (int kk = 0; kk < DK; ++kk) {
@@ -431,6 +428,9 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
             o[n][0] *= alpha[0]; o[n][1] *= alpha[0]; o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
         }
         __syncwarp();                                      // P is in the strip
+    };
+    // O += P V from the warp's strip.
+    auto accumulate_pv = [&](const float* Vs) {
 #pragma unroll
         for (int kk = 0; kk < NJ; ++kk) {
             const FtOperand a[4] = {ft_operand(Pw[g * FT_PP + 8 * kk + t]), ft_operand(Pw[(g + 8) * FT_PP + 8 * kk + t]),
@@ -443,7 +443,37 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
             }
         }
         __syncwarp();                                      // the strip is read before the next tile's P
+    };
+
+    const int kt0 = (key_lo / FT_BC) * FT_BC;
+#if FT_KV_BUFS == 2
+    auto load_kv = [&](int buf, int kt) {
+        load_kv_tile<FT_BC, D, FT_KP, FT_VP, NT>(Kbuf + buf * FT_BC * FT_KP, Vbuf + buf * FT_BC * FT_VP, kh, vh, kt,
+                                                 Tk, tid);
+    };
+    if (kt0 <= key_hi) load_kv(0, kt0);
+    for (int kt = kt0, it = 0; kt <= key_hi; kt += FT_BC, ++it) {
+        __syncthreads();                                   // the other buffer is consumed
+        if (kt + FT_BC <= key_hi) { load_kv((it & 1) ^ 1, kt + FT_BC); cp_async_wait<1>(); }
+        else cp_async_wait<0>();
+        __syncthreads();                                   // this tile's K and V have landed
+        scores_softmax(kt, Kbuf + (it & 1) * FT_BC * FT_KP);
+        accumulate_pv(Vbuf + (it & 1) * FT_BC * FT_VP);
     }
+#else
+    if (kt0 <= key_hi) { copy_rows<FT_BC, D, FT_KP, NT>(Kbuf, kh, kt0, Tk, tid); cp_async_commit(); }
+    for (int kt = kt0; kt <= key_hi; kt += FT_BC) {
+        cp_async_wait<0>();                                // K(kt), the only group in flight
+        __syncthreads();                                   // ... for everyone; the last PV is done with V
+        copy_rows<FT_BC, D, FT_VP, NT>(Vbuf, vh, kt, Tk, tid);
+        cp_async_commit();
+        scores_softmax(kt, Kbuf);
+        cp_async_wait<0>();                                // V(kt)
+        __syncthreads();                                   // V complete for everyone; K consumed
+        if (kt + FT_BC <= key_hi) { copy_rows<FT_BC, D, FT_KP, NT>(Kbuf, kh, kt + FT_BC, Tk, tid); cp_async_commit(); }
+        accumulate_pv(Vbuf);
+    }
+#endif
     const int C = H * D;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {

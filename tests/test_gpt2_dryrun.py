@@ -86,6 +86,13 @@ def test_flash_attention_settings_are_checked():
     assert (fa.threads, fa.block_rows) == (128, 64) and fa.smem < 76 * 1024       # 3 blocks per SM fit
     tc = FlashAttention(rt, 64, {}, "t", tf32=True, warps=4)
     assert (tc.threads, tc.block_rows) == (128, 64)
+    one_buf = FlashAttention(rt, 64, {}, "t", tf32=True, warps=4, kv_buffers=1, split=3)
+    assert one_buf.smem < 57 * 1024 < tc.smem                                       # 4 blocks per SM fit
+    assert FlashAttention(rt, 64, {}, "t", 8, 8, kv_buffers=1, key_tile=32).smem < 57 * 1024
+    with pytest.raises(GPUError, match="tensor-core kernel"):
+        FlashAttention(rt, 64, {}, "t", split=3)
+    with pytest.raises(GPUError, match="key tile"):
+        FlashAttention(rt, 64, {}, "t", key_tile=40)
 
 
 def test_split_k_heuristic_per_version():

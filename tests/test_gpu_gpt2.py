@@ -159,7 +159,9 @@ FLASH_TILES = {"4rows": {}, "8rows": dict(rows_per_thread=8), "8rows_64q": dict(
                "8rows_64q_1buf_32keys": dict(rows_per_thread=8, thread_rows=8, kv_buffers=1, key_tile=32, min_blocks=4),
                "4rows_16keys": dict(key_tile=16), "8rows_48keys_2buf": dict(rows_per_thread=8, key_tile=48),
                "tf32": dict(tf32=True), "tf32_8warps": dict(tf32=True, warps=8),
-               "3xtf32": dict(tf32=True, split=3), "3xtf32_8warps": dict(tf32=True, warps=8, split=3)}
+               "tf32_1buf_3blocks": dict(tf32=True, kv_buffers=1, min_blocks=3),
+               "3xtf32": dict(tf32=True, split=3), "3xtf32_8warps": dict(tf32=True, warps=8, split=3),
+               "3xtf32_1buf_3blocks": dict(tf32=True, split=3, kv_buffers=1, min_blocks=3)}
 
 
 @pytest.mark.parametrize("tile", FLASH_TILES.values(), ids=FLASH_TILES.keys())

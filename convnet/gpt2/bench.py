@@ -119,7 +119,8 @@ def _format(results, anchors, what, B, T, failed) -> str:
 
 # The flash builds bench-attention times: label -> FlashAttention settings. The fp32 kernel's default, then
 # 8 query rows per thread at 128 and 64 queries per block, single-buffered K/V (3 blocks per SM), 32-key
-# tiles at 4 blocks per SM; the tensor-core kernel in TF32 and 3xTF32 (fp32-class accuracy).
+# tiles at 4 blocks per SM; the tensor-core kernel in 3xTF32 (fp32-class accuracy) and TF32, double- and
+# single-buffered.
 FLASH_BENCH = {
     "fp32: 4 rows/thread, 64 queries x 256 threads, 2 K/V buffers": dict(),
     "fp32: 8 rows/thread, 128 queries x 256 threads, 2 K/V buffers": dict(rows_per_thread=8, thread_rows=16),
@@ -130,8 +131,11 @@ FLASH_BENCH = {
                                                       min_blocks=4),
     "3xTF32 tensor cores: 64 queries x 4 warps": dict(tf32=True, warps=4, split=3),
     "3xTF32 tensor cores: 128 queries x 8 warps": dict(tf32=True, warps=8, split=3),
+    "3xTF32 tensor cores: 64 queries x 4 warps, 1 K/V buffer, 3 blocks/SM": dict(tf32=True, split=3, kv_buffers=1,
+                                                                                  min_blocks=3),
     "TF32 tensor cores: 64 queries x 4 warps": dict(tf32=True, warps=4),
     "TF32 tensor cores: 128 queries x 8 warps": dict(tf32=True, warps=8),
+    "TF32 tensor cores: 64 queries x 4 warps, 1 K/V buffer, 3 blocks/SM": dict(tf32=True, kv_buffers=1, min_blocks=3),
 }
 
 

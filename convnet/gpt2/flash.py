@@ -13,8 +13,9 @@ FT_BC = 64                     # keys per tile of the tensor-core kernel (kernel
 
 
 class FlashAttention:
-    """fp32 kernel: rows_per_thread (FA_RT), thread_rows (FA_TY), kv_buffers, key_tile (FA_BC), min_blocks
-    (launch bounds); tensor-core kernel (tf32=True): warps (FT_WARPS), split (FT_SPLIT: 1 TF32, 3 3xTF32)."""
+    """fp32 kernel: rows_per_thread (FA_RT), thread_rows (FA_TY), key_tile (FA_BC); tensor-core kernel
+    (tf32=True): warps (FT_WARPS), split (FT_SPLIT: 1 TF32, 3 3xTF32); both: kv_buffers (K/V tile buffers, 1
+    or 2) and min_blocks (__launch_bounds__' blocks per SM, which caps the registers)."""
 
     def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, rows_per_thread: int = 4,
                  thread_rows: int = 16, tf32: bool = False, warps: int = 4, kv_buffers: int = 2,
@@ -33,9 +34,12 @@ class FlashAttention:
         self.D, self.tf32, self.split = head_dim, tf32, split
         if tf32:
             self.threads, self.block_rows = 32 * warps, 16 * warps
-            d = {**defines, "HEAD_DIM": head_dim, "FT_WARPS": warps, **({"FT_SPLIT": 3} if split == 3 else {})}
-            # K[2][BC][D+4] + V[2][BC][D+8] + per warp P[16][BC+4], floats
-            self.smem = 4 * (2 * FT_BC * (head_dim + 4) + 2 * FT_BC * (head_dim + 8) + warps * 16 * (FT_BC + 4))
+            d = {**defines, "HEAD_DIM": head_dim, "FT_WARPS": warps, **({"FT_SPLIT": 3} if split == 3 else {}),
+                 **({"FT_KV_BUFS": 1} if kv_buffers == 1 else {}),
+                 **({"FT_MIN_BLOCKS": min_blocks} if min_blocks != 1 else {})}
+            # K[bufs][BC][D+4] + V[bufs][BC][D+8] + per warp P[16][BC+4], floats
+            nb = kv_buffers
+            self.smem = 4 * (nb * FT_BC * (head_dim + 4) + nb * FT_BC * (head_dim + 8) + warps * 16 * (FT_BC + 4))
         else:
             self.threads, self.block_rows = 16 * thread_rows, thread_rows * rows_per_thread
             d = {**defines, "HEAD_DIM": head_dim, "FA_RT": rows_per_thread, "FA_TY": thread_rows,
