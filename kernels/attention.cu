@@ -122,6 +122,47 @@ __device__ __forceinline__ void load_kv_tile(float* Ks, float* Vs, const float* 
     cp_async_commit();
 }
 
+// The key-tile loop of both flash kernels: tiles kt = kt0, kt0 + BC, ... <= key_hi, each scores(kt, Ks) then
+// pv(Vs), the copies running under the math. BUFS = 2: tile kt + BC's K and V (one group) are copied while kt
+// is computed. BUFS = 1: one K and one V buffer, copied as two groups: V(kt) lands during scores, K(kt + BC)
+// during pv; two barriers per tile. BLOCK_P: scores leaves P in block-shared memory for pv (the fp32
+// kernel's Ps), so a barrier separates them (with one buffer, the barrier before pv is there anyway).
+template <int BUFS, bool BLOCK_P, int BC, int D, int KP, int VP, int NT, class Scores, class PV>
+__device__ __forceinline__ void kv_tiles(float* Kbuf, float* Vbuf, const float* RESTRICT kh, const float* RESTRICT vh,
+                                         int kt0, int key_hi, int Tk, int tid, Scores scores, PV pv) {
+    if constexpr (BUFS == 2) {
+        if (kt0 <= key_hi) load_kv_tile<BC, D, KP, VP, NT>(Kbuf, Vbuf, kh, vh, kt0, Tk, tid);
+        for (int kt = kt0, it = 0; kt <= key_hi; kt += BC, ++it) {
+            const int buf = it & 1;
+            __syncthreads();                               // the other buffer (and P) consumed
+            if (kt + BC <= key_hi) {
+                load_kv_tile<BC, D, KP, VP, NT>(Kbuf + (buf ^ 1) * BC * KP, Vbuf + (buf ^ 1) * BC * VP, kh, vh,
+                                                kt + BC, Tk, tid);
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            __syncthreads();                               // this tile's K and V have landed
+            scores(kt, Kbuf + buf * BC * KP);
+            if constexpr (BLOCK_P) __syncthreads();        // P complete
+            pv(Vbuf + buf * BC * VP);
+        }
+    } else {
+        if (kt0 <= key_hi) { copy_rows<BC, D, KP, NT>(Kbuf, kh, kt0, Tk, tid); cp_async_commit(); }
+        for (int kt = kt0; kt <= key_hi; kt += BC) {
+            cp_async_wait<0>();                            // K(kt), the only group in flight
+            __syncthreads();                               // ... for everyone; the last pv is done with V (and P)
+            copy_rows<BC, D, VP, NT>(Vbuf, vh, kt, Tk, tid);
+            cp_async_commit();
+            scores(kt, Kbuf);
+            cp_async_wait<0>();                            // V(kt)
+            __syncthreads();                               // V (and P) complete for everyone; K consumed
+            if (kt + BC <= key_hi) { copy_rows<BC, D, KP, NT>(Kbuf, kh, kt + BC, Tk, tid); cp_async_commit(); }
+            pv(Vbuf);
+        }
+    }
+}
+
 // Dynamic shared memory, all row-major and 16-byte aligned: Qs[BR][D+4], Ks[bufs][BC][D+4], Vs[bufs][BC][D],
 // Ps[BR][BC+4]. Two K/V buffers: the next tile's copy runs while this one is computed; one buffer: K and V
 // are separate copy groups, V(kt) landing during QK^T and K(kt+1) during PV. Thread (ty, tx) of FA_TY x 16
@@ -243,42 +284,13 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         }
     };
 
-    const int kt0 = (key_lo / FA_BC) * FA_BC;
-#if FA_KV_BUFS == 2
-    auto load_kv = [&](int buf, int kt) {
-        load_kv_tile<FA_BC, D, DP, D, FA_NT>(Kbuf + buf * FA_BC * DP, Vbuf + buf * FA_BC * D, kh, vh, kt, Tk, tid);
+    auto scores_softmax = [&](int kt, const float* Ks) {
+        float s[FA_RT][FA_KJ];
+        tile_scores(Ks, s);
+        online_softmax(kt, s);
     };
-    if (kt0 <= key_hi) load_kv(0, kt0);
-    for (int kt = kt0, it = 0; kt <= key_hi; kt += FA_BC, ++it) {
-        const int buf = it & 1;
-        __syncthreads();                                   // the other buffer and Ps are consumed
-        if (kt + FA_BC <= key_hi) { load_kv(buf ^ 1, kt + FA_BC); cp_async_wait<1>(); }
-        else cp_async_wait<0>();
-        __syncthreads();                                   // this tile's K and V have landed
-        float s[FA_RT][FA_KJ];
-        tile_scores(Kbuf + buf * FA_BC * DP, s);
-        online_softmax(kt, s);
-        __syncthreads();                                   // Ps complete
-        accumulate_pv(Vbuf + buf * FA_BC * D);
-    }
-#else
-    // One K and one V buffer, each its own copy group: V(kt) lands during S = QK^T and the softmax, K(kt + 1)
-    // during PV, so the copies overlap this block's own math; two barriers per tile.
-    if (kt0 <= key_hi) { copy_rows<FA_BC, D, DP, FA_NT>(Kbuf, kh, kt0, Tk, tid); cp_async_commit(); }
-    for (int kt = kt0; kt <= key_hi; kt += FA_BC) {
-        cp_async_wait<0>();                                // K(kt), the only group in flight
-        __syncthreads();                                   // ... for everyone; the last PV is done with V, Ps
-        copy_rows<FA_BC, D, D, FA_NT>(Vbuf, vh, kt, Tk, tid);
-        cp_async_commit();
-        float s[FA_RT][FA_KJ];
-        tile_scores(Kbuf, s);
-        online_softmax(kt, s);
-        cp_async_wait<0>();                                // V(kt)
-        __syncthreads();                                   // V and Ps complete; K consumed
-        if (kt + FA_BC <= key_hi) { copy_rows<FA_BC, D, DP, FA_NT>(Kbuf, kh, kt + FA_BC, Tk, tid); cp_async_commit(); }
-        accumulate_pv(Vbuf);
-    }
-#endif
+    kv_tiles<FA_KV_BUFS, true, FA_BC, D, DP, D, FA_NT>(Kbuf, Vbuf, kh, vh, (key_lo / FA_BC) * FA_BC, key_hi, Tk, tid,
+                                                       scores_softmax, accumulate_pv);
 #pragma unroll
     for (int i = 0; i < FA_RT; ++i)                          // the row's sum over its 16 lanes (all lanes)
 #pragma unroll
@@ -445,35 +457,8 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
         __syncwarp();                                      // the strip is read before the next tile's P
     };
 
-    const int kt0 = (key_lo / FT_BC) * FT_BC;
-#if FT_KV_BUFS == 2
-    auto load_kv = [&](int buf, int kt) {
-        load_kv_tile<FT_BC, D, FT_KP, FT_VP, NT>(Kbuf + buf * FT_BC * FT_KP, Vbuf + buf * FT_BC * FT_VP, kh, vh, kt,
-                                                 Tk, tid);
-    };
-    if (kt0 <= key_hi) load_kv(0, kt0);
-    for (int kt = kt0, it = 0; kt <= key_hi; kt += FT_BC, ++it) {
-        __syncthreads();                                   // the other buffer is consumed
-        if (kt + FT_BC <= key_hi) { load_kv((it & 1) ^ 1, kt + FT_BC); cp_async_wait<1>(); }
-        else cp_async_wait<0>();
-        __syncthreads();                                   // this tile's K and V have landed
-        scores_softmax(kt, Kbuf + (it & 1) * FT_BC * FT_KP);
-        accumulate_pv(Vbuf + (it & 1) * FT_BC * FT_VP);
-    }
-#else
-    if (kt0 <= key_hi) { copy_rows<FT_BC, D, FT_KP, NT>(Kbuf, kh, kt0, Tk, tid); cp_async_commit(); }
-    for (int kt = kt0; kt <= key_hi; kt += FT_BC) {
-        cp_async_wait<0>();                                // K(kt), the only group in flight
-        __syncthreads();                                   // ... for everyone; the last PV is done with V
-        copy_rows<FT_BC, D, FT_VP, NT>(Vbuf, vh, kt, Tk, tid);
-        cp_async_commit();
-        scores_softmax(kt, Kbuf);
-        cp_async_wait<0>();                                // V(kt)
-        __syncthreads();                                   // V complete for everyone; K consumed
-        if (kt + FT_BC <= key_hi) { copy_rows<FT_BC, D, FT_KP, NT>(Kbuf, kh, kt + FT_BC, Tk, tid); cp_async_commit(); }
-        accumulate_pv(Vbuf);
-    }
-#endif
+    kv_tiles<FT_KV_BUFS, false, FT_BC, D, FT_KP, FT_VP, NT>(Kbuf, Vbuf, kh, vh, (key_lo / FT_BC) * FT_BC, key_hi, Tk,
+                                                            tid, scores_softmax, accumulate_pv);
     const int C = H * D;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
