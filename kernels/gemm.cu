@@ -31,6 +31,8 @@
 //                      sectors, K split across 128 lanes per block, reduced by shuffles and shared
 //                      memory, epilogue in the same kernel; optionally LayerNorm(A) as a prologue (each
 //                      block normalises the few rows itself), which saves the LayerNorm launch.
+//                      gemm_skinny_nk (gemm_skinny_nk1: M = 1) is the same for W^T rows (v7's layout):
+//                      SKN_CG groups of 4 columns per block, each group's threads splitting K.
 //   gemm_tf32      v5  tensor cores: mma.sync m16n8k8 TF32 (10-bit mantissa inputs, fp32 accumulate),
 //                      V5_BM x V5_BN block tile, V5_WM x V5_WN warp tiles, V5_BK deep, V5_STAGES-stage
 //                      cp.async pipeline, ldmatrix for A. Larger block tiles raise the FLOPs per byte
@@ -574,45 +576,58 @@ gemm_skinny1(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int
     skinny<1>(A, B, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
 }
 
-// v6 for W stored transposed (Bt: N x K, v7's layout): a block of 256 threads makes 4 consecutive columns
-// (one epi_store4); its 8 warps split K, each lane reading 16 bytes of each of the 4 Bt rows per step (a
-// warp: 512 contiguous bytes per row), then the partial sums meet by shuffles and in shared memory.
-extern "C" __global__ void __launch_bounds__(256)
-gemm_skinny_nk(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
-               const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
-    __shared__ float4 red[8][SK_M];
-    __shared__ float part[8][SK_M], stat[SK_M][2];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n0 = blockIdx.x * 4;
-    if (ln_w) ln_row_stats<SK_M>(A, M, K, lda, ln_eps, part, stat);
-    float4 acc[SK_M];
+// v6 for W stored transposed (Bt: N x K, v7's layout). A block of 256 threads makes SKN_CG groups of 4
+// consecutive columns (one epi_store4 each). A group's 256 / SKN_CG threads split K, each reading 16 bytes of
+// each of its 4 Bt rows per step (a warp: 512 contiguous bytes per row); the partial sums meet by warp
+// shuffles, then across the group's warps in shared memory. SKN_CG = 4 (64 threads a group): at K = 768 a
+// row is 192 float4, 3 per thread; one group of 256 threads (SKN_CG = 1) left a quarter of them idle.
+#ifndef SKN_CG
+#define SKN_CG 4                                              // column groups per block (tunable: 1, 2, 4, 8)
+#endif
+#define SKN_GT (256 / SKN_CG)                                 // threads per column group
+static_assert(SKN_GT % 32 == 0, "SKN_CG: 1, 2, 4 or 8 (a column group is whole warps)");
+
+template <int MR>
+__device__ __forceinline__ void skinny_nk(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, int K, int lda,
+                                          int ldb, const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps,
+                                          EPI_PARAMS) {
+    constexpr int WG = SKN_GT / 32;                           // warps per column group
+    __shared__ float4 red[8][MR];
+    __shared__ float part[8][MR], stat[MR][2];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gt = threadIdx.x % SKN_GT;
+    const int n0 = (blockIdx.x * SKN_CG + threadIdx.x / SKN_GT) * 4;
+    if (ln_w) ln_row_stats<MR>(A, M, K, lda, ln_eps, part, stat);
+    float4 acc[MR];
 #pragma unroll
-    for (int m = 0; m < SK_M; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
-    const float* w0 = Bt + (long long)min(n0, N - 1) * ldb;          // N % 4 == 0: n0 + 3 < N when n0 < N
+    for (int m = 0; m < MR; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (n0 < N) {                                             // N % 4 == 0: the group's 4 rows exist
+        const float* w0 = Bt + (long long)n0 * ldb;
 #pragma unroll 2
-    for (int k = threadIdx.x * 4; k < K; k += 1024) {
-        float4 w[4];
+        for (int k = gt * 4; k < K; k += SKN_GT * 4) {
+            float4 w[4];
 #pragma unroll
-        for (int c = 0; c < 4; ++c) w[c] = *(const float4*)&w0[(long long)c * ldb + k];
-        float4 g = make_float4(1.f, 1.f, 1.f, 1.f), beta = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (ln_w) { g = *(const float4*)&ln_w[k]; beta = *(const float4*)&ln_b[k]; }
+            for (int c = 0; c < 4; ++c) w[c] = *(const float4*)&w0[(long long)c * ldb + k];
+            float4 g = make_float4(1.f, 1.f, 1.f, 1.f), beta = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (ln_w) { g = *(const float4*)&ln_w[k]; beta = *(const float4*)&ln_b[k]; }
 #pragma unroll
-        for (int m = 0; m < SK_M; ++m) {
-            if (m < M) {
-                float4 a = *(const float4*)&A[(long long)m * lda + k];
-                if (ln_w) {
-                    const float mu = stat[m][0], rs = stat[m][1];
-                    a.x = (a.x - mu) * rs * g.x + beta.x; a.y = (a.y - mu) * rs * g.y + beta.y;
-                    a.z = (a.z - mu) * rs * g.z + beta.z; a.w = (a.w - mu) * rs * g.w + beta.w;
+            for (int m = 0; m < MR; ++m) {
+                if (m < M) {
+                    float4 a = *(const float4*)&A[(long long)m * lda + k];
+                    if (ln_w) {
+                        const float mu = stat[m][0], rs = stat[m][1];
+                        a.x = (a.x - mu) * rs * g.x + beta.x; a.y = (a.y - mu) * rs * g.y + beta.y;
+                        a.z = (a.z - mu) * rs * g.z + beta.z; a.w = (a.w - mu) * rs * g.w + beta.w;
+                    }
+                    acc[m].x += a.x * w[0].x + a.y * w[0].y + a.z * w[0].z + a.w * w[0].w;
+                    acc[m].y += a.x * w[1].x + a.y * w[1].y + a.z * w[1].z + a.w * w[1].w;
+                    acc[m].z += a.x * w[2].x + a.y * w[2].y + a.z * w[2].z + a.w * w[2].w;
+                    acc[m].w += a.x * w[3].x + a.y * w[3].y + a.z * w[3].z + a.w * w[3].w;
                 }
-                acc[m].x += a.x * w[0].x + a.y * w[0].y + a.z * w[0].z + a.w * w[0].w;
-                acc[m].y += a.x * w[1].x + a.y * w[1].y + a.z * w[1].z + a.w * w[1].w;
-                acc[m].z += a.x * w[2].x + a.y * w[2].y + a.z * w[2].z + a.w * w[2].w;
-                acc[m].w += a.x * w[3].x + a.y * w[3].y + a.z * w[3].z + a.w * w[3].w;
             }
         }
     }
 #pragma unroll
-    for (int m = 0; m < SK_M; ++m) {
+    for (int m = 0; m < MR; ++m) {
         if (m < M) {                                          // uniform across the block
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) {
@@ -623,16 +638,30 @@ gemm_skinny_nk(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, 
         }
     }
     __syncthreads();
-    const int m = threadIdx.x;
-    if (m < M && n0 < N) {
-        float4 v = red[0][m];
+    // thread (group, row): the group's WG warp partials of one row, summed and stored
+    const int grp = threadIdx.x / MR, m = threadIdx.x % MR, n = (blockIdx.x * SKN_CG + grp) * 4;
+    if (grp < SKN_CG && m < M && n < N) {
+        float4 v = red[grp * WG][m];
 #pragma unroll
-        for (int w = 1; w < 8; ++w) {
-            const float4 p = red[w][m];
+        for (int w = 1; w < WG; ++w) {
+            const float4 p = red[grp * WG + w][m];
             v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
         }
-        epi_store4(v, m, n0, EPI_ARGS);
+        epi_store4(v, m, n, EPI_ARGS);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_skinny_nk(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
+               const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
+    skinny_nk<SK_M>(A, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
+}
+
+// One row (B = 1 decoding), as gemm_skinny1: fewer registers, four blocks per SM.
+extern "C" __global__ void __launch_bounds__(256, 4)
+gemm_skinny_nk1(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
+                const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
+    skinny_nk<1>(A, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
 }
 
 // ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------

@@ -107,3 +107,20 @@ def test_split_k_heuristic_per_version():
     assert v5.splits(8192, 768, 3072) > 1
     assert v4.splits(64, 768, 3072) > 1 and v5.splits(64, 768, 3072) > 1
     assert v4.splits(8192, 50304, 768) == 1
+
+
+@pytest.mark.parametrize("cg", [None, 1, 8])
+def test_transposed_gemv_takes_the_one_row_build_and_groups_columns(cg):
+    """v7's decode GEMV (W^T rows): one row takes gemm_skinny_nk1, more rows gemm_skinny_nk; a block makes
+    SKN_CG groups of 4 columns, so the grid is N / (4 SKN_CG) blocks of 256 threads."""
+    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.gpu.gemm import SKN_CG, Epilogue, Linear
+    rt = RecordingRuntime()
+    lin = Linear(rt, "wgmma", {} if cg is None else {"SKN_CG": cg}, "t", split_k=True)
+    buf = rt.pool.get("x", (1,))
+    N, K = 2304, 768
+    for M in (1, 3):
+        lin(buf, buf, buf, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=buf), ln=(buf, buf, 1e-5))
+    cols = 4 * (cg or SKN_CG)
+    assert [(name, grid, block) for name, grid, block, _ in rt.launches] == [
+        ("gemm_skinny_nk1", (-(-N // cols), 1, 1), (256, 1, 1)), ("gemm_skinny_nk", (-(-N // cols), 1, 1), (256, 1, 1))]

@@ -119,7 +119,8 @@ def test_linear_with_epilogues(build, split_k, M, N, K, rng):
 
 
 @pytest.mark.parametrize("version", ["vec4", "wgmma"])          # W as K x N, and W^T rows (gemm_skinny_nk)
-@pytest.mark.parametrize("M,N,K", [(1, 2304, 768), (3, 2304, 768), (8, 2304, 768), (5, 36, 1000)])
+@pytest.mark.parametrize("M,N,K", [(1, 2304, 768), (3, 2304, 768), (8, 2304, 768), (5, 36, 1000), (1, 36, 1000),
+                                   (2, 772, 3072)])
 def test_skinny_gemm_with_layernorm_prologue(version, M, N, K, rng):
     """Decoding's GEMV normalises its few input rows itself: LayerNorm(A) @ W + bias, vs float64."""
     from convnet.gpu.gemm import Epilogue, Linear

@@ -73,7 +73,7 @@ TILE_V45 = 128
 SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
 SKINNY_M, SKINNY_COLS = 8, 8       # gemm_skinny: at most 8 rows; 8 columns per block of 256 threads
-SKINNY_NK_COLS = 4                 # gemm_skinny_nk (W^T rows): 4 columns per block
+SKN_CG = 4                         # gemm_skinny_nk (W^T rows): groups of 4 columns per block (-D SKN_CG)
 V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
 WG_DEFAULTS = {"WG_BN": 128, "WG_STAGES": 3, "WG_RASTER": 2}
 WG_BM, WG_BK = 128, 32
@@ -103,7 +103,9 @@ class Linear:
             kn = self.w_layout == "kn"
             self.skinny = rt.kernel("gemm.cu", "gemm_skinny" if kn else "gemm_skinny_nk", defines, variant) \
                 if split_k else None
-            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1", defines, variant) if split_k and kn else None
+            self.skinny1 = rt.kernel("gemm.cu", "gemm_skinny1" if kn else "gemm_skinny_nk1", defines, variant) \
+                if split_k else None
+            self.skinny_cols = SKINNY_COLS if kn else 4 * int(defines.get("SKN_CG", SKN_CG))
             self.threads, self.smem, self.tflops = 256, 0, 40.0     # tflops: a rough pace, for splits()
             self.tile = (TILE_V45, TILE_V45)
             if version == "wgmma":
@@ -198,9 +200,8 @@ class Linear:
         if self.skinny is not None and M <= SKINNY_M:
             # Decoding: a 128-row tile would be almost all padding; read W once, reduce K in the block.
             gamma, beta, eps = ln if ln is not None else (None, None, 0.0)
-            skinny = self.skinny1 if M == 1 and self.skinny1 else self.skinny   # one row: a lighter build
-            cols = SKINNY_COLS if self.w_layout == "kn" else SKINNY_NK_COLS
-            skinny((_cdiv(N, cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
+            skinny = self.skinny1 if M == 1 else self.skinny   # one row: a lighter build
+            skinny((_cdiv(N, self.skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
                    i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
             return
         splits = self.splits(M, N, K)
