@@ -579,10 +579,12 @@ gemm_skinny1(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int
 // v6 for W stored transposed (Bt: N x K, v7's layout). A block of 256 threads makes SKN_CG groups of 4
 // consecutive columns (one epi_store4 each). A group's 256 / SKN_CG threads split K, each reading 16 bytes of
 // each of its 4 Bt rows per step (a warp: 512 contiguous bytes per row); the partial sums meet by warp
-// shuffles, then across the group's warps in shared memory. SKN_CG = 4 (64 threads a group): at K = 768 a
-// row is 192 float4, 3 per thread; one group of 256 threads (SKN_CG = 1) left a quarter of them idle.
+// shuffles, then across the group's warps in shared memory. At K = 768 a row is 192 float4: one group of 256
+// threads (SKN_CG = 1) leaves a quarter of them idle, 4 or 8 groups make too few blocks for N = 768-3072.
+// Decode of `fast` (H200, B=1): 2238 / 2478 / 2313 / 2023 tok/s at SKN_CG = 1 / 2 / 4 / 8 (K = 3072 alone
+// prefers 1).
 #ifndef SKN_CG
-#define SKN_CG 4                                              // column groups per block (tunable: 1, 2, 4, 8)
+#define SKN_CG 2                                              // column groups per block (tunable: 1, 2, 4, 8)
 #endif
 #define SKN_GT (256 / SKN_CG)                                 // threads per column group
 static_assert(SKN_GT % 32 == 0, "SKN_CG: 1, 2, 4 or 8 (a column group is whole warps)");

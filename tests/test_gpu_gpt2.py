@@ -118,16 +118,22 @@ def test_linear_with_epilogues(build, split_k, M, N, K, rng):
     assert rel_err(C.get(), want) <= tol
 
 
-@pytest.mark.parametrize("version", ["vec4", "wgmma"])          # W as K x N, and W^T rows (gemm_skinny_nk)
+# W as K x N (gemm_skinny), and W^T rows (gemm_skinny_nk) with the default and other column groups per block
+GEMV_BUILDS = {"vec4": ("vec4", {}), "wgmma": ("wgmma", {}), "wgmma_cg1": ("wgmma", {"SKN_CG": 1}),
+               "wgmma_cg8": ("wgmma", {"SKN_CG": 8})}
+
+
+@pytest.mark.parametrize("build", GEMV_BUILDS.values(), ids=GEMV_BUILDS.keys())
 @pytest.mark.parametrize("M,N,K", [(1, 2304, 768), (3, 2304, 768), (8, 2304, 768), (5, 36, 1000), (1, 36, 1000),
                                    (2, 772, 3072)])
-def test_skinny_gemm_with_layernorm_prologue(version, M, N, K, rng):
+def test_skinny_gemm_with_layernorm_prologue(build, M, N, K, rng):
     """Decoding's GEMV normalises its few input rows itself: LayerNorm(A) @ W + bias, vs float64."""
     from convnet.gpu.gemm import Epilogue, Linear
     from convnet.gpu.runtime import Runtime
     rt = Runtime.get()
+    version, defines = build
     require_gemm(version)
-    lin = Linear(rt, version, {}, "test", split_k=True)
+    lin = Linear(rt, version, defines, "test", split_k=True)
     assert lin.fuses_layernorm(M, N, K) and not lin.fuses_layernorm(9, N, K)
     A = (3 + 2 * rng.standard_normal((M, K))).astype(np.float32)
     W = rng.standard_normal((K, N)).astype(np.float32)
