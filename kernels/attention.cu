@@ -341,21 +341,8 @@ static_assert(FT_KV_BUFS == 1 || FT_KV_BUFS == 2, "FT_KV_BUFS: 1 or 2");
 #define FT_PP (FT_BC + 4)         // P row pitch: the a-fragment reads (row g, key t) hit 32 banks
 static_assert(HEAD_DIM % 8 == 0, "HEAD_DIM must be a multiple of 8");
 
-// An operand element as this kernel's mma takes it: the fp32 bits (FT_SPLIT 1: the tensor core reads the
-// top 19) or a TF32 pair (FT_SPLIT 3); ft_mma is then one mma.sync or three.
-#if FT_SPLIT == 3
-typedef Tf32Pair FtOperand;
-__device__ __forceinline__ FtOperand ft_operand(float x) { return split_tf32(x); }
-__device__ __forceinline__ void ft_mma(float (&d)[4], const FtOperand (&a)[4], FtOperand b0, FtOperand b1) {
-    mma_3xtf32(d, a, b0, b1);
-}
-#else
-typedef unsigned FtOperand;
-__device__ __forceinline__ FtOperand ft_operand(float x) { return __float_as_uint(x); }
-__device__ __forceinline__ void ft_mma(float (&d)[4], const FtOperand (&a)[4], FtOperand b0, FtOperand b1) {
-    mma_tf32(d, a[0], a[1], a[2], a[3], b0, b1);
-}
-#endif
+// Operands: the fp32 bits (FT_SPLIT 1: the tensor core truncates) or TF32 pairs (FT_SPLIT 3).
+typedef Tf32Mma<FT_SPLIT, false> Ft;
 
 extern "C" __global__ void __launch_bounds__(32 * FT_WARPS, FT_MIN_BLOCKS)
 flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
@@ -393,12 +380,12 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
         float sc[NJ][4] = {};                              // S: rows g, g + 8; keys 8j + 2t, + 1
 #pragma unroll
         for (int kk = 0; kk < DK; ++kk) {
-            const FtOperand a[4] = {ft_operand(__uint_as_float(qa[kk][0])), ft_operand(__uint_as_float(qa[kk][1])),
-                                    ft_operand(__uint_as_float(qa[kk][2])), ft_operand(__uint_as_float(qa[kk][3]))};
+            const Ft::Operand a[4] = {Ft::operand(__uint_as_float(qa[kk][0])), Ft::operand(__uint_as_float(qa[kk][1])),
+                                      Ft::operand(__uint_as_float(qa[kk][2])), Ft::operand(__uint_as_float(qa[kk][3]))};
 #pragma unroll
             for (int j = 0; j < NJ; ++j) {
                 const float* kr = &Ks[(8 * j + g) * FT_KP + 8 * kk + t];
-                ft_mma(sc[j], a, ft_operand(kr[0]), ft_operand(kr[4]));
+                Ft::mma(sc[j], a, Ft::operand(kr[0]), Ft::operand(kr[4]));
             }
         }
         float mx[2] = {-INFINITY, -INFINITY};
@@ -445,13 +432,13 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
     auto accumulate_pv = [&](const float* Vs) {
 #pragma unroll
         for (int kk = 0; kk < NJ; ++kk) {
-            const FtOperand a[4] = {ft_operand(Pw[g * FT_PP + 8 * kk + t]), ft_operand(Pw[(g + 8) * FT_PP + 8 * kk + t]),
-                                    ft_operand(Pw[g * FT_PP + 8 * kk + t + 4]),
-                                    ft_operand(Pw[(g + 8) * FT_PP + 8 * kk + t + 4])};
+            const Ft::Operand a[4] = {Ft::operand(Pw[g * FT_PP + 8 * kk + t]), Ft::operand(Pw[(g + 8) * FT_PP + 8 * kk + t]),
+                                      Ft::operand(Pw[g * FT_PP + 8 * kk + t + 4]),
+                                      Ft::operand(Pw[(g + 8) * FT_PP + 8 * kk + t + 4])};
 #pragma unroll
             for (int n = 0; n < DK; ++n) {
                 const float* vr = &Vs[(8 * kk + t) * FT_VP + 8 * n + g];
-                ft_mma(o[n], a, ft_operand(vr[0]), ft_operand(vr[4 * FT_VP]));
+                Ft::mma(o[n], a, Ft::operand(vr[0]), Ft::operand(vr[4 * FT_VP]));
             }
         }
         __syncwarp();                                      // the strip is read before the next tile's P

@@ -95,3 +95,22 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Pair (&a)[4]
     mma_tf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b0.lo, b1.lo);
     mma_tf32(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b0.hi, b1.hi);
 }
+
+// fp32 operands on the TF32 tensor cores, SPLIT products per fp32 product: Tf32Mma<S, R>::operand(x) makes a
+// fragment element, ::mma(d, a, b0, b1) is d += a b. SPLIT 1: the TF32 bits, rounded by cvt.rna (ROUND) or
+// left to the tensor core, which reads the top 19 bits (truncation); one mma.sync. SPLIT 3: a TF32 pair, three.
+template <int SPLIT, bool ROUND> struct Tf32Mma;
+template <bool ROUND> struct Tf32Mma<1, ROUND> {
+    typedef unsigned Operand;
+    static __device__ __forceinline__ Operand operand(float x) { return ROUND ? round_tf32(x) : __float_as_uint(x); }
+    static __device__ __forceinline__ void mma(float (&d)[4], const Operand (&a)[4], Operand b0, Operand b1) {
+        mma_tf32(d, a[0], a[1], a[2], a[3], b0, b1);
+    }
+};
+template <bool ROUND> struct Tf32Mma<3, ROUND> {
+    typedef Tf32Pair Operand;
+    static __device__ __forceinline__ Operand operand(float x) { return split_tf32(x); }
+    static __device__ __forceinline__ void mma(float (&d)[4], const Operand (&a)[4], Operand b0, Operand b1) {
+        mma_3xtf32(d, a, b0, b1);
+    }
+};

@@ -680,6 +680,9 @@ gemm_skinny_nk1(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N,
 #ifndef V5_ROUND
 #define V5_ROUND 1                 // 1: round operands to TF32 (cvt.rna); 0: let the tensor core truncate
 #endif
+#ifndef V5_SPLIT
+#define V5_SPLIT 1                 // TF32 products per fp32 product: 1, or 3 (3xTF32, fp32-class: common.cuh)
+#endif
 #ifndef V5_BK
 #define V5_BK 32
 #endif
@@ -715,13 +718,7 @@ __device__ __forceinline__ void copy_tile_async(float* dst, const float* RESTRIC
     }
 }
 
-__device__ __forceinline__ unsigned to_tf32(float x) {
-#if V5_ROUND
-    return round_tf32(x);
-#else
-    return __float_as_uint(x);
-#endif
-}
+typedef Tf32Mma<V5_SPLIT, V5_ROUND != 0> V5;            // operands and mma of v5 (common.cuh)
 
 extern "C" __global__ void __launch_bounds__(V5_THREADS)
 gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
@@ -757,26 +754,27 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
         const float* bs = Bs(tile % V5_STAGES);
 #pragma unroll
         for (int kk = 0; kk < V5_BK; kk += 8) {
-            unsigned a[V5_MI][4], b[V5_NJ][2];
+            V5::Operand a[V5_MI][4], b[V5_NJ][2];
 #pragma unroll
             for (int i = 0; i < V5_MI; ++i) {
                 const unsigned addr = (unsigned)__cvta_generic_to_shared(as + (wm + i * 16 + lm_row) * V5_AP + kk + lm_col);
+                unsigned raw[4];
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(a[i][0]), "=r"(a[i][1]), "=r"(a[i][2]), "=r"(a[i][3]) : "r"(addr));
+                             : "=r"(raw[0]), "=r"(raw[1]), "=r"(raw[2]), "=r"(raw[3]) : "r"(addr));
 #pragma unroll
-                for (int r = 0; r < 4; ++r) a[i][r] = to_tf32(__uint_as_float(a[i][r]));
+                for (int r = 0; r < 4; ++r) a[i][r] = V5::operand(__uint_as_float(raw[r]));
             }
 #pragma unroll
             for (int j = 0; j < V5_NJ; ++j) {
                 const int c = wn + j * 8 + g;
-                b[j][0] = to_tf32(bs[(kk + t) * V5_BP + c]);
-                b[j][1] = to_tf32(bs[(kk + t + 4) * V5_BP + c]);
+                b[j][0] = V5::operand(bs[(kk + t) * V5_BP + c]);
+                b[j][1] = V5::operand(bs[(kk + t + 4) * V5_BP + c]);
             }
 #pragma unroll
             for (int i = 0; i < V5_MI; ++i)
 #pragma unroll
                 for (int j = 0; j < V5_NJ; ++j)
-                    mma_tf32(acc[i][j], a[i][0], a[i][1], a[i][2], a[i][3], b[j][0], b[j][1]);
+                    V5::mma(acc[i][j], a[i], b[j][0], b[j][1]);
         }
     }
     asm volatile("cp.async.wait_group 0;\n");
