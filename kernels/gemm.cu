@@ -683,6 +683,10 @@ gemm_skinny_nk1(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N,
 #ifndef V5_SPLIT
 #define V5_SPLIT 1                 // TF32 products per fp32 product: 1, or 3 (3xTF32, fp32-class: common.cuh)
 #endif
+// With V5_SPLIT=3 each k tile's products go to fresh registers, added to the running sums by fp32 adds: the
+// mma accumulator's own adds do not round to nearest, so over one chain of K/8 mma their error grows ~K
+// (3.0e-5 at K = 4096 measured, H200) where round-to-nearest adds grow ~sqrt(K).
+#define V5_TILE_SUMS (V5_SPLIT == 3)
 #ifndef V5_BK
 #define V5_BK 32
 #endif
@@ -752,29 +756,43 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
         asm volatile("cp.async.commit_group;\n");
         const float* as = As(tile % V5_STAGES);
         const float* bs = Bs(tile % V5_STAGES);
+        auto tile_products = [&](float (&d)[V5_MI][V5_NJ][4]) {     // d += this k tile's A B
 #pragma unroll
-        for (int kk = 0; kk < V5_BK; kk += 8) {
-            V5::Operand a[V5_MI][4], b[V5_NJ][2];
+            for (int kk = 0; kk < V5_BK; kk += 8) {
+                V5::Operand a[V5_MI][4], b[V5_NJ][2];
 #pragma unroll
-            for (int i = 0; i < V5_MI; ++i) {
-                const unsigned addr = (unsigned)__cvta_generic_to_shared(as + (wm + i * 16 + lm_row) * V5_AP + kk + lm_col);
-                unsigned raw[4];
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(raw[0]), "=r"(raw[1]), "=r"(raw[2]), "=r"(raw[3]) : "r"(addr));
+                for (int i = 0; i < V5_MI; ++i) {
+                    const unsigned addr = (unsigned)__cvta_generic_to_shared(as + (wm + i * 16 + lm_row) * V5_AP + kk + lm_col);
+                    unsigned raw[4];
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                                 : "=r"(raw[0]), "=r"(raw[1]), "=r"(raw[2]), "=r"(raw[3]) : "r"(addr));
 #pragma unroll
-                for (int r = 0; r < 4; ++r) a[i][r] = V5::operand(__uint_as_float(raw[r]));
+                    for (int r = 0; r < 4; ++r) a[i][r] = V5::operand(__uint_as_float(raw[r]));
+                }
+#pragma unroll
+                for (int j = 0; j < V5_NJ; ++j) {
+                    const int c = wn + j * 8 + g;
+                    b[j][0] = V5::operand(bs[(kk + t) * V5_BP + c]);
+                    b[j][1] = V5::operand(bs[(kk + t + 4) * V5_BP + c]);
+                }
+#pragma unroll
+                for (int i = 0; i < V5_MI; ++i)
+#pragma unroll
+                    for (int j = 0; j < V5_NJ; ++j)
+                        V5::mma(d[i][j], a[i], b[j][0], b[j][1]);
             }
-#pragma unroll
-            for (int j = 0; j < V5_NJ; ++j) {
-                const int c = wn + j * 8 + g;
-                b[j][0] = V5::operand(bs[(kk + t) * V5_BP + c]);
-                b[j][1] = V5::operand(bs[(kk + t + 4) * V5_BP + c]);
-            }
+        };
+        if constexpr (V5_TILE_SUMS) {
+            float part[V5_MI][V5_NJ][4] = {};
+            tile_products(part);
 #pragma unroll
             for (int i = 0; i < V5_MI; ++i)
 #pragma unroll
                 for (int j = 0; j < V5_NJ; ++j)
-                    V5::mma(acc[i][j], a[i], b[j][0], b[j][1]);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+        } else {
+            tile_products(acc);
         }
     }
     asm volatile("cp.async.wait_group 0;\n");

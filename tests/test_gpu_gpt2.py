@@ -87,7 +87,7 @@ LINEAR_SHAPES = [(37, 44, 52), (1, 2304, 768), (1, 260, 1028), (130, 260, 1028),
 # step) and a deeper ring.
 LINEAR_BUILDS = {"tiled": ("tiled", {}), "regtile": ("regtile", {}), "vec4": ("vec4", {}),
                  "vec4-row-major": ("vec4", {"V4_GROUP": 0}), "tf32": ("tf32", {}),
-                 "tf32-3x": ("tf32", {"V5_SPLIT": 3}),
+                 "tf32-3x": ("tf32", {"V5_SPLIT": 3}), "tf32-3x-wm32": ("tf32", {"V5_SPLIT": 3, "V5_WM": 32}),
                  "wgmma": ("wgmma", {}), "wgmma-bn256": ("wgmma", {"WG_BN": 256, "WG_STAGES": 3}),
                  "wgmma-4stages-inflight": ("wgmma", {"WG_STAGES": 4, "WG_INFLIGHT": 1})}
 
