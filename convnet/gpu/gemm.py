@@ -74,7 +74,7 @@ SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
 SKINNY_M, SKINNY_COLS = 8, 8       # gemm_skinny: at most 8 rows; 8 columns per block of 256 threads
 SKN_CG = 2                         # gemm_skinny_nk (W^T rows): groups of 4 columns per block (-D SKN_CG)
-V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3}
+V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3, "V5_SPLIT": 1}
 WG_DEFAULTS = {"WG_BN": 128, "WG_STAGES": 3, "WG_RASTER": 2}
 WG_BM, WG_BK = 128, 32
 LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma"}   # Linear's tiled kernels
@@ -115,8 +115,8 @@ class Linear:
                 self.smem = c["WG_STAGES"] * (WG_BM + c["WG_BN"]) * WG_BK * 4 + 1024
                 self.fn.allow_shared(self.smem)
             if version == "tf32":
-                self.tflops = 150.0
                 c = {**V5_DEFAULTS, **{k: int(v) for k, v in defines.items() if k in V5_DEFAULTS}}
+                self.tflops = 150.0 / c["V5_SPLIT"]                 # 3xTF32: three mma per product
                 self.tile = (c["V5_BM"], c["V5_BN"])
                 self.threads = 32 * (c["V5_BM"] // c["V5_WM"]) * (c["V5_BN"] // c["V5_WN"])
                 # V5_STAGES x (A: BM x (BK + 4), B: BK x (BN + 8)) floats, as kernels/gemm.cu lays them out
