@@ -477,6 +477,17 @@ __device__ __forceinline__ float4 shfl_xor4(float4 v, int off) {
                        __shfl_xor_sync(0xffffffffu, v.z, off), __shfl_xor_sync(0xffffffffu, v.w, off));
 }
 
+// The skinny GEMMs' last step: n float4 partial sums of one output row, stride float4s apart in shared
+// memory, added in order and stored through the epilogue at (m, col..col+3).
+__device__ __forceinline__ void store_partials(const float4* part, int stride, int n, int m, int col, EPI_PARAMS) {
+    float4 v = part[0];
+    for (int w = 1; w < n; ++w) {
+        const float4 p = part[w * stride];
+        v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+    }
+    epi_store4(v, m, col, EPI_ARGS);
+}
+
 // LayerNorm prologue of the skinny GEMMs (256 threads): each block normalises the (few) rows itself;
 // stat[m] = (mean, 1 / std) of A's row m, the variance taken about the mean in a second pass.
 template <int MR>
@@ -553,15 +564,7 @@ __device__ __forceinline__ void skinny(const float* RESTRICT A, const float* RES
     }
     __syncthreads();
     const int m = threadIdx.x / SK_CG, c = threadIdx.x % SK_CG, nn = blockIdx.x * SK_COLS + c * 4;
-    if (m < M && nn < N) {
-        float4 v = red[0][m][c];
-#pragma unroll
-        for (int w = 1; w < 8; ++w) {
-            const float4 p = red[w][m][c];
-            v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
-        }
-        epi_store4(v, m, nn, EPI_ARGS);
-    }
+    if (m < M && nn < N) store_partials(&red[0][m][c], MR * SK_CG, 8, m, nn, EPI_ARGS);
 }
 
 // M <= 8 rows, and a build for one row (B = 1 decoding): acc and the reductions shrink to one row, so
@@ -644,15 +647,7 @@ __device__ __forceinline__ void skinny_nk(const float* RESTRICT A, const float* 
     __syncthreads();
     // thread (group, row): the group's WG warp partials of one row, summed and stored
     const int grp = threadIdx.x / MR, m = threadIdx.x % MR, n = (blockIdx.x * SKN_CG + grp) * 4;
-    if (grp < SKN_CG && m < M && n < N) {
-        float4 v = red[grp * WG][m];
-#pragma unroll
-        for (int w = 1; w < WG; ++w) {
-            const float4 p = red[grp * WG + w][m];
-            v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
-        }
-        epi_store4(v, m, n, EPI_ARGS);
-    }
+    if (grp < SKN_CG && m < M && n < N) store_partials(&red[grp * WG][m], MR, WG, m, n, EPI_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(256)

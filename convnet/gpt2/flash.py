@@ -34,17 +34,15 @@ class FlashAttention:
         self.D, self.tf32, self.split = head_dim, tf32, split
         if tf32:
             self.threads, self.block_rows = 32 * warps, 16 * warps
-            d = {**defines, "HEAD_DIM": head_dim, "FT_WARPS": warps, **({"FT_SPLIT": 3} if split == 3 else {}),
-                 **({"FT_KV_BUFS": 1} if kv_buffers == 1 else {}),
-                 **({"FT_MIN_BLOCKS": min_blocks} if min_blocks != 1 else {})}
+            d = {**defines, "HEAD_DIM": head_dim, "FT_WARPS": warps, "FT_SPLIT": split, "FT_KV_BUFS": kv_buffers,
+                 "FT_MIN_BLOCKS": min_blocks}
             # K[bufs][BC][D+4] + V[bufs][BC][D+8] + per warp P[16][BC+4], floats
             nb = kv_buffers
             self.smem = 4 * (nb * FT_BC * (head_dim + 4) + nb * FT_BC * (head_dim + 8) + warps * 16 * (FT_BC + 4))
         else:
             self.threads, self.block_rows = 16 * thread_rows, thread_rows * rows_per_thread
             d = {**defines, "HEAD_DIM": head_dim, "FA_RT": rows_per_thread, "FA_TY": thread_rows,
-                 "FA_KV_BUFS": kv_buffers, **({"FA_BC": key_tile} if key_tile != 64 else {}),
-                 **({"FA_MIN_BLOCKS": min_blocks} if min_blocks != 1 else {})}
+                 "FA_KV_BUFS": kv_buffers, "FA_BC": key_tile, "FA_MIN_BLOCKS": min_blocks}
             # Qs[BR][D+4] + Ks[bufs][BC][D+4] + Vs[bufs][BC][D] + Ps[BR][BC+4], floats
             BR, nb, BC = self.block_rows, kv_buffers, key_tile
             self.smem = 4 * (BR * (head_dim + 4) + nb * BC * (head_dim + 4) + nb * BC * head_dim + BR * (BC + 4))
