@@ -477,6 +477,24 @@ __device__ __forceinline__ float4 shfl_xor4(float4 v, int off) {
                        __shfl_xor_sync(0xffffffffu, v.z, off), __shfl_xor_sync(0xffffffffu, v.w, off));
 }
 
+// The skinny GEMMs' warp step: each row's float4 sum over the lanes that share lane % LANES (xor butterflies
+// from LANES up), written by lanes < LANES to this warp's slots, red_warp[m * LANES + lane].
+template <int MR, int LANES>
+__device__ __forceinline__ void warp_partials(float4 (&acc)[MR], int M, float4* red_warp) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+        if (m < M) {                                          // uniform across the block
+#pragma unroll
+            for (int off = LANES; off < 32; off <<= 1) {
+                const float4 o = shfl_xor4(acc[m], off);
+                acc[m].x += o.x; acc[m].y += o.y; acc[m].z += o.z; acc[m].w += o.w;
+            }
+            if (lane < LANES) red_warp[m * LANES + lane] = acc[m];
+        }
+    }
+}
+
 // The skinny GEMMs' last step: n float4 partial sums of one output row, stride float4s apart in shared
 // memory, added in order and stored through the epilogue at (m, col..col+3).
 __device__ __forceinline__ void store_partials(const float4* part, int stride, int n, int m, int col, EPI_PARAMS) {
@@ -519,7 +537,7 @@ __device__ __forceinline__ void skinny(const float* RESTRICT A, const float* RES
                                        const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
     __shared__ float4 red[8][MR][SK_CG];                    // one partial per warp
     __shared__ float part[8][MR], stat[MR][2];            // LayerNorm prologue: mean, 1/std per row
-    const int cg = threadIdx.x % SK_CG, kl = threadIdx.x / SK_CG, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int cg = threadIdx.x % SK_CG, kl = threadIdx.x / SK_CG, warp = threadIdx.x / 32;
     const int n = blockIdx.x * SK_COLS + cg * 4;
     // The first SK_PRE row segments of W are requested before anything else, so their DRAM latency
     // overlaps the LayerNorm prologue (and a short K is then wholly in flight at once).
@@ -551,17 +569,7 @@ __device__ __forceinline__ void skinny(const float* RESTRICT A, const float* RES
 #pragma unroll 4
         for (int k = kl + SK_PRE * SK_KL; k < K; k += SK_KL) row(k, *(const float4*)&B[(long long)k * ldb + n]);
     }
-#pragma unroll
-    for (int m = 0; m < MR; ++m) {
-        if (m < M) {                                          // uniform across the block
-#pragma unroll
-            for (int off = SK_CG; off < 32; off <<= 1) {
-                const float4 o = shfl_xor4(acc[m], off);
-                acc[m].x += o.x; acc[m].y += o.y; acc[m].z += o.z; acc[m].w += o.w;
-            }
-            if (lane < SK_CG) red[warp][m][lane] = acc[m];
-        }
-    }
+    warp_partials<MR, SK_CG>(acc, M, &red[warp][0][0]);
     __syncthreads();
     const int m = threadIdx.x / SK_CG, c = threadIdx.x % SK_CG, nn = blockIdx.x * SK_COLS + c * 4;
     if (m < M && nn < N) store_partials(&red[0][m][c], MR * SK_CG, 8, m, nn, EPI_ARGS);
@@ -601,7 +609,7 @@ __device__ __forceinline__ void skinny_nk(const float* RESTRICT A, const float* 
     constexpr int WG = SKN_GT / 32;                           // warps per column group
     __shared__ float4 red[8][MR];
     __shared__ float part[8][MR], stat[MR][2];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, gt = threadIdx.x % SKN_GT;
+    const int warp = threadIdx.x / 32, gt = threadIdx.x % SKN_GT;
     const int n0 = (blockIdx.x * SKN_CG + threadIdx.x / SKN_GT) * 4;
     if (ln_w) ln_row_stats<MR>(A, M, K, lda, ln_eps, part, stat);
     float4 acc[MR];
@@ -633,17 +641,7 @@ __device__ __forceinline__ void skinny_nk(const float* RESTRICT A, const float* 
             }
         }
     }
-#pragma unroll
-    for (int m = 0; m < MR; ++m) {
-        if (m < M) {                                          // uniform across the block
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                const float4 o = shfl_xor4(acc[m], off);
-                acc[m].x += o.x; acc[m].y += o.y; acc[m].z += o.z; acc[m].w += o.w;
-            }
-            if (lane == 0) red[warp][m] = acc[m];
-        }
-    }
+    warp_partials<MR, 1>(acc, M, &red[warp][0]);
     __syncthreads();
     // thread (group, row): the group's WG warp partials of one row, summed and stored
     const int grp = threadIdx.x / MR, m = threadIdx.x % MR, n = (blockIdx.x * SKN_CG + grp) * 4;
