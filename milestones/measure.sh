@@ -20,7 +20,7 @@ done
 # issue #4: the pipeline steps beside cuDNN and PyTorch's whole forward, graphs, streaming, roofline
 $PY run_milestone.py --compare $PIPELINE --batch 10000 --repeat 20 --json "$OUT/pipeline_10000.json" 2>/dev/null \
   | tee "$OUT/pipeline_10000.txt"
-$PY -m convnet.gpu.small_batch --variant tc_fused | tee "$OUT/tc_fused_small_batch_graphs.txt"
+$PY -m convnet.bench.small_batch --variant tc_fused | tee "$OUT/tc_fused_small_batch_graphs.txt"
 $PY run_milestone.py --variant tc_fused --stream 1000000 --chunk 10000 | tee "$OUT/tc_fused_stream_1M.txt"
 $PY run_milestone.py --variant tc_fused --batch 10000 --roofline --plot "$OUT/roofline_tc_fused.png" \
   | tee "$OUT/roofline_tc_fused.txt"

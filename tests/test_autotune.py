@@ -4,7 +4,8 @@ import json
 import pytest
 
 from convnet.errors import DataError
-from convnet.gpu import autotune
+from convnet.bench import autotune
+from convnet.gpu import tuning
 
 
 @pytest.fixture
@@ -14,22 +15,22 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_round_trip_per_device_and_variant(cache):
-    assert autotune.load("NVIDIA H200") == {}
+    assert tuning.load("NVIDIA H200") == {}
     winners = {"8192x2304x768": {"defines": {"V5_WM": 32}, "splits": 1}}
-    path = autotune.save("NVIDIA H200", "req_5", winners)
+    path = tuning.save("NVIDIA H200", "req_5", winners)
     assert path.parent == cache / "autotune" and path.name == "NVIDIA_H200.json"
-    autotune.save("NVIDIA H200", "other", {})
-    assert autotune.load("NVIDIA H200") == {"req_5": winners, "other": {}}
-    assert autotune.load("NVIDIA H100 80GB HBM3") == {}
+    tuning.save("NVIDIA H200", "other", {})
+    assert tuning.load("NVIDIA H200") == {"req_5": winners, "other": {}}
+    assert tuning.load("NVIDIA H100 80GB HBM3") == {}
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"req_5": {"8x8x8": {"splits": 1}}}', '{"req_5": [1]}'])
 def test_corrupt_cache_is_a_clear_error(cache, text):
-    path = autotune.cache_file("NVIDIA H200")
+    path = tuning.cache_file("NVIDIA H200")
     path.parent.mkdir(parents=True)
     path.write_text(text)
     with pytest.raises(DataError, match="corrupt autotune cache"):
-        autotune.load("NVIDIA H200")
+        tuning.load("NVIDIA H200")
 
 
 def test_pick_prefers_the_fastest_then_the_first():

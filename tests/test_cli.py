@@ -112,7 +112,7 @@ def test_gpt2_benchmark_without_gpu_is_a_clear_error():
 
 def test_gpt2_report_table_from_results():
     """The --model gpt2 table: ratios to baseline and to HF at the matching precision, error verdicts."""
-    from convnet.gpt2.bench import _format
+    from convnet.bench.gpt2 import _format
     groups = {g: 1.0 for g in ("embed", "layernorm", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj",
                                 "elementwise", "lm_head")}
     base = {"variant": "baseline", "precision": "fp32", "tolerance": 1e-4, "rel_err": 2e-6, "device": "GPU X",
@@ -133,7 +133,7 @@ def test_stream_refuses_float_input_beyond_the_pinned_limit_but_not_uint8_varian
     from convnet import catalogue
     from convnet.errors import UsageError
     from convnet.gpu.lenet import uploads_uint8
-    from convnet.gpu.throughput import stream
+    from convnet.bench.stream import stream
     with pytest.raises(UsageError, match="pinned host memory.*uint8"):
         stream(catalogue.get("fused"), 1_000_000)
     assert uploads_uint8(catalogue.get("fused_pool_u8")) and uploads_uint8(catalogue.get("tc_fused"))

@@ -14,7 +14,7 @@ CONFIG = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=64)
 
 def drive(variant):
     from convnet.gpt2.gpu import GPT2GPU
-    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.bench.dryrun import RecordingRuntime
     rt = RecordingRuntime()
     gpu = GPT2GPU(random_params(CONFIG), CONFIG, variant, rt)
     idx = np.arange(10, dtype=np.int32).reshape(2, 5)
@@ -56,7 +56,7 @@ def test_wgmma_variant_stores_weights_transposed_and_decodes_on_the_transposed_g
     assert "gemm_skinny" not in kernels and "gemm_wgmma" not in kernels and "layernorm_warp" not in kernels
     assert kernels.count("gemm_skinny_nk") == 4 * CONFIG.n_layer + 1
     from convnet.gpt2.gpu import GPT2GPU
-    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.bench.dryrun import RecordingRuntime
     C = CONFIG.n_embd
     for name in ("fast", "fast_mma"):
         w = GPT2GPU(random_params(CONFIG), CONFIG, catalogue.get(name, "gpt2"), RecordingRuntime()).w
@@ -76,7 +76,7 @@ def test_full_forward_runs_every_layernorm():
 def test_flash_attention_settings_are_checked():
     from convnet.errors import GPUError
     from convnet.gpt2.flash import FlashAttention
-    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.bench.dryrun import RecordingRuntime
     rt = RecordingRuntime()
     with pytest.raises(GPUError, match="multiple of 16"):
         FlashAttention(rt, 40, {}, "t")
@@ -99,7 +99,7 @@ def test_split_k_heuristic_per_version():
     """req_9 on a 132-SM GPU with two resident blocks per SM (dry run): v4 counts waves per SM, so GPT-2's
     N = 768 projections (384 tiles, 2.9 waves of SMs) run unsplit (measured faster since session 5);
     v5 counts resident blocks (1.45 waves) and still splits them; short prompts split on both."""
-    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpu.gemm import Linear
     rt = RecordingRuntime()
     v4, v5 = (Linear(rt, version, {}, "t", split_k=True) for version in ("vec4", "tf32"))
@@ -113,7 +113,7 @@ def test_split_k_heuristic_per_version():
 def test_transposed_gemv_takes_the_one_row_build_and_groups_columns(cg):
     """v7's decode GEMV (W^T rows): one row takes gemm_skinny_nk1, more rows gemm_skinny_nk; a block makes
     SKN_CG groups of 4 columns, so the grid is N / (4 SKN_CG) blocks of 256 threads."""
-    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpu.gemm import SKN_CG, Epilogue, Linear
     rt = RecordingRuntime()
     lin = Linear(rt, "wgmma", {} if cg is None else {"SKN_CG": cg}, "t", split_k=True)

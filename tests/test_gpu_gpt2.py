@@ -31,9 +31,8 @@ def small_params(config, seed=0):
 
 def poison(rt):
     """NaN into every activation and workspace buffer: an element a kernel forgets stays NaN."""
-    for name, buf in rt.pool._bufs.items():
-        if name.startswith(("gpt2.act.", "splitk.", "test.")) and buf.dtype == np.float32:
-            buf.fill(np.float32("nan"))
+    for prefix in ("gpt2.act.", "splitk.", "test."):
+        rt.pool.fill(prefix, np.nan, np.float32)
 
 
 def require_gemm(version):
@@ -109,9 +108,7 @@ def test_linear_with_epilogues(build, split_k, M, N, K, rng):
         g[n].set(a)
     C = rt.pool.get("test.C", (M, N))
     C.fill(np.float32("nan"))
-    for name in list(rt.pool._bufs):
-        if name.startswith("splitk."):
-            rt.pool._bufs[name].fill(np.float32("nan"))
+    rt.pool.fill("splitk.", np.nan)
     lin(g["A"], g["W"], C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=g["bias"], act=ACT_GELU, resid=g["R"]))
     rt.synchronize("test linear")
     want = ref.gelu(A.astype(np.float64) @ W + bias) + R
@@ -288,7 +285,7 @@ def test_124m_shape_matches_hf_transformers(rng):
     """Random weights at the 124M shape, our fastest fp32 path against HF GPT2LMHeadModel in fp32."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from convnet.gpt2.hf_anchor import hf_model
+    from convnet.bench.hf_anchor import hf_model
     config = ref.GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_ctx=1024)
     params = ref.random_params(config, seed=3)
     idx = rng.integers(0, config.vocab_size, (1, 128))
@@ -301,15 +298,16 @@ def test_124m_shape_matches_hf_transformers(rng):
 
 def test_autotuned_variant_uses_the_cache_and_stays_correct(rng, tmp_path, monkeypatch):
     """req_5: tune the small model's shapes, then the variant runs each with its winner."""
-    from convnet.gpu import autotune
+    from convnet.bench import autotune
+    from convnet.gpu import tuning
     from convnet.gpu.runtime import Runtime
     v = catalogue.get("req_5", "gpt2")
     B, T = 2, 67
     shapes = autotune.gpt2_shapes(B, T, SMALL.n_embd, 384)
     winners, rows = autotune.tune(v, shapes, reps=2)
     assert set(winners) == {f"{M}x{N}x{K}" for M, N, K in shapes.values()} and len(rows) == len(shapes)
-    monkeypatch.setattr(autotune, "cache_file", lambda device: tmp_path / "tuned.json")
-    autotune.save(Runtime.get().name, v.name, winners)
+    monkeypatch.setattr(tuning, "cache_file", lambda device: tmp_path / "tuned.json")
+    tuning.save(Runtime.get().name, v.name, winners)
     params = small_params(SMALL)
     gpu = make(v, params, SMALL)
     assert gpu.linear.tuned == winners

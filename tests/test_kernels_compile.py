@@ -13,7 +13,7 @@ GPU_VARIANTS = [v for m in catalogue.MODELS for v in catalogue.load_all(m).value
 
 
 def kernels_of(variant):
-    from convnet.gpu import dryrun
+    from convnet.bench import dryrun
     if variant.model == "gpt2":
         # GPT-2 124M's kernel constants (head size 64, n_embd 768) with a one-layer, small-vocabulary model.
         from convnet.gpt2.gpu import GPT2GPU

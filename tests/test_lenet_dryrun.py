@@ -12,7 +12,7 @@ GPU_VARIANTS = [v for v in catalogue.load_all().values() if v.needs_gpu and v.st
 
 def launches(variant, weights, n):
     """(kernel, grid, block, argument count) of one single-stream chunk of n images."""
-    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpu.lenet import GPULeNet
     rt = RecordingRuntime()
     net = GPULeNet(variant, weights, rt)
@@ -52,7 +52,7 @@ def test_bad_fusion_settings_are_clear_errors():
     import dataclasses
     from convnet.errors import GPUError
     from convnet.gpu.conv import make_conv
-    from convnet.gpu.dryrun import RecordingRuntime
+    from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpu.ops import FCHead
     rt = RecordingRuntime()
     w1 = np.zeros((4, 1, 7, 7), np.float32)

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from convnet import plot
+from convnet.bench import plot
 
 
 def test_compare_chart_writes_a_png(tmp_path):

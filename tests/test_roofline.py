@@ -3,7 +3,8 @@ import dataclasses
 
 import pytest
 
-from convnet import catalogue, roofline
+from convnet import catalogue
+from convnet.bench import roofline
 
 
 def test_unfused_fp32_costs_count_every_tensor_once():

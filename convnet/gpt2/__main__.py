@@ -101,7 +101,7 @@ def _generate(args) -> int:
 
 
 def _bench_attention(args) -> int:
-    from .bench import attention_benchmark
+    from ..bench.gpt2 import attention_benchmark
     if min(args.batch, args.heads, args.seq, args.head_size) < 1 or args.head_size % 16:
         raise UsageError("sizes must be positive and --head-size a multiple of 16")
     print(attention_benchmark(args.batch, args.heads, args.seq, args.head_size))
@@ -109,7 +109,7 @@ def _bench_attention(args) -> int:
 
 
 def _bench_decode(args) -> int:
-    from .bench import decode_benchmark
+    from ..bench.gpt2 import decode_benchmark
     if args.new_tokens < 2 or args.repeat < 1:
         raise UsageError("--new-tokens must be at least 2 and --repeat at least 1")
     print(decode_benchmark(args.variants, args.sweep, args.new_tokens, args.repeat))

@@ -51,13 +51,13 @@ class GPT2GPU:
         d = dict(variant.defines)
         self.gemm_version = p.get("gemm", "tiled")
         tuned = {}
-        if p.get("autotune"):          # req_5: this device's winners from python -m convnet.gpu.autotune
-            from ..gpu import autotune
-            tuned = autotune.load(rt.name).get(name, {})
+        if p.get("autotune"):          # req_5: this device's winners from python -m convnet.bench.autotune
+            from ..gpu import tuning
+            tuned = tuning.load(rt.name).get(name, {})
             if not tuned:
                 import sys
                 print(f"note: no autotune results for {name} on {rt.name}; using the defaults "
-                      f"(python -m convnet.gpu.autotune --variant {name})", file=sys.stderr)
+                      f"(python -m convnet.bench.autotune --variant {name})", file=sys.stderr)
         self.linear = Linear(rt, self.gemm_version, d, name, split_k=bool(p.get("split_k", False)), tuned=tuned)
         self.fuse = bool(p.get("fuse_epilogue", False))
         self.head_major = bool(p.get("qkv_head_major", False))

@@ -198,6 +198,25 @@ class BufferPool:
         buf.set(np.ascontiguousarray(array, dtype=dtype))
         return buf
 
+    def names(self, prefix: str = "") -> list[str]:
+        """The names handed out so far that start with `prefix` (tests and tools inspect buffers by name)."""
+        return [n for n in self._bufs if n.startswith(prefix)]
+
+    def view(self, name: str):
+        """The buffer last handed out under `name` (its current shape and dtype), or None."""
+        return self._bufs.get(name)
+
+    def fill(self, prefix: str, value, dtype=None) -> list[str]:
+        """Sets every element of every buffer whose name starts with `prefix` (of `dtype`, if given) to
+        `value`: tests poison outputs and workspaces with NaN so that an element a kernel never writes shows.
+        Returns the names it filled."""
+        filled = []
+        for name, buf in self._bufs.items():
+            if name.startswith(prefix) and (dtype is None or buf.dtype == np.dtype(dtype)):
+                buf.fill(buf.dtype.type(value))
+                filled.append(name)
+        return filled
+
     def release(self, name: str):
         """Frees a name's allocation (e.g. a one-off measurement buffer)."""
         self._bufs.pop(name, None)

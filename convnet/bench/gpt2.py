@@ -10,7 +10,7 @@ from tqdm import tqdm
 
 from .. import catalogue, report
 from ..errors import GPUError, UsageError
-from .model import GPT2Config, forward, random_params
+from ..gpt2.model import GPT2Config, forward, random_params
 
 GPT2_124M = GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_ctx=1024)
 CHECK_T = 64            # the reference check runs B=1 on this many tokens (float64 numpy is slow)
@@ -21,7 +21,7 @@ def load_model(checkpoint: str | None, seed: int = 0):
     if checkpoint is None:
         return random_params(GPT2_124M, seed), GPT2_124M, f"124M shape, random weights (seed {seed})"
     from pathlib import Path
-    from .checkpoint import load_hf, load_llmc
+    from ..gpt2.checkpoint import load_hf, load_llmc
     path = Path(checkpoint)
     params, config = load_hf(path) if path.is_dir() else load_llmc(path)
     return params, config, f"checkpoint {path}"
@@ -32,7 +32,7 @@ def _rel_err(got, ref) -> float:
 
 
 def run_variant(v, params, config, repeat, idx, check_ref, decode: bool) -> dict:
-    from .gpu import GPT2GPU
+    from ..gpt2.gpu import GPT2GPU
     gpu = GPT2GPU(params, config, v)
     timing = gpu.time_forward(idx, repeat=repeat)
     check_idx, ref_logits = check_ref
@@ -83,7 +83,7 @@ def _hf(params, config, idx, results) -> dict:
 
 
 def _format(results, anchors, what, B, T, failed) -> str:
-    from .gpu import GROUPS
+    from ..gpt2.gpu import GROUPS
     lines = [f"GPT-2 ({what}), B={B} T={T}, on {results[0]['device']}"]
     base = next((r for r in results if r["variant"] == "baseline"), None)
     if len(results) == 1:
@@ -148,8 +148,8 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
     import statistics
     from ..gpu.gemm import Gemm
     from ..gpu.runtime import Runtime, cdiv, f32, i32
-    from .flash import FlashAttention
-    from .model import attention as ref_attention
+    from ..gpt2.flash import FlashAttention
+    from ..gpt2.model import attention as ref_attention
     rt = Runtime.get()
     rng = np.random.default_rng(0)
     host = {n: rng.standard_normal((B, H, T, D)).astype(np.float32) for n in "qkv"}
@@ -188,7 +188,7 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
     ms["naive: QK^T, softmax, PV, unpermute"] = rt.median_ms(naive, reps, what="naive attention")
     want64 = ref_attention(*(host[n][0].astype(np.float64) for n in "qkv"))
     errs = {label: [_rel_err(got[0], want64)] for label, got in outs.items()}
-    from ..gpu.cudnn_anchor import torch_fp32, torch_median_ms
+    from .torch_anchor import torch_fp32, torch_median_ms
     torch_mods = torch_fp32()
     sdpa_label = None
     if torch_mods is not None:
@@ -220,8 +220,8 @@ def decode_benchmark(names, sweep_items=(), new_tokens: int = 256, repeat: int =
     """Greedy decode, B=1, a 16-token prompt, random 124M weights: the median steady rate (tokens/s) of
     `repeat` generations per variant, or per setting of a sweep over one variant (same process)."""
     import statistics
-    from ..gpu.bench import parse_sweep, settings, with_setting
-    from .gpu import GROUPS, GPT2GPU
+    from .layer import parse_sweep, settings, with_setting
+    from ..gpt2.gpu import GROUPS, GPT2GPU
     params, config, what = load_model(None)
     grid = parse_sweep(sweep_items)
     if grid and len(names) != 1:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..gpu.cudnn_anchor import torch_median_ms
+from .torch_anchor import torch_median_ms
 
 
 def available() -> bool:

@@ -1,7 +1,7 @@
 """Times one convolution layer of a variant with CUDA events (warm-up, median of many runs), checks it
 against the reference on a few images, and sweeps host parameters or -D constants.
 
-    python -m convnet.gpu.bench --variant fused --layer conv2 --sweep py=1,2,4 max_threads=160,320,640
+    python -m convnet.bench.layer --variant fused --layer conv2 --sweep py=1,2,4 max_threads=160,320,640
 
 A lower-case key is a host parameter (variant.params), an upper-case key a -D constant (variant.defines).
 """
@@ -47,9 +47,9 @@ def time_conv(rt, conv, x_gpu, y_gpu, batch, reps=20) -> float:
 
 
 def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20):
-    from .conv import make_conv
+    from ..gpu.conv import make_conv
     from .dryrun import kernels_of, precompile
-    from .runtime import Runtime
+    from ..gpu.runtime import Runtime
     rt = Runtime.get()
     wname, in_shape = LAYERS[layer]
     w = wio.load()[wname]

@@ -1,4 +1,4 @@
-"""Plots of saved results: python -m convnet.plot RESULTS.json -o OUT.png
+"""Plots of saved results: python -m convnet.bench.plot RESULTS.json -o OUT.png
 
 RESULTS.json is what `run_milestone.py --compare ... --json` writes. The bar chart shows each variant's
 two conv op times and its total side by side, on a log scale (the variants span two orders of magnitude).
@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from .errors import UsageError, exit_code
+from ..errors import UsageError, exit_code
 
 
 def compare_chart(results: dict, out_path: str) -> None:

@@ -5,56 +5,24 @@ version -- v5's warp tile and pipeline depth, and the split-K factor -- is timed
 the fastest per shape goes into a per-device JSON cache that GPT2GPU reads for variants with
 `autotune = true`. Shapes without an entry keep the compiled-in defaults and req_9's heuristic.
 
-    python -m convnet.gpu.autotune --variant req_5 --batch 8 --seq 1024
+    python -m convnet.bench.autotune --variant req_5 --batch 8 --seq 1024
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 from tqdm import tqdm
 
 from .. import report
 from ..errors import DataError, exit_code
-from ..paths import device_cache_file
+from ..gpu.tuning import save
 
 CANDIDATES = {
     "vec4": [{"defines": {}, "splits": s} for s in (1, 2, 3, 4)],
     "tf32": [{"defines": {"V5_WM": wm, "V5_WN": wn, "V5_STAGES": st}, "splits": s}
              for wm, wn in ((64, 32), (32, 64), (32, 32)) for st in (2, 3) for s in (1, 2)],
 }
-
-
-def cache_file(device_name: str) -> Path:
-    return device_cache_file("autotune", device_name)
-
-
-def load(device_name: str) -> dict:
-    """variant name -> {"MxNxK": {"defines": ..., "splits": ...}}; {} where nothing was tuned yet."""
-    path = cache_file(device_name)
-    if not path.is_file():
-        return {}
-    try:
-        table = json.loads(path.read_text())
-        for shapes in table.values():
-            for config in shapes.values():
-                dict(config["defines"]), int(config["splits"])
-        return table
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise DataError(f"{path}: corrupt autotune cache ({e}); delete it or run python -m convnet.gpu.autotune") from None
-
-
-def save(device_name: str, variant: str, winners: dict) -> Path:
-    table = load(device_name)
-    table[variant] = winners
-    path = cache_file(device_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
-    tmp.replace(path)
-    return path
 
 
 def gpt2_shapes(B: int, T: int, C: int = 768, vocab_padded: int = 50304) -> dict:
@@ -72,8 +40,8 @@ def tune(variant, shapes: dict, reps: int = 10) -> tuple[dict, list]:
     """Times every candidate on every shape; returns (winners "MxNxK" -> config, table rows)."""
     import numpy as np
     from .dryrun import precompile
-    from .gemm import LINEAR_KERNELS, Linear
-    from .runtime import Runtime
+    from ..gpu.gemm import LINEAR_KERNELS, Linear
+    from ..gpu.runtime import Runtime
     rt = Runtime.get()
     version = variant.params.get("gemm", "tiled")
     if version not in CANDIDATES:
@@ -107,7 +75,7 @@ def tune(variant, shapes: dict, reps: int = 10) -> tuple[dict, list]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m convnet.gpu.autotune", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m convnet.bench.autotune", description=__doc__.splitlines()[0])
     p.add_argument("--variant", default="req_5", help="a gpt2 variant (its GEMM version and -D constants)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=1024)
@@ -116,7 +84,7 @@ def main(argv=None) -> int:
 
     def go():
         from .. import catalogue
-        from .runtime import Runtime
+        from ..gpu.runtime import Runtime
         v = catalogue.get(args.variant, "gpt2")
         winners, rows = tune(v, gpt2_shapes(args.batch, args.seq), args.reps)
         path = save(Runtime.get().name, v.name, winners)

@@ -1,7 +1,7 @@
 """Launch overhead of LeNet-86 at small batches: the stream-launched pipeline against the same pipeline
 replayed from one CUDA graph, per batch size, in one run (CUDA events, warm-up, median).
 
-    python -m convnet.gpu.small_batch --variant fused_pool_u8 --batches 1 100 1000 10000
+    python -m convnet.bench.small_batch --variant fused_pool_u8 --batches 1 100 1000 10000
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from ..errors import exit_code
 
 def run(variant_name: str, batches, reps: int = 50) -> str:
     from .. import catalogue
-    from .lenet import GPULeNet
-    from .runtime import Runtime
+    from ..gpu.lenet import GPULeNet
+    from ..gpu.runtime import Runtime
     rt = Runtime.get()
     v = catalogue.get(variant_name)
     net = GPULeNet(v, wio.load(), rt)
@@ -41,7 +41,7 @@ def run(variant_name: str, batches, reps: int = 50) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m convnet.gpu.small_batch", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m convnet.bench.small_batch", description=__doc__.splitlines()[0])
     p.add_argument("--variant", default="fused_pool_u8")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 100, 1000, 10000])
     p.add_argument("--reps", type=int, default=50)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import report
+from .. import report
+
 
 @dataclass
 class Stage:
@@ -79,7 +80,7 @@ def plot(stages: list[Stage], ceilings: dict, title: str, out_path: str) -> None
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        from .errors import UsageError
+        from ..errors import UsageError
         raise UsageError("the roofline plot needs matplotlib (pip install -e '.[plot]')") from None
     bw, peak = ceilings["copy_gbs"], ceilings["sgemm_gflops"]
     fig, ax = plt.subplots(figsize=(7.5, 5))
@@ -100,3 +101,20 @@ def plot(stages: list[Stage], ceilings: dict, title: str, out_path: str) -> None
     fig.tight_layout()
     fig.savefig(out_path, dpi=120)
     plt.close(fig)
+
+
+def for_run(v, result, batch: int, plot_path=None) -> str:
+    """The roofline table of one measured run (`run_milestone.py --roofline`), against this device's cached
+    ceilings; with plot_path, also drawn into that PNG."""
+    from ..gpu.runtime import Runtime
+    from . import ceilings
+    stages = stage_costs(v, batch)
+    for s in stages:
+        s.ms = result.extra["times"][s.name]
+    c = ceilings.get(Runtime.get())
+    title = f"LeNet-86 {v.name}, batch {batch}, {result.device}"
+    text = table(stages, c, title)
+    if plot_path:
+        plot(stages, c, title, plot_path)
+        text += f"\nroofline plot written to {plot_path}"
+    return text

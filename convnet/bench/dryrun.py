@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from . import build
+from ..gpu import build
 
 
 class _Buf:
@@ -90,7 +90,7 @@ class RecordingRuntime:
 
 def kernels_of(make) -> set:
     """The (kernel file, defines) pairs that make(runtime) builds, without touching CUDA."""
-    from . import cublas
+    from ..gpu import cublas
     rt = RecordingRuntime()
     real_get = cublas.CuBLAS.get
     cublas.CuBLAS.get = classmethod(lambda cls: None)

@@ -1,9 +1,9 @@
 """Times the Linear GEMM (kernels/gemm.cu v4 / v5 / v7) at GPT-2's shapes against cuBLAS SGEMM (fp32 and
 TF32 math) in the same run, and sweeps the versions' compile-time tile constants:
 
-    python -m convnet.gpu.gemm_bench --version tf32 --sweep V5_WM=32,64 V5_STAGES=2,3
-    python -m convnet.gpu.gemm_bench --version tf32 wgmma --sweep WG_STAGES=4,6
-    python -m convnet.gpu.gemm_bench --version vec4 --sweep V4_GROUP=0,8
+    python -m convnet.bench.gemm --version tf32 --sweep V5_WM=32,64 V5_STAGES=2,3
+    python -m convnet.bench.gemm --version tf32 wgmma --sweep WG_STAGES=4,6
+    python -m convnet.bench.gemm --version vec4 --sweep V4_GROUP=0,8
 
 Each figure: CUDA events, two warm-ups, median of --reps runs, TFLOP/s = 2 M N K / time.
 """
@@ -17,8 +17,8 @@ import numpy as np
 from .. import report
 from ..errors import exit_code
 from .autotune import gpt2_shapes
-from .bench import parse_sweep, settings as sweep_settings
-from .gemm import LINEAR_KERNELS, Linear
+from .layer import parse_sweep, settings as sweep_settings
+from ..gpu.gemm import LINEAR_KERNELS, Linear
 
 # GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
 GPT2_SHAPES = gpt2_shapes(8, 1024)
@@ -26,9 +26,9 @@ GPT2_SHAPES = gpt2_shapes(8, 1024)
 
 def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:
     """One column per (version, setting); a setting's constants go to every version (unused ones are inert)."""
-    from .cublas import OP_N, CuBLAS
+    from ..gpu.cublas import OP_N, CuBLAS
     from .dryrun import precompile
-    from .runtime import Runtime
+    from ..gpu.runtime import Runtime
     rt = Runtime.get()
     settings = sweep_settings(grid)
     versions = [versions] if isinstance(versions, str) else list(versions)
@@ -63,7 +63,7 @@ def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m convnet.gpu.gemm_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m convnet.bench.gemm", description=__doc__.splitlines()[0])
     p.add_argument("--version", nargs="+", choices=tuple(LINEAR_KERNELS), default=["tf32"])
     p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 compile-time constants (e.g. V5_WM=32,64)")
     p.add_argument("--reps", type=int, default=20)

@@ -10,7 +10,7 @@ from ..paths import device_cache_file
 
 def measure(rt) -> dict:
     import numpy as np
-    from .cublas import OP_N, CuBLAS
+    from ..gpu.cublas import OP_N, CuBLAS
     size = 1 << 30
     src, dst = rt.pool.get("ceiling.src", (size,), np.uint8), rt.pool.get("ceiling.dst", (size,), np.uint8)
     copy_ms = rt.median_ms(lambda: rt.drv.memcpy_dtod(dst.gpudata, src.gpudata, size), 10, what="copy ceiling")

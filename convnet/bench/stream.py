@@ -18,8 +18,8 @@ MAX_PINNED_BYTES = 8 << 30        # the host copy of the input is pinned: refuse
 
 
 def stream(variant, n: int, chunk: int = 10000, streams: int = 3, weights_path=None, data_dir=None) -> str:
-    from .lenet import GPULeNet, uploads_uint8
-    from .runtime import Runtime
+    from ..gpu.lenet import GPULeNet, uploads_uint8
+    from ..gpu.runtime import Runtime
     if n < 1 or chunk < 1 or streams < 1:
         raise UsageError("--stream, --chunk and the stream count must be at least 1")
     u8 = uploads_uint8(variant)
