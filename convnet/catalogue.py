@@ -29,7 +29,9 @@ class Variant:
     precision: str = "fp32"   # fp32, fp16, tf32
     tolerance: float = 1e-5   # relative error against the float64 reference the tests demand
     streams: int = 1          # GPU: streams the batch is pipelined over
-    main: bool = False        # the variant `--variant auto` picks where a GPU is present
+    main: bool = False        # the variant `--variant auto` tries first where a GPU is present
+    min_sm: int = 0           # GPU: lowest compute capability x 10 its kernels run on (80 = mma.sync, 90 = wgmma)
+    fallback: str = ""        # GPU: the variant `auto` takes instead where this one's min_sm is not met
     source: str = ""          # the catalogue file it came from
     model: str = "lenet86"    # the network it runs: lenet86 or gpt2
 
@@ -48,6 +50,8 @@ def _parse(name: str, table: dict, source: str, model: str) -> Variant:
         raise ValueError(f"{source}: variant {name!r} has unknown keys {sorted(unknown)}")
     if table["backend"] not in ("cpu", "gpu"):
         raise ValueError(f"{source}: variant {name!r} has backend {table['backend']!r}")
+    if table.get("min_sm", 0) and table.get("main") and not table.get("fallback"):
+        raise ValueError(f"{source}: main variant {name!r} needs sm {table['min_sm']} but names no fallback")
     return Variant(name=name, source=source, model=model, **table)
 
 
@@ -80,3 +84,15 @@ def get(name: str, model: str = "lenet86") -> Variant:
 
 def main_gpu_variant(model: str = "lenet86") -> Variant | None:
     return next((v for v in load_all(model).values() if v.main and v.needs_gpu), None)
+
+
+def best_gpu_variant(model: str, sm: int) -> Variant | None:
+    """The variant `auto` runs on a GPU of compute capability `sm` (x 10): the main one, or the first along
+    its fallback chain whose min_sm the GPU meets; None where none does."""
+    v, seen = main_gpu_variant(model), set()
+    while v is not None and v.min_sm > sm:
+        seen.add(v.name)
+        if not v.fallback or v.fallback in seen:
+            return None
+        v = get(v.fallback, model)
+    return v

@@ -10,7 +10,7 @@ import time
 from . import catalogue, report, weights as wio
 from .errors import GPUUnavailable, UsageError, exit_code
 from .gpu import available as gpu_available
-from .runner import load_inputs, resolve_variant, run_variant
+from .runner import load_inputs, resolve_variant, run_variant, runs_here
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,11 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def list_variants(model: str = "lenet86") -> str:
-    ok, why = gpu_available()
     rows = []
     for v in catalogue.load_all(model).values():
-        here = "yes" if (not v.needs_gpu or ok) else f"no: {why}"
-        rows.append([v.name, v.milestone, v.backend, v.precision, here, v.title])
+        ok, why = runs_here(v)
+        if model == "gpt2" and not v.needs_gpu:       # the --model gpt2 benchmark times GPU variants only
+            ok, why = False, "run_milestone.py --model gpt2 times GPU variants; convnet-gpt2 generate runs this one"
+        rows.append([v.name, v.milestone, v.backend, v.precision, "yes" if ok else f"no: {why}", v.title])
     return report.table(["variant", "milestone", "backend", "precision", "runs here", "title"], rows)
 
 
@@ -73,18 +74,17 @@ def run_gpt2(args) -> int:
     if args.list:
         print(list_variants("gpt2"))
         return 0
-    if args.compare is not None:
-        names = args.compare or [v.name for v in catalogue.load_all("gpt2").values() if v.needs_gpu]
-    else:
-        main = catalogue.main_gpu_variant("gpt2")
-        names = [main.name if args.variant == "auto" else args.variant]
+    names = args.compare if args.compare is not None else [args.variant]
     for n in names:
-        if not catalogue.get(n, "gpt2").needs_gpu:
+        if n != "auto" and not catalogue.get(n, "gpt2").needs_gpu:
             raise UsageError(f"gpt2 variant {n!r} runs on the CPU; use python -m convnet.gpt2 generate for it")
     ok, why = gpu_available()
     if not ok:
         raise GPUUnavailable(f"the GPT-2 benchmark needs a GPU: {why} "
                              "(python -m convnet.gpt2 generate runs the reference without one)")
+    if not names:
+        names = [v.name for v in catalogue.load_all("gpt2").values() if v.needs_gpu and runs_here(v)[0]]
+    names = [resolve_variant(n, "gpt2").name for n in names]   # refuses, in one line, what this GPU cannot run
     from .bench import gpt2 as gpt2_bench
     batch = args.batch or 8
     text, results = gpt2_bench.run(names, batch, args.seq, args.repeat or 10, args.checkpoint)

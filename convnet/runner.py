@@ -7,21 +7,46 @@ import sys
 
 from . import catalogue, data, network, report, weights as wio
 from .errors import GPUUnavailable, UsageError
-from .gpu import available as gpu_available
+from .gpu import available as gpu_available, compute_capability
+
+
+def runs_here(v: catalogue.Variant) -> tuple[bool, str]:
+    """(True, "") where this machine can run the variant, else (False, why)."""
+    if not v.needs_gpu:
+        return True, ""
+    ok, why = gpu_available()
+    if not ok:
+        return False, why
+    sm = compute_capability()
+    if v.min_sm > sm:
+        return False, (f"needs compute capability {v.min_sm // 10}.{v.min_sm % 10} or newer; "
+                       f"{why} is {sm // 10}.{sm % 10}")
+    return True, ""
 
 
 def resolve_variant(name: str, model: str = "lenet86") -> catalogue.Variant:
-    """'auto' = the catalogue's main GPU variant where a GPU is usable, else 'cpu' (saying so on stderr)."""
+    """'auto' = the fastest GPU variant this GPU runs (the catalogue's main one or its fallback), else 'cpu'
+    (saying which on stderr); a named variant that cannot run here is refused in one line."""
     ok, why = gpu_available()
     if name == "auto":
-        main = catalogue.main_gpu_variant(model)
-        if ok and main is not None:
-            return main
-        print(f"note: no GPU ({why}); running the numpy reference path (variant cpu)", file=sys.stderr)
+        best = catalogue.best_gpu_variant(model, compute_capability()) if ok else None
+        if best is not None:
+            main = catalogue.main_gpu_variant(model)
+            if best is not main:
+                print(f"note: {main.name} needs compute capability {main.min_sm / 10:.1f}; running {best.name} "
+                      f"on {why}", file=sys.stderr)
+            return best
+        reason = f"no GPU ({why})" if not ok else f"no GPU variant runs on {why}"
+        print(f"note: {reason}; running the numpy reference path (variant cpu)", file=sys.stderr)
         return catalogue.get("cpu", model)
     v = catalogue.get(name, model)
-    if v.needs_gpu and not ok:
-        raise GPUUnavailable(f"variant {name!r} needs a GPU: {why}; variant 'cpu' runs without one")
+    here, why_not = runs_here(v)
+    if not here:
+        if not ok:
+            raise GPUUnavailable(f"variant {name!r} needs a GPU: {why}; variant 'cpu' runs without one")
+        best = catalogue.best_gpu_variant(model, compute_capability())
+        hint = f"; variant {best.name!r} runs here" if best is not None else ""
+        raise GPUUnavailable(f"variant {name!r} {why_not}{hint}")
     return v
 
 

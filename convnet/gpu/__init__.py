@@ -19,3 +19,14 @@ def available() -> tuple[bool, str]:
         return True, drv.Device(0).name()
     except drv.Error as e:
         return False, f"CUDA unavailable ({e})"
+
+
+@lru_cache(maxsize=1)
+def compute_capability() -> int:
+    """Device 0's compute capability x 10 (90 on an H100/H200), 0 where no GPU is usable."""
+    ok, _ = available()
+    if not ok:
+        return 0
+    import pycuda.driver as drv
+    major, minor = drv.Device(0).compute_capability()
+    return 10 * major + minor
