@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import struct
+import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,8 @@ def _digest(arr: np.ndarray) -> str:
 
 
 def preprocessed(raw: RawSplit, use_cache: bool = True, progress: bool = False) -> np.ndarray:
-    """The upscaled images of `raw`, from the cache when its key and content check out."""
+    """The upscaled images of `raw`, from the cache when its key and content check out. A cache folder that
+    cannot be written (a file in the way, read-only, full disk) costs one warning, never the run."""
     if not use_cache:
         return _upscale_with_progress(raw.images, progress)
     key = _cache_key(raw)
@@ -149,22 +151,54 @@ def preprocessed(raw: RawSplit, use_cache: bool = True, progress: bool = False) 
     if cached is not None:
         return cached
     arr = _upscale_with_progress(raw.images, progress)
-    npy.parent.mkdir(parents=True, exist_ok=True)
-    tmp = npy.with_suffix(f".{os.getpid()}.tmp.npy")     # unique: concurrent runs must not collide
-    np.save(tmp, arr)
-    os.replace(tmp, npy)
-    meta.write_text(json.dumps({"digest": _digest(arr), "shape": list(arr.shape)}))
+    _save_cache(arr, npy, meta)
     return arr
+
+
+def _save_cache(arr: np.ndarray, npy: Path, meta: Path) -> None:
+    """Writes the array and its digest through temporary files renamed into place (unique names: concurrent
+    runs must not collide); on failure they are removed, and the run goes on without the cache."""
+    tmp = npy.with_suffix(f".{os.getpid()}.tmp.npy")
+    tmp_meta = meta.with_suffix(f".{os.getpid()}.tmp.json")
+    placed = []
+    try:
+        npy.parent.mkdir(parents=True, exist_ok=True)
+        np.save(tmp, arr)
+        tmp_meta.write_text(json.dumps({"digest": _digest(arr), "shape": list(arr.shape)}))
+        os.replace(tmp, npy)
+        placed.append(npy)                           # without its digest file it is useless: removed below
+        os.replace(tmp_meta, meta)
+    except OSError as e:
+        for leftover in (tmp, tmp_meta, *placed):
+            try:
+                leftover.unlink(missing_ok=True)
+            except OSError:
+                pass
+        _warn_cache_unusable(npy.parent, e)
+
+
+_warned_cache: set = set()
+
+
+def _warn_cache_unusable(folder: Path, e: OSError) -> None:
+    """One warning per folder and process, however many loads fail to cache."""
+    if str(folder) in _warned_cache:
+        return
+    _warned_cache.add(str(folder))
+    in_the_way = isinstance(e, (FileExistsError, NotADirectoryError))
+    why = "a file is in the way" if in_the_way else (e.strerror or str(e))
+    print(f"warning: data cache {folder} is not usable ({why}); running without the disk cache "
+          "(set CONVNET_CACHE to a writable folder to keep the preprocessed images)", file=sys.stderr)
 
 
 def _load_cache(npy: Path, meta: Path, n: int) -> np.ndarray | None:
     """Returns the cached array, or None when it is missing or fails its checks (then rebuilt)."""
-    if not (npy.is_file() and meta.is_file()):
-        return None
     try:
+        if not (npy.is_file() and meta.is_file()):
+            return None
         info = json.loads(meta.read_text())
         arr = np.load(npy, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError):          # OSError includes a folder we may not read
         return None
     if arr.shape != (n, 1, DST_SIZE, DST_SIZE) or arr.dtype != np.float32:
         return None

@@ -1,4 +1,6 @@
+import errno
 import gzip
+import os
 import struct
 
 import numpy as np
@@ -135,3 +137,61 @@ def test_cache_key_follows_sources_and_parameters(small_split, tmp_path, monkeyp
 def test_limit_and_label_dtype(small_split):
     x, y = data.load("test", small_split, limit=4)
     assert x.shape == (4, 1, 86, 86) and y.dtype == np.int64
+
+
+def _no_leftovers(folder):
+    return sorted(p.name for p in folder.rglob("*") if ".tmp" in p.name)
+
+
+def test_cache_path_is_a_file_warns_once_and_runs(small_split, tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("CONVNET_CACHE", str(blocker))
+    monkeypatch.setattr(data, "_warned_cache", set())
+    want = data.upscale(data.load_raw("test", small_split).images)
+    for _ in range(2):
+        x, _ = data.load("test", small_split)
+        np.testing.assert_array_equal(x, want)
+    err = capsys.readouterr().err
+    assert err.count("warning: data cache") == 1 and "a file is in the way" in err
+    assert "Traceback" not in err and blocker.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_cache_warns_and_runs(small_split, tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o500)
+    monkeypatch.setattr(data, "_warned_cache", set())
+    try:
+        x, _ = data.load("test", small_split)
+    finally:
+        cache.chmod(0o700)
+    assert x.shape == (6, 1, 86, 86)
+    assert "warning: data cache" in capsys.readouterr().err
+    assert list(cache.iterdir()) == []
+
+
+@pytest.mark.parametrize("fails", ["array", "digest"])
+def test_full_disk_leaves_no_temporary_file(small_split, tmp_path, monkeypatch, capsys, fails):
+    """A write that fails half-way (ENOSPC) leaves neither the partial file nor an orphan behind."""
+    def full_disk(path, *args, **kw):
+        with open(path, "wb") as f:
+            f.write(b"\x93NUMPY partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(data, "_warned_cache", set())
+    if fails == "array":
+        monkeypatch.setattr(data.np, "save", full_disk)
+    else:
+        real_write_text = type(tmp_path).write_text
+        def write_text(self, text, *args, **kw):
+            if self.name.endswith(".tmp.json"):
+                full_disk(self)
+            return real_write_text(self, text, *args, **kw)
+        monkeypatch.setattr(type(tmp_path), "write_text", write_text)
+    x, _ = data.load("test", small_split)
+    assert x.shape == (6, 1, 86, 86)
+    cache = tmp_path / "cache"
+    assert _no_leftovers(cache) == [] and list(cache.glob("fashion-*")) == []
+    err = capsys.readouterr().err
+    assert err.count("warning: data cache") == 1 and "No space left on device" in err
