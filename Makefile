@@ -1,18 +1,37 @@
 # Two commands set up a fresh machine: `make run` (the main job) and `make test` (the test suite).
-PYTHON ?= python3
-VENV   ?= .venv
-PY      = $(VENV)/bin/python
+# Knobs: PYTHON (>= 3.11), VENV, VARIANT (default auto), BATCH (default 10000),
+#        GPU=1 / GPU=0 (default: 1 where nvidia-smi is on PATH): with 1 the venv also gets PyCUDA.
+PYTHON  ?= python3
+VENV    ?= .venv
+PY       = $(VENV)/bin/python
 VARIANT ?= auto
 BATCH   ?= 10000
+GPU     ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1 || echo 0)
+# the interpreter the venv was made from: a different one (version or path) rebuilds it
+PYTHON_ID := $(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0], sys.executable)' 2>/dev/null)
 
-.PHONY: run test gpu-test venv clean
+.PHONY: run test gpu-test venv python-check clean clean-cache
 
-venv: $(VENV)/.installed
+venv: python-check $(VENV)/.installed-gpu$(GPU)
 
-$(VENV)/.installed: setup.cfg pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+python-check:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+	  { echo "error: $(PYTHON) is missing or older than Python 3.11 (make PYTHON=python3.11 ...)"; exit 1; }
+	@if [ -f $(VENV)/.python-id ] && [ "$$(cat $(VENV)/.python-id)" != "$(PYTHON_ID)" ]; then \
+	  echo "note: $(VENV) was made with $$(cat $(VENV)/.python-id), not $(PYTHON_ID): rebuilding it"; rm -rf $(VENV); fi
+
+$(VENV)/.installed-gpu$(GPU): setup.cfg setup.py pyproject.toml
+	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	echo "$(PYTHON_ID)" > $(VENV)/.python-id
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	rm -f $(VENV)/.installed-*
+	@if [ "$(GPU)" != 1 ]; then $(PY) -m pip install -q -e '.[test]'; \
+	elif ! $(PY) -m pip install -q -e '.[gpu,test]' > $(VENV)/pycuda-install.log 2>&1; then \
+	  $(PY) -m pip install -q -e '.[test]'; \
+	  echo "NOTE: a GPU is present but PyCUDA could not be installed (log: $(VENV)/pycuda-install.log)."; \
+	  echo "      PyCUDA builds against the CUDA toolkit: install it (nvcc and cuda.h, e.g. apt install"; \
+	  echo "      nvidia-cuda-toolkit, or CUDA from NVIDIA) and run make again. Until then: the CPU path."; \
+	fi
 	touch $@
 
 run: venv
@@ -21,8 +40,13 @@ run: venv
 test: venv
 	$(PY) -m pytest -q
 
+# fails (instead of reporting every test skipped) where no GPU test can run
 gpu-test: venv
-	$(PY) -m pytest -q -m gpu
+	CONVNET_REQUIRE_GPU=1 $(PY) -m pytest -q -m gpu
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info
+
+# the cache: preprocessed data, compiled kernels (~300 MB after the GPU tests), per-device measurements
+clean-cache: venv
+	$(PY) run_milestone.py --clear-cache

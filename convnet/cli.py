@@ -5,9 +5,11 @@ Every user error ends in one line on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from . import catalogue, report, weights as wio
+from . import __version__, catalogue, report, weights as wio
 from .errors import GPUUnavailable, UsageError, exit_code
 from .gpu import available as gpu_available
 from .runner import load_inputs, resolve_variant, run_variant, runs_here
@@ -28,16 +30,17 @@ def _batch(text: str) -> int:
     return n
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="run_milestone.py",
+def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
+    p = _Parser(prog=prog,
                 description="Classify the Fashion-MNIST test set with LeNet-86 through a chosen kernel variant.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--model", choices=catalogue.MODELS, default="lenet86",
                    help="lenet86 (default: Fashion-MNIST classification) or gpt2 (forward pass benchmark)")
     p.add_argument("--variant", default="auto",
                    help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
     p.add_argument("--batch", type=_batch, default=None,
                    help="lenet86: number of test images, 1..10000 (default 10000); gpt2: sequences (default 8)")
-    p.add_argument("--seq", type=_batch, default=1024, help="gpt2: tokens per sequence (default 1024)")
+    p.add_argument("--seq", type=_batch, default=None, help="gpt2: tokens per sequence (default 1024)")
     p.add_argument("--checkpoint", default=None,
                    help="gpt2: a Hugging Face GPT-2 directory or llm.c .bin (default: random weights, 124M shape)")
     p.add_argument("--data-dir", default=None, help="folder with t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz "
@@ -48,11 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run several variants in one process and print the comparison table (none named: all GPU variants)")
     p.add_argument("--repeat", type=int, default=None,
                    help="timed repetitions per variant, the median is reported (default: lenet86 1, gpt2 10)")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON (with the package version, "
+                                                  "a UTC timestamp, the GPU and its driver)")
+    p.add_argument("--predictions", action="store_true", help="--json: also the predicted class of every image")
+    p.add_argument("--clear-cache", action="store_true",
+                   help="delete the cache (preprocessed data, compiled kernels, per-device measurements: "
+                        "$CONVNET_CACHE, default ~/.cache/convnet) and exit")
     p.add_argument("--stream", type=_batch, metavar="N", default=None,
                    help="lenet86: classify N images (the test set repeated) in chunks over 3 streams; "
                         "prints images/s and device memory")
-    p.add_argument("--chunk", type=_batch, default=10000, help="--stream: images per chunk (default 10000)")
+    p.add_argument("--chunk", type=_batch, default=None, help="--stream: images per chunk (default 10000)")
     p.add_argument("--roofline", action="store_true",
                    help="lenet86: per pipeline stage, time, bytes, FLOPs, GB/s, GFLOP/s and their share of the "
                         "device's measured copy and SGEMM ceilings")
@@ -87,17 +95,61 @@ def run_gpt2(args) -> int:
     names = [resolve_variant(n, "gpt2").name for n in names]   # refuses, in one line, what this GPU cannot run
     from .bench import gpt2 as gpt2_bench
     batch = args.batch or 8
-    text, results = gpt2_bench.run(names, batch, args.seq, args.repeat or 10, args.checkpoint)
+    seq = args.seq or 1024
+    text, results = gpt2_bench.run(names, batch, seq, args.repeat or 10, args.checkpoint)
     print(text)
     if args.json:
-        report.save_json(args.json, {"model": "gpt2", "batch": batch, "seq": args.seq, "results": results})
+        report.save_json(args.json, {**run_metadata(), "model": "gpt2", "batch": batch, "seq": seq,
+                                     "results": results})
     return 0
 
 
-def _main(argv) -> int:
-    args = build_parser().parse_args(argv)
+# options that only mean something with another option or model: refused instead of silently ignored
+ONLY_WITH = {"plot": ("roofline", "--plot needs --roofline"),
+             "predictions": ("json", "--predictions needs --json"),
+             "chunk": ("stream", "--chunk needs --stream")}
+LENET_ONLY = ("stream", "roofline", "data_dir", "predictions")
+GPT2_ONLY = ("checkpoint", "seq")
+
+
+def check_options(args) -> None:
+    """Every inconsistent or unwritable option is refused in one line before any work starts."""
+    given = {k for k, v in vars(args).items() if v not in (None, False)}
+    for opt, (needs, message) in ONLY_WITH.items():
+        if opt in given and needs not in given:
+            raise UsageError(message)
+    wrong = [o for o in (GPT2_ONLY if args.model == "lenet86" else LENET_ONLY) if o in given]
+    if wrong:
+        flag = "--" + wrong[0].replace("_", "-")
+        raise UsageError(f"{flag} does not apply to --model {args.model}")
+    if args.weights != str(wio.WEIGHTS_FILE) and args.model == "gpt2":
+        raise UsageError("--weights is LeNet-86's; for --model gpt2 use --checkpoint")
     if args.repeat is not None and args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    if args.list and (args.compare is not None or args.stream is not None):
+        raise UsageError("--list does not combine with --compare or --stream")
+    if args.json:
+        report.check_writable(args.json, "--json")
+    if args.plot:
+        report.check_writable(args.plot, "--plot")
+
+
+def run_metadata() -> dict:
+    """What a results file records besides the figures: package version, UTC time, the GPU and its driver."""
+    from datetime import datetime, timezone
+    from .gpu import describe
+    return {"version": __version__, "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "gpu": describe() or None}
+
+
+def _main(argv) -> int:
+    args = build_parser(_prog()).parse_args(argv)
+    if args.clear_cache:
+        from .paths import clear_cache
+        root, size = clear_cache()
+        print(f"removed {root} ({size / 2**20:.0f} MB)" if size else f"nothing to remove at {root}")
+        return 0
+    check_options(args)
     if args.model == "gpt2":
         return run_gpt2(args)
     args.batch = args.batch or 10000
@@ -110,7 +162,7 @@ def _main(argv) -> int:
         if not v.needs_gpu:
             raise UsageError("--stream needs a GPU variant (e.g. fused_pool_u8)")
         from .bench.stream import stream
-        print(stream(v, args.stream, args.chunk, weights_path=args.weights, data_dir=args.data_dir))
+        print(stream(v, args.stream, args.chunk or 10000, weights_path=args.weights, data_dir=args.data_dir))
         return 0
     if args.compare is not None:
         from .bench.compare import compare
@@ -118,7 +170,7 @@ def _main(argv) -> int:
         text, results = compare(args.compare, x, labels, weights, args.repeat, raw)
         print(text)
         if args.json:
-            report.save_json(args.json, {"batch": args.batch, "results": results})
+            report.save_json(args.json, {**run_metadata(), "batch": args.batch, "results": results})
         return 0
     v = resolve_variant(args.variant)
     if args.roofline and not v.needs_gpu:
@@ -132,9 +184,18 @@ def _main(argv) -> int:
         from .bench.roofline import for_run
         print(for_run(v, result, args.batch, args.plot))
     if args.json:
-        report.save_json(args.json, result)
+        payload = {**run_metadata(), **report.as_dict(result)}
+        if args.predictions:
+            payload["predictions"] = [int(c) for c in result.predictions]
+        report.save_json(args.json, payload)
     return 0
 
 
+def _prog() -> str:
+    """The name the user typed: convnet (console script) or run_milestone.py."""
+    name = Path(sys.argv[0]).name
+    return name if name in ("convnet", "run_milestone.py") else "convnet"
+
+
 def main(argv=None) -> int:
-    return exit_code("run_milestone.py", _main, argv)
+    return exit_code(_prog(), _main, argv)

@@ -65,7 +65,8 @@ def run_cpu(x, labels, weights) -> report.RunResult:
     logits = network.forward(x, weights, timings=t, progress=len(x) > 1000)
     acc = float((logits.argmax(axis=1) == labels).mean())
     return report.RunResult("cpu", len(x), f"CPU ({platform.processor() or platform.machine()}, numpy)",
-                            [s * 1e3 for s in t.op], [s * 1e3 for s in t.layer], t.total * 1e3, acc)
+                            [s * 1e3 for s in t.op], [s * 1e3 for s in t.layer], t.total * 1e3, acc,
+                            predictions=logits.argmax(axis=1))
 
 
 def run_variant(v: catalogue.Variant, x, labels, weights, repeat: int = 1, raw=None) -> report.RunResult:

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -8,6 +10,8 @@ def pytest_collection_modifyitems(config, items):
     ok, why = available()
     if ok:
         return
+    if os.environ.get("CONVNET_REQUIRE_GPU") == "1":     # make gpu-test: every GPU test skipped is a failure
+        pytest.exit(f"no GPU test can run here: {why}", returncode=3)
     skip = pytest.mark.skip(reason=f"no GPU here: {why}")
     for item in items:
         if "gpu" in item.keywords:

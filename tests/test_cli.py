@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from convnet.paths import ROOT
+from convnet.paths import CHECKOUT_ROOT as ROOT
 
 
 def run(*args, env_cache=None):
@@ -46,6 +46,15 @@ def test_list_shows_every_variant():
     (["--variant", "cpu", "--roofline"], "--roofline needs a GPU variant"),
     (["--model", "gpt2", "--variant", "nope"], "unknown gpt2 variant 'nope'"),
     (["--model", "resnet"], "invalid choice"),
+    (["--variant", "cpu", "--plot", "x.png"], "--plot needs --roofline"),
+    (["--variant", "cpu", "--predictions"], "--predictions needs --json"),
+    (["--variant", "cpu", "--chunk", "100"], "--chunk needs --stream"),
+    (["--variant", "cpu", "--checkpoint", "gpt2"], "--checkpoint does not apply to --model lenet86"),
+    (["--variant", "cpu", "--seq", "64"], "--seq does not apply to --model lenet86"),
+    (["--model", "gpt2", "--stream", "100"], "--stream does not apply to --model gpt2"),
+    (["--model", "gpt2", "--variant", "cpu"], "runs on the CPU; use python -m convnet.gpt2 generate"),
+    (["--variant", "cpu", "--json", "/nonexistent-folder/r.json"], "folder /nonexistent-folder does not exist"),
+    (["--variant", "cpu", "--json", "/tmp"], "--json /tmp: is a directory"),
 ])
 def test_bad_input_gives_one_line_and_exit_2(args, message):
     p = run(*args)
@@ -53,6 +62,52 @@ def test_bad_input_gives_one_line_and_exit_2(args, message):
     assert message in p.stderr
     assert "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_json_carries_version_time_gpu_and_predictions(tmp_path):
+    import convnet
+    from convnet import data, network, weights
+    out = tmp_path / "r.json"
+    p = run("--variant", "cpu", "--batch", "30", "--json", str(out), "--predictions")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    assert r["version"] == convnet.__version__ and r["timestamp_utc"].endswith("+00:00")
+    assert "gpu" in r and r["variant"] == "cpu"
+    x, _ = data.load("test", limit=30)
+    assert r["predictions"] == network.forward(x, weights.load()).argmax(1).tolist()
+    assert not [f for f in tmp_path.iterdir() if f.name != "r.json"], "a temporary file was left behind"
+
+
+def test_clear_cache_removes_the_cache_folder(tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "cubin").mkdir(parents=True)
+    (cache / "cubin" / "k.cubin").write_bytes(b"x" * 2048)
+    p = subprocess.run([sys.executable, str(ROOT / "run_milestone.py"), "--clear-cache"], capture_output=True,
+                       text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "CONVNET_CACHE": str(cache)})
+    assert p.returncode == 0, p.stderr
+    assert f"removed {cache}" in p.stdout and not cache.exists()
+
+
+def test_unusable_kernel_cache_warns_once_and_compiles_elsewhere(tmp_path, monkeypatch, capsys):
+    """CONVNET_CACHE pointing at a file: the cubin cache falls back to a temporary folder, with one warning."""
+    from convnet.gpu import build
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("CONVNET_CACHE", str(blocker))
+    first, second = build.cubin_dir(), build.cubin_dir()
+    assert first == second and first.is_dir() and not str(first).startswith(str(blocker))
+    assert capsys.readouterr().err.count("is not usable") == 1
+
+
+def test_gpu_test_target_fails_where_no_gpu_test_can_run():
+    """make gpu-test sets CONVNET_REQUIRE_GPU=1: without a GPU that is an error, not 'all skipped'."""
+    from convnet.gpu import available
+    if available()[0]:
+        pytest.skip("a GPU is present: this checks the GPU-less machine")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/test_gpu_lenet.py"],
+                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ,
+                                                                      "CONVNET_REQUIRE_GPU": "1"})
+    assert p.returncode != 0 and "no GPU test can run here" in p.stdout + p.stderr
 
 
 def test_empty_data_dir(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from convnet.errors import DataError, UsageError
 from convnet.gpt2 import model as gpt2
 from convnet.gpt2.generate import decode_step, generate, load_tokenizer, prefill, sample
-from convnet.paths import ROOT
+from convnet.paths import CHECKOUT_ROOT as ROOT
 from helpers import rel_err
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gpt2_tiny"

@@ -30,3 +30,21 @@ def compute_capability() -> int:
     import pycuda.driver as drv
     major, minor = drv.Device(0).compute_capability()
     return 10 * major + minor
+
+
+def describe() -> dict:
+    """Device 0 for a results file: {"name", "driver", "compute_capability"}; {} where no GPU is usable."""
+    ok, name = available()
+    if not ok:
+        return {}
+    import re
+    import pycuda.driver as drv
+    v = drv.get_driver_version()             # e.g. 13000 = CUDA 13.0, the newest CUDA the driver supports
+    try:                                     # the kernel module's version, e.g. 580.159.04 (Linux)
+        with open("/proc/driver/nvidia/version") as f:
+            found = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", f.read())
+        driver = found.group(1) if found else "unknown"
+    except OSError:
+        driver = "unknown"
+    return {"name": name, "driver": driver, "driver_cuda": f"{v // 1000}.{v % 1000 // 10}",
+            "compute_capability": f"{compute_capability() / 10:.1f}"}

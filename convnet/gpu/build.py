@@ -10,6 +10,9 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -50,6 +53,42 @@ def _key(source: Path, flags: list[str], arch: str) -> str:
     return h.hexdigest()[:32]
 
 
+_progress_lock = threading.Lock()
+_progress = None            # a tqdm counter of the cubins compiled in this process, opened at the first one
+
+
+def _count_compiled(where: Path) -> None:
+    """Shows first-time compilation (about 140 cubins for the whole GPU test suite: minutes on 2 cores) as a
+    progress line instead of a silent pause."""
+    global _progress
+    with _progress_lock:
+        if _progress is None:
+            from tqdm import tqdm
+            _progress = tqdm(desc=f"compiling CUDA kernels once (cached in {where})", unit=" cubin",
+                             file=sys.stderr, leave=False, disable=None)
+        _progress.update(1)
+
+
+def cubin_dir() -> Path:
+    """<cache>/cubin where it can be written; otherwise (a file in the way, read-only, full disk) a temporary
+    folder for this process, with one warning."""
+    return _usable_cubin_dir(cache_dir() / "cubin")
+
+
+@lru_cache(maxsize=None)
+def _usable_cubin_dir(out: Path) -> Path:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+        return out
+    except OSError as e:
+        tmp = Path(tempfile.mkdtemp(prefix="convnet-cubin-"))
+        print(f"warning: kernel cache {out} is not usable ({e.strerror or e}); compiling into {tmp} for this run",
+              file=sys.stderr)
+        return tmp
+
+
 def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = False) -> tuple[bytes, str]:
     """(cubin bytes, ptxas report) of kernels/<kernel_file> under the given -D constants."""
     source = KERNELS_DIR / kernel_file
@@ -57,17 +96,23 @@ def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = Fa
         raise GPUError(f"kernel source {source} not found")
     flags = [*BASE_FLAGS, *define_flags(defines)]
     key = _key(source, flags, arch)
-    out_dir = cache_dir() / "cubin"
+    out_dir = cubin_dir()
     cubin, log = out_dir / f"{source.stem}-{key}.cubin", out_dir / f"{source.stem}-{key}.log"
     if cubin.is_file() and log.is_file() and not verbose:
         return cubin.read_bytes(), log.read_text()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cubin.with_suffix(f".{os.getpid()}.tmp")
+    _count_compiled(out_dir)
+    tmp = cubin.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     cmd = [nvcc_version() and nvcc_path(), "-cubin", f"-arch={arch}", "-Xptxas", "-v", *flags,
            "-I", str(KERNELS_DIR), "-o", str(tmp), str(source)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
+        tmp.unlink(missing_ok=True)
         raise GPUError(f"nvcc failed on {kernel_file} with {' '.join(define_flags(defines))}:\n{p.stderr.strip()}")
-    os.replace(tmp, cubin)
-    log.write_text(p.stderr)
-    return cubin.read_bytes(), p.stderr
+    data = tmp.read_bytes()
+    try:                    # the cache is an optimisation: a full disk costs a recompile next time, not the run
+        os.replace(tmp, cubin)
+        log.write_text(p.stderr)
+    except OSError:
+        for f in (tmp, cubin, log):
+            f.unlink(missing_ok=True)
+    return data, p.stderr

@@ -196,6 +196,25 @@ class GPULeNet:
         return graph, logits, pred
 
 
+def classify(net: GPULeNet, x=None, raw=None, chunk: int = 10000) -> np.ndarray:
+    """Logits (N, 10) float32 of any number of images through one GPULeNet, `chunk` at a time through one
+    pinned input buffer and the network's device buffers, so memory stays bounded by the chunk.
+    x: preprocessed (N, 1, 86, 86); raw: the same images as (N, 28, 28) uint8; only the one the variant
+    uploads (uploads_uint8) is needed."""
+    src = raw if net.uint8_input else x
+    if src is None:
+        raise ValueError(f"{net.variant.name} takes {'raw uint8' if net.uint8_input else 'preprocessed'} images")
+    if src.shape[1:] != net.input_shape:
+        raise ValueError(f"{net.variant.name} takes input images of shape {net.input_shape}, got {src.shape[1:]}")
+    logits = np.empty((len(src), 10), np.float32)
+    pinned = net.rt.pinned((min(chunk, len(src)),) + net.input_shape, net.input_dtype)
+    for s0 in range(0, len(src), chunk):
+        part = pinned[:len(src[s0:s0 + chunk])]
+        part[...] = src[s0:s0 + chunk]
+        logits[s0:s0 + len(part)] = net.forward(part, timed=False)[0]
+    return logits
+
+
 def run(variant, x, labels, weights, repeat: int = 1, raw=None) -> report.RunResult:
     """One warm-up pass (compiles, allocates), then `repeat` timed passes; the median of each figure.
     x: preprocessed images; raw: the same images as 28x28 uint8 (for variants that upload uint8)."""
@@ -211,4 +230,4 @@ def run(variant, x, labels, weights, repeat: int = 1, raw=None) -> report.RunRes
              "overlap": (med["upload"] + med["compute"] + med["download"]) / med["total"],
              "device_mem_mb": rt.pool.bytes_in_use / 2**20}
     return report.RunResult(variant.name, len(x), rt.name, [med["op1"], med["op2"]],
-                            [med["layer1"], med["layer2"]], med["total"], acc, extra)
+                            [med["layer1"], med["layer2"]], med["total"], acc, extra, predictions=pred)
