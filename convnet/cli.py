@@ -12,35 +12,21 @@ from pathlib import Path
 from . import __version__, catalogue, report, weights as wio
 from .errors import GPUUnavailable, UsageError, exit_code
 from .gpu import available as gpu_available
+from .cmdline import OneLineParser, positive_int
 from .runner import load_inputs, resolve_variant, run_variant, runs_here
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):          # one line, exit 2, instead of usage + message
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def _batch(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
 def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
-    p = _Parser(prog=prog,
+    p = OneLineParser(prog=prog,
                 description="Classify the Fashion-MNIST test set with LeNet-86 through a chosen kernel variant.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--model", choices=catalogue.MODELS, default="lenet86",
                    help="lenet86 (default: Fashion-MNIST classification) or gpt2 (forward pass benchmark)")
     p.add_argument("--variant", default="auto",
                    help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
-    p.add_argument("--batch", type=_batch, default=None,
+    p.add_argument("--batch", type=positive_int, default=None,
                    help="lenet86: number of test images, 1..10000 (default 10000); gpt2: sequences (default 8)")
-    p.add_argument("--seq", type=_batch, default=None, help="gpt2: tokens per sequence (default 1024)")
+    p.add_argument("--seq", type=positive_int, default=None, help="gpt2: tokens per sequence (default 1024)")
     p.add_argument("--checkpoint", default=None,
                    help="gpt2: a Hugging Face GPT-2 directory or llm.c .bin (default: random weights, 124M shape)")
     p.add_argument("--data-dir", default=None, help="folder with t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz "
@@ -57,10 +43,10 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
     p.add_argument("--clear-cache", action="store_true",
                    help="delete the cache (preprocessed data, compiled kernels, per-device measurements: "
                         "$CONVNET_CACHE, default ~/.cache/convnet) and exit")
-    p.add_argument("--stream", type=_batch, metavar="N", default=None,
+    p.add_argument("--stream", type=positive_int, metavar="N", default=None,
                    help="lenet86: classify N images (the test set repeated) in chunks over 3 streams; "
                         "prints images/s and device memory")
-    p.add_argument("--chunk", type=_batch, default=None, help="--stream: images per chunk (default 10000)")
+    p.add_argument("--chunk", type=positive_int, default=None, help="--stream: images per chunk (default 10000)")
     p.add_argument("--roofline", action="store_true",
                    help="lenet86: per pipeline stage, time, bytes, FLOPs, GB/s, GFLOP/s and their share of the "
                         "device's measured copy and SGEMM ceilings")
