@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from . import __version__, catalogue, report, weights as wio
@@ -85,7 +84,7 @@ def run_gpt2(args) -> int:
     text, results = gpt2_bench.run(names, batch, seq, args.repeat or 10, args.checkpoint)
     print(text)
     if args.json:
-        report.save_json(args.json, {**run_metadata(), "model": "gpt2", "batch": batch, "seq": seq,
+        report.save_json(args.json, {**report.metadata(), "model": "gpt2", "batch": batch, "seq": seq,
                                      "results": results})
     return 0
 
@@ -120,14 +119,6 @@ def check_options(args) -> None:
         report.check_writable(args.plot, "--plot")
 
 
-def run_metadata() -> dict:
-    """What a results file records besides the figures: package version, UTC time, the GPU and its driver."""
-    from datetime import datetime, timezone
-    from .gpu import describe
-    return {"version": __version__, "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "gpu": describe() or None}
-
-
 def _main(argv) -> int:
     args = build_parser(_prog()).parse_args(argv)
     if args.clear_cache:
@@ -156,21 +147,19 @@ def _main(argv) -> int:
         text, results = compare(args.compare, x, labels, weights, args.repeat, raw)
         print(text)
         if args.json:
-            report.save_json(args.json, {**run_metadata(), "batch": args.batch, "results": results})
+            report.save_json(args.json, {**report.metadata(), "batch": args.batch, "results": results})
         return 0
     v = resolve_variant(args.variant)
     if args.roofline and not v.needs_gpu:
         raise UsageError("--roofline needs a GPU variant: it measures the device's ceilings")
     x, labels, weights, raw = load_inputs(args.batch, args.data_dir, args.weights)
-    t0 = time.perf_counter()
     result = run_variant(v, x, labels, weights, args.repeat, raw)
-    result.extra["wall_s"] = time.perf_counter() - t0
     print(report.seed_report(result))
     if args.roofline:
         from .bench.roofline import for_run
         print(for_run(v, result, args.batch, args.plot))
     if args.json:
-        payload = {**run_metadata(), **report.as_dict(result)}
+        payload = {**report.metadata(), **report.as_dict(result)}
         if args.predictions:
             payload["predictions"] = [int(c) for c in result.predictions]
         report.save_json(args.json, payload)

@@ -53,6 +53,15 @@ def _fmt(c) -> str:
     return str(c)
 
 
+def metadata() -> dict:
+    """What a results file records besides the figures: package version, UTC time, the GPU and its driver."""
+    from datetime import datetime, timezone
+    from . import __version__
+    from .gpu import describe
+    return {"version": __version__, "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "gpu": describe() or None}
+
+
 def check_writable(path, option: str) -> Path:
     """Refuses, before any work, an output path that cannot be written: a folder, a missing or read-only
     parent folder. `option` names the flag in the message (e.g. --json)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import time
 
 from . import catalogue, data, network, report, weights as wio
 from .errors import GPUUnavailable, UsageError
@@ -70,7 +71,12 @@ def run_cpu(x, labels, weights) -> report.RunResult:
 
 
 def run_variant(v: catalogue.Variant, x, labels, weights, repeat: int = 1, raw=None) -> report.RunResult:
+    """Classifies x through v; the result's extra["wall_s"] is the whole call's wall time (compiling included)."""
+    t0 = time.perf_counter()
     if not v.needs_gpu:
-        return run_cpu(x, labels, weights)
-    from .gpu.lenet import run as run_gpu     # imports PyCUDA: only where a GPU variant runs
-    return run_gpu(v, x, labels, weights, repeat=repeat, raw=raw)
+        result = run_cpu(x, labels, weights)
+    else:
+        from .gpu.lenet import run as run_gpu     # imports PyCUDA: only where a GPU variant runs
+        result = run_gpu(v, x, labels, weights, repeat=repeat, raw=raw)
+    result.extra["wall_s"] = time.perf_counter() - t0
+    return result
