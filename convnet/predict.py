@@ -1,0 +1,524 @@
+"""convnet-predict: classify your own pictures into Fashion-MNIST's ten classes with LeNet-86.
+
+    convnet-predict shirt.jpg photos/ stack.npy t10k-images-idx3-ubyte.gz --top 3 --json out.json
+
+Inputs: image files (PNG, JPEG, anything scikit-image reads), folders (their image files and .npy arrays,
+sorted by name; --recursive for sub-folders), .npy arrays (N x H x W, uint8 or float in [0, 1]) and IDX
+files (named explicitly). What a picture goes through:
+
+1. decode (skimage.io.imread), in a process pool (--workers), one chunk of images (--chunk) at a time;
+2. grey: colour -> skimage.color.rgb2gray, an alpha channel dropped;
+3. 28 x 28: skimage.transform.resize (bilinear, mode "reflect", anti-aliasing when shrinking), stretched,
+   not cropped; then rounded to uint8, the form of Fashion-MNIST's own files; --invert here;
+4. the main job's preprocessing, data.upscale (28 -> 86), on the host for the cpu variant and variants that
+   upload 86 x 86 images, on the GPU for those that upload uint8 (the default GPU variant does it inside conv1);
+5. the network on --variant, and the softmax of its logits.
+
+Fashion-MNIST's pictures are light objects on a dark background; a dark object photographed on a white
+background needs --invert. Arrays are checked before anything runs (a bad one: one line, exit 2); an image
+file that cannot be decoded is named in one line and skipped (--strict: exit 2).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import io
+import json
+import math
+import multiprocessing
+import os
+import platform
+import sys
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__, data, network, reference, weights as wio
+from .errors import DataError, UsageError, exit_code
+
+PROG = "convnet-predict"
+SIZE = data.SRC_SIZE
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm",
+                  ".pnm"}
+MIN_PER_TASK = 16          # images per pool task at least: below, inter-process traffic costs more than decoding
+
+
+# -- inputs ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Picture:
+    """One image file, decoded in the pool."""
+    source: str
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A checked array of pictures: (N, H, W) uint8, or float in [0, 1] (a .npy may stay memory-mapped)."""
+    source: str
+    images: np.ndarray
+
+
+def _is_idx(path: Path) -> bool:
+    name = path.name.lower()
+    return "idx" in name or name.endswith(("ubyte", "ubyte.gz"))
+
+
+def collect(paths: list[str], recursive: bool = False) -> list[Picture | Stack]:
+    """The inputs in order: a path that does not exist, a folder without pictures or an unusable array is an
+    error here, before anything runs. Image files are only named here; they are decoded during the run."""
+    items: list[Picture | Stack] = []
+    for arg in paths:
+        p = Path(arg)
+        if p.is_dir():
+            members = sorted(p.rglob("*") if recursive else p.iterdir())
+            found = [m for m in members if m.is_file() and not m.name.startswith(".")
+                     and m.suffix.lower() in IMAGE_SUFFIXES | {".npy"}]
+            if not found:
+                kinds = ", ".join(sorted(IMAGE_SUFFIXES | {".npy"}))
+                raise DataError(f"{arg}: no pictures in this folder{' or below' if recursive else ''} ({kinds})")
+            items += [load_array(m, str(m)) if m.suffix.lower() == ".npy" else Picture(str(m)) for m in found]
+        elif p.is_file():
+            if p.suffix.lower() == ".npy" or _is_idx(p):
+                items.append(load_array(p, arg))
+            else:
+                items.append(Picture(arg))
+        else:
+            raise DataError(f"{arg}: no such file or folder")
+    return items
+
+
+def load_array(path: Path, source: str) -> Stack:
+    """A .npy (memory-mapped) or IDX file as a Stack, with its shape, dtype and range checked."""
+    if path.suffix.lower() == ".npy":
+        try:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise DataError(f"{source}: not a readable .npy array ({e})") from None
+    else:
+        arr = data.read_idx(path, ndim=3)
+    if arr.ndim != 3:
+        hint = " (for one picture, save arr[None])" if arr.ndim == 2 else ""
+        raise DataError(f"{source}: array of shape {arr.shape}; expected N x H x W grey pictures{hint}")
+    if 0 in arr.shape:
+        raise DataError(f"{source}: array of shape {arr.shape} holds no pictures")
+    if arr.dtype.kind == "f":
+        lo, hi = math.inf, -math.inf
+        for s in range(0, len(arr), 4096):          # in blocks: a memory-mapped array stays on disk
+            block = np.asarray(arr[s:s + 4096])
+            if not np.isfinite(block).all():
+                raise DataError(f"{source}: holds NaN or infinite values")
+            lo, hi = min(lo, float(block.min())), max(hi, float(block.max()))
+        if lo < 0 or hi > 1:
+            raise DataError(f"{source}: float values must lie in [0, 1], found {lo:g} .. {hi:g} "
+                            "(uint8 arrays hold 0..255)")
+    elif arr.dtype != np.uint8:
+        raise DataError(f"{source}: dtype {arr.dtype}; expected uint8 (0..255) or float in [0, 1]")
+    return Stack(source, arr)
+
+
+def count(items) -> int:
+    return sum(1 if isinstance(it, Picture) else len(it.images) for it in items)
+
+
+# -- one picture -> 28 x 28 uint8 -----------------------------------------------------------------------
+def to_fashion(img: np.ndarray, source: str) -> np.ndarray:
+    """Any picture -> (28, 28) uint8 grey, as Fashion-MNIST's files hold their images."""
+    if img.ndim == 2 and img.shape == (SIZE, SIZE) and img.dtype == np.uint8:
+        return img
+    from skimage.color import rgb2gray
+    from skimage.transform import resize
+    from skimage.util import img_as_float
+    if img.ndim == 4 and len(img) == 1:              # one frame of a format that holds several (GIF)
+        img = img[0]
+    if img.ndim == 4:
+        raise DataError(f"{source}: holds {len(img)} frames; give one picture per file")
+    if img.ndim == 3 and img.shape[-1] in (2, 4):    # grey + alpha, RGBA: the alpha channel is dropped
+        img = img[..., :-1]
+    if img.ndim == 3 and img.shape[-1] == 1:
+        img = img[..., 0]
+    if img.ndim == 3 and img.shape[-1] == 3:
+        img = rgb2gray(img)
+    if img.ndim != 2:
+        raise DataError(f"{source}: not one grey or colour picture (pixel array of shape {img.shape})")
+    img = img_as_float(img)
+    if img.shape != (SIZE, SIZE):
+        shrink = img.shape[0] > SIZE or img.shape[1] > SIZE
+        img = resize(img, (SIZE, SIZE), order=1, mode="reflect", anti_aliasing=shrink, preserve_range=True)
+    return _to_uint8(img)
+
+
+def _to_uint8(x: np.ndarray) -> np.ndarray:
+    return np.clip(np.rint(np.asarray(x, np.float64) * 255.0), 0, 255).astype(np.uint8)
+
+
+def _finish(images: list, invert: bool) -> np.ndarray:
+    out = np.stack(images) if images else np.empty((0, SIZE, SIZE), np.uint8)
+    return 255 - out if invert else out
+
+
+def decode_files(paths: list[str], invert: bool) -> tuple[list[str], np.ndarray, list[str]]:
+    """(the paths decoded, their pictures (k, 28, 28) uint8, one line per file that could not be used)."""
+    from skimage.io import imread
+    done, images, problems = [], [], []
+    for p in paths:
+        try:
+            images.append(to_fashion(np.asarray(imread(p)), p))
+            done.append(p)
+        except DataError as e:
+            problems.append(str(e))
+        except Exception as e:       # noqa: BLE001 -- whatever a file holds, it is named and skipped
+            problems.append(f"{p}: not a readable image ({_why(e)})")
+    return done, _finish(images, invert), problems
+
+
+def _why(e: Exception) -> str:
+    """A decoder's complaint in one short line (imageio's can span several, with install hints)."""
+    text = " ".join(str(e).split())
+    if text.startswith("Could not find a backend"):
+        return "not a format scikit-image reads"
+    return text[:160] or type(e).__name__
+
+
+def decode_stack(stack: Stack, start: int, stop: int, invert: bool) -> tuple[list[str], np.ndarray, list[str]]:
+    part = np.asarray(stack.images[start:stop])
+    names = [f"{stack.source}[{i}]" for i in range(start, stop)]
+    if part.shape[1:] == (SIZE, SIZE):               # no resize: the whole block at once
+        out = part if part.dtype == np.uint8 else _to_uint8(part)
+        return names, (255 - out if invert else out.copy()), []
+    return names, _finish([to_fashion(img, n) for img, n in zip(part, names)], invert), []
+
+
+# -- the process pool -------------------------------------------------------------------------------------
+class _Inline:
+    """The pool's interface, run in this process (one worker, or too few pictures to pay for a pool)."""
+
+    def submit(self, fn, *args) -> Future:
+        f = Future()
+        f.set_result(fn(*args))
+        return f
+
+    def shutdown(self, **kw) -> None:
+        pass
+
+
+def make_pool(workers: int, pictures: int):
+    """A process pool of up to `workers`, fewer where there are fewer than MIN_PER_TASK pictures each.
+    Forked where the platform allows: the workers inherit the imported modules instead of importing them."""
+    n = min(workers, math.ceil(pictures / MIN_PER_TASK))
+    if n <= 1:
+        return _Inline()
+    for module in ("skimage.color", "skimage.io", "skimage.transform", "skimage.util"):
+        importlib.import_module(module)            # imported once here, inherited by every forked worker
+    ctx = multiprocessing.get_context("fork") if sys.platform == "linux" else None
+    return ProcessPoolExecutor(n, mp_context=ctx)
+
+
+def _workers(pool) -> int:
+    return getattr(pool, "_max_workers", 1)
+
+
+def _task_size(n: int, pool) -> int:
+    """About four tasks per worker (the load evens out), at least MIN_PER_TASK pictures each."""
+    return max(MIN_PER_TASK, math.ceil(n / (4 * _workers(pool))))
+
+
+def chunks(items, size: int):
+    """The inputs cut into chunks of at most `size` pictures: lists of Picture and (Stack, start, stop)."""
+    part, n = [], 0
+    for it in items:
+        if isinstance(it, Picture):
+            part.append(it)
+            n += 1
+        else:
+            s0 = 0
+            while s0 < len(it.images):
+                take = min(size - n, len(it.images) - s0)
+                part.append((it, s0, s0 + take))
+                n, s0 = n + take, s0 + take
+                if n == size:
+                    yield part
+                    part, n = [], 0
+            continue
+        if n == size:
+            yield part
+            part, n = [], 0
+    if part:
+        yield part
+
+
+def _size(chunk: list) -> int:
+    return sum(1 if isinstance(p, Picture) else p[2] - p[1] for p in chunk)
+
+
+def submit_decode(pool, chunk: list, invert: bool) -> list[Future]:
+    """The chunk's decoding as pool tasks, in order: runs of image files, and resized stacks, in groups;
+    stacks already 28 x 28 are done here at once (no decoding, and no copy to a worker)."""
+    per = _task_size(_size(chunk), pool)
+    tasks, files = [], []
+
+    def flush():
+        for s in range(0, len(files), per):
+            tasks.append(pool.submit(decode_files, files[s:s + per], invert))
+        files.clear()
+
+    for piece in chunk:
+        if isinstance(piece, Picture):
+            files.append(piece.source)
+            continue
+        flush()
+        stack, start, stop = piece
+        here = stack.images.shape[1:] == (SIZE, SIZE)
+        step = stop - start if here else per
+        for s in range(start, stop, step):
+            args = (stack, s, min(stop, s + step), invert)
+            tasks.append(_Inline().submit(decode_stack, *args) if here else pool.submit(decode_stack, *args))
+    flush()
+    return tasks
+
+
+def gather(tasks: list[Future], strict: bool) -> tuple[list[str], np.ndarray]:
+    """The decoded chunk: (sources, pictures (n, 28, 28) uint8). A file that could not be used is named on
+    stderr and left out, or with `strict` stops the run."""
+    names, parts = [], []
+    for t in tasks:
+        done, images, problems = t.result()
+        for line in problems:
+            if strict:
+                raise DataError(f"{line} (--strict)")
+            print(f"{PROG}: skipped {line}", file=sys.stderr)
+        names += done
+        parts.append(images)
+    return names, (np.concatenate(parts) if parts else np.empty((0, SIZE, SIZE), np.uint8))
+
+
+def upscale(pool, images: np.ndarray) -> np.ndarray:
+    """The main job's 28 -> 86 preprocessing (data.upscale), over the pool."""
+    per = _task_size(len(images), pool)
+    parts = [pool.submit(data.upscale, images[s:s + per]) for s in range(0, len(images), per)]
+    return np.concatenate([p.result() for p in parts]) if parts else data.upscale(images)
+
+
+# -- the network ---------------------------------------------------------------------------------------
+class Network:
+    """LeNet-86 on one variant: logits of (n, 28, 28) uint8 pictures, preprocessed where the variant needs."""
+
+    def __init__(self, variant, weights: dict):
+        self.variant, self.weights, self.gpu = variant, weights, None
+        self.host_upscale = True                   # the cpu path and variants that upload 86 x 86 images
+        self.device = f"CPU ({platform.processor() or platform.machine()}, numpy)"
+        if variant.needs_gpu:
+            from .gpu.lenet import GPULeNet, uploads_uint8
+            from .gpu.runtime import Runtime
+            rt = Runtime.get()
+            self.gpu = GPULeNet(variant, weights, rt)
+            self.host_upscale = not uploads_uint8(variant)
+            self.device = rt.name
+
+    def logits(self, raw: np.ndarray, x: np.ndarray | None) -> np.ndarray:
+        if self.gpu is None:
+            return network.forward(x, self.weights)
+        from .gpu.lenet import classify
+        return classify(self.gpu, x, raw)
+
+
+# -- output ----------------------------------------------------------------------------------------------
+def check_output(path: str | None, option: str) -> Path | None:
+    """Before the run: the parent folder exists and is writable, and the path is not a folder."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; give a file name")
+    parent = p.parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: folder {parent} is not writable")
+    return p
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Writes through a temporary file in the same folder, renamed into place: never half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"{path}: cannot write ({e.strerror or e})") from None
+
+
+@dataclass
+class Results:
+    sources: list
+    top: list          # arrays (n, k) of class indices, one per chunk
+    prob: list         # arrays (n, k) of probabilities
+
+    def add(self, names, top, prob) -> None:
+        self.sources.append(names)
+        self.top.append(top)
+        self.prob.append(prob)
+
+    def count(self) -> int:
+        return sum(len(n) for n in self.sources)
+
+    def rows(self):
+        for names, idx, prob in zip(self.sources, self.top, self.prob):
+            for name, i, p in zip(names, idx, prob):
+                yield name, i.tolist(), p.tolist()
+
+
+def line(name: str, idx, prob) -> str:
+    """source, class, probability (tab-separated), then the runners-up with --top."""
+    cells = [name] + [f"{data.CLASS_NAMES[i]}\t{p:.4f}" for i, p in zip(idx, prob)]
+    return "\t".join(cells)
+
+
+def to_json(res: Results, variant: str, device: str) -> str:
+    preds = [{"source": name, "class_index": idx[0], "class": data.CLASS_NAMES[idx[0]], "probability": prob[0],
+              "top": [{"class_index": i, "class": data.CLASS_NAMES[i], "probability": p} for i, p in zip(idx, prob)]}
+             for name, idx, prob in res.rows()]
+    return json.dumps({"version": __version__, "variant": variant, "device": device, "predictions": preds},
+                      indent=1) + "\n"
+
+
+def to_csv(res: Results, k: int) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["source", "class_index", "class", "probability"]
+               + [f"{what}_{r}" for r in range(2, k + 1) for what in ("class_index", "class", "probability")])
+    for name, idx, prob in res.rows():
+        cells = [name]
+        for i, p in zip(idx, prob):
+            cells += [i, data.CLASS_NAMES[i], f"{p:.6f}"]
+        w.writerow(cells)
+    return out.getvalue()
+
+
+# -- the run ---------------------------------------------------------------------------------------------
+def classify_chunk(net: Network, pool, raw: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(top-k class indices, their probabilities), each (n, k), of (n, 28, 28) uint8 pictures."""
+    x = upscale(pool, raw) if net.host_upscale else None
+    probs = reference.softmax(net.logits(raw, x).astype(np.float64))
+    top = np.argsort(-probs, axis=1, kind="stable")[:, :k]
+    return top, np.take_along_axis(probs, top, axis=1)
+
+
+def run(items, variant, weights: dict, workers: int, chunk: int = 10000, invert: bool = False,
+        strict: bool = False, top: int = 1, emit=None) -> tuple[Results, Network]:
+    """Every picture of `items` through the pipeline, a chunk at a time: the pool decodes chunk i + 1 while
+    chunk i is classified. emit(sources, top, prob) is called per chunk, as soon as it is classified."""
+    from tqdm import tqdm
+    total = count(items)
+    pool = make_pool(workers, total)
+    res = Results([], [], [])
+    try:
+        plan = chunks(items, chunk)
+        current = next(plan)
+        pending = submit_decode(pool, current, invert)        # decoding starts while the network is set up
+        net = Network(variant, weights)
+        with tqdm(total=total, unit="img", desc=f"{PROG} ({variant.name})", file=sys.stderr, disable=None,
+                  leave=False) as bar:
+            while pending is not None:
+                names, raw = gather(pending, strict)
+                size = _size(current)
+                current = next(plan, None)
+                pending = submit_decode(pool, current, invert) if current is not None else None
+                if names:
+                    idx, prob = classify_chunk(net, pool, raw, top)
+                    res.add(names, idx, prob)
+                    if emit is not None:
+                        bar.clear()
+                        emit(names, idx, prob)
+                bar.update(size)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return res, net
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):          # one line, exit 2, instead of usage + message
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _at_least_1(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Classify pictures into Fashion-MNIST's ten classes with LeNet-86. "
+                "Fashion-MNIST shows light objects on a dark background: use --invert for dark-on-light pictures.")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="image files, folders of them (and of .npy arrays), .npy arrays (N x H x W, uint8 or float "
+                        "in [0, 1]), IDX files")
+    p.add_argument("--variant", default="auto",
+                   help="variant (run_milestone.py --list); 'auto' = the fastest GPU variant, or 'cpu' without a GPU")
+    p.add_argument("--top", type=_at_least_1, default=1, metavar="K", help="also print the K most likely classes")
+    p.add_argument("--json", metavar="PATH", help="write the predictions as JSON")
+    p.add_argument("--csv", metavar="PATH", help="write the predictions as CSV")
+    p.add_argument("--invert", action="store_true", help="invert the grey levels (dark objects on a light background)")
+    p.add_argument("--recursive", action="store_true", help="also the pictures in sub-folders of a folder")
+    p.add_argument("--strict", action="store_true", help="a file that is not a readable image is an error (exit 2), "
+                                                          "not skipped")
+    p.add_argument("--workers", type=_at_least_1, default=_cpu_count(),
+                   help="processes decoding the pictures (default: the CPU cores this process may use)")
+    p.add_argument("--chunk", type=_at_least_1, default=10000, help="pictures per chunk (default 10000)")
+    p.add_argument("--weights", default=str(wio.WEIGHTS_FILE), help="weights .npz (default: the shipped ones)")
+    p.add_argument("--quiet", action="store_true", help="no line per picture on stdout (with --json or --csv)")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return p
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _main(argv) -> int:
+    args = build_parser().parse_args(argv)
+    if args.top > len(data.CLASS_NAMES):
+        raise UsageError(f"--top {args.top}: there are {len(data.CLASS_NAMES)} classes")
+    outputs = {"--json": check_output(args.json, "--json"), "--csv": check_output(args.csv, "--csv")}
+    if args.json and args.csv and outputs["--json"].resolve() == outputs["--csv"].resolve():
+        raise UsageError("--json and --csv name the same file")
+    items = collect(args.paths, args.recursive)
+    weights = wio.load(args.weights)
+    from .runner import resolve_variant
+    variant = resolve_variant(args.variant)
+    t0 = time.perf_counter()
+    emit = None if args.quiet else (lambda names, top, prob: print(
+        "\n".join(line(n, i, p) for n, i, p in zip(names, top.tolist(), prob.tolist()))))
+    res, net = run(items, variant, weights, args.workers, args.chunk, args.invert, args.strict, args.top, emit)
+    total = count(items)
+    done = res.count()
+    if done == 0:
+        raise DataError(f"no picture could be classified ({total} tried)")
+    if outputs["--json"]:
+        write_atomic(outputs["--json"], to_json(res, variant.name, net.device))
+    if outputs["--csv"]:
+        write_atomic(outputs["--csv"], to_csv(res, args.top))
+    wall = time.perf_counter() - t0
+    skipped = f", {total - done} skipped" if total > done else ""
+    print(f"{PROG}: {done} pictures on {variant.name} ({net.device}) in {wall:.2f} s "
+          f"({done / wall:,.0f} pictures/s){skipped}", file=sys.stderr)
+    return 0
+
+
+def main(argv=None) -> int:
+    return exit_code(PROG, _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
