@@ -34,6 +34,12 @@
 //                    the reference's x/255 + bilinear resize to H x W itself (upscale.cuh, per-block
 //                    coordinate tables), so the upscaled image never exists in device memory.
 //   UNROLL_C=0       keeps the channel loop rolled in the constant-operand version.
+//   WEIGHTS_GLOBAL=1 (with WEIGHTS_SMEM) weights beyond constant memory (M*C*K*K > 16384): the shared-memory
+//                    version reads them from w, which the host uploads already as [c][p][q][M_PAD]
+//                    (zero-padded), straight from global memory (L1-cached broadcast float4 loads); no
+//                    constant copy exists.
+//   DYN_SMEM=1       the input tile (and the staged weights) in dynamic shared memory, for tiles over
+//                    48 KB (many channels, large K); the host passes the size and opts in above 48 KB.
 //
 // Tunables: M_OUT C_IN K_SIZE (shape), PY PX (outputs per thread: rows, columns), NTX NTY (threads),
 // M_TILE (smem version: output channels per thread; blocks are NTX x NTY x M_PAD/M_TILE threads, so a
@@ -43,7 +49,8 @@
 // with PERSISTENT the grid loops over images (block z computes images z, z+G, ...) and a G of a few
 // blocks per SM stages the weights once per block; without it G = B, one image per block. w: the weights in global
 // memory (M x C x K x K), read by the WEIGHTS_SMEM version; the other reads its copy in c_w.
-// Limits: M_OUT*C_IN*K_SIZE^2 <= 16384 (64 KB of constant memory); tile must fit 48 KB (host checks).
+// Limits: M_OUT*C_IN*K_SIZE^2 <= 16384 (64 KB of constant memory) unless WEIGHTS_GLOBAL; tile must fit
+// 48 KB unless DYN_SMEM (host checks; dynamic size 4 * (C_IN*SH*SW + [WEIGHTS_SMEM] C_IN*K*K*M_PAD)).
 #include "common.cuh"
 #include "upscale.cuh"
 
@@ -76,6 +83,15 @@
 #endif
 #ifndef PX
 #define PX 1
+#endif
+#ifndef WEIGHTS_GLOBAL
+#define WEIGHTS_GLOBAL 0
+#endif
+#ifndef DYN_SMEM
+#define DYN_SMEM 0
+#endif
+#if WEIGHTS_GLOBAL && !WEIGHTS_SMEM
+#error "WEIGHTS_GLOBAL is an option of the shared-memory-weights version"
 #endif
 #if !WEIGHTS_SMEM && PX != 1 && PX % 4 != 0
 #error "the constant-operand version computes 1 or a multiple of 4 columns per thread (float4 row loads)"
@@ -138,11 +154,18 @@ __device__ __forceinline__ void load_row_segment(float (&v)[4 * NV4], const floa
 }
 #endif
 
+#if !WEIGHTS_GLOBAL
 __constant__ float c_w[M_OUT * C_IN * K_SIZE * K_SIZE];
+#endif
 
 extern "C" __global__ void __launch_bounds__(NT, MIN_BLOCKS)
 conv_direct(const in_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y, int B, int H, int W) {
+#if DYN_SMEM
+    extern __shared__ __align__(16) float dyn_smem[];
+    float (*tile)[SH][SW] = reinterpret_cast<float (*)[SH][SW]>(dyn_smem);
+#else
     __shared__ __align__(16) float tile[C_IN][SH][SW];
+#endif
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
     const int tx = threadIdx.x, ty = threadIdx.y, mg = threadIdx.z, tid = (mg * NTY + ty) * NTX + tx;
     const int ox0 = blockIdx.x * TX, oy0 = blockIdx.y * TY;
@@ -156,10 +179,16 @@ conv_direct(const in_t* RESTRICT x, const float* RESTRICT w, out_t* RESTRICT y, 
         else { upscale_source(min(ox0 + e - SH, W - 1), SRC_W, W, i0, f); up_ix[e - SH] = i0; up_fx[e - SH] = f; }
     }
 #endif
-#if WEIGHTS_SMEM
+#if WEIGHTS_GLOBAL
+    const float (*w_s)[M_PAD] = reinterpret_cast<const float (*)[M_PAD]>(w);   // [c][p][q][M_PAD] as uploaded
+#elif WEIGHTS_SMEM
     // Once per block (the grid is persistent): global memory, coalesced; constant memory would
     // serialise these 32 different addresses per warp.
+#if DYN_SMEM
+    float (*w_s)[M_PAD] = reinterpret_cast<float (*)[M_PAD]>(dyn_smem + C_IN * SH * SW);   // 16-byte aligned: SW % 4 == 0
+#else
     __shared__ __align__(16) float w_s[C_IN * K_SIZE * K_SIZE][M_PAD];
+#endif
     for (int e = tid; e < C_IN * K_SIZE * K_SIZE * M_PAD; e += NT) {
         const int m = e / (C_IN * K_SIZE * K_SIZE), cpq = e % (C_IN * K_SIZE * K_SIZE);
         w_s[cpq][m] = m < M_OUT ? w[m * C_IN * K_SIZE * K_SIZE + cpq] : 0.f;

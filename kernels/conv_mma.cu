@@ -71,6 +71,18 @@ Limits: H, W >= K; B >= 1. Shared memory C*(TILE_Y+K-1)*(TILE_X+KQ-2)*4 bytes mu
 Taps q >= K (zero weight) read real neighbouring pixels: an Inf/NaN in x can leak into a neighbour's
 output as 0*Inf = NaN (finite inputs are exact). Pointers must be at least 2-byte aligned; 32-bit
 loads of x and paired stores of y are used only when the runtime checks find them aligned.
+
+Version CHUNK_C > 0 (kernel conv_mma_f16_chunked; the host picks it when the weights would not fit the
+registers, see convnet/gpu/conv.py mma_plan): any C, M, K. The block loops over chunks of CHUNK_C input
+channels; per chunk it stages that chunk's weights for M_BLOCK = 16*M_TILES output channels and its
+input patch in dynamic shared memory (above 48 KB where needed), and each warp accumulates its
+UNITS_PER_WARP units in registers across the chunks. A fragments are read from shared memory once per
+(segment pair, kernel row, m tile) and serve every row of the warp's units; segments are paired within
+a chunk (CHUNK_C * KQ / 8 even: the host pads the chunk with a zero channel where needed). Output
+channels come in ceil(M / M_BLOCK) groups: tiles are ordered x, y, channel group, image. Dynamic shared
+memory: 4 * (M_BLOCK * W_MS + CHUNK_C * ROWS_IN * RS) bytes (the kernel traps if it was given less).
+Grid: any, 1-D is simplest (blocks walk the tiles as above), so batches beyond 65,535 need no chunks.
+
 Compile: nvcc -arch=sm_90 -cubin (PyCUDA: SourceModule(..., no_extern_c=True), the kernel is
 already extern "C" and the helpers are C++ templates).
 */
@@ -107,6 +119,15 @@ already extern "C" and the helpers are C++ templates).
 #endif
 #ifndef POOL
 #define POOL 0
+#endif
+#ifndef CHUNK_C
+#define CHUNK_C 0          // > 0: the chunked version (conv_mma_f16_chunked), CHUNK_C channels per chunk
+#endif
+#ifndef M_TILES
+#define M_TILES 1          // chunked version: 16-channel m tiles per block
+#endif
+#ifndef UNITS_PER_WARP
+#define UNITS_PER_WARP 1   // chunked version: warp units per warp (TILE units <= WARPS * UNITS_PER_WARP)
 #endif
 
 #if OUT_FLOAT
@@ -153,7 +174,9 @@ static_assert(TILE_X % 8 == 0 && TILE_X > 0, "TILE_X must be a positive multiple
 static_assert(R > 0 && TILE_Y % R == 0, "TILE_Y must be a positive multiple of WARP_ROWS");
 static_assert(RS % 2 == 0, "staged row length must be even (8-byte stores)");
 static_assert(M_OUT >= 1 && C_IN >= 1 && K_SIZE >= 1, "bad layer shape");
+#if CHUNK_C == 0
 static_assert(SMEM_WORDS * 4 <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y/TILE_X");
+#endif
 static_assert(POOL == 0 || ((POOL == 2 || POOL == 4) && R % (POOL > 0 ? POOL : 1) == 0),
               "POOL: 2 or 4, dividing WARP_ROWS (and so TILE_Y; TILE_X is a multiple of 8)");
 
@@ -189,6 +212,49 @@ __device__ __forceinline__ void store_pair(__half* p, float v0, float v1, bool o
     }
 }
 
+// Output row o of a unit is complete (its accumulators a, channels m_base + mt*16 + g (+8)): store it, or
+// (POOL) fold it into the window's running max and store the pooled row at the window's last row.
+// yl: y at (b, m_base + g, unit row 0, the lane's column), pooled coordinates with POOL.
+template <int MTN, bool GUARD>
+__device__ __forceinline__ void emit_row(const float (&a)[MTN][4], float (&pmax)[MTN][4], int o, int m_base,
+                                         OUT_T* __restrict__ yl, size_t plane, int ys, bool ok0, bool ok1,
+                                         int g, bool vec_y, int nvalid_p)
+{
+#if POOL
+#pragma unroll
+    for (int mt = 0; mt < MTN; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            pmax[mt][i] = o % POOL == 0 ? a[mt][i] : fmaxf(pmax[mt][i], a[mt][i]);
+    if (o % POOL == POOL - 1) {                      // the window's last row
+        const bool row_ok = !GUARD || o / POOL < nvalid_p;
+#pragma unroll
+        for (int mt = 0; mt < MTN; ++mt) {
+            float lo = fmaxf(fmaxf(pmax[mt][0], pmax[mt][1]), 0.f);   // ReLU: max with 0
+            float hi = fmaxf(fmaxf(pmax[mt][2], pmax[mt][3]), 0.f);
+            if (POOL == 4) {                         // the window's other pixel pair: lane t ^ 1
+                lo = fmaxf(lo, __shfl_xor_sync(0xffffffffu, lo, 1));
+                hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, 1));
+            }
+            OUT_T* yr = yl + (size_t)(o / POOL) * ys + (size_t)(mt * 16) * plane;
+            if (row_ok && ok0 && m_base + mt * 16 + g < M_OUT) store_act(yr, lo);
+            if (row_ok && ok0 && m_base + mt * 16 + g + 8 < M_OUT) store_act(yr + 8 * plane, hi);
+        }
+    }
+#else
+    OUT_T* yr = yl + (size_t)o * ys;
+#pragma unroll
+    for (int mt = 0; mt < MTN; ++mt) {
+        const int m0 = m_base + mt * 16 + g;
+        if (m0 < M_OUT)
+            store_pair(yr + (size_t)(mt * 16) * plane, a[mt][0], a[mt][1], ok0, ok1, vec_y);
+        if (m0 + 8 < M_OUT)
+            store_pair(yr + (size_t)(mt * 16 + 8) * plane, a[mt][2], a[mt][3], ok0, ok1, vec_y);
+    }
+#endif
+}
+
+#if CHUNK_C == 0
 // One warp unit: 8 output columns x R output rows of one image, all M channels.
 // sb   : staged tile + this unit's row/column origin + this lane's g + 2t
 // yl   : y + offset of (b, m = g, oy0, ox = ox0 + 2t); pooled: of (b, g, oy0/POOL, (ox0 + 2t)/POOL)
@@ -211,9 +277,7 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
             for (int i = 0; i < 4; ++i) acc[o][mt][i] = 0.f;
 
     unsigned int bprev = 0u;   // previous input row's last segment (row pairing)
-#if POOL
-    float pmax[MT][4];         // running max over the rows of the current pooling window
-#endif
+    float pmax[MT][4];         // POOL: running max over the rows of the current pooling window
 
 #pragma unroll
     for (int r = 0; r < R + K_SIZE - 1; ++r) {
@@ -264,45 +328,16 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
 
         // output row o = r - (K-1) received its last contribution: write it (or pool it)
         const int o = r - (K_SIZE - 1);
-        if (o >= 0 && (!GUARD || o < nvalid)) {
-#if POOL
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    pmax[mt][i] = o % POOL == 0 ? acc[o][mt][i] : fmaxf(pmax[mt][i], acc[o][mt][i]);
-            if (o % POOL == POOL - 1) {                      // the window's last row
-                const bool row_ok = !GUARD || o / POOL < nvalid_p;
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    float lo = fmaxf(fmaxf(pmax[mt][0], pmax[mt][1]), 0.f);   // ReLU: max with 0
-                    float hi = fmaxf(fmaxf(pmax[mt][2], pmax[mt][3]), 0.f);
-                    if (POOL == 4) {                         // the window's other pixel pair: lane t ^ 1
-                        lo = fmaxf(lo, __shfl_xor_sync(0xffffffffu, lo, 1));
-                        hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, 1));
-                    }
-                    OUT_T* yr = yl + (size_t)(o / POOL) * ys + (size_t)(mt * 16) * plane;
-                    if (row_ok && ok0 && mt * 16 + g < M_OUT) store_act(yr, lo);
-                    if (row_ok && ok0 && mt * 16 + g + 8 < M_OUT) store_act(yr + 8 * plane, hi);
-                }
-            }
-#else
-            OUT_T* yr = yl + (size_t)o * ys;
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                const int m0 = mt * 16 + g;
-                if (m0 < M_OUT)
-                    store_pair(yr + (size_t)(mt * 16) * plane, acc[o][mt][0], acc[o][mt][1], ok0, ok1, vec_y);
-                if (m0 + 8 < M_OUT)
-                    store_pair(yr + (size_t)(mt * 16 + 8) * plane, acc[o][mt][2], acc[o][mt][3], ok0, ok1, vec_y);
-            }
-#endif
-        }
+        if (o >= 0 && (!GUARD || o < nvalid))
+            emit_row<MT, GUARD>(acc[o], pmax, o, 0, yl, plane, ys, ok0, ok1, g, vec_y, nvalid_p);
     }
 }
 
+#endif  // CHUNK_C == 0
+
 } // namespace convmma
 
+#if CHUNK_C == 0
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* __restrict__ y,
              int B, int H, int W)
@@ -446,3 +481,195 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
         __syncthreads();   // before the next tile overwrites the patch
     }
 }
+#endif  // CHUNK_C == 0
+
+#if CHUNK_C > 0
+// ------------------------------------------------------------------------------------------------
+// The chunked version: channel chunks staged with their weights in dynamic shared memory (see header).
+
+namespace convmma {
+
+constexpr int CC = CHUNK_C;
+constexpr int NSEGC = CC * NQ;                        // segments per input row of a chunk
+constexpr int NCH = (C_IN + CC - 1) / CC;             // chunks (the last one zero-padded)
+constexpr int MTB = M_TILES;
+constexpr int MB = 16 * MTB;                          // output channels per block
+constexpr int NMG = (MT + MTB - 1) / MTB;             // channel groups
+constexpr int UPW = UNITS_PER_WARP;
+constexpr int W_ROW_HC = CC * K_SIZE * KQ;            // halves per output channel of a chunk's weights
+constexpr int W_MSC = ((W_ROW_HC / 2 + 3) / 8) * 8 + 4;   // == 4 mod 8: conflict-free A loads
+constexpr int WSMC_WORDS = MB * W_MSC;
+constexpr int TILE_WORDS_C = CC * ROWS_IN * RS;
+constexpr int TILE_ITEMS_C = CC * ROWS_IN * RSP;
+constexpr unsigned SMEM_BYTES_C = 4u * (WSMC_WORDS + TILE_WORDS_C);
+
+static_assert(NSEGC % 2 == 0, "CHUNK_C * ceil(K/8) must be even (segments are paired within a chunk)");
+static_assert(UNITS <= WARPS * UPW, "UNITS_PER_WARP too small for the tile: each warp keeps its units");
+static_assert(MTB >= 1 && MTB <= MT, "M_TILES: 1 .. ceil(M/16)");
+
+} // namespace convmma
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
+conv_mma_f16_chunked(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* __restrict__ y,
+                     int B, int H, int W)
+{
+    using namespace convmma;
+    extern __shared__ __align__(16) unsigned int smem_dyn[];
+    unsigned int* wsm = smem_dyn;                     // [MB][W_MSC]: this chunk's weights, taps padded to KQ
+    unsigned int* xsm = smem_dyn + WSMC_WORDS;        // [CC][ROWS_IN][RS]: its input patch, pair-expanded
+    {
+        unsigned int dyn;
+        asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+        if (dyn < SMEM_BYTES_C) __trap();             // launched with too little shared memory
+    }
+
+    const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
+    if (B <= 0 || Ho <= 0 || Wo <= 0) return;
+    const int tiles_x = (Wo + TILE_X - 1) / TILE_X;
+    const int tiles_y = (Ho + TILE_Y - 1) / TILE_Y;
+    const int tiles_xy = tiles_x * tiles_y;
+    const long long tiles_img = (long long)tiles_xy * NMG;
+    const long long total = tiles_img * B;
+    const long long nblocks = (long long)gridDim.x * gridDim.y * gridDim.z;
+    long long tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+    if (tile >= total) return;   // the whole block leaves before any barrier
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const unsigned short* __restrict__ x16 = reinterpret_cast<const unsigned short*>(x);
+    const unsigned short* __restrict__ w16 = reinterpret_cast<const unsigned short*>(w);
+    const bool vec_x = ((W & 1) == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
+    const bool vec_y = ((Wo & 1) == 0) && ((reinterpret_cast<size_t>(y) & (2 * sizeof(OUT_T) - 1)) == 0);
+#if POOL
+    const int Hp = Ho / POOL, Wp = Wo / POOL, ys = Wp;
+    const size_t plane = (size_t)Hp * Wp;
+#else
+    const int ys = Wo;
+    const size_t plane = (size_t)Ho * Wo;
+#endif
+
+    for (; tile < total; tile += nblocks) {
+        const long long b = tile / tiles_img;
+        const int rem = (int)(tile - b * tiles_img);
+        const int mg = rem / tiles_xy, rxy = rem - mg * tiles_xy;
+        const int ty = rxy / tiles_x, tx = rxy - ty * tiles_x;
+        const int tx0 = tx * TILE_X, ty0 = ty * TILE_Y, m0 = mg * MB;
+        const unsigned short* __restrict__ xb = x16 + (size_t)b * C_IN * H * W;
+
+        float acc[UPW][R][MTB][4];
+#pragma unroll
+        for (int i = 0; i < UPW; ++i)
+#pragma unroll
+            for (int o = 0; o < R; ++o)
+#pragma unroll
+                for (int mt = 0; mt < MTB; ++mt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[i][o][mt][e] = 0.f;
+
+#pragma unroll 1
+        for (int c0 = 0; c0 < NCH * CC; c0 += CC) {
+            __syncthreads();                          // the previous chunk (or tile) is consumed
+            for (int i = tid; i < WSMC_WORDS; i += NT) {
+                const int ml = i / W_MSC, h = 2 * (i - ml * W_MSC);
+                const int m = m0 + ml;
+                unsigned int lo = 0u, hi = 0u;
+                if (m < M_OUT && h < W_ROW_HC) {
+                    const int cp = h / KQ, q = h - cp * KQ;        // cp = c_local*K + p; q even
+                    const int cl = cp / K_SIZE, p = cp - cl * K_SIZE;
+                    if (c0 + cl < C_IN) {
+                        const unsigned short* wr = w16 + (((size_t)m * C_IN + c0 + cl) * K_SIZE + p) * K_SIZE;
+                        if (q < K_SIZE) lo = __ldg(wr + q);
+                        if (q + 1 < K_SIZE) hi = __ldg(wr + q + 1);
+                    }
+                }
+                wsm[i] = lo | (hi << 16);
+            }
+            for (int i = tid; i < TILE_ITEMS_C; i += NT) {
+                const int crow = i / RSP, jp = i - crow * RSP;      // crow = c_local*ROWS_IN + rr
+                const int cl = crow / ROWS_IN, rr = crow - cl * ROWS_IN;
+                const int iy = ty0 + rr, ix = tx0 + 2 * jp;         // ix even
+                unsigned int v01 = 0u, v2 = 0u;
+                if (c0 + cl < C_IN && iy < H) {
+                    const unsigned short* row = xb + ((size_t)(c0 + cl) * H + iy) * W;
+                    if (vec_x && ix + 1 < W) {
+                        v01 = __ldg(reinterpret_cast<const unsigned int*>(row + ix));
+                    } else {
+                        if (ix < W) v01 = __ldg(row + ix);
+                        if (ix + 1 < W) v01 |= (unsigned int)__ldg(row + ix + 1) << 16;
+                    }
+                    if (ix + 2 < W) v2 = __ldg(row + ix + 2);
+                }
+                *reinterpret_cast<uint2*>(xsm + crow * RS + 2 * jp) = make_uint2(v01, (v01 >> 16) | (v2 << 16));
+            }
+            __syncthreads();
+
+            // k-steps: segment pairs (v0, v0+1); per pair the A fragments of every kernel row and m tile
+            // are loaded once and serve all rows of the warp's units
+#pragma unroll 1
+            for (int v0 = 0; v0 < NSEGC; v0 += 2) {
+                const int v1 = v0 + 1;
+                const int wo0 = ((v0 / NQ) * K_SIZE * KQ + (v0 % NQ) * 8) / 2;   // word offset at p = 0
+                const int wo1 = ((v1 / NQ) * K_SIZE * KQ + (v1 % NQ) * 8) / 2;
+                const int bo0 = (v0 / NQ) * ROWS_IN * RS + (v0 % NQ) * 8;
+                const int bo1 = (v1 / NQ) * ROWS_IN * RS + (v1 % NQ) * 8;
+                unsigned int a[K_SIZE][MTB][4];
+                const unsigned int* wl = wsm + g * W_MSC + t;
+#pragma unroll
+                for (int p = 0; p < K_SIZE; ++p)
+#pragma unroll
+                    for (int mt = 0; mt < MTB; ++mt) {
+                        const unsigned int* w0 = wl + (mt * 16) * W_MSC + p * (KQ / 2);
+                        const unsigned int* w8 = w0 + 8 * W_MSC;
+                        a[p][mt][0] = w0[wo0];
+                        a[p][mt][1] = w8[wo0];
+                        a[p][mt][2] = w0[wo1];
+                        a[p][mt][3] = w8[wo1];
+                    }
+#pragma unroll
+                for (int i = 0; i < UPW; ++i) {
+                    const int u = warp + i * WARPS;
+                    const int ry = u / SX, sx = u - ry * SX;
+                    if (u >= UNITS || tx0 + sx * 8 >= Wo || ty0 + ry * R >= Ho) continue;   // warp-uniform
+                    const unsigned int* sb = xsm + ry * R * RS + sx * 8 + g + 2 * t;
+#pragma unroll
+                    for (int r = 0; r < R + K_SIZE - 1; ++r) {
+                        const unsigned int b0 = sb[bo0 + r * RS], b1 = sb[bo1 + r * RS];
+#pragma unroll
+                        for (int p = 0; p < K_SIZE; ++p) {
+                            const int o = r - p;
+                            if (o >= 0 && o < R) {
+#pragma unroll
+                                for (int mt = 0; mt < MTB; ++mt) mma_16816(acc[i][o][mt], a[p][mt], b0, b1);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        // ---- epilogue: each unit's rows in order (a pooling window's rows run through one running max)
+#pragma unroll
+        for (int i = 0; i < UPW; ++i) {
+            const int u = warp + i * WARPS;
+            const int ry = u / SX, sx = u - ry * SX;
+            const int ox0 = tx0 + sx * 8, oy0 = ty0 + ry * R;
+            if (u >= UNITS || ox0 >= Wo || oy0 >= Ho) continue;
+            const int ox = ox0 + 2 * t, nvalid = Ho - oy0;
+            float pmax[MTB][4];
+#if POOL
+            OUT_T* yl = y + (((size_t)b * M_OUT + m0 + g) * Hp + oy0 / POOL) * Wp + ox / POOL;
+            const bool ok0 = ox / POOL < Wp && ox % POOL == 0, ok1 = false;
+            const int nvalid_p = Hp - oy0 / POOL;
+#else
+            OUT_T* yl = y + (((size_t)b * M_OUT + m0 + g) * Ho + oy0) * Wo + ox;
+            const bool ok0 = ox < Wo, ok1 = ox + 1 < Wo;
+            const int nvalid_p = 0;
+#endif
+#pragma unroll
+            for (int o = 0; o < R; ++o)
+                if (o < nvalid)
+                    emit_row<MTB, true>(acc[i][o], pmax, o, m0, yl, plane, ys, ok0, ok1, g, vec_y, nvalid_p);
+        }
+    }
+}
+#endif  // CHUNK_C > 0

@@ -5,7 +5,8 @@ the scratch buffers, one set per concurrently running stream.
   unroll_gemm  unroll (im2col) -> gemm.cu (v1 tiled or v2 register-tiled) -> permute, in mini-batches
   cublas       unroll -> cuBLAS strided-batched SGEMM writing NCHW directly (no permute)
   implicit     gemm.cu v3: im2col gathered inside the GEMM, NCHW written directly
-  direct       conv_direct.cu: register-tiled direct convolution, weights in constant memory
+  direct       conv_direct.cu: register-tiled direct convolution, weights in constant memory (shared or
+               global memory beyond 64 KB; dynamic shared memory for tiles over 48 KB)
   mma          conv_mma.cu: implicit GEMM on tensor cores (mma.sync f16, fp32 accumulation)
 """
 from __future__ import annotations
@@ -19,6 +20,9 @@ from .runtime import Runtime, cdiv as _cdiv, i32, ptr
 CONST_FLOATS = 16384          # 64 KB of constant memory
 GRID_Z_MAX = 65535            # CUDA's limit on gridDim.z
 SMEM_LIMIT = 48 * 1024        # static shared memory per block
+DYN_SMEM_LIMIT = 200 * 1024   # dynamic shared memory we ask for (Hopper allows 227 KB per block)
+CHUNK_SMEM = 100 * 1024       # conv_mma's chunked version: two blocks per SM
+REG_BUDGET = 96               # conv_mma's register version: weight fragments + accumulators per thread
 INT32_MAX = 2**31 - 1
 
 
@@ -197,13 +201,12 @@ class Direct(ConvLayer):
 
     def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None, upscale_from=None):
         super().__init__(rt, variant, w, in_shape, name, pool)
-        if self.w.size > CONST_FLOATS:
-            raise GPUError(f"{name}: {self.w.size} weights exceed constant memory ({CONST_FLOATS} floats)")
+        w_global = self.w.size > CONST_FLOATS       # beyond constant memory: read from global memory
         if upscale_from and (self.C != 1 or min(upscale_from) < 2):
             raise GPUError(f"{name}: the fused upscale needs one input channel and source images of at least "
                            f"2x2, got C={self.C}, {upscale_from}")
         p = variant.params
-        smem_w = self.M >= int(p.get("smem_weights_min_m", 8))    # many weights: LDS.128 beats LDC
+        smem_w = w_global or self.M >= int(p.get("smem_weights_min_m", 8))    # many weights: LDS.128 beats LDC
         px = int(p.get("px", 4) if smem_w else p.get("px_small_m", 1))
         py = int(p.get("py", 1) if smem_w else p.get("py_small_m", 2))
         if not smem_w and px != 1 and px % 4:
@@ -234,24 +237,31 @@ class Direct(ConvLayer):
         max_ty = max(1, threads // (ntx * groups))
         nty = _cdiv(Hc, py * _cdiv(Hc, py * max_ty))
 
-        def smem(nty):     # as conv_direct.cu lays it out (row pitch padded to float4 for float4 loads)
+        def smem(nty, ntx=ntx):     # as conv_direct.cu lays it out (row pitch padded to float4 for float4 loads)
             rows, cols = py * nty + self.K - 1, px * ntx + self.K - 1
             if px % 4 == 0:
                 cols = _cdiv(max(cols, (ntx - 1) * px + 4 * _cdiv(px + self.K - 1, 4)), 4) * 4
-            weights = 4 * self.C * self.K * self.K * m_pad if smem_w else 0
+            weights = 4 * self.C * self.K * self.K * m_pad if smem_w and not w_global else 0
             tables = 12 * (rows + cols) if upscale_from else 0
             return 4 * self.C * rows * cols + weights + tables
         while nty > 1 and smem(nty) > SMEM_LIMIT:
             nty -= 1
-        if smem(nty) > SMEM_LIMIT:
+        # Over 48 KB even at one thread row: dynamic shared memory (fewer columns of threads first, while
+        # the row still has a warp's worth)
+        dyn = smem(nty) > SMEM_LIMIT
+        if dyn and ntx > 32 and smem(nty, ntx) > DYN_SMEM_LIMIT:
+            ntx = 32                                  # still whole lane groups for a shuffle pool
+        if dyn and smem(nty, ntx) > DYN_SMEM_LIMIT:
             raise GPUError(f"{name}: an input tile of {self.C} channels x {px * ntx + self.K - 1} columns "
-                           "(plus the weights) does not fit 48 KB of shared memory")
+                           f"(plus the weights) does not fit {DYN_SMEM_LIMIT // 1024} KB of shared memory")
+        self.smem = smem(nty, ntx) if dyn else 0      # (counts the static upscale tables too: a few bytes over)
         self.px, self.py, self.ntx, self.nty, self.groups, self.Hc, self.Wc = px, py, ntx, nty, groups, Hc, Wc
         self.blocks_per_sm = self._persistent_blocks_per_sm()
         self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "PY": py, "PX": px,
                   "NTX": ntx, "NTY": nty, "WEIGHTS_SMEM": int(smem_w), "M_TILE": m_tile,
                   "PERSISTENT": int(self.blocks_per_sm > 0), "POOL": pool,
-                  "OUT_HALF": int(self.half if out_half is None else out_half)}
+                  "OUT_HALF": int(self.half if out_half is None else out_half),
+                  **({"WEIGHTS_GLOBAL": 1} if w_global else {}), **({"DYN_SMEM": 1} if dyn else {})}
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
@@ -259,8 +269,15 @@ class Direct(ConvLayer):
         if not smem_w:
             self.d.pop("MIN_BLOCKS", None)      # the register-resident-weights version needs its registers
         self.fn = self.kernel("conv_direct.cu", "conv_direct", self.d)
-        self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
-        self._upload_weights()
+        if self.smem > SMEM_LIMIT:
+            self.fn.allow_shared(self.smem)
+        if w_global:        # [c][p][q][M_PAD], as the kernel reads them
+            wt = np.zeros((self.C * self.K * self.K, m_pad), np.float32)
+            wt[:, :self.M] = self.w.reshape(self.M, -1).T
+            self.w_gpu = self.rt.pool.upload(f"{self.name}.wt", wt)
+        else:
+            self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
+            self._upload_weights()
 
     def input_elems(self) -> int:
         """Elements of one input image: the raw uint8 image when the upscale is fused."""
@@ -272,38 +289,119 @@ class Direct(ConvLayer):
         if self.blocks_per_sm:      # persistent: the blocks walk the images themselves
             gz = min(batch, _cdiv(self.blocks_per_sm * self.rt.sm_count, gx * gy))
             self.fn((gx, gy, gz), (self.ntx, self.nty, self.groups), x.gpudata, self.w_gpu.gpudata, y.gpudata,
-                    i32(batch), i32(self.H), i32(self.W), stream=stream)
+                    i32(batch), i32(self.H), i32(self.W), stream=stream, shared=self.smem)
             return
         self._per_image_launches(x, y, batch, lambda xp, yp, n: self.fn(
             (gx, gy, n), (self.ntx, self.nty, self.groups), xp, self.w_gpu.gpudata, yp, i32(n), i32(self.H),
-            i32(self.W), stream=stream))
+            i32(self.W), stream=stream, shared=self.smem))
+
+
+def mma_plan(M: int, C: int, K: int, Ho: int, Wo: int, pool: int, defines: dict) -> dict:
+    """The tensor-core kernel's build for a layer shape, chosen on the host (no nvcc needed): returns
+    {"kernel", "defines", "smem" (dynamic shared-memory bytes), "chunked"}. Raises GPUError for what it
+    cannot run. Mirrors conv_mma.cu's shared-memory layout.
+
+    Register version (conv_mma_f16, every existing variant): the weights live in registers as A fragments,
+    so it is chosen while they and the accumulators fit (~MT * (C*ceil(K/8)/2 * K) * 4 + R * MT * 4 <=
+    REG_BUDGET). Its tile is the variant's, clipped to the image where the image is smaller than half the
+    tile, and shrunk (rows first) until the staged patch fits 48 KB of static shared memory.
+    Chunked version (conv_mma_f16_chunked): any other shape. Channels in chunks with their weights in
+    dynamic shared memory; four warps of one unit each; the block's m tiles and the chunk size are the
+    largest that keep the A fragments + accumulators within REG_BUDGET and the shared memory within
+    CHUNK_SMEM (two blocks per SM)."""
+    d = dict(defines)
+    rows = int(d.get("WARP_ROWS", 8))
+    if pool and (pool not in (2, 4) or rows % pool):
+        raise GPUError(f"the tensor-core kernel pools 2x2 or 4x4 windows dividing WARP_ROWS={rows}, "
+                       f"not {pool}x{pool}")
+    kq = _cdiv(K, 8) * 8
+    nq, mt = kq // 8, _cdiv(M, 16)
+    nseg = C * nq
+    npair, nodd = nseg // 2, (K + 1) // 2 if nseg % 2 else 0
+    reg_est = mt * (npair * K + nodd) * 4 + rows * mt * 4 + nseg
+
+    def patch_bytes(cc, tx, ty):       # input patch: cc channels x (ty+K-1) rows x (tx+KQ-2) words
+        return 4 * cc * (ty + K - 1) * (tx + kq - 2)
+
+    if reg_est <= REG_BUDGET:
+        tx, ty = int(d.get("TILE_X", 40)), int(d.get("TILE_Y", 40))
+        need_x, need_y = _cdiv(Wo, 8) * 8, _cdiv(Ho, rows) * rows
+        if tx > 2 * need_x:
+            tx = need_x
+        if ty > 2 * need_y:
+            ty = need_y
+
+        def fits(tx, ty):
+            w_words = mt * 16 * ((((C * K * kq) // 2 + 3) // 8) * 8 + 4)
+            return max(patch_bytes(C, tx, ty), 4 * w_words) <= SMEM_LIMIT
+        while not fits(tx, ty) and (ty > rows or tx > 8):
+            if ty > rows and (ty >= tx or tx <= 8):
+                ty -= rows
+            else:
+                tx -= 8
+        if fits(tx, ty):
+            d.update(TILE_X=tx, TILE_Y=ty)
+            return {"kernel": "conv_mma_f16", "defines": d, "smem": 0, "chunked": False}
+    # chunked: tile of four 8-column x R-row units (one per warp), shaped to the image
+    r = 8
+    tx, ty = (8, 4 * r) if Wo <= 8 else (16, 2 * r) if Wo <= 16 else (32, r)
+    mtb_max = max(1, min(mt, REG_BUDGET // (4 * (K + r))))
+    mtb = _cdiv(mt, _cdiv(mt, mtb_max))             # balanced channel groups
+    even = nq % 2 == 0                               # a chunk's segments must pair up
+
+    def chunk_bytes(cc):
+        w_ms = ((cc * K * kq // 2 + 3) // 8) * 8 + 4
+        return 4 * 16 * mtb * w_ms + patch_bytes(cc, tx, ty)
+    cc = min(C, 16)
+    if not even and cc % 2:
+        cc += 1                                      # a zero channel pads the chunk
+    while chunk_bytes(cc) > CHUNK_SMEM and cc > (1 if even else 2):
+        cc -= 1 if even else 2
+    if chunk_bytes(cc) > CHUNK_SMEM:
+        raise GPUError(f"conv C={C} M={M} K={K}: even a chunk of {cc} channels needs {chunk_bytes(cc)} bytes "
+                       f"of shared memory (limit {CHUNK_SMEM})")
+    d.update(CHUNK_C=cc, M_TILES=mtb, TILE_X=tx, TILE_Y=ty, WARP_ROWS=r, WARPS=4, UNITS_PER_WARP=1,
+             MIN_BLOCKS=2)
+    return {"kernel": "conv_mma_f16_chunked", "defines": d, "smem": chunk_bytes(cc), "chunked": True}
 
 
 class Mma(ConvLayer):
-    """op_5 tensor cores: conv_mma.cu, fp16 operands, fp32 accumulation."""
+    """op_5 tensor cores: conv_mma.cu, fp16 operands, fp32 accumulation; the build (register or chunked
+    version, tile) chosen from the shape by mma_plan."""
 
     def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None):
         super().__init__(rt, variant, w, in_shape, name, pool)
         if not self.half:
             raise GPUError(f"variant {variant.name}: the mma strategy needs precision = 'fp16'")
         out_float = out_half is False
-        self.d = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "POOL": pool,
-                  "OUT_FLOAT": int(out_float)}
+        base = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "POOL": pool,
+                "OUT_FLOAT": int(out_float)}
         self.out_dtype = np.float32 if out_float else np.float16
-        rows = int(self.d.get("WARP_ROWS", 8))
-        if pool and (pool not in (2, 4) or rows % pool):
-            raise GPUError(f"{name}: the tensor-core kernel pools 2x2 or 4x4 windows dividing WARP_ROWS={rows}, "
-                           f"not {pool}x{pool}")
-        self.fn = self.kernel("conv_mma.cu", "conv_mma_f16", self.d)
+        try:
+            plan = mma_plan(self.M, self.C, self.K, self.Ho, self.Wo, pool, base)
+        except GPUError as e:
+            raise GPUError(f"{name}: {e}") from None
+        self.d, self.smem, self.chunked = plan["defines"], plan["smem"], plan["chunked"]
+        self.fn = self.kernel("conv_mma.cu", plan["kernel"], self.d)
+        if self.smem > SMEM_LIMIT:
+            self.fn.allow_shared(self.smem)
         self._upload_weights(np.float16)
-        self.tile_x = int(self.d.get("TILE_X", 40))        # the kernel's own defaults, see conv_mma.cu
-        self.tile_y = int(self.d.get("TILE_Y", 40))
+        self.tile_x, self.tile_y = int(self.d.get("TILE_X", 40)), int(self.d.get("TILE_Y", 40))
         self.threads = 32 * int(self.d.get("WARPS", 4))
         self.blocks_per_sm = self._persistent_blocks_per_sm()      # measured: helps conv2 only
+        if self.chunked:
+            self.groups = _cdiv(_cdiv(self.M, 16), int(self.d["M_TILES"]))
+            self.blocks_per_sm = self.fn.blocks_per_sm(self.threads, self.smem)
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
         gx, gy = _cdiv(self.Wo, self.tile_x), _cdiv(self.Ho, self.tile_y)
+        if self.chunked:                  # one 1-D grid walks every (tile, channel group, image): no z limit
+            tiles = gx * gy * self.groups * batch
+            grid = (min(tiles, self.blocks_per_sm * self.rt.sm_count), 1, 1)
+            self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata,
+                    i32(batch), i32(self.H), i32(self.W), stream=stream, shared=self.smem)
+            return
         if self.blocks_per_sm:            # persistent: the kernel walks the tiles; weights staged once per block
             grid = (min(gx * gy * batch, self.blocks_per_sm * self.rt.sm_count), 1, 1)
             self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata,

@@ -1,0 +1,93 @@
+"""Issue #16 on the GPU: every fast convolution strategy on the shape matrix (C up to 64, M up to 128,
+K = 1, 3, 5, 7, 11, non-square) against float64, outputs poisoned with NaN; with the fused ReLU + pool
+(2 and 4); and the chunked tensor-core kernel beyond 65,535 images (one 1-D grid)."""
+import numpy as np
+import pytest
+
+from convnet import catalogue, reference as ref
+from helpers import rel_err
+from shapes_matrix import FAST, MATRIX
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def rt():
+    from convnet.gpu.runtime import Runtime
+    return Runtime.get()
+
+
+def tolerance(v):
+    return v.tolerance if v.precision != "fp32" else 1e-5
+
+
+def run_conv(rt, v, x, w, pool):
+    from convnet.gpu.conv import make_conv
+    B, C, H, W = x.shape
+    M, _, K, _ = w.shape
+    fused = {"pool": pool} if pool else {}
+    conv = make_conv(rt, v, w, (C, H, W), name=f"shape{C}x{H}x{W}x{M}x{K}p{pool}", **fused)
+    xg = rt.pool.get("shape.x", x.shape, conv.act_dtype)
+    yg = rt.pool.get("shape.y", conv.out_shape(B), conv.out_dtype)
+    xg.set(x.astype(conv.act_dtype))
+    yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
+    conv(xg, yg, B)
+    rt.synchronize(f"{v.name} conv {x.shape} x {w.shape}")
+    return conv, yg.get()
+
+
+def cases():
+    for name in FAST:
+        v = catalogue.get(name)
+        for key, shape in MATRIX.items():
+            for pool in ([2, 4] if v.params.get("fuse_pool") else [0]):
+                B, C, H, W, M, K = shape
+                if pool and min(H - K + 1, W - K + 1) < pool:
+                    continue
+                yield pytest.param(name, shape, pool, id=f"{name}-{key}-p{pool}")
+
+
+@pytest.mark.parametrize("name,shape,pool", list(cases()))
+def test_fast_conv_matches_float64_on_the_shape_matrix(rt, name, shape, pool, rng):
+    v = catalogue.get(name)
+    B, C, H, W, M, K = shape
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / (K * np.sqrt(C))).astype(np.float32)
+    _, got = run_conv(rt, v, x, w, pool)
+    want = ref.conv2d(x.astype(np.float64), w.astype(np.float64), dtype=np.float64)
+    if pool:
+        want = ref.maxpool2d(ref.relu(want), pool)
+    assert np.isfinite(got).all()
+    assert rel_err(got, want) <= tolerance(v)
+
+
+@pytest.mark.parametrize("pool", [0, 4])
+def test_chunked_tensor_core_conv_beyond_the_grid_limit(rt, pool, rng):
+    """65,540 images through the chunked build (C=16, M=24, K=3, 9x8): every output written, and the
+    images on both sides of 65,535 right."""
+    v = catalogue.get("tc_fused" if pool else "op_5_tc")
+    B, C, H, W, M, K = 65540, 16, 9, 8, 24, 3
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / 12).astype(np.float32)
+    conv, got = run_conv(rt, v, x, w, pool)
+    assert conv.chunked
+    assert np.isfinite(got).all()
+    pick = np.r_[0:3, 65530:65540]
+    want = ref.conv2d(x[pick].astype(np.float64), w.astype(np.float64), dtype=np.float64)
+    if pool:
+        want = ref.maxpool2d(ref.relu(want), pool)
+    assert rel_err(got[pick], want) <= tolerance(v)
+
+
+def test_direct_conv_with_global_weights_beyond_the_grid_limit(rt, rng):
+    """fused (fp32) with weights over 64 KB (read from global memory) on 65,540 images."""
+    v = catalogue.get("fused")
+    B, C, H, W, M, K = 65540, 64, 5, 6, 32, 3
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / 24).astype(np.float32)
+    conv, got = run_conv(rt, v, x, w, 0)
+    assert conv.d.get("WEIGHTS_GLOBAL") == 1
+    assert np.isfinite(got).all()
+    pick = np.r_[0:2, 65533:65540]
+    want = ref.conv2d(x[pick].astype(np.float64), w.astype(np.float64), dtype=np.float64)
+    assert rel_err(got[pick], want) <= 1e-5
