@@ -39,3 +39,24 @@ def test_table_and_plot(tmp_path):
     out = tmp_path / "roof.png"
     roofline.plot(stages, ceilings, "test", str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tensor_core_stages_use_the_fp16_ceiling():
+    """Issue #16: tc_fused's conv2 runs on tensor cores, so its percentage is of the fp16 GEMM ceiling;
+    conv1 (SIMT) and the FC head stay against SGEMM; without a measured fp16 ceiling SGEMM is used."""
+    stages = roofline.stage_costs(catalogue.get("tc_fused"), 10000)
+    by = {st.name: st for st in stages}
+    assert by["conv2"].tensor_cores and not by["conv1"].tensor_cores and not by["fc"].tensor_cores
+    assert all(st.tensor_cores for st in roofline.stage_costs(catalogue.get("op_5_tc"), 10) if "conv" in st.name)
+    for st, ms in zip(stages, (1.0, 0.0, 0.5, 0.0, 0.2)):
+        st.ms = ms
+    ceilings = {"copy_gbs": 4000.0, "sgemm_gflops": 50000.0, "tc_f16_gflops": 800000.0}
+    text = roofline.table(stages, ceilings, "test")
+    conv2 = next(line for line in text.splitlines() if line.startswith("| conv2"))
+    pct = 100 * by["conv2"].flops / (0.5 * 1e6) / 800000.0
+    assert f"{pct:.0f}% of fp16 TC" in conv2 and "ridge 200.0" in conv2
+    assert "of SGEMM" in next(line for line in text.splitlines() if line.startswith("| conv1"))
+    assert "fp16 tensor cores 800.0 TFLOP/s" in text
+    del ceilings["tc_f16_gflops"]
+    assert "of SGEMM" in next(line for line in roofline.table(stages, ceilings, "t").splitlines()
+                              if line.startswith("| conv2"))

@@ -1,7 +1,8 @@
 """The roofline of a LeNet-86 variant: per stage of the GPU pipeline, time (measured), bytes moved and
 FLOPs (counted from the shapes: what each stage's kernels must read, write and compute, at the variant's
 storage width), achieved GB/s and GFLOP/s, and their fraction of the device's measured ceilings (a large
-device-to-device copy, an SGEMM). `run_milestone.py --variant X --roofline [--plot out.png]`.
+device-to-device copy; an SGEMM for SIMT stages, an fp16 tensor-core GEMM for stages whose strategy is
+`mma`, issue #16). `run_milestone.py --variant X --roofline [--plot out.png]`.
 
 Counting rules: every input and output tensor crosses DRAM once (weights too; they are small); a
 convolution computes 2 FLOPs per multiply-add over the outputs its kernel produces (with a fused pool
@@ -20,6 +21,7 @@ class Stage:
     bytes: float
     flops: float
     ms: float = 0.0
+    tensor_cores: bool = False      # measured against the fp16 tensor-core ceiling
 
     @property
     def intensity(self) -> float:
@@ -52,26 +54,41 @@ def stage_costs(variant, n: int) -> list[Stage]:
     z_bytes = 4 * n * 10 if head else 2 * 4 * n * 10
     stages.append(Stage("fc", 4 * p2 + 4 * fc_w + h_bytes + z_bytes + 4 * n,
                         2 * n * (1024 * 128 + 128 * 10)))
+    for st in stages:
+        if st.name in ("conv1", "conv2"):
+            st.tensor_cores = variant.params.get(f"{st.name}_strategy", variant.strategy) == "mma"
     return stages
 
 
+def compute_ceiling(stage: Stage, ceilings: dict) -> tuple[float, str]:
+    """(GFLOP/s, name) of the compute ceiling a stage is measured against."""
+    if stage.tensor_cores and ceilings.get("tc_f16_gflops"):
+        return ceilings["tc_f16_gflops"], "fp16 TC"
+    return ceilings["sgemm_gflops"], "SGEMM"
+
+
 def table(stages: list[Stage], ceilings: dict, title: str) -> str:
-    """ceilings: {"copy_gbs": GB/s of a device-to-device copy (read + write), "sgemm_gflops": GFLOP/s}."""
-    ridge = ceilings["sgemm_gflops"] / ceilings["copy_gbs"]
+    """ceilings: {"copy_gbs": GB/s of a device-to-device copy (read + write), "sgemm_gflops": GFLOP/s,
+    optionally "tc_f16_gflops": the fp16 tensor-core GEMM's GFLOP/s}."""
     rows = []
     for s in stages:
         if s.bytes == 0 and s.flops == 0:
             rows.append([s.name, s.ms, "-", "-", "-", "-", "-", "-", "fused into the conv"])
             continue
+        peak, peak_name = compute_ceiling(s, ceilings)
+        ridge = peak / ceilings["copy_gbs"]
         gbs = s.bytes / (s.ms * 1e6) if s.ms else 0.0
         gflops = s.flops / (s.ms * 1e6) if s.ms else 0.0
         bound = "memory" if s.intensity < ridge else "compute"
         rows.append([s.name, s.ms, s.bytes / 1e6, s.flops / 1e9, gbs, gflops,
-                     f"{100 * gbs / ceilings['copy_gbs']:.0f}%", f"{100 * gflops / ceilings['sgemm_gflops']:.0f}%",
+                     f"{100 * gbs / ceilings['copy_gbs']:.0f}%", f"{100 * gflops / peak:.0f}% of {peak_name}",
                      f"{bound} (I = {s.intensity:.1f} FLOP/B, ridge {ridge:.1f})"])
-    return report.table(["stage", "ms", "MB moved", "GFLOP", "GB/s", "GFLOP/s", "of copy BW", "of SGEMM", "bound by"],
+    tc = (f", fp16 tensor cores {ceilings['tc_f16_gflops'] / 1e3:.1f} TFLOP/s" if ceilings.get("tc_f16_gflops")
+          else "")
+    return report.table(["stage", "ms", "MB moved", "GFLOP", "GB/s", "GFLOP/s", "of copy BW", "of compute",
+                         "bound by"],
                         rows, title=title + f"; ceilings: copy {ceilings['copy_gbs']:.0f} GB/s, "
-                                            f"SGEMM {ceilings['sgemm_gflops'] / 1e3:.1f} TFLOP/s")
+                                            f"SGEMM {ceilings['sgemm_gflops'] / 1e3:.1f} TFLOP/s" + tc)
 
 
 def plot(stages: list[Stage], ceilings: dict, title: str, out_path: str) -> None:
@@ -86,10 +103,15 @@ def plot(stages: list[Stage], ceilings: dict, title: str, out_path: str) -> None
     fig, ax = plt.subplots(figsize=(7.5, 5))
     xs = sorted([2 ** e for e in range(-6, 12)] + [peak / bw])     # the ridge itself: a sharp corner
     ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=1.5, label="roofline (copy BW, SGEMM)")
+    tc = ceilings.get("tc_f16_gflops")
+    if tc:
+        xt = sorted([2 ** e for e in range(-6, 12)] + [tc / bw])
+        ax.plot(xt, [min(tc, bw * x) for x in xt], color="tab:red", lw=1.2, ls="--",
+                label="roofline (copy BW, fp16 tensor cores)")
     for s in stages:
         if s.ms and s.flops:
             ax.scatter([s.intensity], [s.flops / (s.ms * 1e6)], s=40, zorder=3)
-            ax.annotate(s.name, (s.intensity, s.flops / (s.ms * 1e6)), textcoords="offset points", xytext=(5, 4),
+            ax.annotate(s.name + (" (TC)" if s.tensor_cores else ""), (s.intensity, s.flops / (s.ms * 1e6)), textcoords="offset points", xytext=(5, 4),
                         fontsize=8)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

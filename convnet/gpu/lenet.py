@@ -3,7 +3,10 @@ FC2, argmax, download) enqueued on streams, with CUDA-event timings per stage.
 
 One batch goes through in one piece, except for variants with `streams > 1` (req_0): the batch is cut
 into chunks pipelined round-robin over the streams, each with its own buffers, so the upload of one
-chunk overlaps the kernels of another.
+chunk overlaps the kernels of another. With the param `pipeline_chunk` (issue #16) a batch larger than
+that is cut into chunks on three streams, one per engine: the upload of chunk i+1 (copy engine in), the
+kernels of chunk i and the download of chunk i-1 (copy engine out) run at once, ordered by events, with
+the device buffers of two chunks alternating (memory: two chunks, whatever the batch).
 
 Variant params that change the pipeline (issue #4): `fuse_pool` runs each conv with its ReLU and
 max-pool in one kernel (the pre-pool activation never reaches device memory); `gpu_upscale` uploads
@@ -23,7 +26,7 @@ from .gemm import BIAS_COL, Gemm
 from .ops import Argmax, FCHead, ReluMaxPool, Upscale
 from .runtime import Runtime
 
-MARKS = ("start", "uploaded", "conv1", "pool1", "conv2", "pool2", "classified", "downloaded")
+MARKS = ("start", "up_end", "uploaded", "conv1", "pool1", "conv2", "pool2", "classified", "downloaded")
 STAGE_SPANS = {"conv1": ("uploaded", "conv1"), "pool1": ("conv1", "pool1"), "conv2": ("pool1", "conv2"),
                "pool2": ("conv2", "pool2"), "fc": ("pool2", "classified")}
 
@@ -46,6 +49,7 @@ class GPULeNet:
         self.uint8_input = uploads_uint8(variant)
         if self.fuse_upscale and not self.fuse_pool:
             raise ValueError(f"variant {variant.name}: fuse_upscale needs fuse_pool")
+        self._pipe_streams = None             # the three streams of a pipelined forward, made once
         self.input_shape = (28, 28) if self.uint8_input else (1, 86, 86)
         self.input_dtype = np.uint8 if self.uint8_input else self.act
         if self.fuse_pool:        # conv2's pooled output feeds the fp32 FC layers
@@ -95,13 +99,27 @@ class GPULeNet:
         b = self._buffers(slot, n)
         rec = (lambda name: events[name].record(stream)) if events else (lambda name: None)
         rec("start")
+        self._upload(b, x_host, s0, n, stream)
+        rec("up_end")
+        rec("uploaded")
+        self._compute(b, n, stream, slot, rec)
+        self._download(b, logits_host, pred_host, s0, n, stream)
+        rec("downloaded")
+
+    def _upload(self, b, x_host, s0, n, stream):
         if self.uint8_input:
             b["u8"].set_async(x_host[s0:s0 + n], stream=stream)
             if not self.fuse_upscale:         # else conv1 resizes while it stages its tiles
                 self.upscale(b["u8"], b["x"], n, stream)
         else:
             b["x"].set_async(x_host[s0:s0 + n], stream=stream)
-        rec("uploaded")
+
+    def _download(self, b, logits_host, pred_host, s0, n, stream):
+        b["z"].get_async(stream=stream, ary=logits_host[s0:s0 + n])
+        b["pred"].get_async(stream=stream, ary=pred_host[s0:s0 + n])
+
+    def _compute(self, b, n, stream, slot, rec):
+        """Every kernel of one chunk, from its uploaded input to logits and predictions in b."""
         if self.fuse_pool:                    # conv + ReLU + pool in one kernel: op time = layer time
             self.conv1(b["u8"] if self.fuse_upscale else b["x"], b["p1"], n, stream, slot)
             rec("conv1")
@@ -123,9 +141,44 @@ class GPULeNet:
         else:
             self._fc(b, n, stream)
         rec("classified")
-        b["z"].get_async(stream=stream, ary=logits_host[s0:s0 + n])
-        b["pred"].get_async(stream=stream, ary=pred_host[s0:s0 + n])
-        rec("downloaded")
+
+    def _pipelined(self, x_host, logits, pred, chunk, timed):
+        """Upload of chunk i+1, kernels of chunk i, download of chunk i-1 on three streams (see the module
+        docstring); buffers alternate between two slots, so chunk i waits for chunk i-2 to leave them.
+        Returns each chunk's events (None untimed)."""
+        rt, n = self.rt, x_host.shape[0]
+        if self._pipe_streams is None:
+            self._pipe_streams = [rt.stream() for _ in range(3)]
+        up, comp, down = self._pipe_streams
+        done_comp, done_down, per_chunk = [], [], []
+        for i, s0 in enumerate(range(0, n, chunk)):
+            m, slot = min(chunk, n - s0), i % 2
+            b = self._buffers(slot, m)
+            ev = {k: rt.event() for k in MARKS} if timed else None
+            if i >= 2:
+                up.wait_for_event(done_comp[i - 2])      # chunk i-2's kernels have read this slot's input
+            if timed:
+                ev["start"].record(up)
+            self._upload(b, x_host, s0, m, up)
+            uploaded = ev["up_end"] if timed else rt.event()
+            uploaded.record(up)
+            comp.wait_for_event(uploaded)
+            if i >= 2:
+                comp.wait_for_event(done_down[i - 2])    # chunk i-2's logits and predictions have left
+            rec = (lambda name: ev[name].record(comp)) if timed else (lambda name: None)
+            rec("uploaded")                              # here: the chunk's kernels may start
+            self._compute(b, m, comp, slot, rec)
+            computed = ev["classified"] if timed else rt.event()
+            if not timed:
+                computed.record(comp)
+            down.wait_for_event(computed)
+            self._download(b, logits, pred, s0, m, down)
+            downloaded = ev["downloaded"] if timed else rt.event()
+            downloaded.record(down)
+            done_comp.append(computed)
+            done_down.append(downloaded)
+            per_chunk.append(ev)
+        return per_chunk
 
     def _fc(self, b, n, stream):
         w = self.fc_w
@@ -149,6 +202,7 @@ class GPULeNet:
         rt, n = self.rt, x_host.shape[0]
         n_streams = max(1, int(self.variant.streams))
         chunk = n if n_streams == 1 else min(n, int(self.variant.params.get("chunk", 1000)))
+        pipe_chunk = int(self.variant.params.get("pipeline_chunk", 0))
         logits = rt.pinned((n, 10), np.float32)
         pred = rt.pinned((n,), np.int32)
         streams = [rt.stream() for _ in range(n_streams)]
@@ -156,11 +210,14 @@ class GPULeNet:
             begin, end = rt.event(), rt.event()
             per_chunk = []
             begin.record()                    # legacy default stream: after all earlier work
-            for i, s0 in enumerate(range(0, n, chunk)):
-                slot = i % n_streams
-                ev = {k: rt.event() for k in MARKS} if timed else None
-                self._enqueue(x_host, logits, pred, s0, min(chunk, n - s0), slot, streams[slot], ev)
-                per_chunk.append(ev)
+            if n_streams == 1 and 0 < pipe_chunk < n:
+                per_chunk = self._pipelined(x_host, logits, pred, pipe_chunk, timed)
+            else:
+                for i, s0 in enumerate(range(0, n, chunk)):
+                    slot = i % n_streams
+                    ev = {k: rt.event() for k in MARKS} if timed else None
+                    self._enqueue(x_host, logits, pred, s0, min(chunk, n - s0), slot, streams[slot], ev)
+                    per_chunk.append(ev)
             end.record()                      # waits for every (blocking) stream
             end.synchronize()                 # inside checked(): a kernel fault surfaces here, named
         times = {"total": end.time_since(begin)}
@@ -170,7 +227,7 @@ class GPULeNet:
             # each stage's kernels alone (the roofline's stages); the conv stages are the op times
             stages = {name: span(a, z) for name, (a, z) in STAGE_SPANS.items()}
             times.update(stages, op1=stages["conv1"], op2=stages["conv2"], layer1=span("start", "pool1"),
-                         layer2=span("pool1", "pool2"), upload=span("start", "uploaded"),
+                         layer2=span("pool1", "pool2"), upload=span("start", "up_end"),
                          download=span("classified", "downloaded"), compute=span("uploaded", "classified"))
         return np.array(logits), np.array(pred), times
 
