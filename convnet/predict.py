@@ -29,6 +29,7 @@ import math
 import multiprocessing
 import os
 import platform
+import signal
 import sys
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -74,8 +75,8 @@ def collect(paths: list[str], recursive: bool = False) -> list[Picture | Stack]:
         p = Path(arg)
         if p.is_dir():
             members = sorted(p.rglob("*") if recursive else p.iterdir())
-            found = [m for m in members if m.is_file() and not m.name.startswith(".")
-                     and m.suffix.lower() in IMAGE_SUFFIXES | {".npy"}]
+            found = [m for m in members if m.is_file() and m.suffix.lower() in IMAGE_SUFFIXES | {".npy"}
+                     and not any(part.startswith(".") for part in m.relative_to(p).parts)]   # hidden
             if not found:
                 kinds = ", ".join(sorted(IMAGE_SUFFIXES | {".npy"}))
                 raise DataError(f"{arg}: no pictures in this folder{' or below' if recursive else ''} ({kinds})")
@@ -213,7 +214,12 @@ def make_pool(workers: int, pictures: int):
     for module in ("skimage.color", "skimage.io", "skimage.transform", "skimage.util"):
         importlib.import_module(module)            # imported once here, inherited by every forked worker
     ctx = multiprocessing.get_context("fork") if sys.platform == "linux" else None
-    return ProcessPoolExecutor(n, mp_context=ctx)
+    return ProcessPoolExecutor(n, mp_context=ctx, initializer=_ignore_interrupts)
+
+
+def _ignore_interrupts() -> None:
+    """Ctrl-C reaches the whole process group: the main process stops the run, the workers stay quiet."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _workers(pool) -> int:

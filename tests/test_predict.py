@@ -362,3 +362,41 @@ def test_other_formats_and_frames(tmp_path, capsys, split, reference_logits):
     assert classes(payload) == [int(reference_logits[0].argmax())] * 5
     err = capsys.readouterr().err
     assert "skipped" in err and "anim.gif: holds 3 frames" in err
+
+
+@pytest.mark.parametrize("name", ["tc_fused", "fused"])
+def test_lenet_classify_chunks_without_a_gpu(name, lenet_weights, monkeypatch):
+    """The host side of gpu.lenet.classify on the dry-run runtime: the chunks (a short last one) cover the
+    batch in order, through one pinned buffer, with the input the variant uploads."""
+    from convnet import catalogue
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpu.lenet import GPULeNet, classify
+    rt = RecordingRuntime()
+    rt.pinned = lambda shape, dtype: np.full(shape, 77, dtype)
+    net = GPULeNet(catalogue.get(name), lenet_weights, rt)
+    seen = []
+
+    def forward(x_host, timed=True):          # logits that say which pictures came in
+        seen.append((x_host.shape, x_host.dtype))
+        flat = x_host.reshape(len(x_host), -1).astype(np.float64)
+        return np.repeat(flat[:, :1], 10, axis=1).astype(np.float32), None, {}
+    monkeypatch.setattr(net, "forward", forward)
+    raw = np.arange(300, dtype=np.uint8)[:, None, None] * np.ones((1, 28, 28), np.uint8)
+    x = data.upscale(raw) if not net.uint8_input else None
+    got = classify(net, x, raw if net.uint8_input else None, chunk=128)
+    first = (raw[:, 0, 0] if net.uint8_input else x[:, 0, 0, 0]).astype(np.float32)
+    np.testing.assert_array_equal(got[:, 0], first)
+    assert [s[0][0] for s in seen] == [128, 128, 44]
+    assert all(s[0][1:] == net.input_shape and s[1] == net.input_dtype for s in seen)
+
+
+def test_folders_sorted_hidden_left_out_recursive_on_request(tmp_path, png_dir):
+    import shutil
+    (tmp_path / "sub").mkdir()
+    (tmp_path / ".hidden").mkdir()
+    for name, where in (("b.png", "."), ("a.PNG", "."), (".c.png", "."), ("d.png", "sub"), ("e.png", ".hidden")):
+        shutil.copy(png_dir / "000.png", tmp_path / where / name)
+    (tmp_path / "notes.txt").write_text("not a picture: not even tried in a folder")
+    flat = [Path(p.source).name for p in predict.collect([str(tmp_path)])]
+    deep = [str(Path(p.source).relative_to(tmp_path)) for p in predict.collect([str(tmp_path)], recursive=True)]
+    assert flat == ["a.PNG", "b.png"] and deep == ["a.PNG", "b.png", "sub/d.png"]
