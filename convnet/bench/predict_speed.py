@@ -8,6 +8,12 @@ alone, the whole in-process pipeline (predict.run: pool start, decode, preproces
 chunk), and once the command itself in a fresh process (interpreter, imports, CUDA context, kernel load).
 
     python -m convnet.bench.predict_speed --n 1000 --variant auto
+
+Measured on an NVIDIA H100 (16 cores, 2026-11-23), 1,000 PNGs, tc_fused: decode 36.7 ms (16 workers), network
+2.2 ms (the 28 -> 86 resize inside conv1; on the host it would cost 47.8 ms), in-process pipeline 124 ms
+(8,054 PNGs/s, pool start included), the command in a fresh process 1.42 s (707/s: interpreter, imports,
+CUDA context). 10,000 PNGs: pipeline 439 ms (22,793/s), command 2.24 s. cpu variant, 1,000 PNGs: network
+951 ms, pipeline 1.70 s (589/s).
 """
 from __future__ import annotations
 
