@@ -183,9 +183,10 @@ def _why(e: Exception) -> str:
     return text[:160] or type(e).__name__
 
 
-def decode_stack(stack: Stack, start: int, stop: int, invert: bool) -> tuple[list[str], np.ndarray, list[str]]:
-    part = np.asarray(stack.images[start:stop])
-    names = [f"{stack.source}[{i}]" for i in range(start, stop)]
+def decode_stack(source: str, part: np.ndarray, start: int, invert: bool) -> tuple[list[str], np.ndarray, list]:
+    """Pictures start.. of an array (a slice of it: a worker gets only its own part) as (k, 28, 28) uint8."""
+    part = np.asarray(part)
+    names = [f"{source}[{i}]" for i in range(start, start + len(part))]
     if part.shape[1:] == (SIZE, SIZE):               # no resize: the whole block at once
         out = part if part.dtype == np.uint8 else _to_uint8(part)
         return names, (255 - out if invert else out.copy()), []
@@ -193,42 +194,43 @@ def decode_stack(stack: Stack, start: int, stop: int, invert: bool) -> tuple[lis
 
 
 # -- the process pool -------------------------------------------------------------------------------------
-class _Inline:
-    """The pool's interface, run in this process (one worker, or too few pictures to pay for a pool)."""
+class Workers:
+    """Where decoding and resizing run: a pool of forked processes (they inherit the imported modules
+    instead of importing them again), or this process where one worker or too few pictures (fewer than
+    MIN_PER_TASK each) would not pay for a pool."""
+
+    def __init__(self, workers: int, pictures: int):
+        self.count = max(1, min(workers, math.ceil(pictures / MIN_PER_TASK)))
+        self._pool = None
+        if self.count > 1:
+            for module in ("skimage.color", "skimage.io", "skimage.transform", "skimage.util"):
+                importlib.import_module(module)
+            ctx = multiprocessing.get_context("fork") if sys.platform == "linux" else None
+            self._pool = ProcessPoolExecutor(self.count, mp_context=ctx, initializer=_ignore_interrupts)
 
     def submit(self, fn, *args) -> Future:
-        f = Future()
-        f.set_result(fn(*args))
-        return f
+        if self._pool is not None:
+            return self._pool.submit(fn, *args)
+        return _done(fn(*args))
 
-    def shutdown(self, **kw) -> None:
-        pass
+    def shutdown(self, wait: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=True)
+
+    def task_size(self, n: int) -> int:
+        """About four tasks per worker (the load evens out), at least MIN_PER_TASK pictures each."""
+        return max(MIN_PER_TASK, math.ceil(n / (4 * self.count)))
 
 
-def make_pool(workers: int, pictures: int):
-    """A process pool of up to `workers`, fewer where there are fewer than MIN_PER_TASK pictures each.
-    Forked where the platform allows: the workers inherit the imported modules instead of importing them."""
-    n = min(workers, math.ceil(pictures / MIN_PER_TASK))
-    if n <= 1:
-        return _Inline()
-    for module in ("skimage.color", "skimage.io", "skimage.transform", "skimage.util"):
-        importlib.import_module(module)            # imported once here, inherited by every forked worker
-    ctx = multiprocessing.get_context("fork") if sys.platform == "linux" else None
-    return ProcessPoolExecutor(n, mp_context=ctx, initializer=_ignore_interrupts)
+def _done(result) -> Future:
+    f = Future()
+    f.set_result(result)
+    return f
 
 
 def _ignore_interrupts() -> None:
     """Ctrl-C reaches the whole process group: the main process stops the run, the workers stay quiet."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _workers(pool) -> int:
-    return getattr(pool, "_max_workers", 1)
-
-
-def _task_size(n: int, pool) -> int:
-    """About four tasks per worker (the load evens out), at least MIN_PER_TASK pictures each."""
-    return max(MIN_PER_TASK, math.ceil(n / (4 * _workers(pool))))
 
 
 def chunks(items, size: int):
@@ -259,10 +261,10 @@ def _size(chunk: list) -> int:
     return sum(1 if isinstance(p, Picture) else p[2] - p[1] for p in chunk)
 
 
-def submit_decode(pool, chunk: list, invert: bool) -> list[Future]:
-    """The chunk's decoding as pool tasks, in order: runs of image files, and resized stacks, in groups;
-    stacks already 28 x 28 are done here at once (no decoding, and no copy to a worker)."""
-    per = _task_size(_size(chunk), pool)
+def submit_decode(pool: Workers, chunk: list, invert: bool) -> list[Future]:
+    """The chunk's decoding as tasks, in order: runs of image files and stacks to resize, in groups, on the
+    pool; stacks already 28 x 28 here at once (nothing to decode, and no copy to a worker)."""
+    per = pool.task_size(_size(chunk))
     tasks, files = [], []
 
     def flush():
@@ -276,11 +278,12 @@ def submit_decode(pool, chunk: list, invert: bool) -> list[Future]:
             continue
         flush()
         stack, start, stop = piece
-        here = stack.images.shape[1:] == (SIZE, SIZE)
-        step = stop - start if here else per
-        for s in range(start, stop, step):
-            args = (stack, s, min(stop, s + step), invert)
-            tasks.append(_Inline().submit(decode_stack, *args) if here else pool.submit(decode_stack, *args))
+        if stack.images.shape[1:] == (SIZE, SIZE):
+            tasks.append(_done(decode_stack(stack.source, stack.images[start:stop], start, invert)))
+            continue
+        for s in range(start, stop, per):
+            tasks.append(pool.submit(decode_stack, stack.source, np.asarray(stack.images[s:min(stop, s + per)]),
+                                     s, invert))
     flush()
     return tasks
 
@@ -300,9 +303,9 @@ def gather(tasks: list[Future], strict: bool) -> tuple[list[str], np.ndarray]:
     return names, (np.concatenate(parts) if parts else np.empty((0, SIZE, SIZE), np.uint8))
 
 
-def upscale(pool, images: np.ndarray) -> np.ndarray:
+def upscale(pool: Workers, images: np.ndarray) -> np.ndarray:
     """The main job's 28 -> 86 preprocessing (data.upscale), over the pool."""
-    per = _task_size(len(images), pool)
+    per = pool.task_size(len(images))
     parts = [pool.submit(data.upscale, images[s:s + per]) for s in range(0, len(images), per)]
     return np.concatenate([p.result() for p in parts]) if parts else data.upscale(images)
 
@@ -406,7 +409,7 @@ def to_csv(res: Results, k: int) -> str:
 
 
 # -- the run ---------------------------------------------------------------------------------------------
-def classify_chunk(net: Network, pool, raw: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def classify_chunk(net: Network, pool: Workers, raw: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(top-k class indices, their probabilities), each (n, k), of (n, 28, 28) uint8 pictures."""
     x = upscale(pool, raw) if net.host_upscale else None
     probs = reference.softmax(net.logits(raw, x).astype(np.float64))
@@ -420,7 +423,7 @@ def run(items, variant, weights: dict, workers: int, chunk: int = 10000, invert:
     chunk i is classified. emit(sources, top, prob) is called per chunk, as soon as it is classified."""
     from tqdm import tqdm
     total = count(items)
-    pool = make_pool(workers, total)
+    pool = Workers(workers, total)
     res = Results([], [], [])
     try:
         plan = chunks(items, chunk)
@@ -442,7 +445,7 @@ def run(items, variant, weights: dict, workers: int, chunk: int = 10000, invert:
                         emit(names, idx, prob)
                 bar.update(size)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown()
     return res, net
 
 

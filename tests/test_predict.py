@@ -141,7 +141,7 @@ def test_arrays_npy_uint8_float_other_size_and_idx(tmp_path, capsys, split, refe
     assert got[:6] == want and got[6:12] == want and got[12:18] == want     # uint8, float, IDX: the same pictures
     assert np.mean(np.array(got[18:]) == want) >= 5 / 6                     # resized there and back
     # the float array rounds back to exactly the uint8 pictures
-    (_, u8, _), (_, f32, _) = (predict.decode_stack(predict.load_array(tmp_path / n, n), 0, 6, False)
+    (_, u8, _), (_, f32, _) = (predict.decode_stack(n, predict.load_array(tmp_path / n, n).images, 0, False)
                                for n in ("u8.npy", "f32.npy"))
     np.testing.assert_array_equal(u8, f32)
 
@@ -179,8 +179,10 @@ def test_pool_chunks_and_order(tmp_path, capsys, png_dir, split):
     np.testing.assert_allclose([p["probability"] for p in one["predictions"]],     # BLAS sums per batch size
                                [p["probability"] for p in many["predictions"]], rtol=1e-5)
     assert one["predictions"][-1]["source"] == str(png_dir / "003.png")
-    assert isinstance(predict.make_pool(2, 3 * predict.MIN_PER_TASK), predict.ProcessPoolExecutor)
-    assert isinstance(predict.make_pool(8, 5), predict._Inline)                # too few pictures for a pool
+    pool = predict.Workers(2, 3 * predict.MIN_PER_TASK)
+    assert pool.count == 2 and isinstance(pool._pool, predict.ProcessPoolExecutor)
+    pool.shutdown(wait=True)
+    assert predict.Workers(8, 5).count == 1 and predict.Workers(8, 5)._pool is None   # too few for a pool
 
 
 def test_chunks_cut_stacks_at_the_boundary():
@@ -290,7 +292,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
 
 def test_strict_error_is_a_data_error(png_dir, tmp_path):
     (tmp_path / "x.png").write_text("no")
-    tasks = predict.submit_decode(predict._Inline(), [predict.Picture(str(tmp_path / "x.png"))], False)
+    tasks = predict.submit_decode(predict.Workers(1, 1), [predict.Picture(str(tmp_path / "x.png"))], False)
     with pytest.raises(DataError, match="x.png: not a readable image .* \\(--strict\\)"):
         predict.gather(tasks, strict=True)
 

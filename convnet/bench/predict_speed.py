@@ -60,7 +60,7 @@ def measure(n: int, variant_name: str, workers: int, repeat: int, chunk: int = 1
         labels = write_pngs(folder, n)
         items = predict.collect([str(folder)])
         t0 = time.perf_counter()
-        pool = predict.make_pool(workers, n)
+        pool = predict.Workers(workers, n)
         (piece,) = list(predict.chunks(items, n))
         predict.gather(predict.submit_decode(pool, piece[:1], False), strict=True)   # forks the workers
         pool_start = time.perf_counter() - t0
@@ -76,7 +76,7 @@ def measure(n: int, variant_name: str, workers: int, repeat: int, chunk: int = 1
             feed = x if net.host_upscale else None
             network, logits = _median_s(lambda: net.logits(raw, feed), repeat)
         finally:
-            pool.shutdown()
+            pool.shutdown(wait=True)
         pipeline, (res, _) = _median_s(lambda: predict.run(items, variant, weights, workers, chunk), repeat)
         t0 = time.perf_counter()
         cmd = [sys.executable, "-m", "convnet.predict", str(folder), "--quiet", "--variant", variant.name,
@@ -91,7 +91,7 @@ def measure(n: int, variant_name: str, workers: int, repeat: int, chunk: int = 1
         raise SystemExit("the pipeline's classes differ from the network's on the same pictures")
     preprocess = upscale if net.host_upscale else 0.0
     stages = decode + preprocess + network
-    figures = {"images": n, "variant": variant.name, "device": net.device, "workers": predict._workers(pool),
+    figures = {"images": n, "variant": variant.name, "device": net.device, "workers": pool.count,
                "decode_s": decode, "upscale_host_s": upscale, "upscale_on_host": net.host_upscale,
                "network_s": network, "stages_s": stages, "pipeline_s": pipeline, "pool_start_s": pool_start,
                "network_setup_s": setup, "command_s": command, "accuracy": acc}
