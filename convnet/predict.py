@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, data, network, reference, weights as wio
+from . import __version__, data, network, reference, report, weights as wio
 from .errors import DataError, UsageError, exit_code
 
 PROG = "convnet-predict"
@@ -334,33 +334,6 @@ class Network:
 
 
 # -- output ----------------------------------------------------------------------------------------------
-def check_output(path: str | None, option: str) -> Path | None:
-    """Before the run: the parent folder exists and is writable, and the path is not a folder."""
-    if path is None:
-        return None
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{option} {path}: is a folder; give a file name")
-    parent = p.parent
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {path}: folder {parent} is not writable")
-    return p
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Writes through a temporary file in the same folder, renamed into place: never half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"{path}: cannot write ({e.strerror or e})") from None
-
-
 @dataclass
 class Results:
     sources: list
@@ -499,7 +472,8 @@ def _main(argv) -> int:
     args = build_parser().parse_args(argv)
     if args.top > len(data.CLASS_NAMES):
         raise UsageError(f"--top {args.top}: there are {len(data.CLASS_NAMES)} classes")
-    outputs = {"--json": check_output(args.json, "--json"), "--csv": check_output(args.csv, "--csv")}
+    outputs = {opt: report.check_writable(path, opt) if path else None        # before any work
+               for opt, path in (("--json", args.json), ("--csv", args.csv))}
     if args.json and args.csv and outputs["--json"].resolve() == outputs["--csv"].resolve():
         raise UsageError("--json and --csv name the same file")
     items = collect(args.paths, args.recursive)
@@ -515,9 +489,9 @@ def _main(argv) -> int:
     if done == 0:
         raise DataError(f"no picture could be classified ({total} tried)")
     if outputs["--json"]:
-        write_atomic(outputs["--json"], to_json(res, variant.name, net.device))
+        report.write_atomically(outputs["--json"], to_json(res, variant.name, net.device))
     if outputs["--csv"]:
-        write_atomic(outputs["--csv"], to_csv(res, args.top))
+        report.write_atomically(outputs["--csv"], to_csv(res, args.top))
     wall = time.perf_counter() - t0
     skipped = f", {total - done} skipped" if total > done else ""
     print(f"{PROG}: {done} pictures on {variant.name} ({net.device}) in {wall:.2f} s "

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from convnet import __version__, data, network, predict, reference
-from convnet.errors import DataError, UsageError
+from convnet.errors import DataError
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 24
@@ -223,7 +223,7 @@ def _bad(tmp_path, png_dir, case):
         return [tmp_path / "nope.png", "--json", out], "nope.png: no such file or folder"
     if case == "json is a folder":
         out.mkdir()
-        return [good, "--json", out], "is a folder"
+        return [good, "--json", out], "is a directory"
     if case == "json parent missing":
         return [good, "--json", tmp_path / "no" / "out.json"], "does not exist"
     if case == "csv parent missing":
@@ -273,20 +273,17 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, png_dir, case):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
-    import builtins
-    real_open = builtins.open
+def test_a_failed_write_leaves_no_partial_file(tmp_path, png_dir, monkeypatch, capsys):
+    """The disk fills while --json is written: one line, exit 2, neither the file nor a temporary one."""
+    real = Path.write_text
 
-    def full_disk(path, mode="r", *args, **kw):
-        f = real_open(path, mode, *args, **kw)
-        if "w" in mode:
-            f.write("{partial")
-            f.close()
-            raise OSError(28, "No space left on device")
-        return f
-    monkeypatch.setattr(builtins, "open", full_disk)
-    with pytest.raises(UsageError, match="out.json: cannot write \\(No space left on device\\)"):
-        predict.write_atomic(tmp_path / "out.json", "{}")
+    def full_disk(self, text, *args, **kw):
+        real(self, text[:10], *args, **kw)
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    assert predict.main([str(png_dir / "000.png"), "--variant", "cpu", "--json", str(tmp_path / "out.json")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"convnet-predict: error: cannot write {tmp_path / 'out.json'}: No space left on device"
     assert list(tmp_path.iterdir()) == []
 
 
