@@ -439,12 +439,16 @@ def _at_least_1(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Classify pictures into Fashion-MNIST's ten classes with LeNet-86. "
-                "Fashion-MNIST shows light objects on a dark background: use --invert for dark-on-light pictures.")
+                "Fashion-MNIST shows light objects on a dark background: use --invert for dark-on-light pictures.",
+                epilog="Each picture becomes grey (skimage rgb2gray, alpha dropped) and 28 x 28 (skimage resize, "
+                       "bilinear, anti-aliasing when shrinking; stretched, not cropped) in uint8, then goes through "
+                       "the main job's 28 -> 86 preprocessing and the network. Prints one line per picture: source, "
+                       "class, probability (tab-separated). Exit 2 on bad input, with one line saying why.")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="image files, folders of them (and of .npy arrays), .npy arrays (N x H x W, uint8 or float "
                         "in [0, 1]), IDX files")
     p.add_argument("--variant", default="auto",
-                   help="variant (run_milestone.py --list); 'auto' = the fastest GPU variant, or 'cpu' without a GPU")
+                   help="variant (convnet --list); 'auto' = the fastest GPU variant, or 'cpu' without a GPU")
     p.add_argument("--top", type=_at_least_1, default=1, metavar="K", help="also print the K most likely classes")
     p.add_argument("--json", metavar="PATH", help="write the predictions as JSON")
     p.add_argument("--csv", metavar="PATH", help="write the predictions as CSV")
