@@ -126,3 +126,39 @@ def test_matrix_builds_compile_without_spills():
     for (f, d), log in zip(sorted(rt.builds), precompile(rt.builds, "sm_90a")):
         spilled = {k: n for k, n in spills(log).items() if n}
         assert not spilled, (f, dict(d), spilled)
+
+
+def test_pixel_row_kernel_takes_lenets_conv1_and_refuses_the_rest_before_building():
+    import dataclasses
+    rt = RecordingRuntime()
+    v = catalogue.get("tc_conv1")
+    px = dataclasses.replace(v, strategy="mma_px")
+    conv1 = make_conv(rt, v, np.zeros((4, 1, 7, 7), np.float32), (1, 86, 86), "conv1", pool=2, upscale_from=(28, 28))
+    assert type(conv1).__name__ == "MmaPx"
+    assert (conv1.d["TILE_X"], conv1.d["TILE_Y"], conv1.d["WARPS"], conv1.tiles) == (80, 80, 10, 1)
+    assert conv1.d["FUSE_UPSCALE"] == 1 and conv1.out_shape(3) == (3, 4, 40, 40)
+    built = set(rt.builds)
+    for w, shape, pool, match in [((4, 2, 7, 7), (2, 20, 20), 0, "one input channel"),
+                                  ((9, 1, 3, 3), (1, 20, 20), 0, "at most 8 output channels"),
+                                  ((4, 1, 9, 9), (1, 20, 20), 0, "kernels up to 8x8"),
+                                  ((4, 1, 3, 3), (1, 20, 20), 4, "2x2 windows only")]:
+        with pytest.raises(GPUError, match=match):
+            make_conv(rt, px, np.zeros(w, np.float32), shape, "c", pool=pool)
+    assert rt.builds == built
+    big = make_conv(rt, px, np.zeros((8, 1, 8, 8), np.float32), (1, 300, 300), "c")
+    assert big.d["TILE_X"] == 80 and big.d["TILE_Y"] == 80 and big.tiles == 16
+
+
+@pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
+def test_pixel_row_builds_compile_without_spills():
+    import dataclasses
+    from test_kernels_compile import spills
+    rt = RecordingRuntime()
+    px = dataclasses.replace(catalogue.get("tc_conv1"), strategy="mma_px")
+    for (M, K, H, W, pool, up) in [(4, 7, 86, 86, 2, (28, 28)), (8, 5, 37, 50, 0, None), (3, 3, 19, 23, 2, None),
+                                   (5, 8, 30, 17, 0, None), (1, 1, 8, 9, 0, None), (4, 3, 9, 12, 2, None)]:
+        make_conv(rt, px, np.zeros((M, 1, K, K), np.float32), (1, H, W), "c", pool=pool,
+                  **({"upscale_from": up} if up else {}))
+    for (f, d), log in zip(sorted(rt.builds), precompile(rt.builds, "sm_90a")):
+        spilled = {k: n for k, n in spills(log).items() if n}
+        assert not spilled, (f, dict(d), spilled)

@@ -91,3 +91,62 @@ def test_direct_conv_with_global_weights_beyond_the_grid_limit(rt, rng):
     pick = np.r_[0:2, 65533:65540]
     want = ref.conv2d(x[pick].astype(np.float64), w.astype(np.float64), dtype=np.float64)
     assert rel_err(got[pick], want) <= 1e-5
+
+
+PX_CASES = {  # B, H, W, M, K, pool: conv_px_mma (one input channel, <= 8 output channels, K <= 8)
+    "lenet_conv1": (7, 86, 86, 4, 7, 2),
+    "m8_k5": (3, 37, 50, 8, 5, 0),
+    "m3_k3_pool": (2, 19, 23, 3, 3, 2),
+    "m5_k8": (2, 30, 17, 5, 8, 0),
+    "m1_k1": (1, 8, 9, 1, 1, 0),
+    "beyond_grid_z": (65540, 9, 12, 4, 3, 2),
+}
+
+
+@pytest.mark.parametrize("case", PX_CASES.values(), ids=PX_CASES.keys())
+def test_pixel_row_tensor_core_conv_matches_float64(rt, case, rng):
+    from convnet.gpu.conv import MmaPx
+    B, H, W, M, K, pool = case
+    v = catalogue.get("tc_conv1")
+    x = rng.standard_normal((B, 1, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
+    conv, got = run_conv(rt, dict_variant(v), x, w, pool)
+    assert isinstance(conv, MmaPx)
+    assert np.isfinite(got).all()
+    pick = np.r_[0:min(B, 3), max(3, B - 5):B] if B > 1000 else np.arange(B)
+    want = ref.conv2d(x[pick].astype(np.float64), w.astype(np.float64), dtype=np.float64)
+    if pool:
+        want = ref.maxpool2d(ref.relu(want), pool)
+    assert rel_err(got[pick], want) <= tolerance(v)
+
+
+def dict_variant(v):
+    """The variant with mma_px as every layer's strategy (make_conv names layers 'shape...', not conv1)."""
+    import dataclasses
+    return dataclasses.replace(v, strategy="mma_px")
+
+
+@pytest.mark.parametrize("src,dst,M,K", [((28, 28), (86, 86), 4, 7), ((13, 17), (41, 30), 5, 5), ((5, 9), (23, 19), 3, 3)])
+def test_pixel_row_conv_with_fused_upscale_matches_skimage(rt, src, dst, M, K, rng):
+    """tc_conv1's conv1: uint8 images resized while staged (fp16 in shared memory), conv, ReLU, 2x2 pool,
+    against skimage's resize + conv + ReLU + pool in float64; poisoned output; pixels 0 and 255 included."""
+    from skimage.transform import resize
+    from convnet.gpu.conv import make_conv
+    n = 37
+    imgs = rng.integers(0, 256, (n, *src), dtype=np.uint8)
+    imgs[0, 0] = 0
+    imgs[-1, -1] = 255
+    w = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
+    v = catalogue.get("tc_conv1")
+    conv = make_conv(rt, v, w, (1, *dst), name="conv1", pool=2, upscale_from=src)
+    xg = rt.pool.get("shape.u8", imgs.shape, np.uint8)
+    yg = rt.pool.get("shape.y", conv.out_shape(n), conv.out_dtype)
+    xg.set(imgs)
+    yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
+    conv(xg, yg, n)
+    rt.synchronize("pixel-row conv with fused upscale")
+    up = np.stack([resize(i / 255.0, dst, order=1, mode="reflect", anti_aliasing=False) for i in imgs])[:, None]
+    want = ref.maxpool2d(ref.relu(ref.conv2d(up, w.astype(np.float64), dtype=np.float64)), 2)
+    got = yg.get()
+    assert np.isfinite(got).all()
+    assert rel_err(got, want) <= tolerance(v)

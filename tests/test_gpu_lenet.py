@@ -108,7 +108,8 @@ def all_test_images_and_reference(lenet_weights):
     return x, network.predict(x, lenet_weights)
 
 
-@pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8", "fused_head", "tc_fused"])
+@pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8", "fused_head", "tc_fused",
+                                  "tc_conv1", "tc_conv1_pipe"])
 def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference,
                                                   raw_images):
     """The issue's bar: the same prediction as the numpy reference for every test image (fp32);
@@ -168,7 +169,7 @@ def test_upscale_kernel_matches_skimage(rt, rng, half):
     assert np.abs(got - want).max() <= (1e-3 if half else 1e-6)
 
 
-@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused"])
+@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused", "tc_conv1"])
 def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_images):
     """The captured pipeline writes the same logits and predictions as the launched one, and a
     refilled input buffer is classified anew by the same graph."""

@@ -40,6 +40,7 @@ def test_every_launch_matches_its_kernel(variant, n, lenet_weights):
     ("fused_up", ["conv_direct", "conv_direct", "gemm_regtile", "gemm_regtile", "argmax_rows"]),
     ("fused_head", ["conv_direct", "conv_direct", "fc_head"]),
     ("tc_fused", ["conv_direct", "conv_mma_f16", "fc_head"]),
+    ("tc_conv1", ["conv_px_mma", "conv_mma_f16", "fc_head"]),
     ("op_5_tc", ["conv_mma_f16", "relu_maxpool", "conv_mma_f16", "relu_maxpool", "gemm_regtile", "gemm_regtile",
                  "argmax_rows"]),
 ])

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import report
+from ..gpu.conv import TENSOR_CORE_STRATEGIES
 
 
 @dataclass
@@ -56,7 +57,7 @@ def stage_costs(variant, n: int) -> list[Stage]:
                         2 * n * (1024 * 128 + 128 * 10)))
     for st in stages:
         if st.name in ("conv1", "conv2"):
-            st.tensor_cores = variant.params.get(f"{st.name}_strategy", variant.strategy) == "mma"
+            st.tensor_cores = variant.params.get(f"{st.name}_strategy", variant.strategy) in TENSOR_CORE_STRATEGIES
     return stages
 
 

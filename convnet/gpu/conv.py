@@ -7,7 +7,8 @@ the scratch buffers, one set per concurrently running stream.
   implicit     gemm.cu v3: im2col gathered inside the GEMM, NCHW written directly
   direct       conv_direct.cu: register-tiled direct convolution, weights in constant memory (shared or
                global memory beyond 64 KB; dynamic shared memory for tiles over 48 KB)
-  mma          conv_mma.cu: implicit GEMM on tensor cores (mma.sync f16, fp32 accumulation)
+  mma          conv_mma.cu: implicit GEMM on tensor cores (mma.sync f16, fp32 accumulation), channels as rows
+  mma_px       conv_px_mma.cu: the same with output pixels as rows, for one input and <= 8 output channels
 """
 from __future__ import annotations
 
@@ -412,8 +413,71 @@ class Mma(ConvLayer):
             stream=stream))
 
 
-FUSED_POOL = (Direct, Mma)      # strategies whose kernels can end in ReLU + max-pool
-STRATEGIES = {"unroll_gemm": UnrollGemm, "cublas": Cublas, "implicit": Implicit, "direct": Direct, "mma": Mma}
+class MmaPx(ConvLayer):
+    """conv_px_mma.cu: one input channel, at most 8 output channels and kernels up to 8x8 on tensor cores,
+    16 output pixels as the GEMM's rows and the channels as its 8 columns (LeNet's conv1, where conv_mma's
+    channel rows would waste 3/4 of every mma); the uint8 resize fused into the staging (upscale_from)
+    and ReLU + 2x2 max-pool into the epilogue. Tile and warps from the params px_tile_x, px_tile_y,
+    px_warp_rows, px_warps (defaults: a whole 80x80 LeNet map per tile, 8-row units, 10 warps)."""
+
+    def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None, upscale_from=None):
+        super().__init__(rt, variant, w, in_shape, name, pool)
+        if not self.half:
+            raise GPUError(f"variant {variant.name}: the mma_px strategy needs precision = 'fp16'")
+        if self.C != 1 or self.M > 8 or self.K > 8:
+            raise GPUError(f"{name}: the pixel-row tensor-core kernel takes one input channel, at most 8 output "
+                           f"channels and kernels up to 8x8, got C={self.C}, M={self.M}, K={self.K}")
+        if pool not in (0, 2):
+            raise GPUError(f"{name}: the pixel-row tensor-core kernel pools 2x2 windows only, not {pool}x{pool}")
+        if upscale_from and min(upscale_from) < 2:
+            raise GPUError(f"{name}: the fused upscale needs source images of at least 2x2, got {upscale_from}")
+        p = variant.params
+        rows = int(p.get("px_warp_rows", 8))
+        if rows < 1 or (pool and rows % 2):
+            raise GPUError(f"variant {variant.name}: px_warp_rows must be positive (even with a pool), not {rows}")
+        Hc, Wc = (self.Ho // 2 * 2, self.Wo // 2 * 2) if pool else (self.Ho, self.Wo)
+        tx = min(_cdiv(int(p.get("px_tile_x", 80)), 16) * 16, _cdiv(Wc, 16) * 16)
+        ty = min(_cdiv(int(p.get("px_tile_y", 80)), rows) * rows, _cdiv(Hc, rows) * rows)
+
+        def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows, coordinate tables
+            rows_in = ty - rows + 2 * _cdiv(rows + self.K - 1, 2)
+            return 4 * rows_in * (tx + 8) + (12 * (rows_in + tx + 9) if upscale_from else 0)
+        while smem(tx, ty) > SMEM_LIMIT and ty > rows:
+            ty -= rows
+        while smem(tx, ty) > SMEM_LIMIT and tx > 16:
+            tx -= 16
+        if smem(tx, ty) > SMEM_LIMIT:
+            raise GPUError(f"{name}: px_warp_rows={rows} leaves no tile that fits 48 KB of shared memory")
+        units = (tx // 16) * (ty // rows)
+        w_max = max(1, min(int(p.get("px_warps", 10)), 32))
+        warps = _cdiv(units, _cdiv(units, w_max))            # as few units per warp as w_max allows, balanced
+        out_float = out_half is False
+        self.out_dtype = np.float32 if out_float else np.float16
+        self.d = {"M_OUT": self.M, "K_SIZE": self.K, "TILE_X": tx, "TILE_Y": ty, "WARP_ROWS": rows,
+                  "WARPS": warps, "POOL": pool, "OUT_FLOAT": int(out_float)}
+        self.upscale_from = tuple(upscale_from) if upscale_from else None
+        if self.upscale_from:
+            self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
+        self.tiles = _cdiv(Wc, tx) * _cdiv(Hc, ty)
+        self.threads = 32 * warps
+        self.fn = self.kernel("conv_px_mma.cu", "conv_px_mma", self.d)
+        self._upload_weights(np.float16)
+        self.blocks = self.fn.blocks_per_sm(self.threads) * self.rt.sm_count
+
+    def input_elems(self) -> int:
+        return int(np.prod(self.upscale_from)) if self.upscale_from else super().input_elems()
+
+    def __call__(self, x, y, batch, stream=None, slot=0):
+        self.check_batch(batch)
+        grid = (min(self.tiles * batch, self.blocks), 1, 1)      # persistent: blocks walk (tile, image)
+        self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata, i32(batch), i32(self.H),
+                i32(self.W), stream=stream)
+
+
+FUSED_POOL = (Direct, Mma, MmaPx)      # strategies whose kernels can end in ReLU + max-pool
+STRATEGIES = {"unroll_gemm": UnrollGemm, "cublas": Cublas, "implicit": Implicit, "direct": Direct, "mma": Mma,
+              "mma_px": MmaPx}
+TENSOR_CORE_STRATEGIES = ("mma", "mma_px")
 
 
 def make_conv(rt, variant, w, in_shape, name="conv", **fused) -> ConvLayer:

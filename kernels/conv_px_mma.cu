@@ -1,0 +1,277 @@
+/*
+conv_px_mma.cu -- a one-channel convolution with few output channels (LeNet's conv1: 1 -> 4, 7x7) on
+tensor cores, pixels as the GEMM's rows; optionally with the 28->86 resize inside the tile staging and
+ReLU + 2x2 max-pool in the epilogue (issue #16).
+
+    y[b, m, oy, ox] = sum_{p<K, q<K} x[b, oy+p, ox+q] * w[m, 0, p, q]      valid, stride 1, no bias
+    x: [B, 1, H, W] fp16, or (FUSE_UPSCALE) [B, SRC_H, SRC_W] uint8 resized to H x W as upscale.cuh does
+    y: [B, M, Ho, Wo] (POOL 2: [B, M, Ho/2, Wo/2], ReLU first), fp16 (fp32 with OUT_FLOAT=1)
+
+Why not conv_mma.cu: there the output channels are the GEMM's 16 rows, so M = 4 wastes 3/4 of every
+mma. Here the rows are 16 adjacent output pixels of one row and the 8 columns are the output channels
+(M <= 8; M = 4 wastes half), and the GEMM's k = 16 is two kernel rows of 8 taps (K <= 8, taps q >= K
+have zero weights; K = 7 -> 4 k-steps per output row, 49 taps padded to 64).
+
+mma.sync.m16n8k16 fragments (PTX ISA 9.7.14.5.8; g = lane>>2, t = lane&3):
+  A (16 pixels x 16 taps, row): a0 = A[g][2t..2t+1] = x[r][c+g+2t .. +1], a1 = the same for pixel g+8,
+      a2, a3 = the same one input row lower (r+1), where r = output row + p0 is the input row pair's first
+      row. Every A register is one aligned 32-bit LDS because the staged tile is pair-expanded (word j of
+      a row = halves x[j], x[j+1]); the 32 lanes touch 14 consecutive words (no bank conflict).
+  B (16 taps x 8 channels, col): b0 = w[g][p0][2t..2t+1], b1 = w[g][p0+1][2t..2t+1]: the weights of
+      kernel rows (p0, p0+1), zero outside 0..K-1 (p0 = -1 .. K-1: K+1 register pairs, loaded once).
+  C (16 x 8 f32): c0, c1 = (pixel g, channels 2t, 2t+1), c2, c3 = (pixel g+8, channels 2t, 2t+1).
+A warp unit is 16 columns x R output rows. For each input row pair (r, r+1), r = 0, 2, ..: 4 LDS give the
+A fragment that every output row o with p0 = r - o in -1..K-1 multiplies with its B pair: 32 mma per 28
+LDS for R = 8, K = 7.
+
+Per block: a TILE_Y x TILE_X output tile of one image; blocks walk tiles (x fastest, then y, then image)
+with any grid, so a 1-D grid of a few blocks per SM runs persistently and batches need no z chunks.
+Staging: each staged pixel is computed once (resized from the uint8 image through per-tile coordinate
+tables, or read as fp16) and written as fp16 to its two words. Rows beyond the image are zero.
+
+Tunables (-D, defaults in brackets): M_OUT [4] (<= 8), K_SIZE [7] (<= 8), TILE_X [80] (multiple of 16),
+TILE_Y [80] (multiple of WARP_ROWS), WARP_ROWS [8] (even with POOL), WARPS [10], MIN_BLOCKS [2], POOL [0]
+(0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28].
+Launch: block (32*WARPS); grid: any (host: min(tiles * B, blocks/SM * SMs)); static shared memory.
+Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The staged input is fp16
+(the fp32 path is conv_direct.cu). Taps q >= K read real neighbours with zero weights (finite inputs).
+*/
+
+#include <cuda_fp16.h>
+#include "common.cuh"       // store_act
+#include "upscale.cuh"
+
+#ifndef M_OUT
+#define M_OUT 4
+#endif
+#ifndef K_SIZE
+#define K_SIZE 7
+#endif
+#ifndef TILE_X
+#define TILE_X 80
+#endif
+#ifndef TILE_Y
+#define TILE_Y 80
+#endif
+#ifndef WARP_ROWS
+#define WARP_ROWS 8
+#endif
+#ifndef WARPS
+#define WARPS 10
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 2
+#endif
+#ifndef POOL
+#define POOL 0
+#endif
+#ifndef OUT_FLOAT
+#define OUT_FLOAT 0
+#endif
+#ifndef FUSE_UPSCALE
+#define FUSE_UPSCALE 0
+#endif
+#ifndef SRC_H
+#define SRC_H 28
+#endif
+#ifndef SRC_W
+#define SRC_W 28
+#endif
+
+#if OUT_FLOAT
+typedef float OUT_T;
+#else
+typedef __half OUT_T;
+#endif
+#if FUSE_UPSCALE
+typedef unsigned char IN_T;
+#else
+typedef __half IN_T;
+#endif
+
+namespace convpx {
+
+constexpr int R = WARP_ROWS;
+constexpr int SX = TILE_X / 16;                       // 16-pixel strips per tile row
+constexpr int UNITS = SX * (TILE_Y / R);
+constexpr int NT = 32 * WARPS;
+constexpr int NPAIRS = (R + K_SIZE - 1 + 1) / 2;      // input row pairs of a unit
+constexpr int ROWS_IN = TILE_Y - R + 2 * NPAIRS;      // staged rows (the last pair may overhang)
+constexpr int RS = TILE_X + 8;                        // words per staged row (largest read: TILE_X + 5)
+constexpr int PIX = RS + 1;                           // pixels per staged row (word RS-1 holds x[RS])
+
+static_assert(M_OUT >= 1 && M_OUT <= 8, "M_OUT: 1..8 (the 8 columns of the mma)");
+static_assert(K_SIZE >= 1 && K_SIZE <= 8, "K_SIZE: 1..8 (two kernel rows of 8 taps per k-step)");
+static_assert(TILE_X % 16 == 0 && TILE_X > 0, "TILE_X: a positive multiple of 16");
+static_assert(R > 0 && TILE_Y % R == 0, "TILE_Y: a positive multiple of WARP_ROWS");
+static_assert(POOL == 0 || (POOL == 2 && R % 2 == 0), "POOL: 0, or 2 with an even WARP_ROWS");
+static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 12 * (ROWS_IN + PIX) : 0) <= 48 * 1024,
+              "static shared memory over 48 KB: lower TILE_Y / TILE_X");
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)[4], unsigned int b0,
+                                          unsigned int b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// weights w[m][p][q] and w[m][p][q+1] as one half2 register (0 outside the kernel and for m >= M)
+__device__ __forceinline__ unsigned int weight_pair(const unsigned short* __restrict__ w, int m, int p, int q)
+{
+    if (m >= M_OUT || p < 0 || p >= K_SIZE) return 0u;
+    const unsigned short* row = w + (m * K_SIZE + p) * K_SIZE;
+    const unsigned int lo = q < K_SIZE ? __ldg(row + q) : 0u;
+    const unsigned int hi = q + 1 < K_SIZE ? __ldg(row + q + 1) : 0u;
+    return lo | (hi << 16);
+}
+
+} // namespace convpx
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
+conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __restrict__ y, int B, int H, int W)
+{
+    using namespace convpx;
+    __shared__ __align__(16) unsigned int xs[ROWS_IN * RS];
+#if FUSE_UPSCALE
+    __shared__ double up_fy[ROWS_IN], up_fx[PIX];
+    __shared__ int up_iy[ROWS_IN], up_ix[PIX];
+#endif
+    unsigned short* xs16 = reinterpret_cast<unsigned short*>(xs);
+
+    const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
+    if (B <= 0 || Ho <= 0 || Wo <= 0) return;
+#if POOL
+    const int Hp = Ho / POOL, Wp = Wo / POOL;
+    const int Hc = Hp * POOL, Wc = Wp * POOL;         // the rows and columns a window reaches
+#else
+    const int Hc = Ho, Wc = Wo;
+#endif
+    const int tiles_x = (Wc + TILE_X - 1) / TILE_X, tiles_y = (Hc + TILE_Y - 1) / TILE_Y;
+    const long long tiles_img = (long long)tiles_x * tiles_y, total = tiles_img * B;
+    const long long nblocks = (long long)gridDim.x * gridDim.y * gridDim.z;
+    long long tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+    if (tile >= total) return;   // the whole block leaves before any barrier
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+
+    // B fragments of every kernel-row pair (p0, p0 + 1), p0 = -1 .. K-1: registers for the whole kernel
+    unsigned int bw[K_SIZE + 1][2];
+    {
+        const unsigned short* w16 = reinterpret_cast<const unsigned short*>(w);
+#pragma unroll
+        for (int j = 0; j <= K_SIZE; ++j) {
+            bw[j][0] = weight_pair(w16, g, j - 1, 2 * t);
+            bw[j][1] = weight_pair(w16, g, j, 2 * t);
+        }
+    }
+
+    for (; tile < total; tile += nblocks) {
+        const long long b = tile / tiles_img;
+        const int rem = (int)(tile - b * tiles_img);
+        const int ty = rem / tiles_x, tx = rem - ty * tiles_x;
+        const int tx0 = tx * TILE_X, ty0 = ty * TILE_Y;
+
+        __syncthreads();                              // the previous tile's patch (and tables) consumed
+#if FUSE_UPSCALE
+        for (int e = tid; e < ROWS_IN + PIX; e += NT) {
+            int i0;
+            double f;
+            if (e < ROWS_IN) { upscale_source(min(ty0 + e, H - 1), SRC_H, H, i0, f); up_iy[e] = i0 * SRC_W; up_fy[e] = f; }
+            else { upscale_source(min(tx0 + e - ROWS_IN, W - 1), SRC_W, W, i0, f); up_ix[e - ROWS_IN] = i0; up_fx[e - ROWS_IN] = f; }
+        }
+        __syncthreads();
+        const unsigned char* img = x + b * (SRC_H * SRC_W);
+#else
+        const __half* img = x + b * H * W;
+#endif
+        // ---- the patch, pair-expanded: pixel j of a row is the low half of word j and the high half of word j-1
+        for (int i = tid; i < ROWS_IN * PIX; i += NT) {
+            const int rr = i / PIX, j = i - rr * PIX;
+            const int iy = ty0 + rr, ix = tx0 + j;
+            float v = 0.f;
+            if (iy < H && ix < W) {
+#if FUSE_UPSCALE
+                v = upscale_pixel(img + up_iy[rr] + up_ix[j], SRC_W, up_fy[rr], up_fx[j]);
+#else
+                v = __half2float(img[(size_t)iy * W + ix]);
+#endif
+            }
+            const unsigned short h = __half_as_ushort(__float2half_rn(v));
+            if (j < RS) xs16[2 * (rr * RS + j)] = h;
+            if (j > 0) xs16[2 * (rr * RS + j - 1) + 1] = h;
+        }
+        __syncthreads();
+
+        // ---- warp units: 16 columns x R rows, all channels
+        for (int u = warp; u < UNITS; u += WARPS) {
+            const int ry = u / SX, sx = u - ry * SX;
+            const int ox0 = tx0 + sx * 16, oy0 = ty0 + ry * R;
+            if (ox0 >= Wc || oy0 >= Hc) continue;      // warp-uniform
+            const unsigned int* base = xs + ry * R * RS + sx * 16 + g + 2 * t;
+            float acc[R][4];
+#pragma unroll
+            for (int o = 0; o < R; ++o)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[o][e] = 0.f;
+#pragma unroll
+            for (int pr = 0; pr < NPAIRS; ++pr) {
+                const int r = 2 * pr;
+                const unsigned int a[4] = {base[r * RS], base[r * RS + 8], base[(r + 1) * RS], base[(r + 1) * RS + 8]};
+#pragma unroll
+                for (int o = 0; o < R; ++o) {
+                    const int p0 = r - o;
+                    if (p0 >= -1 && p0 < K_SIZE) mma_16816(acc[o], a, bw[p0 + 1][0], bw[p0 + 1][1]);
+                }
+            }
+
+            const int m0 = 2 * t;                      // this lane's channels m0, m0 + 1
+#if POOL
+            // 2x2 windows: rows o, o+1 in this lane, pixels g, g+1 in lanes g, g^1 (lane ^ 4)
+            const size_t plane = (size_t)Hp * Wp;
+            OUT_T* yb = y + (size_t)b * M_OUT * plane;
+#pragma unroll
+            for (int o = 0; o < R; o += 2) {
+                float v[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    v[e] = fmaxf(acc[o][e], acc[o + 1][e]);
+                    v[e] = fmaxf(fmaxf(v[e], __shfl_xor_sync(0xffffffffu, v[e], 4)), 0.f);   // + ReLU
+                }
+                const int py = (oy0 + o) / 2;
+                if ((g & 1) == 0 && py < Hp) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {           // pixel g (h = 0) and g + 8 (h = 1)
+                        const int px = (ox0 + g + 8 * h) / 2;
+                        if (px < Wp) {
+                            OUT_T* yp = yb + (size_t)py * Wp + px;
+                            if (m0 < M_OUT) store_act(yp + (size_t)m0 * plane, v[2 * h]);
+                            if (m0 + 1 < M_OUT) store_act(yp + (size_t)(m0 + 1) * plane, v[2 * h + 1]);
+                        }
+                    }
+                }
+            }
+#else
+            const size_t plane = (size_t)Ho * Wo;
+            OUT_T* yb = y + (size_t)b * M_OUT * plane;
+#pragma unroll
+            for (int o = 0; o < R; ++o) {
+                const int oy = oy0 + o;
+                if (oy < Ho) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int ox = ox0 + g + 8 * h;
+                        if (ox < Wo) {
+                            OUT_T* yp = yb + (size_t)oy * Wo + ox;
+                            if (m0 < M_OUT) store_act(yp + (size_t)m0 * plane, acc[o][2 * h]);
+                            if (m0 + 1 < M_OUT) store_act(yp + (size_t)(m0 + 1) * plane, acc[o][2 * h + 1]);
+                        }
+                    }
+                }
+            }
+#endif
+        }
+    }
+}

@@ -1,0 +1,53 @@
+"""The kernels issue #16 added or changed, once each at small shapes, for compute-sanitizer:
+
+    compute-sanitizer --tool memcheck python tests/sanitize_issue16.py
+    compute-sanitizer --tool racecheck python tests/sanitize_issue16.py
+
+conv_mma_f16_chunked (plain, pooled, several chunks and channel groups), conv_direct with its weights in
+global memory and its tile in dynamic shared memory, conv_px_mma (plain, and with the fused resize +
+pool), and tc_conv1's pipelined network over a few chunks. Prints one line per case; the sanitizer's
+summary says whether anything was found."""
+import dataclasses
+
+import numpy as np
+
+from convnet import catalogue, data, weights as wio
+from convnet.gpu.conv import make_conv
+from convnet.gpu.lenet import GPULeNet
+from convnet.gpu.runtime import Runtime
+
+
+def run(rt, v, wshape, in_shape, B, name, dtype=None, **fused):
+    rng = np.random.default_rng(0)
+    conv = make_conv(rt, v, rng.standard_normal(wshape).astype(np.float32), in_shape, name, **fused)
+    up = fused.get("upscale_from")
+    x = rng.integers(0, 256, (B, *up), dtype=np.uint8) if up else rng.standard_normal((B, *in_shape))
+    xg = rt.pool.get(f"{name}.x", x.shape, np.uint8 if up else conv.act_dtype)
+    yg = rt.pool.get(f"{name}.y", conv.out_shape(B), conv.out_dtype)
+    xg.set(x.astype(xg.dtype))
+    conv(xg, yg, B)
+    rt.synchronize(name)
+    print(f"{name}: {type(conv).__name__} {conv.d.get('CHUNK_C', '')} ok, finite {np.isfinite(yg.get()).all()}")
+
+
+def main():
+    rt = Runtime.get()
+    tc, tp, fused, fpool = (catalogue.get(n) for n in ("op_5_tc", "tc_fused", "fused", "fused_pool"))
+    run(rt, tc, (40, 20, 3, 3), (20, 9, 13), 2, "chunked")                  # 2 chunks, 2 channel groups
+    run(rt, tp, (24, 16, 5, 5), (16, 12, 11), 2, "chunked_pool", pool=4)
+    run(rt, tc, (20, 3, 11, 11), (3, 14, 20), 1, "chunked_k11")
+    run(rt, fused, (32, 64, 3, 3), (64, 6, 9), 2, "direct_global")          # weights over 64 KB
+    run(rt, fpool, (8, 64, 11, 11), (64, 14, 18), 1, "direct_dyn", pool=2)  # tile over 48 KB
+    px = dataclasses.replace(catalogue.get("tc_conv1"), strategy="mma_px")
+    run(rt, px, (5, 1, 5, 5), (1, 19, 37), 2, "px")
+    run(rt, catalogue.get("tc_conv1"), (4, 1, 7, 7), (1, 86, 86), 2, "conv1", pool=2, upscale_from=(28, 28))
+    v = catalogue.get("tc_conv1_pipe")
+    v = dataclasses.replace(v, params={**v.params, "pipeline_chunk": 50})
+    net = GPULeNet(v, wio.load(), rt)
+    raw = data.load_raw("test").images[:120]
+    _, pred, _ = net.forward(net.host_input(None, raw), timed=False)
+    print(f"pipeline: {len(pred)} predictions, accuracy {(pred == data.load_raw('test').labels[:120]).mean():.3f}")
+
+
+if __name__ == "__main__":
+    main()
