@@ -465,10 +465,14 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
 // flash_attention's 64-query tile would be 63/64 padding here. One block of DA_THREADS per (b, head):
 // thread t keeps an online softmax over keys t, t + DA_THREADS, ... (its q . k and its share of p v in
 // registers), then the block merges the DA_THREADS partial states through shared memory.
+// decode_attention_gap: the same for prompts of different lengths in one batch (sequence b's keys in slots
+// gap[2b]..gap[2b+1]-1 are padding: skipped).
 #define DA_THREADS 128
-extern "C" __global__ void __launch_bounds__(DA_THREADS)
-decode_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
-                 int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
+template <bool GAP>
+__device__ __forceinline__ void
+decode_attention_body(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
+                      int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
+                      const int* RESTRICT gap) {
     if (pos_dev) Tk = *pos_dev + 1;
     constexpr int D = HEAD_DIM;
     __shared__ __align__(16) float qs[D];
@@ -483,7 +487,9 @@ decode_attention(const float* RESTRICT q, const float* RESTRICT k, const float* 
     float m = -INFINITY, l = 0.f, o[D];
 #pragma unroll
     for (int d = 0; d < D; ++d) o[d] = 0.f;
+    const int gap_lo = GAP ? gap[2 * b] : 0, gap_hi = GAP ? gap[2 * b + 1] : 0;
     for (int key = lo + tid; key <= query; key += DA_THREADS) {
+        if (GAP && key >= gap_lo && key < gap_hi) continue;
         const float4* kr = (const float4*)(kh + (long long)key * D);
         float s4[4] = {0.f, 0.f, 0.f, 0.f};                 // four independent chains: 4x shorter latency
 #pragma unroll
@@ -525,6 +531,19 @@ decode_attention(const float* RESTRICT q, const float* RESTRICT k, const float* 
         for (int t = 0; t < DA_THREADS; ++t) { num[t % 4] += os[t][d]; den[t % 4] += ls[t]; }
         y[(long long)b * H * D + h * D + d] = ((num[0] + num[1]) + (num[2] + num[3])) / ((den[0] + den[1]) + (den[2] + den[3]));
     }
+}
+
+extern "C" __global__ void __launch_bounds__(DA_THREADS)
+decode_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
+                 int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
+    decode_attention_body<false>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, nullptr);
+}
+
+extern "C" __global__ void __launch_bounds__(DA_THREADS)
+decode_attention_gap(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
+                     int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
+                     const int* RESTRICT gap) {
+    decode_attention_body<true>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, gap);
 }
 
 // ---- naive path pieces -------------------------------------------------------------------------------

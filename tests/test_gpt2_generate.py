@@ -133,8 +133,13 @@ def test_top_k_keeps_only_the_k_largest(rng):
     ([-1], 1, {}, "token id -1 is out of range"),
     ([1.5], 1, {}, "must be integers"),
     ([1], -1, {}, "max_new_tokens must be at least 0"),
-    ([1], 1, {"temperature": -0.1}, "temperature must be at least 0"),
-    ([1], 1, {"temperature": float("nan")}, "temperature must be at least 0"),
+    ([1], 1, {"temperature": -0.1}, "temperature must be a finite number >= 0"),
+    ([1], 1, {"temperature": float("nan")}, "temperature must be a finite number >= 0"),
+    ([1], 1, {"temperature": float("inf")}, "temperature must be a finite number >= 0"),
+    ([1], 1, {"top_k": 3}, "temperature 0 is greedy"),
+    ([1], 1, {"temperature": 1.0, "top_p": 0.0}, "top_p must lie in \\(0, 1\\]"),
+    ([1], 1, {"temperature": 1.0, "repetition_penalty": 0.0}, "repetition_penalty must be"),
+    ([1], 1, {"seed": -1}, "seed must lie"),
     ([1], 1, {"temperature": 1.0, "top_k": 0}, "top_k must be at least 1"),
 ])
 def test_generate_rejects_bad_input(small, prompt, n, kwargs, match):
@@ -213,35 +218,209 @@ def run_cli(*args):
 def test_cli_streams_token_ids(hf_tiny):
     params, config, tokens = hf_tiny
     prompt = [int(t) for t in tokens[0, :6]]
-    p = run_cli("--checkpoint", str(FIXTURE), "--tokens", ",".join(map(str, prompt)),
-                "--max-new-tokens", "12", "--temperature", "1.5", "--top-k", "20", "--seed", "7")
+    p = run_cli("--checkpoint", str(FIXTURE), "--tokens", ",".join(map(str, prompt)), "--variant", "cpu",
+                "--max-new-tokens", "12", "--temperature", "1.5", "--top-k", "20", "--seed", "7", "--ignore-eos")
     assert p.returncode == 0 and p.stderr == "", p.stderr
     expected = generate(params, config, prompt, 12, temperature=1.5, top_k=20, seed=7)
     assert [int(t) for t in p.stdout.split()] == expected
 
 
+def test_cli_default_variant_says_which(hf_tiny):
+    p = run_cli("--checkpoint", str(FIXTURE), "--tokens", "1,2", "--max-new-tokens", "3")
+    assert p.returncode == 0
+    assert "variant cpu" in p.stderr or p.stderr == "", p.stderr     # 'auto' without a GPU: the note
+
+
+def byte_checkpoint(tmp_path):
+    checkpoint = write_byte_vocab(tmp_path)
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(FIXTURE / name, checkpoint)
+    return checkpoint
+
+
+def text_of(tok, ids, eos=256):
+    return tok.decode(ids[:-1] if ids and ids[-1] == eos else ids)
+
+
 def test_cli_prompt_through_tokenizer(hf_tiny, tmp_path):
     pytest.importorskip("tokenizers")
     params, config, _ = hf_tiny
-    checkpoint = write_byte_vocab(tmp_path)
-    for name in ("config.json", "model.safetensors"):
-        shutil.copy(FIXTURE / name, checkpoint)
-    p = run_cli("--checkpoint", str(checkpoint), "--prompt", "héllo", "--max-new-tokens", "10")
+    checkpoint = byte_checkpoint(tmp_path)
+    p = run_cli("--checkpoint", str(checkpoint), "--prompt", "héllo", "--max-new-tokens", "10", "--variant", "cpu")
     assert p.returncode == 0 and p.stderr == "", p.stderr
     tok = load_tokenizer(checkpoint)
-    assert p.stdout == tok.decode(generate(params, config, tok.encode("héllo"), 10)) + "\n"
+    ids = generate(params, config, tok.encode("héllo"), 10, eos_id=256)
+    assert p.stdout == text_of(tok, ids) + "\n"
 
 
-def test_text_stream_holds_back_a_split_character(tmp_path, capsys):
+def test_stream_holds_back_split_characters_and_stop_prefixes(tmp_path):
     pytest.importorskip("tokenizers")
-    from convnet.gpt2.__main__ import _TextStream
-    stream = _TextStream(load_tokenizer(write_byte_vocab(tmp_path)))
-    for token, shown in zip("aé".encode(), ["a", "", "é"]):     # é is 2 bytes, so 2 tokens
-        stream(token)
-        assert capsys.readouterr().out == shown
-    stream(0xC3)                                    # a character cut off at the end
-    stream.flush(final=True)
-    assert capsys.readouterr().out == "\ufffd"
+    from convnet.gpt2.generate import Completion, _Watch
+    tok = load_tokenizer(write_byte_vocab(tmp_path))
+    shown = []
+    w = _Watch(Completion(0, 0, [1]), tok, ["XY"], 256, 100, shown.append)
+    for token in "aé".encode():                     # é is 2 bytes, so 2 tokens
+        w.add(token)
+    assert "".join(shown) == "a"                    # é incomplete; 'é' could still start... no: held one char
+    for token in "bX".encode():
+        w.add(token)
+    assert "".join(shown) == "aéb"                  # 'X' may start the stop string
+    assert w.add(ord("Y"))                          # the stop string: finished, not shown
+    assert "".join(shown) == "aéb" and w.c.finish_reason == "stop" and w.c.text == "aéb"
+
+
+def test_cli_several_prompts_samples_stdin_and_json(hf_tiny, tmp_path):
+    pytest.importorskip("tokenizers")
+    params, config, _ = hf_tiny
+    checkpoint = byte_checkpoint(tmp_path)
+    tok = load_tokenizer(checkpoint)
+    (tmp_path / "prompts.txt").write_text("one\n\ntwo three\n")
+    out = tmp_path / "out.json"
+    args = ["--checkpoint", str(checkpoint), "--prompt", "héllo", "--prompts-file", str(tmp_path / "prompts.txt"),
+            "--tokens", "7,8,9", "--num-samples", "2", "--temperature", "0.9", "--top-p", "0.8", "--seed", "3",
+            "--max-new-tokens", "9", "--variant", "cpu", "--json", str(out)]
+    p = run_cli(*args)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    prompts = [tok.encode(t) for t in ("héllo", "one", "two three")] + [[7, 8, 9]]
+    assert [(c["prompt_index"], c["sample"]) for c in doc["completions"]] == [(i, j) for i in range(4) for j in range(2)]
+    for row, c in enumerate(doc["completions"]):        # each as if generated alone, with its row's draws
+        assert c["prompt_ids"] == prompts[c["prompt_index"]]
+        want = generate(params, config, c["prompt_ids"], 9, temperature=0.9, top_p=0.8, seed=3, eos_id=256, row=row)
+        assert c["ids"] == want
+        assert c["finish_reason"] == ("eos" if want[-1] == 256 else "length")
+        assert c["text"] == text_of(tok, want)
+    assert doc["variant"] == "cpu" and doc["tokens_per_s"] > 0 and doc["new_tokens"] == sum(
+        len(c["ids"]) for c in doc["completions"])
+    assert p.stdout.count("=== prompt") == 8            # each printed when done
+    again = subprocess.run([sys.executable, "-m", "convnet.gpt2", "generate", *args[:2], "--prompts-file", "-",
+                            *args[8:]], input="one\ntwo three\n", capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert again.returncode == 0, again.stderr
+    again_doc = json.loads(out.read_text())["completions"]
+    assert [c["prompt_ids"] for c in again_doc] == [prompts[1]] * 2 + [prompts[2]] * 2
+    for row, c in enumerate(again_doc):                 # rows number this run's sequences
+        assert c["ids"] == generate(params, config, c["prompt_ids"], 9, temperature=0.9, top_p=0.8, seed=3,
+                                    eos_id=256, row=row)
+
+
+def test_cli_stop_string_and_same_seed_same_text(hf_tiny, tmp_path):
+    pytest.importorskip("tokenizers")
+    checkpoint = byte_checkpoint(tmp_path)
+    common = ["--checkpoint", str(checkpoint), "--prompt", "abc", "--variant", "cpu", "--max-new-tokens", "30",
+              "--temperature", "1.2", "--seed", "9", "--ignore-eos"]
+    free = run_cli(*common)
+    assert free.returncode == 0 and run_cli(*common).stdout == free.stdout
+    text = free.stdout[:-1]
+    stop = text[5:7]
+    assert stop and run_cli(*common, "--seed", "10").stdout != free.stdout
+    cut = run_cli(*common, "--stop", stop)
+    assert cut.returncode == 0 and cut.stdout == text[:text.index(stop)] + "\n"
+
+
+def test_generate_batch_stops_each_sequence_at_eos(small):
+    from convnet.gpt2.generate import Sampling, run_generation, generate_batch
+    params, config = small
+    prompts = [[1, 2], [3, 4], [5]]
+    free = [generate(params, config, p, 6) for p in prompts]
+    eos = free[0][2]
+
+    def backend(*a):
+        return generate_batch(params, config, *a)
+    done, stats = run_generation(backend, prompts, 6, Sampling(), eos)
+    for c, f in zip(done, free):
+        want = f[:f.index(eos) + 1] if eos in f else f
+        assert c.ids == want and c.finish_reason == ("eos" if eos in f else "length")
+    assert stats["new_tokens"] == sum(len(c.ids) for c in done)
+
+
+def test_kept_set_top_k_ties_and_nucleus_by_brute_force(rng):
+    from convnet.gpt2.generate import fixed_weights, kept
+    z = rng.standard_normal(200).astype(np.float32)
+    z[:5] = z.max() + 1                                  # a 5-way tie at the top
+    assert kept(z, 3, None).sum() == 5                  # ties with the k-th are kept
+    w = fixed_weights(z).astype(np.float64)
+    for p in (0.05, 0.3, 0.9, 0.999):
+        mask = kept(z, None, p)
+        for i in range(z.size):                         # kept iff the mass strictly above it is short of p
+            above = w[z > z[i]].sum()
+            assert mask[i] == (above < np.ceil(p * w.sum())), (p, i)
+
+
+def test_uniform_is_a_counter_based_hash():
+    from convnet.gpt2.generate import uniform
+    u = [uniform(1, r, s) for r in range(50) for s in range(50)]
+    assert all(0 <= x < 1 for x in u) and len(set(u)) == len(u)
+    assert uniform(1, 2, 3) == uniform(1, 2, 3) != uniform(2, 2, 3)
+    assert 0.45 < np.mean(u) < 0.55
+
+
+def test_sampling_kernels_compile_without_spills():
+    from convnet.gpu import build
+    if build.nvcc_path() is None:
+        pytest.skip("nvcc not installed")
+    from test_kernels_compile import spills
+    for defines in ({}, {"USE_RESTRICT": 1}):
+        _, log = build.compile_cubin("sampling.cu", defines, "sm_90a")
+        found = spills(log)
+        assert {"sample_tokens", "advance_tokens", "embed_ragged", "gather_rows"} <= set(found)
+        assert not any(found.values()), found
+    _, log = build.compile_cubin("attention.cu", {"HEAD_DIM": 64, "USE_RESTRICT": 1}, "sm_90a")
+    assert spills(log)["decode_attention_gap"] == 0
+
+
+def hub_cache(tmp_path, repo="models--user--tiny", files=("config.json", "generation_config.json", "model.safetensors")):
+    """A Hugging Face cache as huggingface_hub lays it out: refs/main names a snapshot of blobs (symlinks)."""
+    root = tmp_path / "hub"
+    snap = root / repo / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    (root / repo / "blobs").mkdir()
+    for name in files:
+        blob = root / repo / "blobs" / name.replace(".", "_")
+        shutil.copy(FIXTURE / name, blob)
+        (snap / name).symlink_to(blob)
+    (root / repo / "refs").mkdir()
+    (root / repo / "refs" / "main").write_text("0123abcd")
+    return root
+
+
+def run_cli_env(env, *args):
+    import os
+    return subprocess.run([sys.executable, "-m", "convnet.gpt2", "generate", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, env={**os.environ, **env})
+
+
+def test_hub_name_resolves_from_the_cache_offline(tmp_path):
+    pytest.importorskip("safetensors")
+    root = hub_cache(tmp_path)
+    env = {"HF_HUB_CACHE": str(root), "HF_HUB_OFFLINE": "1"}
+    by_name = run_cli_env(env, "--checkpoint", "user/tiny", "--tokens", "1,2,3", "--variant", "cpu")
+    by_dir = run_cli("--checkpoint", str(FIXTURE), "--tokens", "1,2,3", "--variant", "cpu")
+    assert by_name.returncode == 0, by_name.stderr
+    assert by_name.stdout == by_dir.stdout
+    from convnet.gpt2 import checkpoint
+    import os
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert checkpoint.resolve_checkpoint("user/tiny") == root / "models--user--tiny" / "snapshots" / "0123abcd"
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+def test_hub_name_missing_says_what_and_how_to_fetch(tmp_path):
+    root = hub_cache(tmp_path, "models--user--half", files=("config.json",))
+    env = {"HF_HUB_CACHE": str(root), "HF_HUB_OFFLINE": "1"}
+    for name, missing in (("gpt2", "models--gpt2/refs/main"), ("user/half", "model.safetensors")):
+        p = run_cli_env(env, "--checkpoint", name, "--tokens", "1", "--variant", "cpu")
+        assert p.returncode == 2 and "Traceback" not in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert missing in p.stderr and "HF_HUB_OFFLINE=1" in p.stderr and f"hf download {name}" in p.stderr
+
+
+def test_version():
+    p = subprocess.run([sys.executable, "-m", "convnet.gpt2", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0 and p.stdout.startswith("convnet-gpt2 ")
 
 
 @pytest.mark.parametrize("args,message", [
@@ -249,11 +428,31 @@ def test_text_stream_holds_back_a_split_character(tmp_path, capsys):
     (["--checkpoint", str(FIXTURE), "--prompt", "hi"], "no tokenizer"),
     (["--checkpoint", str(FIXTURE), "--tokens", "1,x"], "comma-separated token ids"),
     (["--checkpoint", str(FIXTURE), "--tokens", "1", "--max-new-tokens", "64"], "context of 64"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--seed", "-1"], "--seed must be >= 0"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--temperature", "inf"], "finite number >= 0"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--temperature", "nan"], "finite number >= 0"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--temperature", "-1"], "finite number >= 0"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--top-k", "5"], "--top-k applies to sampling"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--top-p", "0.5"], "--top-p applies to sampling"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--temperature", "1", "--top-p", "0"], "(0, 1]"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--temperature", "1", "--top-p", "1.5"], "(0, 1]"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--max-new-tokens", "0"], "at least 1"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--num-samples", "0"], "at least 1"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--stop", "x", "--variant", "cpu"], "--stop needs a tokenizer"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1,300"], "token id 300 is out of range"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--json", "/no/such/dir/out.json"], "does not exist"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--eos-id", "3", "--ignore-eos"], "contradict"),
+    (["--checkpoint", str(FIXTURE)], "give a prompt"),
+    (["--checkpoint", str(FIXTURE), "--tokens", "1", "--variant", "nope"], "nope"),
+    (["--checkpoint", "SIX_BYTES", "--tokens", "1"], "truncated, 6 bytes"),
 ])
-def test_cli_errors_are_one_line_and_exit_2(args, message):
+def test_cli_errors_are_one_line_and_exit_2(args, message, tmp_path):
     if str(FIXTURE) in args:
         pytest.importorskip("safetensors")
+    if "SIX_BYTES" in args:
+        (tmp_path / "six.bin").write_bytes(b"abcdef")
+        args = [str(tmp_path / "six.bin") if a == "SIX_BYTES" else a for a in args]
     p = run_cli(*args)
     assert p.returncode == 2
-    assert message in p.stderr and "Traceback" not in p.stderr
+    assert message in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr

@@ -244,3 +244,67 @@ def decode_benchmark(names, sweep_items=(), new_tokens: int = 256, repeat: int =
     return report.table(["variant", "setting", "tok/s (median)", "min", "max"], rows,
                         title=f"greedy decode, B=1, {DECODE_PROMPT}-token prompt, {new_tokens} new tokens, {what}, "
                               f"on {device}, {repeat} runs each") + "\n" + split
+
+
+def generate_benchmark(variant_name: str = "auto", batch: int = 32, prompt_len: int = 64, new_tokens: int = 256,
+                       repeat: int = 3) -> str:
+    """The generate command's path (convnet.gpt2.generate.run_generation on gpu_generate, excluding the load)
+    on random 124M weights, beside bench-decode's loop and HF generate in the same process: B=1 greedy and
+    top-p 0.9 (16-token prompt), and a batch of `batch` prompts of `prompt_len` tokens. Rates: wall = new
+    tokens / the call's seconds (prefill and host included); steady = the device's rate over the decode steps
+    after the captured graph (CUDA events). Medians of `repeat` runs after a warm-up."""
+    import statistics
+    from ..gpt2.generate import Sampling, run_generation
+    from ..gpt2.gpu import GPT2GPU
+    from ..gpt2.gpu_generate import GPUGenerator
+    from ..runner import resolve_variant
+    params, config, what = load_model(None)
+    v = resolve_variant(variant_name, "gpt2")
+    if not v.needs_gpu:
+        raise GPUError("bench-generate needs a GPU variant")
+    gpu = GPT2GPU(params, config, v)
+    gen = GPUGenerator(gpu)
+    rng = np.random.default_rng(1)
+    one = rng.integers(0, config.vocab_size, (1, DECODE_PROMPT))
+    many = rng.integers(0, config.vocab_size, (batch, prompt_len))
+
+    def cli_path(prompts, s):
+        sink = []
+        runs = []
+        for _ in range(repeat + 1):
+            _, stats = run_generation(gen.run, [list(map(int, p)) for p in prompts], new_tokens, s, None,
+                                      on_text=sink.append if len(prompts) == 1 else None)
+            runs.append((stats["tokens_per_s"], gen.last_rate))
+        runs = runs[1:]
+        return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+    decode = statistics.median([gpu.generate(one, new_tokens)[1] for _ in range(repeat + 1)][1:])
+    greedy = cli_path(one, Sampling())
+    top_p = cli_path(one, Sampling(1.0, top_p=0.9, seed=1))
+    top_k_p = cli_path(one, Sampling(1.0, top_k=50, top_p=0.9, seed=1))
+    batched = cli_path(many, Sampling())
+    batched_p = cli_path(many, Sampling(1.0, top_p=0.9, seed=1))
+    rows = [["bench-decode loop (GPT2GPU.generate), B=1 greedy", "-", f"{decode:.0f}", "1.00x"],
+            ["generate path, B=1 greedy", f"{greedy[0]:.0f}", f"{greedy[1]:.0f}", f"{greedy[1] / decode:.3f}x"],
+            ["generate path, B=1 top-p 0.9", f"{top_p[0]:.0f}", f"{top_p[1]:.0f}", f"{top_p[1] / decode:.3f}x"],
+            ["generate path, B=1 top-k 50 + top-p 0.9", f"{top_k_p[0]:.0f}", f"{top_k_p[1]:.0f}",
+             f"{top_k_p[1] / decode:.3f}x"],
+            [f"generate path, B={batch} x {prompt_len}-token prompts, greedy", f"{batched[0]:.0f}",
+             f"{batched[1]:.0f}", "-"],
+            [f"generate path, B={batch} x {prompt_len}-token prompts, top-p 0.9", f"{batched_p[0]:.0f}",
+             f"{batched_p[1]:.0f}", "-"]]
+    from . import hf_anchor
+    if hf_anchor.available():
+        tf32 = v.precision == "tf32"
+        label = "TF32" if tf32 else "fp32"
+        hf1 = hf_anchor.time_generate(params, config, one, new_tokens, tf32)
+        hfb = hf_anchor.time_generate(params, config, many, new_tokens, tf32)
+        hfbp = hf_anchor.time_generate(params, config, many, new_tokens, tf32, do_sample=True, top_p=0.9)
+        rows += [[f"HF generate ({label}), B=1 greedy", f"{hf1:.0f}", "-", "-"],
+                 [f"HF generate ({label}), B={batch} x {prompt_len}, greedy", f"{hfb:.0f}", "-", "-"],
+                 [f"HF generate ({label}), B={batch} x {prompt_len}, top-p 0.9", f"{hfbp:.0f}", "-", "-"]]
+    else:
+        rows.append(["(torch + transformers not importable: no HF comparison)", "-", "-", "-"])
+    return report.table(["run", "wall tok/s", "steady tok/s", "steady / bench-decode"], rows,
+                        title=f"variant {v.name} on {gpu.rt.name}, {what}, {new_tokens} new tokens, "
+                              f"median of {repeat} runs")

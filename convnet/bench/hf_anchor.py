@@ -57,3 +57,26 @@ def time_decode(params: dict, config, prompt, new_tokens: int, tf32: bool) -> fl
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
     return new_tokens / dt
+
+
+def time_generate(params: dict, config, prompts, new_tokens: int, tf32: bool, do_sample: bool = False,
+                  top_p: float | None = None, reps: int = 1) -> float:
+    """HF generate on a batch of equal-length prompts (B, T), KV cache: new tokens per second over the batch
+    (B * new_tokens / seconds, the median of `reps` after a warm-up)."""
+    import statistics
+    import torch
+    model = hf_model(params, config, "cuda", tf32)
+    x = torch.as_tensor(prompts, device="cuda")
+    kw = dict(do_sample=do_sample, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0)
+    if do_sample:
+        kw.update(temperature=1.0, top_p=top_p, top_k=0)
+    times = []
+    with torch.no_grad():
+        model.generate(x, **kw)
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            model.generate(x, **kw)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+    return x.shape[0] * new_tokens / statistics.median(times)

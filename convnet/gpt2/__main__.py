@@ -1,17 +1,20 @@
-"""python -m convnet.gpt2 generate: continue a prompt with the numpy GPT-2 reference.
+"""python -m convnet.gpt2 (convnet-gpt2): GPT-2 text generation on the GPU or the numpy reference, and
+the GPT-2 benchmarks.
 
-Prints only the continuation, as it comes: text where the checkpoint has a tokenizer, else
-token ids separated by spaces. Every user error ends in one line on stderr and exit code 2.
+generate prints only the continuation: for one prompt as it comes (text where the checkpoint has a
+tokenizer, else token ids separated by spaces); for several, each when it ends; --json writes ids, text and
+rates. Every user error ends in one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
 import sys
 from pathlib import Path
 
 from ..errors import UsageError, exit_code
-from .checkpoint import load_hf, load_llmc
-from .generate import generate, load_tokenizer
 
 PROG = "python -m convnet.gpt2"
 
@@ -28,21 +31,44 @@ def _token_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"takes comma-separated token ids, got {text!r}") from None
 
 
+def _version() -> str:
+    from .. import __version__
+    return f"convnet-gpt2 {__version__}"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="GPT-2 on the numpy reference.")
+    p = _Parser(prog=PROG, description="GPT-2 text generation on hand-written CUDA kernels (or numpy).")
+    p.add_argument("--version", action="version", version=_version())
     commands = p.add_subparsers(dest="command", required=True)
-    g = commands.add_parser("generate", help="continue a prompt, streaming the new tokens to stdout")
+    g = commands.add_parser("generate", help="continue prompts, streaming the new text to stdout")
     g.add_argument("--checkpoint", required=True,
-                   help="a Hugging Face GPT-2 directory, or an llm.c float32 .bin file "
-                        "(its tokenizer, if any, is looked for in the same directory)")
-    prompt = g.add_mutually_exclusive_group(required=True)
-    prompt.add_argument("--prompt", help="text to continue; needs a tokenizer beside the checkpoint "
-                                         "(tokenizer.json, or vocab.json + merges.txt)")
-    prompt.add_argument("--tokens", type=_token_list, help="token ids to continue, e.g. 464,3290,318")
-    g.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate (default 32)")
+                   help="a Hugging Face GPT-2 directory, an llm.c float32 .bin file (its tokenizer, if any, is "
+                        "looked for in the same directory), or a hub name (gpt2, openai-community/gpt2-medium, "
+                        "user/model) read from the Hugging Face cache, downloaded with huggingface_hub when "
+                        "online")
+    g.add_argument("--prompt", action="append", default=[],
+                   help="text to continue (repeat for several; '-' reads one from stdin); needs a tokenizer "
+                        "beside the checkpoint (tokenizer.json, or vocab.json + merges.txt)")
+    g.add_argument("--tokens", type=_token_list, action="append", default=[],
+                   help="token ids to continue, e.g. 464,3290,318 (repeat for several)")
+    g.add_argument("--prompts-file", metavar="FILE", help="one prompt per line ('-': stdin); empty lines skipped")
+    g.add_argument("--num-samples", type=int, default=1, help="continuations per prompt (default 1)")
+    g.add_argument("--variant", default="auto",
+                   help="'auto' (default: the fastest GPU variant this GPU runs, else cpu), 'cpu' (numpy) or a "
+                        "GPU variant of --model gpt2 --list")
+    g.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most (default 32)")
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the default)")
     g.add_argument("--top-k", type=int, default=None, help="sample only among the k likeliest tokens")
-    g.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    g.add_argument("--top-p", type=float, default=None, help="sample only from the nucleus of this mass, in (0, 1]")
+    g.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="divide (multiply, if negative) the logits of tokens already in the sequence (default 1: none)")
+    g.add_argument("--seed", type=int, default=0, help="sampling seed >= 0 (default 0): same seed, same text")
+    g.add_argument("--eos-id", type=int, default=None,
+                   help="end-of-text token (default: generation_config.json / config.json's eos_token_id)")
+    g.add_argument("--ignore-eos", action="store_true", help="do not stop at the end-of-text token")
+    g.add_argument("--stop", action="append", default=[], metavar="STRING",
+                   help="stop a sequence when its text contains STRING (repeatable; not shown)")
+    g.add_argument("--json", metavar="PATH", help="write prompts, ids, text, finish reasons and tokens/s ('-': stdout)")
     a = commands.add_parser("bench-attention", help="time causal attention alone on the GPU: flash, naive, "
                                                     "PyTorch SDPA (when importable)")
     for name, default in (("--batch", 8), ("--heads", 12), ("--seq", 1024), ("--head-size", 64)):
@@ -54,49 +80,148 @@ def build_parser() -> argparse.ArgumentParser:
                    help="upper-case keys are -D constants, lower-case ones variant params")
     d.add_argument("--new-tokens", type=int, default=256, help="(default 256)")
     d.add_argument("--repeat", type=int, default=5, help="runs per setting; the median rate (default 5)")
+    gb = commands.add_parser("bench-generate", help="the generate path on the GPU beside bench-decode and HF "
+                                                    "generate: B=1 greedy and top-p, and a batch of prompts")
+    gb.add_argument("--variant", default="auto")
+    gb.add_argument("--batch", type=int, default=32, help="prompts in the batched run (default 32)")
+    gb.add_argument("--prompt-len", type=int, default=64, help="tokens per prompt in the batched run (default 64)")
+    gb.add_argument("--new-tokens", type=int, default=256, help="(default 256)")
+    gb.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median (default 3)")
     return p
 
 
-class _TextStream:
-    """Writes the decoded continuation as tokens come, holding back a multi-byte character
-    until its last byte has arrived (byte-level BPE tokens can split one)."""
+def _check_args(args):
+    """Everything about the options alone, before any file is read."""
+    from .generate import Sampling
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if args.max_new_tokens < 1:
+        raise UsageError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    if args.num_samples < 1:
+        raise UsageError(f"--num-samples must be at least 1, got {args.num_samples}")
+    if args.eos_id is not None and args.ignore_eos:
+        raise UsageError("--eos-id and --ignore-eos contradict each other")
+    if any(x == "" for x in args.stop):
+        raise UsageError("--stop takes a non-empty string")
+    if not math.isfinite(args.temperature) or args.temperature < 0:
+        raise UsageError(f"--temperature must be a finite number >= 0 (0 = greedy), got {args.temperature}")
+    for flag, value in (("--top-k", args.top_k), ("--top-p", args.top_p)):
+        if value is not None and args.temperature == 0:
+            raise UsageError(f"{flag} applies to sampling; --temperature 0 (the default) is greedy: "
+                             "give --temperature > 0")
+    if args.top_p is not None and not (math.isfinite(args.top_p) and 0 < args.top_p <= 1):
+        raise UsageError(f"--top-p must lie in (0, 1], got {args.top_p}")
+    try:
+        s = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed).checked()
+    except UsageError as e:
+        raise UsageError(str(e).replace("top_k", "--top-k").replace("repetition_penalty", "--repetition-penalty")
+                         .replace("seed", "--seed")) from None
+    if args.json and args.json != "-":
+        out = Path(args.json)
+        if out.is_dir():
+            raise UsageError(f"--json {out}: is a directory")
+        parent = out.parent if str(out.parent) else Path(".")
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise UsageError(f"--json {out}: the folder {parent} does not exist or is not writable")
+    if not (args.prompt or args.tokens or args.prompts_file):
+        raise UsageError("give a prompt: --prompt TEXT, --tokens IDS or --prompts-file FILE")
+    if args.prompt.count("-") + (args.prompts_file == "-") > 1:
+        raise UsageError("stdin ('-') can be read once")
+    return s
 
-    def __init__(self, tokenizer):
-        self.tokenizer, self.ids, self.written = tokenizer, [], 0
 
-    def __call__(self, token: int):
-        self.ids.append(token)
-        self.flush(final=False)
+def _prompt_texts(args) -> list[str]:
+    texts = [sys.stdin.read() if p == "-" else p for p in args.prompt]
+    if args.prompts_file:
+        try:
+            lines = (sys.stdin.read() if args.prompts_file == "-" else Path(args.prompts_file).read_text()).splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"--prompts-file {args.prompts_file}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
+        texts += [line for line in lines if line.strip()]
+        if not texts and not args.tokens:
+            raise UsageError(f"--prompts-file {args.prompts_file}: no prompts in it")
+    if any(t == "" for t in texts):
+        raise UsageError("a prompt is empty")
+    return texts
 
-    def flush(self, final: bool):
-        text = self.tokenizer.decode(self.ids)
-        if final or not text.endswith("\ufffd"):
-            sys.stdout.write(text[self.written:])
-            sys.stdout.flush()
-            self.written = len(text)
 
-
-def _print_id(token: int):
-    print(token, end=" ", flush=True)
+def _backend(variant, params, config):
+    """backend(prompts, n, sampling, eos_id, rows, on_step) on the numpy reference or the GPU; device name."""
+    import functools
+    import platform
+    if not variant.needs_gpu:
+        from .generate import generate_batch
+        return functools.partial(generate_batch, params, config), f"CPU ({platform.machine()}, numpy)"
+    from .gpu_generate import GPUGenerator, kernel_limits
+    why = kernel_limits(config)
+    if why is not None:
+        raise UsageError(f"this model's {why}; run it with --variant cpu")
+    from .gpu import GPT2GPU
+    gen = GPUGenerator(GPT2GPU(params, config, variant))
+    return gen.run, gen.gpu.rt.name
 
 
 def _generate(args) -> int:
-    path = Path(args.checkpoint)
-    params, config = load_hf(path) if path.is_dir() else load_llmc(path)
+    from ..runner import resolve_variant
+    from .checkpoint import eos_token_id, load_checkpoint, resolve_checkpoint
+    from .generate import load_tokenizer, run_generation
+    sampling = _check_args(args)
+    texts = _prompt_texts(args)
+    path = resolve_checkpoint(args.checkpoint)
+    params, config = load_checkpoint(path)
     tokenizer = load_tokenizer(path if path.is_dir() else path.parent)
-    if args.prompt is not None:
-        if tokenizer is None:
-            raise UsageError(f"{path}: no tokenizer (tokenizer.json, or vocab.json + merges.txt) "
-                             "to encode --prompt; pass token ids with --tokens")
-        prompt_ids = tokenizer.encode(args.prompt)
-    else:
-        prompt_ids = args.tokens
-    stream = _TextStream(tokenizer) if tokenizer is not None else None
-    generate(params, config, prompt_ids, args.max_new_tokens, args.temperature, args.top_k,
-             args.seed, on_token=_print_id if stream is None else stream)
-    if stream is not None:
-        stream.flush(final=True)
-    print()
+    if texts and tokenizer is None:
+        raise UsageError(f"{path}: no tokenizer (tokenizer.json, or vocab.json + merges.txt) "
+                         "to encode --prompt; pass token ids with --tokens")
+    prompts = [tokenizer.encode(t) for t in texts] + [list(t) for t in args.tokens]
+    for i, p in enumerate(prompts):
+        if not p:
+            raise UsageError(f"prompt {i + 1} encodes to no tokens")
+        bad = [t for t in p if not 0 <= t < config.vocab_size]
+        if bad:
+            raise UsageError(f"token id {bad[0]} is out of range: the model's vocabulary is 0..{config.vocab_size - 1}")
+        if len(p) + args.max_new_tokens > config.n_ctx:
+            raise UsageError(f"prompt {i + 1} has {len(p)} tokens: with --max-new-tokens {args.max_new_tokens} "
+                             f"that exceeds the model's context of {config.n_ctx}")
+    eos = None if args.ignore_eos else (args.eos_id if args.eos_id is not None else eos_token_id(path, config))
+    if eos is not None and not 0 <= eos < config.vocab_size:
+        raise UsageError(f"--eos-id {eos} is out of range: the model's vocabulary is 0..{config.vocab_size - 1}")
+    variant = resolve_variant(args.variant, "gpt2")
+    backend, device = _backend(variant, params, config)
+    to_stdout = args.json != "-"
+    several = len(prompts) * args.num_samples > 1
+
+    def on_text(text):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def on_done(c):
+        if several:
+            shown = c.text if c.text is not None else " ".join(map(str, c.ids))
+            print(f"=== prompt {c.prompt_index + 1}, sample {c.sample + 1} ({c.finish_reason}) ===\n{shown}",
+                  flush=True)
+
+    completions, stats = run_generation(backend, prompts, args.max_new_tokens, sampling, eos, args.num_samples,
+                                        args.stop, tokenizer, on_text if to_stdout else None,
+                                        on_done if to_stdout else None)
+    if to_stdout and not several:
+        print()
+    if args.json:
+        from .. import __version__
+        doc = {"version": __version__, "variant": variant.name, "device": device, "checkpoint": str(path),
+               "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
+                            "repetition_penalty": sampling.repetition_penalty, "seed": sampling.seed},
+               "eos_id": eos, "max_new_tokens": args.max_new_tokens, **stats,
+               "completions": [{"prompt_index": c.prompt_index, "sample": c.sample, "prompt_ids": c.prompt_ids,
+                                "ids": c.ids, "text": c.text, "finish_reason": c.finish_reason}
+                               for c in completions]}
+        text = json.dumps(doc, indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            tmp = Path(args.json + ".tmp")
+            tmp.write_text(text)
+            tmp.replace(args.json)
     return 0
 
 
@@ -116,7 +241,16 @@ def _bench_decode(args) -> int:
     return 0
 
 
-COMMANDS = {"generate": _generate, "bench-attention": _bench_attention, "bench-decode": _bench_decode}
+def _bench_generate(args) -> int:
+    from ..bench.gpt2 import generate_benchmark
+    if min(args.batch, args.prompt_len, args.repeat) < 1 or args.new_tokens < 2:
+        raise UsageError("--batch, --prompt-len and --repeat must be positive, --new-tokens at least 2")
+    print(generate_benchmark(args.variant, args.batch, args.prompt_len, args.new_tokens, args.repeat))
+    return 0
+
+
+COMMANDS = {"generate": _generate, "bench-attention": _bench_attention, "bench-decode": _bench_decode,
+            "bench-generate": _bench_generate}
 
 
 def main(argv=None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -120,7 +121,8 @@ def load_llmc(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], GPT2Confi
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            header = np.frombuffer(f.read(4 * LLMC_HEADER_INTS), dtype="<i4")
+            raw = f.read(4 * LLMC_HEADER_INTS)
+            header = np.frombuffer(raw[:len(raw) // 4 * 4], dtype="<i4")     # a short file: whole ints only
             if header.size < LLMC_HEADER_INTS:
                 raise DataError(f"{path}: truncated, {size} bytes is shorter than the "
                                 f"{4 * LLMC_HEADER_INTS}-byte llm.c header")
@@ -181,3 +183,100 @@ def save_llmc(params: dict, config: GPT2Config, path: str | os.PathLike) -> None
             else:
                 arr = params[name]
             f.write(np.ascontiguousarray(arr, dtype="<f4").tobytes())
+
+
+# -- checkpoints by name: a directory, an llm.c .bin, or a Hugging Face hub name --------------------------
+
+HUB_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "vocab.json",
+             "merges.txt")
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+GPT2_EOT = 50256              # <|endoftext|> of GPT-2's tokenizer (vocabulary 50257)
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    env = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if env:
+        return Path(env).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _cached_snapshot(repo_id: str) -> tuple[Path | None, str]:
+    """(the cached snapshot directory holding config.json and model.safetensors, "") or (None, what is missing).
+    Layout: <cache>/models--org--name/refs/main holds a commit hash, snapshots/<hash>/ the files."""
+    cache = hub_cache_dir()
+    names = [repo_id] + ([f"openai-community/{repo_id}"] if "/" not in repo_id else [])
+    missing = []
+    for name in names:
+        repo = cache / ("models--" + name.replace("/", "--"))
+        ref = repo / "refs" / "main"
+        if not ref.is_file():
+            missing.append(str(ref))
+            continue
+        snapshot = repo / "snapshots" / ref.read_text().strip()
+        lacking = [f for f in ("config.json", "model.safetensors") if not (snapshot / f).is_file()]
+        if not lacking:
+            return snapshot, ""
+        missing.append(", ".join(str(snapshot / f) for f in lacking))
+    return None, " and ".join(missing)
+
+
+def resolve_checkpoint(name: str) -> Path:
+    """A local directory or file as is; otherwise a Hugging Face hub name (gpt2, openai-community/gpt2-medium,
+    user/model): through huggingface_hub where importable (it downloads when online), else read from the
+    hub cache directly. Raises DataError saying what is missing and the command that fetches it."""
+    path = Path(name).expanduser()
+    if path.exists() or not _HUB_NAME.match(name) or name.endswith(".bin"):
+        if not path.exists():
+            raise DataError(f"{name}: not found")
+        return path
+    why = ""
+    try:
+        import huggingface_hub                  # optional (extra gpt2): downloads, and knows every cache setting
+    except ImportError:
+        huggingface_hub = None
+    if huggingface_hub is not None:
+        try:
+            snapshot = Path(huggingface_hub.snapshot_download(name, allow_patterns=list(HUB_FILES)))
+            if (snapshot / "config.json").is_file() and (snapshot / "model.safetensors").is_file():
+                return snapshot
+            why = " (the hub repository has no config.json + model.safetensors)"
+        except Exception as e:                  # offline, no network, unknown repository: say so below
+            why = f" ({type(e).__name__})"
+    snapshot, missing = _cached_snapshot(name)
+    if snapshot is not None:
+        return snapshot
+    mode = "HF_HUB_OFFLINE=1 is set" if _offline() else "it could not be downloaded" + why
+    fetch = (f"hf download {name} " + " ".join(HUB_FILES[:4]) +
+             ("" if huggingface_hub is not None else " (after pip install huggingface_hub)"))
+    raise DataError(f"{name}: not a local path, and not in the Hugging Face cache ({missing} missing; {mode}); "
+                    f"fetch it with: {fetch}")
+
+
+def load_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], GPT2Config]:
+    path = Path(path)
+    return load_hf(path) if path.is_dir() else load_llmc(path)
+
+
+def eos_token_id(path: str | os.PathLike, config: GPT2Config) -> int | None:
+    """The end-of-text token: generation_config.json's eos_token_id, else config.json's (the first of a
+    list); for an llm.c file with GPT-2's vocabulary, <|endoftext|> (50256); else None."""
+    path = Path(path)
+    if path.is_dir():
+        for name in ("generation_config.json", "config.json"):
+            try:
+                raw = json.loads((path / name).read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            eos = raw.get("eos_token_id") if isinstance(raw, dict) else None
+            if isinstance(eos, list):
+                eos = eos[0] if eos else None
+            if isinstance(eos, int) and 0 <= eos < config.vocab_size:
+                return eos
+        return None
+    return GPT2_EOT if config.vocab_size == GPT2_EOT + 1 else None

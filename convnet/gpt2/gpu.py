@@ -92,6 +92,7 @@ class GPT2GPU:
         self._upload(params)
         self.stream = rt.stream()
         self._marks = None
+        self.ragged = None             # prompts of different lengths in one batch (gpu_generate.Ragged), or None
 
     # -- weights -----------------------------------------------------------------------------------
     def _upload(self, params):
@@ -111,13 +112,13 @@ class GPT2GPU:
         self.w["lm_head"] = put("lm_head", self.linear.layout(wte_t))
 
     # -- buffers -----------------------------------------------------------------------------------
-    def _buffers(self, B, T, cap):
+    def _buffers(self, B, T, cap, logit_rows=None):
         g, C, H, D, L = self.rt.pool.get, self.C, self.H, self.D, self.cfg.n_layer
         bufs = {"idx": g("gpt2.act.idx", (B, T), np.int32), "x": g("gpt2.act.x", (B * T, C)),
                 "x2": g("gpt2.act.x2", (B * T, C)), "a": g("gpt2.act.a", (B * T, C)), "y": g("gpt2.act.y", (B * T, C)),
                 "t": g("gpt2.act.t", (B * T, C)), "h": g("gpt2.act.h", (B * T, 4 * C)), "q": g("gpt2.act.q", (B, H, T, D)),
                 "k": g("gpt2.act.kcache", (L, B, H, cap, D)), "v": g("gpt2.act.vcache", (L, B, H, cap, D)),
-                "logits": g("gpt2.act.logits", (B * T, self.Vp))}
+                "logits": g("gpt2.act.logits", (logit_rows or B * T, self.Vp))}
         if not self.head_major:
             bufs["qkv"] = g("gpt2.act.qkv", (B * T, 3 * C))
         return bufs
@@ -131,12 +132,14 @@ class GPT2GPU:
 
     # -- one forward -------------------------------------------------------------------------------
     def enqueue(self, idx_host: np.ndarray | None, pos: int = 0, cap: int | None = None, last_only: bool = False,
-                device_step: int = 0):
+                device_step: int = 0, last_rows=None):
         """Runs tokens idx_host (B, T) at positions pos.. on the stream; keys and values of earlier
         positions must already be in the cache. Returns the logits buffer: rows (B*T or B, Vp).
 
         device_step=B instead runs one decode step whose B tokens and position are on the device
-        (step_idx, pos): nothing comes from the host, so the step can be captured in a CUDA graph."""
+        (step_idx, pos): nothing comes from the host, so the step can be captured in a CUDA graph.
+        last_rows (device int32 (B,), with last_only and self.ragged): the row of each sequence whose logits
+        are wanted (right-padded prompts of different lengths), instead of the last."""
         if device_step:
             B, T, pos_dev = device_step, 1, self.rt.pool.get("gpt2.act.pos", (1,), np.int32)
         else:
@@ -144,7 +147,7 @@ class GPT2GPU:
         cap = cap or T
         if pos + T > cap:
             raise UsageError(f"positions {pos}..{pos + T - 1} exceed the KV cache's capacity of {cap}")
-        buf = self._buffers(B, T, cap)
+        buf = self._buffers(B, T, cap, B if last_only else None)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
         ldb = self.linear.ldb
         self._mark(None)
@@ -153,8 +156,11 @@ class GPT2GPU:
         else:
             idx_dev = buf["idx"]
             idx_dev.set_async(np.ascontiguousarray(idx_host, dtype=np.int32), stream=s)
-        self.embed((cdiv(M * C, 256), 1, 1), (256, 1, 1), idx_dev, self.w["wte"], self.w["wpe"], buf["x"],
-                   i32(M), i32(T), i32(C), i32(pos), ptr(pos_dev), stream=s)
+        if device_step and self.ragged is not None:       # each sequence at its own position
+            self.ragged.embed(idx_dev, self.w["wte"], self.w["wpe"], buf["x"], B, C, pos_dev, s)
+        else:
+            self.embed((cdiv(M * C, 256), 1, 1), (256, 1, 1), idx_dev, self.w["wte"], self.w["wpe"], buf["x"],
+                       i32(M), i32(T), i32(C), i32(pos), ptr(pos_dev), stream=s)
         self._mark("embed")
         x, x2 = buf["x"], buf["x2"]
         layer_kv = B * H * cap * D
@@ -187,6 +193,8 @@ class GPT2GPU:
                 self._mark("elementwise")
             x, x2 = self._residual_linear(buf["h"], self.w[h + "mlp.c_proj.weight"], self.w[h + "mlp.c_proj.bias"],
                                           x, x2, buf["t"], M, C, 4 * C, "mlp_proj")
+        if last_rows is not None:                       # right-padded prompts: each sequence's own last row
+            x, M, T = self.ragged.gather(x, last_rows, buf["t"], B, C, s), B, 1
         rows = B if last_only else M                    # only the last position's logits: decode needs no more
         a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, self.Vp, gemm_rows=rows)
         a_ld = C
@@ -233,6 +241,9 @@ class GPT2GPU:
 
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
+        if self.flash and Tq == 1 and self.ragged is not None:     # skipping each sequence's padding
+            self.ragged.attention(buf["q"], kc, vc, buf["y"], B, H, Tk, cap, self.window, pos_dev, s)
+            return
         if self.flash and Tq == 1:
             self.decode_attn((B * H, 1, 1), (128, 1, 1), buf["q"], kc, vc, buf["y"], i32(H), i32(Tk), i32(Tq),
                              i32(cap), i32(self.window), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos_dev), stream=s)

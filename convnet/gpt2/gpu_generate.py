@@ -1,0 +1,229 @@
+"""Text generation on the GPU: GPT2GPU's prefill and KV-cache decode steps with the next token chosen on the
+device (kernels/sampling.cu), several prompts in one batch, end-of-text per sequence.
+
+A decode step (forward of each sequence's newest token, the choice, the advance) reads its inputs from device
+memory only, so steps after the first replay one captured CUDA graph; the host only copies each step's token
+ids back and decides, a step or two behind the device, whether every sequence has finished.
+
+Prompts of different lengths (variants with flash attention) run as one batch: right-padded to the longest,
+T tokens. The prefill's causal mask already keeps a prompt from its padding; each prompt's first new token
+comes from its own last row (gather_rows), and decode steps write every sequence's keys and values at the
+shared slot T + n while its position is len_b + n (embed_ragged), attention skipping its padding slots
+len_b..T-1 (decode_attention_gap). Other variants run one batch per prompt length.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UsageError
+from ..gpu.runtime import cdiv, f32, i32, ptr
+from .generate import Sampling
+
+SAMPLE_THREADS = 1024
+MARGIN_BYTES = 256 << 20          # split-K workspaces, the allocator's rounding, the CUDA graph
+
+
+class Ragged:
+    """The per-sequence pieces of a batch of prompts of different lengths (GPT2GPU.ragged during a run)."""
+
+    def __init__(self, gpu, lens: list[int], T: int):
+        rt, d, name = gpu.rt, dict(gpu.variant.defines), gpu.variant.name
+        self.embed_k = rt.kernel("sampling.cu", "embed_ragged", d, name)
+        self.gather_k = rt.kernel("sampling.cu", "gather_rows", d, name)
+        self.attn_k = rt.kernel("attention.cu", "decode_attention_gap", {**d, "HEAD_DIM": gpu.D}, name)
+        B = len(lens)
+        self.gap = rt.pool.get("gpt2.gen.gap", (B, 2), np.int32)
+        self.gap.set(np.array([[n, T] for n in lens], np.int32))
+        self.last = rt.pool.get("gpt2.gen.last_rows", (B,), np.int32)
+        self.last.set(np.array([b * T + n - 1 for b, n in enumerate(lens)], np.int32))
+        self.scale = f32(math.log2(math.e) / math.sqrt(gpu.D))
+
+    def embed(self, idx, wte, wpe, x, B, C, pos_dev, s):
+        self.embed_k((cdiv(B * C, 256), 1, 1), (256, 1, 1), idx, wte, wpe, x, i32(B), i32(C), ptr(pos_dev),
+                     self.gap, stream=s)
+
+    def gather(self, x, rows, out, B, C, s):
+        self.gather_k((cdiv(B * C, 256), 1, 1), (256, 1, 1), x, rows, out, i32(B), i32(C), stream=s)
+        return out
+
+    def attention(self, q, kc, vc, y, B, H, Tk, cap, window, pos_dev, s):
+        self.attn_k((B * H, 1, 1), (128, 1, 1), q, kc, vc, y, i32(H), i32(Tk), i32(1), i32(cap), i32(window),
+                    self.scale, ptr(pos_dev), self.gap, stream=s)
+
+
+def kernel_limits(config) -> str | None:
+    """Why the GPU kernels cannot run this model shape, or None: flash and decode attention take head sizes that
+    are multiples of 16 up to 128 (registers: a decode thread keeps a head's output row); the warp LayerNorm
+    n_embd a multiple of 4 up to 4096 (32 lanes x 32 floats)."""
+    C, H = config.n_embd, config.n_head
+    D = C // H
+    if D % 16 or D > 128:
+        return f"head size {D} (n_embd {C} / n_head {H}): the attention kernels take multiples of 16 up to 128"
+    if C % 4 or C > 4096:
+        return f"n_embd {C}: the LayerNorm and GEMV kernels take multiples of 4 up to 4096"
+    return None
+
+
+class GPUGenerator:
+    """Generation on one GPT2GPU: run(prompts, ...) is the GPU backend of generate.generate_batch's contract."""
+
+    def __init__(self, gpu):
+        self.gpu = gpu
+        rt, d, name = gpu.rt, dict(gpu.variant.defines), gpu.variant.name
+        self.sample_k = rt.kernel("sampling.cu", "sample_tokens", {**d, "SM_THREADS": SAMPLE_THREADS}, name)
+        self.advance_k = rt.kernel("sampling.cu", "advance_tokens", d, name)
+        self.ragged_ok = gpu.graphable and not gpu.window
+        self.last_rate = float("nan")
+
+    # -- memory ----------------------------------------------------------------------------------------
+    def bytes_needed(self, B: int, T: int, N: int) -> int:
+        """Device memory a batch of B prompts of up to T tokens + N new tokens needs beyond the weights."""
+        g, C, H, L, V = self.gpu, self.gpu.C, self.gpu.H, self.gpu.cfg.n_layer, self.gpu.V
+        cap = T + N
+        per_seq = 2 * L * cap * C                                  # the KV cache
+        per_seq += T * (6 * C + 4 * C + (0 if g.head_major else 3 * C))   # prefill activations
+        per_seq += g.Vp + V + cdiv(V, 32) + 8                       # logits, z, seen, state
+        if not g.flash:
+            per_seq += H * T * cap + H * T * g.D                      # naive attention's scores
+        return 4 * B * per_seq + MARGIN_BYTES
+
+    def check_fits(self, B: int, T: int, N: int):
+        rt = self.gpu.rt
+        if not hasattr(rt.drv, "mem_get_info"):
+            return                                                  # dry run
+        free, _ = rt.drv.mem_get_info()
+        reusable = sum(rt.pool.view(n).nbytes for n in rt.pool.names("gpt2.act.") + rt.pool.names("gpt2.gen."))
+        avail = free + reusable
+        need = self.bytes_needed(B, T, N)
+        if need > avail:
+            per = (self.bytes_needed(2, T, N) - self.bytes_needed(1, T, N))
+            most = max(0, (avail - self.bytes_needed(0, T, N)) // per)
+            raise UsageError(f"{B} sequences of up to {T} prompt + {N} new tokens need {need / 2**30:.2f} GiB of "
+                             f"device memory; {avail / 2**30:.2f} GiB is free on {rt.name}: at most {most} "
+                             "such sequences fit (or fewer tokens)")
+
+    # -- one batch -------------------------------------------------------------------------------------
+    def run(self, prompts: list, max_new_tokens: int, s: Sampling, eos_id: int | None, rows: list[int], on_step,
+            graph: bool = True, lookahead: int = 2) -> None:
+        """Continues each prompt by up to max_new_tokens tokens; on_step(rows, tokens) gets each step's tokens
+        (a finished sequence gets eos_id again) and returns True when all those rows are finished. Prompts of
+        different lengths run as one batch where the variant allows (see the module doc), else per length."""
+        lens = {len(p) for p in prompts}
+        if len(lens) == 1 or self.ragged_ok:
+            groups = [list(range(len(prompts)))]
+        else:
+            by_len: dict[int, list[int]] = {}
+            for i, p in enumerate(prompts):
+                by_len.setdefault(len(p), []).append(i)
+            groups = list(by_len.values())
+        for g in groups:
+            self._run([prompts[i] for i in g], max_new_tokens, s, eos_id, [rows[i] for i in g], on_step, graph,
+                      lookahead)
+
+    def _run(self, prompts, N, s: Sampling, eos_id, rows, on_step, graph, lookahead):
+        from ..gpu.graph import Graph
+        gpu, rt = self.gpu, self.gpu.rt
+        pool, st, V = rt.pool, gpu.stream, gpu.V
+        lens = [len(p) for p in prompts]
+        B, T = len(prompts), max(lens)
+        cap = T + N
+        if cap > gpu.cfg.n_ctx:
+            raise UsageError(f"{T} prompt tokens + {N} new tokens exceed the model's context of {gpu.cfg.n_ctx}")
+        self.check_fits(B, T, N)
+        idx = np.array([p + [p[-1]] * (T - len(p)) for p in prompts], np.int32)   # right-padded
+        idx = gpu.check_tokens(idx)
+        words = cdiv(V, 32)
+        seen = None
+        if s.repetition_penalty != 1:
+            host_seen = np.zeros((B, words * 32), bool)
+            for b, p in enumerate(prompts):
+                host_seen[b, p] = True
+            seen = pool.get("gpt2.gen.seen", (B, words), np.uint32)
+            seen.set(np.packbits(host_seen, axis=1, bitorder="little").view(np.uint32).reshape(B, words))
+        done = None
+        if eos_id is not None:
+            done = pool.get("gpt2.gen.done", (B,), np.int32)
+            done.fill(np.int32(0))
+        step = pool.get("gpt2.gen.step", (1,), np.int32)
+        step.fill(np.int32(0))
+        row_ids = pool.get("gpt2.gen.rows", (B,), np.int32)
+        row_ids.set(np.array(rows, np.int32))
+        zbuf = pool.get("gpt2.gen.z", (B, V))
+        nxt = pool.get("gpt2.act.next", (B,), np.int32)
+        pos = pool.get("gpt2.act.pos", (1,), np.int32)
+        step_idx = pool.get("gpt2.act.step_idx", (B, 1), np.int32)
+        pad = -1 if eos_id is None else eos_id
+        temp = s.temperature
+
+        def choose(logits):
+            self.sample_k((B, 1, 1), (SAMPLE_THREADS, 1, 1), logits, np.int64(gpu.Vp), i32(V), zbuf, ptr(seen),
+                          i32(words), ptr(done), step, row_ids, np.uint64(s.seed), f32(temp),
+                          f32(s.repetition_penalty), i32(s.top_k or 0), f32(s.top_p or 1.0), i32(pad), nxt,
+                          np.uintp(0), stream=st)
+            self.advance_k((cdiv(B, 128), 1, 1), (128, 1, 1), nxt, step_idx, pos, step, ptr(done), ptr(seen),
+                           i32(words), i32(pad), i32(B), stream=st)
+
+        def device_step():
+            logits, _ = gpu.enqueue(None, cap=cap, last_only=True, device_step=B)
+            choose(logits)
+
+        ragged = len(set(lens)) > 1
+        gpu.ragged = Ragged(gpu, lens, T) if ragged else None
+        try:
+            host = rt.pinned((N, B), np.int32)
+            events = [rt.event() for _ in range(N)]
+            start, end = rt.event(), rt.event()
+            p0 = np.array([T - 1], np.int32)                  # advance_tokens makes it T
+            pos.set_async(p0, stream=st)
+            logits, _ = gpu.enqueue(idx, pos=0, cap=cap, last_only=True,
+                                    last_rows=gpu.ragged.last if ragged else None)
+            choose(logits)
+            nxt.get_async(stream=st, ary=host[0])
+            events[0].record(st)
+            on_device = gpu.graphable
+            step_graph, processed, launched, timed_from = None, 0, 1, 2 if on_device and graph else 1
+            finished = False
+            for n in range(1, N):
+                if not on_device:                               # the host feeds each step's tokens
+                    lookahead = 0
+                    events[n - 1].synchronize()
+                while processed <= n - 1 - lookahead:          # steps the device has (nearly) finished
+                    finished = self._process(events, host, processed, rows, on_step)
+                    processed += 1
+                    if finished:
+                        break
+                if finished:
+                    break
+                if n == timed_from:
+                    start.record(st)
+                if step_graph is not None:
+                    step_graph.launch()
+                elif on_device:
+                    device_step()
+                    if graph:                                   # buffers exist now: capture the next steps
+                        step_graph = Graph.capture(st)
+                        with step_graph:
+                            device_step()
+                else:
+                    logits, _ = gpu.enqueue(host[n - 1].reshape(B, 1), pos=T + n - 1, cap=cap, last_only=True)
+                    choose(logits)
+                nxt.get_async(stream=st, ary=host[n])
+                events[n].record(st)
+                launched = n + 1
+            end.record(st)
+            while not finished and processed < launched:
+                finished = self._process(events, host, processed, rows, on_step)
+                processed += 1
+            end.synchronize()
+            steps = launched - timed_from
+            self.last_rate = B * steps / (end.time_since(start) / 1e3) if steps > 0 else float("nan")
+            rt.synchronize(f"GPT-2 generation (variant {gpu.variant.name})")
+        finally:
+            gpu.ragged = None
+
+    @staticmethod
+    def _process(events, host, n, rows, on_step) -> bool:
+        events[n].synchronize()
+        return bool(on_step(rows, host[n].copy()))

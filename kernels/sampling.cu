@@ -1,0 +1,314 @@
+// sampling.cu: choosing the next token on the device, and the per-sequence bookkeeping of batched decoding,
+// so that a decode step (forward, choice, advance) runs from device memory alone, inside one CUDA graph, and
+// the host receives token ids only. The numpy oracle of every step is convnet/gpt2/generate.py.
+//
+//   sample_tokens    one block per sequence. z = logits with the repetition penalty (HF's: a seen token's
+//                    logit divided by the penalty when positive, multiplied when negative), divided by the
+//                    temperature (IEEE float division: the same float32 z as numpy). Temperature 0: the
+//                    argmax of z (lowest index on ties). Else the kept set is z >= the k-th largest z (top-k,
+//                    ties kept), then z >= tau, tau the largest value whose mass {z >= tau} reaches top_p of
+//                    the kept mass (nucleus; ties kept); the draw is the inverse CDF, in token order, of the
+//                    kept weights exp(z - max) as fixed-point integers (2^40 = the likeliest token), at
+//                    u = splitmix64(seed, row, step) / 2^64: integer sums, so a seed gives the same tokens on
+//                    every run. Thresholds by radix select over the float bits: SM_RADIX_BITS per pass,
+//                    histograms (counts for top-k, fixed-point mass for top-p) in shared memory, each
+//                    thread's additions gathered while its elements stay in one bin (BinRun).
+//                    A finished sequence (done[b]) emits pad_token and is not computed.
+//   advance_tokens   after the choice: the tokens become the next step's input, a sequence that produced
+//                    eos_id is done, its token is marked seen (repetition penalty), pos and step += 1.
+//   embed_ragged     decode-step embedding for prompts of different lengths: sequence b's prompt fills slots
+//                    0..len_b-1 of the cache and slots len_b..T-1 are padding it skips (gap[b] = {len_b, T}),
+//                    so the token in slot s sits at position s - (T - len_b).
+//   gather_rows      y[b] = x[rows[b]]: each prompt's last position before the LM head (right-padded prefill).
+// Tunables (-D): SM_THREADS (threads per block, a multiple of 32, at most 1024), SM_RADIX_BITS (4 or 8).
+#include "common.cuh"
+
+#ifndef SM_THREADS
+#define SM_THREADS 1024
+#endif
+#ifndef SM_RADIX_BITS
+#define SM_RADIX_BITS 8
+#endif
+static_assert(SM_THREADS % 32 == 0 && SM_THREADS <= 1024, "SM_THREADS: a multiple of 32, at most 1024");
+static_assert(SM_RADIX_BITS == 4 || SM_RADIX_BITS == 8, "SM_RADIX_BITS: 4 or 8 (passes of 32 / bits)");
+#define SM_BINS (1 << SM_RADIX_BITS)
+#define SM_WARPS (SM_THREADS / 32)
+#define SM_FIXED 1099511627776.0f          // 2^40: weight of the likeliest token as a fixed-point integer
+
+typedef unsigned long long u64;
+
+// Order-preserving map of a float to an unsigned key (larger float, larger key).
+__device__ __forceinline__ unsigned float_key(float f) {
+    const unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ u64 splitmix64(u64 x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// The draw's uniform in [0, 1): the same formula as generate.py's uniform().
+__device__ __forceinline__ double uniform01(u64 seed, u64 row, u64 step) {
+    const u64 h = splitmix64(splitmix64(splitmix64(seed) ^ row) ^ step);
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+__device__ __forceinline__ u64 fixed_weight(float z, float m) {
+    return (u64)(expf(z - m) * SM_FIXED);          // expf(0) = 1 exactly: the maximum weighs 2^40
+}
+
+// The digit d of a histogram hist[SM_BINS] (filled by the block) at which, walking from the top digit down,
+// the running sum first reaches `need` (> 0): returns d; *below = the sum of the digits above d. Warp 0 scans.
+__device__ int find_digit(const u64* hist, u64 need, u64* below, int* s_digit, u64* s_below) {
+    constexpr int PER_LANE = (SM_BINS + 31) / 32;
+    const int tid = threadIdx.x;
+    if (tid < 32) {
+        u64 local = 0;
+#pragma unroll
+        for (int j = 0; j < PER_LANE; ++j) {       // lane l owns the digits SM_BINS-1-(l*PER_LANE+j)
+            const int d = SM_BINS - 1 - (tid * PER_LANE + j);
+            if (d >= 0) local += hist[d];
+        }
+        u64 incl = local;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const u64 o = __shfl_up_sync(0xffffffffu, incl, off);
+            if (tid >= off) incl += o;
+        }
+        u64 cum = incl - local;
+        for (int j = 0; j < PER_LANE; ++j) {
+            const int d = SM_BINS - 1 - (tid * PER_LANE + j);
+            if (d < 0) break;
+            if (cum < need && need <= cum + hist[d]) { *s_digit = d; *s_below = cum; }
+            cum += hist[d];
+        }
+    }
+    __syncthreads();
+    const int d = *s_digit;
+    *below = *s_below;
+    return d;
+}
+
+// A thread's additions to a shared histogram, gathered while its elements fall in the same bin: most of a
+// row's values share a few leading bits, and one shared-memory atomic per element serialised on them (top-p
+// took 450 us per step at 124M, H100). The final flush: one atomic per warp when all its lanes end on one bin.
+struct BinRun {
+    int bin = -1;
+    u64 sum = 0;
+    __device__ __forceinline__ void add(u64* hist, int b, u64 v) {
+        if (b != bin) {
+            if (sum) atomicAdd(&hist[bin], sum);
+            bin = b;
+            sum = 0;
+        }
+        sum += v;
+    }
+    __device__ __forceinline__ void flush(u64* hist) {
+        const unsigned peers = __match_any_sync(0xffffffffu, bin);
+        if (peers == 0xffffffffu) {
+            u64 total = sum;
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
+            if (threadIdx.x % 32 == 0 && total) atomicAdd(&hist[bin], total);
+        } else if (sum) {
+            atomicAdd(&hist[bin], sum);
+        }
+    }
+};
+
+// Block sums and maxima (every thread gets the result).
+__device__ u64 block_sum(u64 v, u64* scratch) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    u64 total = 0;
+#pragma unroll
+    for (int w = 0; w < SM_WARPS; ++w) total += scratch[w];
+    __syncthreads();
+    return total;
+}
+
+extern "C" __global__ void __launch_bounds__(SM_THREADS)
+sample_tokens(const float* RESTRICT logits, long long ld, int V, float* RESTRICT zbuf, const unsigned* RESTRICT seen,
+              int seen_words, const int* RESTRICT done, const int* RESTRICT step_dev, const int* RESTRICT row_ids,
+              unsigned long long seed, float temperature, float penalty, int top_k, float top_p, int pad_token,
+              int* RESTRICT out, unsigned* RESTRICT thresholds) {
+    const int b = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    __shared__ u64 hist[SM_BINS];
+    __shared__ u64 scratch[SM_WARPS];
+    __shared__ float s_max[SM_WARPS];
+    __shared__ int s_arg[SM_WARPS];
+    __shared__ int s_digit;
+    __shared__ u64 s_below;
+    if (done && done[b]) {                         // a finished sequence: padding, nothing computed
+        if (tid == 0) out[b] = pad_token;
+        return;
+    }
+    const float* row = logits + (long long)b * ld;
+    float* z = zbuf + (long long)b * V;
+    const unsigned* seen_b = seen ? seen + (long long)b * seen_words : nullptr;
+
+    // z, its maximum and the first index holding it.
+    float best = -INFINITY;
+    int arg = 0x7fffffff;
+    for (int i = tid; i < V; i += SM_THREADS) {
+        float l = row[i];
+        if (seen_b && ((seen_b[i >> 5] >> (i & 31)) & 1u)) l = l > 0.f ? l / penalty : l * penalty;
+        float zi = temperature > 0.f ? l / temperature : l;
+        zi += 0.f;                                 // -0 -> +0: equal floats, equal keys
+        if (temperature > 0.f) z[i] = zi;         // the sampling passes read it back
+        if (zi > best) { best = zi; arg = i; }     // strided in increasing i: the first maximum
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float ob = __shfl_xor_sync(0xffffffffu, best, off);
+        const int oa = __shfl_xor_sync(0xffffffffu, arg, off);
+        if (ob > best || (ob == best && oa < arg)) { best = ob; arg = oa; }
+    }
+    if (lane == 0) { s_max[warp] = best; s_arg[warp] = arg; }
+    __syncthreads();
+    best = s_max[0]; arg = s_arg[0];
+    for (int w = 1; w < SM_WARPS; ++w)
+        if (s_max[w] > best || (s_max[w] == best && s_arg[w] < arg)) { best = s_max[w]; arg = s_arg[w]; }
+    if (temperature <= 0.f) {                      // greedy
+        if (tid == 0) {
+            out[b] = arg;
+            if (thresholds) { thresholds[2 * b] = float_key(best); thresholds[2 * b + 1] = float_key(best); }
+        }
+        return;
+    }
+    const float m = best;
+
+    // Top-k: the key of the k-th largest z, by radix select on counts.
+    unsigned kth = 0;
+    if (top_k > 0 && top_k < V) {
+        unsigned prefix = 0, mask = 0;
+        u64 need = (u64)top_k;
+        for (int shift = 32 - SM_RADIX_BITS; shift >= 0; shift -= SM_RADIX_BITS) {
+            for (int d = tid; d < SM_BINS; d += SM_THREADS) hist[d] = 0;
+            __syncthreads();
+            BinRun run;
+            for (int i = tid; i < V; i += SM_THREADS) {
+                const unsigned key = float_key(z[i]);
+                if ((key & mask) == prefix) run.add(hist, (key >> shift) & (SM_BINS - 1), 1ull);
+            }
+            run.flush(hist);
+            __syncthreads();
+            u64 below;
+            const int d = find_digit(hist, need, &below, &s_digit, &s_below);
+            need -= below;
+            prefix |= (unsigned)d << shift;
+            mask |= (unsigned)(SM_BINS - 1) << shift;
+        }
+        kth = prefix;
+    }
+
+    // Top-p: the key tau of the nucleus, by radix select on fixed-point mass among the top-k survivors.
+    unsigned cut = kth;
+    if (top_p < 1.f) {
+        unsigned prefix = 0, mask = 0;
+        u64 need = 0;
+        for (int shift = 32 - SM_RADIX_BITS; shift >= 0; shift -= SM_RADIX_BITS) {
+            for (int d = tid; d < SM_BINS; d += SM_THREADS) hist[d] = 0;
+            __syncthreads();
+            BinRun run;
+            for (int i = tid; i < V; i += SM_THREADS) {
+                const float zi = z[i];
+                const unsigned key = float_key(zi);
+                if (key >= kth && (key & mask) == prefix) run.add(hist, (key >> shift) & (SM_BINS - 1), fixed_weight(zi, m));
+            }
+            run.flush(hist);
+            __syncthreads();
+            if (mask == 0) {                       // first pass: the histogram holds the whole kept mass
+                u64 local = 0;
+                for (int d = tid; d < SM_BINS; d += SM_THREADS) local += hist[d];
+                const u64 total = block_sum(local, scratch);
+                need = (u64)ceil((double)top_p * (double)total);
+                if (need < 1) need = 1;
+            }
+            u64 below;
+            const int d = find_digit(hist, need, &below, &s_digit, &s_below);
+            need -= below;
+            prefix |= (unsigned)d << shift;
+            mask |= (unsigned)(SM_BINS - 1) << shift;
+        }
+        cut = prefix > kth ? prefix : kth;
+    }
+
+    // The draw: inverse CDF over the kept weights in token order. Thread t owns the contiguous indices
+    // [t*chunk, (t+1)*chunk): a block scan of the chunk sums finds the chunk, its owner walks it.
+    const int chunk = (V + SM_THREADS - 1) / SM_THREADS, lo = tid * chunk, hi = min(V, lo + chunk);
+    u64 mine = 0;
+    for (int i = lo; i < hi; ++i) {
+        const float zi = z[i];
+        if (float_key(zi) >= cut) mine += fixed_weight(zi, m);
+    }
+    u64 incl = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const u64 o = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += o;
+    }
+    if (lane == 31) scratch[warp] = incl;
+    __syncthreads();
+    u64 warp_base = 0, total = 0;
+    for (int w = 0; w < SM_WARPS; ++w) {
+        if (w < warp) warp_base += scratch[w];
+        total += scratch[w];
+    }
+    const u64 before = warp_base + incl - mine;
+    const int step = step_dev ? *step_dev : 0;
+    const double u = uniform01(seed, (u64)(row_ids ? row_ids[b] : b), (u64)step);
+    u64 r = (u64)(u * (double)total);
+    if (r >= total) r = total - 1;
+    if (before <= r && r < before + mine) {        // exactly one thread: the chunk holding r
+        u64 cum = before;
+        int token = hi - 1;
+        for (int i = lo; i < hi; ++i) {
+            const float zi = z[i];
+            if (float_key(zi) < cut) continue;
+            cum += fixed_weight(zi, m);
+            if (cum > r) { token = i; break; }
+        }
+        out[b] = token;
+        if (thresholds) { thresholds[2 * b] = kth; thresholds[2 * b + 1] = cut; }
+    }
+}
+
+extern "C" __global__ void advance_tokens(const int* RESTRICT next, int* RESTRICT idx, int* RESTRICT pos,
+                                          int* RESTRICT step, int* RESTRICT done, unsigned* RESTRICT seen,
+                                          int seen_words, int eos_id, int Bn) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < Bn) {
+        const int t = next[b];
+        idx[b] = t;
+        if (done && t == eos_id) done[b] = 1;
+        if (seen) atomicOr(&seen[(long long)b * seen_words + (t >> 5)], 1u << (t & 31));
+    }
+    if (b == 0) {
+        if (pos) *pos += 1;
+        if (step) *step += 1;
+    }
+}
+
+extern "C" __global__ void embed_ragged(const int* RESTRICT idx, const float* RESTRICT wte, const float* RESTRICT wpe,
+                                        float* RESTRICT x, int Bn, int C, const int* RESTRICT pos_dev,
+                                        const int* RESTRICT gap) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)Bn * C) return;
+    const int b = (int)(e / C), c = (int)(e % C);
+    const int position = *pos_dev - (gap[2 * b + 1] - gap[2 * b]);
+    x[e] = wte[(long long)idx[b] * C + c] + wpe[(long long)position * C + c];
+}
+
+extern "C" __global__ void gather_rows(const float* RESTRICT x, const int* RESTRICT rows, float* RESTRICT y, int Bn,
+                                       int C) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)Bn * C) return;
+    const int b = (int)(e / C), c = (int)(e % C);
+    y[e] = x[(long long)rows[b] * C + c];
+}

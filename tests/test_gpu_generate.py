@@ -1,0 +1,227 @@
+"""Generation on the GPU (convnet/gpt2/gpu_generate.py, kernels/sampling.cu) against the numpy oracle
+(convnet/gpt2/generate.py) and HF transformers: the kept set (top-k, top-p, repetition penalty) equal on fixed
+logits, sampled frequencies within a chi-square bound, seeds reproducible, greedy batches of prompts of
+different lengths equal to each prompt alone and to HF generate, end-of-text per sequence."""
+import numpy as np
+import pytest
+
+from convnet import catalogue
+from convnet.gpt2 import model as ref
+from convnet.gpt2.generate import Sampling, choose, float_keys, generate, kept, run_generation, scaled_logits
+
+pytestmark = pytest.mark.gpu
+
+SMALL = ref.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=96)
+
+
+def small_params(config, seed=0):
+    p = ref.random_params(config, seed)
+    rng = np.random.default_rng(seed + 1)
+    for name, a in p.items():
+        if name.endswith("bias"):
+            p[name] = rng.normal(0, 0.05, a.shape).astype(np.float32)
+        elif name == "wte":                       # larger logits: greedy paths away from near-ties
+            p[name] = (a * 8).astype(np.float32)
+    return p
+
+
+def gpu_sample(logits, s: Sampling, seen=None, rows=None, step=0):
+    """sample_tokens on (B, V) logits: the tokens and the (top-k key, final cut key) per row."""
+    from convnet.gpu.runtime import Runtime, f32, i32, ptr
+    rt = Runtime.get()
+    B, V = logits.shape
+    k = rt.kernel("sampling.cu", "sample_tokens", {"SM_THREADS": 1024}, "test")
+    lg = rt.pool.get("test.sm.logits", (B, V))
+    lg.set(np.ascontiguousarray(logits, np.float32))
+    z = rt.pool.get("test.sm.z", (B, V))
+    z.fill(np.float32(np.nan))
+    words = -(-V // 32)
+    seen_dev = None
+    if seen is not None:
+        bits = np.zeros((B, words * 32), bool)
+        bits[:, :V] = seen
+        seen_dev = rt.pool.get("test.sm.seen", (B, words), np.uint32)
+        seen_dev.set(np.packbits(bits, axis=1, bitorder="little").view(np.uint32).reshape(B, words))
+    step_dev = rt.pool.get("test.sm.step", (1,), np.int32)
+    step_dev.set(np.array([step], np.int32))
+    row_dev = rt.pool.get("test.sm.rows", (B,), np.int32)
+    row_dev.set(np.arange(B, dtype=np.int32) if rows is None else np.asarray(rows, np.int32))
+    out = rt.pool.get("test.sm.out", (B,), np.int32)
+    out.fill(np.int32(-7))
+    thr = rt.pool.get("test.sm.thr", (B, 2), np.uint32)
+    k((B, 1, 1), (1024, 1, 1), lg, np.int64(V), i32(V), z, ptr(seen_dev), i32(words), np.uintp(0), step_dev, row_dev,
+      np.uint64(s.seed), f32(s.temperature), f32(s.repetition_penalty), i32(s.top_k or 0), f32(s.top_p or 1.0),
+      i32(-1), out, thr)
+    rt.synchronize("test sample_tokens")
+    return out.get(), thr.get()
+
+
+SETTINGS = {
+    "temperature": Sampling(0.7, seed=3),
+    "top_k": Sampling(1.3, top_k=40, seed=4),
+    "top_p": Sampling(1.0, top_p=0.9, seed=5),
+    "top_k_top_p": Sampling(0.8, top_k=200, top_p=0.5, seed=6),
+    "penalty": Sampling(1.0, top_p=0.95, repetition_penalty=1.3, seed=7),
+    "greedy_penalty": Sampling(0.0, repetition_penalty=2.0),
+}
+
+
+@pytest.mark.parametrize("V", [1000, 50257])
+@pytest.mark.parametrize("name", SETTINGS)
+def test_kept_set_and_draws_equal_the_reference(name, V, rng):
+    s = SETTINGS[name]
+    B = 16
+    logits = (rng.standard_normal((B, V)) * 3).astype(np.float32)
+    logits[3, 10:20] = logits[3, 10]                     # ties at one value
+    seen = rng.random((B, V)) < 0.05 if s.repetition_penalty != 1 else None
+    got, thr = gpu_sample(logits, s, seen, step=11)
+    same = 0
+    for b in range(B):
+        z = scaled_logits(logits[b], s, None if seen is None else seen[b])
+        want = choose(logits[b], s, None if seen is None else seen[b], row=b, step=11)
+        if s.greedy:
+            assert got[b] == want
+            continue
+        mask = kept(z, s.top_k, s.top_p)
+        assert np.array_equal(float_keys(z) >= thr[b, 1], mask), f"row {b}: kept sets differ"
+        assert mask[got[b]]
+        same += got[b] == want
+    if not s.greedy:                                     # the same u and algorithm; expf vs exp may move a boundary
+        assert same >= B - 1, f"{same} of {B} draws equal the reference's"
+
+
+@pytest.mark.parametrize("s", [Sampling(1.0, seed=1), Sampling(0.9, top_k=7, seed=2), Sampling(1.2, top_p=0.8, seed=3)],
+                         ids=["temperature", "top_k", "top_p"])
+def test_sampled_frequencies_match_reference(s, rng):
+    """4096 draws (one per row id) from fixed logits over 30 tokens: chi-square against the reference's
+    probabilities of the kept set (df <= 29; the 0.999 quantile of chi2(29) is 58.3)."""
+    V, B = 30, 4096
+    logits = rng.standard_normal(V).astype(np.float32)
+    got, _ = gpu_sample(np.tile(logits, (B, 1)), s)
+    z = scaled_logits(logits, s)
+    keep = kept(z, s.top_k, s.top_p)
+    p = np.where(keep, np.exp(z.astype(np.float64) - z.max()), 0)
+    p /= p.sum()
+    counts = np.bincount(got, minlength=V)
+    assert counts[~keep].sum() == 0
+    expected = p[keep] * B
+    chi2 = float(((counts[keep] - expected) ** 2 / expected).sum())
+    assert chi2 < 58.3, chi2
+    cpu = np.bincount([choose(logits, s, row=r) for r in range(512)], minlength=V)   # the oracle's own draws
+    assert cpu[~keep].sum() == 0
+
+
+def make_generator(name, params, config):
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    from convnet.gpu.runtime import Runtime
+    v = catalogue.get(name, "gpt2")
+    if v.min_sm > int(Runtime.get().arch[3:5]):
+        pytest.skip(f"{name} needs sm_{v.min_sm}")
+    return GPUGenerator(GPT2GPU(params, config, v))
+
+
+def run(gen, prompts, n, s=Sampling(), eos=None, num_samples=1, graph=True):
+    def backend(*a):
+        return gen.run(*a, graph=graph)
+    completions, _ = run_generation(backend, prompts, n, s, eos, num_samples)
+    return [c.ids for c in completions]
+
+
+PROMPTS = [[5, 9, 2], list(range(30, 47)), [7], [100, 3, 3, 80, 12, 250, 9, 1, 4]]
+
+
+@pytest.mark.parametrize("name,graph", [("fast_fp32", True), ("fast_fp32", False), ("fast_3xtf32", True),
+                                        ("baseline", True)])
+def test_greedy_batch_of_different_lengths_equals_each_alone(name, graph):
+    """fast_* run the four prompts as one right-padded batch (per-sequence positions, padding skipped);
+    baseline (naive attention) runs one batch per length."""
+    params = small_params(SMALL)
+    gen = make_generator(name, params, SMALL)
+    rt = gen.gpu.rt
+    rt.pool.fill("gpt2.act.", np.nan, np.float32)
+    got = run(gen, PROMPTS, 14, graph=graph)
+    for p, ids in zip(PROMPTS, got):
+        assert ids == generate(params, SMALL, p, 14), p
+
+
+def test_eos_stops_each_sequence_alone():
+    params = small_params(SMALL)
+    gen = make_generator("fast_fp32", params, SMALL)
+    free = run(gen, PROMPTS, 12)
+    eos = free[1][4]                                   # sequence 1's fifth token ends it
+    stopped = run(gen, PROMPTS, 12, eos=eos)
+    for ids, full in zip(stopped, free):
+        cut = full.index(eos) + 1 if eos in full else len(full)
+        assert ids == full[:cut]
+    assert len(stopped[1]) <= 5
+
+
+def test_same_seed_same_tokens_and_sampling_matches_the_oracle():
+    params = ref.random_params(SMALL, 0)                # flat distributions: seeds matter
+    gen = make_generator("fast_fp32", params, SMALL)
+    s = Sampling(1.0, top_k=50, top_p=0.95, repetition_penalty=1.2, seed=11)
+    first = run(gen, PROMPTS, 20, s, num_samples=2)
+    assert run(gen, PROMPTS, 20, s, num_samples=2) == first
+    assert run(gen, PROMPTS, 20, Sampling(1.0, top_k=50, top_p=0.95, repetition_penalty=1.2, seed=12),
+               num_samples=2) != first
+    assert first[0] != first[1]                        # two samples of one prompt differ
+    # The numpy backend draws with the same u and algorithm: the same tokens up to float rounding.
+    from convnet.gpt2.generate import generate_batch
+
+    def cpu(*a):
+        return generate_batch(params, SMALL, *a)
+    cpu_out, _ = run_generation(cpu, PROMPTS, 20, s, None, 2)
+    agree = np.mean([a == c.ids for a, c in zip(first, cpu_out)])
+    assert agree >= 0.75, agree
+
+
+def test_batch_that_does_not_fit_is_refused_with_the_largest_that_fits():
+    from convnet.errors import UsageError
+    params = small_params(SMALL)
+    gen = make_generator("fast_fp32", params, SMALL)
+    with pytest.raises(UsageError, match=r"at most \d+ such sequences fit"):
+        gen.check_fits(10 ** 7, 64, 32)
+    gen.check_fits(4, 64, 32)
+
+
+def hf_greedy(params, config, prompt, n):
+    import torch
+    from convnet.bench.hf_anchor import hf_model
+    m = hf_model(params, config, "cuda", tf32=False)
+    with torch.no_grad():
+        out = m.generate(torch.as_tensor([prompt], device="cuda"), do_sample=False, max_new_tokens=n,
+                         pad_token_id=0, eos_token_id=None)
+    return out[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize("model", ["tiny_fixture", "124M_shape"])
+def test_greedy_batch_equals_hf_generate(model, gpt2_fixture, rng):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if model == "tiny_fixture":
+        params, config, _, _ = gpt2_fixture
+    else:
+        config = ref.GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_ctx=1024)
+        params = ref.random_params(config, seed=3)
+    prompts = [list(rng.integers(0, config.vocab_size, n)) for n in (4, 11, 23)]
+    gen = make_generator("fast_fp32", params, config)
+    got = run(gen, prompts, 16)
+    for p, ids in zip(prompts, got):
+        assert ids == hf_greedy(params, config, p, 16), p
+
+
+def test_cli_on_the_gpu_is_reproducible(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    fixture = Path(__file__).parent / "fixtures" / "gpt2_tiny"
+    args = [sys.executable, "-m", "convnet.gpt2", "generate", "--checkpoint", str(fixture), "--tokens", "1,2,3",
+            "--tokens", "4,5", "--variant", "fast_fp32", "--temperature", "1", "--top-p", "0.9", "--seed", "5",
+            "--max-new-tokens", "20", "--json", "-"]
+    a, b = (subprocess.run(args, capture_output=True, text=True, timeout=300) for _ in range(2))
+    assert a.returncode == 0, a.stderr
+    import json
+    ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+    assert [c["ids"] for c in ja["completions"]] == [c["ids"] for c in jb["completions"]]
+    assert ja["variant"] == "fast_fp32" and ja["tokens_per_s"] > 0
