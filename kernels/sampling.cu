@@ -13,7 +13,9 @@
 //                    every run. Thresholds by radix select over the float bits: SM_RADIX_BITS per pass,
 //                    histograms (counts for top-k, fixed-point mass for top-p) in shared memory, each
 //                    thread's additions gathered while its elements stay in one bin (BinRun).
-//                    A finished sequence (done[b]) emits pad_token and is not computed.
+//                    A finished sequence (done[b]) emits pad_token and is not computed. z stays in shared
+//                    memory where V floats fit (z_shared; 201 KB for GPT-2's 50257: the passes then read
+//                    shared memory instead of L2 from one SM), else in zbuf.
 //   advance_tokens   after the choice: the tokens become the next step's input, a sequence that produced
 //                    eos_id is done, its token is marked seen (repetition penalty), pos and step += 1.
 //   embed_ragged     decode-step embedding for prompts of different lengths: sequence b's prompt fills slots
@@ -60,9 +62,50 @@ __device__ __forceinline__ u64 fixed_weight(float z, float m) {
     return (u64)(expf(z - m) * SM_FIXED);          // expf(0) = 1 exactly: the maximum weighs 2^40
 }
 
+// A 64-bit histogram in shared memory as two 32-bit halves: a 64-bit shared-memory atomicAdd is a
+// compare-and-swap loop, which spins when many threads hit one bin (top-p took 356-450 us per step at 124M,
+// H100); 32-bit adds are native. The adder whose low half wraps carries 1 into the high half: exact sums.
+struct Hist64 {
+    unsigned lo[SM_BINS], hi[SM_BINS];
+    __device__ __forceinline__ void add(int b, u64 v) {
+        const unsigned vlo = (unsigned)v;
+        unsigned vhi = (unsigned)(v >> 32);
+        const unsigned old = atomicAdd(&lo[b], vlo);
+        if (old + vlo < old) ++vhi;
+        if (vhi) atomicAdd(&hi[b], vhi);
+    }
+    __device__ __forceinline__ u64 operator[](int b) const { return ((u64)hi[b] << 32) | lo[b]; }
+};
+
+// A thread's additions to the histogram, gathered while its elements fall in the same bin (most of a row's
+// values share a few leading bits). The final flush: one add per warp when all its lanes end on one bin.
+struct BinRun {
+    int bin = -1;
+    u64 sum = 0;
+    __device__ __forceinline__ void add(Hist64& hist, int b, u64 v) {
+        if (b != bin) {
+            if (sum) hist.add(bin, sum);
+            bin = b;
+            sum = 0;
+        }
+        sum += v;
+    }
+    __device__ __forceinline__ void flush(Hist64& hist) {
+        const unsigned peers = __match_any_sync(0xffffffffu, bin);
+        if (peers == 0xffffffffu) {
+            u64 total = sum;
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
+            if (threadIdx.x % 32 == 0 && total) hist.add(bin, total);
+        } else if (sum) {
+            hist.add(bin, sum);
+        }
+    }
+};
+
 // The digit d of a histogram hist[SM_BINS] (filled by the block) at which, walking from the top digit down,
 // the running sum first reaches `need` (> 0): returns d; *below = the sum of the digits above d. Warp 0 scans.
-__device__ int find_digit(const u64* hist, u64 need, u64* below, int* s_digit, u64* s_below) {
+__device__ int find_digit(const Hist64& hist, u64 need, u64* below, int* s_digit, u64* s_below) {
     constexpr int PER_LANE = (SM_BINS + 31) / 32;
     const int tid = threadIdx.x;
     if (tid < 32) {
@@ -92,33 +135,6 @@ __device__ int find_digit(const u64* hist, u64 need, u64* below, int* s_digit, u
     return d;
 }
 
-// A thread's additions to a shared histogram, gathered while its elements fall in the same bin: most of a
-// row's values share a few leading bits, and one shared-memory atomic per element serialised on them (top-p
-// took 450 us per step at 124M, H100). The final flush: one atomic per warp when all its lanes end on one bin.
-struct BinRun {
-    int bin = -1;
-    u64 sum = 0;
-    __device__ __forceinline__ void add(u64* hist, int b, u64 v) {
-        if (b != bin) {
-            if (sum) atomicAdd(&hist[bin], sum);
-            bin = b;
-            sum = 0;
-        }
-        sum += v;
-    }
-    __device__ __forceinline__ void flush(u64* hist) {
-        const unsigned peers = __match_any_sync(0xffffffffu, bin);
-        if (peers == 0xffffffffu) {
-            u64 total = sum;
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
-            if (threadIdx.x % 32 == 0 && total) atomicAdd(&hist[bin], total);
-        } else if (sum) {
-            atomicAdd(&hist[bin], sum);
-        }
-    }
-};
-
 // Block sums and maxima (every thread gets the result).
 __device__ u64 block_sum(u64 v, u64* scratch) {
 #pragma unroll
@@ -136,9 +152,10 @@ extern "C" __global__ void __launch_bounds__(SM_THREADS)
 sample_tokens(const float* RESTRICT logits, long long ld, int V, float* RESTRICT zbuf, const unsigned* RESTRICT seen,
               int seen_words, const int* RESTRICT done, const int* RESTRICT step_dev, const int* RESTRICT row_ids,
               unsigned long long seed, float temperature, float penalty, int top_k, float top_p, int pad_token,
-              int* RESTRICT out, unsigned* RESTRICT thresholds) {
+              int* RESTRICT out, unsigned* RESTRICT thresholds, int z_shared) {
+    extern __shared__ float z_smem[];              // z_shared: the row's z in dynamic shared memory (V floats)
     const int b = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    __shared__ u64 hist[SM_BINS];
+    __shared__ Hist64 hist;
     __shared__ u64 scratch[SM_WARPS];
     __shared__ float s_max[SM_WARPS];
     __shared__ int s_arg[SM_WARPS];
@@ -149,20 +166,32 @@ sample_tokens(const float* RESTRICT logits, long long ld, int V, float* RESTRICT
         return;
     }
     const float* row = logits + (long long)b * ld;
-    float* z = zbuf + (long long)b * V;
+    float* z = z_shared ? z_smem : zbuf + (long long)b * V;   // read by every pass below
     const unsigned* seen_b = seen ? seen + (long long)b * seen_words : nullptr;
 
     // z, its maximum and the first index holding it.
     float best = -INFINITY;
     int arg = 0x7fffffff;
-    for (int i = tid; i < V; i += SM_THREADS) {
-        float l = row[i];
-        if (seen_b && ((seen_b[i >> 5] >> (i & 31)) & 1u)) l = l > 0.f ? l / penalty : l * penalty;
-        float zi = temperature > 0.f ? l / temperature : l;
-        zi += 0.f;                                 // -0 -> +0: equal floats, equal keys
-        if (temperature > 0.f) z[i] = zi;         // the sampling passes read it back
-        if (zi > best) { best = zi; arg = i; }     // strided in increasing i: the first maximum
+    for (int base = tid; base < V; base += 4 * SM_THREADS) {
+        float l4[4];                               // four loads in flight per thread: one block reads the row
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int i = base + u * SM_THREADS;
+            l4[u] = i < V ? row[i] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int i = base + u * SM_THREADS;
+            if (i >= V) break;
+            float l = l4[u];
+            if (seen_b && ((seen_b[i >> 5] >> (i & 31)) & 1u)) l = l > 0.f ? l / penalty : l * penalty;
+            float zi = temperature > 0.f ? l / temperature : l;
+            zi += 0.f;                             // -0 -> +0: equal floats, equal keys
+            if (temperature > 0.f) z[i] = zi;     // the sampling passes read it back
+            if (zi > best) { best = zi; arg = i; } // in increasing i per thread: the first maximum
+        }
     }
+    __syncthreads();                               // z complete (shared memory: other threads read it)
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
         const float ob = __shfl_xor_sync(0xffffffffu, best, off);
@@ -189,7 +218,7 @@ sample_tokens(const float* RESTRICT logits, long long ld, int V, float* RESTRICT
         unsigned prefix = 0, mask = 0;
         u64 need = (u64)top_k;
         for (int shift = 32 - SM_RADIX_BITS; shift >= 0; shift -= SM_RADIX_BITS) {
-            for (int d = tid; d < SM_BINS; d += SM_THREADS) hist[d] = 0;
+            for (int d = tid; d < SM_BINS; d += SM_THREADS) hist.lo[d] = hist.hi[d] = 0;
             __syncthreads();
             BinRun run;
             for (int i = tid; i < V; i += SM_THREADS) {
@@ -213,7 +242,7 @@ sample_tokens(const float* RESTRICT logits, long long ld, int V, float* RESTRICT
         unsigned prefix = 0, mask = 0;
         u64 need = 0;
         for (int shift = 32 - SM_RADIX_BITS; shift >= 0; shift -= SM_RADIX_BITS) {
-            for (int d = tid; d < SM_BINS; d += SM_THREADS) hist[d] = 0;
+            for (int d = tid; d < SM_BINS; d += SM_THREADS) hist.lo[d] = hist.hi[d] = 0;
             __syncthreads();
             BinRun run;
             for (int i = tid; i < V; i += SM_THREADS) {

@@ -25,12 +25,17 @@ def small_params(config, seed=0):
     return p
 
 
-def gpu_sample(logits, s: Sampling, seen=None, rows=None, step=0):
-    """sample_tokens on (B, V) logits: the tokens and the (top-k key, final cut key) per row."""
+def gpu_sample(logits, s: Sampling, seen=None, rows=None, step=0, z_in_shared=True):
+    """sample_tokens on (B, V) logits: the tokens and the (top-k key, final cut key) per row; z in shared
+    memory (where it fits) or in device memory."""
+    from convnet.gpt2.gpu_generate import z_shared_bytes
     from convnet.gpu.runtime import Runtime, f32, i32, ptr
     rt = Runtime.get()
     B, V = logits.shape
     k = rt.kernel("sampling.cu", "sample_tokens", {"SM_THREADS": 1024}, "test")
+    z_shared = z_shared_bytes(rt, V) if z_in_shared else 0
+    if z_shared:
+        k.allow_shared(z_shared)
     lg = rt.pool.get("test.sm.logits", (B, V))
     lg.set(np.ascontiguousarray(logits, np.float32))
     z = rt.pool.get("test.sm.z", (B, V))
@@ -51,7 +56,7 @@ def gpu_sample(logits, s: Sampling, seen=None, rows=None, step=0):
     thr = rt.pool.get("test.sm.thr", (B, 2), np.uint32)
     k((B, 1, 1), (1024, 1, 1), lg, np.int64(V), i32(V), z, ptr(seen_dev), i32(words), np.uintp(0), step_dev, row_dev,
       np.uint64(s.seed), f32(s.temperature), f32(s.repetition_penalty), i32(s.top_k or 0), f32(s.top_p or 1.0),
-      i32(-1), out, thr)
+      i32(-1), out, thr, i32(z_shared > 0), shared=z_shared)
     rt.synchronize("test sample_tokens")
     return out.get(), thr.get()
 
@@ -66,15 +71,16 @@ SETTINGS = {
 }
 
 
+@pytest.mark.parametrize("z_in_shared", [True, False], ids=["z_shared", "z_global"])
 @pytest.mark.parametrize("V", [1000, 50257])
 @pytest.mark.parametrize("name", SETTINGS)
-def test_kept_set_and_draws_equal_the_reference(name, V, rng):
+def test_kept_set_and_draws_equal_the_reference(name, V, z_in_shared, rng):
     s = SETTINGS[name]
     B = 16
     logits = (rng.standard_normal((B, V)) * 3).astype(np.float32)
     logits[3, 10:20] = logits[3, 10]                     # ties at one value
     seen = rng.random((B, V)) < 0.05 if s.repetition_penalty != 1 else None
-    got, thr = gpu_sample(logits, s, seen, step=11)
+    got, thr = gpu_sample(logits, s, seen, step=11, z_in_shared=z_in_shared)
     same = 0
     for b in range(B):
         z = scaled_logits(logits[b], s, None if seen is None else seen[b])
@@ -225,3 +231,21 @@ def test_cli_on_the_gpu_is_reproducible(tmp_path):
     ja, jb = json.loads(a.stdout), json.loads(b.stdout)
     assert [c["ids"] for c in ja["completions"]] == [c["ids"] for c in jb["completions"]]
     assert ja["variant"] == "fast_fp32" and ja["tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize("C,H", [(1024, 16), (1280, 20), (1600, 25)], ids=["medium", "large", "xl"])
+def test_wider_models_generate_like_the_reference(C, H, rng):
+    """GPT-2 medium, large and xl widths (two layers, a small vocabulary): greedy equals the numpy reference."""
+    config = ref.GPT2Config(n_layer=2, n_head=H, n_embd=C, vocab_size=1000, n_ctx=64)
+    params = small_params(config)
+    gen = make_generator("fast_fp32", params, config)
+    prompts = [list(rng.integers(0, 1000, n)) for n in (3, 8)]
+    for p, ids in zip(prompts, run(gen, prompts, 10)):
+        assert ids == generate(params, config, p, 10)
+
+
+def test_kernel_limits_refuse_other_head_sizes():
+    from convnet.gpt2.gpu_generate import kernel_limits
+    assert kernel_limits(ref.GPT2Config(1, 25, 1600, 10, 8)) is None
+    assert "head size 24" in kernel_limits(ref.GPT2Config(1, 4, 96, 10, 8))
+    assert "head size 256" in kernel_limits(ref.GPT2Config(1, 2, 512, 10, 8))

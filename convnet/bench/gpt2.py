@@ -77,6 +77,12 @@ def _hf(params, config, idx, results) -> dict:
         r = hf_anchor.time_forward(params, config, idx, tf32)
         out["tf32" if tf32 else "fp32"] = r["ms"]
         out["versions"] = f"torch {r['torch']}, transformers {r['transformers']}"
+    if any(r["precision"] == "bf16" for r in results):   # the peer a bf16 user would pick: eager and compiled
+        out["bf16"] = hf_anchor.time_forward(params, config, idx, False, bf16=True)["ms"]
+        try:
+            out["bf16_compile"] = hf_anchor.time_forward(params, config, idx, False, bf16=True, compiled=True)["ms"]
+        except Exception as e:                      # torch.compile needs a working Triton/C compiler: say why
+            out["bf16_compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     if any("decode_tok_s" in r for r in results):
         out["decode_tok_s"] = hf_anchor.time_decode(params, config, idx[:1, :DECODE_PROMPT], DECODE_NEW, tf32=False)
     return out
@@ -92,21 +98,30 @@ def _format(results, anchors, what, B, T, failed) -> str:
                 for g in GROUPS]
         lines.append(report.table(["kernel group (one timed pass)", "ms", "share"], rows,
                                   title=f"variant {r['variant']} ({r['precision']})"))
+    elif len(results) <= 4:                          # a few variants side by side: where each one's time goes
+        rows = [[g] + [r["groups_ms"][g] for r in results] for g in GROUPS]
+        rows.append(["sum of groups"] + [sum(r["groups_ms"].values()) for r in results])
+        lines.append(report.table(["kernel group (one timed pass, ms)"] + [r["variant"] for r in results], rows))
     rows = []
     for r in results:
         ok = "ok" if r["rel_err"] <= r["tolerance"] else "TOO LARGE"
         row = [r["variant"], r["precision"], r["total_ms"], f"{r['tokens_per_s']:.0f}", f"{r['rel_err']:.1e} ({ok})",
                f"{base['total_ms'] / r['total_ms']:.2f}x" if base else "-"]
         if anchors:
-            hf_ms = anchors["tf32"] if r["precision"] == "tf32" else anchors["fp32"]
+            hf_ms = {"tf32": anchors["tf32"], "bf16": anchors.get("bf16_compile", anchors.get("bf16"))}.get(
+                r["precision"], anchors["fp32"])
             row.append(f"{hf_ms / r['total_ms']:.2f}x")
         rows.append(row)
     headers = ["variant", "precision", "forward (ms)", "tokens/s", f"rel. err vs float64 (B=1, T<={CHECK_T})",
-               "speedup vs baseline"] + (["vs HF (same precision)"] if anchors else [])
+               "speedup vs baseline"] + (["vs HF (same precision; bf16: compiled)"] if anchors else [])
     lines.append(report.table(headers, rows))
     if anchors:
         lines.append(f"HF transformers GPT2LMHeadModel, same weights and input, same run ({anchors['versions']}): "
-                     f"fp32 {anchors['fp32']:.2f} ms, TF32 {anchors['tf32']:.2f} ms")
+                     f"fp32 {anchors['fp32']:.2f} ms, TF32 {anchors['tf32']:.2f} ms"
+                     + (f", bf16 eager {anchors['bf16']:.2f} ms" if "bf16" in anchors else "")
+                     + (f", bf16 torch.compile {anchors['bf16_compile']:.2f} ms" if "bf16_compile" in anchors else "")
+                     + (f" (bf16 torch.compile failed: {anchors['bf16_compile_error']})"
+                        if "bf16_compile_error" in anchors else ""))
     else:
         lines.append("(torch + transformers not importable: no HF comparison)")
     for r in results:
@@ -137,19 +152,27 @@ FLASH_BENCH = {
     "TF32 tensor cores: 128 queries x 8 warps": dict(tf32=True, warps=8),
     "TF32 tensor cores: 64 queries x 4 warps, 1 K/V buffer, 3 blocks/SM": dict(tf32=True, kv_buffers=1, min_blocks=3),
 }
+# flash_attention_bf16 (issue 15): bf16 q, k, v, y, fp32 softmax and accumulation; FlashAttentionBF16 settings.
+FLASH_BF16_BENCH = {
+    "bf16 tensor cores (m16n8k16): 64 queries x 4 warps": dict(warps=4),
+    "bf16 tensor cores (m16n8k16): 128 queries x 8 warps": dict(warps=8),
+    "bf16 tensor cores (m16n8k16): 32 queries x 2 warps": dict(warps=2),
+}
 
 
 def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, reps: int = 50, rounds: int = 3) -> str:
     """Causal attention alone, q/k/v (B, H, T, D) fp32 on the device: each flash build, our naive path
-    (scores in memory) and PyTorch SDPA (fp32) when importable, same inputs, same run. CUDA events; each
-    build's median over `reps` runs, taken `rounds` times round-robin (so drifting clocks favour none) and
-    the median of those reported. Errors: against float64 on batch 0, and against SDPA."""
+    (scores in memory) and PyTorch SDPA (fp32) when importable, same inputs, same run; the bf16 flash builds
+    and SDPA in bf16 on the same inputs rounded to bf16. CUDA events; each build's median over `reps` runs,
+    taken `rounds` times round-robin (so drifting clocks favour none) and the median of those reported.
+    Errors: against float64 (of the fp32 inputs) on batch 0, and against SDPA of the same precision."""
     import math
     import statistics
     from ..gpu.gemm import Gemm
     from ..gpu.runtime import Runtime, cdiv, f32, i32
-    from ..gpt2.flash import FlashAttention
+    from ..gpt2.flash import FlashAttention, FlashAttentionBF16
     from ..gpt2.model import attention as ref_attention
+    from ..gpu.bf16 import BF16, from_bf16, to_bf16
     rt = Runtime.get()
     rng = np.random.default_rng(0)
     host = {n: rng.standard_normal((B, H, T, D)).astype(np.float32) for n in "qkv"}
@@ -159,6 +182,11 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
         dev[n].set(a)
     y = rt.pool.get("bench.y", (B, T, H * D))
     flashes = {label: FlashAttention(rt, D, {}, "bench", **cfg) for label, cfg in FLASH_BENCH.items()}
+    bf16_ok = D <= 128                                  # flash_attention_bf16's registers
+    dev16 = {n: rt.pool.upload(f"bench.{n}16", to_bf16(a), BF16) for n, a in host.items()} if bf16_ok else {}
+    y16 = rt.pool.get("bench.y16", (B, T, H * D), BF16)
+    flashes16 = {label: FlashAttentionBF16(rt, D, {}, "bench", **cfg)
+                 for label, cfg in FLASH_BF16_BENCH.items()} if bf16_ok else {}
 
     gemm = Gemm(rt, "regtile", {}, "bench")
     soft = rt.kernel("attention.cu", "softmax_rows_warp", {}, "bench")
@@ -179,18 +207,25 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
         y.fill(np.float32("nan"))
         fa(dev["q"], dev["k"], dev["v"], y, B, H, T, T, T, T)
         outs[label] = y.get().reshape(B, T, H, D).transpose(0, 2, 1, 3).astype(np.float64)
-    runs = {label: [] for label in flashes}
+    for label, fa in flashes16.items():
+        y16.fill(np.uint16(0x7FC0))
+        fa(dev16["q"], dev16["k"], dev16["v"], y16, B, H, T, T, T, T)
+        outs[label] = from_bf16(y16.get()).reshape(B, T, H, D).transpose(0, 2, 1, 3).astype(np.float64)
+    runs = {label: [] for label in (*flashes, *flashes16)}
     for _ in tqdm(range(rounds), desc="bench-attention rounds", leave=False):
         for label, fa in flashes.items():
             runs[label].append(rt.median_ms(lambda fa=fa: fa(dev["q"], dev["k"], dev["v"], y, B, H, T, T, T, T),
                                             reps, warmup=5, what=f"flash attention ({label})"))
+        for label, fa in flashes16.items():
+            runs[label].append(rt.median_ms(lambda fa=fa: fa(dev16["q"], dev16["k"], dev16["v"], y16, B, H, T, T, T,
+                                                             T), reps, warmup=5, what=f"flash attention ({label})"))
     ms = {label: statistics.median(r) for label, r in runs.items()}
     ms["naive: QK^T, softmax, PV, unpermute"] = rt.median_ms(naive, reps, what="naive attention")
     want64 = ref_attention(*(host[n][0].astype(np.float64) for n in "qkv"))
     errs = {label: [_rel_err(got[0], want64)] for label, got in outs.items()}
     from .torch_anchor import torch_fp32, torch_median_ms
     torch_mods = torch_fp32()
-    sdpa_label = None
+    sdpa_label = sdpa16_label = None
     if torch_mods is not None:
         torch, F = torch_mods
         qt, kt, vt = (torch.from_numpy(host[n]).cuda() for n in "qkv")
@@ -202,16 +237,31 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
         got = sdpa().double().cpu().numpy()
         errs[sdpa_label] = [_rel_err(got[0], want64), 0.0]
         for label in outs:
-            errs[label].append(_rel_err(outs[label], got))
+            if label not in flashes16:
+                errs[label].append(_rel_err(outs[label], got))
+        if flashes16:
+            qb, kb, vb = (t.bfloat16() for t in (qt, kt, vt))
+            with torch.no_grad():
+                def sdpa16():
+                    return F.scaled_dot_product_attention(qb, kb, vb, is_causal=True)
+                sdpa16_label = f"PyTorch {torch.__version__} SDPA (bf16, causal)"
+                ms[sdpa16_label] = torch_median_ms(torch, sdpa16, reps)
+                got16 = sdpa16().double().cpu().numpy()
+            errs[sdpa16_label] = [_rel_err(got16[0], want64), 0.0]
+            for label in flashes16:
+                errs[label].append(_rel_err(outs[label], got16))
     fastest_fp32 = min((label for label in flashes if label.startswith("fp32")), key=ms.get)
     rows = []
     for label, t in ms.items():
         e = errs.get(label, [])
-        rows.append([label, t, f"{t / ms[fastest_fp32]:.2f}x", f"{t / ms[sdpa_label]:.2f}x" if sdpa_label else "",
+        sdpa_ref = sdpa16_label if label in flashes16 or label == sdpa16_label else sdpa_label
+        rows.append([label, t, f"{t / ms[fastest_fp32]:.2f}x", f"{t / ms[sdpa_ref]:.2f}x" if sdpa_ref else "",
                      f"{e[0]:.1e}" if e else "", f"{e[1]:.1e}" if len(e) > 1 else ""])
     note = "" if sdpa_label else "\n(PyTorch with CUDA not importable: no SDPA comparison)"
-    return report.table(["causal attention", "ms", "/ fastest fp32 SIMT", "/ SDPA", "rel. err vs float64 (b=0)",
-                         "rel. err vs SDPA"], rows,
+    if not bf16_ok:
+        note += f"\n(head size {D} > 128: no bf16 flash attention)"
+    return report.table(["causal attention", "ms", "/ fastest fp32 SIMT", "/ SDPA (same precision)",
+                         "rel. err vs float64 (b=0)", "rel. err vs SDPA (same precision)"], rows,
                         title=f"B={B} H={H} T={T} D={D} on {rt.name}: median of {rounds} round-robin rounds of "
                               f"{reps} runs") + note
 
@@ -305,6 +355,23 @@ def generate_benchmark(variant_name: str = "auto", batch: int = 32, prompt_len: 
                  [f"HF generate ({label}), B={batch} x {prompt_len}, top-p 0.9", f"{hfbp:.0f}", "-", "-"]]
     else:
         rows.append(["(torch + transformers not importable: no HF comparison)", "-", "-", "-"])
-    return report.table(["run", "wall tok/s", "steady tok/s", "steady / bench-decode"], rows,
-                        title=f"variant {v.name} on {gpu.rt.name}, {what}, {new_tokens} new tokens, "
-                              f"median of {repeat} runs")
+    table = report.table(["run", "wall tok/s", "steady tok/s", "steady / bench-decode"], rows,
+                         title=f"variant {v.name} on {gpu.rt.name}, {what}, {new_tokens} new tokens, "
+                               f"median of {repeat} runs")
+    split = {b: _step_groups(gpu, b, prompt_len + new_tokens) for b in (1, batch)}
+    from ..gpt2.gpu import GROUPS
+    return table + "\n" + report.table(
+        ["kernel group"] + [f"B={b}" for b in split], [[g] + [split[b][g] * 1e3 for b in split] for g in GROUPS],
+        title=f"one decode step at position {prompt_len + new_tokens - 1}, event-separated kernel groups (us)")
+
+
+def _step_groups(gpu, B: int, cap: int) -> dict:
+    """One decode step of B sequences at the last position of a cache of `cap`, split into kernel groups (ms),
+    as GPT2GPU.decode_step_groups does for one."""
+    token = gpu.rt.pinned((B, 1), np.int32)
+    token[:] = 0
+
+    def step():
+        gpu.spin((1, 1, 1), (1, 1, 1), np.int64(40_000_000), stream=gpu.stream)
+        gpu.enqueue(token, pos=cap - 1, cap=cap, last_only=True)
+    return gpu._grouped(step, f"timed decode step (B={B})")

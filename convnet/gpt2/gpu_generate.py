@@ -66,6 +66,16 @@ def kernel_limits(config) -> str | None:
     return None
 
 
+def z_shared_bytes(rt, V: int) -> int:
+    """Dynamic shared memory for sample_tokens' z row (V floats) where it fits beside the kernel's own ~3 KB,
+    else 0 (z goes to device memory)."""
+    device = getattr(rt, "device", None)
+    if device is None:
+        return 4 * V if 4 * V <= 200_000 else 0                     # dry run: as an H100 would
+    limit = device.get_attribute(rt.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    return 4 * V if 4 * V + 4096 <= limit else 0
+
+
 class GPUGenerator:
     """Generation on one GPT2GPU: run(prompts, ...) is the GPU backend of generate.generate_batch's contract."""
 
@@ -74,6 +84,9 @@ class GPUGenerator:
         rt, d, name = gpu.rt, dict(gpu.variant.defines), gpu.variant.name
         self.sample_k = rt.kernel("sampling.cu", "sample_tokens", {**d, "SM_THREADS": SAMPLE_THREADS}, name)
         self.advance_k = rt.kernel("sampling.cu", "advance_tokens", d, name)
+        self.z_smem = z_shared_bytes(rt, gpu.V)
+        if self.z_smem:
+            self.sample_k.allow_shared(self.z_smem)
         self.ragged_ok = gpu.graphable and not gpu.window
         self.last_rate = float("nan")
 
@@ -161,7 +174,7 @@ class GPUGenerator:
             self.sample_k((B, 1, 1), (SAMPLE_THREADS, 1, 1), logits, np.int64(gpu.Vp), i32(V), zbuf, ptr(seen),
                           i32(words), ptr(done), step, row_ids, np.uint64(s.seed), f32(temp),
                           f32(s.repetition_penalty), i32(s.top_k or 0), f32(s.top_p or 1.0), i32(pad), nxt,
-                          np.uintp(0), stream=st)
+                          np.uintp(0), i32(self.z_smem > 0), stream=st, shared=self.z_smem)
             self.advance_k((cdiv(B, 128), 1, 1), (128, 1, 1), nxt, step_idx, pos, step, ptr(done), ptr(seen),
                            i32(words), i32(pad), i32(B), stream=st)
 
