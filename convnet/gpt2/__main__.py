@@ -40,7 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="GPT-2 text generation on hand-written CUDA kernels (or numpy).")
     p.add_argument("--version", action="version", version=_version())
     commands = p.add_subparsers(dest="command", required=True)
-    g = commands.add_parser("generate", help="continue prompts, streaming the new text to stdout")
+    g = commands.add_parser(
+        "generate", help="continue prompts, streaming the new text to stdout",
+        description="Continue prompts with GPT-2 on the GPU (or numpy). Prompts are numbered in the order "
+                    "--prompt, --prompts-file lines, --tokens; each gets --num-samples continuations, run as one "
+                    "batch. Sampling (temperature, top-k, top-p, repetition penalty) runs on the device; the same "
+                    "--seed gives the same text on the same GPU and variant.")
     g.add_argument("--checkpoint", required=True,
                    help="a Hugging Face GPT-2 directory, an llm.c float32 .bin file (its tokenizer, if any, is "
                         "looked for in the same directory), or a hub name (gpt2, openai-community/gpt2-medium, "
