@@ -456,3 +456,61 @@ def test_cli_errors_are_one_line_and_exit_2(args, message, tmp_path):
     assert p.returncode == 2
     assert message in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+# --- the GPU generation loop's host side, through the dry-run runtime (no GPU) ------------------------------
+
+class _Event:
+    def record(self, stream=None):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def time_since(self, other):
+        return 1.0
+
+
+def dry_runtime():
+    from convnet.bench.dryrun import RecordingRuntime
+
+    class DryRun(RecordingRuntime):
+        def pinned(self, shape, dtype):
+            return np.zeros(shape, dtype)
+
+        def event(self):
+            return _Event()
+
+        def synchronize(self, what):
+            pass
+    return DryRun()
+
+
+@pytest.mark.parametrize("name,lens", [("fast_fp32", (3, 3)), ("fast_fp32", (2, 5, 1)), ("baseline", (2, 5, 5))])
+def test_generation_launches_match_their_kernels(name, lens):
+    """Every launch of prefill, sampling, advance and decode steps (prompts of one or several lengths) passes as
+    many arguments as its kernel declares; ragged batches take embed_ragged, gather_rows and
+    decode_attention_gap, and variants without flash attention one batch per prompt length."""
+    from convnet import catalogue
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    from convnet.gpt2.generate import Sampling
+    from helpers import declared_arity
+    config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=32)
+    rt = dry_runtime()
+    gen = GPUGenerator(GPT2GPU(gpt2.random_params(config), config, catalogue.get(name, "gpt2"), rt))
+    steps = []
+    prompts = [list(range(1, n + 1)) for n in lens]
+    gen.run(prompts, 4, Sampling(0.8, top_k=5, top_p=0.9, repetition_penalty=1.1, seed=1), 0,
+            list(range(len(lens))), lambda rows, tokens: steps.append(list(rows)) and False, graph=False)
+    arity = declared_arity()
+    for kernel, grid, block, nargs in rt.launches:
+        assert nargs == arity[kernel], f"{kernel}: {nargs} arguments passed, {arity[kernel]} declared"
+    kernels = [k for k, *_ in rt.launches]
+    ragged = len(set(lens)) > 1 and name != "baseline"
+    assert ("decode_attention_gap" in kernels) == ragged and ("embed_ragged" in kernels) == ragged
+    assert kernels.count("gather_rows") == int(ragged)
+    groups = 1 if ragged or len(set(lens)) == 1 else len(set(lens))
+    assert kernels.count("sample_tokens") == kernels.count("advance_tokens") == 4 * groups
+    assert len(steps) == 4 * groups and sorted({r for s in steps for r in s}) == list(range(len(lens)))
+    assert gen.gpu.ragged is None                      # cleared after the run

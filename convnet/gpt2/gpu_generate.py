@@ -158,9 +158,9 @@ class GPUGenerator:
         done = None
         if eos_id is not None:
             done = pool.get("gpt2.gen.done", (B,), np.int32)
-            done.fill(np.int32(0))
+            done.set(np.zeros(B, np.int32))
         step = pool.get("gpt2.gen.step", (1,), np.int32)
-        step.fill(np.int32(0))
+        step.set(np.zeros(1, np.int32))
         row_ids = pool.get("gpt2.gen.rows", (B,), np.int32)
         row_ids.set(np.array(rows, np.int32))
         zbuf = pool.get("gpt2.gen.z", (B, V))
