@@ -603,3 +603,250 @@ extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y,
     const long long b = e / ((long long)D * T * H);
     y[((b * T + t) * H + h) * D + d] = x[e];
 }
+
+// ---- flash_attention_bf16: bf16 Q, K, V on mma.sync m16n8k16 (FA2 style; issue 15) -------------------------
+// For the bf16 variants (fast_bf16, fast_bf16_mma): q, k, v and y hold bf16, the softmax statistics, scores and
+// the output accumulators stay fp32. Each warp owns FB_MT strips of 16 query rows (a block: FB_WARPS warps,
+// 16 * FB_MT * FB_WARPS queries) and walks 64-key tiles: S = Q K^T (Q's A fragments loaded once into
+// registers, K's B fragments by ldmatrix from shared rows, each feeding FB_MT mma), the online softmax on S's
+// accumulator fragments (a row's scores spread over a quad: shuffles xor 1, 2), then O += P V with P taken
+// straight from those registers (S's accumulator layout for keys 16kk..16kk+15 is the A fragment of k-step
+// kk, rounded to bf16: no shared-memory round trip) and V's B fragments by ldmatrix.trans. K and V tiles are
+// copied by cp.async into a two-deep ring (the next tile lands under this one's math). A warp whose rows are
+// all above (or, with a window, right of) a tile skips its math; only tiles crossing a warp's diagonal (or
+// window edge, or Tk) are masked. Rows are HEAD_DIM + 8 bf16 apart: the eight 16-byte rows of an ldmatrix
+// fall in distinct banks. HEAD_DIM: a multiple of 16 up to 128 (registers; FB_MT=2 up to 64).
+//   FB_MT=1  16 rows per warp: each K/V fragment read from shared memory feeds one mma (0.128 ms, H100).
+//   FB_MT=2  32 rows per warp (FA2's 4-warp, 128-query block): each fragment feeds two, twice the independent
+//            mma between barriers.
+//   FB_QS=1  Q's fragments read by ldmatrix from a shared copy each tile instead of held in registers (32 fewer
+//            registers per 16-row strip at D = 64: FB_MT=2 fits in 255 without spills).
+#include <cuda_bf16.h>
+#ifndef FB_WARPS
+#define FB_WARPS 4
+#endif
+#ifndef FB_MT
+#define FB_MT 1                   // 16-row strips per warp
+#endif
+#ifndef FB_MIN_BLOCKS
+#define FB_MIN_BLOCKS 1           // __launch_bounds__' resident blocks per SM
+#endif
+#define FB_BR (16 * FB_MT * FB_WARPS)   // queries per block
+#define FB_BC 64                  // keys per tile
+#define FB_P (HEAD_DIM + 8)       // K and V row pitch, bf16
+static_assert(HEAD_DIM % 16 == 0 && HEAD_DIM <= 128, "flash_attention_bf16: HEAD_DIM a multiple of 16 up to 128");
+static_assert(FB_MT == 1 || FB_MT == 2, "FB_MT: 1 or 2");
+#ifndef FB_QS
+#define FB_QS (FB_MT == 2)        // Q fragments from shared memory (1) or registers (0)
+#endif
+
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+// d += a b, m16n8k16, bf16 operands, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&v);
+}
+
+// Keys kt..kt+BC-1 of a head's K or V rows (D bf16 each) into shared rows FB_P apart; zeros past Tk.
+template <int NT>
+__device__ __forceinline__ void copy_rows_bf16(__nv_bfloat16* dst, const __nv_bfloat16* RESTRICT src, int kt, int Tk,
+                                               int tid) {
+    constexpr int CPR = HEAD_DIM / 8;                         // 16-byte chunks per row
+#pragma unroll
+    for (int e = tid; e < FB_BC * CPR; e += NT) {
+        const int c = e / CPR, d = (e % CPR) * 8;
+        const bool ok = kt + c < Tk;
+        cp_async16(&dst[c * FB_P + d], ok ? src + (long long)(kt + c) * HEAD_DIM + d : src, ok);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * FB_WARPS, FB_MIN_BLOCKS)
+flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
+                     const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tq, int Tk, int cap_q,
+                     int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
+    if (pos_dev) Tk = *pos_dev + Tq;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    constexpr int D = HEAD_DIM, NT = 32 * FB_WARPS, MT = FB_MT, DK = D / 16, NJ = FB_BC / 8, DN = D / 8,
+                  PK = FB_BC / 16;
+    __nv_bfloat16* Kbuf = reinterpret_cast<__nv_bfloat16*>(smem_raw);    // [2][BC][P]
+    __nv_bfloat16* Vbuf = Kbuf + 2 * FB_BC * FB_P;                       // [2][BC][P]
+    __nv_bfloat16* Qs = Vbuf + 2 * FB_BC * FB_P;                         // [BR][P] with FB_QS
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int nqb = (Tq + FB_BR - 1) / FB_BR, qb = nqb - 1 - blockIdx.x;   // heaviest tiles first
+    const int q0 = qb * FB_BR, shift = Tk - Tq;
+    const int w0 = q0 + warp * 16 * MT;                  // this warp's first row; strip i's rows w0 + 16i + g, + 8
+    const __nv_bfloat16* qh = q + (long long)bh * cap_q * D;
+    const __nv_bfloat16* kh = k + (long long)bh * cap_kv * D;
+    const __nv_bfloat16* vh = v + (long long)bh * cap_kv * D;
+
+    // ldmatrix row addresses (lane l: matrix l / 8, its row l % 8), relative to a tile's start.
+    const int mi = lane / 8, mr = lane % 8;
+    const int k_off = (8 * (mi >> 1) + mr) * FB_P + 8 * (mi & 1);      // K: keys 8j + .., dims 16kk + ..
+    const int v_off = (8 * (mi & 1) + mr) * FB_P + 8 * (mi >> 1);      // V: keys 16kk + .., dims 8n + ..
+#if FB_QS
+    const int q_off = (8 * (mi & 1) + mr) * FB_P + 8 * (mi >> 1);      // Q: rows 16i + .., dims 16kk + ..
+    const __nv_bfloat16* Qw = Qs + warp * 16 * MT * FB_P;
+    for (int e = tid; e < FB_BR * (D / 8); e += NT) {  // the block's rows into Qs, zeros past Tq (first group)
+        const int r = e / (D / 8), d = (e % (D / 8)) * 8;
+        const bool ok = q0 + r < Tq;
+        cp_async16(&Qs[r * FB_P + d], ok ? qh + (long long)(q0 + r) * D + d : qh, ok);
+    }
+#else
+    unsigned qa[MT][DK][4];                              // Q's A fragments; rows past Tq are zero
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        const int r0 = w0 + 16 * i + g, r1 = r0 + 8;
+#pragma unroll
+        for (int kk = 0; kk < DK; ++kk) {
+            const int c = 16 * kk + 2 * t;
+            qa[i][kk][0] = r0 < Tq ? *(const unsigned*)&qh[(long long)r0 * D + c] : 0u;
+            qa[i][kk][1] = r1 < Tq ? *(const unsigned*)&qh[(long long)r1 * D + c] : 0u;
+            qa[i][kk][2] = r0 < Tq ? *(const unsigned*)&qh[(long long)r0 * D + c + 8] : 0u;
+            qa[i][kk][3] = r1 < Tq ? *(const unsigned*)&qh[(long long)r1 * D + c + 8] : 0u;
+        }
+    }
+#endif
+    const int first_q = shift + q0, last_q = shift + min(q0 + FB_BR, Tq) - 1;
+    const int key_lo = window > 0 ? max(0, first_q - window + 1) : 0, key_hi = min(last_q, Tk - 1);
+    // This warp's queries (absolute positions) and the keys any of them sees.
+    const bool warp_live = w0 < Tq;
+    const int wq_lo = shift + w0, wq_hi = shift + min(w0 + 16 * MT, Tq) - 1;
+    const int wkey_lo = window > 0 ? wq_lo - window + 1 : 0;
+
+    float o[MT][DN][4] = {}, m_run[MT][2], l_run[MT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) { m_run[i][0] = m_run[i][1] = -INFINITY; l_run[i][0] = l_run[i][1] = 0.f; }
+
+    auto tile = [&](int kt, const __nv_bfloat16* Ks, const __nv_bfloat16* Vs) {
+        if (!warp_live || kt > wq_hi || kt + FB_BC - 1 < wkey_lo) return;   // nothing this warp sees
+        float sc[MT][NJ][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < DK; ++kk) {
+#if FB_QS
+            unsigned qf[MT][4];
+#pragma unroll
+            for (int i = 0; i < MT; ++i) ldsm_x4(qf[i], Qw + 16 * i * FB_P + 16 * kk + q_off);
+#define FB_QFRAG(i) qf[i]
+#else
+#define FB_QFRAG(i) qa[i][kk]
+#endif
+#pragma unroll
+            for (int jp = 0; jp < NJ / 2; ++jp) {
+                unsigned bfr[4];
+                ldsm_x4(bfr, Ks + 16 * jp * FB_P + 16 * kk + k_off);
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    mma_bf16_16816(sc[i][2 * jp], FB_QFRAG(i), bfr[0], bfr[1]);
+                    mma_bf16_16816(sc[i][2 * jp + 1], FB_QFRAG(i), bfr[2], bfr[3]);
+                }
+            }
+#undef FB_QFRAG
+        }
+        const bool full = kt + FB_BC - 1 <= wq_lo && kt + FB_BC <= Tk && (window <= 0 || kt > wq_hi - window);
+        unsigned pa[MT][PK][4];                            // P as the A fragments of O += P V
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            const int r0 = w0 + 16 * i + g, r1 = r0 + 8;
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if (!full && !visible(kt + 8 * j + 2 * t + (e & 1), shift + (e < 2 ? r0 : r1), Tk, window))
+                        sc[i][j][e] = -INFINITY;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], sc[i][j][e]);
+                }
+            float alpha[2], base[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                const float m_new = fmaxf(m_run[i][r], mx[r] * scale_log2);     // log2 units
+                base[r] = m_new == -INFINITY ? 0.f : m_new;                  // a row with nothing visible yet
+                alpha[r] = exp2_ftz(m_run[i][r] - base[r]);
+                m_run[i][r] = m_new;
+            }
+#pragma unroll
+            for (int j = 0; j < NJ; ++j) {
+                const float p0 = exp2_ftz(fmaf(sc[i][j][0], scale_log2, -base[0]));
+                const float p1 = exp2_ftz(fmaf(sc[i][j][1], scale_log2, -base[0]));
+                const float p2 = exp2_ftz(fmaf(sc[i][j][2], scale_log2, -base[1]));
+                const float p3 = exp2_ftz(fmaf(sc[i][j][3], scale_log2, -base[1]));
+                sum[0] += p0 + p1;
+                sum[1] += p2 + p3;
+                pa[i][j / 2][(j & 1) * 2] = pack_bf16x2(p0, p1);
+                pa[i][j / 2][(j & 1) * 2 + 1] = pack_bf16x2(p2, p3);
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) l_run[i][r] = l_run[i][r] * alpha[r] + sum[r];   // this lane's share
+#pragma unroll
+            for (int n = 0; n < DN; ++n) {
+                o[i][n][0] *= alpha[0]; o[i][n][1] *= alpha[0]; o[i][n][2] *= alpha[1]; o[i][n][3] *= alpha[1];
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+            for (int np = 0; np < DN / 2; ++np) {
+                unsigned bfr[4];
+                ldsm_x4_trans(bfr, Vs + 16 * kk * FB_P + 16 * np + v_off);
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    mma_bf16_16816(o[i][2 * np], pa[i][kk], bfr[0], bfr[1]);
+                    mma_bf16_16816(o[i][2 * np + 1], pa[i][kk], bfr[2], bfr[3]);
+                }
+            }
+    };
+
+    const int kt0 = (key_lo / FB_BC) * FB_BC;
+    if (kt0 <= key_hi) {
+        copy_rows_bf16<NT>(Kbuf, kh, kt0, Tk, tid);
+        copy_rows_bf16<NT>(Vbuf, vh, kt0, Tk, tid);
+        cp_async_commit();
+    }
+    for (int kt = kt0, it = 0; kt <= key_hi; kt += FB_BC, ++it) {
+        const int buf = it & 1;
+        if (kt + FB_BC <= key_hi) {                        // the next tile into the other slot (consumed last time)
+            copy_rows_bf16<NT>(Kbuf + (buf ^ 1) * FB_BC * FB_P, kh, kt + FB_BC, Tk, tid);
+            copy_rows_bf16<NT>(Vbuf + (buf ^ 1) * FB_BC * FB_P, vh, kt + FB_BC, Tk, tid);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();                                   // this tile landed for everyone
+        tile(kt, Kbuf + buf * FB_BC * FB_P, Vbuf + buf * FB_BC * FB_P);
+        __syncthreads();                                   // the slot is read before the copy after next lands in it
+    }
+    const int C = H * D;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            l_run[i][r] += __shfl_xor_sync(0xffffffffu, l_run[i][r], 1);
+            l_run[i][r] += __shfl_xor_sync(0xffffffffu, l_run[i][r], 2);
+            const int row = w0 + 16 * i + g + 8 * r;
+            if (row >= Tq) continue;
+            const float inv = 1.f / l_run[i][r];
+            __nv_bfloat16* yr = y + ((long long)b * Tq + row) * C + h * D + 2 * t;
+#pragma unroll
+            for (int n = 0; n < DN; ++n)
+                *(unsigned*)&yr[8 * n] = pack_bf16x2(o[i][n][2 * r] * inv, o[i][n][2 * r + 1] * inv);
+        }
+}

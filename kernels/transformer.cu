@@ -9,10 +9,14 @@
 //   argmax_rows        greedy decoding: one block per row of logits
 //   decode_advance     after a decode step: the chosen tokens become the next step's input, pos += 1
 //                      (on the device, so one captured CUDA graph serves every step)
+//   embed_bf16, layernorm_warp_bf16   the bf16 variants (issue 15): the residual stream stays fp32 (embed_bf16
+//                      reads the bf16 wte the LM head shares and the fp32 wpe), LayerNorm statistics in fp32,
+//                      its output (the next GEMM's A operand) rounded to bf16
 //   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
 //                      enqueues behind it run back to back and events between them time the GPU, not
 //                      the Python launch loop
 #include "common.cuh"
+#include <cuda_bf16.h>
 
 #ifndef LN_CONST
 #define LN_CONST 0
@@ -50,8 +54,11 @@ extern "C" __global__ void layernorm_naive(const float* RESTRICT x, const float*
 #ifndef LN_VEC
 #define LN_VEC 8                          // float4 per lane: C up to 1024
 #endif
-extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,
-                                          float* RESTRICT y, int rows, int C, float eps) {
+// Out = float (layernorm_warp) or __nv_bfloat16 (layernorm_warp_bf16: statistics in fp32, output rounded once).
+template <typename Out>
+__device__ __forceinline__ void layernorm_warp_body(const float* RESTRICT x, const float* RESTRICT w,
+                                                    const float* RESTRICT b, Out* RESTRICT y, int rows, int C,
+                                                    float eps) {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
     const float4* xr = (const float4*)(x + (long long)row * C);
@@ -83,16 +90,48 @@ extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* 
     const float* gw = w;
     const float* gb = b;
 #endif
-    float4* yr = (float4*)(y + (long long)row * C);
 #pragma unroll
     for (int i = 0; i < LN_VEC; ++i) {
         const int c = lane + 32 * i;
         if (c < C4) {
             const int k = 4 * c;
-            yr[c] = make_float4((v[i].x - mean) * rstd * gw[k] + gb[k], (v[i].y - mean) * rstd * gw[k + 1] + gb[k + 1],
-                                (v[i].z - mean) * rstd * gw[k + 2] + gb[k + 2], (v[i].w - mean) * rstd * gw[k + 3] + gb[k + 3]);
+            const float4 o = make_float4((v[i].x - mean) * rstd * gw[k] + gb[k],
+                                         (v[i].y - mean) * rstd * gw[k + 1] + gb[k + 1],
+                                         (v[i].z - mean) * rstd * gw[k + 2] + gb[k + 2],
+                                         (v[i].w - mean) * rstd * gw[k + 3] + gb[k + 3]);
+            if constexpr (sizeof(Out) == 4) {
+                ((float4*)(y + (long long)row * C))[c] = o;
+            } else {                              // 4 bf16 = one 8-byte store
+                const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y), hi = __floats2bfloat162_rn(o.z, o.w);
+                uint2 u;
+                u.x = *reinterpret_cast<const unsigned*>(&lo);
+                u.y = *reinterpret_cast<const unsigned*>(&hi);
+                ((uint2*)(y + (long long)row * C))[c] = u;
+            }
         }
     }
+}
+
+extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,
+                                          float* RESTRICT y, int rows, int C, float eps) {
+    layernorm_warp_body<float>(x, w, b, y, rows, C, eps);
+}
+
+extern "C" __global__ void layernorm_warp_bf16(const float* RESTRICT x, const float* RESTRICT w,
+                                               const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
+                                               float eps) {
+    layernorm_warp_body<__nv_bfloat16>(x, w, b, y, rows, C, eps);
+}
+
+// x[b, t] = bf16 wte[idx[b, t]] (the LM head's rows) + fp32 wpe[pos + t], into the fp32 residual stream.
+extern "C" __global__ void embed_bf16(const int* RESTRICT idx, const __nv_bfloat16* RESTRICT wte,
+                                      const float* RESTRICT wpe, float* RESTRICT x, int rows, int T, int C, int pos,
+                                      const int* RESTRICT pos_dev) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)rows * C) return;
+    if (pos_dev) pos = *pos_dev;
+    const int row = (int)(e / C), c = (int)(e % C), t = row % T;
+    x[e] = __bfloat162float(wte[(long long)idx[row] * C + c]) + wpe[(long long)(pos + t) * C + c];
 }
 
 extern "C" __global__ void gelu_inplace(float* RESTRICT x, long long n) {

@@ -33,14 +33,31 @@ def hf_model(params: dict, config, device: str = "cuda", tf32: bool = False):
     return model.to(device).eval()
 
 
-def time_forward(params: dict, config, idx, tf32: bool, reps: int = 10) -> dict:
+def time_forward(params: dict, config, idx, tf32: bool, reps: int = 10, bf16: bool = False,
+                 compiled: bool = False) -> dict:
+    """Median ms of HF's forward (logits of every position) in fp32 / TF32, or with bf16=True the model cast to
+    bf16 (what a user runs for speed), eager or under torch.compile (default mode; compiled and warmed up
+    before timing). compile_s: the compile's own seconds."""
     import torch
     import transformers
     model = hf_model(params, config, "cuda", tf32)
+    if bf16:
+        model = model.to(torch.bfloat16)
     x = torch.as_tensor(idx, device="cuda")
+    out = {"torch": torch.__version__, "transformers": transformers.__version__}
     with torch.no_grad():
-        ms = torch_median_ms(torch, lambda: model(x), reps)
-    return {"ms": ms, "torch": torch.__version__, "transformers": transformers.__version__}
+        run = model
+        if compiled:
+            run = torch.compile(model)
+            t0 = time.perf_counter()
+            for _ in range(3):                          # compile, then settle any re-specialisation
+                run(x)
+            torch.cuda.synchronize()
+            out["compile_s"] = time.perf_counter() - t0
+        out["ms"] = torch_median_ms(torch, lambda: run(x), reps)
+    run = model = None                              # free the model's memory before the next anchor
+    torch.cuda.empty_cache()
+    return out
 
 
 def time_decode(params: dict, config, prompt, new_tokens: int, tf32: bool) -> float:

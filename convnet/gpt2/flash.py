@@ -1,7 +1,8 @@
 """Launcher of kernels/attention.cu's flash attention kernels: fp32 flash_attention (FA_TY x 16 threads,
 FA_RT query rows each, FA_BC-key tiles) or flash_attention_tf32 (tensor cores, FT_WARPS warps of 16
 queries, 64-key tiles; FT_SPLIT=3 for 3xTF32, fp32-class accuracy), their dynamic shared memory and the
-grid. One place for the model, the benchmark and the tests."""
+grid; FlashAttentionBF16 launches flash_attention_bf16 (bf16 q, k, v, y; fp32 softmax and accumulation).
+One place for the model, the benchmark and the tests."""
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ from ..errors import GPUError
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 
 FT_BC = 64                     # keys per tile of the tensor-core kernel (kernels/attention.cu)
+FB_BC = 64                     # keys per tile of the bf16 kernel
 
 
 class FlashAttention:
@@ -57,8 +59,41 @@ class FlashAttention:
                 stream=stream, shared=self.smem)
 
 
-def from_params(rt: Runtime, head_dim: int, defines: dict, variant) -> FlashAttention:
+class FlashAttentionBF16:
+    """flash_attention_bf16: FB_WARPS warps of `strips` (FB_MT) 16-query strips, 64-key tiles, K/V in a two-deep
+    cp.async ring; q_shared (FB_QS): Q's fragments from a shared copy instead of registers (default: with 2
+    strips). q, k, v, y are bf16 (uint16 buffers, convnet/gpu/bf16.py) in the layouts of FlashAttention's call."""
+
+    def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, warps: int = 4, min_blocks: int = 1,
+                 strips: int | None = None, q_shared: bool | None = None):
+        if head_dim % 16 or not 16 <= head_dim <= 128:
+            raise GPUError(f"bf16 flash attention needs a head size that is a multiple of 16 up to 128, got {head_dim}")
+        strips = strips or (2 if head_dim <= 64 else 1)
+        q_shared = strips == 2 if q_shared is None else bool(q_shared)
+        if not 1 <= warps <= 16 or not 1 <= min_blocks <= 16 or strips not in (1, 2) or (strips == 2 and head_dim > 64):
+            raise GPUError(f"bf16 flash attention: warps 1..16, min blocks 1..16, strips 1 or 2 (2 up to head size 64), "
+                           f"got {warps}, {min_blocks}, {strips} at head size {head_dim}")
+        self.D, self.tf32, self.split = head_dim, False, 1
+        self.threads, self.block_rows = 32 * warps, 16 * strips * warps
+        # K and V, two slots each, and (q_shared) the block's Q rows; rows of D + 8 bf16
+        self.smem = (4 * FB_BC + (self.block_rows if q_shared else 0)) * (head_dim + 8) * 2
+        d = {**defines, "HEAD_DIM": head_dim, "FB_WARPS": warps, "FB_MIN_BLOCKS": min_blocks, "FB_MT": strips,
+             "FB_QS": int(q_shared)}
+        self.fn = rt.kernel("attention.cu", "flash_attention_bf16", d, variant)
+        self.fn.allow_shared(self.smem)
+        self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))
+
+    def __call__(self, q, k, v, y, B, H, Tq, Tk, cap_q, cap_kv, window=0, pos_dev=None, stream=None):
+        self.fn((cdiv(Tq, self.block_rows), B * H, 1), (self.threads, 1, 1), ptr(q), ptr(k), ptr(v), ptr(y),
+                i32(H), i32(Tq), i32(Tk), i32(cap_q), i32(cap_kv), i32(window), self.scale_log2, ptr(pos_dev),
+                stream=stream, shared=self.smem)
+
+
+def from_params(rt: Runtime, head_dim: int, defines: dict, variant):
     p = variant.params
+    if p.get("dtype") == "bf16":
+        return FlashAttentionBF16(rt, head_dim, defines, variant.name, int(p.get("flash_warps", 4)),
+                                  int(p.get("flash_min_blocks", 1)), p.get("flash_strips"), p.get("flash_q_shared"))
     return FlashAttention(rt, head_dim, defines, variant.name, int(p.get("flash_rows_per_thread", 4)),
                           int(p.get("flash_thread_rows", 16)), bool(p.get("flash_tf32", False)),
                           int(p.get("flash_warps", 4)), int(p.get("flash_kv_buffers", 2)),

@@ -13,6 +13,9 @@ kernel each step uses:
     qkv_head_major  pro_2: the QKV GEMM writes head-major Q and the K/V cache itself (no permute)
     window          req_8: local causal attention over the last `window` positions (another model)
     autotune        req_5: per-shape GEMM configurations from this device's autotune cache
+    dtype           "bf16" (issue 15): linear weights, the LM head and every GEMM input in bf16 (converted once
+                    at load; gemm bf16_wgmma / bf16_mma), bf16 flash attention with bf16 Q and KV cache; the
+                    residual stream, LayerNorm statistics, softmax, accumulators and logits stay fp32
 
 Keys and values always go to a cache (n_layer, B, n_head, capacity, head_size), so the same forward
 serves a full sequence (capacity T), a prompt (prefill) and one new token per step (decode).
@@ -63,7 +66,16 @@ class GPT2GPU:
         self.head_major = bool(p.get("qkv_head_major", False))
         self.window = int(p.get("window", 0) or config.window or 0)
         self.flash = p.get("attention", "naive") == "flash"
-        if self.flash:
+        self.bf16 = p.get("dtype") == "bf16"
+        if self.bf16 and not (self.flash and self.fuse and self.head_major and p.get("layernorm") == "warp"):
+            raise GPUError(f"variant {name}: the bf16 path needs flash attention, fused epilogues, the head-major "
+                           "QKV epilogue and the warp LayerNorm")
+        if self.bf16 and (C % 8 or self.window):
+            raise GPUError(f"the bf16 path needs n_embd a multiple of 8 (16-byte bf16 rows) and full attention; "
+                           f"got n_embd {C}, window {self.window}")
+        if self.bf16:
+            self.fa = flash.from_params(rt, self.D, d, variant)
+        elif self.flash:
             self.fa = flash.from_params(rt, self.D, d, variant)
             self.decode_attn = rt.kernel("attention.cu", "decode_attention", {**d, "HEAD_DIM": self.D}, name)
         else:
@@ -80,10 +92,11 @@ class GPT2GPU:
         if self.ln_const and (not self.ln_warp or C > 4096):
             raise GPUError("ln_const needs the warp LayerNorm, n_embd a multiple of 4 and at most 4096")
         td = {**d, "LN_VEC": cdiv(C, 128), "LN_CONST": int(self.ln_const)} if self.ln_warp else d
-        self.layernorm = rt.kernel("transformer.cu", "layernorm_warp" if self.ln_warp else "layernorm_naive", td, name)
+        ln_kernel = ("layernorm_warp_bf16" if self.bf16 else "layernorm_warp") if self.ln_warp else "layernorm_naive"
+        self.layernorm = rt.kernel("transformer.cu", ln_kernel, td, name)
         if self.ln_const:
             self.c_ln, _ = rt.module("transformer.cu", td).get_global("c_ln")
-        self.embed = rt.kernel("transformer.cu", "embed", d, name)
+        self.embed = rt.kernel("transformer.cu", "embed_bf16" if self.bf16 else "embed", d, name)
         self.gelu = rt.kernel("transformer.cu", "gelu_inplace", d, name)
         self.add = rt.kernel("transformer.cu", "add_inplace", d, name)
         self.argmax = rt.kernel("transformer.cu", "argmax_rows", d, name)
@@ -96,8 +109,10 @@ class GPT2GPU:
 
     # -- weights -----------------------------------------------------------------------------------
     def _upload(self, params):
-        def put(key, arr):
-            return self.rt.pool.upload(f"gpt2.w.{key}", arr)
+        def put(key, arr, dtype=np.float32):
+            return self.rt.pool.upload(f"gpt2.w.{key}", arr, dtype)
+        if self.bf16:
+            return self._upload_bf16(params, put)
         self.w = {}
         for name, arr in params.items():
             if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
@@ -111,13 +126,31 @@ class GPT2GPU:
         wte_t[:, :self.V] = params["wte"].T
         self.w["lm_head"] = put("lm_head", self.linear.layout(wte_t))
 
+    def _upload_bf16(self, params, put):
+        """Linear weights and the tied LM head (Vp x C) converted to bf16 once; embed_bf16 reads wte from the
+        LM head's rows. Biases, LayerNorm pairs and wpe stay fp32 (small, and added in fp32)."""
+        self.w = {}
+        for name, arr in params.items():
+            if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+                stem = name[:-len("weight")]
+                self.w[stem + "pair"] = put(stem + "pair", np.concatenate([arr, params[stem + "bias"]]))
+            elif name.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")):
+                self.w[name] = put(name, self.linear.layout(arr), self.linear.w_dtype)
+            elif not name.endswith(("ln_1.bias", "ln_2.bias", "ln_f.bias", "wte")):
+                self.w[name] = put(name, arr)
+        wte_t = np.zeros((self.C, self.Vp), np.float32)
+        wte_t[:, :self.V] = params["wte"].T
+        self.w["lm_head"] = self.w["wte"] = put("lm_head", self.linear.layout(wte_t), self.linear.w_dtype)
+
     # -- buffers -----------------------------------------------------------------------------------
     def _buffers(self, B, T, cap, logit_rows=None):
         g, C, H, D, L = self.rt.pool.get, self.C, self.H, self.D, self.cfg.n_layer
+        lo = np.uint16 if self.bf16 else np.float32    # what GEMMs and attention read: bf16 (gpu/bf16.py) there
         bufs = {"idx": g("gpt2.act.idx", (B, T), np.int32), "x": g("gpt2.act.x", (B * T, C)),
-                "x2": g("gpt2.act.x2", (B * T, C)), "a": g("gpt2.act.a", (B * T, C)), "y": g("gpt2.act.y", (B * T, C)),
-                "t": g("gpt2.act.t", (B * T, C)), "h": g("gpt2.act.h", (B * T, 4 * C)), "q": g("gpt2.act.q", (B, H, T, D)),
-                "k": g("gpt2.act.kcache", (L, B, H, cap, D)), "v": g("gpt2.act.vcache", (L, B, H, cap, D)),
+                "x2": g("gpt2.act.x2", (B * T, C)), "a": g("gpt2.act.a", (B * T, C), lo),
+                "y": g("gpt2.act.y", (B * T, C), lo), "t": g("gpt2.act.t", (B * T, C)),
+                "h": g("gpt2.act.h", (B * T, 4 * C), lo), "q": g("gpt2.act.q", (B, H, T, D), lo),
+                "k": g("gpt2.act.kcache", (L, B, H, cap, D), lo), "v": g("gpt2.act.vcache", (L, B, H, cap, D), lo),
                 "logits": g("gpt2.act.logits", (logit_rows or B * T, self.Vp))}
         if not self.head_major:
             bufs["qkv"] = g("gpt2.act.qkv", (B * T, 3 * C))
@@ -147,6 +180,9 @@ class GPT2GPU:
         cap = cap or T
         if pos + T > cap:
             raise UsageError(f"positions {pos}..{pos + T - 1} exceed the KV cache's capacity of {cap}")
+        if self.bf16 and self.ragged is not None:
+            raise GPUError(f"variant {self.variant.name}: prompts of different lengths in one batch are not supported "
+                           "by the bf16 path yet; give prompts of one length, or use variant fast")
         buf = self._buffers(B, T, cap, B if last_only else None)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
         ldb = self.linear.ldb
@@ -241,6 +277,9 @@ class GPT2GPU:
 
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
+        if self.bf16:                                  # one kernel for prompts and decode steps (Tq = 1)
+            self.fa(buf["q"], kc, vc, buf["y"], B, H, Tq, Tk, Tq, cap, self.window, pos_dev, stream=s)
+            return
         if self.flash and Tq == 1 and self.ragged is not None:     # skipping each sequence's padding
             self.ragged.attention(buf["q"], kc, vc, buf["y"], B, H, Tk, cap, self.window, pos_dev, s)
             return
