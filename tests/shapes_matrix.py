@@ -12,6 +12,7 @@ MATRIX = {
     "c64_m8_k11_wide": (1, 64, 40, 36, 8, 11),
     "c1_m128_k5": (2, 1, 15, 40, 128, 5),
     "c6_m4_k1": (3, 6, 5, 11, 4, 1),
+    "c64_m4_k7_dyn": (2, 64, 40, 40, 4, 7),      # constant weights, tile in dynamic shared memory
 }
 # the fast strategies' variants: direct fp32 / fp16, tensor cores, and each with the fused ReLU + pool
 FAST = ["fused", "op_5", "op_5_tc", "fused_pool", "tc_fused"]

@@ -26,9 +26,10 @@ def test_pipelined_forward_equals_one_piece(name, lenet_weights):
     piped = GPULeNet(dataclasses.replace(v, params={**v.params, "pipeline_chunk": 700}), lenet_weights, rt)
     x_host = piped.host_input(x, raw)
     piped.forward(x_host, timed=False)                       # allocates both slots
-    for slot in ("s0.", "s1."):
-        for buf in ("p1", "p2", "z"):
-            rt.pool.fill(slot + buf, np.nan)
+    for slot in (0, 1):                                      # NaN through the host (no float16 fill)
+        for name, buf in piped._buffers(slot, 700).items():
+            if buf.dtype.kind == "f":
+                buf.set(np.full(buf.shape, np.nan, buf.dtype))
     logits, pred, times = piped.forward(x_host, timed=True)
     assert np.array_equal(pred, want_pred)
     assert np.array_equal(logits, want_logits)

@@ -42,7 +42,7 @@ def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=N
     rt = Runtime.get()
     net = GPULeNet(piped, wio.load(weights_path) if weights_path else wio.load(), rt)
     x_host = net.host_input(x if x is not None else images, images)
-    net.forward(x_host[:min(n, chunk * streams)], timed=False)          # compile, allocate
+    net.forward(x_host[:min(n, chunk * max(streams, 3))], timed=False)   # compile, allocate (both pipeline slots)
     t0 = time.perf_counter()
     _, pred, times = net.forward(x_host, timed=False)
     wall = time.perf_counter() - t0
@@ -104,7 +104,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=10000)
     p.add_argument("--chunks", type=int, nargs="+", default=[1000, 2500, 5000])
     p.add_argument("--repeat", type=int, default=20)
-    p.add_argument("--stream", type=int, default=0, help="also stream this many images (chunk = the first --chunks)")
+    p.add_argument("--stream", type=int, default=0, help="also stream this many images, in chunks of --stream-chunk")
+    p.add_argument("--stream-chunk", type=int, default=10000)
     args = p.parse_args(argv)
 
     def go():
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
         v = catalogue.get(args.variant)
         print(chunk_sweep(v, args.batch, args.chunks, args.repeat))
         if args.stream:
-            print(stream(v, args.stream, args.chunks[0]))
+            print(stream(v, args.stream, args.stream_chunk))
         return 0
     code = exit_code(p.prog, go)
     sys.stdout.flush()
