@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, data, network, reference, report, weights as wio
+from .cmdline import OneLineParser, positive_int
 from .errors import DataError, UsageError, exit_code
 
 PROG = "convnet-predict"
@@ -422,23 +423,8 @@ def run(items, variant, weights: dict, workers: int, chunk: int = 10000, invert:
     return res, net
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):          # one line, exit 2, instead of usage + message
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def _at_least_1(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Classify pictures into Fashion-MNIST's ten classes with LeNet-86. "
+    p = OneLineParser(prog=PROG, description="Classify pictures into Fashion-MNIST's ten classes with LeNet-86. "
                 "Fashion-MNIST shows light objects on a dark background: use --invert for dark-on-light pictures.",
                 epilog="Each picture becomes grey (skimage rgb2gray, alpha dropped) and 28 x 28 (skimage resize, "
                        "bilinear, anti-aliasing when shrinking; stretched, not cropped) in uint8, then goes through "
@@ -449,16 +435,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "in [0, 1]), IDX files")
     p.add_argument("--variant", default="auto",
                    help="variant (convnet --list); 'auto' = the fastest GPU variant, or 'cpu' without a GPU")
-    p.add_argument("--top", type=_at_least_1, default=1, metavar="K", help="also print the K most likely classes")
+    p.add_argument("--top", type=positive_int, default=1, metavar="K", help="also print the K most likely classes")
     p.add_argument("--json", metavar="PATH", help="write the predictions as JSON")
     p.add_argument("--csv", metavar="PATH", help="write the predictions as CSV")
     p.add_argument("--invert", action="store_true", help="invert the grey levels (dark objects on a light background)")
     p.add_argument("--recursive", action="store_true", help="also the pictures in sub-folders of a folder")
     p.add_argument("--strict", action="store_true", help="a file that is not a readable image is an error (exit 2), "
                                                           "not skipped")
-    p.add_argument("--workers", type=_at_least_1, default=_cpu_count(),
+    p.add_argument("--workers", type=positive_int, default=_cpu_count(),
                    help="processes decoding the pictures (default: the CPU cores this process may use)")
-    p.add_argument("--chunk", type=_at_least_1, default=10000, help="pictures per chunk (default 10000)")
+    p.add_argument("--chunk", type=positive_int, default=10000, help="pictures per chunk (default 10000)")
     p.add_argument("--weights", default=str(wio.WEIGHTS_FILE), help="weights .npz (default: the shipped ones)")
     p.add_argument("--quiet", action="store_true", help="no line per picture on stdout (with --json or --csv)")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")

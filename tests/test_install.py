@@ -72,10 +72,31 @@ def test_convnet_cpu_run_and_list_from_another_directory(installed):
     assert gpt2.returncode == 0 and "fast_mma" in gpt2.stdout
 
 
-@pytest.mark.parametrize("script", ["convnet"])   # convnet-predict, convnet-gpt2: added as they land
+@pytest.mark.parametrize("script", ["convnet", "convnet-predict", "convnet-gpt2"])
 def test_console_scripts_report_the_version(installed, script):
     bin_dir, env, cwd = installed
     import convnet
     p = sh(bin_dir / script, "--version", cwd=cwd, env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().endswith(convnet.__version__)
+
+
+def test_convnet_predict_classifies_pngs_as_labelled_from_another_directory(installed):
+    """Three test-split images written as PNG files are classified as labelled (images the network gets right)."""
+    from skimage.io import imsave
+    from convnet import data
+    bin_dir, env, cwd = installed
+    raw = data.load_raw("test")
+    names = {0: "Ankle boot", 1: "Pullover", 2: "Trouser"}        # the first three test labels: 9, 2, 1
+    assert [int(raw.labels[i]) for i in names] == [9, 2, 1]
+    files = []
+    for i in names:
+        f = cwd / f"img{i}.png"
+        imsave(f, raw.images[i], check_contrast=False)
+        files.append(f.name)
+    p = sh(bin_dir / "convnet-predict", "--variant", "cpu", *files, cwd=cwd, env=env)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 3
+    for line, (i, cls) in zip(lines, names.items()):
+        assert line.startswith(f"img{i}.png") and f"\t{cls}\t" in line + "\t", line
