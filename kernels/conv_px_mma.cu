@@ -26,8 +26,14 @@ LDS for R = 8, K = 7.
 
 Per block: a TILE_Y x TILE_X output tile of one image; blocks walk tiles (x fastest, then y, then image)
 with any grid, so a 1-D grid of a few blocks per SM runs persistently and batches need no z chunks.
-Staging: each staged pixel is computed once (resized from the uint8 image through per-tile coordinate
-tables, or read as fp16) and written as fp16 to its two words. Rows beyond the image are zero.
+Staging: each staged pixel is computed once and written as fp16 to its two words; rows beyond the image
+are zero. With FUSE_UPSCALE the SRC_H x SRC_W uint8 image is first copied to shared memory (one 32-bit
+load per thread), then resized separably in fp32: each source row interpolated horizontally at the
+tile's columns (SRC_H x (TILE_X+9) values), then each pixel from two of those rows. The coordinates and
+weights come from upscale.cuh in double, once per tile origin (a persistent block with one tile per
+image computes them once); the fp32 arithmetic differs from upscale.cuh's double by ~1e-7, far below
+the fp16 rounding of the staged pixel. (v1 of this kernel evaluated upscale.cuh per staged pixel from
+global memory: 0.743 ms for LeNet's batch of 10,000 on an H100, latency-bound.)
 
 Tunables (-D, defaults in brackets): M_OUT [4] (<= 8), K_SIZE [7] (<= 8), TILE_X [80] (multiple of 16),
 TILE_Y [80] (multiple of WARP_ROWS), WARP_ROWS [8] (even with POOL), WARPS [10], MIN_BLOCKS [2], POOL [0]
@@ -105,8 +111,10 @@ static_assert(K_SIZE >= 1 && K_SIZE <= 8, "K_SIZE: 1..8 (two kernel rows of 8 ta
 static_assert(TILE_X % 16 == 0 && TILE_X > 0, "TILE_X: a positive multiple of 16");
 static_assert(R > 0 && TILE_Y % R == 0, "TILE_Y: a positive multiple of WARP_ROWS");
 static_assert(POOL == 0 || (POOL == 2 && R % 2 == 0), "POOL: 0, or 2 with an even WARP_ROWS");
-static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 12 * (ROWS_IN + PIX) : 0) <= 48 * 1024,
-              "static shared memory over 48 KB: lower TILE_Y / TILE_X");
+constexpr int SRC_WORDS = FUSE_UPSCALE ? (SRC_H * SRC_W + 3) / 4 : 1;    // the uint8 image, 32-bit words
+constexpr int HROWS = FUSE_UPSCALE ? SRC_H : 1;                            // horizontally resized source rows
+static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIX) + 4 * SRC_WORDS + 4 * HROWS * PIX : 0)
+              <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y / TILE_X");
 
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)[4], unsigned int b0,
                                           unsigned int b1)
@@ -135,8 +143,11 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
     using namespace convpx;
     __shared__ __align__(16) unsigned int xs[ROWS_IN * RS];
 #if FUSE_UPSCALE
-    __shared__ double up_fy[ROWS_IN], up_fx[PIX];
-    __shared__ int up_iy[ROWS_IN], up_ix[PIX];
+    __shared__ float up_fy[ROWS_IN], up_fx[PIX];           // weights of the lower source row / right column
+    __shared__ int up_iy[ROWS_IN], up_ix[PIX];             // upper source row, left source column
+    __shared__ unsigned int src[SRC_WORDS];                 // the image, uint8
+    __shared__ float hrow[HROWS][PIX];                      // source rows resized to the tile's columns
+    int table_x0 = -1, table_y0 = -1;                       // tile origin the tables hold
 #endif
     unsigned short* xs16 = reinterpret_cast<unsigned short*>(xs);
 
@@ -174,16 +185,43 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
         const int ty = rem / tiles_x, tx = rem - ty * tiles_x;
         const int tx0 = tx * TILE_X, ty0 = ty * TILE_Y;
 
-        __syncthreads();                              // the previous tile's patch (and tables) consumed
+        __syncthreads();                              // the previous tile's patch (and source) consumed
 #if FUSE_UPSCALE
-        for (int e = tid; e < ROWS_IN + PIX; e += NT) {
-            int i0;
-            double f;
-            if (e < ROWS_IN) { upscale_source(min(ty0 + e, H - 1), SRC_H, H, i0, f); up_iy[e] = i0 * SRC_W; up_fy[e] = f; }
-            else { upscale_source(min(tx0 + e - ROWS_IN, W - 1), SRC_W, W, i0, f); up_ix[e - ROWS_IN] = i0; up_fx[e - ROWS_IN] = f; }
+        if (tx0 != table_x0 || ty0 != table_y0) {     // block-uniform
+            for (int e = tid; e < ROWS_IN + PIX; e += NT) {
+                int i0;
+                double f;
+                if (e < ROWS_IN) { upscale_source(min(ty0 + e, H - 1), SRC_H, H, i0, f); up_iy[e] = i0; up_fy[e] = (float)f; }
+                else { upscale_source(min(tx0 + e - ROWS_IN, W - 1), SRC_W, W, i0, f); up_ix[e - ROWS_IN] = i0; up_fx[e - ROWS_IN] = (float)f; }
+            }
+            table_x0 = tx0;
+            table_y0 = ty0;
+        }
+        {
+            const unsigned char* img = x + b * (SRC_H * SRC_W);
+            const bool aligned = ((SRC_H * SRC_W) % 4 == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
+            for (int e = tid; e < SRC_WORDS; e += NT) {
+                if (aligned) {
+                    src[e] = __ldg(reinterpret_cast<const unsigned int*>(img) + e);
+                } else {
+                    unsigned int v = 0u;
+                    for (int k = 0; k < 4; ++k)
+                        if (4 * e + k < SRC_H * SRC_W) v |= (unsigned int)__ldg(img + 4 * e + k) << (8 * k);
+                    src[e] = v;
+                }
+            }
         }
         __syncthreads();
-        const unsigned char* img = x + b * (SRC_H * SRC_W);
+        {
+            const unsigned char* s8 = reinterpret_cast<const unsigned char*>(src);
+            for (int e = tid; e < HROWS * PIX; e += NT) {
+                const int sr = e / PIX, j = e - sr * PIX;
+                const unsigned char* row = s8 + sr * SRC_W + up_ix[j];
+                const float f = up_fx[j];
+                hrow[sr][j] = ((1.f - f) * row[0] + f * row[1]) * (1.f / 255.f);
+            }
+        }
+        __syncthreads();
 #else
         const __half* img = x + b * H * W;
 #endif
@@ -194,7 +232,8 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             float v = 0.f;
             if (iy < H && ix < W) {
 #if FUSE_UPSCALE
-                v = upscale_pixel(img + up_iy[rr] + up_ix[j], SRC_W, up_fy[rr], up_fx[j]);
+                const float f = up_fy[rr];
+                v = (1.f - f) * hrow[up_iy[rr]][j] + f * hrow[up_iy[rr] + 1][j];
 #else
                 v = __half2float(img[(size_t)iy * W + ix]);
 #endif

@@ -46,7 +46,12 @@ def time_conv(rt, conv, x_gpu, y_gpu, batch, reps=20) -> float:
     return rt.median_ms(lambda: conv(x_gpu, y_gpu, batch), reps, what=f"benchmark of {conv.variant.name}")
 
 
-def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20):
+def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20, fused: bool = False):
+    """fused: the layer as LeNet's fused pipeline runs it (conv1 from 28x28 uint8 images with the resize,
+    ReLU and 2x2 pool inside; conv2 with ReLU, 4x4 pool and fp32 output); the error is then against the
+    reference's conv (+ resize) + ReLU + pool on 4 images."""
+    if fused:
+        return sweep_fused(variant, layer, batch, grid, reps)
     from ..gpu.conv import make_conv
     from .dryrun import kernels_of, precompile
     from ..gpu.runtime import Runtime
@@ -80,6 +85,50 @@ def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20):
                         title=f"{variant.name} {layer} batch {batch} on {rt.name}, median of {reps}")
 
 
+def sweep_fused(variant, layer: str, batch: int, grid: dict, reps: int = 20):
+    from .. import data
+    from ..gpu.conv import make_conv
+    from ..gpu.runtime import Runtime
+    from ..network import CONV_LAYERS
+    from .dryrun import kernels_of, precompile
+    rt = Runtime.get()
+    wname, in_shape = LAYERS[layer]
+    w = wio.load()[wname]
+    pool = dict(zip(LAYERS, (p for _, p in CONV_LAYERS)))[layer]
+    fused = {"pool": pool, "upscale_from": (28, 28)} if layer == "conv1" else {"pool": pool, "out_half": False}
+    combos = settings(grid)
+    builds = set()
+    for s in combos:
+        builds |= kernels_of(lambda r, v=with_setting(variant, s): make_conv(r, v, w, in_shape, layer, **fused))
+    precompile(builds, rt.arch)
+    rng = np.random.default_rng(0)
+    if layer == "conv1":
+        x = np.tile(data.load_raw("test").images, (-(-batch // 10000), 1, 1))[:batch]
+        x64 = data.upscale(x[:4]).astype(np.float64)
+    else:
+        x = rng.random((batch, *in_shape), dtype=np.float32)
+        x64 = x[:4].astype(np.float64)
+    want = ref.maxpool2d(ref.relu(ref.conv2d(x64, w.astype(np.float64), dtype=np.float64)), pool)
+    ho, wo = in_shape[1] - w.shape[2] + 1, in_shape[2] - w.shape[3] + 1
+    flops = 2.0 * batch * w.size * (ho // pool * pool) * (wo // pool * pool)
+    rows = []
+    for s in combos:
+        conv = make_conv(rt, with_setting(variant, s), w, in_shape, layer, **fused)
+        xg = rt.pool.get("bench.fx", x.shape, np.uint8 if layer == "conv1" else conv.act_dtype)
+        yg = rt.pool.get("bench.fy", conv.out_shape(batch), conv.out_dtype)
+        xg.set(x.astype(xg.dtype))
+        yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
+        ms = time_conv(rt, conv, xg, yg, batch, reps)
+        got = yg.get()[:4].astype(np.float64)
+        err = float(np.linalg.norm(got - want) / np.linalg.norm(want)) if np.isfinite(got).all() else float("nan")
+        rows.append([" ".join(f"{k}={val}" for k, val in s.items()) or "(catalogue)", ms, flops / ms / 1e9, err])
+    rows.sort(key=lambda r: r[1])
+    return report.table(["setting", "ms", "TFLOP/s", "rel err (4 images)"],
+                        [[r[0], r[1], r[2], f"{r[3]:.1e}"] for r in rows],
+                        title=f"{variant.name} {layer} fused (resize/ReLU/pool as in the network), batch {batch} "
+                              f"on {rt.name}, median of {reps}")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--variant", required=True)
@@ -87,10 +136,12 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=10000)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sweep", nargs="*", default=[], metavar="KEY=V1,V2")
+    p.add_argument("--fused", action="store_true", help="the layer with the network's fused resize/ReLU/pool")
     args = p.parse_args(argv)
 
     def command():
-        print(sweep(catalogue.get(args.variant), args.layer, args.batch, parse_sweep(args.sweep), args.reps))
+        print(sweep(catalogue.get(args.variant), args.layer, args.batch, parse_sweep(args.sweep), args.reps,
+                    args.fused))
         return 0
     return exit_code("bench", command)
 

@@ -418,7 +418,8 @@ class MmaPx(ConvLayer):
     16 output pixels as the GEMM's rows and the channels as its 8 columns (LeNet's conv1, where conv_mma's
     channel rows would waste 3/4 of every mma); the uint8 resize fused into the staging (upscale_from)
     and ReLU + 2x2 max-pool into the epilogue. Tile and warps from the params px_tile_x, px_tile_y,
-    px_warp_rows, px_warps (defaults: a whole 80x80 LeNet map per tile, 8-row units, 10 warps)."""
+    px_warp_rows, px_warps, px_min_blocks (defaults: a whole 80x80 LeNet map per tile, 8-row units, 10
+    warps, 2 blocks per SM)."""
 
     def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None, upscale_from=None):
         super().__init__(rt, variant, w, in_shape, name, pool)
@@ -439,22 +440,27 @@ class MmaPx(ConvLayer):
         tx = min(_cdiv(int(p.get("px_tile_x", 80)), 16) * 16, _cdiv(Wc, 16) * 16)
         ty = min(_cdiv(int(p.get("px_tile_y", 80)), rows) * rows, _cdiv(Hc, rows) * rows)
 
-        def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows, coordinate tables
+        def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows; tables, image, resized rows
             rows_in = ty - rows + 2 * _cdiv(rows + self.K - 1, 2)
-            return 4 * rows_in * (tx + 8) + (12 * (rows_in + tx + 9) if upscale_from else 0)
+            if not upscale_from:
+                return 4 * rows_in * (tx + 8)
+            sh, sw = upscale_from
+            return 4 * rows_in * (tx + 8) + 8 * (rows_in + tx + 9) + 4 * _cdiv(sh * sw, 4) + 4 * sh * (tx + 9)
         while smem(tx, ty) > SMEM_LIMIT and ty > rows:
             ty -= rows
         while smem(tx, ty) > SMEM_LIMIT and tx > 16:
             tx -= 16
         if smem(tx, ty) > SMEM_LIMIT:
-            raise GPUError(f"{name}: px_warp_rows={rows} leaves no tile that fits 48 KB of shared memory")
+            raise GPUError(f"{name}: no tile fits 48 KB of shared memory (px_warp_rows={rows}"
+                           + (f", a {upscale_from[0]}x{upscale_from[1]} source image to resize)" if upscale_from else ")"))
         units = (tx // 16) * (ty // rows)
         w_max = max(1, min(int(p.get("px_warps", 10)), 32))
         warps = _cdiv(units, _cdiv(units, w_max))            # as few units per warp as w_max allows, balanced
         out_float = out_half is False
         self.out_dtype = np.float32 if out_float else np.float16
         self.d = {"M_OUT": self.M, "K_SIZE": self.K, "TILE_X": tx, "TILE_Y": ty, "WARP_ROWS": rows,
-                  "WARPS": warps, "POOL": pool, "OUT_FLOAT": int(out_float)}
+                  "WARPS": warps, "MIN_BLOCKS": int(p.get("px_min_blocks", 2)), "POOL": pool,
+                  "OUT_FLOAT": int(out_float)}
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
