@@ -44,6 +44,14 @@
 //                      warps' part in feeding the tensor cores are gone); two warpgroups per 128 x 128
 //                      tile, a 3-stage cp.async ring, two blocks per SM; B K-major (W^T), as TF32 wgmma
 //                      requires. 1.2-1.9x v5 at GPT-2's shapes, 56-68 % of cuBLAS TF32 (H200).
+//   gemm_bf16_wgmma v8  Hopper bf16: wgmma m64nBF_BNk16 (bf16 operands, fp32 accumulation) from 128-byte-swizzled
+//                      shared memory filled by TMA bulk tensor copies; one producer warpgroup and two consumer
+//                      warpgroups on mbarriers (setmaxnreg), persistent grid in BF_GROUP tile order; output bf16
+//                      or fp32 (BF_OUT). GPT-2 124M B=8 T=1024, H100: 118-268 TFLOP/s at BF_BN 128, 36-50 % of
+//                      cuBLAS bf16 (the wider tiles are slower still: see the section).
+//   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
+//                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
+//   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -52,7 +60,8 @@
 // head, d) -> Q[b][head][t][d] (cap_q rows per head), K or V[b][head][pos + t][d] (cap_kv rows per
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
-// V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7): see each version's section.
+// V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM (v8), BF9_STAGES BF9_BK (v9), BFS_CG (v10): see each version's section.
 #include "common.cuh"
 
 #ifndef TILE
@@ -1042,4 +1051,519 @@ gemm_wgmma(const float* RESTRICT A, const float* RESTRICT Bt, float* RESTRICT ws
 #else
     __trap();                                                    // built without sm_90a: the launcher refuses
 #endif
+}
+
+// ---- bf16 (v8, v9): operands bf16, accumulation fp32, output bf16 or fp32 ------------------------------------
+// A is row-major (M x K, lda), B comes as W^T (N x K, ldb): both K-major, K, lda, ldb multiples of 8 (16-byte
+// rows), M and N anything. BF_OUT picks the output type at compile time: 1 = bf16 (the QKV projection and the
+// MLP's hidden activations), 0 = fp32 (the residual stream, the LM head's logits). The epilogue is v4-v7's:
+// + bias[n] (fp32), activation, + resid[m, n] (C's type; may be C itself), or pro_2's head-major scatter with
+// Q, K and V in C's type.
+#include <cuda_bf16.h>
+#ifndef BF_OUT
+#define BF_OUT 1
+#endif
+#if BF_OUT
+typedef __nv_bfloat16 bf_out_t;
+#else
+typedef float bf_out_t;
+#endif
+#ifndef BF_GROUP
+#define BF_GROUP 8                 // tile order: groups of BF_GROUP row tiles walked column by column (0: N fastest)
+#endif
+// EPI_PARAMS with C, resid, k_out and v_out in the output type (the launcher passes the same arguments)
+#define BF_EPI_PARAMS bf_out_t* C, long long ldc, const float* RESTRICT bias, int act, const bf_out_t* resid,        \
+                      bf_out_t* RESTRICT k_out, bf_out_t* RESTRICT v_out, int qkv_T, int pos, int n_head,              \
+                      int head_dim, int cap_q, int cap_kv, const int* RESTRICT pos_dev
+#define BF_EPI_ARGS C, ldc, bias, act, resid, k_out, v_out, qkv_T, pos, n_head, head_dim, cap_q, cap_kv, pos_dev
+
+__device__ __forceinline__ float bf_ld(const float* p) { return *p; }
+__device__ __forceinline__ float bf_ld(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float2 bf_ld2(const float* p) { return *(const float2*)p; }
+__device__ __forceinline__ float2 bf_ld2(const __nv_bfloat16* p) { return __bfloat1622float2(*(const __nv_bfloat162*)p); }
+__device__ __forceinline__ void bf_st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void bf_st(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void bf_st2(float* p, float a, float b) { *(float2*)p = make_float2(a, b); }
+__device__ __forceinline__ void bf_st2(__nv_bfloat16* p, float a, float b) {
+    *(__nv_bfloat162*)p = __floats2bfloat162_rn(a, b);
+}
+
+// Tile number -> (row tile, column tile): groups of BF_GROUP row tiles, column by column inside a group, so
+// the blocks running at once share few rows of A and few columns of B (L2 reuse; the LM head's W is 77 MB).
+__device__ __forceinline__ void bf_tile_coords(int b, int mtiles, int ntiles, int& mt, int& nt) {
+#if BF_GROUP > 0
+    const int per_group = BF_GROUP * ntiles, g = b / per_group, first = g * BF_GROUP;
+    const int rows = min(mtiles - first, BF_GROUP), r = b - g * per_group;
+    mt = first + r % rows;
+    nt = r / rows;
+#else
+    mt = b / ntiles;
+    nt = b - mt * ntiles;
+#endif
+}
+
+// One thread's output rows: the row's validity and, for pro_2's scatter, its parts of the Q and K/V addresses
+// (b, t), worked out once per row instead of once per element.
+struct BfRow {
+    int m;
+    long long q, kv;
+};
+__device__ __forceinline__ BfRow bf_row(int m, BF_EPI_PARAMS) {
+    BfRow r{m, 0, 0};
+    if (qkv_T > 0) {
+        const int b = m / qkv_T, t = m - b * qkv_T, p = pos_dev ? *pos_dev : pos;
+        r.q = ((long long)b * n_head * cap_q + t) * head_dim;
+        r.kv = ((long long)b * n_head * cap_kv + p + t) * head_dim;
+    }
+    return r;
+}
+
+// Element n of row r in pro_2's head-major layout: column n = (which, head, d).
+__device__ __forceinline__ bf_out_t* bf_qkv_at(const BfRow& r, int n, BF_EPI_PARAMS) {
+    const int C1 = n_head * head_dim, which = n >= 2 * C1 ? 2 : (n >= C1 ? 1 : 0), c = n - which * C1;
+    const int h = c / head_dim, d = c - h * head_dim;
+    if (which == 0) return C + r.q + (long long)h * cap_q * head_dim + d;
+    return (which == 1 ? k_out : v_out) + r.kv + (long long)h * cap_kv * head_dim + d;
+}
+
+// Columns n, n + 1 (n even) of row r: + bias, activation, + resid, stored as C's type; one paired store where
+// both columns exist and the pair is aligned (ldc even; in the head-major layout, head_dim even).
+__device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r, int M, int N, int n, BF_EPI_PARAMS) {
+    if (r.m >= M || n >= N) return;
+    const bool two = n + 1 < N;
+    if (bias) {
+        if (two) { const float2 b = *(const float2*)&bias[n]; v0 += b.x; v1 += b.y; }
+        else v0 += bias[n];
+    }
+    v0 = activation(v0, act);
+    v1 = activation(v1, act);
+    if (qkv_T > 0) {
+        bf_out_t* p = bf_qkv_at(r, n, BF_EPI_ARGS);
+        if (two && head_dim % 2 == 0) bf_st2(p, v0, v1);
+        else {
+            bf_st(p, v0);
+            if (two) bf_st(bf_qkv_at(r, n + 1, BF_EPI_ARGS), v1);
+        }
+        return;
+    }
+    const long long at = (long long)r.m * ldc + n;
+    if (two && ldc % 2 == 0) {
+        if (resid) { const float2 x = bf_ld2(resid + at); v0 += x.x; v1 += x.y; }
+        bf_st2(C + at, v0, v1);
+    } else {
+        bf_st(C + at, v0 + (resid ? bf_ld(resid + at) : 0.f));
+        if (two) bf_st(C + at + 1, v1 + (resid ? bf_ld(resid + at + 1) : 0.f));
+    }
+}
+
+// ---- v8: Hopper bf16 warpgroup MMA, TMA loads, warp-specialised, persistent ------------------------------------
+// sm_90a only. A block is three warpgroups (384 threads): warpgroup 0 is the producer (one thread issues the TMA
+// bulk tensor copies of each 64-deep k tile of A (128 rows) and W^T (BF_BN rows) into a BF_STAGES-deep ring,
+// completing on the stage's "full" mbarrier), warpgroups 1 and 2 are consumers (rows 0-63 and 64-127 of the
+// tile: per k tile four wgmma.m64nBF_BNk16 reading both operands from shared memory, then the stage is handed
+// back through its "empty" mbarrier). The copy engine, not the threads, moves the operands (v7 was bounded by
+// issuing its cp.async copies); setmaxnreg moves registers from the producer to the consumers' accumulators.
+// The grid is persistent (one block per SM, tiles in BF_GROUP order): the producer fills the next tile's stages
+// while the consumers run the epilogue.
+// Measured (H100, GPT-2 124M shapes, M = 8192; TFLOP/s, cuBLAS bf16 424-573 in the same runs): BF_BN 128 118-268,
+// 192 97-195, 256 75-179: the wider tile, which halves the operand bytes per flop, is the slower one, so what
+// bounds this kernel is not L2 bandwidth alone; maps by value (BF_TMA_PARAM=1) or from global memory, and one or no
+// wgmma group in flight (BF_INFLIGHT) time the same. Unexplained yet: a profile (ncu) is the next step; cuBLAS's
+// own kernels add 2-CTA clusters with TMA multicast (half the L2 reads per block) and a TMA-store epilogue. TMA writes the 128-byte-swizzled layout wgmma's descriptors name (v7's)
+// and zero-fills rows and k past the ends, so odd M, N and K need no guards in the main loop.
+// The tensor maps (2-D, bf16, box 64 x 128 for A and 64 x BF_BN for W^T, 128-byte swizzle) are made on the host
+// (convnet/gpu/tma.py). BF_TMA_PARAM=1: passed by value (__grid_constant__ parameters, the copy engine reads them
+// from the constant bank), launched through the driver's kernelParams (convnet/gpu/tma.py: PyCUDA's packed
+// argument buffer misplaced them: the kernel read garbage sizes and computed nothing, H100). BF_TMA_PARAM=0: read
+// from global memory (maps[0] A, maps[1] W^T), uploaded once per operand address and shape, prefetched.
+#ifndef BF_BN
+#define BF_BN 128                  // tile width: 128, 192 or 256 (one wgmma m64nBF_BNk16 per 16-deep k step)
+#endif
+#ifndef BF_STAGES
+#define BF_STAGES 4                // ring depth (4 x 32 KB at BF_BN 128)
+#endif
+#ifndef BF_INFLIGHT
+#define BF_INFLIGHT 1              // wgmma groups a consumer leaves running when it goes to the next k tile (0, 1)
+#endif
+#ifndef BF_TMA_PARAM
+#define BF_TMA_PARAM 0             // 1: tensor maps as by-value parameters; 0: in global memory
+#endif
+#define BF_BM 128
+#define BF_BK 64                   // one 128-byte swizzle row per operand row
+#define BF_A_BYTES (BF_BM * BF_BK * 2)
+#define BF_STAGE_BYTES ((BF_BM + BF_BN) * BF_BK * 2)
+#define BF_ACC (BF_BN / 2)         // fp32 accumulators per consumer thread
+static_assert(BF_BN == 128 || BF_BN == 192 || BF_BN == 256, "BF_BN: 128, 192 or 256");
+static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES <= 227 * 1024,
+              "BF_STAGES x stage bytes exceed 227 KB of shared memory");
+
+struct __align__(128) TmaMap { unsigned long long opaque[16]; };  // CUtensorMap, made by the driver
+
+#define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),      \
+                 "+f"(d[i + 6]), "+f"(d[i + 7])
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D (64 x N, fp32, v7's fragment layout) += A (64 x 16) B (16 x N), both bf16, K-major, from shared memory.
+template <int N> struct WgmmaBf16;
+template <> struct WgmmaBf16<128> {
+    static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a, unsigned long long b) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+            "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
+            : "l"(a), "l"(b), "r"(1));
+    }
+};
+template <> struct WgmmaBf16<192> {
+    static __device__ __forceinline__ void run(float (&d)[96], unsigned long long a, unsigned long long b) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+            "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+            "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+            "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),
+              WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88)
+            : "l"(a), "l"(b), "r"(1));
+    }
+};
+template <> struct WgmmaBf16<256> {
+    static __device__ __forceinline__ void run(float (&d)[128], unsigned long long a, unsigned long long b) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+            "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+            "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+            "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+            "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+            "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),
+              WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88), WG_D8(96), WG_D8(104), WG_D8(112), WG_D8(120)
+            : "l"(a), "l"(b), "r"(1));
+    }
+};
+#endif
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, int parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+// The box at (c0 = k, c1 = row) of a 2-D tensor map into shared memory, completing on mbarrier bar.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int c0, int c1, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+#if BF_TMA_PARAM
+gemm_bf16_wgmma(const __grid_constant__ TmaMap tm_a, const __grid_constant__ TmaMap tm_b, int M, int N, int K,
+                BF_EPI_PARAMS) {
+    const TmaMap* map_a = &tm_a;
+    const TmaMap* map_b = &tm_b;
+#else
+gemm_bf16_wgmma(const TmaMap* RESTRICT maps, int M, int N, int K, BF_EPI_PARAMS) {
+    const TmaMap* map_a = maps;
+    const TmaMap* map_b = maps + 1;
+#endif
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(16) unsigned char bf_raw[];
+    const unsigned raw = (unsigned)__cvta_generic_to_shared(bf_raw);
+    const unsigned base = (raw + 1023u) & ~1023u;                  // swizzle atoms sit on 1024-byte lines
+    const unsigned full = base + BF_STAGES * BF_STAGE_BYTES, empty = full + 8 * BF_STAGES;
+    const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN, tiles = mtiles * ntiles;
+    const int ktiles = (K + BF_BK - 1) / BF_BK;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < BF_STAGES; ++s) {
+            mbar_init(full + 8 * s, 1);                            // the producer's arrive (+ the copies' bytes)
+            mbar_init(empty + 8 * s, 8);                           // one arrive per consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 0) {
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_a) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_b) : "memory");
+            int it = 0;                                            // k tiles issued so far (all tiles)
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int mt, nt;
+                bf_tile_coords(tile, mtiles, ntiles, mt, nt);
+                for (int kt = 0; kt < ktiles; ++kt, ++it) {
+                    const int s = it % BF_STAGES;
+                    if (it >= BF_STAGES) mbar_wait(empty + 8 * s, ((it / BF_STAGES) + 1) & 1);
+                    const unsigned stage = base + s * BF_STAGE_BYTES;
+                    mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);  // boxes count whole, zero-filled parts too
+                    tma_load_2d(stage, map_a, kt * BF_BK, mt * BF_BM, full + 8 * s);
+                    tma_load_2d(stage + BF_A_BYTES, map_b, kt * BF_BK, nt * BF_BN, full + 8 * s);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int c = wg - 1;                                      // rows 64c .. 64c + 63 of the tile
+        const int g = lane / 4, t = lane % 4;
+        int it = 0;
+        float acc[BF_ACC];
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            int mt, nt;
+            bf_tile_coords(tile, mtiles, ntiles, mt, nt);
+#pragma unroll
+            for (int i = 0; i < BF_ACC; ++i) acc[i] = 0.f;
+            for (int kt = 0; kt < ktiles; ++kt, ++it) {
+                const int s = it % BF_STAGES;
+                mbar_wait(full + 8 * s, (it / BF_STAGES) & 1);
+                const unsigned stage = base + s * BF_STAGE_BYTES;
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < BF_BK / 16; ++kk)            // + 32 bytes per 16-deep step (v7's swizzle)
+                    WgmmaBf16<BF_BN>::run(acc, wg_desc(stage + c * 64 * 128 + kk * 32),
+                                          wg_desc(stage + BF_A_BYTES + kk * 32));
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#if BF_INFLIGHT
+                // one group stays in flight: the previous k tile's is done, so its stage goes back
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (kt > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+#else
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                if (lane == 0) mbar_arrive(empty + 8 * s);
+#endif
+            }
+#if BF_INFLIGHT
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (ktiles > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+#endif
+            // warp w % 4 holds rows 16 (w % 4) + g and + 8; per 8 columns q: acc[4q + 0, 1], acc[4q + 2, 3]
+            const int mw = mt * BF_BM + c * 64 + (warp % 4) * 16 + g, n0 = nt * BF_BN + 2 * t;
+            const BfRow r0 = bf_row(min(mw, M - 1), BF_EPI_ARGS), r1 = bf_row(min(mw + 8, M - 1), BF_EPI_ARGS);
+            const BfRow rows[2] = {{mw, r0.q, r0.kv}, {mw + 8, r1.q, r1.kv}};
+#pragma unroll
+            for (int q = 0; q < BF_BN / 8; ++q)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    bf_store_pair(acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1], rows[h], M, N, n0 + 8 * q, BF_EPI_ARGS);
+        }
+    }
+#else
+    __trap();                                                      // built without sm_90a: the launcher refuses
+#endif
+}
+
+// ---- v9: bf16 mma.sync m16n8k16 (sm_80+), the fallback off Hopper ---------------------------------------------
+// v5's structure for bf16: a 128 x 128 block tile of eight 64 x 32 warp tiles, BF9_BK deep, a BF9_STAGES-deep
+// cp.async ring; A (M x K) and W^T (N x K) tiles are both stored K-major with rows padded by 16 bytes (ldmatrix
+// reads 8 rows 80 or 144 bytes apart: 32 distinct banks), and both fragments come through ldmatrix.x4 (W^T's
+// rows are exactly the "col" B fragment m16n8k16 wants). Rows past M or N and k past K are zero-filled.
+#ifndef BF9_STAGES
+#define BF9_STAGES 4
+#endif
+#ifndef BF9_BK
+#define BF9_BK 32                  // 32 or 64
+#endif
+#define BF9_BM 128
+#define BF9_BN 128
+#define BF9_P (BF9_BK + 8)         // padded row, in bf16
+#define BF9_STAGE_ELEMS ((BF9_BM + BF9_BN) * BF9_P)
+static_assert(BF9_BK == 32 || BF9_BK == 64, "BF9_BK: 32 or 64");
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+// ROWS rows of BF9_BK bf16 (k0..) of a K-major matrix (row stride ld) into shared rows BF9_P apart, 16-byte
+// cp.async copies by 256 threads; rows at or past r_end and k at or past K are zeros.
+template <int ROWS>
+__device__ __forceinline__ void bf9_copy(__nv_bfloat16* dst, const __nv_bfloat16* src, int ld, int r0, int r_end,
+                                         int k0, int K, int tid) {
+    constexpr int CQ = BF9_BK / 8;                             // 16-byte chunks per row
+#pragma unroll
+    for (int i = 0; i < ROWS * CQ / 256; ++i) {
+        const int e = tid + i * 256, r = e / CQ, k = (e % CQ) * 8;
+        const bool ok = r0 + r < r_end && k0 + k < K;
+        cp_async16(dst + r * BF9_P + k, ok ? src + (long long)(r0 + r) * ld + k0 + k : src, ok);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_bf16_mma(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
+              int ldb, BF_EPI_PARAMS) {
+    extern __shared__ __align__(16) __nv_bfloat16 bf9_smem[];
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;          // this warp's 64 x 32 piece
+    const int g = lane / 4, t = lane % 4;
+    int mt, nt;
+    bf_tile_coords(blockIdx.x, (M + BF9_BM - 1) / BF9_BM, (N + BF9_BN - 1) / BF9_BN, mt, nt);
+    const int m0 = mt * BF9_BM, n0 = nt * BF9_BN;
+    const int ktiles = (K + BF9_BK - 1) / BF9_BK;
+    auto As = [&](int s) { return bf9_smem + s * BF9_STAGE_ELEMS; };
+    auto Bs = [&](int s) { return bf9_smem + s * BF9_STAGE_ELEMS + BF9_BM * BF9_P; };
+    auto load = [&](int s, int k0) {
+        bf9_copy<BF9_BM>(As(s), A, lda, m0, M, k0, K, tid);
+        bf9_copy<BF9_BN>(Bs(s), Bt, ldb, n0, N, k0, K, tid);
+    };
+    float acc[4][4][4] = {};
+#pragma unroll
+    for (int s = 0; s < BF9_STAGES - 1; ++s) {
+        if (s < ktiles) load(s, s * BF9_BK);
+        cp_async_commit();
+    }
+    // ldmatrix rows of this lane: A matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15); W^T matrices (k 0-7 | 8-15) x
+    // (n 0-7 | 8-15), so that registers 0, 1 are one 8-column piece's b0, b1 and 2, 3 the next one's.
+    const int a_row = lane % 16, a_k = (lane / 16) * 8;
+    const int b_row = (lane % 8) + (lane / 16) * 8, b_k = ((lane / 8) % 2) * 8;
+    for (int tile = 0; tile < ktiles; ++tile) {
+        cp_async_wait<BF9_STAGES - 2>();
+        __syncthreads();                                           // tile ready; the stage refilled below is free
+        const int next = tile + BF9_STAGES - 1;
+        if (next < ktiles) load(next % BF9_STAGES, next * BF9_BK);
+        cp_async_commit();
+        const __nv_bfloat16* as = As(tile % BF9_STAGES);
+        const __nv_bfloat16* bs = Bs(tile % BF9_STAGES);
+#pragma unroll
+        for (int kk = 0; kk < BF9_BK; kk += 16) {
+            unsigned a[4][4], b[4][2];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) ldmatrix_x4(a[i], as + (wm + i * 16 + a_row) * BF9_P + kk + a_k);
+#pragma unroll
+            for (int j = 0; j < 4; j += 2) {
+                unsigned r[4];
+                ldmatrix_x4(r, bs + (wn + j * 8 + b_row) * BF9_P + kk + b_k);
+                b[j][0] = r[0]; b[j][1] = r[1]; b[j + 1][0] = r[2]; b[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+    // fragment: rows g and g + 8, columns 2t and 2t + 1 of each 16 x 8 piece
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = m0 + wm + i * 16 + g + h * 8;
+            const BfRow r0 = bf_row(min(m, M - 1), BF_EPI_ARGS);
+            const BfRow row{m, r0.q, r0.kv};
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                bf_store_pair(acc[i][j][2 * h], acc[i][j][2 * h + 1], row, M, N, n0 + wn + j * 8 + 2 * t, BF_EPI_ARGS);
+        }
+}
+
+// ---- v10: bf16 GEMV for decoding (M <= 8 rows), W^T read once ---------------------------------------------------
+// Bandwidth-bound like v6: a block of 256 threads makes BFS_CG groups of 4 consecutive columns; a group's
+// 256 / BFS_CG threads split K, each reading 16 bytes (8 k) of the group's 4 W^T rows and of every A row per
+// step. The partial sums meet by warp shuffles (v6's warp_partials), then across the group's warps in shared
+// memory, and go through the bf16 epilogue in the same kernel. Columns past N read row N - 1 and are not stored.
+#ifndef BFS_CG
+#define BFS_CG 2                   // column groups per block (1, 2, 4 or 8)
+#endif
+#define BFS_GT (256 / BFS_CG)      // threads per column group
+static_assert(BFS_GT % 32 == 0, "BFS_CG: 1, 2, 4 or 8 (a column group is whole warps)");
+
+// 8 bf16 (16 bytes) -> 8 floats: a bf16 is the top half of an fp32
+__device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float (&f)[8]) {
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+}
+
+template <int MR>
+__device__ __forceinline__ void skinny_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M,
+                                            int N, int K, int lda, int ldb, BF_EPI_PARAMS) {
+    constexpr int WPG = BFS_GT / 32;                          // warps per column group
+    __shared__ float4 red[8][MR];
+    const int warp = threadIdx.x / 32, gt = threadIdx.x % BFS_GT;
+    const int n0 = (blockIdx.x * BFS_CG + threadIdx.x / BFS_GT) * 4;
+    float4 acc[MR];
+#pragma unroll
+    for (int m = 0; m < MR; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (n0 < N) {
+        const __nv_bfloat16* w[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) w[c] = Bt + (long long)min(n0 + c, N - 1) * ldb;
+#pragma unroll 2
+        for (int k = gt * 8; k < K; k += BFS_GT * 8) {
+            float wf[4][8];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) bf16x8_to_f32(*(const uint4*)(w[c] + k), wf[c]);
+#pragma unroll
+            for (int m = 0; m < MR; ++m) {
+                if (m < M) {
+                    float af[8];
+                    bf16x8_to_f32(*(const uint4*)(A + (long long)m * lda + k), af);
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        acc[m].x += af[e] * wf[0][e]; acc[m].y += af[e] * wf[1][e];
+                        acc[m].z += af[e] * wf[2][e]; acc[m].w += af[e] * wf[3][e];
+                    }
+                }
+            }
+        }
+    }
+    warp_partials<MR, 1>(acc, M, &red[warp][0]);
+    __syncthreads();
+    // thread (group, row): the group's WPG warp partials of one row, summed and stored
+    const int grp = threadIdx.x / MR, m = threadIdx.x % MR, n = (blockIdx.x * BFS_CG + grp) * 4;
+    if (grp < BFS_CG && m < M && n < N) {
+        float4 v = red[grp * WPG][m];
+        for (int i = 1; i < WPG; ++i) {
+            const float4 p = red[grp * WPG + i][m];
+            v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+        }
+        const BfRow r = bf_row(m, BF_EPI_ARGS);
+        bf_store_pair(v.x, v.y, r, M, N, n, BF_EPI_ARGS);
+        bf_store_pair(v.z, v.w, r, M, N, n + 2, BF_EPI_ARGS);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+gemm_skinny_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
+                 int ldb, BF_EPI_PARAMS) {
+    skinny_bf16<8>(A, Bt, M, N, K, lda, ldb, BF_EPI_ARGS);
+}
+
+// One row (B = 1 decoding): fewer registers, four blocks per SM.
+extern "C" __global__ void __launch_bounds__(256, 4)
+gemm_skinny_bf16_1(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
+                   int ldb, BF_EPI_PARAMS) {
+    skinny_bf16<1>(A, Bt, M, N, K, lda, ldb, BF_EPI_ARGS);
 }

@@ -1,4 +1,5 @@
-"""A thin ctypes binding to cuBLAS: one handle per process, SGEMM (plain and strided-batched), math mode.
+"""A thin ctypes binding to cuBLAS: one handle per process, SGEMM (plain and strided-batched), GemmEx (bf16 /
+fp16 operands, fp32 accumulation), math mode.
 
 cuBLAS is column-major; callers pass column-major shapes. Every status is checked and a failure
 raises GPUError naming the call.
@@ -14,6 +15,8 @@ from ..errors import GPUError, GPUUnavailable
 
 OP_N, OP_T = 0, 1
 DEFAULT_MATH, TF32_TENSOR_OP_MATH = 0, 3
+CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14          # cudaDataType
+CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT = 68, -1
 _STATUS = {0: "SUCCESS", 1: "NOT_INITIALIZED", 3: "ALLOC_FAILED", 7: "INVALID_VALUE", 8: "ARCH_MISMATCH",
            11: "MAPPING_ERROR", 13: "EXECUTION_FAILED", 14: "INTERNAL_ERROR", 15: "NOT_SUPPORTED", 16: "LICENSE_ERROR"}
 
@@ -83,3 +86,13 @@ class CuBLAS:
         self._check(self.lib.cublasSgemmStridedBatched(
             self.handle, ta, tb, m, n, k, ctypes.byref(self._one), int(A), lda, sa, int(B), ldb, sb,
             ctypes.byref(self._zero), int(C), ldc, sc, batch), "cublasSgemmStridedBatched")
+
+    def gemm_ex(self, ta, tb, m, n, k, A, a_type, lda, B, b_type, ldb, C, c_type, ldc):
+        """C = op(A) op(B) with the given storage types (CUDA_R_16BF, ...), fp32 accumulation and scalars."""
+        fn = self.lib.cublasGemmEx
+        if fn.argtypes is None:
+            vp, i32 = ctypes.c_void_p, ctypes.c_int
+            fn.argtypes = [vp, i32, i32, i32, i32, i32, vp, vp, i32, i32, vp, i32, i32, vp, vp, i32, i32, i32, i32]
+        self._check(fn(self.handle, ta, tb, m, n, k, ctypes.byref(self._one), int(A), a_type, lda, int(B), b_type, ldb,
+                       ctypes.byref(self._zero), int(C), c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                    "cublasGemmEx")

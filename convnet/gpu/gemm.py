@@ -5,7 +5,9 @@ Gemm    v1 tiled / v2 register-tiled: C = act(A @ B + bias) + resid on strided, 
 Linear  a linear layer C = act(A @ W + bias) + resid for GPT-2: v4 (fp32 SIMT, float4), v5 (TF32
         mma.sync) or v7 (TF32 wgmma, Hopper; W stored transposed), split-K when few output tiles meet
         a long K (req_9), head-major QKV output (pro_2); falls back to v1/v2 where a shape breaks the
-        16-byte alignment.
+        16-byte alignment. bf16_wgmma (v8, Hopper: TMA + wgmma) and bf16_mma (v9, mma.sync, sm_80+): bf16
+        operands (uint16 buffers, convnet/gpu/bf16.py), fp32 accumulation, bf16 or fp32 output as C's dtype
+        says; interface in Linear._call_bf16.
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GPUError
+from . import tma
+from .bf16 import BF16, to_bf16
 from .runtime import Runtime, cdiv as _cdiv, i32, ptr
 
 BIAS_NONE, BIAS_ROW, BIAS_COL = 0, 1, 2
@@ -74,10 +78,17 @@ SPLIT_MIN_K = 512          # below this a slice is too short to hide its loads
 SPLIT_SLICE = 256          # shortest K slice worth a block
 SKINNY_M, SKINNY_COLS = 8, 8       # gemm_skinny: at most 8 rows; 8 columns per block of 256 threads
 SKN_CG = 2                         # gemm_skinny_nk (W^T rows): groups of 4 columns per block (-D SKN_CG)
+BFS_CG = 2                         # gemm_skinny_bf16 (bf16 W^T rows): groups of 4 columns per block (-D BFS_CG)
 V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3, "V5_SPLIT": 1}
 WG_DEFAULTS = {"WG_BN": 128, "WG_STAGES": 3, "WG_RASTER": 2}
 WG_BM, WG_BK = 128, 32
-LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma"}   # Linear's tiled kernels
+BF16_KERNELS = {"bf16_wgmma": "gemm_bf16_wgmma", "bf16_mma": "gemm_bf16_mma"}       # bf16 operands (v8, v9)
+LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma",    # Linear's tiled kernels
+                  **BF16_KERNELS}
+BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0}     # v8, as kernels/gemm.cu defaults them
+BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
+BF_BM, BF_BK, BF9_TILE = 128, 64, 128
+MAP_SLOTS = 1024                      # v8's TMA map pairs per Linear (256 bytes each, in one device buffer)
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 
 
@@ -94,9 +105,12 @@ class Linear:
         self.defines, self.variant = dict(defines), variant
         self.tuned, self._tuned_linears, self.fixed_splits = dict(tuned or {}), {}, None
         self.w_layout = "nk" if version == "wgmma" else "kn"
+        self.w_dtype = np.float32                # the weights' storage (bf16 versions: BF16 = uint16 bits)
         if version == "wgmma" and rt.arch != "sm_90a":
             raise GPUError(f"GEMM v7 (wgmma) needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch}")
-        if version in LINEAR_KERNELS:
+        if version in BF16_KERNELS:
+            self._init_bf16()
+        elif version in LINEAR_KERNELS:
             self.fn = rt.kernel("gemm.cu", LINEAR_KERNELS[version], defines, variant)
             self.reduce = rt.kernel("gemm.cu", "splitk_reduce", defines, variant)
             # decoding's GEMV (with split_k): K x N weights, or W^T rows for v7 (gemm_skinny_nk)
@@ -132,10 +146,58 @@ class Linear:
             self.fn = self.skinny = self.skinny1 = None
             self.fallback = Gemm(rt, version, defines, variant)
         else:
-            raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile, vec4, tf32, wgmma)")
+            raise ValueError(f"unknown GEMM version {version!r} (tiled, regtile, vec4, tf32, wgmma, bf16_wgmma, "
+                             "bf16_mma)")
+
+    def _init_bf16(self):
+        """v8 / v9: one build per output type (BF_OUT=1 bf16, 0 fp32), both made now so that the dry run (and the
+        compile test through it) sees them; W^T in bf16 (N x K)."""
+        rt, version, d = self.rt, self.version, self.defines
+        self.w_layout, self.w_dtype = "nk", BF16
+        self.fn = self.skinny = self.skinny1 = self.fallback = None
+        cc = int(rt.arch[3:].rstrip("a"))
+        if version == "bf16_wgmma" and rt.arch != "sm_90a":
+            raise GPUError(f"GEMM v8 (bf16_wgmma) needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch} (bf16_mma runs "
+                           "there)")
+        if cc < 80:
+            raise GPUError(f"the bf16 GEMMs need compute capability 8.0 or newer; {rt.name} is {rt.arch}")
+        self.bf_kernels = {out: rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": int(out)}, self.variant)
+                           for out in (True, False)}
+        self.tma_param = version == "bf16_wgmma" and bool(int(d.get("BF_TMA_PARAM", BF_DEFAULTS["BF_TMA_PARAM"])))
+        if self.tma_param and isinstance(rt, Runtime):
+            # by-value tensor maps: launched through the driver's kernelParams (tma.DriverKernel), same cubins
+            from . import build
+            self.bf_kernels = {out: tma.DriverKernel(build.compile_cubin("gemm.cu", {**d, "BF_OUT": int(out)},
+                                                                         rt.arch)[0], BF16_KERNELS[version], self.variant)
+                               for out in (True, False)}
+            self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)
+        if version == "bf16_wgmma":
+            c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}}
+            self.tile, self.threads, self.tflops = (BF_BM, c["BF_BN"]), 384, 600.0
+            # BF_STAGES x (A: 128 x 64, W^T: BF_BN x 64) bf16, their mbarriers, + 1 KB to align the swizzle atoms
+            self.smem = c["BF_STAGES"] * (BF_BM + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024
+        else:
+            c = {**BF9_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF9_DEFAULTS}}
+            self.tile, self.threads, self.tflops = (BF9_TILE, BF9_TILE), 256, 300.0
+            # BF9_STAGES x (A: 128 rows, W^T: 128 rows) of BF9_BK + 8 bf16, as kernels/gemm.cu lays them out
+            self.smem = c["BF9_STAGES"] * 2 * BF9_TILE * (c["BF9_BK"] + 8) * 2
+        for k in self.bf_kernels.values():
+            k.allow_shared(self.smem)
+        # v10, decoding's GEMV (M <= 8; one-row build for M = 1), in the same modules
+        self.bf_gemv = True                      # False: the tile kernel for every M (tests check both)
+        self.bf_skinny = {out: tuple(rt.kernel("gemm.cu", name, {**d, "BF_OUT": int(out)}, self.variant)
+                                     for name in ("gemm_skinny_bf16", "gemm_skinny_bf16_1")) for out in (True, False)}
+        self.bf_skinny_cols = 4 * int(d.get("BFS_CG", BFS_CG))
+        occupancy = getattr(self, "_pycuda_kernel", None) or self.bf_kernels[True]
+        self.wave_slots = occupancy.blocks_per_sm(self.threads, self.smem) * rt.sm_count
+        self._make_map = tma.bf16_rows if isinstance(rt, Runtime) else tma.dry_map
+        self._maps: dict = {}
 
     def layout(self, w_kn: np.ndarray) -> np.ndarray:
-        """A weight given as K x N, in the layout this version reads."""
+        """A weight given as K x N (fp32), in the layout and storage this version reads (upload it as
+        `w_dtype`): bf16 versions give W^T's bf16 bits (uint16, N x K)."""
+        if self.version in BF16_KERNELS:
+            return to_bf16(np.ascontiguousarray(np.asarray(w_kn, np.float32).T))
         return np.ascontiguousarray(w_kn.T) if self.w_layout == "nk" else w_kn
 
     def ldb(self, K: int, N: int) -> int:
@@ -178,8 +240,14 @@ class Linear:
         """Whether a call with these sizes can take ln= (LayerNorm of A inside the GEMM): the skinny path."""
         return self.skinny is not None and M <= SKINNY_M and all(v % 4 == 0 for v in (K, N))
 
-    def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None, ln=None):
-        """ln = (gamma, beta, eps): multiply LayerNorm(A) instead of A (only where fuses_layernorm)."""
+    def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None, ln=None,
+                 out_bf16: bool | None = None):
+        """ln = (gamma, beta, eps): multiply LayerNorm(A) instead of A (only where fuses_layernorm).
+        out_bf16: bf16 versions only, for a C given as a raw pointer (else C's dtype decides)."""
+        if self.version in BF16_KERNELS:
+            if ln is not None:
+                raise GPUError(f"GEMM {self.version} has no LayerNorm prologue (ln=)")
+            return self._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         aligned = all(v % 4 == 0 for v in (K, N, lda, ldb, ldc))
         if ln is not None and not (self.fuses_layernorm(M, N, K) and aligned):
             raise GPUError(f"LayerNorm fused into the GEMM needs the skinny path (M <= {SKINNY_M}), got M={M}")
@@ -224,3 +292,64 @@ class Linear:
         if splits > 1:
             self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), ptr(ws), i32(splits), i32(M), i32(N),
                         *epi.args(C, ldc), stream=stream)
+
+    def _call_bf16(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16):
+        """C (M x N, row stride ldc) = epilogue(A @ W) with A bf16 (M x K, row stride lda), W bf16 W^T (N x K, row
+        stride ldb, from `layout`), fp32 accumulation. C bf16 (uint16) or fp32 by its dtype (or out_bf16); bias
+        fp32; resid, and Q/K/V of the head-major scatter, in C's type. K, lda, ldb multiples of 8. M <= 8 runs
+        the GEMV (v10) unless bf_gemv is off."""
+        if out_bf16 is None:
+            dt = np.dtype(getattr(C, "dtype", np.void))
+            if dt not in (np.dtype(BF16), np.dtype(np.float32)):
+                raise GPUError(f"GEMM {self.version}: C must be a bf16 (uint16) or float32 buffer, got {dt}; "
+                               "or pass out_bf16=")
+            out_bf16 = dt == np.dtype(BF16)
+        if min(M, N, K) < 1 or K % 8 or lda % 8 or ldb % 8 or lda < K or ldb < K:
+            raise GPUError(f"GEMM {self.version} needs K, lda and ldb multiples of 8 (16-byte rows), lda, ldb >= K "
+                           f"and M, N >= 1; got M={M} N={N} K={K} lda={lda} ldb={ldb}")
+        if int(ptr(A)) % 16 or int(ptr(W)) % 16:
+            raise GPUError(f"GEMM {self.version} needs 16-byte aligned A and W (offsets by multiples of 8 elements)")
+        fn = self.bf_kernels[bool(out_bf16)]
+        tiles = _cdiv(M, self.tile[0]) * _cdiv(N, self.tile[1])
+        if self.bf_gemv and M <= SKINNY_M:
+            # decoding: a 128-row tile would be almost all padding and N / tile width blocks too few; read W once
+            skinny, skinny1 = self.bf_skinny[bool(out_bf16)]
+            (skinny1 if M == 1 else skinny)((_cdiv(N, self.bf_skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),
+                                            i32(N), i32(K), i32(lda), i32(ldb), *epi.args(C, ldc), stream=stream)
+        elif self.version == "bf16_wgmma":
+            # persistent: at most one block per SM, each walking tiles blockIdx.x, + gridDim.x, ...
+            maps = self._map_pair(A, W, M, N, K, lda, ldb) if self.tma_param else \
+                (self._maps_for(A, W, M, N, K, lda, ldb),)
+            fn((min(tiles, self.wave_slots), 1, 1), (self.threads, 1, 1), *maps, i32(M), i32(N), i32(K),
+               *epi.args(C, ldc), stream=stream, shared=self.smem)
+        else:
+            fn((tiles, 1, 1), (self.threads, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
+               *epi.args(C, ldc), stream=stream, shared=self.smem)
+
+    def _map_pair(self, A, W, M, N, K, lda, ldb) -> tuple:
+        """The TMA maps of A and W^T as bytes, for by-value parameters (BF_TMA_PARAM=1), cached by address and shape."""
+        key = (int(ptr(A)), M, lda, int(ptr(W)), N, ldb, K)
+        pair = self._maps.get(key)
+        if pair is None:
+            if len(self._maps) >= MAP_SLOTS:
+                self._maps.clear()
+            pair = self._maps[key] = (self._make_map(key[0], M, K, lda, BF_BM, BF_BK),
+                                      self._make_map(key[3], N, K, ldb, self.tile[1], BF_BK))
+        return pair
+
+    def _maps_for(self, A, W, M, N, K, lda, ldb) -> np.uintp:
+        """Device address of the TMA maps of A and W^T (256 bytes: A's, then W's), made and uploaded the first
+        time this (A address, M, lda, W address, N, ldb, K) comes: once per weight and activation buffer in a
+        forward, so the first call of a shape must not be inside a CUDA-graph capture (the upload is a copy)."""
+        key = (int(ptr(A)), M, lda, int(ptr(W)), N, ldb, K)
+        slot = self._maps.get(key)
+        if slot is None:
+            if len(self._maps) >= MAP_SLOTS:       # rare: start over (after the kernels reading old slots)
+                self.rt.synchronize("reusing TMA map slots")
+                self._maps.clear()
+            slot = self._maps[key] = len(self._maps)
+            record = self._make_map(key[0], M, K, lda, BF_BM, BF_BK) + \
+                self._make_map(key[3], N, K, ldb, self.tile[1], BF_BK)
+            store = self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8)
+            self.rt.drv.memcpy_htod(int(ptr(store)) + 256 * slot, np.frombuffer(record, np.uint8))
+        return np.uintp(int(ptr(self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8))) + 256 * slot)

@@ -1,0 +1,48 @@
+"""The bf16 GEMMs (kernels/gemm.cu v8 bf16_wgmma where the GPU is Hopper, v9 bf16_mma) once each at small odd
+shapes, both output types and the head-major QKV scatter, for compute-sanitizer on the GPU machine:
+
+    compute-sanitizer --tool memcheck python tests/sanitize_gemm_bf16.py [KEY=VALUE ...]
+    compute-sanitizer --tool racecheck python tests/sanitize_gemm_bf16.py [KEY=VALUE ...]
+
+KEY=VALUE: -D constants for the builds (e.g. BF_TMA_PARAM=1).
+
+Prints one line per case with its relative error against float64 (the sanitizer's summary follows)."""
+import sys
+
+import numpy as np
+
+from convnet.gpu.bf16 import BF16, from_bf16, round_bf16, to_bf16
+from convnet.gpu.gemm import ACT_GELU, Epilogue, Linear
+from convnet.gpu.runtime import Runtime
+
+rt = Runtime.get()
+defines = {k: int(v) for k, v in (a.split("=") for a in sys.argv[1:])}
+rng = np.random.default_rng(0)
+versions = ["bf16_wgmma", "bf16_mma"] if rt.arch == "sm_90a" else ["bf16_mma"]
+for version in versions:
+    lin = Linear(rt, version, defines, "sanitize")
+    for (M, N, K), out_bf16 in (((129, 270, 136), True), ((7, 72, 8), False), ((200, 300, 200), False)):
+        a, w = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+        bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+        A = rt.pool.upload("san.A", to_bf16(a), BF16)
+        W = rt.pool.upload("san.W", lin.layout(w), BF16)
+        dt = BF16 if out_bf16 else np.float32
+        R = rt.pool.upload("san.R", to_bf16(r) if out_bf16 else r, dt)
+        C = rt.pool.get("san.C", (M, N), dt)
+        lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("san.b", bias), act=ACT_GELU, resid=R))
+        rt.synchronize(f"{version} {M}x{N}x{K}")
+        got = from_bf16(C.get()) if out_bf16 else C.get()
+        x = round_bf16(a).astype(np.float64) @ round_bf16(w) + bias
+        want = 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))) + (round_bf16(r) if out_bf16 else r)
+        print(f"{version} {M}x{N}x{K} out {'bf16' if out_bf16 else 'fp32'}: rel err "
+              f"{np.linalg.norm(got - want) / np.linalg.norm(want):.2e}")
+    # head-major QKV into a KV cache at position 3 (B=2, T=9, 2 heads of 16)
+    B, T, H, D, pos = 2, 9, 2, 16, 3
+    M, N, K = B * T, 3 * H * D, 64
+    A = rt.pool.upload("san.A", to_bf16(rng.standard_normal((M, K))), BF16)
+    W = rt.pool.upload("san.W", lin.layout(rng.standard_normal((K, N)).astype(np.float32)), BF16)
+    Q, Kc, Vc = (rt.pool.get(f"san.{n}", (B, H, T + 2 * pos, D), BF16) for n in "QKV")
+    lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + 2 * pos, T + 2 * pos)))
+    rt.synchronize(f"{version} qkv")
+    print(f"{version} qkv scatter ran")
+print("sanitize run done")

@@ -1,0 +1,149 @@
+"""The bf16 GEMMs' host side, without a GPU: bf16 rounding (convnet/gpu/bf16.py), Linear's bf16 versions on the
+dry-run runtime (builds, grids, weight layout, one-line refusals before any launch), and their kernels compiling
+for sm_90a without spills (where nvcc is installed)."""
+import numpy as np
+import pytest
+
+from convnet.bench.dryrun import RecordingRuntime
+from convnet.errors import GPUError
+from convnet.gpu import build
+from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16, round_bf16, to_bf16
+from convnet.gpu.gemm import ACT_GELU, Epilogue, Linear
+
+
+def nearest_even_bf16(x: float) -> float:
+    """x rounded to bf16 (8 significant bits) by float64 arithmetic: nearest, ties to the even significand."""
+    if not np.isfinite(x) or x == 0:
+        return x
+    e = np.floor(np.log2(abs(x)))
+    e = max(e, -126)                                    # subnormals: a fixed quantum
+    q = 2.0 ** (e - 7)
+    y = x / q
+    r = np.round(y)                                     # numpy rounds halves to even
+    out = r * q
+    return out if abs(out) < 2.0 ** 128 * (1 - 2 ** -9) else np.copysign(np.inf, x)
+
+
+def test_to_bf16_rounds_to_nearest_even(rng):
+    x = np.concatenate([rng.standard_normal(2000) * 10.0 ** rng.integers(-30, 30, 2000),
+                        [1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 1 + 2 ** -8 + 2 ** -20, 3.3e38, 3.4e38, 1e-40,
+                         -1e-39, 2 ** -133]]).astype(np.float32)
+    want = np.array([nearest_even_bf16(float(v)) for v in x])
+    got = from_bf16(to_bf16(x)).astype(np.float64)
+    assert np.array_equal(got, want), x[got != want][:5]
+    assert to_bf16(np.float32(1 + 2 ** -8)) == 0x3F80 and to_bf16(np.float32(1 + 3 * 2 ** -8)) == 0x3F82
+
+
+def test_bf16_special_values_and_round_trip(rng):
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    u = to_bf16(specials)
+    assert list(u[:4]) == [0x0000, 0x8000, 0x7F80, 0xFF80]
+    assert np.isnan(from_bf16(u[4])) and np.isnan(from_bf16(np.uint16(BF16_NAN)))
+    bits = rng.integers(0, 1 << 16, 5000).astype(np.uint16)
+    finite = bits[np.isfinite(from_bf16(bits))]
+    assert np.array_equal(to_bf16(from_bf16(finite)), finite)          # bf16 values are fixed points
+    x = rng.standard_normal(1000).astype(np.float32)
+    assert np.abs(round_bf16(x) - x).max() <= np.abs(x).max() * 2 ** -9
+    assert to_bf16(x.reshape(10, 100)).shape == (10, 100) and to_bf16(x).dtype == BF16
+
+
+def dry(version, defines=None, arch="sm_90a"):
+    rt = RecordingRuntime()
+    rt.arch = arch
+    return rt, Linear(rt, version, defines or {}, "t")
+
+
+@pytest.mark.parametrize("version,kernel", [("bf16_wgmma", "gemm_bf16_wgmma"), ("bf16_mma", "gemm_bf16_mma")])
+def test_builds_both_output_types(version, kernel):
+    rt, lin = dry(version, {"BF_BN": 192})
+    assert {dict(d)["BF_OUT"] for _, d in rt.builds} == {0, 1}
+    assert all(dict(d)["BF_BN"] == 192 for _, d in rt.builds)
+    assert set(lin.bf_kernels) == {True, False} and all(k.name == kernel for k in lin.bf_kernels.values())
+    assert lin.w_layout == "nk" and lin.w_dtype == BF16 and lin.ldb(768, 2304) == 768
+    assert not lin.fuses_layernorm(1, 768, 768)
+
+
+def test_layout_is_bf16_w_transposed(rng):
+    _, lin = dry("bf16_wgmma")
+    w = rng.standard_normal((72, 40)).astype(np.float32)
+    got = lin.layout(w)
+    assert got.dtype == BF16 and got.shape == (40, 72) and got.flags.c_contiguous
+    assert np.array_equal(got, to_bf16(w.T))
+
+
+@pytest.mark.parametrize("M,N,K", [(8192, 2304, 768), (8192, 768, 3072), (1, 8, 8), (129, 770, 776)])
+def test_grids(M, N, K):
+    rt, lin = dry("bf16_wgmma")
+    lin.bf_gemv = False                                  # M = 1 too on the tile kernel
+    A, W = rt.pool.get("a", (M, K), BF16), rt.pool.get("w", (N, K), BF16)
+    for C in (rt.pool.get("c", (M, N), BF16), rt.pool.get("c32", (M, N), np.float32)):
+        lin(A, W, C, M, N, K, K, K, N, Epilogue(act=ACT_GELU))
+    tiles = -(-M // 128) * -(-N // 128)
+    # persistent: one block per tile up to the resident blocks (the dry run says 2 per SM, 132 SMs)
+    assert [(g, b) for _, g, b, _ in rt.launches] == [((min(tiles, 264), 1, 1), (384, 1, 1))] * 2
+    # the tensor maps' address, M, N, K and Linear's 14 epilogue arguments
+    assert rt.launches[0][3] == 1 + 3 + 14
+    rtp, linp = dry("bf16_wgmma", {"BF_TMA_PARAM": 1})          # maps by value: two 128-byte arguments
+    linp.bf_gemv = False
+    linp(A, W, rtp.pool.get("c", (M, N), BF16), M, N, K, K, K, N)
+    assert rtp.launches[0][3] == 2 + 3 + 14
+    rt9, lin9 = dry("bf16_mma")
+    lin9.bf_gemv = False
+    lin9(A, W, rt9.pool.get("c", (M, N), BF16), M, N, K, K, K, N)
+    assert rt9.launches == [("gemm_bf16_mma", (-(-M // 128) * -(-N // 128), 1, 1), (256, 1, 1), 7 + 14)]
+
+
+@pytest.mark.parametrize("version", ["bf16_wgmma", "bf16_mma"])
+def test_decoding_rows_take_the_gemv(version):
+    """M <= 8: v10 (8 columns per block of 256 threads; a one-row build for M = 1); M = 9: the tile kernel."""
+    rt, lin = dry(version)
+    for M in (1, 8, 9):
+        A, W, C = rt.pool.get("a", (M, 768), BF16), rt.pool.get("w", (2304, 768), BF16), rt.pool.get("c", (M, 2304))
+        lin(A, W, C, M, 2304, 768, 768, 768, 2304)
+    names = [n for n, *_ in rt.launches]
+    assert names == ["gemm_skinny_bf16_1", "gemm_skinny_bf16", f"gemm_{version}"]
+    assert [g for _, g, _, _ in rt.launches[:2]] == [(288, 1, 1)] * 2
+
+
+@pytest.mark.parametrize("version", ["bf16_wgmma", "bf16_mma"])
+@pytest.mark.parametrize("M,N,K,lda,ldb,why", [(64, 64, 12, 12, 12, "multiples of 8"), (64, 64, 16, 20, 16, "lda"),
+                                               (64, 64, 16, 16, 12, "ldb"), (0, 64, 16, 16, 16, "M, N >= 1")])
+def test_bad_shapes_refused_before_any_launch(version, M, N, K, lda, ldb, why):
+    rt, lin = dry(version)
+    A, W, C = rt.pool.get("a", (max(M, 1), lda), BF16), rt.pool.get("w", (N, ldb), BF16), rt.pool.get("c", (1, N))
+    with pytest.raises(GPUError, match="multiples of 8"):
+        lin(A, W, C, M, N, K, lda, ldb, N)
+    assert rt.launches == []
+
+
+def test_other_refusals():
+    rt, lin = dry("bf16_mma")
+    A, W = rt.pool.get("a", (8, 8), BF16), rt.pool.get("w", (8, 8), BF16)
+    with pytest.raises(GPUError, match="bf16 .uint16. or float32"):
+        lin(A, W, rt.pool.get("c", (8, 8), np.float16), 8, 8, 8, 8, 8, 8)
+    with pytest.raises(GPUError, match="LayerNorm"):
+        lin(A, W, rt.pool.get("c", (8, 8), BF16), 8, 8, 8, 8, 8, 8, ln=(None, None, 1e-5))
+    assert rt.launches == []
+    with pytest.raises(GPUError, match="needs a Hopper GPU"):
+        dry("bf16_wgmma", arch="sm_80")
+    with pytest.raises(GPUError, match="8.0 or newer"):
+        dry("bf16_mma", arch="sm_75")
+    dry("bf16_mma", arch="sm_86")                      # Ampere runs v9
+
+
+# (a bf16 variant's own builds are compiled by test_kernels_compile too)
+BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
+          "tunables-fp32-out": {"BF_OUT": 0, "BF_BN": 256, "BF_GROUP": 0, "BF_TMA_PARAM": 1, "BF_INFLIGHT": 0,
+                                "BF9_BK": 64, "BF9_STAGES": 3, "BFS_CG": 4}}
+
+
+@pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
+@pytest.mark.parametrize("defines", BUILDS.values(), ids=BUILDS.keys())
+def test_kernels_compile_without_spills_or_serialised_wgmma(defines):
+    from test_kernels_compile import spills
+    _, log = build.compile_cubin("gemm.cu", defines, "sm_90a")
+    found = spills(log)
+    assert {"gemm_bf16_wgmma", "gemm_bf16_mma"} <= set(found), "no ptxas report for the bf16 kernels"
+    assert not {k: v for k, v in found.items() if v}, f"spills: {found}"
+    # ptxas serialises wgmma (a large slowdown) when it cannot keep the accumulators in place; it says so
+    assert "wgmma" not in log.lower().replace("gemm_bf16_wgmma", "").replace("gemm_wgmma", ""), log

@@ -1,0 +1,174 @@
+"""The bf16 GEMMs (kernels/gemm.cu v8 bf16_wgmma, v9 bf16_mma, v10 GEMV for M <= 8) against float64 numpy of the bf16-rounded
+operands: odd M, N, K, every epilogue (bias, ReLU/GELU, residual, in place, head-major QKV scatter into a KV
+cache at an offset), bf16 and fp32 outputs. Outputs are poisoned with NaN first; v8 skips off Hopper."""
+import numpy as np
+import pytest
+
+from convnet.gpt2 import model as ref
+from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16, round_bf16, to_bf16
+from helpers import rel_err
+
+pytestmark = pytest.mark.gpu
+
+VERSIONS = ("bf16_wgmma", "bf16_mma")
+# every M in (1, 7, 129, 1000), N in (8, 72, 770, 2304), K in (8, 64, 776, 3072) at least twice, each M with
+# several N and K; (129, 77, 72): an odd N (and odd ldc: unpaired stores)
+SHAPES = [(1, 2304, 768), (7, 72, 8), (129, 770, 776), (1000, 2304, 64), (1000, 8, 3072), (129, 8, 64),
+          (7, 770, 3072), (1, 72, 776), (1000, 770, 776), (129, 2304, 3072), (1, 8, 8), (7, 2304, 64),
+          (1000, 72, 8), (129, 77, 72)]
+FP32_TOL, BF16_TOL = 1e-4, 4e-3     # fp32 accumulation of exact products; + one bf16 rounding of the result
+
+
+def linear(version, defines=None):
+    from convnet.gpu.gemm import Linear
+    from convnet.gpu.runtime import Runtime
+    rt = Runtime.get()
+    if version == "bf16_wgmma" and rt.arch != "sm_90a":
+        pytest.skip(f"GEMM v8 (bf16_wgmma) needs sm_90a; this GPU is {rt.arch}")
+    return rt, Linear(rt, version, defines or {}, "test")
+
+
+def upload(rt, name, x, out_bf16):
+    """x in the output's type: bf16 bits (uint16) or fp32."""
+    return rt.pool.upload(name, to_bf16(x), BF16) if out_bf16 else rt.pool.upload(name, x)
+
+
+def result(buf, out_bf16):
+    return from_bf16(buf.get()) if out_bf16 else buf.get()
+
+
+def poisoned(rt, name, shape, out_bf16):
+    buf = rt.pool.get(name, shape, BF16 if out_bf16 else np.float32)
+    buf.fill(BF16(BF16_NAN) if out_bf16 else np.float32("nan"))
+    return buf
+
+
+def operands(rt, lin, rng, M, N, K):
+    """Random A (M x K) and W (K x N) on the device as bf16, and their bf16-rounded values in float64."""
+    a, w = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    A = rt.pool.upload("test.bfA", to_bf16(a), BF16)
+    W = rt.pool.upload("test.bfW", lin.layout(w), lin.w_dtype)
+    return A, W, round_bf16(a).astype(np.float64), round_bf16(w).astype(np.float64)
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_bias_gelu_residual(version, out_bf16, M, N, K, rng):
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    rt, lin = linear(version)
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias = rng.standard_normal(N).astype(np.float32)
+    r = rng.standard_normal((M, N)).astype(np.float32)
+    R = upload(rt, "test.bfR", r, out_bf16)
+    want = ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)
+    for gemv in ((True, False) if M <= 8 else (True,)):        # M <= 8: the GEMV (v10), and the tile kernel too
+        lin.bf_gemv = gemv
+        C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+        lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU,
+                                                              resid=R))
+        rt.synchronize("bf16 linear")
+        assert rel_err(result(C, out_bf16), want) <= (BF16_TOL if out_bf16 else FP32_TOL), f"GEMV {gemv}"
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("M,N,K", [(129, 770, 776), (1, 72, 8), (1000, 2304, 3072)])
+def test_plain_product_and_strided_output(version, out_bf16, M, N, K, rng):
+    """No epilogue; C a window of a wider buffer (ldc > N): the columns past N stay untouched."""
+    rt, lin = linear(version)
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    ldc = N + 8
+    C = poisoned(rt, "test.bfC", (M, ldc), out_bf16)
+    lin(A, W, C, M, N, K, K, lin.ldb(K, N), ldc, out_bf16=out_bf16)
+    rt.synchronize("bf16 linear")
+    got = result(C, out_bf16)
+    assert np.isnan(got[:, N:]).all(), "the GEMM wrote past column N"
+    assert rel_err(got[:, :N], a @ w) <= (BF16_TOL if out_bf16 else FP32_TOL)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_relu_and_residual_in_place(version, rng):
+    """x = relu(A W + b) + x with C and resid the same buffer (the residual stream, fp32)."""
+    from convnet.gpu.gemm import ACT_RELU, Epilogue
+    rt, lin = linear(version)
+    M, N, K = 300, 264, 200
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    X = rt.pool.upload("test.bfX", x)
+    lin(A, W, X, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_RELU,
+                                                          resid=X))
+    rt.synchronize("bf16 linear in place")
+    assert rel_err(X.get(), np.maximum(a @ w + bias, 0) + x) <= FP32_TOL
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("B,T,H,D,pos,on_device", [(2, 67, 4, 32, 5, False), (3, 1, 12, 64, 9, True),
+                                                   (1, 130, 3, 18, 0, False), (2, 5, 2, 7, 3, False)])
+def test_head_major_qkv_into_the_cache(version, out_bf16, B, T, H, D, pos, on_device, rng):
+    """pro_2's scatter: Q[b][h][t][d] (cap_q rows per head), K/V[b][h][pos + t][d] (cap_kv rows); everything else
+    in Q and the cache stays as it was (poison). D = 7: odd head size, unpaired stores."""
+    from convnet.gpu.gemm import Epilogue
+    rt, lin = linear(version)
+    C1 = H * D
+    M, N, K = B * T, 3 * C1, 64
+    cap_q, cap_kv = T + 3, pos + T + 4
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias = rng.standard_normal(N).astype(np.float32)
+    Q = poisoned(rt, "test.bfQ", (B, H, cap_q, D), out_bf16)
+    Kc = poisoned(rt, "test.bfK", (B, H, cap_kv, D), out_bf16)
+    Vc = poisoned(rt, "test.bfV", (B, H, cap_kv, D), out_bf16)
+    pos_dev = rt.pool.upload("test.bfpos", np.array([pos], np.int32), np.int32) if on_device else None
+    epi = Epilogue(bias=rt.pool.upload("test.bfbias", bias), qkv=(Kc, Vc, T, 0 if on_device else pos, H, D, cap_q,
+                                                                  cap_kv), pos_dev=pos_dev)
+    lin(A, W, Q, M, N, K, K, lin.ldb(K, N), N, epi)
+    rt.synchronize("bf16 qkv scatter")
+    y = (a @ w + bias).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)      # which, b, h, t, d
+    tol = BF16_TOL if out_bf16 else FP32_TOL
+    q, k, v = (result(X, out_bf16) for X in (Q, Kc, Vc))
+    assert rel_err(q[:, :, :T], y[0]) <= tol
+    assert rel_err(k[:, :, pos:pos + T], y[1]) <= tol
+    assert rel_err(v[:, :, pos:pos + T], y[2]) <= tol
+    assert np.isnan(q[:, :, T:]).all()
+    for c in (k, v):
+        assert np.isnan(c[:, :, :pos]).all() and np.isnan(c[:, :, pos + T:]).all()
+
+
+# v8's maps by value (the driver launch), no wgmma group left in flight, tile widths; v9's deeper k tile
+TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 0}),
+         ("bf16_wgmma", {"BF_TMA_PARAM": 0, "BF_INFLIGHT": 0}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_BN": 128}),
+         ("bf16_wgmma", {"BF_BN": 192}), ("bf16_mma", {"BF9_BK": 64, "BF9_STAGES": 3})]
+
+
+@pytest.mark.parametrize("version,defines", TUNED, ids=[f"{v}-{d}" for v, d in TUNED])
+@pytest.mark.parametrize("M,N,K", [(1000, 770, 776), (129, 2304, 64)])
+def test_tunables(version, defines, M, N, K, rng):
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    rt, lin = linear(version, defines)
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias = rng.standard_normal(N).astype(np.float32)
+    C = poisoned(rt, "test.bfC", (M, N), True)
+    lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU))
+    rt.synchronize("bf16 linear (tunables)")
+    assert rel_err(result(C, True), ref.gelu(a @ w + bias)) <= BF16_TOL
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_offset_into_a_larger_buffer_and_repeated_calls(version, rng):
+    """A taken from row 3 of a bigger buffer (the map/pointer moves), twice with different data: the cached
+    TMA map must follow the address, and a second call must not reuse the first one's operands."""
+    from convnet.gpu.runtime import ptr
+    rt, lin = linear(version)
+    M, N, K = 200, 136, 96
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    W = rt.pool.upload("test.bfW", lin.layout(w), lin.w_dtype)
+    for rep in range(2):
+        a = rng.standard_normal((M + 3, K)).astype(np.float32)
+        A = rt.pool.upload("test.bfA", to_bf16(a), BF16)
+        C = poisoned(rt, "test.bfC", (M, N), False)
+        lin(ptr(A, 3 * K), W, C, M, N, K, K, K, N)
+        rt.synchronize("bf16 linear, A at an offset")
+        want = round_bf16(a[3:]).astype(np.float64) @ round_bf16(w)
+        assert rel_err(C.get(), want) <= FP32_TOL, f"call {rep}"
