@@ -22,6 +22,8 @@
 //                     FT_SPLIT=3: 3xTF32, operands as hi/lo TF32 pairs, three mma per product (fp32-class:
 //                     2.4e-6 from float64, 0.40-0.41 ms vs the SIMT kernel's 0.44-0.46, H200). FT_KV_BUFS=1:
 //                     single-buffered K/V, 3 blocks per SM (TF32: 0.185-0.195 vs 0.207-0.218 ms).
+//   flash_attention_bf16  bf16 q, k, v, y (the bf16 variants, issue 15): FA2 on mma.sync m16n8k16, P kept in
+//                     registers, fp32 softmax and accumulators; described at the kernel.
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
 //                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
@@ -607,7 +609,7 @@ extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y,
 // ---- flash_attention_bf16: bf16 Q, K, V on mma.sync m16n8k16 (FA2 style; issue 15) -------------------------
 // For the bf16 variants (fast_bf16, fast_bf16_mma): q, k, v and y hold bf16, the softmax statistics, scores and
 // the output accumulators stay fp32. Each warp owns FB_MT strips of 16 query rows (a block: FB_WARPS warps,
-// 16 * FB_MT * FB_WARPS queries) and walks 64-key tiles: S = Q K^T (Q's A fragments loaded once into
+// 16 * FB_MT * FB_WARPS queries) and walks FB_BC-key tiles: S = Q K^T (Q's A fragments loaded once into
 // registers, K's B fragments by ldmatrix from shared rows, each feeding FB_MT mma), the online softmax on S's
 // accumulator fragments (a row's scores spread over a quad: shuffles xor 1, 2), then O += P V with P taken
 // straight from those registers (S's accumulator layout for keys 16kk..16kk+15 is the A fragment of k-step
@@ -616,11 +618,18 @@ extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y,
 // all above (or, with a window, right of) a tile skips its math; only tiles crossing a warp's diagonal (or
 // window edge, or Tk) are masked. Rows are HEAD_DIM + 8 bf16 apart: the eight 16-byte rows of an ldmatrix
 // fall in distinct banks. HEAD_DIM: a multiple of 16 up to 128 (registers; FB_MT=2 up to 64).
-//   FB_MT=1  16 rows per warp: each K/V fragment read from shared memory feeds one mma (0.128 ms, H100).
+//   FB_MT=1  16 rows per warp: each K/V fragment read from shared memory feeds one mma.
 //   FB_MT=2  32 rows per warp (FA2's 4-warp, 128-query block): each fragment feeds two, twice the independent
-//            mma between barriers.
+//            mma between barriers. B=8 H=12 T=1024 d=64 on an H100, same run: 0.100-0.101 ms against FB_MT=1's
+//            0.114 (0.128 with two barriers per tile), 8 warps 0.109-0.133, 128-key tiles 0.117-0.130;
+//            PyTorch SDPA bf16 0.068. Error vs float64 3.3e-3, SDPA bf16's too.
 //   FB_QS=1  Q's fragments read by ldmatrix from a shared copy each tile instead of held in registers (32 fewer
 //            registers per 16-row strip at D = 64: FB_MT=2 fits in 255 without spills).
+//   FB_BC=128  128-key tiles: half the barriers and softmax rounds per key, twice the score registers.
+//   FB_STAGES  K/V ring depth: tile it + STAGES - 1 is copied while tile it is computed, into the slot tile
+//            it - 1 used, so one barrier per tile covers both "landed" and "consumed".
+// The grid is (B*H, query blocks) with the heaviest query blocks (the most causal key tiles) first across all
+// heads, so the light ones fill the last wave.
 #include <cuda_bf16.h>
 #ifndef FB_WARPS
 #define FB_WARPS 4
@@ -631,11 +640,18 @@ extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y,
 #ifndef FB_MIN_BLOCKS
 #define FB_MIN_BLOCKS 1           // __launch_bounds__' resident blocks per SM
 #endif
+#ifndef FB_STAGES
+#define FB_STAGES 2               // K/V tile slots
+#endif
 #define FB_BR (16 * FB_MT * FB_WARPS)   // queries per block
-#define FB_BC 64                  // keys per tile
+#ifndef FB_BC
+#define FB_BC 64                  // keys per tile: 64 or 128 (twice the mma per barrier, 64 score registers)
+#endif
+static_assert(FB_BC % 16 == 0, "FB_BC: a multiple of 16");
 #define FB_P (HEAD_DIM + 8)       // K and V row pitch, bf16
 static_assert(HEAD_DIM % 16 == 0 && HEAD_DIM <= 128, "flash_attention_bf16: HEAD_DIM a multiple of 16 up to 128");
 static_assert(FB_MT == 1 || FB_MT == 2, "FB_MT: 1 or 2");
+static_assert(FB_STAGES >= 2 && FB_STAGES <= 4, "FB_STAGES: 2..4");
 #ifndef FB_QS
 #define FB_QS (FB_MT == 2)        // Q fragments from shared memory (1) or registers (0)
 #endif
@@ -683,12 +699,12 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int D = HEAD_DIM, NT = 32 * FB_WARPS, MT = FB_MT, DK = D / 16, NJ = FB_BC / 8, DN = D / 8,
                   PK = FB_BC / 16;
-    __nv_bfloat16* Kbuf = reinterpret_cast<__nv_bfloat16*>(smem_raw);    // [2][BC][P]
-    __nv_bfloat16* Vbuf = Kbuf + 2 * FB_BC * FB_P;                       // [2][BC][P]
-    __nv_bfloat16* Qs = Vbuf + 2 * FB_BC * FB_P;                         // [BR][P] with FB_QS
+    __nv_bfloat16* Kbuf = reinterpret_cast<__nv_bfloat16*>(smem_raw);    // [STAGES][BC][P]
+    __nv_bfloat16* Vbuf = Kbuf + FB_STAGES * FB_BC * FB_P;               // [STAGES][BC][P]
+    __nv_bfloat16* Qs = Vbuf + FB_STAGES * FB_BC * FB_P;                 // [BR][P] with FB_QS
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int nqb = (Tq + FB_BR - 1) / FB_BR, qb = nqb - 1 - blockIdx.x;   // heaviest tiles first
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int qb = gridDim.y - 1 - blockIdx.y;          // heaviest query blocks first, across every head
     const int q0 = qb * FB_BR, shift = Tk - Tq;
     const int w0 = q0 + warp * 16 * MT;                  // this warp's first row; strip i's rows w0 + 16i + g, + 8
     const __nv_bfloat16* qh = q + (long long)bh * cap_q * D;
@@ -814,25 +830,30 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
             }
     };
 
+    // Groups: one per tile (empty past the last), the first also carrying Q; before tile it's wait, it + STAGES - 1
+    // groups are committed, so wait_group STAGES - 2 means tile it (and everything before) has landed.
     const int kt0 = (key_lo / FB_BC) * FB_BC;
-    if (kt0 <= key_hi) {
-        copy_rows_bf16<NT>(Kbuf, kh, kt0, Tk, tid);
-        copy_rows_bf16<NT>(Vbuf, vh, kt0, Tk, tid);
+#pragma unroll
+    for (int st = 0; st < FB_STAGES - 1; ++st) {
+        const int kt = kt0 + st * FB_BC;
+        if (kt <= key_hi) {
+            copy_rows_bf16<NT>(Kbuf + st * FB_BC * FB_P, kh, kt, Tk, tid);
+            copy_rows_bf16<NT>(Vbuf + st * FB_BC * FB_P, vh, kt, Tk, tid);
+        }
         cp_async_commit();
     }
-    for (int kt = kt0, it = 0; kt <= key_hi; kt += FB_BC, ++it) {
-        const int buf = it & 1;
-        if (kt + FB_BC <= key_hi) {                        // the next tile into the other slot (consumed last time)
-            copy_rows_bf16<NT>(Kbuf + (buf ^ 1) * FB_BC * FB_P, kh, kt + FB_BC, Tk, tid);
-            copy_rows_bf16<NT>(Vbuf + (buf ^ 1) * FB_BC * FB_P, vh, kt + FB_BC, Tk, tid);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
+    int slot = 0;                                          // tile it's slot: it % STAGES
+    for (int kt = kt0; kt <= key_hi; kt += FB_BC) {
+        cp_async_wait<FB_STAGES - 2>();
+        __syncthreads();                                   // tile it landed for everyone; tile it - 1 consumed
+        const int nkt = kt + (FB_STAGES - 1) * FB_BC, nslot = slot == 0 ? FB_STAGES - 1 : slot - 1;
+        if (nkt <= key_hi) {                               // into tile it - 1's slot
+            copy_rows_bf16<NT>(Kbuf + nslot * FB_BC * FB_P, kh, nkt, Tk, tid);
+            copy_rows_bf16<NT>(Vbuf + nslot * FB_BC * FB_P, vh, nkt, Tk, tid);
         }
-        __syncthreads();                                   // this tile landed for everyone
-        tile(kt, Kbuf + buf * FB_BC * FB_P, Vbuf + buf * FB_BC * FB_P);
-        __syncthreads();                                   // the slot is read before the copy after next lands in it
+        cp_async_commit();
+        tile(kt, Kbuf + slot * FB_BC * FB_P, Vbuf + slot * FB_BC * FB_P);
+        slot = slot + 1 == FB_STAGES ? 0 : slot + 1;
     }
     const int C = H * D;
 #pragma unroll

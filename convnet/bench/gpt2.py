@@ -155,12 +155,18 @@ FLASH_BENCH = {
 # flash_attention_bf16 (issue 15): bf16 q, k, v, y, fp32 softmax and accumulation; FlashAttentionBF16 settings.
 FLASH_BF16_BENCH = {
     "bf16 tensor cores (m16n8k16): 4 warps x 2 strips of 16 queries, Q from shared": dict(warps=4, strips=2),
+    "bf16 tensor cores (m16n8k16): 4 warps x 2 strips, Q from shared, 3 stages": dict(warps=4, strips=2, stages=3),
     "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q in registers": dict(warps=4, strips=1),
-    "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q from shared": dict(warps=4, strips=1, q_shared=True),
-    "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q from shared, 4 blocks/SM": dict(warps=4, strips=1,
-                                                                                      q_shared=True, min_blocks=4),
+    "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q in registers, 3 stages": dict(warps=4, strips=1, stages=3),
+    "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q from shared, 3 stages, 4 blocks/SM": dict(
+        warps=4, strips=1, q_shared=True, stages=3, min_blocks=4),
     "bf16 tensor cores (m16n8k16): 8 warps x 1 strip, Q in registers": dict(warps=8, strips=1),
-    "bf16 tensor cores (m16n8k16): 2 warps x 2 strips, Q from shared": dict(warps=2, strips=2),
+    "bf16 tensor cores (m16n8k16): 8 warps x 2 strips, Q from shared, 3 stages": dict(warps=8, strips=2, stages=3),
+    "bf16 tensor cores (m16n8k16): 2 warps x 2 strips, Q from shared, 3 stages": dict(warps=2, strips=2, stages=3),
+    "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q in registers, 128-key tiles": dict(warps=4, strips=1,
+                                                                                           key_tile=128),
+    "bf16 tensor cores (m16n8k16): 8 warps x 1 strip, Q in registers, 128-key tiles, 3 stages": dict(
+        warps=8, strips=1, key_tile=128, stages=3),
 }
 
 

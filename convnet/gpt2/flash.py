@@ -11,7 +11,6 @@ from ..errors import GPUError
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 
 FT_BC = 64                     # keys per tile of the tensor-core kernel (kernels/attention.cu)
-FB_BC = 64                     # keys per tile of the bf16 kernel
 
 
 class FlashAttention:
@@ -60,31 +59,34 @@ class FlashAttention:
 
 
 class FlashAttentionBF16:
-    """flash_attention_bf16: FB_WARPS warps of `strips` (FB_MT) 16-query strips, 64-key tiles, K/V in a two-deep
-    cp.async ring; q_shared (FB_QS): Q's fragments from a shared copy instead of registers (default: with 2
-    strips). q, k, v, y are bf16 (uint16 buffers, convnet/gpu/bf16.py) in the layouts of FlashAttention's call."""
+    """flash_attention_bf16: FB_WARPS warps of `strips` (FB_MT) 16-query strips, key_tile-key tiles, K/V in a
+    `stages`-deep (FB_STAGES) cp.async ring; q_shared (FB_QS): Q's fragments from a shared copy instead of
+    registers (default: with 2 strips). q, k, v, y are bf16 (uint16 buffers, convnet/gpu/bf16.py) in the layouts
+    of FlashAttention's call."""
 
     def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, warps: int = 4, min_blocks: int = 1,
-                 strips: int | None = None, q_shared: bool | None = None):
+                 strips: int | None = None, q_shared: bool | None = None, stages: int = 2, key_tile: int = 64):
         if head_dim % 16 or not 16 <= head_dim <= 128:
             raise GPUError(f"bf16 flash attention needs a head size that is a multiple of 16 up to 128, got {head_dim}")
         strips = strips or (2 if head_dim <= 64 else 1)
         q_shared = strips == 2 if q_shared is None else bool(q_shared)
-        if not 1 <= warps <= 16 or not 1 <= min_blocks <= 16 or strips not in (1, 2) or (strips == 2 and head_dim > 64):
-            raise GPUError(f"bf16 flash attention: warps 1..16, min blocks 1..16, strips 1 or 2 (2 up to head size 64), "
-                           f"got {warps}, {min_blocks}, {strips} at head size {head_dim}")
+        if (not 1 <= warps <= 16 or not 1 <= min_blocks <= 16 or strips not in (1, 2) or (strips == 2 and head_dim > 64)
+                or stages not in (2, 3, 4) or key_tile not in (64, 128)):
+            raise GPUError(f"bf16 flash attention: warps 1..16, min blocks 1..16, strips 1 or 2 (2 up to head size "
+                           f"64), stages 2..4, key tile 64 or 128; got {warps}, {min_blocks}, {strips}, {stages}, "
+                           f"{key_tile} at head size {head_dim}")
         self.D, self.tf32, self.split = head_dim, False, 1
         self.threads, self.block_rows = 32 * warps, 16 * strips * warps
-        # K and V, two slots each, and (q_shared) the block's Q rows; rows of D + 8 bf16
-        self.smem = (4 * FB_BC + (self.block_rows if q_shared else 0)) * (head_dim + 8) * 2
+        # K and V, `stages` slots each, and (q_shared) the block's Q rows; rows of D + 8 bf16
+        self.smem = (2 * stages * key_tile + (self.block_rows if q_shared else 0)) * (head_dim + 8) * 2
         d = {**defines, "HEAD_DIM": head_dim, "FB_WARPS": warps, "FB_MIN_BLOCKS": min_blocks, "FB_MT": strips,
-             "FB_QS": int(q_shared)}
+             "FB_QS": int(q_shared), "FB_STAGES": stages, "FB_BC": key_tile}
         self.fn = rt.kernel("attention.cu", "flash_attention_bf16", d, variant)
         self.fn.allow_shared(self.smem)
         self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))
 
     def __call__(self, q, k, v, y, B, H, Tq, Tk, cap_q, cap_kv, window=0, pos_dev=None, stream=None):
-        self.fn((cdiv(Tq, self.block_rows), B * H, 1), (self.threads, 1, 1), ptr(q), ptr(k), ptr(v), ptr(y),
+        self.fn((B * H, cdiv(Tq, self.block_rows), 1), (self.threads, 1, 1), ptr(q), ptr(k), ptr(v), ptr(y),
                 i32(H), i32(Tq), i32(Tk), i32(cap_q), i32(cap_kv), i32(window), self.scale_log2, ptr(pos_dev),
                 stream=stream, shared=self.smem)
 
@@ -93,7 +95,8 @@ def from_params(rt: Runtime, head_dim: int, defines: dict, variant):
     p = variant.params
     if p.get("dtype") == "bf16":
         return FlashAttentionBF16(rt, head_dim, defines, variant.name, int(p.get("flash_warps", 4)),
-                                  int(p.get("flash_min_blocks", 1)), p.get("flash_strips"), p.get("flash_q_shared"))
+                                  int(p.get("flash_min_blocks", 1)), p.get("flash_strips"), p.get("flash_q_shared"),
+                                  int(p.get("flash_stages", 2)), int(p.get("flash_key_tile", 64)))
     return FlashAttention(rt, head_dim, defines, variant.name, int(p.get("flash_rows_per_thread", 4)),
                           int(p.get("flash_thread_rows", 16)), bool(p.get("flash_tf32", False)),
                           int(p.get("flash_warps", 4)), int(p.get("flash_kv_buffers", 2)),

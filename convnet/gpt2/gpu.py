@@ -13,6 +13,8 @@ kernel each step uses:
     qkv_head_major  pro_2: the QKV GEMM writes head-major Q and the K/V cache itself (no permute)
     window          req_8: local causal attention over the last `window` positions (another model)
     autotune        req_5: per-shape GEMM configurations from this device's autotune cache
+    gemm_groups     {group: version}: another GEMM version for these kernel groups (qkv, attn_proj, mlp_fc,
+                    mlp_proj, lm_head), same weight layout (fast_bf16: v9 where it beats v8 at K = 768)
     dtype           "bf16" (issue 15): linear weights, the LM head and every GEMM input in bf16 (converted once
                     at load; gemm bf16_wgmma / bf16_mma), bf16 flash attention with bf16 Q and KV cache; the
                     residual stream, LayerNorm statistics, softmax, accumulators and logits stay fp32
@@ -62,6 +64,16 @@ class GPT2GPU:
                 print(f"note: no autotune results for {name} on {rt.name}; using the defaults "
                       f"(python -m convnet.bench.autotune --variant {name})", file=sys.stderr)
         self.linear = Linear(rt, self.gemm_version, d, name, split_k=bool(p.get("split_k", False)), tuned=tuned)
+        self.linears = {}                 # kernel group -> its own Linear (gemm_groups)
+        for group, version in dict(p.get("gemm_groups") or {}).items():
+            if group not in GROUPS:
+                raise GPUError(f"variant {name}: gemm_groups names {group!r}, not a kernel group ({', '.join(GROUPS)})")
+            lin = self.linear if version == self.gemm_version else \
+                Linear(rt, version, d, name, split_k=bool(p.get("split_k", False)), tuned=tuned)
+            if (lin.w_layout, np.dtype(lin.w_dtype)) != (self.linear.w_layout, np.dtype(self.linear.w_dtype)):
+                raise GPUError(f"variant {name}: GEMM {version} stores weights unlike {self.gemm_version}; "
+                               "gemm_groups needs versions of one weight layout")
+            self.linears[group] = lin
         self.fuse = bool(p.get("fuse_epilogue", False))
         self.head_major = bool(p.get("qkv_head_major", False))
         self.window = int(p.get("window", 0) or config.window or 0)
@@ -205,9 +217,9 @@ class GPT2GPU:
             kc, vc = ptr(buf["k"], i * layer_kv), ptr(buf["v"], i * layer_kv)
             a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C)
             if self.head_major:
-                self.linear(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, ldb(C, 3 * C), 3 * C,
-                            Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap),
-                                     pos_dev=pos_dev), s, ln=ln)
+                qkv = Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap), pos_dev=pos_dev)
+                self._linear("qkv")(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, ldb(C, 3 * C),
+                                    3 * C, qkv, s, ln=ln)
                 self._mark("qkv")
             else:
                 self.linear(a, self.w[h + "attn.c_attn.weight"], buf["qkv"], M, 3 * C, C, C, ldb(C, 3 * C), 3 * C,
@@ -222,7 +234,8 @@ class GPT2GPU:
                                           x, x2, buf["t"], M, C, C, "attn_proj")
             a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C)
             fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
-            self.linear(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, ldb(C, 4 * C), 4 * C, fc, s, ln=ln)
+            self._linear("mlp_fc")(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, ldb(C, 4 * C), 4 * C,
+                                   fc, s, ln=ln)
             self._mark("mlp_fc")
             if not self.fuse:
                 self.gelu((cdiv(M * 4 * C, 256), 1, 1), (256, 1, 1), buf["h"], np.int64(M * 4 * C), stream=s)
@@ -236,10 +249,13 @@ class GPT2GPU:
         a_ld = C
         if last_only:
             a_ld, a = T * C, ptr(a, (T - 1) * C)
-        self.linear(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp), self.Vp, Epilogue(), s,
-                    ln=ln)
+        self._linear("lm_head")(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp), self.Vp,
+                                Epilogue(), s, ln=ln)
         self._mark("lm_head")
         return buf["logits"], rows
+
+    def _linear(self, group) -> Linear:
+        return self.linears.get(group, self.linear)
 
     def _layernorm_input(self, x, y, pair, rows, n_out, gemm_rows=None):
         """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
@@ -266,10 +282,11 @@ class GPT2GPU:
     def _residual_linear(self, inp, w, bias, x, x2, tmp, M, N, K, group):
         """x + inp @ w + bias: fused (pro_1, into the other residual buffer) or GEMM then add."""
         if self.fuse:
-            self.linear(inp, w, x2, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias, resid=x), self.stream)
+            self._linear(group)(inp, w, x2, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias, resid=x),
+                                self.stream)
             self._mark(group)
             return x2, x
-        self.linear(inp, w, tmp, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias), self.stream)
+        self._linear(group)(inp, w, tmp, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias), self.stream)
         self._mark(group)
         self.add((cdiv(M * N, 256), 1, 1), (256, 1, 1), x, tmp, np.int64(M * N), stream=self.stream)
         self._mark("elementwise")
