@@ -87,7 +87,8 @@ class GPUGenerator:
         self.z_smem = z_shared_bytes(rt, gpu.V)
         if self.z_smem:
             self.sample_k.allow_shared(self.z_smem)
-        self.ragged_ok = gpu.graphable and not gpu.window
+        # bf16 (issue 15) has no per-sequence embedding yet: its prompts of different lengths run per length
+        self.ragged_ok = gpu.graphable and not gpu.window and not getattr(gpu, "bf16", False)
         self.last_rate = float("nan")
 
     # -- memory ----------------------------------------------------------------------------------------
