@@ -14,14 +14,10 @@ import os
 import sys
 from pathlib import Path
 
+from ..cmdline import OneLineParser
 from ..errors import UsageError, exit_code
 
 PROG = "python -m convnet.gpt2"
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):          # one line, exit 2, instead of usage + message
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def _token_list(text: str) -> list[int]:
@@ -37,7 +33,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="GPT-2 text generation on hand-written CUDA kernels (or numpy).")
+    p = OneLineParser(prog=PROG, description="GPT-2 text generation on hand-written CUDA kernels (or numpy).")
     p.add_argument("--version", action="version", version=_version())
     commands = p.add_subparsers(dest="command", required=True)
     g = commands.add_parser(
