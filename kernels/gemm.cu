@@ -1059,10 +1059,9 @@ gemm_wgmma(const float* RESTRICT A, const float* RESTRICT Bt, float* RESTRICT ws
 // MLP's hidden activations), 0 = fp32 (the residual stream, the LM head's logits). The epilogue is v4-v7's:
 // + bias[n] (fp32), activation, + resid[m, n] (C's type; may be C itself), or pro_2's head-major scatter with
 // Q, K and V in C's type.
+// Built only where BF_OUT is given (the bf16 Linear's builds), so every fp32 build compiles as before (half the time).
+#if defined(BF_OUT)
 #include <cuda_bf16.h>
-#ifndef BF_OUT
-#define BF_OUT 1
-#endif
 #if BF_OUT
 typedef __nv_bfloat16 bf_out_t;
 #else
@@ -1567,3 +1566,4 @@ gemm_skinny_bf16_1(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRIC
                    int ldb, BF_EPI_PARAMS) {
     skinny_bf16<1>(A, Bt, M, N, K, lda, ldb, BF_EPI_ARGS);
 }
+#endif  // defined(BF_OUT): v8, v9, v10

@@ -147,3 +147,22 @@ def test_kernels_compile_without_spills_or_serialised_wgmma(defines):
     assert not {k: v for k, v in found.items() if v}, f"spills: {found}"
     # ptxas serialises wgmma (a large slowdown) when it cannot keep the accumulators in place; it says so
     assert "wgmma" not in log.lower().replace("gemm_bf16_wgmma", "").replace("gemm_wgmma", ""), log
+
+
+def test_bf16_picks_the_faster_kernel_per_shape():
+    """Version "bf16": v9 at K <= 1024 with N <= 4096 (GPT-2's qkv, attn_proj, mlp_fc), v8 at mlp_proj and the LM
+    head, v10 for decoding rows; off Hopper v9 everywhere. Same layout and storage as the two it drives."""
+    rt, lin = dry("bf16")
+    assert lin.w_layout == "nk" and lin.w_dtype == BF16 and lin.ldb(768, 2304) == 768
+    for M, N, K in [(8192, 2304, 768), (8192, 768, 768), (8192, 3072, 768), (8192, 768, 3072), (8192, 50304, 768),
+                    (1, 50304, 768)]:
+        A, W, C = rt.pool.get("a", (M, K), BF16), rt.pool.get("w", (N, K), BF16), rt.pool.get("c", (M, N), BF16)
+        lin(A, W, C, M, N, K, K, K, N)
+    assert [n for n, *_ in rt.launches] == ["gemm_bf16_mma"] * 3 + ["gemm_bf16_wgmma"] * 2 + ["gemm_skinny_bf16_1"]
+    rt8, lin8 = dry("bf16", arch="sm_86")
+    assert lin8.bf_wgmma is None
+    lin8(rt8.pool.get("a", (64, 3072), BF16), rt8.pool.get("w", (768, 3072), BF16), rt8.pool.get("c", (64, 768)),
+         64, 768, 3072, 3072, 3072, 768)
+    assert [n for n, *_ in rt8.launches] == ["gemm_bf16_mma"]
+    with pytest.raises(GPUError, match="LayerNorm"):
+        lin(A, W, C, 1, 50304, 768, 768, 768, 50304, ln=(None, None, 1e-5))

@@ -172,3 +172,17 @@ def test_a_offset_into_a_larger_buffer_and_repeated_calls(version, rng):
         rt.synchronize("bf16 linear, A at an offset")
         want = round_bf16(a[3:]).astype(np.float64) @ round_bf16(w)
         assert rel_err(C.get(), want) <= FP32_TOL, f"call {rep}"
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("M,N,K", [(129, 2304, 768), (129, 768, 3072), (129, 50304, 768), (5, 768, 768)])
+def test_bf16_per_shape_choice(out_bf16, M, N, K, rng):
+    """Version "bf16" (v9 or v8 by shape, v10 for M <= 8) against float64, with bias and GELU."""
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    rt, lin = linear("bf16")
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias = rng.standard_normal(N).astype(np.float32)
+    C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+    lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU))
+    rt.synchronize("bf16 linear (per-shape choice)")
+    assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias)) <= (BF16_TOL if out_bf16 else FP32_TOL)

@@ -26,7 +26,7 @@ from ..cmdline import positive_int
 from ..errors import exit_code
 from .autotune import gpt2_shapes
 from .layer import parse_sweep, settings as sweep_settings
-from ..gpu.gemm import BF16_KERNELS, LINEAR_KERNELS, Linear
+from ..gpu.gemm import BF16_VERSIONS, LINEAR_KERNELS, Linear
 
 # GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
 GPT2_SHAPES = gpt2_shapes(8, 1024)
@@ -54,8 +54,8 @@ def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_
     settings = sweep_settings(grid)
     versions = [versions] if isinstance(versions, str) else list(versions)
     runs = [(v, s) for v in versions for s in settings]
-    fp32_runs = any(v not in BF16_KERNELS for v in versions)
-    bf16_runs = any(v in BF16_KERNELS for v in versions)
+    fp32_runs = any(v not in BF16_VERSIONS for v in versions)
+    bf16_runs = any(v in BF16_VERSIONS for v in versions)
     precompile({("gemm.cu", tuple(sorted({**s, **extra}.items()))) for s in settings
                 for extra in ([{}] if fp32_runs else []) + ([{"BF_OUT": 0}, {"BF_OUT": 1}] if bf16_runs else [])},
                rt.arch)
@@ -103,7 +103,7 @@ def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_
             else:
                 row.append("n/a")
         for lin, (v, _) in zip(linears, runs):
-            if v in BF16_KERNELS:
+            if v in BF16_VERSIONS:
                 call = lambda: lin(Ah, Wh, Ch, M, N, K, K, K, N)   # noqa: E731
             else:
                 w_dev = Wt if lin.w_layout == "nk" else W
@@ -111,7 +111,7 @@ def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_
             row.append(tflops(rt.median_ms(call, reps, what=LINEAR_KERNELS[v])))
         if bf16_runs:
             cublas_bf16 = row[1 + (2 if fp32_runs else 0)]
-            best = max(x for x, (v, _) in zip(row[-len(runs):], runs) if v in BF16_KERNELS)
+            best = max(x for x, (v, _) in zip(row[-len(runs):], runs) if v in BF16_VERSIONS)
             row.append(f"{100 * best / cublas_bf16:.0f} %")
         rows.append(row)
     for n in ("Ah", "Wh", "Ch"):

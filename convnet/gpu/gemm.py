@@ -5,9 +5,9 @@ Gemm    v1 tiled / v2 register-tiled: C = act(A @ B + bias) + resid on strided, 
 Linear  a linear layer C = act(A @ W + bias) + resid for GPT-2: v4 (fp32 SIMT, float4), v5 (TF32
         mma.sync) or v7 (TF32 wgmma, Hopper; W stored transposed), split-K when few output tiles meet
         a long K (req_9), head-major QKV output (pro_2); falls back to v1/v2 where a shape breaks the
-        16-byte alignment. bf16_wgmma (v8, Hopper: TMA + wgmma) and bf16_mma (v9, mma.sync, sm_80+): bf16
-        operands (uint16 buffers, convnet/gpu/bf16.py), fp32 accumulation, bf16 or fp32 output as C's dtype
-        says; interface in Linear._call_bf16.
+        16-byte alignment. bf16_wgmma (v8, Hopper: TMA + wgmma) and bf16_mma (v9, mma.sync, sm_80+), or bf16
+        (each call to the faster of the two for its shape): bf16 operands (uint16 buffers, convnet/gpu/bf16.py),
+        fp32 accumulation, bf16 or fp32 output as C's dtype says; interface in Linear._call_bf16.
 """
 from __future__ import annotations
 
@@ -83,8 +83,13 @@ V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32
 WG_DEFAULTS = {"WG_BN": 128, "WG_STAGES": 3, "WG_RASTER": 2}
 WG_BM, WG_BK = 128, 32
 BF16_KERNELS = {"bf16_wgmma": "gemm_bf16_wgmma", "bf16_mma": "gemm_bf16_mma"}       # bf16 operands (v8, v9)
+# "bf16": v8 or v9 per shape (Linear._bf16_pick), v9 alone off Hopper
+BF16_VERSIONS = {**BF16_KERNELS, "bf16": "gemm_bf16 (v8 | v9 by shape)"}
 LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma",    # Linear's tiled kernels
-                  **BF16_KERNELS}
+                  **BF16_VERSIONS}
+# v9 beats v8 on the H100 at K <= 1024 with N <= 4096 (GPT-2's qkv, attn_proj, mlp_fc; TFLOP/s 189 vs 156,
+# 125 vs 118, 207 vs 173); v8 beats v9 at mlp_proj (K 3072: 252 vs 186) and the LM head (N 50304: 268 vs 233)
+BF16_MMA_MAX_K, BF16_MMA_MAX_N = 1024, 4096
 BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0}     # v8, as kernels/gemm.cu defaults them
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_BM, BF_BK, BF9_TILE = 128, 64, 128
@@ -108,7 +113,13 @@ class Linear:
         self.w_dtype = np.float32                # the weights' storage (bf16 versions: BF16 = uint16 bits)
         if version == "wgmma" and rt.arch != "sm_90a":
             raise GPUError(f"GEMM v7 (wgmma) needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch}")
-        if version in BF16_KERNELS:
+        if version == "bf16":
+            # the two bf16 kernels side by side, each call going to the faster one for its shape
+            self.w_layout, self.w_dtype = "nk", BF16
+            self.fn = self.skinny = self.skinny1 = self.fallback = None
+            self.bf_mma = Linear(rt, "bf16_mma", defines, variant)
+            self.bf_wgmma = Linear(rt, "bf16_wgmma", defines, variant) if rt.arch == "sm_90a" else None
+        elif version in BF16_KERNELS:
             self._init_bf16()
         elif version in LINEAR_KERNELS:
             self.fn = rt.kernel("gemm.cu", LINEAR_KERNELS[version], defines, variant)
@@ -196,7 +207,7 @@ class Linear:
     def layout(self, w_kn: np.ndarray) -> np.ndarray:
         """A weight given as K x N (fp32), in the layout and storage this version reads (upload it as
         `w_dtype`): bf16 versions give W^T's bf16 bits (uint16, N x K)."""
-        if self.version in BF16_KERNELS:
+        if self.version in BF16_VERSIONS:
             return to_bf16(np.ascontiguousarray(np.asarray(w_kn, np.float32).T))
         return np.ascontiguousarray(w_kn.T) if self.w_layout == "nk" else w_kn
 
@@ -244,10 +255,11 @@ class Linear:
                  out_bf16: bool | None = None):
         """ln = (gamma, beta, eps): multiply LayerNorm(A) instead of A (only where fuses_layernorm).
         out_bf16: bf16 versions only, for a C given as a raw pointer (else C's dtype decides)."""
-        if self.version in BF16_KERNELS:
+        if self.version in BF16_VERSIONS:
             if ln is not None:
                 raise GPUError(f"GEMM {self.version} has no LayerNorm prologue (ln=)")
-            return self._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
+            lin = self._bf16_pick(M, N, K) if self.version == "bf16" else self
+            return lin._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         aligned = all(v % 4 == 0 for v in (K, N, lda, ldb, ldc))
         if ln is not None and not (self.fuses_layernorm(M, N, K) and aligned):
             raise GPUError(f"LayerNorm fused into the GEMM needs the skinny path (M <= {SKINNY_M}), got M={M}")
@@ -292,6 +304,13 @@ class Linear:
         if splits > 1:
             self.reduce((_cdiv(M * N // 4, 256), 1, 1), (256, 1, 1), ptr(ws), i32(splits), i32(M), i32(N),
                         *epi.args(C, ldc), stream=stream)
+
+    def _bf16_pick(self, M: int, N: int, K: int) -> "Linear":
+        """Version "bf16": v9 (mma.sync) for K <= 1024 with N <= 4096, and off Hopper; v8 (wgmma) otherwise (the
+        H100's measurements above). M <= 8 goes to v10 (the GEMV) either way."""
+        if self.bf_wgmma is None or (K <= BF16_MMA_MAX_K and N <= BF16_MMA_MAX_N):
+            return self.bf_mma
+        return self.bf_wgmma
 
     def _call_bf16(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16):
         """C (M x N, row stride ldc) = epilogue(A @ W) with A bf16 (M x K, row stride lda), W bf16 W^T (N x K, row
