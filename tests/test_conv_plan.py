@@ -135,7 +135,7 @@ def test_pixel_row_kernel_takes_lenets_conv1_and_refuses_the_rest_before_buildin
     px = dataclasses.replace(v, strategy="mma_px")
     conv1 = make_conv(rt, v, np.zeros((4, 1, 7, 7), np.float32), (1, 86, 86), "conv1", pool=2, upscale_from=(28, 28))
     assert type(conv1).__name__ == "MmaPx"
-    assert (conv1.d["TILE_X"], conv1.d["TILE_Y"], conv1.d["WARPS"], conv1.tiles) == (80, 80, 10, 1)
+    assert (conv1.d["TILE_X"], conv1.d["TILE_Y"], conv1.d["WARPS"], conv1.d["MIN_BLOCKS"], conv1.tiles) == (80, 80, 5, 4, 1)
     assert conv1.d["FUSE_UPSCALE"] == 1 and conv1.out_shape(3) == (3, 4, 40, 40)
     built = set(rt.builds)
     for w, shape, pool, match in [((4, 2, 7, 7), (2, 20, 20), 0, "one input channel"),
