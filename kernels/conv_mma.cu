@@ -66,8 +66,9 @@ Launch rule (no dynamic shared memory; static shared memory as reported by ptxas
   fastest, then y, then image), so e.g. grid = (min(tiles, 4*num_SMs), 1, 1) runs persistently and
   stages the weights once per block. Blocks beyond the tile count exit at once.
 
-Limits: H, W >= K; B >= 1. Shared memory C*(TILE_Y+K-1)*(TILE_X+KQ-2)*4 bytes must fit in 48 KB
-(static_assert; lower TILE_Y/TILE_X for big C). Registers grow with MT*C*K; large M/C/K may spill.
+Limits: H, W >= K; B >= 1. Register version: shared memory C*(TILE_Y+K-1)*(TILE_X+KQ-2)*4 bytes must fit
+in 48 KB (static_assert) and the weight fragments, MT*C*ceil(K/8)/2*K*4 registers, must fit the register
+file; the host (mma_plan) shrinks the tile or takes the chunked version (CHUNK_C, below) otherwise.
 Taps q >= K (zero weight) read real neighbouring pixels: an Inf/NaN in x can leak into a neighbour's
 output as 0*Inf = NaN (finite inputs are exact). Pointers must be at least 2-byte aligned; 32-bit
 loads of x and paired stores of y are used only when the runtime checks find them aligned.
