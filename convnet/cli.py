@@ -43,7 +43,8 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
                    help="delete the cache (preprocessed data, compiled kernels, per-device measurements: "
                         "$CONVNET_CACHE, default ~/.cache/convnet) and exit")
     p.add_argument("--stream", type=positive_int, metavar="N", default=None,
-                   help="lenet86: classify N images (the test set repeated) in chunks over 3 streams; "
+                   help="lenet86: classify N images (the test set repeated) in chunks through the three-stream pipeline "
+                        "(upload, kernels, download overlapped; two chunks of device memory); "
                         "prints images/s and device memory")
     p.add_argument("--chunk", type=positive_int, default=None, help="--stream: images per chunk (default 10000)")
     p.add_argument("--roofline", action="store_true",
