@@ -1125,6 +1125,37 @@ __device__ __forceinline__ bf_out_t* bf_qkv_at(const BfRow& r, int n, BF_EPI_PAR
     return (which == 1 ? k_out : v_out) + r.kv + (long long)h * cap_kv * head_dim + d;
 }
 
+#ifndef BF_EPI_CALLS
+#define BF_EPI_CALLS 0             // 1: GELU, the head-major scatter and unpaired stores as calls (see below)
+#endif
+// Inlined into every one of a thread's 32-64 column pairs, the epilogue's long paths (GELU's tanhf, the scatter's
+// divisions, the unpaired stores) made v8's kernel 1.3 MB of code at BF_BN 256 (v9: 0.9 MB; v7: 0.25 MB), and a
+// tile's epilogue cost grew far faster than its stores (BF_BN 256 at K = 768 and 3072 on the H100: ~41 us per
+// tile besides ~1.1 us per k tile): instruction-cache misses are the suspect. BF_EPI_CALLS=1 keeps only the
+// common path (bias, ReLU, paired store, residual) inline and calls the rest. Not yet measured on a GPU.
+#if BF_EPI_CALLS
+#define BF_EPI_FN __noinline__
+#else
+#define BF_EPI_FN __forceinline__
+#endif
+
+__device__ BF_EPI_FN float2 bf_gelu2(float v0, float v1) { return make_float2(gelu_tanh(v0), gelu_tanh(v1)); }
+
+__device__ BF_EPI_FN void bf_store_qkv(float v0, float v1, const BfRow r, bool two, int n, BF_EPI_PARAMS) {
+    bf_out_t* p = bf_qkv_at(r, n, BF_EPI_ARGS);
+    if (two && head_dim % 2 == 0) bf_st2(p, v0, v1);
+    else {
+        bf_st(p, v0);
+        if (two) bf_st(bf_qkv_at(r, n + 1, BF_EPI_ARGS), v1);
+    }
+}
+
+__device__ BF_EPI_FN void bf_store_unpaired(float v0, float v1, long long at, bool two, bf_out_t* C,
+                                            const bf_out_t* resid) {
+    bf_st(C + at, v0 + (resid ? bf_ld(resid + at) : 0.f));
+    if (two) bf_st(C + at + 1, v1 + (resid ? bf_ld(resid + at + 1) : 0.f));
+}
+
 // Columns n, n + 1 (n even) of row r: + bias, activation, + resid, stored as C's type; one paired store where
 // both columns exist and the pair is aligned (ldc even; in the head-major layout, head_dim even).
 __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r, int M, int N, int n, BF_EPI_PARAMS) {
@@ -1134,15 +1165,10 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
         if (two) { const float2 b = *(const float2*)&bias[n]; v0 += b.x; v1 += b.y; }
         else v0 += bias[n];
     }
-    v0 = activation(v0, act);
-    v1 = activation(v1, act);
+    if (act == 1) { v0 = v0 < 0.f ? 0.f : v0; v1 = v1 < 0.f ? 0.f : v1; }          // activation()
+    else if (act == 2) { const float2 g = bf_gelu2(v0, v1); v0 = g.x; v1 = g.y; }
     if (qkv_T > 0) {
-        bf_out_t* p = bf_qkv_at(r, n, BF_EPI_ARGS);
-        if (two && head_dim % 2 == 0) bf_st2(p, v0, v1);
-        else {
-            bf_st(p, v0);
-            if (two) bf_st(bf_qkv_at(r, n + 1, BF_EPI_ARGS), v1);
-        }
+        bf_store_qkv(v0, v1, r, two, n, BF_EPI_ARGS);
         return;
     }
     const long long at = (long long)r.m * ldc + n;
@@ -1150,8 +1176,7 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
         if (resid) { const float2 x = bf_ld2(resid + at); v0 += x.x; v1 += x.y; }
         bf_st2(C + at, v0, v1);
     } else {
-        bf_st(C + at, v0 + (resid ? bf_ld(resid + at) : 0.f));
-        if (two) bf_st(C + at + 1, v1 + (resid ? bf_ld(resid + at + 1) : 0.f));
+        bf_store_unpaired(v0, v1, at, two, C, resid);
     }
 }
 
@@ -1277,14 +1302,18 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
                  :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1)
 #if BF_TMA_PARAM
-gemm_bf16_wgmma(const __grid_constant__ TmaMap tm_a, const __grid_constant__ TmaMap tm_b, int M, int N, int K,
-                BF_EPI_PARAMS) {
+#define BF_MAP_PARAMS const __grid_constant__ TmaMap tm_a, const __grid_constant__ TmaMap tm_b
+#else
+#define BF_MAP_PARAMS const TmaMap* RESTRICT maps
+#endif
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
+#if BF_TMA_PARAM
     const TmaMap* map_a = &tm_a;
     const TmaMap* map_b = &tm_b;
 #else
-gemm_bf16_wgmma(const TmaMap* RESTRICT maps, int M, int N, int K, BF_EPI_PARAMS) {
     const TmaMap* map_a = maps;
     const TmaMap* map_b = maps + 1;
 #endif

@@ -134,7 +134,7 @@ def test_other_refusals():
 # (a bf16 variant's own builds are compiled by test_kernels_compile too)
 BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
           "tunables-fp32-out": {"BF_OUT": 0, "BF_BN": 256, "BF_GROUP": 0, "BF_TMA_PARAM": 1, "BF_INFLIGHT": 0,
-                                "BF9_BK": 64, "BF9_STAGES": 3, "BFS_CG": 4}}
+                                "BF_EPI_CALLS": 1, "BF9_BK": 64, "BF9_STAGES": 3, "BFS_CG": 4}}
 
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")

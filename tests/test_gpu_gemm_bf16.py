@@ -186,3 +186,32 @@ def test_bf16_per_shape_choice(out_bf16, M, N, K, rng):
     lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU))
     rt.synchronize("bf16 linear (per-shape choice)")
     assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias)) <= (BF16_TOL if out_bf16 else FP32_TOL)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+def test_epilogue_as_calls(version, out_bf16, rng):
+    """BF_EPI_CALLS=1 (GELU, the head-major scatter and unpaired stores as calls): odd N with GELU, bias and a
+    residual, then the scatter with an odd head size."""
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    rt, lin = linear(version, {"BF_EPI_CALLS": 1, "BF_BN": 256} if version == "bf16_wgmma" else {"BF_EPI_CALLS": 1})
+    lin.bf_gemv = False
+    M, N, K = 129, 77, 72
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+    lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU,
+                                            resid=upload(rt, "test.bfR", r, out_bf16)))
+    rt.synchronize("bf16 linear, epilogue as calls")
+    tol = BF16_TOL if out_bf16 else FP32_TOL
+    assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)) <= tol
+    B, T, H, D, pos = 2, 9, 3, 7, 2
+    M, N = B * T, 3 * H * D
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    Q, Kc, Vc = (poisoned(rt, f"test.bf{n}", (B, H, T + pos, D), out_bf16) for n in "QKV")
+    lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + pos, T + pos)))
+    rt.synchronize("bf16 qkv scatter, epilogue as calls")
+    y = (a @ w).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
+    assert rel_err(result(Q, out_bf16)[:, :, :T], y[0]) <= tol
+    assert rel_err(result(Kc, out_bf16)[:, :, pos:], y[1]) <= tol
+    assert rel_err(result(Vc, out_bf16)[:, :, pos:], y[2]) <= tol
