@@ -1188,13 +1188,15 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 // back through its "empty" mbarrier). The copy engine, not the threads, moves the operands (v7 was bounded by
 // issuing its cp.async copies); setmaxnreg moves registers from the producer to the consumers' accumulators.
 // The grid is persistent (one block per SM, tiles in BF_GROUP order): the producer fills the next tile's stages
-// while the consumers run the epilogue.
-// Measured (H100, GPT-2 124M shapes, M = 8192; TFLOP/s, cuBLAS bf16 424-573 in the same runs): BF_BN 128 118-268,
-// 192 97-195, 256 75-179: the wider tile, which halves the operand bytes per flop, is the slower one, so what
-// bounds this kernel is not L2 bandwidth alone; maps by value (BF_TMA_PARAM=1) or from global memory, and one or no
-// wgmma group in flight (BF_INFLIGHT) time the same. Unexplained yet: a profile (ncu) is the next step; cuBLAS's
-// own kernels add 2-CTA clusters with TMA multicast (half the L2 reads per block) and a TMA-store epilogue. TMA writes the 128-byte-swizzled layout wgmma's descriptors name (v7's)
+// while the consumers run the epilogue. TMA writes the 128-byte-swizzled layout wgmma's descriptors name (v7's)
 // and zero-fills rows and k past the ends, so odd M, N and K need no guards in the main loop.
+// Measured (H100, GPT-2 124M shapes, M = 8192; TFLOP/s, cuBLAS bf16 424-573 in the same runs): BF_BN 128 118-268,
+// 192 97-195, 256 75-179; maps by value (BF_TMA_PARAM=1) or from global memory, and one or no wgmma group in
+// flight (BF_INFLIGHT), time the same. Fitting time per tile = E + k tiles x t at K = 768 and 3072 (LM head,
+// mlp_proj; ~27 us of launch overhead taken off): BF_BN 256 t = 1.1 us (a main loop at ~500 TFLOP/s, 5.8 TB/s of
+// operands from L2) but E = 41 us per tile (fp32 out; 28 us bf16 out, qkv); BF_BN 128 t = 0.83 us (~330 TFLOP/s,
+// 5.2 TB/s: L2-bound), E = 2.3 us. So the wide tile's epilogue is what loses: see BF_EPI_CALLS. Beyond it,
+// cuBLAS's kernels add 2-CTA clusters with TMA multicast (half the L2 reads per block) and a TMA-store epilogue.
 // The tensor maps (2-D, bf16, box 64 x 128 for A and 64 x BF_BN for W^T, 128-byte swizzle) are made on the host
 // (convnet/gpu/tma.py). BF_TMA_PARAM=1: passed by value (__grid_constant__ parameters, the copy engine reads them
 // from the constant bank), launched through the driver's kernelParams (convnet/gpu/tma.py: PyCUDA's packed
