@@ -1,0 +1,51 @@
+"""Compiles, in parallel, the kernel builds tests/test_gpu_bf16.py, tests/sanitize_bf16.py, bench-attention and
+`run_milestone.py --model gpt2 --compare fast fast_bf16 fast_bf16_mma` ask for (issue 15), so a fresh GPU
+machine spends its minutes testing:
+
+    python tests/precompile_bf16.py [workers]"""
+import sys
+import time
+
+from convnet import catalogue
+from convnet.bench.dryrun import RecordingRuntime, precompile
+from convnet.gpt2.flash import FlashAttention, FlashAttentionBF16
+from convnet.gpt2.gpu import GPT2GPU
+from convnet.gpt2.model import GPT2Config, random_params
+from convnet.gpu.gemm import Gemm
+
+# test_gpu_bf16's small model, the tiny fixture, the sanitizer's model, the 124M shape (vocabulary cut: the
+# builds do not depend on it)
+CONFIGS = [GPT2Config(2, 4, 128, 257, 160), GPT2Config(2, 4, 64, 257, 64), GPT2Config(1, 2, 64, 300, 48),
+           GPT2Config(1, 12, 768, 64, 64)]
+
+
+def collect(arch: str) -> set:
+    from convnet.bench.gpt2 import FLASH_BENCH, FLASH_BF16_BENCH
+    sm = int(arch[3:5])
+    rt = RecordingRuntime()
+    for name in ("fast_bf16", "fast_bf16_mma", "fast"):
+        v = catalogue.get(name, "gpt2")
+        if v.min_sm <= sm:
+            for config in CONFIGS:
+                GPT2GPU(random_params(config), config, v, rt)
+    for D in (16, 32, 64, 128):
+        FlashAttentionBF16(rt, D, {}, "test")
+    from test_gpu_bf16 import BF16_TILES
+    for tile in BF16_TILES.values():
+        FlashAttentionBF16(rt, 64, {}, "test", **tile)
+    for cfg in FLASH_BENCH.values():
+        FlashAttention(rt, 64, {}, "bench", **cfg)
+    for cfg in FLASH_BF16_BENCH.values():
+        FlashAttentionBF16(rt, 64, {}, "bench", **cfg)
+    Gemm(rt, "regtile", {}, "bench")                     # bench-attention's naive path
+    rt.kernel("attention.cu", "softmax_rows_warp", {}, "bench")
+    return rt.builds
+
+
+if __name__ == "__main__":
+    from convnet.gpu.runtime import Runtime
+    arch = Runtime.get().arch
+    t0 = time.perf_counter()
+    builds = collect(arch)
+    precompile(builds, arch, int(sys.argv[1]) if len(sys.argv) > 1 else 16)
+    print(f"precompiled {len(builds)} builds for {arch} in {time.perf_counter() - t0:.0f} s")

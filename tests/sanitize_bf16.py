@@ -1,0 +1,35 @@
+"""Run under compute-sanitizer (memcheck, racecheck) on the GPU machine: the bf16 path (issue 15) on a small
+model: flash_attention_bf16 on odd shapes (a prompt into a longer cache, one query, partial tiles), then
+fast_bf16 (fast_bf16_mma off Hopper) forward, prefill and decode steps: embed_bf16, layernorm_warp_bf16 and
+the bf16 GEMMs. An argument names the variant (default fast_bf16 on Hopper, else fast_bf16_mma)."""
+import sys
+
+import numpy as np
+
+from convnet import catalogue
+from convnet.gpt2 import model as ref
+from convnet.gpt2.flash import FlashAttentionBF16
+from convnet.gpt2.gpu import GPT2GPU
+from convnet.gpu.bf16 import BF16, to_bf16
+from convnet.gpu.runtime import Runtime
+
+rt = Runtime.get()
+rng = np.random.default_rng(0)
+for D, B, H, Tq, Tk, tile in ((64, 1, 2, 70, 70, {}), (64, 2, 1, 3, 130, {}), (16, 1, 1, 1, 9, {}),
+                              (128, 1, 1, 65, 65, {}), (64, 1, 1, 150, 150, dict(strips=1, key_tile=128)),
+                              (64, 1, 1, 200, 200, dict(warps=4, strips=1, stages=3))):
+    cap = Tk + 2
+    q = rt.pool.upload("san.q", to_bf16(rng.standard_normal((B, H, Tq, D))), BF16)
+    k = rt.pool.upload("san.k", to_bf16(rng.standard_normal((B, H, cap, D))), BF16)
+    v = rt.pool.upload("san.v", to_bf16(rng.standard_normal((B, H, cap, D))), BF16)
+    y = rt.pool.get("san.y", (B, Tq, H * D), BF16)
+    FlashAttentionBF16(rt, D, {}, "sanitize", **tile)(q, k, v, y, B, H, Tq, Tk, Tq, cap)
+rt.synchronize("sanitize bf16 flash attention")
+
+config = ref.GPT2Config(n_layer=1, n_head=2, n_embd=64, vocab_size=300, n_ctx=48)
+name = sys.argv[1] if len(sys.argv) > 1 else "fast_bf16" if rt.arch == "sm_90a" else "fast_bf16_mma"
+gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get(name, "gpt2"))
+idx = rng.integers(0, config.vocab_size, (2, 19))
+print(gpu.logits(idx).shape)
+print(gpu.generate(idx[:1, :5], 6, graph=False)[0])
+print("sanitize run done")
