@@ -98,6 +98,29 @@ def test_bf16_variant_stores_bf16_weights_once():
         assert w["h.0.attn.c_attn.bias"].dtype == np.float32 and w["wpe"].dtype == np.float32
 
 
+def test_bf16_kernel_plan_on_the_dry_run():
+    """What fast_bf16 launches (dry run, no GPU): a full forward takes the bf16 embedding, 2 L + 1 bf16 LayerNorms,
+    the bf16 flash kernel per layer and v9 / v8 per kernel group as gemm_groups says; a device-side decode step
+    (B = 2) takes the same attention kernel at Tq = 1 and v10's GEMV for every linear layer, no fp32 kernel."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpt2.gpu import GPT2GPU
+    rt = RecordingRuntime()
+    gpu = GPT2GPU(ref.random_params(SMALL), SMALL, catalogue.get("fast_bf16", "gpt2"), rt)
+    L = SMALL.n_layer
+    gpu.enqueue(np.zeros((2, 40), np.int32), cap=48)          # M = 80: the tile GEMMs
+    full = [k for k, *_ in rt.launches]
+    assert full.count("embed_bf16") == 1 and full.count("layernorm_warp_bf16") == 2 * L + 1
+    assert full.count("flash_attention_bf16") == L
+    assert full.count("gemm_bf16_mma") == 3 * L                # qkv, attn_proj, mlp_fc
+    assert full.count("gemm_bf16_wgmma") == L + 1              # mlp_proj, the LM head
+    assert not {"embed", "layernorm_warp", "flash_attention_tf32", "decode_attention"} & set(full)
+    rt.launches.clear()
+    gpu._device_step(2, 48)
+    step = [k for k, *_ in rt.launches]
+    assert step.count("flash_attention_bf16") == L
+    assert step.count("gemm_skinny_bf16") == 4 * L + 1 and "gemm_bf16_wgmma" not in step
+
+
 # ---- flash_attention_bf16 --------------------------------------------------------------------------------
 def _bf16_attention_case(rng, B, H, Tq, Tk, D, window=0, **tile):
     from convnet.gpt2.flash import FlashAttentionBF16
