@@ -1,0 +1,58 @@
+#!/bin/bash
+# The whole GPU test suite and the installed package on the GPU machine, in two device calls that each end
+# well inside 10 minutes (logs under $OUT, default /tmp/gpu_check; a step is cut at its own time limit):
+#   milestones/gpu_check.sh lenet   precompile LeNet builds, LeNet GPU tests (+ convnet-predict's), then the
+#                                   wheel installed (pip --target) and run from /tmp: convnet (default variant) and
+#                                   convnet-predict on a folder of 1,000 PNGs written from the test split
+#   milestones/gpu_check.sh gpt2    precompile GPT-2 builds, GPT-2 GPU tests (fp32/TF32, generation, bf16),
+#                                   bench-decode of fast and fast_bf16
+# The cubin cache ($CONVNET_CACHE) persists between the two calls while the machine stays warm.
+set -o pipefail
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+part=${1:?lenet or gpt2}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/00_device.txt"
+pytest_gpu() {   # log name, time limit, files...
+  local log=$1 limit=$2; shift 2
+  timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider "$@" > "$OUT/$log" 2>&1
+  echo "== $log (rc $?):"; tail -3 "$OUT/$log"
+}
+if [ "$part" = lenet ]; then
+  timeout 170 python3 tests/precompile.py 16 2>&1 | tail -1
+  pytest_gpu 01_lenet_tests.txt 250 tests/test_gpu_lenet.py tests/test_gpu_conv_shapes.py \
+      tests/test_gpu_pipeline.py tests/test_predict.py
+  # the non-editable install (the wheel built from this tree: .dist/ carried, or built here), run from another
+  # directory with nothing of the checkout on the path; PyCUDA from /tmp/site, numpy etc. from the machine
+  rm -rf /tmp/inst /tmp/elsewhere
+  [ -n "$(ls .dist/convnet-*.whl 2>/dev/null)" ] || python3 -m pip wheel -q --no-deps -w .dist . > "$OUT/02_install.txt" 2>&1
+  python3 -m pip install -q --no-deps --no-index --target /tmp/inst .dist/convnet-*.whl >> "$OUT/02_install.txt" 2>&1
+  export PYTHONPATH=/tmp/inst:/tmp/site
+  mkdir -p /tmp/elsewhere/pngs && cd /tmp/elsewhere || exit 1
+  python3 - <<'PY'
+from skimage.io import imsave
+from convnet import data
+raw = data.load_raw("test")
+for i in range(1000):
+    imsave(f"pngs/{i:04d}.png", raw.images[i], check_contrast=False)
+PY
+  { python3 -c "import convnet; print('installed package:', convnet.__file__)"
+    timeout 120 /tmp/inst/bin/convnet --batch 10000
+    for run in 1 2; do
+      /usr/bin/time -f "convnet-predict, 1000 PNGs, fresh command (run $run): %e s" \
+        /tmp/inst/bin/convnet-predict pngs --json preds.json --quiet > /dev/null
+    done
+    python3 - <<'PY'
+import json
+from convnet import data
+p = json.load(open("preds.json"))
+labels = data.load_raw("test").labels[:1000]
+right = sum(int(r["class_index"]) == int(l) for r, l in zip(p["predictions"], labels))
+print(f"convnet-predict on {p['device']} ({p['variant']}): {len(p['predictions'])} PNGs, accuracy {right / 1000:.4f}")
+PY
+    timeout 60 python3 -m convnet.bench.predict_speed --n 1000; } 2>&1 | tee "$OUT/03_installed.txt"
+else
+  { timeout 100 python3 tests/precompile_generate.py 16; timeout 100 python3 tests/precompile_bf16.py 16; } 2>&1 | tail -2
+  pytest_gpu 04_gpt2_tests.txt 200 tests/test_gpu_gpt2.py
+  pytest_gpu 05_generate_bf16_tests.txt 170 tests/test_gpu_generate.py tests/test_gpu_bf16.py tests/test_gpu_gemm_bf16.py
+  timeout 60 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64 2>&1 | tee "$OUT/06_decode.txt" | tail -12
+fi
