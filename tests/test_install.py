@@ -48,7 +48,9 @@ def installed(tmp_path_factory):
 
 def test_the_installed_package_is_the_wheels_with_every_bundled_folder(installed):
     bin_dir, env, cwd = installed
-    code = ("import convnet, convnet.paths as p; print(convnet.__file__); "
+    code = ("import convnet, convnet.paths as p, pkgutil; "
+            "assert {'convnet.bench', 'convnet.gpu', 'convnet.gpt2', 'convnet.bench.compare'} <= "
+            "{m.name for m in pkgutil.walk_packages(convnet.__path__, 'convnet.')}; print(convnet.__file__); "
             "print(*[p.bundled(f) for f in p.BUNDLED_FOLDERS], sep='\\n')")
     p = sh(bin_dir / "python", "-c", code, cwd=cwd, env=env)
     assert p.returncode == 0, p.stderr
