@@ -50,3 +50,19 @@ def declared_arity() -> dict:
             params = [p.strip() for p in m.group(2).split(",")]
             arity[m.group(1)] = sum(macros.get(p, 1) for p in params)
     return arity
+
+
+def gpt2_small_params(config, seed=0, layernorms=True, wte_scale=1.0):
+    """A random GPT-2 with non-trivial biases (and LayerNorm gains unless layernorms=False), so every epilogue
+    term matters; wte_scale > 1 makes larger logits (greedy paths away from near-ties)."""
+    from convnet.gpt2 import model as ref
+    p = ref.random_params(config, seed)
+    rng = np.random.default_rng(seed + 1)
+    for name, a in p.items():
+        if name.endswith("bias"):
+            p[name] = rng.normal(0, 0.05, a.shape).astype(np.float32)
+        elif layernorms and name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+            p[name] = (1 + rng.normal(0, 0.2, a.shape)).astype(np.float32)
+        elif name == "wte" and wte_scale != 1.0:
+            p[name] = (a * wte_scale).astype(np.float32)
+    return p

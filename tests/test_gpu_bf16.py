@@ -10,7 +10,7 @@ import pytest
 from convnet import catalogue
 from convnet.errors import GPUError
 from convnet.gpt2 import model as ref
-from helpers import rel_err
+from helpers import gpt2_small_params as _small_params, rel_err
 
 BF16_VARIANTS = ["fast_bf16", "fast_bf16_mma"]
 BOUND, ARGMAX = 2e-2, 0.99             # issue 15's accuracy bound: relative max error, argmax agreement
@@ -176,17 +176,6 @@ def test_bf16_flash_attention_other_block_sizes(tile, Tq, Tk, window, rng):
 
 
 # ---- the model ------------------------------------------------------------------------------------------
-def _small_params(config, seed=0):
-    p = ref.random_params(config, seed)
-    r = np.random.default_rng(seed + 1)
-    for name, a in p.items():
-        if name.endswith("bias"):
-            p[name] = r.normal(0, 0.05, a.shape).astype(np.float32)
-        elif name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
-            p[name] = (1 + r.normal(0, 0.2, a.shape)).astype(np.float32)
-    return p
-
-
 def _logits(name, params, config, idx):
     from convnet.gpt2.gpu import GPT2GPU
     gpu = GPT2GPU(params, config, catalogue.get(name, "gpt2"), runtime_for(name))

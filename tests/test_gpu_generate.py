@@ -8,6 +8,7 @@ import pytest
 from convnet import catalogue
 from convnet.gpt2 import model as ref
 from convnet.gpt2.generate import Sampling, choose, float_keys, generate, kept, run_generation, scaled_logits
+from helpers import gpt2_small_params
 
 pytestmark = pytest.mark.gpu
 
@@ -15,14 +16,7 @@ SMALL = ref.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=96
 
 
 def small_params(config, seed=0):
-    p = ref.random_params(config, seed)
-    rng = np.random.default_rng(seed + 1)
-    for name, a in p.items():
-        if name.endswith("bias"):
-            p[name] = rng.normal(0, 0.05, a.shape).astype(np.float32)
-        elif name == "wte":                       # larger logits: greedy paths away from near-ties
-            p[name] = (a * 8).astype(np.float32)
-    return p
+    return gpt2_small_params(config, seed, layernorms=False, wte_scale=8)
 
 
 def gpu_sample(logits, s: Sampling, seen=None, rows=None, step=0, z_in_shared=True):

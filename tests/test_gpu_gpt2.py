@@ -9,24 +9,12 @@ import pytest
 
 from convnet import catalogue
 from convnet.gpt2 import model as ref
-from helpers import rel_err
+from helpers import gpt2_small_params as small_params, rel_err
 
 pytestmark = pytest.mark.gpu
 
 GPU_VARIANTS = [v for v in catalogue.load_all("gpt2").values() if v.needs_gpu]
 SMALL = ref.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=160)
-
-
-def small_params(config, seed=0):
-    """Random weights with non-trivial biases and LayerNorms, so every epilogue term matters."""
-    p = ref.random_params(config, seed)
-    rng = np.random.default_rng(seed + 1)
-    for name, a in p.items():
-        if name.endswith("bias"):
-            p[name] = rng.normal(0, 0.05, a.shape).astype(np.float32)
-        elif name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
-            p[name] = (1 + rng.normal(0, 0.2, a.shape)).astype(np.float32)
-    return p
 
 
 def poison(rt):
