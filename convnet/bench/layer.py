@@ -67,22 +67,29 @@ def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20, fused: bo
     x = rng.random((batch, *in_shape), dtype=np.float32)
     flops = 2.0 * batch * w.size * (in_shape[1] - w.shape[2] + 1) * (in_shape[2] - w.shape[3] + 1)
     want = ref.conv2d(x[:4], w, dtype=np.float64)
+    return _timed_table(rt, variant, combos, lambda v: make_conv(rt, v, w, in_shape, layer), x, None, "act_dtype",
+                        want, flops, reps, f"{variant.name} {layer} batch {batch} on {rt.name}, median of {reps}")
+
+
+def _timed_table(rt, variant, combos, make, x, x_dtype, out_dtype_attr, want, flops, reps, title) -> str:
+    """Times make(variant under each setting) on x (uploaded as x_dtype, or the conv's act_dtype), its output
+    (of the conv's `out_dtype_attr`) poisoned first; one row per setting, fastest first, with TFLOP/s and
+    the error of the first 4 images against `want`."""
     rows = []
     for s in combos:
-        v = with_setting(variant, s)
-        conv = make_conv(rt, v, w, in_shape, layer)
-        xg = rt.pool.get("bench.x", x.shape, conv.act_dtype)
-        yg = rt.pool.get("bench.y", conv.out_shape(batch), conv.act_dtype)
-        xg.set(x.astype(conv.act_dtype))
-        yg.set(np.full(yg.shape, np.nan, conv.act_dtype))
-        ms = time_conv(rt, conv, xg, yg, batch, reps)
+        conv = make(with_setting(variant, s))
+        xg = rt.pool.get("bench.x", x.shape, x_dtype or conv.act_dtype)
+        out_dtype = getattr(conv, out_dtype_attr)
+        yg = rt.pool.get("bench.y", conv.out_shape(len(x)), out_dtype)
+        xg.set(x.astype(xg.dtype))
+        yg.set(np.full(yg.shape, np.nan, out_dtype))
+        ms = time_conv(rt, conv, xg, yg, len(x), reps)
         got = yg.get()[:4].astype(np.float64)
         err = float(np.linalg.norm(got - want) / np.linalg.norm(want)) if np.isfinite(got).all() else float("nan")
         rows.append([" ".join(f"{k}={val}" for k, val in s.items()) or "(catalogue)", ms, flops / ms / 1e9, err])
     rows.sort(key=lambda r: r[1])
     return report.table(["setting", "ms", "TFLOP/s", "rel err (4 images)"],
-                        [[r[0], r[1], r[2], f"{r[3]:.1e}"] for r in rows],
-                        title=f"{variant.name} {layer} batch {batch} on {rt.name}, median of {reps}")
+                        [[r[0], r[1], r[2], f"{r[3]:.1e}"] for r in rows], title=title)
 
 
 def sweep_fused(variant, layer: str, batch: int, grid: dict, reps: int = 20):
@@ -111,22 +118,10 @@ def sweep_fused(variant, layer: str, batch: int, grid: dict, reps: int = 20):
     want = ref.maxpool2d(ref.relu(ref.conv2d(x64, w.astype(np.float64), dtype=np.float64)), pool)
     ho, wo = in_shape[1] - w.shape[2] + 1, in_shape[2] - w.shape[3] + 1
     flops = 2.0 * batch * w.size * (ho // pool * pool) * (wo // pool * pool)
-    rows = []
-    for s in combos:
-        conv = make_conv(rt, with_setting(variant, s), w, in_shape, layer, **fused)
-        xg = rt.pool.get("bench.fx", x.shape, np.uint8 if layer == "conv1" else conv.act_dtype)
-        yg = rt.pool.get("bench.fy", conv.out_shape(batch), conv.out_dtype)
-        xg.set(x.astype(xg.dtype))
-        yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
-        ms = time_conv(rt, conv, xg, yg, batch, reps)
-        got = yg.get()[:4].astype(np.float64)
-        err = float(np.linalg.norm(got - want) / np.linalg.norm(want)) if np.isfinite(got).all() else float("nan")
-        rows.append([" ".join(f"{k}={val}" for k, val in s.items()) or "(catalogue)", ms, flops / ms / 1e9, err])
-    rows.sort(key=lambda r: r[1])
-    return report.table(["setting", "ms", "TFLOP/s", "rel err (4 images)"],
-                        [[r[0], r[1], r[2], f"{r[3]:.1e}"] for r in rows],
-                        title=f"{variant.name} {layer} fused (resize/ReLU/pool as in the network), batch {batch} "
-                              f"on {rt.name}, median of {reps}")
+    return _timed_table(rt, variant, combos, lambda v: make_conv(rt, v, w, in_shape, layer, **fused), x,
+                        np.uint8 if layer == "conv1" else None, "out_dtype", want, flops, reps,
+                        f"{variant.name} {layer} fused (resize/ReLU/pool as in the network), batch {batch} "
+                        f"on {rt.name}, median of {reps}")
 
 
 def main(argv=None) -> int:
