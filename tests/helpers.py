@@ -13,6 +13,34 @@ def rel_err(got, ref) -> float:
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
+def tolerance(variant) -> float:
+    """The bound a variant's output is held to against float64: 1e-5 for fp32, else the catalogue's."""
+    return variant.tolerance if variant.precision != "fp32" else 1e-5
+
+
+def fused_upscale_conv_check(rt, variant, n, src, dst, M, K, pool, rng, tag):
+    """conv1 staging its tile straight from n random uint8 src-sized images (resized to dst inside the
+    kernel) against skimage's resize + conv + ReLU + pool in float64, on a poisoned output; pixels 0 and
+    255 included. Returns rel_err(got, want)."""
+    from skimage.transform import resize
+    from convnet import reference as ref
+    from convnet.gpu.conv import make_conv
+    imgs = rng.integers(0, 256, (n, *src), dtype=np.uint8)
+    imgs[0, 0] = 0
+    imgs[-1, -1] = 255
+    w = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
+    conv = make_conv(rt, variant, w, (1, *dst), name="conv1", pool=pool, upscale_from=src)
+    xg = rt.pool.get(f"{tag}.u8", imgs.shape, np.uint8)
+    yg = rt.pool.get(f"{tag}.y", conv.out_shape(n), conv.out_dtype)
+    xg.set(imgs)
+    yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
+    conv(xg, yg, n)
+    rt.synchronize(f"{tag}: conv with fused upscale")
+    up = np.stack([resize(i / 255.0, dst, order=1, mode="reflect", anti_aliasing=False) for i in imgs])[:, None]
+    want = ref.maxpool2d(ref.relu(ref.conv2d(up, w.astype(np.float64), dtype=np.float64)), pool)
+    return rel_err(yg.get(), want)
+
+
 def direct_conv2d(x, w):
     """A plainly written valid convolution (loops over the kernel window), float64."""
     B, C, H, W = x.shape

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from convnet import catalogue, reference as ref
-from helpers import rel_err
+from helpers import fused_upscale_conv_check, rel_err, tolerance
 from shapes_matrix import FAST, MATRIX
 
 pytestmark = pytest.mark.gpu
@@ -15,10 +15,6 @@ pytestmark = pytest.mark.gpu
 def rt():
     from convnet.gpu.runtime import Runtime
     return Runtime.get()
-
-
-def tolerance(v):
-    return v.tolerance if v.precision != "fp32" else 1e-5
 
 
 def run_conv(rt, v, x, w, pool):
@@ -130,23 +126,5 @@ def dict_variant(v):
 def test_pixel_row_conv_with_fused_upscale_matches_skimage(rt, src, dst, M, K, rng):
     """tc_conv1's conv1: uint8 images resized while staged (fp16 in shared memory), conv, ReLU, 2x2 pool,
     against skimage's resize + conv + ReLU + pool in float64; poisoned output; pixels 0 and 255 included."""
-    from skimage.transform import resize
-    from convnet.gpu.conv import make_conv
-    n = 37
-    imgs = rng.integers(0, 256, (n, *src), dtype=np.uint8)
-    imgs[0, 0] = 0
-    imgs[-1, -1] = 255
-    w = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
     v = catalogue.get("tc_conv1")
-    conv = make_conv(rt, v, w, (1, *dst), name="conv1", pool=2, upscale_from=src)
-    xg = rt.pool.get("shape.u8", imgs.shape, np.uint8)
-    yg = rt.pool.get("shape.y", conv.out_shape(n), conv.out_dtype)
-    xg.set(imgs)
-    yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
-    conv(xg, yg, n)
-    rt.synchronize("pixel-row conv with fused upscale")
-    up = np.stack([resize(i / 255.0, dst, order=1, mode="reflect", anti_aliasing=False) for i in imgs])[:, None]
-    want = ref.maxpool2d(ref.relu(ref.conv2d(up, w.astype(np.float64), dtype=np.float64)), 2)
-    got = yg.get()
-    assert np.isfinite(got).all()
-    assert rel_err(got, want) <= tolerance(v)
+    assert fused_upscale_conv_check(rt, v, 37, src, dst, M, K, 2, rng, "shape") <= tolerance(v)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from convnet import catalogue, network, reference as ref
-from helpers import rel_err
+from helpers import fused_upscale_conv_check, rel_err, tolerance
 
 pytestmark = pytest.mark.gpu
 
@@ -37,10 +37,6 @@ def rt():
 def poison(buf):
     """NaN in every element (through the host: GPUArray.fill has no float16)."""
     buf.set(np.full(buf.shape, np.nan, buf.dtype))
-
-
-def tolerance(variant):
-    return variant.tolerance if variant.precision != "fp32" else 1e-5
 
 
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
@@ -253,23 +249,8 @@ UPSCALE_CASES = {  # images, source H x W, destination H x W, M, K, pool
 def test_conv_with_fused_upscale_matches_reference(rt, name, case, rng):
     """conv1 staging its tile straight from uint8 images (FUSE_UPSCALE) against skimage's resize + conv +
     ReLU + pool in float64; poisoned output; edge pixels 0 and 255 included."""
-    from skimage.transform import resize
-    from convnet.gpu.conv import make_conv
-    n, src, dst, M, K, pool = case
-    imgs = rng.integers(0, 256, (n, *src), dtype=np.uint8)
-    imgs[0, 0] = 0
-    imgs[-1, -1] = 255
-    w = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
-    conv = make_conv(rt, catalogue.get(name), w, (1, *dst), name="conv1", pool=pool, upscale_from=src)
-    xg = rt.pool.get("test.u8", imgs.shape, np.uint8)
-    yg = rt.pool.get("test.y", conv.out_shape(n), conv.out_dtype)
-    xg.set(imgs)
-    yg.set(np.full(yg.shape, np.nan, conv.out_dtype))
-    conv(xg, yg, n)
-    rt.synchronize("test conv with fused upscale")
-    up = np.stack([resize(i / 255.0, dst, order=1, mode="reflect", anti_aliasing=False) for i in imgs])[:, None]
-    want = ref.maxpool2d(ref.relu(ref.conv2d(up, w.astype(np.float64), dtype=np.float64)), pool)
-    assert rel_err(yg.get(), want) <= tolerance(catalogue.get(name))
+    v = catalogue.get(name)
+    assert fused_upscale_conv_check(rt, v, *case, rng, "test") <= tolerance(v)
 
 
 def test_fused_upscale_needs_one_channel(rt):
