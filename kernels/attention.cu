@@ -24,6 +24,9 @@
 //                     single-buffered K/V, 3 blocks per SM (TF32: 0.185-0.195 vs 0.207-0.218 ms).
 //   flash_attention_bf16  bf16 q, k, v, y (the bf16 variants, issue 15): FA2 on mma.sync m16n8k16, P kept in
 //                     registers, fp32 softmax and accumulators; described at the kernel.
+//   decode_attention_bf16  Tq = 1 over the bf16 KV cache (the bf16 variants' decode steps): decode_attention's plan
+//                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
+//                     previous kernel (programmatic dependent launch) before reading anything.
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
 //                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
@@ -871,3 +874,108 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
                 *(unsigned*)&yr[8 * n] = pack_bf16x2(o[i][n][2 * r] * inv, o[i][n][2 * r + 1] * inv);
         }
 }
+
+// ---- decode_attention_bf16: one query per sequence over the bf16 KV cache (the bf16 variants' decode steps) --------
+// flash_attention_bf16's block holds 16 * FB_MT * FB_WARPS queries: at Tq = 1 one warp computes and the others
+// only copy and wait at its barriers. Here one block of DB_THREADS per (b, head), decode_attention's plan on bf16
+// rows: a key's row (HEAD_DIM bf16) is spread over DB_LPK = HEAD_DIM / 8 lanes, 16 bytes each, so a warp reads
+// 32 / DB_LPK rows at once; q . k by xor shuffles inside the lane group, an online softmax per group over keys
+// grp, grp + groups, ... (DB_KU keys' K and V rows loaded before any of their math), p and the output accumulators
+// in fp32 (p is not rounded to bf16 as the flash kernel's P V operand is), the groups' states merged in shared
+// memory and y rounded to bf16 once. Q is pre-scaled by log2(e)/sqrt(d). HEAD_DIM / 8 a power of two (16..256).
+// PDL=1: griddepcontrol.wait before any read (q, the cache row the QKV GEMV just wrote, pos), then the trigger
+// that lets the next kernel (the projection's GEMV) start loading its weights.
+#ifndef PDL
+#define PDL 0
+#endif
+#if PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define AT_PDL_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
+#define AT_PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#else
+#define AT_PDL_WAIT() do { } while (0)
+#define AT_PDL_TRIGGER() do { } while (0)
+#endif
+#define DB_THREADS 128
+#define DB_LPK (HEAD_DIM / 8)            // lanes per key row
+#define DB_GROUPS (DB_THREADS / DB_LPK)  // keys in flight per block
+#ifndef DB_KU
+#define DB_KU 4                          // keys per group whose rows are loaded together
+#endif
+// Built where HEAD_DIM / 8 is a power of two from 2 to 32 (the launcher takes the flash kernel at other head sizes).
+#if HEAD_DIM % 8 == 0 && (DB_LPK & (DB_LPK - 1)) == 0 && DB_LPK >= 2 && DB_LPK <= 32
+
+__device__ __forceinline__ void db_unpack8(const uint4& u, float (&f)[8]) {
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(DB_THREADS)
+decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
+                      const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q, int cap_kv,
+                      int window, float scale_log2, const int* RESTRICT pos_dev) {
+    AT_PDL_WAIT();
+    AT_PDL_TRIGGER();
+    if (pos_dev) Tk = *pos_dev + 1;
+    constexpr int D = HEAD_DIM;
+    __shared__ float ms[DB_GROUPS], ls[DB_GROUPS];
+    __shared__ __align__(16) float os[DB_GROUPS][D];
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x, grp = tid / DB_LPK, sub = tid % DB_LPK;
+    const __nv_bfloat16* kh = k + (long long)bh * cap_kv * D + sub * 8;
+    const __nv_bfloat16* vh = v + (long long)bh * cap_kv * D + sub * 8;
+    float qf[8];
+    db_unpack8(*(const uint4*)(q + (long long)bh * cap_q * D + sub * 8), qf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) qf[e] *= scale_log2;
+    const int query = Tk - 1, lo = window > 0 ? max(0, query - window + 1) : 0;
+    float m = -INFINITY, l = 0.f, o[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int k0 = lo + grp; k0 <= query; k0 += DB_GROUPS * DB_KU) {
+        uint4 ku[DB_KU], vu[DB_KU];
+#pragma unroll
+        for (int u = 0; u < DB_KU; ++u) {
+            const int key = k0 + u * DB_GROUPS;
+            const bool ok = key <= query;
+            ku[u] = ok ? *(const uint4*)(kh + (long long)key * D) : make_uint4(0u, 0u, 0u, 0u);
+            vu[u] = ok ? *(const uint4*)(vh + (long long)key * D) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < DB_KU; ++u) {
+            float kf[8];
+            db_unpack8(ku[u], kf);
+            float s = 0.f;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s = fmaf(qf[e], kf[e], s);
+#pragma unroll
+            for (int off = DB_LPK / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+            if (k0 + u * DB_GROUPS <= query) {               // the same for the group's lanes
+                const float m_new = fmaxf(m, s), alpha = exp2f(m - m_new), p = exp2f(s - m_new);
+                l = l * alpha + p;
+                m = m_new;
+                float vf[8];
+                db_unpack8(vu[u], vf);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) o[e] = fmaf(p, vf[e], o[e] * alpha);
+            }
+        }
+    }
+    if (sub == 0) ms[grp] = m;
+    __syncthreads();
+    float mx = ms[0];
+#pragma unroll
+    for (int g2 = 1; g2 < DB_GROUPS; ++g2) mx = fmaxf(mx, ms[g2]);
+    const float sc = m == -INFINITY ? 0.f : exp2f(m - mx);         // a group that saw no key adds nothing
+    if (sub == 0) ls[grp] = l * sc;
+    *(float4*)&os[grp][sub * 8] = make_float4(o[0] * sc, o[1] * sc, o[2] * sc, o[3] * sc);
+    *(float4*)&os[grp][sub * 8 + 4] = make_float4(o[4] * sc, o[5] * sc, o[6] * sc, o[7] * sc);
+    __syncthreads();
+    for (int d = tid; d < D; d += DB_THREADS) {
+        float num = 0.f, den = 0.f;
+#pragma unroll 8
+        for (int g2 = 0; g2 < DB_GROUPS; ++g2) { num += os[g2][d]; den += ls[g2]; }
+        y[(long long)b * H * D + h * D + d] = __float2bfloat16_rn(num / den);
+    }
+}
+#endif  // decode_attention_bf16's head sizes

@@ -51,7 +51,9 @@
 //                      cuBLAS bf16 (the wider tiles are slower still: see the section).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
-//   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load.
+//   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
+//                      LayerNorm of the fp32 residual stream as a prologue (no LayerNorm launch in a decode step);
+//                      PDL=1: programmatic dependent launch (weights loaded before griddepcontrol.wait).
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -61,7 +63,8 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM (v8), BF9_STAGES BF9_BK (v9), BFS_CG (v10): see each version's section.
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10): see each
+// version's section.
 #include "common.cuh"
 
 #ifndef TILE
@@ -1520,11 +1523,40 @@ gemm_bf16_mma(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt,
 // 256 / BFS_CG threads split K, each reading 16 bytes (8 k) of the group's 4 W^T rows and of every A row per
 // step. The partial sums meet by warp shuffles (v6's warp_partials), then across the group's warps in shared
 // memory, and go through the bf16 epilogue in the same kernel. Columns past N read row N - 1 and are not stored.
+// gemm_skinny_bf16_ln (_ln1: M = 1) take A as the fp32 residual stream and apply the LayerNorm before it
+// (decoding's ln_1, ln_2, ln_f): warp m normalises row m into shared memory exactly as transformer.cu's
+// layernorm_warp_bf16 does (same sums in the same order, rounded to bf16 once), so the product sees the bf16 values
+// the unfused path would, and the step loses its 2 L + 1 LayerNorm launches (K <= 128 * BFS_LN_VEC).
+// PDL=1 (programmatic dependent launch, sm_90): the weights depend on no earlier kernel, so each thread loads its
+// first BFS_PRE row segments, and one thread per W^T row sends the rest of the row to L2 (a bulk prefetch),
+// before griddepcontrol.wait; everything the previous kernels wrote (A, the residual, pos) is read after it. The
+// launcher (tma.PdlKernel) lets a kernel start while the one before it finishes (its launch_dependents trigger),
+// so the launch latency and the weights' DRAM latency hide under the previous kernel. Without PDL the wait and
+// the trigger are no-ops.
 #ifndef BFS_CG
 #define BFS_CG 2                   // column groups per block (1, 2, 4 or 8)
 #endif
+#ifndef BFS_PRE
+#define BFS_PRE 1                  // k steps of W loaded into registers before the wait (0..3)
+#endif
+#ifndef BFS_LN_VEC
+#define BFS_LN_VEC 8               // float4 per lane in the LayerNorm prologue: K up to 1024
+#endif
+#ifndef PDL
+#define PDL 0
+#endif
 #define BFS_GT (256 / BFS_CG)      // threads per column group
 static_assert(BFS_GT % 32 == 0, "BFS_CG: 1, 2, 4 or 8 (a column group is whole warps)");
+static_assert(BFS_PRE >= 0 && BFS_PRE <= 3, "BFS_PRE: 0..3");
+#if PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define BF_PDL_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
+#define BF_PDL_TRIGGER() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#define BF_PDL_L2(p, bytes) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" :: "l"(p), "r"(bytes) : "memory")
+#else
+#define BF_PDL_WAIT() do { } while (0)
+#define BF_PDL_TRIGGER() do { } while (0)
+#define BF_PDL_L2(p, bytes) do { } while (0)
+#endif
 
 // 8 bf16 (16 bytes) -> 8 floats: a bf16 is the top half of an fp32
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float (&f)[8]) {
@@ -1536,37 +1568,115 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float (&f)[8]) {
     }
 }
 
-template <int MR>
-__device__ __forceinline__ void skinny_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M,
-                                            int N, int K, int lda, int ldb, BF_EPI_PARAMS) {
+// LayerNorm of X's M rows (fp32, row stride lda, K % 4 == 0) into a_sh (M rows of K bf16): warp m takes row m with
+// layernorm_warp_bf16's arithmetic (lane-strided float4, xor-shuffle sums, the variance about the mean from registers).
+__device__ __forceinline__ void bfs_layernorm(const float* RESTRICT X, int M, int K, int lda, const float* RESTRICT gw,
+                                              const float* RESTRICT gb, float eps, __nv_bfloat16* a_sh) {
+    const int row = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= M) return;
+    const float4* xr = (const float4*)(X + (long long)row * lda);
+    const int K4 = K / 4;
+    float4 v[BFS_LN_VEC];
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < BFS_LN_VEC; ++i) {
+        const int c = lane + 32 * i;
+        v[i] = c < K4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+        sum += v[i].x + v[i].y + v[i].z + v[i].w;
+    }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float mean = sum / K;
+    float sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < BFS_LN_VEC; ++i) {
+        if (lane + 32 * i < K4) {
+            const float a = v[i].x - mean, bb = v[i].y - mean, c = v[i].z - mean, d = v[i].w - mean;
+            sq += a * a + bb * bb + c * c + d * d;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+    const float rstd = rsqrtf(sq / K + eps);
+#pragma unroll
+    for (int i = 0; i < BFS_LN_VEC; ++i) {
+        const int c = lane + 32 * i;
+        if (c < K4) {
+            const int k = 4 * c;
+            const float4 o = make_float4((v[i].x - mean) * rstd * gw[k] + gb[k],
+                                         (v[i].y - mean) * rstd * gw[k + 1] + gb[k + 1],
+                                         (v[i].z - mean) * rstd * gw[k + 2] + gb[k + 2],
+                                         (v[i].w - mean) * rstd * gw[k + 3] + gb[k + 3]);
+            const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y), hi = __floats2bfloat162_rn(o.z, o.w);
+            uint2 u;
+            u.x = *reinterpret_cast<const unsigned*>(&lo);
+            u.y = *reinterpret_cast<const unsigned*>(&hi);
+            *(uint2*)(a_sh + (long long)row * K + k) = u;
+        }
+    }
+}
+
+template <int MR, bool LN>
+__device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv_bfloat16* RESTRICT Bt, int M, int N,
+                                            int K, int lda, int ldb, const float* RESTRICT ln_w,
+                                            const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS) {
     constexpr int WPG = BFS_GT / 32;                          // warps per column group
+    constexpr int STEP = BFS_GT * 8;                          // k per step of a group
     __shared__ float4 red[8][MR];
+    __shared__ __align__(16) __nv_bfloat16 a_sh[LN ? MR * 128 * BFS_LN_VEC : 8];
     const int warp = threadIdx.x / 32, gt = threadIdx.x % BFS_GT;
     const int n0 = (blockIdx.x * BFS_CG + threadIdx.x / BFS_GT) * 4;
+    const bool live = n0 < N;
+    const __nv_bfloat16* w[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) w[c] = Bt + (long long)min(n0 + c, N - 1) * ldb;
+    uint4 wpre[BFS_PRE > 0 ? BFS_PRE : 1][4];                 // weights first: they need no earlier kernel
+#pragma unroll
+    for (int p = 0; p < BFS_PRE; ++p) {
+        const int k = gt * 8 + p * STEP;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) wpre[p][c] = live && k < K ? *(const uint4*)(w[c] + k) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    if (live && gt < 4 && K > BFS_PRE * STEP)                 // the rest of this group's W^T rows into L2
+        BF_PDL_L2(Bt + (long long)min(n0 + gt, N - 1) * ldb + BFS_PRE * STEP, (unsigned)(K - BFS_PRE * STEP) * 2u);
+    BF_PDL_WAIT();                                            // the previous kernels' outputs are visible now
+    BF_PDL_TRIGGER();
+    const __nv_bfloat16* A = (const __nv_bfloat16*)Ain;
+    int a_ld = lda;
+    if constexpr (LN) {
+        bfs_layernorm((const float*)Ain, M, K, lda, ln_w, ln_b, ln_eps, a_sh);
+        __syncthreads();
+        A = a_sh;
+        a_ld = K;
+    }
     float4 acc[MR];
 #pragma unroll
     for (int m = 0; m < MR; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (n0 < N) {
-        const __nv_bfloat16* w[4];
+    auto step = [&](int k, const uint4 (&wu)[4]) {
+        float wf[4][8];
 #pragma unroll
-        for (int c = 0; c < 4; ++c) w[c] = Bt + (long long)min(n0 + c, N - 1) * ldb;
-#pragma unroll 2
-        for (int k = gt * 8; k < K; k += BFS_GT * 8) {
-            float wf[4][8];
+        for (int c = 0; c < 4; ++c) bf16x8_to_f32(wu[c], wf[c]);
 #pragma unroll
-            for (int c = 0; c < 4; ++c) bf16x8_to_f32(*(const uint4*)(w[c] + k), wf[c]);
+        for (int m = 0; m < MR; ++m) {
+            if (m < M) {
+                float af[8];
+                bf16x8_to_f32(*(const uint4*)(A + (long long)m * a_ld + k), af);
 #pragma unroll
-            for (int m = 0; m < MR; ++m) {
-                if (m < M) {
-                    float af[8];
-                    bf16x8_to_f32(*(const uint4*)(A + (long long)m * lda + k), af);
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) {
-                        acc[m].x += af[e] * wf[0][e]; acc[m].y += af[e] * wf[1][e];
-                        acc[m].z += af[e] * wf[2][e]; acc[m].w += af[e] * wf[3][e];
-                    }
+                for (int e = 0; e < 8; ++e) {
+                    acc[m].x += af[e] * wf[0][e]; acc[m].y += af[e] * wf[1][e];
+                    acc[m].z += af[e] * wf[2][e]; acc[m].w += af[e] * wf[3][e];
                 }
             }
+        }
+    };
+    if (live) {
+#pragma unroll
+        for (int p = 0; p < BFS_PRE; ++p)
+            if (gt * 8 + p * STEP < K) step(gt * 8 + p * STEP, wpre[p]);
+#pragma unroll 2
+        for (int k = gt * 8 + BFS_PRE * STEP; k < K; k += STEP) {
+            uint4 wu[4];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) wu[c] = *(const uint4*)(w[c] + k);
+            step(k, wu);
         }
     }
     warp_partials<MR, 1>(acc, M, &red[warp][0]);
@@ -1588,13 +1698,27 @@ __device__ __forceinline__ void skinny_bf16(const __nv_bfloat16* RESTRICT A, con
 extern "C" __global__ void __launch_bounds__(256)
 gemm_skinny_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
                  int ldb, BF_EPI_PARAMS) {
-    skinny_bf16<8>(A, Bt, M, N, K, lda, ldb, BF_EPI_ARGS);
+    skinny_bf16<8, false>(A, Bt, M, N, K, lda, ldb, nullptr, nullptr, 0.f, BF_EPI_ARGS);
 }
 
 // One row (B = 1 decoding): fewer registers, four blocks per SM.
 extern "C" __global__ void __launch_bounds__(256, 4)
 gemm_skinny_bf16_1(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
                    int ldb, BF_EPI_PARAMS) {
-    skinny_bf16<1>(A, Bt, M, N, K, lda, ldb, BF_EPI_ARGS);
+    skinny_bf16<1, false>(A, Bt, M, N, K, lda, ldb, nullptr, nullptr, 0.f, BF_EPI_ARGS);
+}
+
+// With the LayerNorm prologue: X fp32 (M x K, row stride lda, 16-byte rows), gamma ln_w and beta ln_b (K fp32).
+extern "C" __global__ void __launch_bounds__(256)
+gemm_skinny_bf16_ln(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
+                    const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS) {
+    skinny_bf16<8, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS);
+}
+
+// 3 blocks per SM (85 registers: the LayerNorm row in registers, no spills); 396 slots still cover mlp_fc's 384 blocks.
+extern "C" __global__ void __launch_bounds__(256, 3)
+gemm_skinny_bf16_ln1(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
+                     const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS) {
+    skinny_bf16<1, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS);
 }
 #endif  // defined(BF_OUT): v8, v9, v10

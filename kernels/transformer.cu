@@ -12,6 +12,9 @@
 //   embed_bf16, layernorm_warp_bf16   the bf16 variants (issue 15): the residual stream stays fp32 (embed_bf16
 //                      reads the bf16 wte the LM head shares and the fp32 wpe), LayerNorm statistics in fp32,
 //                      its output (the next GEMM's A operand) rounded to bf16
+//   PDL=1              embed_bf16, argmax_rows and decode_advance wait for the previous kernel (griddepcontrol)
+//                      before reading anything and let the next one launch: the bf16 decode step's programmatic
+//                      dependent launches (tma.PdlKernel; no-ops when launched plainly)
 //   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
 //                      enqueues behind it run back to back and events between them time the GPU, not
 //                      the Python launch loop
@@ -23,6 +26,14 @@
 #endif
 #ifndef MAX_LN_C
 #define MAX_LN_C 4096                 // 2 * 4096 floats = 32 KB of constant memory
+#endif
+#ifndef PDL
+#define PDL 0
+#endif
+#if PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TR_PDL() asm volatile("griddepcontrol.wait;\n" ::: "memory"); asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#else
+#define TR_PDL() do { } while (0)
 #endif
 #if LN_CONST
 __constant__ float c_ln[2 * MAX_LN_C];    // gamma[0..C), beta[C..2C)
@@ -127,6 +138,7 @@ extern "C" __global__ void layernorm_warp_bf16(const float* RESTRICT x, const fl
 extern "C" __global__ void embed_bf16(const int* RESTRICT idx, const __nv_bfloat16* RESTRICT wte,
                                       const float* RESTRICT wpe, float* RESTRICT x, int rows, int T, int C, int pos,
                                       const int* RESTRICT pos_dev) {
+    TR_PDL();
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (long long)rows * C) return;
     if (pos_dev) pos = *pos_dev;
@@ -146,6 +158,7 @@ extern "C" __global__ void add_inplace(float* RESTRICT x, const float* RESTRICT 
 
 // out[row] = argmax over the first V of logits[row, 0..ld); ties go to the smallest index (as numpy).
 extern "C" __global__ void argmax_rows(const float* RESTRICT logits, int* RESTRICT out, int V, long long ld) {
+    TR_PDL();
     const float* p = logits + blockIdx.x * ld;
     float best = -INFINITY;
     int arg = 0x7fffffff;
@@ -174,6 +187,7 @@ extern "C" __global__ void argmax_rows(const float* RESTRICT logits, int* RESTRI
 }
 
 extern "C" __global__ void decode_advance(const int* RESTRICT next, int* RESTRICT idx, int* RESTRICT pos, int Bn) {
+    TR_PDL();
     const int b = threadIdx.x;
     if (b < Bn) idx[b] = next[b];
     if (b == 0) *pos += 1;

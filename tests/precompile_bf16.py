@@ -1,5 +1,5 @@
-"""Compiles, in parallel, the kernel builds tests/test_gpu_bf16.py, tests/sanitize_bf16.py, bench-attention and
-`run_milestone.py --model gpt2 --compare fast fast_bf16 fast_bf16_mma` ask for (issue 15), so a fresh GPU
+"""Compiles, in parallel, the kernel builds tests/test_gpu_bf16.py, tests/test_gpu_gemm_bf16.py, tests/sanitize_bf16.py,
+bench-attention and `run_milestone.py --model gpt2 --compare fast fast_bf16 fast_bf16_mma` ask for (issue 15), so a fresh GPU
 machine spends its minutes testing:
 
     python tests/precompile_bf16.py [workers]"""
@@ -11,7 +11,7 @@ from convnet.bench.dryrun import RecordingRuntime, precompile
 from convnet.gpt2.flash import FlashAttention, FlashAttentionBF16
 from convnet.gpt2.gpu import GPT2GPU
 from convnet.gpt2.model import GPT2Config, random_params
-from convnet.gpu.gemm import Gemm
+from convnet.gpu.gemm import Gemm, Linear
 
 # test_gpu_bf16's small model, the tiny fixture, the sanitizer's model, the 124M shape (vocabulary cut: the
 # builds do not depend on it)
@@ -37,6 +37,22 @@ def collect(arch: str) -> set:
         FlashAttention(rt, 64, {}, "bench", **cfg)
     for cfg in FLASH_BF16_BENCH.values():
         FlashAttentionBF16(rt, 64, {}, "bench", **cfg)
+    # test_gpu_bf16's decode-step comparisons (PDL off, the LayerNorm kernel, the flash kernel at Tq = 1)
+    from convnet.bench.layer import with_setting
+    for setting in ({"PDL": 0}, {"ln_fuse": False}, {"decode_attention": "flash"}):
+        GPT2GPU(random_params(CONFIGS[0]), CONFIGS[0], with_setting(catalogue.get("fast_bf16", "gpt2"), setting), rt)
+    for D in (16, 32, 64, 128):                          # decode_attention_bf16, plain and PDL
+        for pdl in (0, 1):
+            rt.kernel("attention.cu", "decode_attention_bf16", {"HEAD_DIM": D, "PDL": pdl}, "test")
+    # test_gpu_gemm_bf16: the defaults, the tunables, BF_EPI_CALLS, the per-shape choice and the LayerNorm kernel
+    from test_gpu_gemm_bf16 import TUNED
+    builds = [(v, {}) for v in ("bf16_mma", "bf16") + (("bf16_wgmma",) if sm >= 90 else ())] + list(TUNED) + \
+        [("bf16_wgmma", {"BF_EPI_CALLS": 1, "BF_BN": 256}), ("bf16_mma", {"BF_EPI_CALLS": 1})]
+    for version, defines in builds:
+        if sm >= 90 or version == "bf16_mma":
+            Linear(rt, version, defines, "test")
+    for K in (8, 768, 776, 1024):
+        rt.kernel("transformer.cu", "layernorm_warp_bf16", {"LN_VEC": -(-K // 128), "LN_CONST": 0}, "test")
     Gemm(rt, "regtile", {}, "bench")                     # bench-attention's naive path
     rt.kernel("attention.cu", "softmax_rows_warp", {}, "bench")
     return rt.builds

@@ -1,7 +1,8 @@
 """Run under compute-sanitizer (memcheck, racecheck) on the GPU machine: the bf16 path (issue 15) on a small
 model: flash_attention_bf16 on odd shapes (a prompt into a longer cache, one query, partial tiles), then
-fast_bf16 (fast_bf16_mma off Hopper) forward, prefill and decode steps: embed_bf16, layernorm_warp_bf16 and
-the bf16 GEMMs. An argument names the variant (default fast_bf16 on Hopper, else fast_bf16_mma)."""
+decode_attention_bf16 (plain and PDL launches), then fast_bf16 (fast_bf16_mma off Hopper) forward, prefill and
+decode steps (B = 1 and 2): embed_bf16, layernorm_warp_bf16, the bf16 GEMMs and v10's GEMVs with the LayerNorm
+prologue, programmatic dependent launches on Hopper. An argument names the variant (default fast_bf16 on Hopper, else fast_bf16_mma)."""
 import sys
 
 import numpy as np
@@ -25,6 +26,19 @@ for D, B, H, Tq, Tk, tile in ((64, 1, 2, 70, 70, {}), (64, 2, 1, 3, 130, {}), (1
     y = rt.pool.get("san.y", (B, Tq, H * D), BF16)
     FlashAttentionBF16(rt, D, {}, "sanitize", **tile)(q, k, v, y, B, H, Tq, Tk, Tq, cap)
 rt.synchronize("sanitize bf16 flash attention")
+import math                                                         # decode_attention_bf16 (Tq = 1), plain and PDL
+from convnet.gpu import tma
+from convnet.gpu.runtime import f32, i32, ptr
+for D, B, H, Tk, window, pdl in ((64, 2, 3, 150, 0, 1), (16, 1, 2, 5, 0, 0), (128, 1, 1, 70, 20, 1)):
+    cap = Tk + 2
+    q = rt.pool.upload("san.q", to_bf16(rng.standard_normal((B, H, 1, D))), BF16)
+    k = rt.pool.upload("san.k", to_bf16(rng.standard_normal((B, H, cap, D))), BF16)
+    v = rt.pool.upload("san.v", to_bf16(rng.standard_normal((B, H, cap, D))), BF16)
+    y = rt.pool.get("san.y", (B, 1, H * D), BF16)
+    tma.launcher(rt, "attention.cu", "decode_attention_bf16", {"HEAD_DIM": D, "PDL": pdl}, "sanitize")(
+        (B * H, 1, 1), (128, 1, 1), ptr(q), ptr(k), ptr(v), ptr(y), i32(H), i32(Tk), i32(1), i32(cap), i32(window),
+        f32(math.log2(math.e) / math.sqrt(D)), ptr(None))
+rt.synchronize("sanitize bf16 decode attention")
 
 config = ref.GPT2Config(n_layer=1, n_head=2, n_embd=64, vocab_size=300, n_ctx=48)
 name = sys.argv[1] if len(sys.argv) > 1 else "fast_bf16" if rt.arch == "sm_90a" else "fast_bf16_mma"
@@ -32,4 +46,5 @@ gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get(name, "gpt2"))
 idx = rng.integers(0, config.vocab_size, (2, 19))
 print(gpu.logits(idx).shape)
 print(gpu.generate(idx[:1, :5], 6, graph=False)[0])
+print(gpu.generate(idx[:, :3], 4, graph=False)[0])                  # B = 2: the 8-row GEMV builds with LayerNorm
 print("sanitize run done")

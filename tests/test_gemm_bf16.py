@@ -60,6 +60,11 @@ def test_builds_both_output_types(version, kernel):
     assert all(dict(d)["BF_BN"] == 192 for _, d in rt.builds)
     assert set(lin.bf_kernels) == {True, False} and all(k.name == kernel for k in lin.bf_kernels.values())
     assert lin.w_layout == "nk" and lin.w_dtype == BF16 and lin.ldb(768, 2304) == 768
+    # the LayerNorm prologue: v10's _ln builds (M <= 8, K a multiple of 8 up to 128 * BFS_LN_VEC), not the tiles
+    assert lin.fuses_layernorm(1, 768, 768) and lin.fuses_layernorm(8, 2304, 1024)
+    assert not lin.fuses_layernorm(9, 768, 768) and not lin.fuses_layernorm(1, 768, 1032)
+    assert not lin.fuses_layernorm(1, 768, 772)
+    lin.bf_gemv = False
     assert not lin.fuses_layernorm(1, 768, 768)
 
 
@@ -121,9 +126,14 @@ def test_other_refusals():
     A, W = rt.pool.get("a", (8, 8), BF16), rt.pool.get("w", (8, 8), BF16)
     with pytest.raises(GPUError, match="bf16 .uint16. or float32"):
         lin(A, W, rt.pool.get("c", (8, 8), np.float16), 8, 8, 8, 8, 8, 8)
-    with pytest.raises(GPUError, match="LayerNorm"):
-        lin(A, W, rt.pool.get("c", (8, 8), BF16), 8, 8, 8, 8, 8, 8, ln=(None, None, 1e-5))
+    with pytest.raises(GPUError, match="LayerNorm"):                 # the prologue is the GEMV's (M <= 8)
+        lin(rt.pool.get("x", (9, 8)), W, rt.pool.get("c", (9, 8), BF16), 9, 8, 8, 8, 8, 8, ln=(None, None, 1e-5))
+    with pytest.raises(GPUError, match="multiple of 4"):              # fp32 rows to normalise: 16-byte rows
+        lin(rt.pool.get("x", (2, 10)), W, rt.pool.get("c", (2, 8), BF16), 2, 8, 8, 10 - 4, 8, 8, ln=(None, None, 1e-5))
     assert rt.launches == []
+    lin(rt.pool.get("x", (1, 8)), W, rt.pool.get("c", (1, 8), BF16), 1, 8, 8, 8, 8, 8, ln=(None, None, 1e-5))
+    assert [k for k, *_ in rt.launches] == ["gemm_skinny_bf16_ln1"]
+    rt.launches.clear()
     with pytest.raises(GPUError, match="needs a Hopper GPU"):
         dry("bf16_wgmma", arch="sm_80")
     with pytest.raises(GPUError, match="8.0 or newer"):
@@ -164,5 +174,8 @@ def test_bf16_picks_the_faster_kernel_per_shape():
     lin8(rt8.pool.get("a", (64, 3072), BF16), rt8.pool.get("w", (768, 3072), BF16), rt8.pool.get("c", (64, 768)),
          64, 768, 3072, 3072, 3072, 768)
     assert [n for n, *_ in rt8.launches] == ["gemm_bf16_mma"]
-    with pytest.raises(GPUError, match="LayerNorm"):
-        lin(A, W, C, 1, 50304, 768, 768, 768, 50304, ln=(None, None, 1e-5))
+    with pytest.raises(GPUError, match="LayerNorm"):                 # tile rows: no LayerNorm prologue
+        lin(rt.pool.get("x", (64, 768)), W, C, 64, 50304, 768, 768, 768, 50304, ln=(None, None, 1e-5))
+    rt.launches.clear()                                               # decoding rows: v10's _ln build
+    lin(rt.pool.get("x", (3, 768)), W, C, 3, 50304, 768, 768, 768, 50304, ln=(None, None, 1e-5))
+    assert [n for n, *_ in rt.launches] == ["gemm_skinny_bf16_ln"]

@@ -101,7 +101,8 @@ def test_bf16_variant_stores_bf16_weights_once():
 def test_bf16_kernel_plan_on_the_dry_run():
     """What fast_bf16 launches (dry run, no GPU): a full forward takes the bf16 embedding, 2 L + 1 bf16 LayerNorms,
     the bf16 flash kernel per layer and v9 / v8 per kernel group as gemm_groups says; a device-side decode step
-    (B = 2) takes the same attention kernel at Tq = 1 and v10's GEMV for every linear layer, no fp32 kernel."""
+    (B = 2) takes decode_attention_bf16 and v10's GEMV for every linear layer, the LayerNorms inside the GEMVs of
+    qkv, mlp_fc and the LM head (no LayerNorm launch), no fp32 kernel."""
     from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpt2.gpu import GPT2GPU
     rt = RecordingRuntime()
@@ -117,8 +118,10 @@ def test_bf16_kernel_plan_on_the_dry_run():
     rt.launches.clear()
     gpu._device_step(2, 48)
     step = [k for k, *_ in rt.launches]
-    assert step.count("flash_attention_bf16") == L
-    assert step.count("gemm_skinny_bf16") == 4 * L + 1 and "gemm_bf16_wgmma" not in step
+    assert step.count("decode_attention_bf16") == L and "flash_attention_bf16" not in step
+    assert step.count("gemm_skinny_bf16_ln") == 2 * L + 1 and step.count("gemm_skinny_bf16") == 2 * L
+    assert not {"gemm_bf16_wgmma", "gemm_bf16_mma", "layernorm_warp_bf16", "decode_attention"} & set(step)
+    assert len(step) == 1 + 5 * L + 1 + 2                      # embed, 5 per layer, LM head, argmax, advance
 
 
 # ---- flash_attention_bf16 --------------------------------------------------------------------------------
@@ -173,6 +176,46 @@ BF16_TILES = {"2w2s3st": dict(warps=2, strips=2, stages=3), "8w1s": dict(warps=8
 @pytest.mark.parametrize("Tq,Tk,window", [(333, 333, 0), (3, 130, 0), (150, 150, 40)])
 def test_bf16_flash_attention_other_block_sizes(tile, Tq, Tk, window, rng):
     _bf16_attention_case(rng, B=2, H=2, Tq=Tq, Tk=Tk, D=64, window=window, **tile)
+
+
+# ---- decode_attention_bf16 (Tq = 1) --------------------------------------------------------------------------
+def _decode_attention_case(rng, B, H, Tk, D, window=0, on_device=False, pdl=False):
+    import math
+    from convnet.gpu import tma
+    from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16, to_bf16
+    from convnet.gpu.runtime import Runtime, f32, i32, ptr
+    rt = Runtime.get()
+    fn = tma.launcher(rt, "attention.cu", "decode_attention_bf16", {"HEAD_DIM": D, "PDL": int(pdl)}, "test")
+    cap = Tk + 3
+    q = to_bf16(rng.standard_normal((B, H, 1, D)))
+    k, v = (to_bf16(rng.standard_normal((B, H, cap, D))) for _ in range(2))
+    bufs = {n: rt.pool.upload(f"test.db.{n}", a, BF16) for n, a in (("q", q), ("k", k), ("v", v))}
+    y = rt.pool.get("test.db.y", (B, 1, H * D), BF16)
+    y.fill(np.uint16(BF16_NAN))
+    pos = rt.pool.upload("test.db.pos", np.array([Tk - 1], np.int32), np.int32) if on_device else None
+    fn((B * H, 1, 1), (128, 1, 1), ptr(bufs["q"]), ptr(bufs["k"]), ptr(bufs["v"]), ptr(y), i32(H),
+       i32(0 if on_device else Tk), i32(1), i32(cap), i32(window), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos))
+    rt.synchronize("test bf16 decode attention")
+    q64, k64, v64 = (from_bf16(a).astype(np.float64) for a in (q, k[:, :, :Tk], v[:, :, :Tk]))
+    want = ref.attention(q64, k64, v64, window=window or None).transpose(0, 2, 1, 3).reshape(B, 1, H * D)
+    got = from_bf16(y.get())
+    # fp32 p and accumulators: the bf16 inputs and one rounding of y (<= 2^-9 relative) only
+    assert rel_err(got, want) <= 4e-3
+    assert rel_max_err(got, want) <= 1.5e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [16, 32, 64, 128])
+@pytest.mark.parametrize("Tk", [1, 7, 300, 1025])
+def test_bf16_decode_attention_matches_float64(Tk, D, rng):
+    _decode_attention_case(rng, B=2, H=3, Tk=Tk, D=D)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("Tk,window,on_device,pdl", [(500, 100, False, False), (77, 0, True, False),
+                                                     (130, 0, True, True), (64, 64, False, True)])
+def test_bf16_decode_attention_windows_device_position_and_pdl(Tk, window, on_device, pdl, rng):
+    _decode_attention_case(rng, B=1, H=12, Tk=Tk, D=64, window=window, on_device=on_device, pdl=pdl)
 
 
 # ---- the model ------------------------------------------------------------------------------------------
@@ -303,3 +346,31 @@ def test_bf16_rejects_ragged_prompts_in_one_line():
     gpu.ragged = object()
     with pytest.raises(GPUError, match="different lengths"):
         gpu.enqueue(np.zeros((2, 3), np.int32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [1, 3])
+def test_bf16_decode_step_paths_agree(B, rng):
+    """The catalogue's decode step (programmatic dependent launches on Hopper, the LayerNorms inside the GEMVs,
+    decode_attention_bf16), replayed from a CUDA graph for 40 tokens: the same tokens with PDL=0 (the same kernels
+    launched plainly: no race hides in the early launches) and with the LayerNorm kernel (the same bf16 operands);
+    with the flash kernel at Tq = 1 (p rounded to bf16 there) every token is still a float64 near-maximum."""
+    from convnet.bench.layer import with_setting
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu.runtime import Runtime
+    name = "fast_bf16" if Runtime.get().arch == "sm_90a" else "fast_bf16_mma"
+    params = _small_params(SMALL, wte_scale=4.0)
+    prompt = rng.integers(0, SMALL.vocab_size, (B, 7))
+    out = {}
+    for label, setting in (("catalogue", {}), ("no_pdl", {"PDL": 0}), ("ln_kernel", {"ln_fuse": False}),
+                           ("flash", {"decode_attention": "flash"})):
+        gpu = GPT2GPU(params, SMALL, with_setting(catalogue.get(name, "gpt2"), setting))
+        out[label] = gpu.generate(prompt, 40)[0]
+    assert np.array_equal(out["catalogue"], out["no_pdl"])
+    assert np.array_equal(out["catalogue"], out["ln_kernel"])
+    for label in ("catalogue", "flash"):
+        seq = np.concatenate([prompt, out[label]], axis=1)
+        want = ref.forward(params, SMALL, seq[:, :-1], dtype=np.float64)[:, 6:]
+        scale = np.abs(want).max()
+        picked = np.take_along_axis(want, out[label][..., None], -1)[..., 0]
+        assert (want.max(-1) - picked <= BOUND * scale).all(), label

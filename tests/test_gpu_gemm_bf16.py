@@ -215,3 +215,49 @@ def test_epilogue_as_calls(version, out_bf16, rng):
     assert rel_err(result(Q, out_bf16)[:, :, :T], y[0]) <= tol
     assert rel_err(result(Kc, out_bf16)[:, :, pos:], y[1]) <= tol
     assert rel_err(result(Vc, out_bf16)[:, :, pos:], y[2]) <= tol
+
+
+def _layernorm64(x, g, b, eps):
+    x = x.astype(np.float64)
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * g + b
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("M,N,K,pad", [(1, 2304, 768, 0), (3, 770, 776, 4), (8, 72, 1024, 0), (1, 50304, 768, 0),
+                                       (5, 8, 8, 4), (2, 3072, 768, 8)])
+def test_gemv_layernorm_prologue(version, out_bf16, M, N, K, pad, rng):
+    """v10's _ln builds (decoding's ln_1, ln_2, ln_f inside the GEMV): C = GELU(LayerNorm(X) @ W + b) + resid with X
+    the fp32 rows (row stride K + pad). Against layernorm_warp_bf16 then the plain GEMV (the unfused path: the same
+    bf16 operand, so the same result to fp32 rounding) and against float64 of the bf16-rounded LayerNorm."""
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    from convnet.gpu.runtime import cdiv, f32, i32, ptr
+    rt, lin = linear(version)
+    eps = 1e-5
+    x = (rng.standard_normal((M, K)) * 2 + 0.5).astype(np.float32)
+    g = (1 + 0.2 * rng.standard_normal(K)).astype(np.float32)
+    be = (0.1 * rng.standard_normal(K)).astype(np.float32)
+    X = rt.pool.upload("test.bfXp", np.pad(x, ((0, 0), (0, pad))))
+    pair = rt.pool.upload("test.bfln", np.concatenate([g, be]))
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    W = rt.pool.upload("test.bfW", lin.layout(w), lin.w_dtype)
+    bias = rng.standard_normal(N).astype(np.float32)
+    r = rng.standard_normal((M, N)).astype(np.float32)
+    epi = Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU, resid=upload(rt, "test.bfR", r, out_bf16))
+    assert lin.fuses_layernorm(M, N, K)
+    C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+    lin(X, W, C, M, N, K, K + pad, lin.ldb(K, N), N, epi, ln=(pair, ptr(pair, K), eps))
+    ln = rt.kernel("transformer.cu", "layernorm_warp_bf16", {"LN_VEC": cdiv(K, 128), "LN_CONST": 0}, "test")
+    A = rt.pool.get("test.bfA", (M, K), BF16)
+    ln((cdiv(M, 8), 1, 1), (256, 1, 1), rt.pool.upload("test.bfX", x), pair, ptr(pair, K), A, i32(M), i32(K), f32(eps))
+    C2 = poisoned(rt, "test.bfC2", (M, N), out_bf16)
+    lin(A, W, C2, M, N, K, K, lin.ldb(K, N), N, epi)
+    rt.synchronize("bf16 GEMV with the LayerNorm prologue")
+    got = result(C, out_bf16)
+    same = rel_err(got, result(C2, out_bf16))
+    print(f"fused vs LayerNorm kernel + GEMV: rel err {same:.2e}")
+    assert same <= 1e-5
+    a = round_bf16(_layernorm64(x, g, be, eps).astype(np.float32)).astype(np.float64)
+    want = ref.gelu(a @ round_bf16(w) + bias) + (round_bf16(r) if out_bf16 else r)
+    assert rel_err(got, want) <= (BF16_TOL if out_bf16 else 1e-3)

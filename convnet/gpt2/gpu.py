@@ -18,6 +18,11 @@ kernel each step uses:
     dtype           "bf16" (issue 15): linear weights, the LM head and every GEMM input in bf16 (converted once
                     at load; gemm bf16_wgmma / bf16_mma), bf16 flash attention with bf16 Q and KV cache; the
                     residual stream, LayerNorm statistics, softmax, accumulators and logits stay fp32
+    ln_fuse         (default true) LayerNorm inside the GEMV where the GEMM allows it (decoding: v6's and v10's
+                    prologue); false runs the LayerNorm kernel
+    decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16) or "flash" (the flash kernel)
+    -D PDL=1        bf16 on Hopper: the decode step's kernels (embedding, v10 GEMVs, decode attention, argmax,
+                    advance) go out as programmatic dependent launches (tma.PdlKernel)
 
 Keys and values always go to a cache (n_layer, B, n_head, capacity, head_size), so the same forward
 serves a full sequence (capacity T), a prompt (prefill) and one new token per step (decode).
@@ -34,6 +39,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..errors import GPUError, UsageError
+from ..gpu import tma
 from ..gpu.gemm import ACT_GELU, Epilogue, Gemm, Linear
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 from . import flash
@@ -85,8 +91,14 @@ class GPT2GPU:
         if self.bf16 and (C % 8 or self.window):
             raise GPUError(f"the bf16 path needs n_embd a multiple of 8 (16-byte bf16 rows) and full attention; "
                            f"got n_embd {C}, window {self.window}")
+        self.decode_attn_bf16 = None
         if self.bf16:
             self.fa = flash.from_params(rt, self.D, d, variant)
+            # decode steps (Tq = 1): decode_attention_bf16 where HEAD_DIM / 8 is a power of two (param
+            # decode_attention = "flash" keeps the flash kernel); PDL=1 launches it programmatically (tma.launcher)
+            if p.get("decode_attention", "decode") == "decode" and self.D % 8 == 0 and (self.D // 8) in (2, 4, 8, 16, 32):
+                self.decode_attn_bf16 = tma.launcher(rt, "attention.cu", "decode_attention_bf16",
+                                                     {**d, "HEAD_DIM": self.D}, name)
         elif self.flash:
             self.fa = flash.from_params(rt, self.D, d, variant)
             self.decode_attn = rt.kernel("attention.cu", "decode_attention", {**d, "HEAD_DIM": self.D}, name)
@@ -108,11 +120,14 @@ class GPT2GPU:
         self.layernorm = rt.kernel("transformer.cu", ln_kernel, td, name)
         if self.ln_const:
             self.c_ln, _ = rt.module("transformer.cu", td).get_global("c_ln")
-        self.embed = rt.kernel("transformer.cu", "embed_bf16" if self.bf16 else "embed", d, name)
+        # the decode step's kernels: with PDL=1 (bf16 on Hopper) programmatic dependent launches (tma.launcher)
+        self.embed = tma.launcher(rt, "transformer.cu", "embed_bf16", d, name) if self.bf16 else \
+            rt.kernel("transformer.cu", "embed", d, name)
         self.gelu = rt.kernel("transformer.cu", "gelu_inplace", d, name)
         self.add = rt.kernel("transformer.cu", "add_inplace", d, name)
-        self.argmax = rt.kernel("transformer.cu", "argmax_rows", d, name)
-        self.advance = rt.kernel("transformer.cu", "decode_advance", d, name)
+        self.argmax = tma.launcher(rt, "transformer.cu", "argmax_rows", d, name)
+        self.advance = tma.launcher(rt, "transformer.cu", "decode_advance", d, name)
+        self.ln_fuse = bool(p.get("ln_fuse", True))      # LayerNorm inside the GEMV where the GEMM allows it
         self.spin = rt.kernel("transformer.cu", "spin", d, name)
         self._upload(params)
         self.stream = rt.stream()
@@ -261,7 +276,7 @@ class GPT2GPU:
         """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
         (over gemm_rows of them, default all) normalises it itself (decoding: the skinny GEMV's
         prologue), else (y, None) after running the LayerNorm."""
-        if not self.ln_const and self.linear.fuses_layernorm(gemm_rows or rows, n_out, self.C):
+        if self.ln_fuse and not self.ln_const and self.linear.fuses_layernorm(gemm_rows or rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon)
         self._layernorm(x, y, pair, rows)
         self._mark("layernorm")
@@ -294,6 +309,10 @@ class GPT2GPU:
 
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
+        if self.bf16 and Tq == 1 and self.decode_attn_bf16 is not None:
+            self.decode_attn_bf16((B * H, 1, 1), (128, 1, 1), ptr(buf["q"]), ptr(kc), ptr(vc), ptr(buf["y"]), i32(H),
+                                  i32(Tk), i32(Tq), i32(cap), i32(self.window), self.fa.scale_log2, ptr(pos_dev), stream=s)
+            return
         if self.bf16:                                  # one kernel for prompts and decode steps (Tq = 1)
             self.fa(buf["q"], kc, vc, buf["y"], B, H, Tq, Tk, Tq, cap, self.window, pos_dev, stream=s)
             return

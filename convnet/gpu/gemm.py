@@ -79,6 +79,7 @@ SPLIT_SLICE = 256          # shortest K slice worth a block
 SKINNY_M, SKINNY_COLS = 8, 8       # gemm_skinny: at most 8 rows; 8 columns per block of 256 threads
 SKN_CG = 2                         # gemm_skinny_nk (W^T rows): groups of 4 columns per block (-D SKN_CG)
 BFS_CG = 2                         # gemm_skinny_bf16 (bf16 W^T rows): groups of 4 columns per block (-D BFS_CG)
+BFS_LN_VEC = 8                     # gemm_skinny_bf16_ln: float4 per lane of the LayerNorm row, K <= 128 * BFS_LN_VEC
 V5_DEFAULTS = {"V5_BM": 128, "V5_BN": 128, "V5_WM": 64, "V5_WN": 32, "V5_BK": 32, "V5_STAGES": 3, "V5_SPLIT": 1}
 WG_DEFAULTS = {"WG_BN": 128, "WG_STAGES": 3, "WG_RASTER": 2}
 WG_BM, WG_BK = 128, 32
@@ -194,10 +195,14 @@ class Linear:
             self.smem = c["BF9_STAGES"] * 2 * BF9_TILE * (c["BF9_BK"] + 8) * 2
         for k in self.bf_kernels.values():
             k.allow_shared(self.smem)
-        # v10, decoding's GEMV (M <= 8; one-row build for M = 1), in the same modules
+        # v10, decoding's GEMV (M <= 8; one-row build for M = 1), in the same modules; the _ln builds take the fp32
+        # residual stream and apply the LayerNorm first. PDL=1 (Hopper): launched with programmatic dependent launch
         self.bf_gemv = True                      # False: the tile kernel for every M (tests check both)
-        self.bf_skinny = {out: tuple(rt.kernel("gemm.cu", name, {**d, "BF_OUT": int(out)}, self.variant)
-                                     for name in ("gemm_skinny_bf16", "gemm_skinny_bf16_1")) for out in (True, False)}
+        self.bf_skinny, self.bf_skinny_ln = (
+            {out: tuple(tma.launcher(rt, "gemm.cu", name, {**d, "BF_OUT": int(out)}, self.variant) for name in names)
+             for out in (True, False)}
+            for names in (("gemm_skinny_bf16", "gemm_skinny_bf16_1"), ("gemm_skinny_bf16_ln", "gemm_skinny_bf16_ln1")))
+        self.bf_ln_max_k = 128 * int(d.get("BFS_LN_VEC", BFS_LN_VEC))
         self.bf_skinny_cols = 4 * int(d.get("BFS_CG", BFS_CG))
         occupancy = getattr(self, "_pycuda_kernel", None) or self.bf_kernels[True]
         self.wave_slots = occupancy.blocks_per_sm(self.threads, self.smem) * rt.sm_count
@@ -248,7 +253,11 @@ class Linear:
         return self._tuned_linears[key]
 
     def fuses_layernorm(self, M: int, N: int, K: int) -> bool:
-        """Whether a call with these sizes can take ln= (LayerNorm of A inside the GEMM): the skinny path."""
+        """Whether a call with these sizes can take ln= (LayerNorm of A inside the GEMM): the skinny path (bf16
+        versions: v10's _ln builds, A then being the fp32 rows to normalise)."""
+        if self.version in BF16_VERSIONS:
+            lin = self.bf_mma if self.version == "bf16" else self
+            return lin.bf_gemv and M <= SKINNY_M and K % 8 == 0 and K <= lin.bf_ln_max_k
         return self.skinny is not None and M <= SKINNY_M and all(v % 4 == 0 for v in (K, N))
 
     def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None, ln=None,
@@ -256,10 +265,11 @@ class Linear:
         """ln = (gamma, beta, eps): multiply LayerNorm(A) instead of A (only where fuses_layernorm).
         out_bf16: bf16 versions only, for a C given as a raw pointer (else C's dtype decides)."""
         if self.version in BF16_VERSIONS:
-            if ln is not None:
-                raise GPUError(f"GEMM {self.version} has no LayerNorm prologue (ln=)")
+            if ln is not None and not self.fuses_layernorm(M, N, K):
+                raise GPUError(f"GEMM {self.version}: the LayerNorm prologue (ln=) needs the GEMV (M <= {SKINNY_M}) and "
+                               f"K a multiple of 8 up to {128 * BFS_LN_VEC}; got M={M} K={K}")
             lin = self._bf16_pick(M, N, K) if self.version == "bf16" else self
-            return lin._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
+            return lin._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16, ln)
         aligned = all(v % 4 == 0 for v in (K, N, lda, ldb, ldc))
         if ln is not None and not (self.fuses_layernorm(M, N, K) and aligned):
             raise GPUError(f"LayerNorm fused into the GEMM needs the skinny path (M <= {SKINNY_M}), got M={M}")
@@ -312,25 +322,32 @@ class Linear:
             return self.bf_mma
         return self.bf_wgmma
 
-    def _call_bf16(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16):
+    def _call_bf16(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16, ln=None):
         """C (M x N, row stride ldc) = epilogue(A @ W) with A bf16 (M x K, row stride lda), W bf16 W^T (N x K, row
         stride ldb, from `layout`), fp32 accumulation. C bf16 (uint16) or fp32 by its dtype (or out_bf16); bias
         fp32; resid, and Q/K/V of the head-major scatter, in C's type. K, lda, ldb multiples of 8. M <= 8 runs
-        the GEMV (v10) unless bf_gemv is off."""
+        the GEMV (v10) unless bf_gemv is off. ln = (gamma, beta, eps): A is fp32 (lda a multiple of 4) and the GEMV
+        multiplies LayerNorm(A) rounded to bf16 (fuses_layernorm says where)."""
         if out_bf16 is None:
             dt = np.dtype(getattr(C, "dtype", np.void))
             if dt not in (np.dtype(BF16), np.dtype(np.float32)):
                 raise GPUError(f"GEMM {self.version}: C must be a bf16 (uint16) or float32 buffer, got {dt}; "
                                "or pass out_bf16=")
             out_bf16 = dt == np.dtype(BF16)
-        if min(M, N, K) < 1 or K % 8 or lda % 8 or ldb % 8 or lda < K or ldb < K:
-            raise GPUError(f"GEMM {self.version} needs K, lda and ldb multiples of 8 (16-byte rows), lda, ldb >= K "
-                           f"and M, N >= 1; got M={M} N={N} K={K} lda={lda} ldb={ldb}")
+        if min(M, N, K) < 1 or K % 8 or lda % (4 if ln else 8) or ldb % 8 or lda < K or ldb < K:
+            raise GPUError(f"GEMM {self.version} needs K, lda and ldb multiples of 8 (16-byte rows; fp32 A with ln=: lda "
+                           f"a multiple of 4), lda, ldb >= K and M, N >= 1; got M={M} N={N} K={K} lda={lda} ldb={ldb}")
         if int(ptr(A)) % 16 or int(ptr(W)) % 16:
             raise GPUError(f"GEMM {self.version} needs 16-byte aligned A and W (offsets by multiples of 8 elements)")
         fn = self.bf_kernels[bool(out_bf16)]
         tiles = _cdiv(M, self.tile[0]) * _cdiv(N, self.tile[1])
-        if self.bf_gemv and M <= SKINNY_M:
+        if ln is not None:
+            gamma, beta, eps = ln
+            skinny, skinny1 = self.bf_skinny_ln[bool(out_bf16)]
+            (skinny1 if M == 1 else skinny)((_cdiv(N, self.bf_skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),
+                                            i32(N), i32(K), i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps),
+                                            *epi.args(C, ldc), stream=stream)
+        elif self.bf_gemv and M <= SKINNY_M:
             # decoding: a 128-row tile would be almost all padding and N / tile width blocks too few; read W once
             skinny, skinny1 = self.bf_skinny[bool(out_bf16)]
             (skinny1 if M == 1 else skinny)((_cdiv(N, self.bf_skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),

@@ -95,7 +95,71 @@ class DriverKernel:
                     f"cuLaunchKernel (grid {tuple(g)}, block {tuple(b)})")
 
 
+class _LaunchAttr(ctypes.Structure):          # CUlaunchAttribute: id, 4 bytes of padding, a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_ubyte * 4), ("value", ctypes.c_ubyte * 64)]
+
+
+class _LaunchConfig(ctypes.Structure):        # CUlaunchConfig
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttr)), ("numAttrs", ctypes.c_uint)]
+
+
+PROGRAMMATIC_STREAM_SERIALIZATION = 6          # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+
+class PdlKernel(DriverKernel):
+    """A kernel launched with programmatic dependent launch (PDL, sm_90): cuLaunchKernelEx with programmatic stream
+    serialization lets it start as soon as every block of the kernel before it in the stream has run
+    griddepcontrol.launch_dependents, instead of when that kernel has finished (a CUDA graph captured from the
+    stream keeps these programmatic edges). The kernel must run griddepcontrol.wait before it reads anything an
+    earlier kernel wrote or writes anything an earlier kernel reads (kernels built with -D PDL=1: gemm.cu v10,
+    decode_attention_bf16, transformer.cu's embed_bf16, argmax_rows and decode_advance)."""
+
+    _loaded: dict = {}                 # (cubin digest, name) -> (module, function): each build loaded once
+
+    def __init__(self, cubin: bytes, name: str, variant: str):
+        import hashlib
+        key = (hashlib.sha1(cubin).hexdigest(), name)
+        if key in PdlKernel._loaded:
+            self.lib, self.name, self.variant = _driver(), name, variant
+            (self.module, self.fn, self._cubin) = PdlKernel._loaded[key]
+        else:
+            super().__init__(cubin, name, variant)
+            PdlKernel._loaded[key] = (self.module, self.fn, self._cubin)
+        if not hasattr(self.lib, "cuLaunchKernelEx"):
+            raise GPUError("the driver has no cuLaunchKernelEx (programmatic dependent launch needs CUDA 12)")
+        self.lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p,
+                                              ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+        self._attr = _LaunchAttr()
+        self._attr.id = PROGRAMMATIC_STREAM_SERIALIZATION
+        ctypes.c_int.from_buffer(self._attr.value).value = 1      # programmaticStreamSerializationAllowed
+
+    def __call__(self, grid, block, *args, stream=None, shared: int = 0):
+        holders = [_c_arg(a) for a in args]
+        params = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.byref(h), ctypes.c_void_p) for h in holders])
+        g, b = [int(x) for x in grid], [int(x) for x in block]
+        cfg = _LaunchConfig(*g, *b, int(shared), ctypes.c_void_p(stream.handle if stream is not None else None),
+                            ctypes.pointer(self._attr), 1)
+        self._check(self.lib.cuLaunchKernelEx(ctypes.byref(cfg), self.fn, params, None),
+                    f"cuLaunchKernelEx with programmatic serialization (grid {tuple(g)}, block {tuple(b)})")
+
+
+def launcher(rt, kernel_file: str, name: str, defines: dict, variant: str):
+    """rt.kernel(...), or a PdlKernel of the same build where defines has PDL=1, rt is a real Runtime (not the dry
+    run's recorder) and the GPU is a Hopper (sm_90a); the cubin comes from the same disk cache."""
+    from . import build
+    from .runtime import Runtime
+    if not int(defines.get("PDL", 0)) or not isinstance(rt, Runtime) or rt.arch != "sm_90a":
+        return rt.kernel(kernel_file, name, defines, variant)
+    rt.kernel(kernel_file, name, defines, variant)          # the PyCUDA module too: it checks the name exists
+    return PdlKernel(build.compile_cubin(kernel_file, defines, rt.arch)[0], name, variant)
+
+
 def _c_arg(a):
+    if hasattr(a, "gpudata"):                  # a device array (PyCUDA GPUArray): its address
+        return ctypes.c_uint64(int(a.gpudata))
     if isinstance(a, (bytes, bytearray)):
         return (ctypes.c_ubyte * len(a)).from_buffer_copy(a)
     kind, size = np.asarray(a).dtype.kind, np.asarray(a).dtype.itemsize
