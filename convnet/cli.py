@@ -47,11 +47,23 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
                         "(upload, kernels, download overlapped; two chunks of device memory); "
                         "prints images/s and device memory")
     p.add_argument("--chunk", type=positive_int, default=None, help="--stream: images per chunk (default 10000)")
+    p.add_argument("--devices", type=device_list, metavar="all|0,1", default=None,
+                   help="--stream: split the stream across these GPUs (all, or numbers such as 0,1; one process per "
+                        "GPU, whole chunks each); prints images/s per GPU and in total and a digest of the predictions")
     p.add_argument("--roofline", action="store_true",
                    help="lenet86: per pipeline stage, time, bytes, FLOPs, GB/s, GFLOP/s and their share of the "
                         "device's measured copy and SGEMM ceilings")
     p.add_argument("--plot", metavar="PNG", default=None, help="--roofline: also draw it into this PNG file")
     return p
+
+
+def device_list(text: str):
+    """argparse type for --devices: "all" or a tuple of GPU numbers (checked against the host later)."""
+    from .gpu.multi import parse_devices
+    try:
+        return parse_devices(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--devices ")) from None
 
 
 def list_variants(model: str = "lenet86") -> str:
@@ -93,8 +105,9 @@ def run_gpt2(args) -> int:
 # options that only mean something with another option or model: refused instead of silently ignored
 ONLY_WITH = {"plot": ("roofline", "--plot needs --roofline"),
              "predictions": ("json", "--predictions needs --json"),
-             "chunk": ("stream", "--chunk needs --stream")}
-LENET_ONLY = ("stream", "roofline", "data_dir", "predictions")
+             "chunk": ("stream", "--chunk needs --stream"),
+             "devices": ("stream", "--devices needs --stream")}
+LENET_ONLY = ("stream", "roofline", "data_dir", "predictions", "devices")
 GPT2_ONLY = ("checkpoint", "seq")
 
 
@@ -136,9 +149,17 @@ def _main(argv) -> int:
         print(list_variants())
         return 0
     if args.stream is not None:
+        if args.devices is not None:
+            from .gpu.multi import resolve_devices
+            devices = resolve_devices(args.devices)       # no GPU, or one that does not exist: one line
         v = resolve_variant(args.variant)
         if not v.needs_gpu:
             raise UsageError("--stream needs a GPU variant (e.g. fused_pool_u8)")
+        if args.devices is not None:
+            from .bench.stream import stream_devices
+            print(stream_devices(v, args.stream, args.chunk or 10000, devices, weights_path=args.weights,
+                                 data_dir=args.data_dir))
+            return 0
         from .bench.stream import stream
         print(stream(v, args.stream, args.chunk or 10000, weights_path=args.weights, data_dir=args.data_dir))
         return 0

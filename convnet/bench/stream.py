@@ -4,12 +4,17 @@ is. Since issue #16 the chunks go through GPULeNet's three-stream pipeline (uplo
 of chunk i, download of chunk i-1 at once; two chunks of buffers); `streams > 1` keeps the older
 round-robin of whole chunks over that many streams.
 
+With --devices the stream is split across GPUs (convnet/gpu/multi.py: one process per GPU, each streaming
+its share of whole chunks through the same pipeline); `stream_devices` prints images/s per GPU and in total.
+
     python run_milestone.py --variant tc_fused --stream 1000000 --chunk 10000
+    python run_milestone.py --stream 1000000 --devices all                  # every GPU of the host
     python -m convnet.bench.stream --variant tc_fused --batch 10000 --chunks 1000 2500 5000   # main job
+    python -m convnet.bench.stream --variant tc_conv1 --stream 1000000 --devices all --repeat 5   # vs 1 GPU
 """
 from __future__ import annotations
 
-import dataclasses
+import statistics
 import time
 
 import numpy as np
@@ -25,12 +30,8 @@ def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=N
     from ..gpu.runtime import Runtime
     if n < 1 or chunk < 1 or streams < 1:
         raise UsageError("--stream, --chunk and the stream count must be at least 1")
+    check_pinned(variant, n)
     u8 = uploads_uint8(variant)
-    if not u8:
-        per_image = 86 * 86 * (2 if variant.precision == "fp16" else 4)
-        if n * per_image > MAX_PINNED_BYTES:
-            raise UsageError(f"{n} preprocessed images would need {n * per_image / 2**30:.1f} GB of pinned host "
-                             "memory; stream a variant that uploads uint8 images (e.g. fused_pool_u8)")
     raw = data.load_raw("test", data_dir)
     reps = -(-n // len(raw.labels))
     images, labels = np.tile(raw.images, (reps, 1, 1))[:n], np.tile(raw.labels, reps)[:n]
@@ -52,16 +53,80 @@ def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=N
             ["GPU time (events)", f"{times['total']:.1f} ms"], ["wall time", f"{wall * 1e3:.1f} ms"],
             ["throughput (events)", f"{n / times['total'] * 1e3:,.0f} images/s"],
             ["device memory in the pool", f"{rt.pool.bytes_in_use / 2**20:.0f} MB"],
-            ["accuracy", f"{acc:.4f}"]]
+            ["accuracy", f"{acc:.4f}"], ["predictions (sha256 of the int32 classes)", digest(pred)]]
     return report.table(["streaming " + variant.name, "value"], rows, title=f"{rt.name}")
 
 
+def check_pinned(variant, n: int) -> None:
+    """Refuses a stream whose preprocessed float input would pin more than MAX_PINNED_BYTES of host memory."""
+    from ..gpu.lenet import uploads_uint8
+    if not uploads_uint8(variant):
+        per_image = 86 * 86 * (2 if variant.precision == "fp16" else 4)
+        if n * per_image > MAX_PINNED_BYTES:
+            raise UsageError(f"{n} preprocessed images would need {n * per_image / 2**30:.1f} GB of pinned host "
+                             "memory; stream a variant that uploads uint8 images (e.g. fused_pool_u8)")
+
+
+def stream_devices(variant, n: int, chunk: int = 10000, devices=(0,), weights_path=None, data_dir=None,
+                   repeat: int = 1, single: bool = False) -> str:
+    """--stream N --devices: the N images split across `devices` (convnet.gpu.multi.run, one process per
+    GPU, all starting together), a table of images/s per GPU (CUDA events: the GPU's time from its first
+    upload to its last download) and in total (n / wall time from the first start to the last end), medians
+    of `repeat` passes. single=True first streams all n images through the same engine on devices[0] alone:
+    the ratio and whether every prediction equals that run's."""
+    from ..gpu import multi
+    if n < 1 or chunk < 1 or repeat < 1:
+        raise UsageError("--stream, --chunk and --repeat must be at least 1")
+    check_pinned(variant, n)
+    _, labels = multi.stream_images(n, data_dir)
+    shares = multi.run(variant, n, chunk, devices, weights_path, data_dir, repeat)
+    pred = multi.predictions(shares)
+    busy = [s for s in shares if s.images]
+    span = statistics.median(max(s.t1[r] for s in busy) - min(s.t0[r] for s in busy) for r in range(repeat))
+    rows = []
+    for s in shares:
+        if not s.images:
+            rows.append([f"GPU {s.device}", "-", 0, "none (fewer chunks than GPUs)", "", "", "", "", ""])
+            continue
+        gpu_ms = statistics.median(s.gpu_ms)
+        wall_ms = statistics.median((b - a) * 1e3 for a, b in zip(s.t0, s.t1))
+        acc = float((s.predictions == labels[s.start:s.stop]).mean())
+        rows.append([f"GPU {s.device}", s.name, f"{s.images:,}", f"{-(-s.images // chunk)} x {chunk:,}",
+                     f"{gpu_ms:.1f}", f"{s.images / gpu_ms * 1e3:,.0f}", f"{wall_ms:.1f}", f"{s.device_mb:.0f}",
+                     f"{acc:.4f}"])
+    total = n / span
+    rows.append(["total", f"{len(busy)} GPU{'s' if len(busy) > 1 else ''}", f"{n:,}", f"{-(-n // chunk)} x {chunk:,}",
+                 "", f"{sum(s.images / statistics.median(s.gpu_ms) for s in busy) * 1e3:,.0f} (sum)",
+                 f"{span * 1e3:.1f}", f"{sum(s.device_mb for s in busy):.0f}", f"{(pred == labels).mean():.4f}"])
+    names = sorted({s.name for s in busy})
+    where = (f"simulated: {len(busy)} contexts on {len(set(s.device for s in busy))} GPU "
+             if multi.simulated([s.device for s in busy]) else f"{len(busy)} GPU{'s' if len(busy) > 1 else ''} ")
+    title = (f"{variant.name}: --stream {n:,} split across {where}({', '.join(names)}), "
+             f"{'median of ' + str(repeat) + ' passes' if repeat > 1 else 'one pass'}")
+    lines = [report.table(["device", "GPU", "images", "chunks", "GPU time (events, ms)", "images/s (events)",
+                           "wall (ms)", "device memory (MB)", "accuracy"], rows, title=title),
+             f"total: {total:,.0f} images/s ({n:,} images, first start to last end {span * 1e3:.1f} ms, wall)",
+             f"predictions (sha256 of the int32 classes in image order): {multi.digest(pred)}"]
+    if single:
+        one = multi.run(variant, n, chunk, [devices[0]], weights_path, data_dir, repeat)[0]
+        one_span = statistics.median(b - a for a, b in zip(one.t0, one.t1))
+        same = bool(np.array_equal(one.predictions, pred))
+        lines.append(f"1 GPU (GPU {one.device} alone, same engine): {n / one_span:,.0f} images/s "
+                     f"({one_span * 1e3:.1f} ms wall, {n / statistics.median(one.gpu_ms) * 1e3:,.0f} by events); "
+                     f"{len(busy)} devices: {total / (n / one_span):.2f}x; predictions equal the 1-GPU run: "
+                     f"{'yes' if same else 'NO'} ({multi.digest(one.predictions)})")
+    return "\n".join(lines)
+
+
 def pipelined(variant, chunk: int, streams: int = 1):
-    """The variant with its batch cut into chunks: the three-stream pipeline (streams = 1), or chunks
-    round-robin over `streams` streams."""
-    if streams == 1:
-        return dataclasses.replace(variant, streams=1, params={**variant.params, "pipeline_chunk": chunk})
-    return dataclasses.replace(variant, streams=streams, params={**variant.params, "chunk": chunk})
+    """The variant with its batch cut into chunks (convnet.gpu.multi.pipelined)."""
+    from ..gpu.multi import pipelined as cut
+    return cut(variant, chunk, streams)
+
+
+def digest(pred) -> str:
+    from ..gpu.multi import digest as fingerprint
+    return fingerprint(pred)
 
 
 def chunk_sweep(variant, batch: int, chunks, repeat: int = 20, weights_path=None, data_dir=None) -> str:
@@ -106,12 +171,24 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--stream", type=int, default=0, help="also stream this many images, in chunks of --stream-chunk")
     p.add_argument("--stream-chunk", type=int, default=10000)
+    p.add_argument("--devices", default=None,
+                   help="with --stream: only the stream, split across these GPUs (all, or e.g. 0,1), --repeat passes, "
+                        "and the same engine on the first GPU alone (ratio, predictions equal)")
+    p.add_argument("--simulate", type=int, default=0, metavar="K",
+                   help="with --stream: K processes (contexts) on GPU 0 instead of --devices (hosts with one GPU)")
     args = p.parse_args(argv)
 
     def go():
         if args.batch < 1 or min(args.chunks) < 1:
             raise UsageError("--batch and --chunks must be at least 1")
         v = catalogue.get(args.variant)
+        if (args.devices or args.simulate) and not args.stream:
+            raise UsageError("--devices and --simulate need --stream")
+        if args.devices or args.simulate:
+            from ..gpu.multi import resolve_devices
+            devices = resolve_devices(args.devices) if args.devices else [0] * args.simulate
+            print(stream_devices(v, args.stream, args.stream_chunk, devices, repeat=args.repeat, single=True))
+            return 0
         print(chunk_sweep(v, args.batch, args.chunks, args.repeat))
         if args.stream:
             print(stream(v, args.stream, args.stream_chunk))
