@@ -150,7 +150,7 @@ def test_report_table_per_gpu_total_and_simulated(monkeypatch):
     gpu0 = next(ln for ln in lines if ln.startswith("| GPU 0"))
     assert "500,000" in gpu0 and "50 x 10,000" in gpu0 and "10,000,000" in gpu0 and "1.0000" in gpu0
     total = next(ln for ln in lines if ln.startswith("| total"))
-    assert "1,000,000" in total and "15,000,000 (sum)" in total and "100.0" in total and "678" in total
+    assert "| 2 contexts " in total and "1,000,000" in total and "15,000,000 (sum)" in total and "100.0" in total and "678" in total
     assert "total: 10,000,000 images/s" in text
     assert "predictions equal the 1-GPU run: yes" in text and "2 devices: 1.00x" in text
     plain = bench_stream.stream_devices(catalogue.get("tc_conv1"), 30_000, 10_000, [0, 1])

@@ -57,7 +57,7 @@ def test_two_contexts_on_gpu0_report_says_simulated(lenet_weights):
     assert "split across simulated: 2 contexts on 1 GPU" in text
     assert f"predictions (sha256 of the int32 classes in image order): {multi.digest(want)}" in text
     assert "predictions equal the 1-GPU run: yes" in text
-    assert re.search(r"\| total +\| 2 GPUs +\| 45,000 ", text)
+    assert re.search(r"\| total +\| 2 contexts +\| 45,000 ", text)
 
 
 def test_cli_devices_all_prints_the_single_gpu_digest():

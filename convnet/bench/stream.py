@@ -95,12 +95,13 @@ def stream_devices(variant, n: int, chunk: int = 10000, devices=(0,), weights_pa
                      f"{gpu_ms:.1f}", f"{s.images / gpu_ms * 1e3:,.0f}", f"{wall_ms:.1f}", f"{s.device_mb:.0f}",
                      f"{acc:.4f}"])
     total = n / span
-    rows.append(["total", f"{len(busy)} GPU{'s' if len(busy) > 1 else ''}", f"{n:,}", f"{-(-n // chunk)} x {chunk:,}",
+    sim = multi.simulated([s.device for s in busy])
+    rows.append(["total", f"{len(busy)} {'contexts' if sim else 'GPUs' if len(busy) > 1 else 'GPU'}", f"{n:,}", f"{-(-n // chunk)} x {chunk:,}",
                  "", f"{sum(s.images / statistics.median(s.gpu_ms) for s in busy) * 1e3:,.0f} (sum)",
                  f"{span * 1e3:.1f}", f"{sum(s.device_mb for s in busy):.0f}", f"{(pred == labels).mean():.4f}"])
     names = sorted({s.name for s in busy})
     where = (f"simulated: {len(busy)} contexts on {len(set(s.device for s in busy))} GPU "
-             if multi.simulated([s.device for s in busy]) else f"{len(busy)} GPU{'s' if len(busy) > 1 else ''} ")
+             if sim else f"{len(busy)} GPU{'s' if len(busy) > 1 else ''} ")
     title = (f"{variant.name}: --stream {n:,} split across {where}({', '.join(names)}), "
              f"{'median of ' + str(repeat) + ' passes' if repeat > 1 else 'one pass'}")
     lines = [report.table(["device", "GPU", "images", "chunks", "GPU time (events, ms)", "images/s (events)",
