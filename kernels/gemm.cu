@@ -54,6 +54,10 @@
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
 //                      LayerNorm of the fp32 residual stream as a prologue (no LayerNorm launch in a decode step);
 //                      PDL=1: programmatic dependent launch (weights loaded before griddepcontrol.wait).
+//   gemm_small_m   v11 8 < M <= 64 (batched decoding; _nk: W^T rows, _kn: W): W read once as in v6, the products
+//                      on mma.sync TF32 (SMM_SPLIT=3: 3xTF32): a block = SMM_BN columns x all rows x a K slice, a
+//                      cp.async ring, split-K slices added in order by the last block of each column tile (no
+//                      reduce kernel); LayerNorm prologue (ln_w) and the GPT-2 epilogues as v6.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -63,7 +67,8 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10): see each
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
+// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND (v11): see each
 // version's section.
 #include "common.cuh"
 
@@ -820,6 +825,259 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
             }
         }
 }
+
+// ---- v11: small-M GEMM (8 < M <= 64: batched decoding) on TF32 tensor cores ---------------------------------
+// Between the GEMV (v6, M <= 8) and the 128-row tiles (v4/v5/v7), whose tiles are 2-16x padding there and
+// too few to fill the GPU (6-24 tiles per GPT-2 layer at M = 32, ~20 us per GEMM on the H100). As in v6 every
+// W element is read once; the products run on mma.sync m16n8k8 (v5's fragments). A block owns SMM_BN columns x
+// all rows (16 * MF, MF = ceil(M / 16), a template parameter) x a K slice, and streams A, W (and the LayerNorm's
+// gamma, beta) through an SMM_STAGES-deep cp.async ring of 32-deep k tiles. Its SMM_BN / 8 warps are 2 k halves
+// x SMM_BN / 16 column pairs: each warp MF x 2 mma per 8-deep k step; the halves meet in shared memory.
+// Split-K (gridDim.y slices, chosen by the launcher to fill the SMs): each block leaves its partial in a
+// workspace, and the last block of a column tile to finish (an atomic ticket, reset by that block) adds the
+// slices in slice order (deterministic) and runs the epilogue: no reduce kernel. ln_w: LayerNorm(A) as a
+// prologue, as v6: each block computes the row statistics (one warp per row, two passes, while its first
+// tiles load) and normalises A's fragments as it reads them. W as K x N (_kn: v4/v5's layout) or W^T rows
+// (_nk: v7's). SMM_SPLIT 1: TF32 (SMM_ROUND 1 rounds with cvt.rna, 0 truncates); 3: 3xTF32, fp32-class
+// (each k tile summed apart, as v5).
+#ifndef SMM_BN
+#define SMM_BN 32                  // columns per block: 16, 32 or 64 (SMM_BN / 8 warps)
+#endif
+#ifndef SMM_STAGES
+#define SMM_STAGES 4               // k tiles in flight per block
+#endif
+#ifndef SMM_SPLIT
+#define SMM_SPLIT V5_SPLIT
+#endif
+#ifndef SMM_ROUND
+#define SMM_ROUND 1
+#endif
+#define SMM_BK 32
+#define SMM_WARPS (SMM_BN / 8)
+#define SMM_THREADS (32 * SMM_WARPS)
+#define SMM_AP (SMM_BK + 4)        // A and W^T rows padded: a fragment's 32 reads hit 32 banks
+#define SMM_WP (SMM_BN + 8)        // W (K x N) rows padded
+static_assert(SMM_BN == 16 || SMM_BN == 32 || SMM_BN == 64, "SMM_BN: 16, 32 or 64");
+static_assert(SMM_STAGES >= 2, "SMM_STAGES: at least 2");
+static_assert(SMM_SPLIT == 1 || SMM_SPLIT == 3, "SMM_SPLIT: 1 (TF32) or 3 (3xTF32)");
+typedef Tf32Mma<SMM_SPLIT, SMM_ROUND != 0> Smm;
+
+template <int MF, bool NK>
+struct SmmShape {
+    static constexpr int MR = 16 * MF;
+    static constexpr int A_FL = MR * SMM_AP, W_FL = NK ? SMM_BN * SMM_AP : SMM_BK * SMM_WP;
+    static constexpr int STAGE = A_FL + W_FL + 2 * SMM_BK;                 // + gamma, beta of the k tile
+    static constexpr int RED = (SMM_WARPS / 2) * MF * 2 * 4 * 32;          // the upper k half's accumulators
+    static_assert(RED <= SMM_STAGES * STAGE, "the k halves' reduction reuses the ring");
+};
+
+template <int MF, bool NK>
+__device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RESTRICT W, float* RESTRICT ws,
+                                        unsigned* RESTRICT tickets, int M, int N, int K, int lda, int ldb,
+                                        int k_split, const float* RESTRICT ln_w, const float* RESTRICT ln_b,
+                                        float ln_eps, EPI_PARAMS) {
+    typedef SmmShape<MF, NK> S;
+    constexpr int MR = S::MR, CQ = SMM_BK / 4;                  // CQ: 16-byte chunks per k-tile row
+    extern __shared__ __align__(16) float smm_smem[];
+    __shared__ float stat[MR][2];                               // LayerNorm: mean, 1 / std per row
+    __shared__ int s_last;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+    const int wk = warp & 1, wn = warp >> 1;                    // k half, column pair (16 columns)
+    const int n0 = blockIdx.x * SMM_BN;
+    const int kb = blockIdx.y * k_split, ke = min(K, kb + k_split);
+    const int ntiles = (ke - kb + SMM_BK - 1) / SMM_BK;
+    auto load = [&](int s, int k0) {
+        float* as = smm_smem + s * S::STAGE;
+        float* wsm = as + S::A_FL;
+        for (int e = tid; e < MR * CQ; e += SMM_THREADS) {       // A: MR x BK (rows past M: zeros)
+            const int r = e / CQ, c = (e % CQ) * 4;
+            const bool ok = r < M && k0 + c < ke;
+            cp_async16(as + r * SMM_AP + c, ok ? A + (long long)r * lda + k0 + c : A, ok);
+        }
+        if constexpr (NK) {                                     // W^T: SMM_BN rows x BK
+            for (int e = tid; e < SMM_BN * CQ; e += SMM_THREADS) {
+                const int r = e / CQ, c = (e % CQ) * 4;
+                const bool ok = n0 + r < N && k0 + c < ke;
+                cp_async16(wsm + r * SMM_AP + c, ok ? W + (long long)(n0 + r) * ldb + k0 + c : W, ok);
+            }
+        } else {                                                // W: BK rows x SMM_BN
+            for (int e = tid; e < SMM_BK * (SMM_BN / 4); e += SMM_THREADS) {
+                const int r = e / (SMM_BN / 4), c = (e % (SMM_BN / 4)) * 4;
+                const bool ok = k0 + r < ke && n0 + c < N;
+                cp_async16(wsm + r * SMM_WP + c, ok ? W + (long long)(k0 + r) * ldb + n0 + c : W, ok);
+            }
+        }
+        if (ln_w && tid < 2 * CQ) {                             // gamma, then beta, of this k tile
+            const float* src = tid < CQ ? ln_w : ln_b;
+            const int c = (tid % CQ) * 4;
+            const bool ok = k0 + c < ke;
+            cp_async16(wsm + S::W_FL + (tid < CQ ? 0 : SMM_BK) + c, ok ? src + k0 + c : src, ok);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < SMM_STAGES - 1; ++s) {
+        if (s < ntiles) load(s, kb + s * SMM_BK);
+        cp_async_commit();
+    }
+    float mu[MF][2], rs[MF][2];                                 // this thread's rows' statistics
+    if (ln_w) {                                                 // while the first tiles load
+        for (int r = warp; r < MR; r += SMM_WARPS) {
+            float mean = 0.f, rstd = 0.f;                       // rows past M: LayerNorm gives beta (unused)
+            if (r < M) {
+                const float* x = A + (long long)r * lda;
+                float s = 0.f;
+                for (int k = 4 * lane; k < K; k += 128) {
+                    const float4 v = *(const float4*)&x[k];
+                    s += (v.x + v.y) + (v.z + v.w);
+                }
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+                mean = s / K;
+                float q = 0.f;
+                for (int k = 4 * lane; k < K; k += 128) {
+                    const float4 v = *(const float4*)&x[k];
+                    const float a = v.x - mean, b = v.y - mean, c = v.z - mean, d = v.w - mean;
+                    q += (a * a + b * b) + (c * c + d * d);
+                }
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) q += __shfl_xor_sync(0xffffffffu, q, off);
+                rstd = rsqrtf(q / K + ln_eps);
+            }
+            if (lane == 0) { stat[r][0] = mean; stat[r][1] = rstd; }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) { mu[i][h] = stat[i * 16 + g + 8 * h][0]; rs[i][h] = stat[i * 16 + g + 8 * h][1]; }
+    }
+    float acc[MF][2][4] = {};
+    for (int tile = 0; tile < ntiles; ++tile) {
+        cp_async_wait<SMM_STAGES - 2>();
+        __syncthreads();                                        // tile ready; the stage refilled below is free
+        const int next = tile + SMM_STAGES - 1;
+        if (next < ntiles) load(next % SMM_STAGES, kb + next * SMM_BK);
+        cp_async_commit();
+        const float* as = smm_smem + (tile % SMM_STAGES) * S::STAGE;
+        const float* wsm = as + S::A_FL;
+        const float* gb = wsm + S::W_FL;
+        auto tile_products = [&](float (&d)[MF][2][4]) {        // d += this warp's k half of the tile
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+                const int kk = wk * 16 + ks * 8;
+                Smm::Operand a[MF][4], b[2][2];
+                float g0 = 1.f, g1 = 1.f, b0 = 0.f, b1 = 0.f;
+                if (ln_w) { g0 = gb[kk + t]; g1 = gb[kk + t + 4]; b0 = gb[SMM_BK + kk + t]; b1 = gb[SMM_BK + kk + t + 4]; }
+#pragma unroll
+                for (int i = 0; i < MF; ++i) {
+                    const float* ar = as + (i * 16 + g) * SMM_AP + kk + t;
+                    float x0 = ar[0], x1 = ar[8 * SMM_AP], x2 = ar[4], x3 = ar[8 * SMM_AP + 4];
+                    if (ln_w) {
+                        x0 = (x0 - mu[i][0]) * rs[i][0] * g0 + b0; x1 = (x1 - mu[i][1]) * rs[i][1] * g0 + b0;
+                        x2 = (x2 - mu[i][0]) * rs[i][0] * g1 + b1; x3 = (x3 - mu[i][1]) * rs[i][1] * g1 + b1;
+                    }
+                    a[i][0] = Smm::operand(x0); a[i][1] = Smm::operand(x1);
+                    a[i][2] = Smm::operand(x2); a[i][3] = Smm::operand(x3);
+                }
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const int c = wn * 16 + j * 8 + g;
+                    if constexpr (NK) {
+                        b[j][0] = Smm::operand(wsm[c * SMM_AP + kk + t]);
+                        b[j][1] = Smm::operand(wsm[c * SMM_AP + kk + t + 4]);
+                    } else {
+                        b[j][0] = Smm::operand(wsm[(kk + t) * SMM_WP + c]);
+                        b[j][1] = Smm::operand(wsm[(kk + t + 4) * SMM_WP + c]);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < MF; ++i)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) Smm::mma(d[i][j], a[i], b[j][0], b[j][1]);
+            }
+        };
+        if constexpr (SMM_SPLIT == 3) {
+            float part[MF][2][4] = {};
+            tile_products(part);
+#pragma unroll
+            for (int i = 0; i < MF; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+        } else {
+            tile_products(acc);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();                                            // the ring is free: the k halves meet in it
+    float* red = smm_smem + wn * (MF * 2 * 4 * 32) + lane;
+    if (wk == 1) {
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) red[((i * 2 + j) * 4 + e) * 32] = acc[i][j][e];
+    }
+    __syncthreads();
+    if (wk == 0) {
+        // fragment (i, j): rows i*16 + g (+8), columns n0 + wn*16 + j*8 + 2t, +1
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int m = i * 16 + g + 8 * h, n = n0 + wn * 16 + j * 8 + 2 * t;
+                    const float2 v = make_float2(acc[i][j][2 * h] + red[((i * 2 + j) * 4 + 2 * h) * 32],
+                                                 acc[i][j][2 * h + 1] + red[((i * 2 + j) * 4 + 2 * h + 1) * 32]);
+                    if (m >= M || n >= N) continue;              // N even: n + 1 < N too
+                    if (gridDim.y > 1) *(float2*)&ws[((long long)blockIdx.y * M + m) * N + n] = v;
+                    else epi_store2(v, m, n, EPI_ARGS);
+                }
+    }
+    if (gridDim.y == 1) return;
+    __threadfence();                                            // the partial is visible before the ticket
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!s_last) return;
+    // The last slice of this column tile to finish: every slice's partial, added in slice order.
+    for (int e = tid; e < M * (SMM_BN / 4); e += SMM_THREADS) {
+        const int m = e / (SMM_BN / 4), n = n0 + (e % (SMM_BN / 4)) * 4;
+        if (n >= N) continue;                                   // N % 4 == 0: n..n+3 < N
+        float4 v = __ldcg((const float4*)&ws[(long long)m * N + n]);
+        for (int s = 1; s < (int)gridDim.y; ++s) {
+            const float4 p = __ldcg((const float4*)&ws[((long long)s * M + m) * N + n]);
+            v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+        }
+        epi_store4(v, m, n, EPI_ARGS);
+    }
+    if (tid == 0) tickets[blockIdx.x] = 0;                      // ready for the next launch (graph replays)
+}
+
+#define SMM_PARAMS const float* RESTRICT A, const float* RESTRICT W, float* RESTRICT ws, unsigned* RESTRICT tickets,   \
+                   int M, int N, int K, int lda, int ldb, int k_split, const float* RESTRICT ln_w,                  \
+                   const float* RESTRICT ln_b, float ln_eps
+#define SMM_ARGS A, W, ws, tickets, M, N, K, lda, ldb, k_split, ln_w, ln_b, ln_eps
+// gemm_small_m<MF>_<layout>: rows up to 16 * MF; W^T rows (nk) or W (kn)
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m1_nk(SMM_PARAMS, EPI_PARAMS) { small_m<1, true>(SMM_ARGS, EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m2_nk(SMM_PARAMS, EPI_PARAMS) { small_m<2, true>(SMM_ARGS, EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m3_nk(SMM_PARAMS, EPI_PARAMS) { small_m<3, true>(SMM_ARGS, EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m4_nk(SMM_PARAMS, EPI_PARAMS) { small_m<4, true>(SMM_ARGS, EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m1_kn(SMM_PARAMS, EPI_PARAMS) { small_m<1, false>(SMM_ARGS, EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m2_kn(SMM_PARAMS, EPI_PARAMS) { small_m<2, false>(SMM_ARGS, EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m3_kn(SMM_PARAMS, EPI_PARAMS) { small_m<3, false>(SMM_ARGS, EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m4_kn(SMM_PARAMS, EPI_PARAMS) { small_m<4, false>(SMM_ARGS, EPI_ARGS); }
 
 // ---- v7: Hopper warpgroup MMA (wgmma), TF32 ------------------------------------------------------------
 // sm_90a only. A block is two warpgroups (256 threads) computing a 128 x WG_BN tile: warpgroup w owns rows
