@@ -932,7 +932,10 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
     for (int e = 0; e < 8; ++e) qf[e] *= scale_log2;
     const int query = Tk - 1, lo = window > 0 ? max(0, query - window + 1) : 0;
     float m = -INFINITY, l = 0.f, o[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int k0 = lo + grp; k0 <= query; k0 += DB_GROUPS * DB_KU) {
+    // The trip count is the block's (kb, not kb + grp): every lane reaches the group shuffles, which name the whole
+    // warp (a group with no key left rides along masked).
+    for (int kb = lo; kb <= query; kb += DB_GROUPS * DB_KU) {
+        const int k0 = kb + grp;
         uint4 ku[DB_KU], vu[DB_KU];
 #pragma unroll
         for (int u = 0; u < DB_KU; ++u) {

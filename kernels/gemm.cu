@@ -67,7 +67,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND (v11): see each
 // version's section.
 #include "common.cuh"
@@ -1458,6 +1458,9 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 // operands from L2) but E = 41 us per tile (fp32 out; 28 us bf16 out, qkv); BF_BN 128 t = 0.83 us (~330 TFLOP/s,
 // 5.2 TB/s: L2-bound), E = 2.3 us. So the wide tile's epilogue is what loses: see BF_EPI_CALLS. Beyond it,
 // cuBLAS's kernels add 2-CTA clusters with TMA multicast (half the L2 reads per block) and a TMA-store epilogue.
+// BF_EPI_SMEM=1: the epilogue in BF_EPI_CH-column chunks through shared memory (each consumer warpgroup stages its
+// 64 x BF_EPI_CH fp32 fragments, then every thread stores 8 consecutive columns of a row: 16-byte stores,
+// coalesced rows, one copy of the epilogue code in a loop instead of the 32-128 unrolled pairs per thread).
 // The tensor maps (2-D, bf16, box 64 x 128 for A and 64 x BF_BN for W^T, 128-byte swizzle) are made on the host
 // (convnet/gpu/tma.py). BF_TMA_PARAM=1: passed by value (__grid_constant__ parameters, the copy engine reads them
 // from the constant bank), launched through the driver's kernelParams (convnet/gpu/tma.py: PyCUDA's packed
@@ -1475,14 +1478,108 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #ifndef BF_TMA_PARAM
 #define BF_TMA_PARAM 0             // 1: tensor maps as by-value parameters; 0: in global memory
 #endif
+#ifndef BF_EPI_SMEM
+#define BF_EPI_SMEM 0              // 1: the epilogue through shared memory, 8 consecutive columns per thread (below)
+#endif
+#ifndef BF_EPI_CH
+#define BF_EPI_CH 32               // BF_EPI_SMEM: columns per staged chunk (32 or 64)
+#endif
+static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
+#define BF_EPI_P (BF_EPI_CH + 8)   // staged row pitch, floats: a warp's float2 fragment stores hit 32 banks per 16 lanes
+#define BF_EPI_BYTES (BF_EPI_SMEM ? 2 * 64 * BF_EPI_P * 4 : 0)
 #define BF_BM 128
 #define BF_BK 64                   // one 128-byte swizzle row per operand row
 #define BF_A_BYTES (BF_BM * BF_BK * 2)
 #define BF_STAGE_BYTES ((BF_BM + BF_BN) * BF_BK * 2)
 #define BF_ACC (BF_BN / 2)         // fp32 accumulators per consumer thread
 static_assert(BF_BN == 128 || BF_BN == 192 || BF_BN == 256, "BF_BN: 128, 192 or 256");
-static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES <= 227 * 1024,
-              "BF_STAGES x stage bytes exceed 227 KB of shared memory");
+static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES + BF_EPI_BYTES <= 227 * 1024,
+              "BF_STAGES x stage bytes (+ BF_EPI_SMEM's staging) exceed 227 KB of shared memory");
+
+// BF_EPI_SMEM's store of 8 consecutive columns n..n+7 (n % 8 == 0) of row m: + bias, activation, + resid, in one
+// 16-byte (bf16) or two 16-byte (fp32) stores where all 8 exist and the addresses allow, else one by one. One copy
+// of this code serves every column of the tile (a loop, not v8's unrolled 32-128 pairs per thread).
+__device__ __forceinline__ void bf_store8(const float* src, int m, int n, int M, int N, BF_EPI_PARAMS) {
+    if (m >= M || n >= N) return;
+    float v[8];
+    *(float4*)&v[0] = *(const float4*)&src[0];
+    *(float4*)&v[4] = *(const float4*)&src[4];
+    const int cnt = min(8, N - n);
+    const bool full = cnt == 8;
+    if (bias) {
+        if (full) {
+            const float4 b0 = *(const float4*)&bias[n], b1 = *(const float4*)&bias[n + 4];
+            v[0] += b0.x; v[1] += b0.y; v[2] += b0.z; v[3] += b0.w; v[4] += b1.x; v[5] += b1.y; v[6] += b1.z; v[7] += b1.w;
+        } else {
+            for (int e = 0; e < cnt; ++e) v[e] += bias[n + e];
+        }
+    }
+    if (act == 1) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = v[e] < 0.f ? 0.f : v[e];
+    } else if (act == 2) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = gelu_tanh(v[e]);
+    }
+    bf_out_t* p;
+    const bf_out_t* rp = nullptr;
+    bool vec;
+    if (qkv_T > 0) {
+        const BfRow r = bf_row(m, BF_EPI_ARGS);
+        p = bf_qkv_at(r, n, BF_EPI_ARGS);
+        vec = full && head_dim % 8 == 0;
+        if (!vec) {
+            for (int e = 0; e < cnt; ++e) bf_st(bf_qkv_at(r, n + e, BF_EPI_ARGS), v[e]);
+            return;
+        }
+    } else {
+        const long long at = (long long)m * ldc + n;
+        p = C + at;
+        if (resid) rp = resid + at;
+        vec = full && ldc % 8 == 0;
+    }
+    vec = vec && ((unsigned long long)p % 16 == 0) && ((unsigned long long)rp % 16 == 0);
+    if (!vec) {
+        for (int e = 0; e < cnt; ++e) bf_st(p + e, v[e] + (rp ? bf_ld(rp + e) : 0.f));
+        return;
+    }
+#if BF_OUT
+    if (rp) {
+        const uint4 u = *(const uint4*)rp;
+        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] += __uint_as_float(w[i] << 16);
+            v[2 * i + 1] += __uint_as_float(w[i] & 0xFFFF0000u);
+        }
+    }
+    uint4 o;
+    unsigned* ow = &o.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+        ow[i] = *reinterpret_cast<const unsigned*>(&h);
+    }
+    *(uint4*)p = o;
+#else
+    if (rp) {
+        const float4 r0 = *(const float4*)rp, r1 = *(const float4*)(rp + 4);
+        v[0] += r0.x; v[1] += r0.y; v[2] += r0.z; v[3] += r0.w; v[4] += r1.x; v[5] += r1.y; v[6] += r1.z; v[7] += r1.w;
+    }
+    *(float4*)p = *(const float4*)&v[0];
+    *(float4*)(p + 4) = *(const float4*)&v[4];
+#endif
+}
+
+// A warpgroup's staged 64 x BF_EPI_CH chunk (row pitch BF_EPI_P) through bf_store8: thread i takes 8 columns of
+// rows i / (CH / 8), + 128 / (CH / 8), ... (a row's chunk is CH / 8 consecutive threads: coalesced stores).
+__device__ __noinline__ void bf_epi_chunk(const float* stage, int m0, int n0, int M, int N, BF_EPI_PARAMS) {
+    constexpr int TPR = BF_EPI_CH / 8;                       // threads per row
+    const int i = threadIdx.x % 128;
+#pragma unroll 1
+    for (int r = i / TPR; r < 64; r += 128 / TPR)
+        bf_store8(stage + r * BF_EPI_P + 8 * (i % TPR), m0 + r, n0 + 8 * (i % TPR), M, N, BF_EPI_ARGS);
+}
 
 struct __align__(128) TmaMap { unsigned long long opaque[16]; };  // CUtensorMap, made by the driver
 
@@ -1585,6 +1682,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     const unsigned raw = (unsigned)__cvta_generic_to_shared(bf_raw);
     const unsigned base = (raw + 1023u) & ~1023u;                  // swizzle atoms sit on 1024-byte lines
     const unsigned full = base + BF_STAGES * BF_STAGE_BYTES, empty = full + 8 * BF_STAGES;
+    const unsigned epi = empty + 8 * BF_STAGES;                 // BF_EPI_SMEM's staging (16-byte aligned)
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN, tiles = mtiles * ntiles;
     const int ktiles = (K + BF_BK - 1) / BF_BK;
@@ -1650,6 +1748,26 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             if (ktiles > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
 #endif
             // warp w % 4 holds rows 16 (w % 4) + g and + 8; per 8 columns q: acc[4q + 0, 1], acc[4q + 2, 3]
+#if BF_EPI_SMEM
+            // chunks of BF_EPI_CH columns: fragments into this warpgroup's staging rows, a named barrier (the
+            // warpgroup's 128 threads), 8-column stores by bf_epi_chunk, a barrier before the next chunk overwrites
+            {
+                float* stage = reinterpret_cast<float*>(bf_raw + (epi - raw)) + c * 64 * BF_EPI_P;
+                const int r0 = (warp % 4) * 16 + g;
+#pragma unroll
+                for (int ch = 0; ch < BF_BN / BF_EPI_CH; ++ch) {
+#pragma unroll
+                    for (int qq = 0; qq < BF_EPI_CH / 8; ++qq) {
+                        const int q = ch * (BF_EPI_CH / 8) + qq;
+                        *(float2*)&stage[r0 * BF_EPI_P + 8 * qq + 2 * t] = make_float2(acc[4 * q], acc[4 * q + 1]);
+                        *(float2*)&stage[(r0 + 8) * BF_EPI_P + 8 * qq + 2 * t] = make_float2(acc[4 * q + 2], acc[4 * q + 3]);
+                    }
+                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                    bf_epi_chunk(stage, mt * BF_BM + c * 64, nt * BF_BN + ch * BF_EPI_CH, M, N, BF_EPI_ARGS);
+                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                }
+            }
+#else
             const int mw = mt * BF_BM + c * 64 + (warp % 4) * 16 + g, n0 = nt * BF_BN + 2 * t;
             const BfRow r0 = bf_row(min(mw, M - 1), BF_EPI_ARGS), r1 = bf_row(min(mw + 8, M - 1), BF_EPI_ARGS);
             const BfRow rows[2] = {{mw, r0.q, r0.kv}, {mw + 8, r1.q, r1.kv}};
@@ -1658,6 +1776,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
                     bf_store_pair(acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1], rows[h], M, N, n0 + 8 * q, BF_EPI_ARGS);
+#endif
         }
     }
 #else

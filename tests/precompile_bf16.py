@@ -45,9 +45,9 @@ def collect(arch: str) -> set:
         for pdl in (0, 1):
             rt.kernel("attention.cu", "decode_attention_bf16", {"HEAD_DIM": D, "PDL": pdl}, "test")
     # test_gpu_gemm_bf16: the defaults, the tunables, BF_EPI_CALLS, the per-shape choice and the LayerNorm kernel
-    from test_gpu_gemm_bf16 import TUNED
+    from test_gpu_gemm_bf16 import EPILOGUES, TUNED
     builds = [(v, {}) for v in ("bf16_mma", "bf16") + (("bf16_wgmma",) if sm >= 90 else ())] + list(TUNED) + \
-        [("bf16_wgmma", {"BF_EPI_CALLS": 1, "BF_BN": 256}), ("bf16_mma", {"BF_EPI_CALLS": 1})]
+        list(EPILOGUES)
     for version, defines in builds:
         if sm >= 90 or version == "bf16_mma":
             Linear(rt, version, defines, "test")

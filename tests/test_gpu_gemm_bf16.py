@@ -139,7 +139,9 @@ def test_head_major_qkv_into_the_cache(version, out_bf16, B, T, H, D, pos, on_de
 # v8's maps by value (the driver launch), no wgmma group left in flight, tile widths; v9's deeper k tile
 TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 0}),
          ("bf16_wgmma", {"BF_TMA_PARAM": 0, "BF_INFLIGHT": 0}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_BN": 128}),
-         ("bf16_wgmma", {"BF_BN": 192}), ("bf16_mma", {"BF9_BK": 64, "BF9_STAGES": 3})]
+         ("bf16_wgmma", {"BF_BN": 192}), ("bf16_mma", {"BF9_BK": 64, "BF9_STAGES": 3}),
+         ("bf16_wgmma", {"BF_EPI_SMEM": 1}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 256}),
+         ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 192, "BF_EPI_CH": 64, "BF_STAGES": 3})]
 
 
 @pytest.mark.parametrize("version,defines", TUNED, ids=[f"{v}-{d}" for v, d in TUNED])
@@ -188,33 +190,40 @@ def test_bf16_per_shape_choice(out_bf16, M, N, K, rng):
     assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias)) <= (BF16_TOL if out_bf16 else FP32_TOL)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+# the epilogue's other builds: BF_EPI_CALLS=1 (GELU, the head-major scatter and unpaired stores as calls) and v8's
+# BF_EPI_SMEM=1 (staged through shared memory, 8 columns per thread)
+EPILOGUES = [("bf16_wgmma", {"BF_EPI_CALLS": 1, "BF_BN": 256}), ("bf16_mma", {"BF_EPI_CALLS": 1}),
+             ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 256}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_EPI_CH": 64})]
+
+
+@pytest.mark.parametrize("version,defines", EPILOGUES, ids=[f"{v}-{d}" for v, d in EPILOGUES])
 @pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
-def test_epilogue_as_calls(version, out_bf16, rng):
-    """BF_EPI_CALLS=1 (GELU, the head-major scatter and unpaired stores as calls): odd N with GELU, bias and a
-    residual, then the scatter with an odd head size."""
+def test_epilogue_as_calls(version, defines, out_bf16, rng):
+    """The epilogue's other builds: odd N with GELU, bias and a residual, a wide N with ldc % 8 == 0 (the vector
+    stores), then the scatter with an odd head size and with head size 16."""
     from convnet.gpu.gemm import ACT_GELU, Epilogue
-    rt, lin = linear(version, {"BF_EPI_CALLS": 1, "BF_BN": 256} if version == "bf16_wgmma" else {"BF_EPI_CALLS": 1})
+    rt, lin = linear(version, defines)
     lin.bf_gemv = False
-    M, N, K = 129, 77, 72
-    A, W, a, w = operands(rt, lin, rng, M, N, K)
-    bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
-    C = poisoned(rt, "test.bfC", (M, N), out_bf16)
-    lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU,
-                                            resid=upload(rt, "test.bfR", r, out_bf16)))
-    rt.synchronize("bf16 linear, epilogue as calls")
-    tol = BF16_TOL if out_bf16 else FP32_TOL
-    assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)) <= tol
-    B, T, H, D, pos = 2, 9, 3, 7, 2
-    M, N = B * T, 3 * H * D
-    A, W, a, w = operands(rt, lin, rng, M, N, K)
-    Q, Kc, Vc = (poisoned(rt, f"test.bf{n}", (B, H, T + pos, D), out_bf16) for n in "QKV")
-    lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + pos, T + pos)))
-    rt.synchronize("bf16 qkv scatter, epilogue as calls")
-    y = (a @ w).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
-    assert rel_err(result(Q, out_bf16)[:, :, :T], y[0]) <= tol
-    assert rel_err(result(Kc, out_bf16)[:, :, pos:], y[1]) <= tol
-    assert rel_err(result(Vc, out_bf16)[:, :, pos:], y[2]) <= tol
+    for M, N, K in ((129, 77, 72), (200, 264, 136)):
+        A, W, a, w = operands(rt, lin, rng, M, N, K)
+        bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+        C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+        lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU,
+                                                resid=upload(rt, "test.bfR", r, out_bf16)))
+        rt.synchronize("bf16 linear, epilogue build")
+        tol = BF16_TOL if out_bf16 else FP32_TOL
+        assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)) <= tol
+    for B, T, H, D, pos in ((2, 9, 3, 7, 2), (3, 50, 2, 16, 5)):
+        M, N = B * T, 3 * H * D
+        A, W, a, w = operands(rt, lin, rng, M, N, K)
+        Q, Kc, Vc = (poisoned(rt, f"test.bf{n}", (B, H, T + pos, D), out_bf16) for n in "QKV")
+        lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + pos, T + pos)))
+        rt.synchronize("bf16 qkv scatter, epilogue build")
+        y = (a @ w).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
+        assert rel_err(result(Q, out_bf16)[:, :, :T], y[0]) <= tol
+        assert rel_err(result(Kc, out_bf16)[:, :, pos:], y[1]) <= tol
+        assert rel_err(result(Vc, out_bf16)[:, :, pos:], y[2]) <= tol
+        assert np.isnan(result(Kc, out_bf16)[:, :, :pos]).all()
 
 
 def _layernorm64(x, g, b, eps):

@@ -8,6 +8,8 @@ Linear  a linear layer C = act(A @ W + bias) + resid for GPT-2: v4 (fp32 SIMT, f
         16-byte alignment. bf16_wgmma (v8, Hopper: TMA + wgmma) and bf16_mma (v9, mma.sync, sm_80+), or bf16
         (each call to the faster of the two for its shape): bf16 operands (uint16 buffers, convnet/gpu/bf16.py),
         fp32 accumulation, bf16 or fp32 output as C's dtype says; interface in Linear._call_bf16.
+        Rows 8 < M <= SMM_MAX_M (a -D constant of the variant, <= 64; 0 = off) go to v11 (gemm_small_m: W read once
+        on mma.sync TF32 / 3xTF32, split-K added by the last block), M <= 8 to the GEMV (v6) with split_k.
 """
 from __future__ import annotations
 
@@ -91,11 +93,16 @@ LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma
 # v9 beats v8 on the H100 at K <= 1024 with N <= 4096 (GPT-2's qkv, attn_proj, mlp_fc; TFLOP/s 189 vs 156,
 # 125 vs 118, 207 vs 173); v8 beats v9 at mlp_proj (K 3072: 252 vs 186) and the LM head (N 50304: 268 vs 233)
 BF16_MMA_MAX_K, BF16_MMA_MAX_N = 1024, 4096
-BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0}     # v8, as kernels/gemm.cu defaults them
+BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0, "BF_EPI_CH": 32}   # v8, as gemm.cu
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_BM, BF_BK, BF9_TILE = 128, 64, 128
 MAP_SLOTS = 1024                      # v8's TMA map pairs per Linear (256 bytes each, in one device buffer)
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
+# v11 (gemm_small_m), as kernels/gemm.cu defaults them; SMM_MAX_M (rows it takes, 0 = off), SMM_MIN_KT (32-deep k tiles
+# per split-K slice at least) and SMM_WAVES (blocks aimed at, in waves of resident blocks) steer the launcher
+SMM_DEFAULTS = {"SMM_BN": 32, "SMM_STAGES": 4, "SMM_MAX_M": 0, "SMM_MIN_KT": 4, "SMM_WAVES": 1}
+SMM_BK, SMM_PAD, SMM_ROWS = 32, 4, 64
+SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column tile (zeroed once, reset by the kernel)
 
 
 class Linear:
@@ -112,6 +119,7 @@ class Linear:
         self.tuned, self._tuned_linears, self.fixed_splits = dict(tuned or {}), {}, None
         self.w_layout = "nk" if version == "wgmma" else "kn"
         self.w_dtype = np.float32                # the weights' storage (bf16 versions: BF16 = uint16 bits)
+        self.small, self.small_max_m = None, 0   # v11 builds by row fragments (16 rows each), rows they take
         if version == "wgmma" and rt.arch != "sm_90a":
             raise GPUError(f"GEMM v7 (wgmma) needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch}")
         if version == "bf16":
@@ -154,6 +162,7 @@ class Linear:
             # 30.2 in two slices); the tensor-core versions count their resident blocks.
             self.wave_slots = (1 if version == "vec4" else blocks_per_sm) * rt.sm_count
             self.fallback = Gemm(rt, "regtile", defines, variant)
+            self._init_small_m()
         elif version in ("tiled", "regtile"):
             self.fn = self.skinny = self.skinny1 = None
             self.fallback = Gemm(rt, version, defines, variant)
@@ -186,8 +195,10 @@ class Linear:
         if version == "bf16_wgmma":
             c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}}
             self.tile, self.threads, self.tflops = (BF_BM, c["BF_BN"]), 384, 600.0
-            # BF_STAGES x (A: 128 x 64, W^T: BF_BN x 64) bf16, their mbarriers, + 1 KB to align the swizzle atoms
-            self.smem = c["BF_STAGES"] * (BF_BM + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024
+            # BF_STAGES x (A: 128 x 64, W^T: BF_BN x 64) bf16, their mbarriers, + 1 KB to align the swizzle atoms;
+            # BF_EPI_SMEM: two warpgroups' staged 64 x BF_EPI_CH fp32 chunks, rows BF_EPI_CH + 8 apart
+            self.smem = c["BF_STAGES"] * (BF_BM + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + \
+                (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
         else:
             c = {**BF9_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF9_DEFAULTS}}
             self.tile, self.threads, self.tflops = (BF9_TILE, BF9_TILE), 256, 300.0
@@ -208,6 +219,57 @@ class Linear:
         self.wave_slots = occupancy.blocks_per_sm(self.threads, self.smem) * rt.sm_count
         self._make_map = tma.bf16_rows if isinstance(rt, Runtime) else tma.dry_map
         self._maps: dict = {}
+
+    def _init_small_m(self):
+        """v11 for 8 < M <= SMM_MAX_M (0, the default: off): one kernel per count of 16-row fragments, in the W layout
+        of this version, from the same gemm.cu build as the version's own kernels."""
+        c = {**SMM_DEFAULTS, **{k: int(v) for k, v in self.defines.items() if k in SMM_DEFAULTS}}
+        if c["SMM_MAX_M"] <= 0:
+            return
+        if c["SMM_MAX_M"] > SMM_ROWS or c["SMM_BN"] not in (16, 32, 64):
+            raise GPUError(f"GEMM v11 takes SMM_MAX_M up to {SMM_ROWS} and SMM_BN 16, 32 or 64; got {c['SMM_MAX_M']}, "
+                           f"{c['SMM_BN']}")
+        self.small_max_m, self.small_bn, self.small_threads = c["SMM_MAX_M"], c["SMM_BN"], 4 * c["SMM_BN"]
+        self.small_min_kt, self.small_waves = max(1, c["SMM_MIN_KT"]), max(1, c["SMM_WAVES"])
+        w_floats = self.small_bn * (SMM_BK + SMM_PAD) if self.w_layout == "nk" else SMM_BK * (self.small_bn + 8)
+        self.small = {}
+        for mf in range(1, _cdiv(self.small_max_m, 16) + 1):
+            fn = self.rt.kernel("gemm.cu", f"gemm_small_m{mf}_{self.w_layout}", self.defines, self.variant)
+            # SMM_STAGES x (A: 16 mf rows, W: its tile, gamma and beta: 2 x 32) floats, as kernels/gemm.cu lays them out
+            smem = c["SMM_STAGES"] * (16 * mf * (SMM_BK + SMM_PAD) + w_floats + 2 * SMM_BK) * 4
+            fn.allow_shared(smem)
+            self.small[mf] = (fn, smem, fn.blocks_per_sm(self.small_threads, smem) * self.rt.sm_count)
+
+    def small_splits(self, M: int, N: int, K: int) -> int:
+        """v11's split-K: enough slices that the column tiles x slices fill SMM_WAVES waves of resident blocks, each
+        slice at least SMM_MIN_KT k tiles deep."""
+        if self.fixed_splits is not None:
+            return self.fixed_splits
+        tiles, slots = _cdiv(N, self.small_bn), self.small[_cdiv(M, 16)][2]
+        return max(1, min(_cdiv(self.small_waves * slots, tiles), _cdiv(K, SMM_BK) // self.small_min_kt))
+
+    def _call_small(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln):
+        fn, smem, _ = self.small[_cdiv(M, 16)]
+        k_split = _cdiv(_cdiv(K, SMM_BK), self.small_splits(M, N, K)) * SMM_BK     # whole k tiles per slice
+        splits, tiles = _cdiv(K, k_split), _cdiv(N, self.small_bn)
+        ws = tickets = None
+        if splits > 1:
+            ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N))
+            tickets = self._tickets(tiles)
+        gamma, beta, eps = ln if ln is not None else (None, None, 0.0)
+        fn((tiles, splits, 1), (self.small_threads, 1, 1), ptr(A), ptr(W), ptr(ws), ptr(tickets), i32(M), i32(N),
+           i32(K), i32(lda), i32(ldb), i32(k_split), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc),
+           stream=stream, shared=smem)
+
+    def _tickets(self, tiles: int):
+        """v11's split-K tickets (one per column tile), zeroed when allocated; each launch leaves them zero."""
+        name, n = "gemm.smm.tickets", max(SMM_TICKETS, tiles)
+        view = getattr(self.rt.pool, "view", None)
+        old = view(name) if view is not None else None
+        buf = self.rt.pool.get(name, (n,), np.uint32)
+        if (old is None or tuple(old.shape) != (n,)) and hasattr(buf, "fill"):
+            buf.fill(np.uint32(0))
+        return buf
 
     def layout(self, w_kn: np.ndarray) -> np.ndarray:
         """A weight given as K x N (fp32), in the layout and storage this version reads (upload it as
@@ -258,7 +320,8 @@ class Linear:
         if self.version in BF16_VERSIONS:
             lin = self.bf_mma if self.version == "bf16" else self
             return lin.bf_gemv and M <= SKINNY_M and K % 8 == 0 and K <= lin.bf_ln_max_k
-        return self.skinny is not None and M <= SKINNY_M and all(v % 4 == 0 for v in (K, N))
+        return all(v % 4 == 0 for v in (K, N)) and ((self.skinny is not None and M <= SKINNY_M) or
+                                                    (self.small is not None and M <= self.small_max_m))
 
     def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None, ln=None,
                  out_bf16: bool | None = None):
@@ -272,7 +335,8 @@ class Linear:
             return lin._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16, ln)
         aligned = all(v % 4 == 0 for v in (K, N, lda, ldb, ldc))
         if ln is not None and not (self.fuses_layernorm(M, N, K) and aligned):
-            raise GPUError(f"LayerNorm fused into the GEMM needs the skinny path (M <= {SKINNY_M}), got M={M}")
+            raise GPUError(f"LayerNorm fused into the GEMM needs the skinny path (M <= {SKINNY_M}) or v11 "
+                           f"(M <= SMM_MAX_M = {self.small_max_m}), got M={M}")
         if self.fn is None or not aligned:
             if epi.qkv is not None:
                 raise GPUError(f"the head-major QKV epilogue needs GEMM v4/v5/v7 and 16-byte aligned rows "
@@ -294,6 +358,9 @@ class Linear:
             skinny((_cdiv(N, self.skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
                    i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
             return
+        if self.small is not None and M <= self.small_max_m:
+            # batched decoding: rows a 128-row tile would mostly pad, W read once on the tensor cores (v11)
+            return self._call_small(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln)
         splits = self.splits(M, N, K)
         k_split = _cdiv(_cdiv(K, splits), 64) * 64          # a multiple of v4's and every v5 BK
         splits = _cdiv(K, k_split)

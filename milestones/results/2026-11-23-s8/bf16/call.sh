@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 15 helper's device calls (H100): bash milestones/results/2026-11-23-s8/bf16/call.sh STEP...  (logs in $OUT)
-#   tests     precompile (cubins carried in .cubins/*.tar.xz where built on the CPU first), then the bf16 GPU tests
+#   tests     precompile (cubins carried in .cubintar/*.tar.xz where built on the CPU first), then the bf16 GPU tests
 #   decode    bench-decode fast vs fast_bf16 (same run), then fast_bf16's decode settings swept
 #   gemm      the bf16 GEMMs at GPT-2's shapes against cuBLAS bf16 (same run), v8 tunables swept
 #   sanitize  compute-sanitizer memcheck + racecheck on the bf16 path and the bf16 GEMMs
@@ -10,7 +10,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export CONVNET_CACHE=${CONVNET_CACHE:-/tmp/convnet-cache}
 mkdir -p "$CONVNET_CACHE/cubin"
-for t in .cubins/*.tar.xz; do [ -f "$t" ] && tar -xJf "$t" -C "$CONVNET_CACHE/cubin"; done
+for t in .cubintar/*.tar.xz; do [ -f "$t" ] && tar -xJf "$t" -C "$CONVNET_CACHE/cubin"; done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/00_device.txt"
 t0=$(date +%s)
 stamp() { echo "== $1 (rc $2, $(( $(date +%s) - t0 )) s)"; }
@@ -20,6 +20,18 @@ for step in "$@"; do
     timeout 150 python3 tests/precompile_bf16.py 16 2>&1 | tail -1
     timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/test_gpu_gemm_bf16.py tests/test_gpu_bf16.py \
       > "$OUT/01_tests.txt" 2>&1; rc=$?; stamp tests $rc; grep -E "FAILED|ERROR|passed|failed" "$OUT/01_tests.txt" | tail -25 ;;
+  tests2)      # call 2: the bf16 model file, and the GEMM file's epilogue / tunable builds (the rest passed in call 1)
+    timeout 150 python3 tests/precompile_bf16.py 16 2>&1 | tail -1
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/test_gpu_bf16.py tests/test_gpu_gemm_bf16.py \
+      -k "not test_gpu_gemm_bf16 or tunables or epilogue" > "$OUT/01_tests.txt" 2>&1; rc=$?; stamp tests $rc
+    grep -E "FAILED|ERROR|passed|failed" "$OUT/01_tests.txt" | tail -25 ;;
+  decode2)
+    { timeout 100 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64
+      timeout 120 python3 -m convnet.gpt2 bench-decode --variants fast_bf16 --new-tokens 64 --sweep PDL=0,1 ln_fuse=0,1
+    } > "$OUT/02_decode.txt" 2>&1; stamp decode $?; grep -E "^\| |rror" "$OUT/02_decode.txt" | head -40 ;;
+  gemm2)
+    timeout 100 python3 -m convnet.bench.gemm --version bf16_wgmma --sweep BF_BN=128,192,256 BF_EPI_SMEM=0,1 \
+      > "$OUT/03_gemm.txt" 2>&1; stamp gemm $?; tail -30 "$OUT/03_gemm.txt" ;;
   decode)
     { timeout 60 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64
       timeout 70 python3 -m convnet.gpt2 bench-decode --variants fast_bf16 --new-tokens 64 --sweep PDL=0,1 ln_fuse=0,1
