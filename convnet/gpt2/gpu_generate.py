@@ -10,6 +10,10 @@ T tokens. The prefill's causal mask already keeps a prompt from its padding; eac
 comes from its own last row (gather_rows), and decode steps write every sequence's keys and values at the
 shared slot T + n while its position is len_b + n (embed_ragged), attention skipping its padding slots
 len_b..T-1 (decode_attention_gap). Other variants run one batch per prompt length.
+
+Top-p without top-k (SplitTopP) runs over several blocks per sequence (sample_prep, sample_top_p: a histogram of
+each slice's mass by distance below the maximum, the exact radix select over the one boundary bin's tokens); every
+other setting runs sample_tokens, one block per sequence. Both give the same kept set and the same draw.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from ..gpu.runtime import cdiv, f32, i32, ptr
 from .generate import Sampling
 
 SAMPLE_THREADS = 1024
+TP_SLICE = 4096                   # tokens per block of the split top-p (sample_prep, sample_top_p)
+TP_SLICES, TP_BINS = 64, 1024     # most slices per row, distance bins: as kernels/sampling.cu defaults them
 MARGIN_BYTES = 256 << 20          # split-K workspaces, the allocator's rounding, the CUDA graph
 
 
@@ -53,6 +59,40 @@ class Ragged:
                     self.scale, ptr(pos_dev), self.gap, stream=s)
 
 
+class SplitTopP:
+    """Top-p without top-k over ceil(V / slice) blocks per sequence (sampling.cu: sample_prep writes z and each
+    slice's maximum, sample_top_p the slices' mass histograms, then the row's last block chooses the token)."""
+
+    def __init__(self, rt, defines: dict, name: str, V: int):
+        d = {**defines, "SM_THREADS": SAMPLE_THREADS}          # sample_tokens' build: the same module
+        self.prep = rt.kernel("sampling.cu", "sample_prep", d, name)
+        self.top_p = rt.kernel("sampling.cu", "sample_top_p", d, name)
+        self.rt, self.V = rt, V
+        self.slice = max(TP_SLICE, cdiv(V, TP_SLICES))
+        self.G = cdiv(V, self.slice)
+
+    @staticmethod
+    def applies(s: Sampling) -> bool:
+        return s.temperature > 0 and not s.top_k and s.top_p is not None and s.top_p < 1
+
+    def buffers(self, B: int):
+        """Per-run buffers for B sequences: slice maxima, slice histograms, the rows' tickets (zeroed here; each
+        launch leaves them zero)."""
+        pool = self.rt.pool
+        self.part = pool.get("gpt2.gen.tp_max", (B, self.G))
+        self.hist = pool.get("gpt2.gen.tp_hist", (B, self.G, TP_BINS), np.uint64)
+        self.tickets = pool.get("gpt2.gen.tp_tickets", (B,), np.uint32)
+        self.tickets.set(np.zeros(B, np.uint32))
+
+    def __call__(self, logits, ld: int, zbuf, seen, words: int, done, step, row_ids, s: Sampling, pad: int, out,
+                 B: int, stream=None, thresholds=None):
+        grid, block = (self.G, B, 1), (SAMPLE_THREADS, 1, 1)
+        self.prep(grid, block, logits, np.int64(ld), i32(self.V), i32(self.slice), zbuf, ptr(seen), i32(words),
+                  ptr(done), f32(s.temperature), f32(s.repetition_penalty), self.part, stream=stream)
+        self.top_p(grid, block, zbuf, i32(self.V), i32(self.slice), self.part, self.hist, self.tickets, ptr(done),
+                   step, row_ids, np.uint64(s.seed), f32(s.top_p), i32(pad), out, ptr(thresholds), stream=stream)
+
+
 def kernel_limits(config) -> str | None:
     """Why the GPU kernels cannot run this model shape, or None: flash and decode attention take head sizes that
     are multiples of 16 up to 128 (registers: a decode thread keeps a head's output row); the warp LayerNorm
@@ -79,7 +119,8 @@ def z_shared_bytes(rt, V: int) -> int:
 class GPUGenerator:
     """Generation on one GPT2GPU: run(prompts, ...) is the GPU backend of generate.generate_batch's contract."""
 
-    def __init__(self, gpu):
+    def __init__(self, gpu, split_top_p: bool = True):
+        """split_top_p: top-p without top-k on SplitTopP (False: sample_tokens for every setting)."""
         self.gpu = gpu
         rt, d, name = gpu.rt, dict(gpu.variant.defines), gpu.variant.name
         self.sample_k = rt.kernel("sampling.cu", "sample_tokens", {**d, "SM_THREADS": SAMPLE_THREADS}, name)
@@ -87,6 +128,7 @@ class GPUGenerator:
         self.z_smem = z_shared_bytes(rt, gpu.V)
         if self.z_smem:
             self.sample_k.allow_shared(self.z_smem)
+        self.split = SplitTopP(rt, d, name, gpu.V) if split_top_p else None
         # bf16 (issue 15) has no per-sequence embedding yet: its prompts of different lengths run per length
         self.ragged_ok = gpu.graphable and not gpu.window and not getattr(gpu, "bf16", False)
         self.last_rate = float("nan")
@@ -99,6 +141,7 @@ class GPUGenerator:
         per_seq = 2 * L * cap * C                                  # the KV cache
         per_seq += T * (6 * C + 4 * C + (0 if g.head_major else 3 * C))   # prefill activations
         per_seq += g.Vp + V + cdiv(V, 32) + 8                       # logits, z, seen, state
+        per_seq += 2 * TP_BINS * cdiv(V, TP_SLICE) + cdiv(V, TP_SLICE)  # split top-p: histograms, maxima
         if not g.flash:
             per_seq += H * T * cap + H * T * g.D                      # naive attention's scores
         return 4 * B * per_seq + MARGIN_BYTES
@@ -170,12 +213,18 @@ class GPUGenerator:
         step_idx = pool.get("gpt2.act.step_idx", (B, 1), np.int32)
         pad = -1 if eos_id is None else eos_id
         temp = s.temperature
+        split = self.split if self.split is not None and SplitTopP.applies(s) else None
+        if split is not None:
+            split.buffers(B)
 
         def choose(logits):
-            self.sample_k((B, 1, 1), (SAMPLE_THREADS, 1, 1), logits, np.int64(gpu.Vp), i32(V), zbuf, ptr(seen),
-                          i32(words), ptr(done), step, row_ids, np.uint64(s.seed), f32(temp),
-                          f32(s.repetition_penalty), i32(s.top_k or 0), f32(s.top_p or 1.0), i32(pad), nxt,
-                          np.uintp(0), i32(self.z_smem > 0), stream=st, shared=self.z_smem)
+            if split is not None:
+                split(logits, gpu.Vp, zbuf, seen, words, done, step, row_ids, s, pad, nxt, B, st)
+            else:
+                self.sample_k((B, 1, 1), (SAMPLE_THREADS, 1, 1), logits, np.int64(gpu.Vp), i32(V), zbuf, ptr(seen),
+                              i32(words), ptr(done), step, row_ids, np.uint64(s.seed), f32(temp),
+                              f32(s.repetition_penalty), i32(s.top_k or 0), f32(s.top_p or 1.0), i32(pad), nxt,
+                              np.uintp(0), i32(self.z_smem > 0), stream=st, shared=self.z_smem)
             self.advance_k((cdiv(B, 128), 1, 1), (128, 1, 1), nxt, step_idx, pos, step, ptr(done), ptr(seen),
                            i32(words), i32(pad), i32(B), stream=st)
 

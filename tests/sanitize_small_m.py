@@ -1,0 +1,57 @@
+"""Run under compute-sanitizer (memcheck, racecheck) on the GPU machine: gemm.cu v11 (both layouts, split-K with its
+tickets, the LayerNorm prologue, the head-major QKV scatter) and sampling.cu's split top-p (candidates in shared
+memory and the row-reading fallback), then a small model's batched generation with top-p through both."""
+import numpy as np
+
+from convnet import catalogue
+from convnet.gpt2 import model as ref
+from convnet.gpt2.generate import Sampling, run_generation
+from convnet.gpt2.gpu import GPT2GPU
+from convnet.gpt2.gpu_generate import GPUGenerator, SplitTopP
+from convnet.gpu.gemm import ACT_GELU, Epilogue, Linear
+from convnet.gpu.runtime import Runtime
+
+rt = Runtime.get()
+rng = np.random.default_rng(0)
+for version, defines in (("wgmma", {"SMM_MAX_M": 64}), ("tf32", {"SMM_MAX_M": 64, "V5_SPLIT": 3, "SMM_BN": 16})):
+    lin = Linear(rt, version, defines, "sanitize", split_k=True)
+    for M, N, K, splits in ((9, 44, 100, 3), (33, 136, 64, 1), (64, 40, 200, 2)):
+        lin.fixed_splits = splits
+        A = rt.pool.upload(f"s.A{M}", rng.standard_normal((M, K)))
+        W = rt.pool.upload(f"s.W{M}{version}", lin.layout(rng.standard_normal((K, N))))
+        bias, R = rt.pool.upload(f"s.b{N}", rng.standard_normal(N)), rt.pool.upload(f"s.R{M}", rng.standard_normal((M, N)))
+        gb = rt.pool.upload(f"s.gb{K}", rng.standard_normal(2 * K))
+        C = rt.pool.get(f"s.C{M}", (M, N))
+        lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=bias, act=ACT_GELU, resid=R))
+        lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=bias), ln=(gb, gb[K:], 1e-5))
+    B, T, H, D = 3, 5, 2, 6
+    M, N, K = B * T, 3 * H * D, 40
+    A = rt.pool.upload("s.qA", rng.standard_normal((M, K)))
+    W = rt.pool.upload(f"s.qW{version}", lin.layout(rng.standard_normal((K, N))))
+    Q, Kc, Vc = (rt.pool.get(f"s.q{n}", (B, H, T + 2, D)) for n in "QKV")
+    for splits in (1, 2):
+        lin.fixed_splits = splits
+        lin(A, W, Q, M, N, K, K, lin.ldb(K, N), N, Epilogue(qkv=(Kc, Vc, T, 2, H, D, T + 2, T + 2)))
+    rt.synchronize("v11")
+print("v11 done")
+
+for V, scale in ((5000, 3.0), (9000, 0.01)):
+    B = 3
+    sp = SplitTopP(rt, {}, "sanitize", V)
+    sp.buffers(B)
+    lg = rt.pool.upload(f"s.lg{V}", rng.standard_normal((B, V)) * scale)
+    z = rt.pool.get(f"s.z{V}", (B, V))
+    step, rows, out = (rt.pool.upload(f"s.{n}", a, np.int32) for n, a in (("step", [3]), ("rows", [0, 1, 2]),
+                                                                          ("out", [0, 0, 0])))
+    done = rt.pool.upload("s.done", [0, 1, 0], np.int32)
+    sp(lg, V, z, None, 0, done, step, rows, Sampling(1.0, top_p=0.9, seed=2), -1, out, B)
+    rt.synchronize("split top-p")
+    print(V, out.get())
+
+config = ref.GPT2Config(n_layer=1, n_head=2, n_embd=64, vocab_size=5000, n_ctx=48)
+gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, catalogue.get("fast", "gpt2")))
+prompts = [[5, 9, 2], list(range(30, 41)), [7]] * 4
+done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(0.9, top_p=0.8, seed=2), eos_id=3,
+                         num_samples=1)
+print([c.ids for c in done])
+print("sanitize run done")

@@ -1,0 +1,299 @@
+"""Issue 14 on the GPU: gemm.cu v11 (the GEMM for 8 < M <= 64, batched decoding) against float64 numpy on odd
+shapes with every epilogue (bias + GELU + residual, LayerNorm prologue, the head-major QKV scatter into a cache),
+split-K on and off, both weight layouts, TF32 and 3xTF32; batched decode steps of the variants that use it against
+the float64 forward; and split top-p (sample_prep + sample_top_p) against sample_tokens and the numpy oracle.
+Outputs and workspaces are poisoned (NaN) before each checked run."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from convnet import catalogue
+from convnet.gpt2 import model as ref
+from convnet.gpt2.generate import Sampling, choose, float_keys, generate, kept, run_generation, scaled_logits
+from helpers import gpt2_small_params, rel_err
+
+pytestmark = pytest.mark.gpu
+
+# (version, -D constants): W^T rows (wgmma) and W (tf32, vec4); TF32 and 3xTF32; 16-, 32- and 64-column blocks
+BUILDS = {"nk_tf32": ("wgmma", {"SMM_MAX_M": 64}),
+          "nk_tf32_bn64_trunc": ("wgmma", {"SMM_MAX_M": 64, "SMM_BN": 64, "SMM_ROUND": 0, "SMM_STAGES": 3}),
+          "nk_3xtf32_bn16": ("wgmma", {"SMM_MAX_M": 64, "SMM_SPLIT": 3, "SMM_BN": 16}),
+          "kn_tf32": ("tf32", {"SMM_MAX_M": 64, "V5_ROUND": 0, "V5_STAGES": 2}),
+          "kn_3xtf32": ("tf32", {"SMM_MAX_M": 64, "V5_SPLIT": 3}),
+          "kn_3xtf32_bn64_vec4": ("vec4", {"SMM_MAX_M": 64, "SMM_SPLIT": 3, "SMM_BN": 64, "SMM_STAGES": 2})}
+# odd M in 9..64 (1-4 row fragments), odd N and K (multiples of 4), K shorter than a k tile, long K
+SHAPES = [(9, 44, 52), (17, 2304, 768), (31, 260, 1028), (33, 132, 1000), (47, 772, 3072), (64, 36, 4096),
+          (63, 128, 8), (12, 768, 3072), (50, 3072, 768)]
+
+
+def linear(build):
+    from convnet.gpu.gemm import Linear
+    from convnet.gpu.runtime import Runtime
+    rt = Runtime.get()
+    version, defines = build
+    if version == "wgmma" and rt.arch != "sm_90a":
+        pytest.skip(f"GEMM v7's layout builds need sm_90a; this GPU is {rt.arch}")
+    return rt, Linear(rt, version, defines, "test", split_k=True)
+
+
+def tol(build):
+    version, defines = build
+    three = defines.get("SMM_SPLIT", defines.get("V5_SPLIT", 1)) == 3
+    return 1e-5 if three else 5e-3
+
+
+def upload(rt, lin, tag, **arrays):
+    out = {}
+    for n, a in arrays.items():
+        a = lin.layout(a) if n == "W" else a
+        out[n] = rt.pool.get(f"test.smm.{tag}.{n}", a.shape, a.dtype)
+        out[n].set(a)
+    return out
+
+
+@pytest.mark.parametrize("splits", [None, 1, 3], ids=["heuristic", "no_split", "3_slices"])
+@pytest.mark.parametrize("build", BUILDS.values(), ids=BUILDS.keys())
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_small_m_linear_with_bias_gelu_residual(build, splits, M, N, K, rng):
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    rt, lin = linear(build)
+    assert lin.small is not None and M <= lin.small_max_m
+    lin.fixed_splits = splits
+    A, W = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+    bias, R = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    g = upload(rt, lin, "lin", A=A, W=W, bias=bias, R=R)
+    C = rt.pool.get("test.smm.C", (M, N))
+    C.fill(np.float32("nan"))
+    rt.pool.fill("splitk.", np.nan)
+    for _ in range(2):                               # twice: the split-K tickets are left ready for the next launch
+        lin(g["A"], g["W"], C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=g["bias"], act=ACT_GELU, resid=g["R"]))
+    rt.synchronize("test v11 linear")
+    want = ref.gelu(A.astype(np.float64) @ W + bias) + R
+    assert rel_err(C.get(), want) <= tol(build)
+
+
+@pytest.mark.parametrize("build", BUILDS.values(), ids=BUILDS.keys())
+@pytest.mark.parametrize("M,N,K", [(9, 2304, 768), (32, 3072, 768), (33, 772, 1000), (64, 132, 3072), (20, 36, 8)])
+def test_small_m_layernorm_prologue(build, M, N, K, rng):
+    """LayerNorm(A) @ W + bias with the statistics taken inside the GEMM (as decoding's GEMV does), vs float64."""
+    from convnet.gpu.gemm import Epilogue
+    rt, lin = linear(build)
+    assert lin.fuses_layernorm(M, N, K) and not lin.fuses_layernorm(65, N, K)
+    A = (3 + 2 * rng.standard_normal((M, K))).astype(np.float32)
+    W = rng.standard_normal((K, N)).astype(np.float32)
+    gamma, beta, bias = (rng.standard_normal(n).astype(np.float32) for n in (K, K, N))
+    g = upload(rt, lin, "ln", A=A, W=W, gamma=gamma, beta=beta, bias=bias)
+    C = rt.pool.get("test.smm.lnC", (M, N))
+    C.fill(np.float32("nan"))
+    rt.pool.fill("splitk.", np.nan)
+    lin(g["A"], g["W"], C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=g["bias"]), ln=(g["gamma"], g["beta"], 1e-5))
+    rt.synchronize("test v11 LayerNorm prologue")
+    want = ref.layer_norm(A.astype(np.float64), gamma, beta) @ W + bias
+    assert rel_err(C.get(), want) <= tol(build)
+
+
+@pytest.mark.parametrize("build", [BUILDS["nk_tf32"], BUILDS["kn_3xtf32"]], ids=["nk_tf32", "kn_3xtf32"])
+@pytest.mark.parametrize("B,T,H,D,pos,on_device", [(2, 8, 4, 32, 5, False), (3, 7, 2, 6, 0, False),
+                                                   (33, 1, 12, 64, 9, True), (4, 16, 2, 10, 3, True)])
+def test_small_m_head_major_qkv_into_the_cache(build, B, T, H, D, pos, on_device, rng):
+    """pro_2's scatter from v11 (direct and through the last slice's epilogue): Q[b][h][t][d], K/V[b][h][pos + t][d];
+    the rest of Q and the cache keeps its poison. D = 6, 10: head rows not a multiple of 4 floats."""
+    from convnet.gpu.gemm import Epilogue
+    rt, lin = linear(build)
+    C1 = H * D
+    M, N, K = B * T, 3 * C1, 200
+    cap_q, cap_kv = T + 3, pos + T + 4
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    g = upload(rt, lin, "qkv", A=a, W=w, bias=bias)
+    bufs = {}
+    for n, shape in (("Q", (B, H, cap_q, D)), ("K", (B, H, cap_kv, D)), ("V", (B, H, cap_kv, D))):
+        bufs[n] = rt.pool.get(f"test.smm.qkv.{n}", shape)
+        bufs[n].fill(np.float32("nan"))
+    pos_dev = None
+    if on_device:
+        pos_dev = rt.pool.get("test.smm.pos", (1,), np.int32)
+        pos_dev.set(np.array([pos], np.int32))
+    for splits in (1, 2):
+        lin.fixed_splits = splits
+        epi = Epilogue(bias=g["bias"], qkv=(bufs["K"], bufs["V"], T, 0 if on_device else pos, H, D, cap_q, cap_kv),
+                       pos_dev=pos_dev)
+        lin(g["A"], g["W"], bufs["Q"], M, N, K, K, lin.ldb(K, N), N, epi)
+        rt.synchronize("test v11 qkv scatter")
+        y = (a.astype(np.float64) @ w + bias).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
+        q, k, v = (bufs[n].get() for n in "QKV")
+        assert rel_err(q[:, :, :T], y[0]) <= tol(build)
+        assert rel_err(k[:, :, pos:pos + T], y[1]) <= tol(build)
+        assert rel_err(v[:, :, pos:pos + T], y[2]) <= tol(build)
+        assert np.isnan(q[:, :, T:]).all()
+        for c in (k, v):
+            assert np.isnan(c[:, :, :pos]).all() and np.isnan(c[:, :, pos + T:]).all()
+
+
+SMALL = ref.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=96)
+
+
+def variant(name):
+    """The catalogue's variant; fast_3xtf32_smm: fast_3xtf32 with v11 (3xTF32) for 8 < M <= 64."""
+    if name == "fast_3xtf32_smm":
+        v = catalogue.get("fast_3xtf32", "gpt2")
+        return dataclasses.replace(v, name=name, defines={**v.defines, "SMM_MAX_M": 64})
+    return catalogue.get(name, "gpt2")
+
+
+def make(v, params, config):
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu.runtime import Runtime
+    if v.min_sm > int(Runtime.get().arch[3:5]):
+        pytest.skip(f"{v.name} needs sm_{v.min_sm}")
+    return GPT2GPU(params, config, v)
+
+
+@pytest.mark.parametrize("name", ["fast", "fast_mma", "fast_3xtf32_smm"])
+@pytest.mark.parametrize("B", [12, 33])
+def test_batched_decode_equals_full_recompute(name, B, rng):
+    """Prefill 5 tokens for B sequences (M = 5B: v11 or the tiles), then decode one token at a time (M = B: v11 with
+    the LayerNorms inside): every step's logits equal the float64 forward over the sequence so far."""
+    v = variant(name)
+    params = gpt2_small_params(SMALL)
+    gpu = make(v, params, SMALL)
+    assert gpu.linear.small is not None
+    seq = rng.integers(0, SMALL.vocab_size, (B, 10))
+    tol_ = 1e-4 if v.precision == "fp32" else v.tolerance
+    gpu.rt.pool.fill("gpt2.act.", np.nan, np.float32)
+    gpu.rt.pool.fill("splitk.", np.nan)
+    for t in range(5, 11):
+        pos, step = (0, seq[:, :5]) if t == 5 else (t - 1, seq[:, t - 1:t])
+        out, rows = gpu.enqueue(gpu.check_tokens(step), pos=pos, cap=10, last_only=True)
+        got = out.get()[:rows, :SMALL.vocab_size]
+        want = ref.forward(params, SMALL, seq[:, :t], dtype=np.float64)[:, -1]
+        assert rel_err(got, want) <= tol_, f"decode step at length {t}"
+
+
+def test_batch_of_twelve_prompts_generates_as_the_reference():
+    """fast_3xtf32 with v11 (fp32-class): twelve prompts of different lengths in one batch (decode steps of M = 12
+    through a CUDA graph) continue as the numpy reference does, token for token."""
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    params = gpt2_small_params(SMALL, layernorms=False, wte_scale=8)
+    gen = GPUGenerator(make(variant("fast_3xtf32_smm"), params, SMALL))
+    prompts = [[int(x) for x in np.arange(1, 2 + n) * 7 % 257] for n in range(12)]
+    completions, _ = run_generation(gen.run, prompts, 10, Sampling(), None, 1)
+    for p, c in zip(prompts, completions):
+        assert c.ids == generate(params, SMALL, p, 10), p
+
+
+# ---- split top-p -----------------------------------------------------------------------------------------------
+def gpu_top_p(logits, s: Sampling, seen=None, step=0, done=None, split=True):
+    """One sampling step on (B, V) logits through SplitTopP (split) or sample_tokens: tokens, (kth, cut) keys."""
+    from convnet.gpt2.gpu_generate import SplitTopP
+    from convnet.gpu.runtime import Runtime, f32, i32, ptr
+    rt = Runtime.get()
+    B, V = logits.shape
+    lg = rt.pool.get("test.tp.logits", (B, V))
+    lg.set(np.ascontiguousarray(logits, np.float32))
+    z = rt.pool.get("test.tp.z", (B, V))
+    z.fill(np.float32(np.nan))
+    words = -(-V // 32)
+    seen_dev = done_dev = None
+    if seen is not None:
+        bits = np.zeros((B, words * 32), bool)
+        bits[:, :V] = seen
+        seen_dev = rt.pool.get("test.tp.seen", (B, words), np.uint32)
+        seen_dev.set(np.packbits(bits, axis=1, bitorder="little").view(np.uint32).reshape(B, words))
+    if done is not None:
+        done_dev = rt.pool.get("test.tp.done", (B,), np.int32)
+        done_dev.set(np.asarray(done, np.int32))
+    step_dev = rt.pool.get("test.tp.step", (1,), np.int32)
+    step_dev.set(np.array([step], np.int32))
+    rows = rt.pool.get("test.tp.rows", (B,), np.int32)
+    rows.set(np.arange(B, dtype=np.int32))
+    out = rt.pool.get("test.tp.out", (B,), np.int32)
+    out.fill(np.int32(-7))
+    thr = rt.pool.get("test.tp.thr", (B, 2), np.uint32)
+    thr.fill(np.uint32(7))
+    if split:
+        sp = SplitTopP(rt, {}, "test", V)
+        sp.buffers(B)
+        rt.pool.fill("gpt2.gen.tp_", np.nan, np.float32)
+        for _ in range(2):                           # twice: the tickets are left ready for the next step
+            sp(lg, V, z, seen_dev, words, done_dev, step_dev, rows, s, -1, out, B, thresholds=thr)
+    else:
+        k = rt.kernel("sampling.cu", "sample_tokens", {"SM_THREADS": 1024}, "test")
+        k((B, 1, 1), (1024, 1, 1), lg, np.int64(V), i32(V), z, ptr(seen_dev), i32(words), ptr(done_dev), step_dev,
+          rows, np.uint64(s.seed), f32(s.temperature), f32(s.repetition_penalty), i32(s.top_k or 0),
+          f32(s.top_p or 1.0), i32(-1), out, thr, i32(0))
+    rt.synchronize("test split top-p")
+    return out.get(), thr.get()
+
+
+TOP_P = {"p0.9": Sampling(1.0, top_p=0.9, seed=5), "p0.5_t0.7": Sampling(0.7, top_p=0.5, seed=8),
+         "p0.999_t2": Sampling(2.0, top_p=0.999, seed=9), "p0.05": Sampling(1.0, top_p=0.05, seed=10),
+         "penalty": Sampling(1.0, top_p=0.95, repetition_penalty=1.3, seed=7)}
+
+
+@pytest.mark.parametrize("scale", [3.0, 0.05, 30.0], ids=["spread", "flat", "peaked"])
+@pytest.mark.parametrize("V", [1000, 50257, 70001])
+@pytest.mark.parametrize("name", TOP_P)
+def test_split_top_p_equals_one_block_and_the_reference(name, V, scale, rng):
+    """The same kept set (cut key) and the same token as sample_tokens, row for row; the kept set the oracle's.
+    flat: logits within 0.05 x N(0, 1), so the boundary bin holds thousands of tokens (the row-reading path)."""
+    s = TOP_P[name]
+    B = 16
+    logits = (rng.standard_normal((B, V)) * scale).astype(np.float32)
+    logits[3, 10:20] = logits[3, 10]                     # ties at one value
+    logits[5, :] = 1.0                                   # a row of one value
+    seen = rng.random((B, V)) < 0.05 if s.repetition_penalty != 1 else None
+    got, thr = gpu_top_p(logits, s, seen, step=11)
+    one, thr1 = gpu_top_p(logits, s, seen, step=11, split=False)
+    assert np.array_equal(thr[:, 1], thr1[:, 1]) and (thr[:, 0] == 0).all()
+    assert np.array_equal(got, one)
+    same = 0
+    for b in range(B):
+        z = scaled_logits(logits[b], s, None if seen is None else seen[b])
+        mask = kept(z, s.top_k, s.top_p)
+        assert np.array_equal(float_keys(z) >= thr[b, 1], mask), f"row {b}: kept sets differ"
+        assert mask[got[b]]
+        same += got[b] == choose(logits[b], s, None if seen is None else seen[b], row=b, step=11)
+    assert same >= B - 1, f"{same} of {B} draws equal the reference's"
+
+
+def test_split_top_p_skips_finished_rows(rng):
+    logits = rng.standard_normal((4, 5000)).astype(np.float32)
+    got, _ = gpu_top_p(logits, Sampling(1.0, top_p=0.8, seed=1), done=[0, 1, 0, 1])
+    one, _ = gpu_top_p(logits, Sampling(1.0, top_p=0.8, seed=1), done=[0, 1, 0, 1], split=False)
+    assert got[1] == got[3] == -1 and got[0] >= 0 and got[2] >= 0
+    assert np.array_equal(got, one)
+
+
+def test_split_top_p_frequencies_match_reference(rng):
+    """4096 draws (one per row) from fixed logits over 30 tokens: chi-square against the reference's probabilities
+    of the kept set (the 0.999 quantile of chi2(29) is 58.3)."""
+    V, B = 30, 4096
+    s = Sampling(1.2, top_p=0.8, seed=3)
+    logits = rng.standard_normal(V).astype(np.float32)
+    got, _ = gpu_top_p(np.tile(logits, (B, 1)), s)
+    z = scaled_logits(logits, s)
+    keep = kept(z, None, s.top_p)
+    p = np.where(keep, np.exp(z.astype(np.float64) - z.max()), 0)
+    p /= p.sum()
+    counts = np.bincount(got, minlength=V)
+    assert counts[~keep].sum() == 0
+    expected = p[keep] * B
+    assert float(((counts[keep] - expected) ** 2 / expected).sum()) < 58.3
+
+
+def test_generation_with_split_top_p_equals_one_block():
+    """The generate path with top-p: the same tokens with SplitTopP as with sample_tokens (fast_fp32, a graph)."""
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    params = ref.random_params(SMALL, 0)                # flat distributions: seeds matter
+    gpu = make(catalogue.get("fast_fp32", "gpt2"), params, SMALL)
+    prompts = [[5, 9, 2], list(range(30, 47)), [7], [100, 3, 3, 80, 12, 250, 9, 1, 4]]
+    s = Sampling(1.0, top_p=0.9, repetition_penalty=1.2, seed=11)
+    runs = []
+    for split in (True, False):
+        gen = GPUGenerator(gpu, split_top_p=split)
+        completions, _ = run_generation(gen.run, prompts, 20, s, None, 2)
+        runs.append([c.ids for c in completions])
+    assert runs[0] == runs[1]
