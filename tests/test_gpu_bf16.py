@@ -100,7 +100,7 @@ def test_bf16_variant_stores_bf16_weights_once():
 
 def test_bf16_kernel_plan_on_the_dry_run():
     """What fast_bf16 launches (dry run, no GPU): a full forward takes the bf16 embedding, 2 L + 1 bf16 LayerNorms,
-    the bf16 flash kernel per layer and v9 / v8 per kernel group as gemm_groups says; a device-side decode step
+    the bf16 flash kernel per layer and v8 for every GEMM; a device-side decode step
     (B = 2) takes decode_attention_bf16 and v10's GEMV for every linear layer, the LayerNorms inside the GEMVs of
     qkv, mlp_fc and the LM head (no LayerNorm launch), no fp32 kernel."""
     from convnet.bench.dryrun import RecordingRuntime
@@ -112,8 +112,7 @@ def test_bf16_kernel_plan_on_the_dry_run():
     full = [k for k, *_ in rt.launches]
     assert full.count("embed_bf16") == 1 and full.count("layernorm_warp_bf16") == 2 * L + 1
     assert full.count("flash_attention_bf16") == L
-    assert full.count("gemm_bf16_mma") == 3 * L                # qkv, attn_proj, mlp_fc
-    assert full.count("gemm_bf16_wgmma") == L + 1              # mlp_proj, the LM head
+    assert full.count("gemm_bf16_wgmma") == 4 * L + 1          # v8 for every GEMM (BF_EPI_SMEM=1, BF_BN 192)
     assert not {"embed", "layernorm_warp", "flash_attention_tf32", "decode_attention"} & set(full)
     rt.launches.clear()
     gpu._device_step(2, 48)

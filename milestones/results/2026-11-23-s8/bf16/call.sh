@@ -26,12 +26,23 @@ for step in "$@"; do
       -k "not test_gpu_gemm_bf16 or tunables or epilogue" > "$OUT/01_tests.txt" 2>&1; rc=$?; stamp tests $rc
     grep -E "FAILED|ERROR|passed|failed" "$OUT/01_tests.txt" | tail -25 ;;
   decode2)
-    { timeout 100 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64
-      timeout 120 python3 -m convnet.gpt2 bench-decode --variants fast_bf16 --new-tokens 64 --sweep PDL=0,1 ln_fuse=0,1
-    } > "$OUT/02_decode.txt" 2>&1; stamp decode $?; grep -E "^\| |rror" "$OUT/02_decode.txt" | head -40 ;;
+    timeout 90 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64 > "$OUT/02_decode.txt" 2>&1
+    stamp decode $?; grep -E "^\| |rror" "$OUT/02_decode.txt" | head -30
+    timeout 90 python3 -m convnet.gpt2 bench-decode --variants fast_bf16 --new-tokens 64 --sweep PDL=0,1 ln_fuse=0,1 \
+      > "$OUT/02_decode_sweep.txt" 2>&1; stamp decode_sweep $?; grep -E "^\| fast|rror" "$OUT/02_decode_sweep.txt" ;;
+  sanitize2)
+    for tool in memcheck racecheck; do
+      timeout 70 compute-sanitizer --tool $tool python3 tests/sanitize_bf16.py 2>&1 | tail -3
+      timeout 50 compute-sanitizer --tool $tool python3 tests/sanitize_gemm_bf16.py BF_EPI_SMEM=1 BF_BN=256 2>&1 | tail -3
+    done > "$OUT/04_sanitize.txt" 2>&1; stamp sanitize $?; cat "$OUT/04_sanitize.txt" ;;
   gemm2)
     timeout 100 python3 -m convnet.bench.gemm --version bf16_wgmma --sweep BF_BN=128,192,256 BF_EPI_SMEM=0,1 \
       > "$OUT/03_gemm.txt" 2>&1; stamp gemm $?; tail -30 "$OUT/03_gemm.txt" ;;
+  tests3)      # call 3: the model tests with the catalogue's new GEMM settings (v8 BF_EPI_SMEM=1, BF_BN 192 everywhere)
+    timeout 150 python3 tests/precompile_bf16.py 16 2>&1 | tail -1
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/test_gpu_bf16.py \
+      -k "small_model or tiny or 124m or hf_bf16 or kv_cache or greedy or paths_agree" > "$OUT/01_tests.txt" 2>&1
+    stamp tests $?; grep -E "FAILED|ERROR|passed|failed" "$OUT/01_tests.txt" | tail -15 ;;
   decode)
     { timeout 60 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64
       timeout 70 python3 -m convnet.gpt2 bench-decode --variants fast_bf16 --new-tokens 64 --sweep PDL=0,1 ln_fuse=0,1
