@@ -1914,7 +1914,7 @@ gemm_bf16_mma(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt,
 #define BFS_CG 2                   // column groups per block (1, 2, 4 or 8)
 #endif
 #ifndef BFS_PRE
-#define BFS_PRE 1                  // k steps of W loaded into registers before the wait (0..3)
+#define BFS_PRE 1                  // k steps of W loaded into registers before the wait (0..3; 2 spills _ln1)
 #endif
 #ifndef BFS_LN_VEC
 #define BFS_LN_VEC 8               // float4 per lane in the LayerNorm prologue: K up to 1024

@@ -145,7 +145,7 @@ def test_other_refusals():
 BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
           "tunables-fp32-out": {"BF_OUT": 0, "BF_BN": 256, "BF_GROUP": 0, "BF_TMA_PARAM": 1, "BF_INFLIGHT": 0,
                                 "BF_EPI_CALLS": 1, "BF9_BK": 64, "BF9_STAGES": 3, "BFS_CG": 4},
-          "epilogue-in-shared-memory": {"BF_OUT": 0, "BF_BN": 256, "BF_EPI_SMEM": 1, "PDL": 1, "BFS_PRE": 2}}
+          "epilogue-in-shared-memory": {"BF_OUT": 0, "BF_BN": 256, "BF_EPI_SMEM": 1, "PDL": 1}}
 
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
