@@ -3,6 +3,7 @@ tests/sanitize_small_m.py, the decode / generate / GEMV tests of test_gpu_gpt2.p
 milestones/results/2026-11-23-s8/generate/bench_issue14.py, and what tests/precompile_generate.py collects (test_gpu_generate.py, bench-generate):
 
     python tests/precompile_small_m.py [workers]"""
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,11 @@ def collect(arch: str) -> set:
     for bn in (32, 64):
         for stages in (3, 4, 6):
             Linear(rt, "wgmma", {**fast, "SMM_BN": bn, "SMM_STAGES": stages}, "bench", split_k=True)
-    Linear(rt, "wgmma", {k: v for k, v in fast.items() if not k.startswith("SMM_")}, "bench", split_k=True)
+    base = {k: v for k, v in fast.items() if not k.startswith("SMM_")}
+    Linear(rt, "wgmma", base, "bench", split_k=True)
+    for defines in (base, {**fast, "SMM_BN": 64}, {**fast, "SMM_LN": 1, "SMM_MAX_M": 64}):   # its decode rates
+        v = dataclasses.replace(catalogue.get("fast", "gpt2"), defines=defines)
+        GPUGenerator(GPT2GPU(random_params(GPT2Config(1, 12, 768, 64, 64)), GPT2Config(1, 12, 768, 64, 64), v, rt))
     for D in (32, 64, 80):
         rt.kernel("attention.cu", "decode_attention", {"HEAD_DIM": D}, "test")
     for tile in FLASH_TILES.values():

@@ -21,19 +21,25 @@ def decode_launches(name, B, config):
 
 @pytest.mark.parametrize("name,layout", [("fast", "nk"), ("fast_mma", "kn")])
 @pytest.mark.parametrize("B", [9, 32, 33, 64])
-def test_batched_decode_step_runs_v11_with_the_layernorm_inside(name, layout, B):
-    config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=300, n_ctx=32)
+def test_batched_decode_step_runs_v11_where_the_catalogue_says(name, layout, B):
+    """fast, fast_mma: v11 for 8 < B <= SMM_MAX_M and N <= SMM_MAX_N (the LM head of a 50304-token vocabulary goes to
+    the tiles), the LayerNorm kernel before it (SMM_LN=0); the tiles above SMM_MAX_M rows."""
+    config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=5000, n_ctx=32)
     gpu, launches = decode_launches(name, B, config)
     arity = declared_arity()
     for kernel, grid, block, nargs in launches:
         assert nargs == arity[kernel], f"{kernel}: {nargs} arguments passed, {arity[kernel]} declared"
     kernels = [k for k, *_ in launches]
+    lin = gpu.linear
     small = f"gemm_small_m{-(-B // 16)}_{layout}"
-    assert kernels.count(small) == 4 * config.n_layer + 1          # qkv, attn_proj, mlp_fc, mlp_proj; LM head
-    assert not any(k.startswith(("layernorm", "splitk_reduce", "gemm_wgmma", "gemm_tf32")) for k in kernels)
+    takes = B <= lin.small_max_m
+    assert lin.small_max_n and gpu.Vp > lin.small_max_n >= 4 * config.n_embd
+    assert kernels.count(small) == (4 * config.n_layer if takes else 0)    # qkv, attn_proj, mlp_fc, mlp_proj
+    assert kernels.count("layernorm_warp") == (2 * config.n_layer + 1) * (not lin.small_ln)
+    assert kernels.count("gemm_wgmma" if layout == "nk" else "gemm_tf32") == (1 if takes else 4 * config.n_layer + 1)
     for kernel, grid, block, _ in launches:
         if kernel == small:
-            assert block == (gpu.linear.small_threads, 1, 1) and grid[2] == 1
+            assert block == (lin.small_threads, 1, 1) and grid[2] == 1
 
 
 @pytest.mark.parametrize("name", ["fast", "fast_mma"])
@@ -51,8 +57,11 @@ def test_v11_is_off_unless_the_variant_sets_smm_max_m():
     rt = RecordingRuntime()
     off = Linear(rt, "wgmma", {}, "test", split_k=True)
     assert off.small is None and not off.fuses_layernorm(9, 768, 768)
-    on = Linear(rt, "wgmma", {"SMM_MAX_M": 40}, "test", split_k=True)
+    on = Linear(rt, "wgmma", {"SMM_MAX_M": 40, "SMM_LN": 1}, "test", split_k=True)
     assert sorted(on.small) == [1, 2, 3] and on.fuses_layernorm(40, 768, 768) and not on.fuses_layernorm(41, 768, 768)
+    no_ln = Linear(rt, "wgmma", {"SMM_MAX_M": 40, "SMM_MAX_N": 1024}, "test", split_k=True)
+    assert not no_ln.fuses_layernorm(40, 768, 768) and no_ln.fuses_layernorm(8, 768, 768)      # the GEMV's own
+    assert no_ln.small_takes(40, 1024) and not no_ln.small_takes(40, 1028) and not no_ln.small_takes(41, 8)
     with pytest.raises(Exception, match="SMM_MAX_M up to 64"):
         Linear(rt, "wgmma", {"SMM_MAX_M": 65}, "test", split_k=True)
 

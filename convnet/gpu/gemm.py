@@ -98,9 +98,13 @@ BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_BM, BF_BK, BF9_TILE = 128, 64, 128
 MAP_SLOTS = 1024                      # v8's TMA map pairs per Linear (256 bytes each, in one device buffer)
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
-# v11 (gemm_small_m), as kernels/gemm.cu defaults them; SMM_MAX_M (rows it takes, 0 = off), SMM_MIN_KT (32-deep k tiles
-# per split-K slice at least) and SMM_WAVES (blocks aimed at, in waves of resident blocks) steer the launcher
-SMM_DEFAULTS = {"SMM_BN": 32, "SMM_STAGES": 4, "SMM_MAX_M": 0, "SMM_MIN_KT": 4, "SMM_WAVES": 1}
+# v11 (gemm_small_m), as kernels/gemm.cu defaults them; SMM_MAX_M (rows it takes, 0 = off), SMM_MAX_N (widest output it
+# takes, 0 = any: the LM head's 50304 columns re-read A from L2 1572 times and run faster on the tiles, H100), SMM_LN (1:
+# LayerNorm inside v11; each block then reads all of A for the statistics: 25 vs 10.6 us for qkv at M = 32, H100),
+# SMM_MIN_KT (32-deep k tiles per split-K slice at least) and SMM_WAVES (blocks aimed at, in waves of resident blocks)
+# steer the launcher
+SMM_DEFAULTS = {"SMM_BN": 32, "SMM_STAGES": 4, "SMM_MAX_M": 0, "SMM_MAX_N": 0, "SMM_LN": 0, "SMM_MIN_KT": 4,
+                "SMM_WAVES": 1}
 SMM_BK, SMM_PAD, SMM_ROWS = 32, 4, 64
 SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column tile (zeroed once, reset by the kernel)
 
@@ -120,6 +124,7 @@ class Linear:
         self.w_layout = "nk" if version == "wgmma" else "kn"
         self.w_dtype = np.float32                # the weights' storage (bf16 versions: BF16 = uint16 bits)
         self.small, self.small_max_m = None, 0   # v11 builds by row fragments (16 rows each), rows they take
+        self.small_max_n, self.small_ln = 0, False
         if version == "wgmma" and rt.arch != "sm_90a":
             raise GPUError(f"GEMM v7 (wgmma) needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch}")
         if version == "bf16":
@@ -231,6 +236,7 @@ class Linear:
                            f"{c['SMM_BN']}")
         self.small_max_m, self.small_bn, self.small_threads = c["SMM_MAX_M"], c["SMM_BN"], 4 * c["SMM_BN"]
         self.small_min_kt, self.small_waves = max(1, c["SMM_MIN_KT"]), max(1, c["SMM_WAVES"])
+        self.small_max_n, self.small_ln = c["SMM_MAX_N"], bool(c["SMM_LN"])
         w_floats = self.small_bn * (SMM_BK + SMM_PAD) if self.w_layout == "nk" else SMM_BK * (self.small_bn + 8)
         self.small = {}
         for mf in range(1, _cdiv(self.small_max_m, 16) + 1):
@@ -239,6 +245,10 @@ class Linear:
             smem = c["SMM_STAGES"] * (16 * mf * (SMM_BK + SMM_PAD) + w_floats + 2 * SMM_BK) * 4
             fn.allow_shared(smem)
             self.small[mf] = (fn, smem, fn.blocks_per_sm(self.small_threads, smem) * self.rt.sm_count)
+
+    def small_takes(self, M: int, N: int) -> bool:
+        """Whether v11 runs a call of M rows and N columns (SMM_MAX_M, SMM_MAX_N)."""
+        return self.small is not None and M <= self.small_max_m and (not self.small_max_n or N <= self.small_max_n)
 
     def small_splits(self, M: int, N: int, K: int) -> int:
         """v11's split-K: enough slices that the column tiles x slices fill SMM_WAVES waves of resident blocks, each
@@ -321,7 +331,7 @@ class Linear:
             lin = self.bf_mma if self.version == "bf16" else self
             return lin.bf_gemv and M <= SKINNY_M and K % 8 == 0 and K <= lin.bf_ln_max_k
         return all(v % 4 == 0 for v in (K, N)) and ((self.skinny is not None and M <= SKINNY_M) or
-                                                    (self.small is not None and M <= self.small_max_m))
+                                                    (self.small_ln and self.small_takes(M, N)))
 
     def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None, ln=None,
                  out_bf16: bool | None = None):
@@ -358,7 +368,7 @@ class Linear:
             skinny((_cdiv(N, self.skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K),
                    i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
             return
-        if self.small is not None and M <= self.small_max_m:
+        if self.small_takes(M, N):
             # batched decoding: rows a 128-row tile would mostly pad, W read once on the tensor cores (v11)
             return self._call_small(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln)
         splits = self.splits(M, N, K)

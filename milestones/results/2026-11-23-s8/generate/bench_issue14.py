@@ -148,23 +148,26 @@ def decode():
     one = [list(map(int, rng.integers(0, 50257, 16)))]
     many = [list(map(int, p)) for p in rng.integers(0, 50257, (32, 64))]
     fast = catalogue.get("fast", "gpt2")
-    plain = dataclasses.replace(fast, name="fast_no_v11", defines=BASE)
+    others = [dataclasses.replace(fast, name="fast_no_v11", defines=BASE),
+              dataclasses.replace(fast, name="fast_v11_bn64", defines={**FAST, "SMM_BN": 64}),
+              dataclasses.replace(fast, name="fast_v11_ln_m64", defines={**FAST, "SMM_LN": 1, "SMM_MAX_M": 64})]
     print("## steady decode rates (tokens/s, CUDA events over graph replays, median of 3 after a warm-up), 256 new")
-    for v in (fast, plain):
+    for v in (fast, *others):
         gpu = GPT2GPU(params, GPT2_124M, v)
         for label, prompts, s, split in [("B=32 x 64 greedy", many, Sampling(), True),
+                                         ("B=16 x 64 greedy", many[:16], Sampling(), True),
                                          ("B=32 x 64 top-p 0.9", many, Sampling(1.0, top_p=0.9, seed=1), True),
                                          ("B=1 greedy", one, Sampling(), True),
                                          ("B=1 top-p 0.9 split", one, Sampling(1.0, top_p=0.9, seed=1), True),
                                          ("B=1 top-p 0.9 one block", one, Sampling(1.0, top_p=0.9, seed=1), False)]:
-            if v is plain and not label.startswith("B=32 x 64 greedy"):
+            if v is not fast and not label.startswith(("B=32 x 64 greedy", "B=16")):
                 continue
             gen = GPUGenerator(gpu, split_top_p=split)
             rates = []
             for _ in range(4):
                 run_generation(gen.run, prompts, 256, s, None)
                 rates.append(gen.last_rate)
-            print(f"{v.name:12s} {label:28s} {statistics.median(rates[1:]):9.0f}")
+            print(f"{v.name:16s} {label:28s} {statistics.median(rates[1:]):9.0f}")
         del gpu
 
 
