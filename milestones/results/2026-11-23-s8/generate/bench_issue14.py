@@ -91,8 +91,12 @@ def cublas_us(M, N, K):
 
 def gemm():
     rt = Runtime.get()
-    new, old = Linear(rt, "wgmma", FAST, "bench", split_k=True), Linear(rt, "wgmma", BASE, "bench", split_k=True)
-    print(f"## GEMM, {rt.name}: us per GEMM (weight GB/s); v11 = fast's SMM_* {dict((k, v) for k, v in FAST.items() if k.startswith('SMM'))}")
+    # v11 at every M and N here (fast's own launcher leaves M > SMM_MAX_M and N > SMM_MAX_N to the tiles)
+    new = Linear(rt, "wgmma", {**FAST, "SMM_LN": 1, "SMM_MAX_M": 64}, "bench", split_k=True)
+    new.small_max_n = 0
+    old = Linear(rt, "wgmma", BASE, "bench", split_k=True)
+    print(f"## GEMM, {rt.name}: us per GEMM (weight GB/s); v11 = fast's SMM_* {dict((k, v) for k, v in FAST.items() if k.startswith('SMM'))}"
+          " at every M and N")
     print("| M | layer | N x K | v11 | splits | tiles (v7 + split-K) | cuBLAS TF32 | v11 / cuBLAS |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     tot = {"v11": 0.0, "old": 0.0, "cublas": 0.0}
