@@ -25,7 +25,8 @@
 //                    it), gathers that bin's tokens (TP_CAND in shared memory, else it reads the row again), runs
 //                    the radix select over them alone, and draws: the slice holding u * kept mass from the
 //                    histograms, then the token inside that slice. One row's passes spread over ~13 SMs instead
-//                    of four radix passes over 50257 tokens on one (B = 1 top-p cost 12 % per token, H100).
+//                    of four radix passes over 50257 tokens on one: B = 1 top-p 0.9 costs 5.1 % per token over greedy
+//                    instead of 11.7 % (H100, same run).
 //   advance_tokens   after the choice: the tokens become the next step's input, a sequence that produced
 //                    eos_id is done, its token is marked seen (repetition penalty), pos and step += 1.
 //   embed_ragged     decode-step embedding for prompts of different lengths: sequence b's prompt fills slots
