@@ -6,8 +6,11 @@
 #                                   convnet-predict on a folder of 1,000 PNGs written from the test split
 #   milestones/gpu_check.sh gpt2    precompile GPT-2 builds, GPT-2 GPU tests (fp32/TF32, generation, bf16),
 #                                   bench-decode of fast and fast_bf16
-# The cubin cache ($CONVNET_CACHE) persists between the two calls while the machine stays warm.
+# The cubin cache ($CONVNET_CACHE) persists between the two calls while the machine stays warm; a cache
+# precompiled on the CPU machine (CONVNET_CACHE=build/vcache python tests/precompile*.py, nvcc needs no GPU)
+# and carried as build/vcache is used as it is, so the device spends its minutes testing.
 set -o pipefail
+[ -d build/vcache ] && export CONVNET_CACHE=${CONVNET_CACHE:-$PWD/build/vcache}
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 part=${1:?lenet or gpt2}
@@ -20,7 +23,7 @@ pytest_gpu() {   # log name, time limit, files...
 if [ "$part" = lenet ]; then
   timeout 170 python3 tests/precompile.py 16 2>&1 | tail -1
   pytest_gpu 01_lenet_tests.txt 250 tests/test_gpu_lenet.py tests/test_gpu_conv_shapes.py \
-      tests/test_gpu_pipeline.py tests/test_predict.py
+      tests/test_gpu_pipeline.py tests/test_predict.py tests/test_multi_gpu_device.py
   # the non-editable install (the wheel built from this tree: .dist/ carried, or built here), run from another
   # directory with nothing of the checkout on the path; PyCUDA from /tmp/site, numpy etc. from the machine
   rm -rf /tmp/inst /tmp/elsewhere
@@ -37,6 +40,8 @@ for i in range(1000):
 PY
   { python3 -c "import convnet; print('installed package:', convnet.__file__)"
     timeout 120 /tmp/inst/bin/convnet --batch 10000
+    /usr/bin/time -f "convnet-predict, 1000 PNGs, --variant cpu (numpy), fresh command: %e s" \
+      /tmp/inst/bin/convnet-predict pngs --variant cpu --quiet > /dev/null
     for run in 1 2; do
       /usr/bin/time -f "convnet-predict, 1000 PNGs, fresh command (run $run): %e s" \
         /tmp/inst/bin/convnet-predict pngs --json preds.json --quiet > /dev/null
@@ -51,8 +56,10 @@ print(f"convnet-predict on {p['device']} ({p['variant']}): {len(p['predictions']
 PY
     timeout 60 python3 -m convnet.bench.predict_speed --n 1000; } 2>&1 | tee "$OUT/03_installed.txt"
 else
-  { timeout 100 python3 tests/precompile_generate.py 16; timeout 100 python3 tests/precompile_bf16.py 16; } 2>&1 | tail -2
+  { timeout 100 python3 tests/precompile_generate.py 16; timeout 100 python3 tests/precompile_bf16.py 16
+    timeout 60 python3 tests/precompile_small_m.py 16; } 2>&1 | tail -3
   pytest_gpu 04_gpt2_tests.txt 200 tests/test_gpu_gpt2.py
-  pytest_gpu 05_generate_bf16_tests.txt 170 tests/test_gpu_generate.py tests/test_gpu_bf16.py tests/test_gpu_gemm_bf16.py
+  pytest_gpu 05_generate_bf16_tests.txt 170 tests/test_gpu_generate.py tests/test_gpu_small_m.py tests/test_gpu_bf16.py \
+      tests/test_gpu_gemm_bf16.py
   timeout 60 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64 2>&1 | tee "$OUT/06_decode.txt" | tail -12
 fi
