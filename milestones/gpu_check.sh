@@ -4,6 +4,8 @@
 #   milestones/gpu_check.sh lenet   precompile LeNet builds, LeNet GPU tests (+ convnet-predict's), then the
 #                                   wheel installed (pip --target) and run from /tmp: convnet (default variant) and
 #                                   convnet-predict on a folder of 1,000 PNGs written from the test split
+#   milestones/gpu_check.sh installed  only the installed-wheel part of lenet (the wheel: carry .dist, built on
+#                                   the CPU machine with pip wheel --no-deps -w .dist ., the GPU machine has no index)
 #   milestones/gpu_check.sh gpt2    precompile GPT-2 builds, GPT-2 GPU tests (fp32/TF32, generation, bf16),
 #                                   bench-decode of fast and fast_bf16
 # The cubin cache ($CONVNET_CACHE) persists between the two calls while the machine stays warm; a cache
@@ -13,7 +15,7 @@ set -o pipefail
 [ -d build/vcache ] && export CONVNET_CACHE=${CONVNET_CACHE:-$PWD/build/vcache}
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
-part=${1:?lenet or gpt2}
+part=${1:?lenet, installed or gpt2}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/00_device.txt"
 pytest_gpu() {   # log name, time limit, files...
   local log=$1 limit=$2; shift 2
@@ -24,6 +26,8 @@ if [ "$part" = lenet ]; then
   timeout 170 python3 tests/precompile.py 16 2>&1 | tail -1
   pytest_gpu 01_lenet_tests.txt 250 tests/test_gpu_lenet.py tests/test_gpu_conv_shapes.py \
       tests/test_gpu_pipeline.py tests/test_predict.py tests/test_multi_gpu_device.py
+fi
+if [ "$part" = lenet ] || [ "$part" = installed ]; then
   # the non-editable install (the wheel built from this tree: .dist/ carried, or built here), run from another
   # directory with nothing of the checkout on the path; PyCUDA from /tmp/site, numpy etc. from the machine
   rm -rf /tmp/inst /tmp/elsewhere
@@ -55,7 +59,8 @@ right = sum(int(r["class_index"]) == int(l) for r, l in zip(p["predictions"], la
 print(f"convnet-predict on {p['device']} ({p['variant']}): {len(p['predictions'])} PNGs, accuracy {right / 1000:.4f}")
 PY
     timeout 60 python3 -m convnet.bench.predict_speed --n 1000; } 2>&1 | tee "$OUT/03_installed.txt"
-else
+fi
+if [ "$part" = gpt2 ]; then
   { timeout 100 python3 tests/precompile_generate.py 16; timeout 100 python3 tests/precompile_bf16.py 16
     timeout 60 python3 tests/precompile_small_m.py 16; } 2>&1 | tail -3
   pytest_gpu 04_gpt2_tests.txt 200 tests/test_gpu_gpt2.py
