@@ -127,6 +127,8 @@ def check_options(args) -> None:
         raise UsageError("--repeat must be at least 1")
     if args.list and (args.compare is not None or args.stream is not None):
         raise UsageError("--list does not combine with --compare or --stream")
+    if args.predictions and args.stream is not None:
+        raise UsageError("--predictions does not apply to --stream (its --json carries the predictions' digest)")
     if args.json:
         report.check_writable(args.json, "--json")
     if args.plot:
@@ -155,13 +157,17 @@ def _main(argv) -> int:
         v = resolve_variant(args.variant)
         if not v.needs_gpu:
             raise UsageError("--stream needs a GPU variant (e.g. fused_pool_u8)")
+        record = {} if args.json else None
         if args.devices is not None:
             from .bench.stream import stream_devices
             print(stream_devices(v, args.stream, args.chunk or 10000, devices, weights_path=args.weights,
-                                 data_dir=args.data_dir))
-            return 0
-        from .bench.stream import stream
-        print(stream(v, args.stream, args.chunk or 10000, weights_path=args.weights, data_dir=args.data_dir))
+                                 data_dir=args.data_dir, record=record))
+        else:
+            from .bench.stream import stream
+            print(stream(v, args.stream, args.chunk or 10000, weights_path=args.weights, data_dir=args.data_dir,
+                         record=record))
+        if args.json:
+            report.save_json(args.json, {**report.metadata(), "stream": record})
         return 0
     if args.compare is not None:
         from .bench.compare import compare

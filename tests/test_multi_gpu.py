@@ -1,6 +1,7 @@
 """Issue #16, every GPU of the host, without a GPU: parsing --devices, refusing bad input in one line before
 any work, splitting the stream in whole chunks, the spawned workers' orchestration (barrier, order,
 CUDA_VISIBLE_DEVICES, errors) with a runner that needs no GPU, and the report's table."""
+import json
 import os
 import subprocess
 import sys
@@ -155,6 +156,18 @@ def test_report_table_per_gpu_total_and_simulated(monkeypatch):
     assert "predictions equal the 1-GPU run: yes" in text and "2 devices: 1.00x" in text
     plain = bench_stream.stream_devices(catalogue.get("tc_conv1"), 30_000, 10_000, [0, 1])
     assert "split across 2 GPUs (Fake GPU), one pass" in plain and "1 GPU (" not in plain
+    # --json: the same figures as the table
+    rec = {}
+    again = bench_stream.stream_devices(catalogue.get("tc_conv1"), 1_000_000, 10_000, [0, 0], repeat=3, single=True,
+                                        record=rec)
+    assert again == text
+    assert rec["variant"] == "tc_conv1" and rec["images"] == 1_000_000 and rec["simulated"] is True
+    assert [d["images"] for d in rec["devices"]] == [500_000, 500_000]
+    assert rec["devices"][0]["images_per_s_events"] == pytest.approx(10_000_000)
+    assert rec["images_per_s"] == pytest.approx(10_000_000) and rec["accuracy"] == 1.0
+    assert rec["digest"] in text and rec["single"]["predictions_equal"] is True
+    assert rec["single"]["speedup"] == pytest.approx(1.0)
+    json.dumps(rec)                        # every value serialisable
 
 
 def run_cli(*args):
@@ -179,18 +192,22 @@ def test_bad_devices_give_one_line_and_exit_2(args, message):
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
 
 
+def test_stream_predictions_is_refused_before_any_work():
+    p = run_cli("--stream", "100", "--json", "/tmp/x.json", "--predictions")
+    assert p.returncode == 2 and "--predictions does not apply to --stream" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.skipif(available()[0], reason="this host has a GPU")
 def test_devices_without_a_gpu_say_why_like_every_gpu_option():
     p = run_cli("--stream", "100", "--devices", "all")
     assert p.returncode == 2 and p.stderr.strip() == f"run_milestone.py: error: --devices needs a GPU: {available()[1]}"
 
 
-def test_run_share_drives_the_pipeline_in_one_process(monkeypatch):
-    """run_share (what each spawned process runs) through a recording runtime: its share's images pinned,
-    one warm-up of at most three chunks, then `repeat` passes each after ready(), every image predicted."""
-    from convnet import catalogue
+def pipeline_runtime():
+    """A recording runtime (no GPU) with the streams, events (2.5 ms apart), pinned buffers and pool size the
+    pipelined GPULeNet asks for."""
     from convnet.bench.dryrun import RecordingRuntime, _Pool
-    from convnet.gpu import lenet, runtime
 
     class Event:
         def record(self, stream=None):
@@ -223,7 +240,15 @@ def test_run_share_drives_the_pipeline_in_one_process(monkeypatch):
         def pinned(self, shape, dtype):
             return np.zeros(shape, dtype)
 
-    rt = Rt()
+    return Rt()
+
+
+def test_run_share_drives_the_pipeline_in_one_process(monkeypatch):
+    """run_share (what each spawned process runs) through a recording runtime: its share's images pinned,
+    one warm-up of at most three chunks, then `repeat` passes each after ready(), every image predicted."""
+    from convnet import catalogue
+    from convnet.gpu import lenet, runtime
+    rt = pipeline_runtime()
     monkeypatch.setattr(runtime.Runtime, "get", classmethod(lambda cls: rt))
     real = lenet.GPULeNet.forward
 
@@ -241,3 +266,20 @@ def test_run_share_drives_the_pipeline_in_one_process(monkeypatch):
     assert waits == [1, 2, 3]                       # each timed pass after the barrier
     assert out["predictions"].shape == (25_000,) and out["gpu_ms"] == [2.5] * 3 and out["device_mb"] == 339
     assert out["name"] == "no device (dry run)" and all(b >= a for a, b in zip(out["t0"], out["t1"]))
+
+
+def test_single_gpu_stream_record_matches_its_table(monkeypatch):
+    """--stream N --json on one GPU: stream() through the recording runtime fills the record with the table's
+    figures (images, GPU time by events, accuracy, digest)."""
+    from convnet import catalogue
+    from convnet.bench import stream as bench_stream
+    from convnet.gpu import runtime
+    rt = pipeline_runtime()
+    monkeypatch.setattr(runtime.Runtime, "get", classmethod(lambda cls: rt))
+    rec = {}
+    text = bench_stream.stream(catalogue.get("tc_conv1"), 25_000, 5000, record=rec)
+    assert rec["variant"] == "tc_conv1" and rec["images"] == 25_000 and rec["chunk"] == 5000
+    dev = rec["devices"][0]
+    assert f"{dev['gpu_ms']:.1f} ms" in text and f"{dev['images_per_s_events']:,.0f} images/s" in text
+    assert f"{rec['accuracy']:.4f}" in text and rec["digest"] in text and dev["device_mb"] == 339
+    json.dumps(rec)

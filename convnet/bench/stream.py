@@ -25,7 +25,10 @@ from ..errors import UsageError
 MAX_PINNED_BYTES = 8 << 30        # the host copy of the input is pinned: refuse more than 8 GB of it
 
 
-def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=None, data_dir=None) -> str:
+def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=None, data_dir=None,
+           record: dict | None = None) -> str:
+    """--stream N on one GPU: n test images (the test set repeated) through the pipeline, a table; `record`,
+    where given, receives the same figures for --json."""
     from ..gpu.lenet import GPULeNet, uploads_uint8
     from ..gpu.runtime import Runtime
     if n < 1 or chunk < 1 or streams < 1:
@@ -54,6 +57,11 @@ def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=N
             ["throughput (events)", f"{n / times['total'] * 1e3:,.0f} images/s"],
             ["device memory in the pool", f"{rt.pool.bytes_in_use / 2**20:.0f} MB"],
             ["accuracy", f"{acc:.4f}"], ["predictions (sha256 of the int32 classes)", digest(pred)]]
+    if record is not None:
+        record.update(variant=variant.name, images=n, chunk=chunk, devices=[{
+            "device": 0, "gpu": rt.name, "images": n, "gpu_ms": times["total"], "wall_ms": wall * 1e3,
+            "images_per_s_events": n / times["total"] * 1e3, "device_mb": rt.pool.bytes_in_use / 2**20,
+            "accuracy": acc}], images_per_s=n / wall, wall_ms=wall * 1e3, accuracy=acc, digest=digest(pred))
     return report.table(["streaming " + variant.name, "value"], rows, title=f"{rt.name}")
 
 
@@ -68,12 +76,13 @@ def check_pinned(variant, n: int) -> None:
 
 
 def stream_devices(variant, n: int, chunk: int = 10000, devices=(0,), weights_path=None, data_dir=None,
-                   repeat: int = 1, single: bool = False) -> str:
+                   repeat: int = 1, single: bool = False, record: dict | None = None) -> str:
     """--stream N --devices: the N images split across `devices` (convnet.gpu.multi.run, one process per
     GPU, all starting together), a table of images/s per GPU (CUDA events: the GPU's time from its first
     upload to its last download) and in total (n / wall time from the first start to the last end), medians
     of `repeat` passes. single=True first streams all n images through the same engine on devices[0] alone:
-    the ratio and whether every prediction equals that run's."""
+    the ratio and whether every prediction equals that run's. `record`, where given, receives the same
+    figures for --json."""
     from ..gpu import multi
     if n < 1 or chunk < 1 or repeat < 1:
         raise UsageError("--stream, --chunk and --repeat must be at least 1")
@@ -83,7 +92,7 @@ def stream_devices(variant, n: int, chunk: int = 10000, devices=(0,), weights_pa
     pred = multi.predictions(shares)
     busy = [s for s in shares if s.images]
     span = statistics.median(max(s.t1[r] for s in busy) - min(s.t0[r] for s in busy) for r in range(repeat))
-    rows = []
+    rows, per_device = [], []
     for s in shares:
         if not s.images:
             rows.append([f"GPU {s.device}", "-", 0, "none (fewer chunks than GPUs)", "", "", "", "", ""])
@@ -91,6 +100,9 @@ def stream_devices(variant, n: int, chunk: int = 10000, devices=(0,), weights_pa
         gpu_ms = statistics.median(s.gpu_ms)
         wall_ms = statistics.median((b - a) * 1e3 for a, b in zip(s.t0, s.t1))
         acc = float((s.predictions == labels[s.start:s.stop]).mean())
+        per_device.append({"device": s.device, "gpu": s.name, "images": s.images, "gpu_ms": gpu_ms,
+                           "wall_ms": wall_ms, "images_per_s_events": s.images / gpu_ms * 1e3,
+                           "device_mb": s.device_mb, "accuracy": acc})
         rows.append([f"GPU {s.device}", s.name, f"{s.images:,}", f"{-(-s.images // chunk)} x {chunk:,}",
                      f"{gpu_ms:.1f}", f"{s.images / gpu_ms * 1e3:,.0f}", f"{wall_ms:.1f}", f"{s.device_mb:.0f}",
                      f"{acc:.4f}"])
@@ -108,10 +120,18 @@ def stream_devices(variant, n: int, chunk: int = 10000, devices=(0,), weights_pa
                            "wall (ms)", "device memory (MB)", "accuracy"], rows, title=title),
              f"total: {total:,.0f} images/s ({n:,} images, first start to last end {span * 1e3:.1f} ms, wall)",
              f"predictions (sha256 of the int32 classes in image order): {multi.digest(pred)}"]
+    if record is not None:
+        record.update(variant=variant.name, images=n, chunk=chunk, repeat=repeat, simulated=sim,
+                      devices=per_device, images_per_s=total, wall_ms=span * 1e3,
+                      accuracy=float((pred == labels).mean()), digest=multi.digest(pred))
     if single:
         one = multi.run(variant, n, chunk, [devices[0]], weights_path, data_dir, repeat)[0]
         one_span = statistics.median(b - a for a, b in zip(one.t0, one.t1))
         same = bool(np.array_equal(one.predictions, pred))
+        if record is not None:
+            record["single"] = {"device": one.device, "images_per_s": n / one_span, "wall_ms": one_span * 1e3,
+                                "speedup": total / (n / one_span), "predictions_equal": same,
+                                "digest": multi.digest(one.predictions)}
         lines.append(f"1 GPU (GPU {one.device} alone, same engine): {n / one_span:,.0f} images/s "
                      f"({one_span * 1e3:.1f} ms wall, {n / statistics.median(one.gpu_ms) * 1e3:,.0f} by events); "
                      f"{len(busy)} devices: {total / (n / one_span):.2f}x; predictions equal the 1-GPU run: "
