@@ -2,12 +2,10 @@
 bench-attention and `run_milestone.py --model gpt2 --compare fast fast_bf16 fast_bf16_mma` ask for (issue 15), so a fresh GPU
 machine spends its minutes testing:
 
-    python tests/precompile_bf16.py [workers]"""
-import sys
-import time
+    python tests/precompile_bf16.py [workers] [arch]"""
 
 from convnet import catalogue
-from convnet.bench.dryrun import RecordingRuntime, precompile
+from convnet.bench.dryrun import RecordingRuntime, precompile_main
 from convnet.gpt2.flash import FlashAttention, FlashAttentionBF16
 from convnet.gpt2.gpu import GPT2GPU
 from convnet.gpt2.model import GPT2Config, random_params
@@ -59,9 +57,4 @@ def collect(arch: str) -> set:
 
 
 if __name__ == "__main__":
-    from convnet.gpu.runtime import Runtime
-    arch = Runtime.get().arch
-    t0 = time.perf_counter()
-    builds = collect(arch)
-    precompile(builds, arch, int(sys.argv[1]) if len(sys.argv) > 1 else 16)
-    print(f"precompiled {len(builds)} builds for {arch} in {time.perf_counter() - t0:.0f} s")
+    precompile_main(collect)

@@ -1,12 +1,10 @@
 """Compiles, in parallel, the kernel builds tests/test_gpu_generate.py, tests/sanitize_generate.py and
 bench-generate ask for (issue 14), so a fresh GPU machine spends its minutes testing:
 
-    python tests/precompile_generate.py [workers]"""
-import sys
-import time
+    python tests/precompile_generate.py [workers] [arch]"""
 
 from convnet import catalogue
-from convnet.bench.dryrun import RecordingRuntime, precompile
+from convnet.bench.dryrun import RecordingRuntime, precompile_main
 from convnet.gpt2.gpu import GPT2GPU
 from convnet.gpt2.gpu_generate import GPUGenerator, Ragged
 from convnet.gpt2.model import GPT2Config, random_params
@@ -35,9 +33,4 @@ def collect(arch: str) -> set:
 
 
 if __name__ == "__main__":
-    from convnet.gpu.runtime import Runtime
-    arch = Runtime.get().arch
-    t0 = time.perf_counter()
-    builds = collect(arch)
-    precompile(builds, arch, int(sys.argv[1]) if len(sys.argv) > 1 else 16)
-    print(f"precompiled {len(builds)} builds for {arch} in {time.perf_counter() - t0:.0f} s")
+    precompile_main(collect)

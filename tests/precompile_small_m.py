@@ -2,16 +2,15 @@
 tests/sanitize_small_m.py, the decode / generate / GEMV tests of test_gpu_gpt2.py, the builds of
 milestones/results/2026-11-23-s8/generate/bench_issue14.py, and what tests/precompile_generate.py collects (test_gpu_generate.py, bench-generate):
 
-    python tests/precompile_small_m.py [workers]"""
+    python tests/precompile_small_m.py [workers] [arch]"""
 import dataclasses
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from convnet import catalogue                                   # noqa: E402
-from convnet.bench.dryrun import RecordingRuntime, precompile   # noqa: E402
+from convnet.bench.dryrun import RecordingRuntime, precompile_main   # noqa: E402
 from convnet.gpt2.flash import FlashAttention                   # noqa: E402
 from convnet.gpt2.gpu import GPT2GPU                            # noqa: E402
 from convnet.gpt2.gpu_generate import GPUGenerator, SplitTopP   # noqa: E402
@@ -54,9 +53,4 @@ def collect(arch: str) -> set:
 
 
 if __name__ == "__main__":
-    from convnet.gpu.runtime import Runtime
-    arch = Runtime.get().arch if len(sys.argv) < 3 else sys.argv[2]
-    t0 = time.perf_counter()
-    builds = collect(arch)
-    precompile(builds, arch, int(sys.argv[1]) if len(sys.argv) > 1 else 16)
-    print(f"precompiled {len(builds)} builds for {arch} in {time.perf_counter() - t0:.0f} s")
+    precompile_main(collect)

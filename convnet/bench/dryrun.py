@@ -105,3 +105,20 @@ def precompile(builds, arch: str, workers: int = 8) -> list:
     """Compiles (file, defines) pairs in parallel into the disk cache; returns the ptxas reports."""
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(lambda fd: build.compile_cubin(fd[0], dict(fd[1]), arch)[1], sorted(builds)))
+
+
+def precompile_main(collect, argv=None) -> None:
+    """The command line of tests/precompile_*.py: `[workers] [arch]` (16 workers; the arch defaults to this
+    machine's GPU, and naming one, e.g. sm_90a, compiles on a machine without a GPU for a cache carried there)."""
+    import sys
+    import time
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) > 1:
+        arch = argv[1]
+    else:
+        from ..gpu.runtime import Runtime
+        arch = Runtime.get().arch
+    t0 = time.perf_counter()
+    builds = collect(arch)
+    precompile(builds, arch, int(argv[0]) if argv else 16)
+    print(f"precompiled {len(builds)} builds for {arch} in {time.perf_counter() - t0:.0f} s")
