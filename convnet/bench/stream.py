@@ -29,19 +29,14 @@ def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=N
            record: dict | None = None) -> str:
     """--stream N on one GPU: n test images (the test set repeated) through the pipeline, a table; `record`,
     where given, receives the same figures for --json."""
+    from ..gpu import multi
     from ..gpu.lenet import GPULeNet, uploads_uint8
     from ..gpu.runtime import Runtime
     if n < 1 or chunk < 1 or streams < 1:
         raise UsageError("--stream, --chunk and the stream count must be at least 1")
     check_pinned(variant, n)
-    u8 = uploads_uint8(variant)
-    raw = data.load_raw("test", data_dir)
-    reps = -(-n // len(raw.labels))
-    images, labels = np.tile(raw.images, (reps, 1, 1))[:n], np.tile(raw.labels, reps)[:n]
-    x = None
-    if not u8:
-        x10k, _ = data.load("test", data_dir, progress=True)
-        x = np.tile(x10k, (reps, 1, 1, 1))[:n]
+    images, labels = multi.stream_images(n, data_dir)
+    x = None if uploads_uint8(variant) else multi.stream_images(n, data_dir, preprocessed=True, progress=True)[0]
     piped = pipelined(variant, chunk, streams)
     rt = Runtime.get()
     net = GPULeNet(piped, wio.load(weights_path) if weights_path else wio.load(), rt)
@@ -50,18 +45,19 @@ def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=N
     t0 = time.perf_counter()
     _, pred, times = net.forward(x_host, timed=False)
     wall = time.perf_counter() - t0
-    acc = float((pred == labels).mean())
+    gpu = {"device": 0, "gpu": rt.name, "images": n, "gpu_ms": times["total"], "wall_ms": wall * 1e3,
+           "images_per_s_events": n / times["total"] * 1e3, "device_mb": rt.pool.bytes_in_use / 2**20,
+           "accuracy": float((pred == labels).mean())}
+    dg = digest(pred)
     how = "three-stream pipeline" if streams == 1 else f"round-robin over {streams} streams"
     rows = [["images", f"{n:,}"], ["chunks", f"{chunk:,} images, {how}"],
-            ["GPU time (events)", f"{times['total']:.1f} ms"], ["wall time", f"{wall * 1e3:.1f} ms"],
-            ["throughput (events)", f"{n / times['total'] * 1e3:,.0f} images/s"],
-            ["device memory in the pool", f"{rt.pool.bytes_in_use / 2**20:.0f} MB"],
-            ["accuracy", f"{acc:.4f}"], ["predictions (sha256 of the int32 classes)", digest(pred)]]
+            ["GPU time (events)", f"{gpu['gpu_ms']:.1f} ms"], ["wall time", f"{gpu['wall_ms']:.1f} ms"],
+            ["throughput (events)", f"{gpu['images_per_s_events']:,.0f} images/s"],
+            ["device memory in the pool", f"{gpu['device_mb']:.0f} MB"],
+            ["accuracy", f"{gpu['accuracy']:.4f}"], ["predictions (sha256 of the int32 classes)", dg]]
     if record is not None:
-        record.update(variant=variant.name, images=n, chunk=chunk, devices=[{
-            "device": 0, "gpu": rt.name, "images": n, "gpu_ms": times["total"], "wall_ms": wall * 1e3,
-            "images_per_s_events": n / times["total"] * 1e3, "device_mb": rt.pool.bytes_in_use / 2**20,
-            "accuracy": acc}], images_per_s=n / wall, wall_ms=wall * 1e3, accuracy=acc, digest=digest(pred))
+        record.update(variant=variant.name, images=n, chunk=chunk, devices=[gpu], images_per_s=n / wall,
+                      wall_ms=wall * 1e3, accuracy=gpu["accuracy"], digest=dg)
     return report.table(["streaming " + variant.name, "value"], rows, title=f"{rt.name}")
 
 
@@ -106,11 +102,11 @@ def stream_devices(variant, n: int, chunk: int = 10000, devices=(0,), weights_pa
         rows.append([f"GPU {s.device}", s.name, f"{s.images:,}", f"{-(-s.images // chunk)} x {chunk:,}",
                      f"{gpu_ms:.1f}", f"{s.images / gpu_ms * 1e3:,.0f}", f"{wall_ms:.1f}", f"{s.device_mb:.0f}",
                      f"{acc:.4f}"])
-    total = n / span
+    total, acc, dg = n / span, float((pred == labels).mean()), multi.digest(pred)
     sim = multi.simulated([s.device for s in busy])
     rows.append(["total", f"{len(busy)} {'contexts' if sim else 'GPUs' if len(busy) > 1 else 'GPU'}", f"{n:,}", f"{-(-n // chunk)} x {chunk:,}",
                  "", f"{sum(s.images / statistics.median(s.gpu_ms) for s in busy) * 1e3:,.0f} (sum)",
-                 f"{span * 1e3:.1f}", f"{sum(s.device_mb for s in busy):.0f}", f"{(pred == labels).mean():.4f}"])
+                 f"{span * 1e3:.1f}", f"{sum(s.device_mb for s in busy):.0f}", f"{acc:.4f}"])
     names = sorted({s.name for s in busy})
     where = (f"simulated: {len(busy)} contexts on {len(set(s.device for s in busy))} GPU "
              if sim else f"{len(busy)} GPU{'s' if len(busy) > 1 else ''} ")
@@ -119,11 +115,10 @@ def stream_devices(variant, n: int, chunk: int = 10000, devices=(0,), weights_pa
     lines = [report.table(["device", "GPU", "images", "chunks", "GPU time (events, ms)", "images/s (events)",
                            "wall (ms)", "device memory (MB)", "accuracy"], rows, title=title),
              f"total: {total:,.0f} images/s ({n:,} images, first start to last end {span * 1e3:.1f} ms, wall)",
-             f"predictions (sha256 of the int32 classes in image order): {multi.digest(pred)}"]
+             f"predictions (sha256 of the int32 classes in image order): {dg}"]
     if record is not None:
         record.update(variant=variant.name, images=n, chunk=chunk, repeat=repeat, simulated=sim,
-                      devices=per_device, images_per_s=total, wall_ms=span * 1e3,
-                      accuracy=float((pred == labels).mean()), digest=multi.digest(pred))
+                      devices=per_device, images_per_s=total, wall_ms=span * 1e3, accuracy=acc, digest=dg)
     if single:
         one = multi.run(variant, n, chunk, [devices[0]], weights_path, data_dir, repeat)[0]
         one_span = statistics.median(b - a for a, b in zip(one.t0, one.t1))

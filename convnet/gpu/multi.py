@@ -95,15 +95,15 @@ def pipelined(variant, chunk: int, streams: int = 1):
     return dataclasses.replace(variant, streams=streams, params={**variant.params, "chunk": chunk})
 
 
-def stream_images(n_or_range, data_dir=None, preprocessed: bool = False):
+def stream_images(n_or_range, data_dir=None, preprocessed: bool = False, progress: bool = False):
     """(images, labels) of the stream's images start..stop-1 (image i is test image i % 10000): raw uint8
-    28x28, or the preprocessed float32 1x86x86 ones."""
+    28x28, or the preprocessed float32 1x86x86 ones (progress: a bar while they are first preprocessed)."""
     from .. import data
     start, stop = (0, n_or_range) if isinstance(n_or_range, int) else n_or_range
     raw = data.load_raw("test", data_dir)
     idx = np.arange(start, stop) % len(raw.labels)
     if preprocessed:
-        x, _ = data.load("test", data_dir)
+        x, _ = data.load("test", data_dir, progress=progress)
         return x[idx], raw.labels[idx]
     return raw.images[idx], raw.labels[idx]
 
