@@ -1,13 +1,15 @@
 #!/bin/bash
-# The whole GPU test suite and the installed package on the GPU machine, in two device calls that each end
+# The whole GPU test suite and the installed package on the GPU machine, in device calls that each end
 # well inside 10 minutes (logs under $OUT, default /tmp/gpu_check; a step is cut at its own time limit):
 #   milestones/gpu_check.sh lenet   precompile LeNet builds, LeNet GPU tests (+ convnet-predict's), then the
 #                                   wheel installed (pip --target) and run from /tmp: convnet (default variant) and
 #                                   convnet-predict on a folder of 1,000 PNGs written from the test split
 #   milestones/gpu_check.sh installed  only the installed-wheel part of lenet (the wheel: carry .dist, built on
 #                                   the CPU machine with pip wheel --no-deps -w .dist ., the GPU machine has no index)
-#   milestones/gpu_check.sh gpt2    precompile GPT-2 builds, GPT-2 GPU tests (fp32/TF32, generation, bf16),
-#                                   bench-decode of fast and fast_bf16
+#   milestones/gpu_check.sh gpt2    precompile test_gpu_gpt2.py's builds (tests/precompile_gpt2.py), then its
+#                                   tests: every fp32/TF32 variant, GEMM versions, flash and decode attention
+#   milestones/gpu_check.sh generate  precompile generation and bf16 builds, their GPU tests (generation, small-M,
+#                                   bf16 model and GEMMs), bench-decode of fast and fast_bf16
 # The cubin cache ($CONVNET_CACHE) persists between the two calls while the machine stays warm; a cache
 # precompiled on the CPU machine (CONVNET_CACHE=build/vcache python tests/precompile*.py, nvcc needs no GPU)
 # and carried as build/vcache is used as it is, so the device spends its minutes testing.
@@ -15,7 +17,7 @@ set -o pipefail
 [ -d build/vcache ] && export CONVNET_CACHE=${CONVNET_CACHE:-$PWD/build/vcache}
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
-part=${1:?lenet, installed or gpt2}
+part=${1:?lenet, installed, gpt2 or generate}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/00_device.txt"
 # The GPU tests of the given files in SHARDS (default 4) pytest processes at once on the one GPU: builds not in
 # the cubin cache compile inside the tests one at a time per process, so shards use the 16 cores (a GPT-2 file
@@ -83,10 +85,13 @@ PY
     timeout 60 python3 -m convnet.bench.predict_speed --n 1000; } 2>&1 | tee "$OUT/03_installed.txt"
 fi
 if [ "$part" = gpt2 ]; then
+  timeout 200 python3 tests/precompile_gpt2.py 16 2>&1 | tail -1
+  pytest_gpu 04_gpt2_tests.txt 300 tests/test_gpu_gpt2.py
+fi
+if [ "$part" = generate ]; then
   { timeout 100 python3 tests/precompile_generate.py 16; timeout 100 python3 tests/precompile_bf16.py 16
     timeout 60 python3 tests/precompile_small_m.py 16; } 2>&1 | tail -3
-  pytest_gpu 04_gpt2_tests.txt 200 tests/test_gpu_gpt2.py
-  pytest_gpu 05_generate_bf16_tests.txt 170 tests/test_gpu_generate.py tests/test_gpu_small_m.py tests/test_gpu_bf16.py \
+  pytest_gpu 05_generate_bf16_tests.txt 200 tests/test_gpu_generate.py tests/test_gpu_small_m.py tests/test_gpu_bf16.py \
       tests/test_gpu_gemm_bf16.py
   timeout 60 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64 2>&1 | tee "$OUT/06_decode.txt" | tail -12
 fi

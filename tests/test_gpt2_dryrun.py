@@ -124,3 +124,18 @@ def test_transposed_gemv_takes_the_one_row_build_and_groups_columns(cg):
     cols = 4 * (cg or SKN_CG)
     assert [(name, grid, block) for name, grid, block, _ in rt.launches] == [
         ("gemm_skinny_nk1", (-(-N // cols), 1, 1), (256, 1, 1)), ("gemm_skinny_nk", (-(-N // cols), 1, 1), (256, 1, 1))]
+
+
+def test_gpt2_precompile_covers_the_gpu_test_file():
+    """tests/precompile_gpt2.py collects, without a GPU, the builds of every GPU variant and of the GEMM,
+    GEMV and attention tables of test_gpu_gpt2.py (so gpu_check.sh's device call tests instead of compiling)."""
+    import precompile_gpt2
+    import test_gpu_gpt2 as t
+    builds = precompile_gpt2.collect("sm_90a")
+    files = {f for f, _ in builds}
+    assert files == {"attention.cu", "gemm.cu", "transformer.cu"}
+    defines = [dict(d) for _, d in builds]
+    for _, extra in t.LINEAR_BUILDS.values():          # each tunable set the GEMM tests use is among the builds
+        assert any(all(d.get(k) == v for k, v in extra.items()) for d in defines), extra
+    head_dims = {d.get("HEAD_DIM", d.get("D")) for (f, _), d in zip(builds, defines) if f == "attention.cu"}
+    assert head_dims >= {32, 64, 80}
