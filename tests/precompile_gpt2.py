@@ -13,7 +13,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from convnet import catalogue                                         # noqa: E402
 from convnet.bench.dryrun import RecordingRuntime, precompile_main    # noqa: E402
 from convnet.gpt2.flash import FlashAttention                         # noqa: E402
 from convnet.gpt2.gpu import GPT2GPU                                  # noqa: E402
