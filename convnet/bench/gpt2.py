@@ -238,28 +238,24 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
     sdpa_label = sdpa16_label = None
     if torch_mods is not None:
         torch, F = torch_mods
-        qt, kt, vt = (torch.from_numpy(host[n]).cuda() for n in "qkv")
-        with torch.no_grad():
-            def sdpa():
-                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
-            sdpa_label = f"PyTorch {torch.__version__} SDPA (fp32, causal)"
-            ms[sdpa_label] = torch_median_ms(torch, sdpa, reps)
-        got = sdpa().double().cpu().numpy()
-        errs[sdpa_label] = [_rel_err(got[0], want64), 0.0]
-        for label in outs:
-            if label not in flashes16:
-                errs[label].append(_rel_err(outs[label], got))
-        if flashes16:
-            qb, kb, vb = (t.bfloat16() for t in (qt, kt, vt))
+
+        def sdpa_anchor(q, k, v, precision, labels):
+            """SDPA at one precision: its time, its error vs float64, and the error of our kernels vs it."""
             with torch.no_grad():
-                def sdpa16():
-                    return F.scaled_dot_product_attention(qb, kb, vb, is_causal=True)
-                sdpa16_label = f"PyTorch {torch.__version__} SDPA (bf16, causal)"
-                ms[sdpa16_label] = torch_median_ms(torch, sdpa16, reps)
-                got16 = sdpa16().double().cpu().numpy()
-            errs[sdpa16_label] = [_rel_err(got16[0], want64), 0.0]
-            for label in flashes16:
-                errs[label].append(_rel_err(outs[label], got16))
+                def sdpa():
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                label = f"PyTorch {torch.__version__} SDPA ({precision}, causal)"
+                ms[label] = torch_median_ms(torch, sdpa, reps)
+                got = sdpa().double().cpu().numpy()
+            errs[label] = [_rel_err(got[0], want64), 0.0]
+            for ours in labels:
+                errs[ours].append(_rel_err(outs[ours], got))
+            return label
+
+        qt, kt, vt = (torch.from_numpy(host[n]).cuda() for n in "qkv")
+        sdpa_label = sdpa_anchor(qt, kt, vt, "fp32", [label for label in outs if label not in flashes16])
+        if flashes16:
+            sdpa16_label = sdpa_anchor(*(t.bfloat16() for t in (qt, kt, vt)), "bf16", list(flashes16))
     fastest_fp32 = min((label for label in flashes if label.startswith("fp32")), key=ms.get)
     rows = []
     for label, t in ms.items():
