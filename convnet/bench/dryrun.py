@@ -23,10 +23,29 @@ class _Buf:
     def get_async(self, *_, **__):
         pass
 
+    def fill(self, _):
+        pass
+
 
 class _Pool:
+    """Shape-only buffers, remembered by name as the real pool does (view, names, fill)."""
+
+    @property
+    def _bufs(self) -> dict:
+        return self.__dict__.setdefault("_named", {})
+
     def get(self, name, shape, dtype=np.float32):
-        return _Buf(shape, dtype)
+        buf = self._bufs[name] = _Buf(shape, dtype)
+        return buf
+
+    def view(self, name):
+        return self._bufs.get(name)
+
+    def names(self, prefix=""):
+        return [n for n in self._bufs if n.startswith(prefix)]
+
+    def fill(self, prefix, value, dtype=None):
+        return [n for n in self.names(prefix) if dtype is None or self._bufs[n].dtype == np.dtype(dtype)]
 
     def upload(self, name, array, dtype=np.float32):
         return _Buf(np.shape(array), dtype)

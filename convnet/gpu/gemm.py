@@ -274,10 +274,9 @@ class Linear:
     def _tickets(self, tiles: int):
         """v11's split-K tickets (one per column tile), zeroed when allocated; each launch leaves them zero."""
         name, n = "gemm.smm.tickets", max(SMM_TICKETS, tiles)
-        view = getattr(self.rt.pool, "view", None)
-        old = view(name) if view is not None else None
+        old = self.rt.pool.view(name)
         buf = self.rt.pool.get(name, (n,), np.uint32)
-        if (old is None or tuple(old.shape) != (n,)) and hasattr(buf, "fill"):
+        if old is None or tuple(old.shape) != (n,):
             buf.fill(np.uint32(0))
         return buf
 
