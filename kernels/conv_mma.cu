@@ -55,6 +55,12 @@ Tunables (-D, defaults in brackets):
                   a running max over the window's rows in registers, the lane's pixel pair 2t, 2t+1,
                   and for POOL = 4 the neighbour lane's pair by one shuffle. The pre-pool activation
                   never reaches memory.
+  POOL_CROP [0]   (register version, with POOL; issue #16 session 9) 1: the tiles and warp units cover
+                  only Hc x Wc = (Ho/POOL*POOL) x (Wo/POOL*POOL), the rows and columns a pooling window
+                  reaches (floor pooling drops the rest), instead of Ho x Wo. LeNet's conv2 (34x34 ->
+                  pooled 8x8): 32x32 outputs instead of 40x40 (or 34x34 rounded to units): with a 32x32
+                  tile and 8-row units, 16 units of 112 mma per image instead of 45 units of 56 (-29 %).
+                  The pooled output is the same; the grid rule below then counts tiles of Hc x Wc.
   Defaults suit both LeNet layers: 86->80 (2x2 tiles/image) and 40->34 (1 tile/image).
 
 Launch rule (no dynamic shared memory; static shared memory as reported by ptxas, < 48 KB):
@@ -126,6 +132,9 @@ already extern "C" and the helpers are C++ templates).
 #endif
 #ifndef M_TILES
 #define M_TILES 1          // chunked version: 16-channel m tiles per block
+#endif
+#ifndef POOL_CROP
+#define POOL_CROP 0        // register version with POOL: tiles cover only the rows/columns a window reaches
 #endif
 #ifndef UNITS_PER_WARP
 #define UNITS_PER_WARP 1   // chunked version: warp units per warp (TILE units <= WARPS * UNITS_PER_WARP)
@@ -348,8 +357,13 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
 
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
     if (B <= 0 || Ho <= 0 || Wo <= 0) return;
-    const int tiles_x = (Wo + TILE_X - 1) / TILE_X;
-    const int tiles_y = (Ho + TILE_Y - 1) / TILE_Y;
+#if POOL && POOL_CROP
+    const int Hu = Ho / POOL * POOL, Wu = Wo / POOL * POOL;     // the rows and columns a window reaches
+#else
+    const int Hu = Ho, Wu = Wo;
+#endif
+    const int tiles_x = (Wu + TILE_X - 1) / TILE_X;
+    const int tiles_y = (Hu + TILE_Y - 1) / TILE_Y;
     const long long tiles_img = (long long)tiles_x * tiles_y;
     const long long total = tiles_img * B;
     const long long nblocks = (long long)gridDim.x * gridDim.y * gridDim.z;
@@ -458,7 +472,7 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
         for (int u = warp; u < UNITS; u += WARPS) {
             const int ry = u / SX, sx = u - ry * SX;
             const int ox0 = tx0 + sx * 8, oy0 = ty0 + ry * R;
-            if (ox0 >= Wo || oy0 >= Ho) continue;               // warp-uniform
+            if (ox0 >= Wu || oy0 >= Hu) continue;               // warp-uniform
             const unsigned int* sb = smem + ry * R * RS + sx * 8 + g + 2 * t;
             const int ox = ox0 + 2 * t;
 #if POOL
@@ -466,10 +480,10 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
             OUT_T* yl = y + (((size_t)b * M_OUT + g) * Hp + oy0 / POOL) * Wp + ox / POOL;
             const bool ok0 = ox / POOL < Wp && ox % POOL == 0, ok1 = false;
             const int nvalid_p = Hp - oy0 / POOL;
-            if (oy0 + R <= Ho && nvalid_p >= R / POOL)
+            if (oy0 + R <= Hu && nvalid_p >= R / POOL)
                 conv_unit<false>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, R, R / POOL);
             else
-                conv_unit<true>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, Ho - oy0, nvalid_p);
+                conv_unit<true>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, Hu - oy0, nvalid_p);
 #else
             OUT_T* yl = y + (((size_t)b * M_OUT + g) * Ho + oy0) * Wo + ox;
             const bool ok0 = ox < Wo, ok1 = ox + 1 < Wo;

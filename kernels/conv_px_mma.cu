@@ -35,9 +35,24 @@ image computes them once); the fp32 arithmetic differs from upscale.cuh's double
 the fp16 rounding of the staged pixel. (v1 of this kernel evaluated upscale.cuh per staged pixel from
 global memory: 0.743 ms for LeNet's batch of 10,000 on an H100, latency-bound.)
 
+Versions: v1 (per-pixel double resize from global memory), v2 (the separable fp32 resize in shared memory,
+above), v3 (issue #16, session 9; both off by default, on in the catalogue variant tc_px2):
+  ROW_PAIRS=1 (M_OUT <= 4, even WARP_ROWS): the 8 mma columns are (channel m, row offset d) = 2m + d, so
+      one mma computes 16 pixels of TWO output rows (o, o+1) for 4 channels: B column (m, d) of input row
+      pair (r, r+1) holds the weights of kernel rows (r-o-d, r-o-d+1) (zero outside 0..K-1), because
+      output row o+1 sees the same input rows one kernel row higher. No column is wasted: half the mma
+      of v2 (K=7, R=8: 16 mma per 28 LDS per unit), the same k grouping and order per output (the
+      same sums). Accumulator c0/c1 = rows o/o+1 of channel t at pixel g (c2/c3 at pixel g+8), so the
+      2x2 pool is one in-lane max and one shuffle.
+  VEC_STAGE=1 (with FUSE_UPSCALE): the pair-expanded patch is written 8 words per thread (two 16-byte
+      stores) from 9 resized pixels, each pixel pair packed by one cvt.rn.f16x2, reading the resized
+      source rows as float4 (row pitch padded to 4 floats; columns beyond the image are zero there),
+      instead of one pixel (two 16-bit stores) per thread with its index arithmetic; and the next tile's
+      uint8 image is loaded into registers (<= 4 words per thread) before this tile's mma, so its global
+      latency hides behind the mma instead of stalling the block between tiles.
 Tunables (-D, defaults in brackets): M_OUT [4] (<= 8), K_SIZE [7] (<= 8), TILE_X [80] (multiple of 16),
 TILE_Y [80] (multiple of WARP_ROWS), WARP_ROWS [8] (even with POOL), WARPS [10], MIN_BLOCKS [2], POOL [0]
-(0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28].
+(0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28], ROW_PAIRS [0], VEC_STAGE [0].
 Launch: block (32*WARPS); grid: any (host: min(tiles * B, blocks/SM * SMs)); static shared memory.
 Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The staged input is fp16
 (the fp32 path is conv_direct.cu). Taps q >= K read real neighbours with zero weights (finite inputs).
@@ -83,6 +98,12 @@ Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The s
 #ifndef SRC_W
 #define SRC_W 28
 #endif
+#ifndef ROW_PAIRS
+#define ROW_PAIRS 0
+#endif
+#ifndef VEC_STAGE
+#define VEC_STAGE 0
+#endif
 
 #if OUT_FLOAT
 typedef float OUT_T;
@@ -113,8 +134,19 @@ static_assert(R > 0 && TILE_Y % R == 0, "TILE_Y: a positive multiple of WARP_ROW
 static_assert(POOL == 0 || (POOL == 2 && R % 2 == 0), "POOL: 0, or 2 with an even WARP_ROWS");
 constexpr int SRC_WORDS = FUSE_UPSCALE ? (SRC_H * SRC_W + 3) / 4 : 1;    // the uint8 image, 32-bit words
 constexpr int HROWS = FUSE_UPSCALE ? SRC_H : 1;                            // horizontally resized source rows
-static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIX) + 4 * SRC_WORDS + 4 * HROWS * PIX : 0)
+constexpr int HP = VEC_STAGE ? (PIX + 3) / 4 * 4 : PIX;                    // their pitch (floats)
+static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIX) + 4 * SRC_WORDS + 4 * HROWS * HP : 0)
               <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y / TILE_X");
+static_assert(!ROW_PAIRS || (M_OUT <= 4 && R % 2 == 0), "ROW_PAIRS: M_OUT <= 4 and an even WARP_ROWS");
+#if ROW_PAIRS
+constexpr int NS = K_SIZE / 2 + 1;                                         // ROW_PAIRS: B fragment pairs
+#endif
+static_assert(!VEC_STAGE || FUSE_UPSCALE, "VEC_STAGE: with FUSE_UPSCALE only");
+#if VEC_STAGE
+constexpr int NG = RS / 8;                                                 // VEC_STAGE: 8-word groups per row
+constexpr int PF = (SRC_WORDS + NT - 1) / NT;                              // VEC_STAGE: prefetch words per thread
+constexpr bool PREFETCH = PF <= 4;                                         // (larger images: copied as v2)
+#endif
 
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)[4], unsigned int b0,
                                           unsigned int b1)
@@ -146,10 +178,12 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
     __shared__ float up_fy[ROWS_IN], up_fx[PIX];           // weights of the lower source row / right column
     __shared__ int up_iy[ROWS_IN], up_ix[PIX];             // upper source row, left source column
     __shared__ unsigned int src[SRC_WORDS];                 // the image, uint8
-    __shared__ float hrow[HROWS][PIX];                      // source rows resized to the tile's columns
+    __shared__ __align__(16) float hrow[HROWS][HP];         // source rows resized to the tile's columns
     int table_x0 = -1, table_y0 = -1;                       // tile origin the tables hold
 #endif
+#if !VEC_STAGE
     unsigned short* xs16 = reinterpret_cast<unsigned short*>(xs);
+#endif
 
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
     if (B <= 0 || Ho <= 0 || Wo <= 0) return;
@@ -168,6 +202,20 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
 
+#if ROW_PAIRS
+    // B fragments for input row pair r = o + s, s = 2j (j < NS): column g = (channel g/2, row offset g&1)
+    // holds kernel rows (s - d, s - d + 1) of channel g/2
+    unsigned int bw[NS][2];
+    {
+        const unsigned short* w16 = reinterpret_cast<const unsigned short*>(w);
+        const int m = g >> 1, d = g & 1;
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+            bw[j][0] = weight_pair(w16, m, 2 * j - d, 2 * t);
+            bw[j][1] = weight_pair(w16, m, 2 * j - d + 1, 2 * t);
+        }
+    }
+#else
     // B fragments of every kernel-row pair (p0, p0 + 1), p0 = -1 .. K-1: registers for the whole kernel
     unsigned int bw[K_SIZE + 1][2];
     {
@@ -178,7 +226,18 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             bw[j][1] = weight_pair(w16, g, j, 2 * t);
         }
     }
+#endif
 
+#if VEC_STAGE
+    // the next tile's uint8 image is loaded into registers before this tile's mma (global latency hidden)
+    const bool aligned_src = ((SRC_H * SRC_W) % 4 == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
+    unsigned int pf[PF];
+    if (PREFETCH && aligned_src) {
+        const unsigned int* img = reinterpret_cast<const unsigned int*>(x + (tile / tiles_img) * (SRC_H * SRC_W));
+#pragma unroll
+        for (int k = 0; k < PF; ++k) pf[k] = tid + k * NT < SRC_WORDS ? __ldg(img + tid + k * NT) : 0u;
+    }
+#endif
     for (; tile < total; tile += nblocks) {
         const long long b = tile / tiles_img;
         const int rem = (int)(tile - b * tiles_img);
@@ -200,6 +259,13 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
         {
             const unsigned char* img = x + b * (SRC_H * SRC_W);
             const bool aligned = ((SRC_H * SRC_W) % 4 == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
+#if VEC_STAGE
+            if (PREFETCH && aligned_src) {
+#pragma unroll
+                for (int k = 0; k < PF; ++k)
+                    if (tid + k * NT < SRC_WORDS) src[tid + k * NT] = pf[k];
+            } else
+#endif
             for (int e = tid; e < SRC_WORDS; e += NT) {
                 if (aligned) {
                     src[e] = __ldg(reinterpret_cast<const unsigned int*>(img) + e);
@@ -218,7 +284,11 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
                 const int sr = e / PIX, j = e - sr * PIX;
                 const unsigned char* row = s8 + sr * SRC_W + up_ix[j];
                 const float f = up_fx[j];
+#if VEC_STAGE
+                hrow[sr][j] = tx0 + j < W ? ((1.f - f) * row[0] + f * row[1]) * (1.f / 255.f) : 0.f;
+#else
                 hrow[sr][j] = ((1.f - f) * row[0] + f * row[1]) * (1.f / 255.f);
+#endif
             }
         }
         __syncthreads();
@@ -226,6 +296,36 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
         const __half* img = x + b * H * W;
 #endif
         // ---- the patch, pair-expanded: pixel j of a row is the low half of word j and the high half of word j-1
+#if VEC_STAGE
+        // 8 words (pixels j0 .. j0+8) per item; hrow is zero at columns beyond the image
+        for (int i = tid; i < ROWS_IN * NG; i += NT) {
+            const int rr = i / NG, j0 = (i - rr * NG) * 8;
+            uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
+            if (ty0 + rr < H) {
+                const float f = up_fy[rr];
+                const float* h0 = &hrow[up_iy[rr]][j0];
+                const float* h1 = h0 + HP;
+                const float4 a0 = *reinterpret_cast<const float4*>(h0), a1 = *reinterpret_cast<const float4*>(h0 + 4);
+                const float4 b0 = *reinterpret_cast<const float4*>(h1), b1 = *reinterpret_cast<const float4*>(h1 + 4);
+                const float av[9] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w, h0[8]};
+                const float bv[9] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w, h1[8]};
+                float v[9];
+#pragma unroll
+                for (int e = 0; e < 9; ++e) v[e] = (1.f - f) * av[e] + f * bv[e];
+                unsigned int wv[8];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    const __half2 hp = __floats2half2_rn(v[e], v[e + 1]);      // low half: pixel j0 + e
+                    wv[e] = *reinterpret_cast<const unsigned int*>(&hp);
+                }
+                lo = make_uint4(wv[0], wv[1], wv[2], wv[3]);
+                hi = make_uint4(wv[4], wv[5], wv[6], wv[7]);
+            }
+            uint4* dst = reinterpret_cast<uint4*>(xs + rr * RS + j0);
+            dst[0] = lo;
+            dst[1] = hi;
+        }
+#else
         for (int i = tid; i < ROWS_IN * PIX; i += NT) {
             const int rr = i / PIX, j = i - rr * PIX;
             const int iy = ty0 + rr, ix = tx0 + j;
@@ -242,7 +342,15 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             if (j < RS) xs16[2 * (rr * RS + j)] = h;
             if (j > 0) xs16[2 * (rr * RS + j - 1) + 1] = h;
         }
+#endif
         __syncthreads();
+#if VEC_STAGE
+        if (PREFETCH && aligned_src && tile + nblocks < total) {    // src is free until the next tile's copy
+            const unsigned int* img = reinterpret_cast<const unsigned int*>(x + ((tile + nblocks) / tiles_img) * (SRC_H * SRC_W));
+#pragma unroll
+            for (int k = 0; k < PF; ++k) pf[k] = tid + k * NT < SRC_WORDS ? __ldg(img + tid + k * NT) : 0u;
+        }
+#endif
 
         // ---- warp units: 16 columns x R rows, all channels
         for (int u = warp; u < UNITS; u += WARPS) {
@@ -250,6 +358,65 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             const int ox0 = tx0 + sx * 16, oy0 = ty0 + ry * R;
             if (ox0 >= Wc || oy0 >= Hc) continue;      // warp-uniform
             const unsigned int* base = xs + ry * R * RS + sx * 16 + g + 2 * t;
+#if ROW_PAIRS
+            // acc[op]: output rows (o, o+1) = (2 op, 2 op + 1); c0/c1 = rows o/o+1, channel t, pixel g;
+            // c2/c3 the same at pixel g + 8
+            float acc[R / 2][4];
+#pragma unroll
+            for (int op = 0; op < R / 2; ++op)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[op][e] = 0.f;
+#pragma unroll
+            for (int pr = 0; pr < NPAIRS; ++pr) {
+                const int r = 2 * pr;
+                const unsigned int a[4] = {base[r * RS], base[r * RS + 8], base[(r + 1) * RS], base[(r + 1) * RS + 8]};
+#pragma unroll
+                for (int op = 0; op < R / 2; ++op) {
+                    const int j = pr - op;                 // s = r - o = 2 j
+                    if (j >= 0 && j < NS) mma_16816(acc[op], a, bw[j][0], bw[j][1]);
+                }
+            }
+            const int m = t;                           // this lane's channel
+#if POOL
+            // 2x2 windows: rows o, o+1 in this lane's c0/c1 (c2/c3), pixels g, g+1 in lanes g, g^1 (lane ^ 4)
+            const size_t plane = (size_t)Hp * Wp;
+            OUT_T* yb = y + (size_t)b * M_OUT * plane + (size_t)m * plane;
+#pragma unroll
+            for (int op = 0; op < R / 2; ++op) {
+                float v[2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    v[h] = fmaxf(acc[op][2 * h], acc[op][2 * h + 1]);
+                    v[h] = fmaxf(fmaxf(v[h], __shfl_xor_sync(0xffffffffu, v[h], 4)), 0.f);   // + ReLU
+                }
+                const int py = oy0 / 2 + op;
+                if ((g & 1) == 0 && py < Hp && m < M_OUT) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {           // pixel g (h = 0) and g + 8 (h = 1)
+                        const int px = (ox0 + g + 8 * h) / 2;
+                        if (px < Wp) store_act(yb + (size_t)py * Wp + px, v[h]);
+                    }
+                }
+            }
+#else
+            const size_t plane = (size_t)Ho * Wo;
+            OUT_T* yb = y + (size_t)b * M_OUT * plane + (size_t)m * plane;
+#pragma unroll
+            for (int op = 0; op < R / 2; ++op) {
+#pragma unroll
+                for (int d = 0; d < 2; ++d) {
+                    const int oy = oy0 + 2 * op + d;
+                    if (oy < Ho && m < M_OUT) {
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int ox = ox0 + g + 8 * h;
+                            if (ox < Wo) store_act(yb + (size_t)oy * Wo + ox, acc[op][2 * h + d]);
+                        }
+                    }
+                }
+            }
+#endif
+#else
             float acc[R][4];
 #pragma unroll
             for (int o = 0; o < R; ++o)
@@ -310,6 +477,7 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
                     }
                 }
             }
+#endif
 #endif
         }
     }

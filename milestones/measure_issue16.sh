@@ -6,12 +6,18 @@
 #   the new kernels -> --compare with PyTorch at batch 10000 -> pipeline chunk sweep and --stream 1M
 #   -> roofline against the fp16 tensor-core ceiling -> CUDA-graph small batches.
 # Steps: all (default), or any of: tests sanitize sweep bench
+# Session 9 (conv_px_mma v3 / POOL_CROP, variants tc_px2, tc_px2_crop), not part of all:
+#   s9pre (precompile those variants only) s9tests s9san profile s9sweep s9bench
+#   e.g. NO_PRE=1 milestones/measure_issue16.sh "s9pre s9tests s9san profile s9sweep s9bench"
 set -o pipefail
 OUT=${OUT:-/tmp/out16}
 mkdir -p "$OUT"
 export CONVNET_CACHE=${CONVNET_CACHE:-$PWD/.cubin_cache}
 steps=${1:-all}
 want() { [ "$steps" = all ] || [[ " $steps " == *" $1 "* ]]; }
+want9() { [[ " $steps " == *" $1 "* ]]; }
+S9=${S9:-tc_px2,tc_px2_crop}
+S9_VARIANTS=${S9//,/ }
 [ -f .cubin_tgz/cache.tgz ] && [ ! -d "$CONVNET_CACHE/cubin" ] && tar xzf .cubin_tgz/cache.tgz
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
   [ -n "$NO_PRE" ] || timeout ${T_PRE:-150} python3 tests/precompile.py 16 2>&1 | tail -1; } | tee -a "$OUT/00_device.txt"
@@ -58,4 +64,56 @@ if want bench; then
   timeout 25 python3 -m convnet.bench.small_batch --variant tc_conv1 --batches 1 100 10000 --reps 30 \
       > "$OUT/06_small_batch_tc_conv1.txt" 2>&1
   tail -n 18 "$OUT"/03_*.txt; tail -n 30 "$OUT"/04_*.txt; tail -n 12 "$OUT"/05_*.txt "$OUT"/06_*.txt
+fi
+
+if want9 s9pre; then
+  timeout ${T_PRE:-120} python3 tests/precompile.py 16 "tc_conv1,$S9" 2>&1 | tail -1 | tee -a "$OUT/00_device.txt"
+fi
+if want9 s9tests; then
+  # the new variants through every LeNet GPU test that takes a variant, the pixel-row cases, and the
+  # exact flips against the reference on all 10,000 images (printed by the test)
+  timeout ${T_TESTS:-200} python3 -m pytest -q -s -m gpu -p no:cacheprovider -k "${PYTEST_K:-tc_px2 or tc_conv1}" \
+      tests/test_gpu_conv_shapes.py tests/test_gpu_lenet.py 2>&1 | grep -v "^\.*$" | tail -60 > "$OUT/11_s9_gpu_tests.txt"
+  grep -E "flips|passed|failed|Error" "$OUT/11_s9_gpu_tests.txt" | tail -12
+fi
+if want9 s9san; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool (session 9 kernels)"
+    timeout ${T_SAN:-60} compute-sanitizer --tool $tool python3 tests/sanitize_issue16.py s9 2>&1 | tail -9
+  done > "$OUT/12_s9_sanitizer.txt"
+  grep -E "^==|ERROR SUMMARY|RACECHECK SUMMARY|rror" "$OUT/12_s9_sanitizer.txt" | head -12
+fi
+if want9 profile; then
+  # Nsight Compute on conv1 and conv2 of tc_conv1 and the new variants, batch 10000 (one forward each)
+  cat > /tmp/prof16.py <<'PY'
+import sys
+from convnet import catalogue, data, weights as wio
+from convnet.gpu.lenet import GPULeNet
+from convnet.gpu.runtime import Runtime
+rt, raw = Runtime.get(), data.load_raw("test").images
+nets = [GPULeNet(catalogue.get(n), wio.load(), rt) for n in sys.argv[1:]]
+for net in nets:
+    net.forward(net.host_input(None, raw), timed=False)
+PY
+  n=$(( 2 * (1 + $(echo $S9_VARIANTS | wc -w)) ))
+  timeout ${T_PROF:-150} ncu --clock-control none -k regex:"conv_px_mma|conv_mma_f16" --launch-count $n \
+      --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section LaunchStats \
+      --metrics smsp__inst_executed.sum,smsp__inst_executed_pipe_tensor.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__pcsamp_warps_issue_stalled_barrier,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio \
+      python3 /tmp/prof16.py tc_conv1 $S9_VARIANTS > "$OUT/13_ncu.txt" 2>&1
+  grep -E "conv_px_mma|conv_mma_f16|Duration|Achieved Occupancy|Issue Slots Busy|No Eligible|Compute \(SM\) Throughput|inst_executed|bank_conflicts|stalled_.*ratio|Registers Per|Block Limit" "$OUT/13_ncu.txt" | head -150
+fi
+if want9 s9sweep; then
+  { timeout 90 python3 -m convnet.bench.layer --variant tc_px2 --layer conv1 --fused \
+        --sweep px_warp_rows=8,16 px_warps=5,10 px_min_blocks=3,4
+    timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv1 --fused
+    timeout 90 python3 -m convnet.bench.layer --variant tc_px2_crop --layer conv2 --fused \
+        --sweep WARP_ROWS=4,8 WARPS=4,8 MIN_BLOCKS=2,3,4
+    timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv2 --fused; } > "$OUT/14_s9_sweep.txt" 2>&1
+  grep -vE "^\s*$" "$OUT/14_s9_sweep.txt" | grep -E "^\||batch" | head -60
+fi
+if want9 s9bench; then
+  timeout ${T_CMP:-150} python3 run_milestone.py --compare tc_conv1 $S9_VARIANTS --batch 10000 --repeat 20 \
+      > "$OUT/15_s9_compare.txt" 2>&1
+  tail -n 14 "$OUT/15_s9_compare.txt"
 fi

@@ -1,7 +1,10 @@
 """Compiles, in parallel, every kernel build the LeNet GPU tests and benchmarks ask for (issue #16), so a
 fresh GPU machine spends its minutes testing rather than running nvcc one build at a time:
 
-    python tests/precompile.py [workers]
+    python tests/precompile.py [workers] [variant,variant,...]
+
+(with variant names: only those variants' builds and the pixel-row cases, for a device call that tests
+only them)
 
 The builds are collected by driving the host side through the dry-run recorder: every LeNet variant's
 network, every variant x test shape (with the fused pools), the issue-16 shape matrix and the pixel-row
@@ -22,10 +25,10 @@ from convnet.gpu.conv import make_conv               # noqa: E402
 from convnet.gpu.lenet import GPULeNet               # noqa: E402
 
 
-def collect() -> set:
+def collect(only=None) -> set:
     from shapes_matrix import FAST, MATRIX
     from test_gpu_lenet import SHAPES, UPSCALE_CASES
-    from test_gpu_conv_shapes import PX_CASES
+    from test_gpu_conv_shapes import PX_CASES, PX_VARIANTS, UPSCALE_PX
     rt = RecordingRuntime()
     w = wio.load()
 
@@ -35,7 +38,7 @@ def collect() -> set:
         except (GPUError, TypeError):             # refused, or a strategy without that fusion
             pass
     for v in catalogue.load_all().values():
-        if not v.needs_gpu:
+        if not v.needs_gpu or (only and v.name not in only):
             continue
         rt.builds |= kernels_of(lambda r: GPULeNet(v, w, r))       # (cuBLAS stubbed)
         if v.strategy == "cublas":
@@ -50,16 +53,17 @@ def collect() -> set:
                     conv(v, (M, C, K, K), (C, H, W), pool=pool)
         for n, src, dst, M, K, pool in UPSCALE_CASES.values():
             conv(v, (M, 1, K, K), (1, *dst), "conv1", pool=pool, upscale_from=src)
-    px = dataclasses.replace(catalogue.get("tc_conv1"), strategy="mma_px")
-    for B, H, W, M, K, pool in PX_CASES.values():
-        conv(px, (M, 1, K, K), (1, H, W), pool=pool)
-    for src, dst, M, K in [((28, 28), (86, 86), 4, 7), ((13, 17), (41, 30), 5, 5), ((5, 9), (23, 19), 3, 3)]:
-        conv(catalogue.get("tc_conv1"), (M, 1, K, K), (1, *dst), "conv1", pool=2, upscale_from=src)
+    for name in PX_VARIANTS:
+        px = dataclasses.replace(catalogue.get(name), strategy="mma_px")
+        for B, H, W, M, K, pool in PX_CASES.values():
+            conv(px, (M, 1, K, K), (1, H, W), pool=pool)
+        for src, dst, M, K in UPSCALE_PX:
+            conv(catalogue.get(name), (M, 1, K, K), (1, *dst), "conv1", pool=2, upscale_from=src)
     return rt.builds
 
 
 if __name__ == "__main__":
-    builds = collect()
+    builds = collect(set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None)
     t0 = time.time()
     precompile(builds, "sm_90a", int(sys.argv[1]) if len(sys.argv) > 1 else 16)
     print(f"{len(builds)} builds compiled or found in the cache in {time.time() - t0:.0f} s")

@@ -2,12 +2,14 @@
 
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py
     compute-sanitizer --tool racecheck python tests/sanitize_issue16.py
+    compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s9     # session 9's kernels only
 
 conv_mma_f16_chunked (plain, pooled, several chunks and channel groups), conv_direct with its weights in
 global memory and its tile in dynamic shared memory, conv_px_mma (plain, and with the fused resize +
 pool), and tc_conv1's pipelined network over a few chunks. Prints one line per case; the sanitizer's
 summary says whether anything was found."""
 import dataclasses
+import sys
 
 import numpy as np
 
@@ -30,8 +32,25 @@ def run(rt, v, wshape, in_shape, B, name, dtype=None, **fused):
     print(f"{name}: {type(conv).__name__} {conv.d.get('CHUNK_C', '')} ok, finite {np.isfinite(yg.get()).all()}")
 
 
+def session9(rt):
+    """Session 9's kernels only (`python tests/sanitize_issue16.py s9`): conv_px_mma v3 (ROW_PAIRS plain and
+    pooled, + VEC_STAGE with the fused resize and the image prefetch over several images per block) and
+    conv_mma's POOL_CROP (pooled 4x4 and 2x2, an image whose conv output is not a multiple of the pool)."""
+    v = catalogue.get("tc_px2")
+    px = dataclasses.replace(v, strategy="mma_px")
+    run(rt, px, (4, 1, 5, 5), (1, 19, 37), 2, "px_pairs")
+    run(rt, px, (3, 1, 7, 7), (1, 30, 23), 2, "px_pairs_pool", pool=2)
+    run(rt, v, (4, 1, 7, 7), (1, 86, 86), 700, "conv1_v3", pool=2, upscale_from=(28, 28))   # > 1 image per block
+    crop = catalogue.get("tc_px2_crop")
+    run(rt, crop, (16, 4, 7, 7), (4, 40, 40), 3, "conv2_crop", pool=4, out_half=False)
+    run(rt, crop, (5, 3, 5, 5), (3, 23, 30), 2, "crop_p2", pool=2)
+
+
 def main():
     rt = Runtime.get()
+    if sys.argv[1:] == ["s9"]:
+        session9(rt)
+        return
     tc, tp, fused, fpool = (catalogue.get(n) for n in ("op_5_tc", "tc_fused", "fused", "fused_pool"))
     run(rt, tc, (40, 20, 3, 3), (20, 9, 13), 2, "chunked")                  # 2 chunks, 2 channel groups
     run(rt, tp, (24, 16, 5, 5), (16, 12, 11), 2, "chunked_pool", pool=4)

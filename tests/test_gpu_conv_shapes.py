@@ -95,15 +95,23 @@ PX_CASES = {  # B, H, W, M, K, pool: conv_px_mma (one input channel, <= 8 output
     "m3_k3_pool": (2, 19, 23, 3, 3, 2),
     "m5_k8": (2, 30, 17, 5, 8, 0),
     "m1_k1": (1, 8, 9, 1, 1, 0),
+    "m4_k8": (2, 30, 17, 4, 8, 0),           # tc_px2: ROW_PAIRS with K = 8 (five B pairs), odd width
+    "m2_k6_pool": (3, 23, 29, 2, 6, 2),
     "beyond_grid_z": (65540, 9, 12, 4, 3, 2),
 }
 
 
+PX_VARIANTS = ["tc_conv1", "tc_px2"]     # conv_px_mma v2, and v3 (ROW_PAIRS where M <= 4, VEC_STAGE)
+UPSCALE_PX = [((28, 28), (86, 86), 4, 7), ((13, 17), (41, 30), 5, 5), ((5, 9), (23, 19), 3, 3),
+              ((13, 17), (41, 30), 3, 5)]
+
+
 @pytest.mark.parametrize("case", PX_CASES.values(), ids=PX_CASES.keys())
-def test_pixel_row_tensor_core_conv_matches_float64(rt, case, rng):
+@pytest.mark.parametrize("name", PX_VARIANTS)
+def test_pixel_row_tensor_core_conv_matches_float64(rt, name, case, rng):
     from convnet.gpu.conv import MmaPx
     B, H, W, M, K, pool = case
-    v = catalogue.get("tc_conv1")
+    v = catalogue.get(name)
     x = rng.standard_normal((B, 1, H, W)).astype(np.float32)
     w = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
     conv, got = run_conv(rt, dict_variant(v), x, w, pool)
@@ -122,9 +130,11 @@ def dict_variant(v):
     return dataclasses.replace(v, strategy="mma_px")
 
 
-@pytest.mark.parametrize("src,dst,M,K", [((28, 28), (86, 86), 4, 7), ((13, 17), (41, 30), 5, 5), ((5, 9), (23, 19), 3, 3)])
-def test_pixel_row_conv_with_fused_upscale_matches_skimage(rt, src, dst, M, K, rng):
-    """tc_conv1's conv1: uint8 images resized while staged (fp16 in shared memory), conv, ReLU, 2x2 pool,
-    against skimage's resize + conv + ReLU + pool in float64; poisoned output; pixels 0 and 255 included."""
-    v = catalogue.get("tc_conv1")
+@pytest.mark.parametrize("src,dst,M,K", UPSCALE_PX)
+@pytest.mark.parametrize("name", PX_VARIANTS)
+def test_pixel_row_conv_with_fused_upscale_matches_skimage(rt, name, src, dst, M, K, rng):
+    """tc_conv1's (and tc_px2's) conv1: uint8 images resized while staged (fp16 in shared memory), conv,
+    ReLU, 2x2 pool, against skimage's resize + conv + ReLU + pool in float64; poisoned output; pixels 0
+    and 255 included."""
+    v = catalogue.get(name)
     assert fused_upscale_conv_check(rt, v, 37, src, dst, M, K, 2, rng, "shape") <= tolerance(v)

@@ -396,7 +396,12 @@ class Mma(ConvLayer):
 
     def __call__(self, x, y, batch, stream=None, slot=0):
         self.check_batch(batch)
-        gx, gy = _cdiv(self.Wo, self.tile_x), _cdiv(self.Ho, self.tile_y)
+        ho, wo = self.Ho, self.Wo
+        if self.pool and int(self.d.get("POOL_CROP", 0)) and not self.chunked:   # tiles cover what windows reach
+            ho, wo = ho // self.pool * self.pool, wo // self.pool * self.pool
+        gx, gy = _cdiv(wo, self.tile_x), _cdiv(ho, self.tile_y)
+        if gx * gy == 0:                  # no pooled output at all (an image smaller than one window)
+            return
         if self.chunked:                  # one 1-D grid walks every (tile, channel group, image): no z limit
             tiles = gx * gy * self.groups * batch
             grid = (min(tiles, self.blocks_per_sm * self.rt.sm_count), 1, 1)
@@ -440,12 +445,18 @@ class MmaPx(ConvLayer):
         tx = min(_cdiv(int(p.get("px_tile_x", 80)), 16) * 16, _cdiv(Wc, 16) * 16)
         ty = min(_cdiv(int(p.get("px_tile_y", 80)), rows) * rows, _cdiv(Hc, rows) * rows)
 
+        # v3 tunables (off unless the variant asks): two output rows per mma where the 8 columns hold them
+        # (M <= 4, even unit rows), and the vectorised staging of the fused resize
+        row_pairs = bool(p.get("px_row_pairs", False)) and self.M <= 4 and rows % 2 == 0
+        vec_stage = bool(p.get("px_vec_stage", False)) and bool(upscale_from)
+
         def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows; tables, image, resized rows
             rows_in = ty - rows + 2 * _cdiv(rows + self.K - 1, 2)
             if not upscale_from:
                 return 4 * rows_in * (tx + 8)
             sh, sw = upscale_from
-            return 4 * rows_in * (tx + 8) + 8 * (rows_in + tx + 9) + 4 * _cdiv(sh * sw, 4) + 4 * sh * (tx + 9)
+            hp = _cdiv(tx + 9, 4) * 4 if vec_stage else tx + 9       # resized rows' pitch (floats)
+            return 4 * rows_in * (tx + 8) + 8 * (rows_in + tx + 9) + 4 * _cdiv(sh * sw, 4) + 4 * sh * hp
         while smem(tx, ty) > SMEM_LIMIT and ty > rows:
             ty -= rows
         while smem(tx, ty) > SMEM_LIMIT and tx > 16:
@@ -461,6 +472,10 @@ class MmaPx(ConvLayer):
         self.d = {"M_OUT": self.M, "K_SIZE": self.K, "TILE_X": tx, "TILE_Y": ty, "WARP_ROWS": rows,
                   "WARPS": warps, "MIN_BLOCKS": int(p.get("px_min_blocks", 2)), "POOL": pool,
                   "OUT_FLOAT": int(out_float)}
+        if row_pairs:
+            self.d["ROW_PAIRS"] = 1
+        if vec_stage:
+            self.d["VEC_STAGE"] = 1
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
