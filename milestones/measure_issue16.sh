@@ -7,7 +7,7 @@
 #   -> roofline against the fp16 tensor-core ceiling -> CUDA-graph small batches.
 # Steps: all (default), or any of: tests sanitize sweep bench
 # Session 9 (conv_px_mma v3 / POOL_CROP, variants tc_px2, tc_px2_crop), not part of all:
-#   s9pre (precompile those variants only) s9tests s9san profile s9sweep s9bench
+#   s9pre (precompile those variants only) s9tests s9san profile s9sweep s9quick s9bench
 #   e.g. NO_PRE=1 milestones/measure_issue16.sh "s9pre s9tests s9san profile s9sweep s9bench"
 set -o pipefail
 OUT=${OUT:-/tmp/out16}
@@ -105,12 +105,17 @@ PY
 fi
 if want9 s9sweep; then
   { timeout 90 python3 -m convnet.bench.layer --variant tc_px2 --layer conv1 --fused \
-        --sweep px_warp_rows=8,16 px_warps=5,10 px_min_blocks=3,4
+        --sweep ${SW1:-px_warp_rows=8,16 px_warps=5,10}
     timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv1 --fused
     timeout 90 python3 -m convnet.bench.layer --variant tc_px2_crop --layer conv2 --fused \
-        --sweep WARP_ROWS=4,8 WARPS=4,8 MIN_BLOCKS=2,3,4
+        --sweep ${SW2:-WARP_ROWS=4,8 MIN_BLOCKS=3,4}
     timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv2 --fused; } > "$OUT/14_s9_sweep.txt" 2>&1
   grep -vE "^\s*$" "$OUT/14_s9_sweep.txt" | grep -E "^\||batch" | head -60
+fi
+if want9 s9quick; then      # the variants one by one, no anchors (quicker than s9bench's --compare)
+  for v in tc_conv1 $S9_VARIANTS; do timeout 40 python3 run_milestone.py --variant $v --batch 10000 --repeat 20 2>&1 | tail -n 12; done \
+      > "$OUT/16_s9_quick.txt" 2>&1
+  grep -iE "variant|op|total|accuracy" "$OUT/16_s9_quick.txt" | head -40
 fi
 if want9 s9bench; then
   timeout ${T_CMP:-150} python3 run_milestone.py --compare tc_conv1 $S9_VARIANTS --batch 10000 --repeat 20 \
