@@ -31,6 +31,11 @@
 //                     strided share of the keys, partial states merged in shared memory.
 //                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
 //                     each lane keeps its own share of the softmax denominators, summed once at the end.
+//   decode_attention_split  Tq = 1, flash-decoding (issue 14, session 9; param decode_attention = "split"): the
+//                     keys cut into chunks of DS_CH, grid (splits, B*H), a key row over HEAD_DIM/4 lanes, every
+//                     chunk's K and V loaded before its math; partial (m, l, o) per block, combined in split order
+//                     by the (b, head)'s last block (atomic ticket). _gap: ragged batches. Tunables DS_THREADS,
+//                     DS_KPT (keys per lane group per chunk), DS_MIN_BLOCKS.
 //   FA_RT=8           each thread owns 8 query rows instead of 4: every K and V float4 read from shared
 //                     memory now feeds twice the FMAs (the Q and P reads are warp broadcasts), so shared
 //                     memory falls further behind the FMA pipe; the block covers FA_TY * 8 queries.
@@ -550,6 +555,174 @@ decode_attention_gap(const float* RESTRICT q, const float* RESTRICT k, const flo
                      const int* RESTRICT gap) {
     decode_attention_body<true>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, gap);
 }
+
+// ---- decode_attention_split: flash-decoding for the fp32 decode steps (issue 14, session 9) ------------------
+// decode_attention gives a (b, head) one block of 128 threads, each thread a strided share of the keys with a
+// whole K and V row per key: at B=32 x 12 heads that is 384 blocks, and each thread waits on its keys' rows one
+// after another. Here the keys lo..query are cut into chunks of DS_CH = DS_G * DS_KPT keys; grid (S, B*H), block j
+// takes chunks j, j + S, ... (S from the launcher: the cache's capacity / DS_CH, so normally one chunk per block).
+// A key's row is spread over DS_LPK lanes (16 bytes each, DS_LPK = HEAD_DIM / 4 rounded up to a power of two;
+// lanes past the row idle), DS_G = DS_THREADS / DS_LPK keys side by side, every lane's DS_KPT K and V float4s
+// loaded before any math (one memory round trip per chunk). q . k by xor shuffles inside the lane group, the
+// chunk's maximum over the block, p and the output in fp32 (the exact exp2f, Q pre-scaled by log2(e)/sqrt(d)).
+// A block writes its (m, l, o[D]) partial; the last of the (b, head)'s active blocks (an atomic ticket, reset by
+// it) adds the partials in split order (deterministic) and writes y. One active block writes y directly.
+// Padding slots of ragged batches (decode_attention_split_gap) and keys outside the window are masked.
+// part: BH * S * D floats of o, then BH * S * 2 of (m, l); tickets: BH zeros (left zero by every launch).
+#ifndef DS_THREADS
+#define DS_THREADS 128                   // threads per block
+#endif
+#ifndef DS_KPT
+#define DS_KPT 8                         // keys per lane group per chunk (registers: 2 x DS_KPT float4)
+#endif
+#ifndef DS_MIN_BLOCKS
+#define DS_MIN_BLOCKS 4                  // __launch_bounds__' resident blocks per SM
+#endif
+#define DS_CPR (HEAD_DIM / 4)            // float4s per K/V row
+#define DS_LPK (DS_CPR <= 4 ? 4 : DS_CPR <= 8 ? 8 : DS_CPR <= 16 ? 16 : 32)   // lanes per key row
+#define DS_G (DS_THREADS / DS_LPK)       // keys side by side in a block
+#define DS_CH (DS_G * DS_KPT)            // keys per chunk
+// Built for head sizes up to 128 (a key row over at most one warp); the launcher refuses others.
+#if HEAD_DIM <= 128
+static_assert(DS_THREADS % 32 == 0 && DS_THREADS >= 32 && DS_THREADS <= 1024, "DS_THREADS: whole warps, <= 1024");
+static_assert(DS_KPT >= 1 && DS_KPT <= 16, "DS_KPT: 1..16");
+
+template <bool GAP>
+__device__ __forceinline__ void
+decode_split_body(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y, int H,
+                  int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
+                  float* RESTRICT part, unsigned* RESTRICT tickets, const int* RESTRICT gap) {
+    if (pos_dev) Tk = *pos_dev + 1;
+    constexpr int D = HEAD_DIM, NW = DS_THREADS / 32;
+    __shared__ float red[2][NW];
+    __shared__ __align__(16) float os[DS_G][D];
+    __shared__ float ls[DS_G];
+    __shared__ int last;
+    const int S = gridDim.x, j = blockIdx.x, bh = blockIdx.y, BH = gridDim.y;
+    const int b = bh / H, h = bh % H, tid = threadIdx.x, g = tid / DS_LPK, c = tid % DS_LPK, warp = tid / 32;
+    const int query = Tk - 1, lo = window > 0 ? max(0, query - window + 1) : 0;
+    const int chunks = (query - lo + DS_CH) / DS_CH;                 // ceil((query - lo + 1) / DS_CH)
+    const int active = min(S, chunks);
+    if (j >= active) return;                                         // the whole block: no barrier reached
+    const bool lane_on = c < DS_CPR;
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 q4 = zero;
+    if (lane_on) {
+        q4 = *(const float4*)(q + (long long)bh * cap_q * D + 4 * c);
+        q4.x *= scale_log2; q4.y *= scale_log2; q4.z *= scale_log2; q4.w *= scale_log2;
+    }
+    const float* kh = k + (long long)bh * cap_kv * D + 4 * c;
+    const float* vh = v + (long long)bh * cap_kv * D + 4 * c;
+    const int gap_lo = GAP ? gap[2 * b] : 0, gap_hi = GAP ? gap[2 * b + 1] : 0;
+    float m = -INFINITY, l = 0.f;                                    // m: the same in every thread of the block
+    float4 acc = zero;
+    int par = 0;
+    for (int ch = j; ch < chunks; ch += S) {
+        const int k0 = lo + ch * DS_CH + g;
+        float4 kr[DS_KPT], vr[DS_KPT];
+        bool ok[DS_KPT];
+#pragma unroll
+        for (int i = 0; i < DS_KPT; ++i) {
+            const int key = k0 + i * DS_G;
+            ok[i] = key <= query && !(GAP && key >= gap_lo && key < gap_hi);
+            const bool ld = ok[i] && lane_on;
+            kr[i] = ld ? __ldg((const float4*)(kh + (long long)key * D)) : zero;
+            vr[i] = ld ? __ldg((const float4*)(vh + (long long)key * D)) : zero;
+        }
+        float s[DS_KPT], mt = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < DS_KPT; ++i) {
+            float d = fmaf(q4.x, kr[i].x, fmaf(q4.y, kr[i].y, fmaf(q4.z, kr[i].z, q4.w * kr[i].w)));
+#pragma unroll
+            for (int off = DS_LPK / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+            s[i] = ok[i] ? d : -INFINITY;
+            mt = fmaxf(mt, s[i]);
+        }
+#pragma unroll
+        for (int off = 16; off >= DS_LPK; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+        if (tid % 32 == 0) red[par][warp] = mt;
+        __syncthreads();                  // two buffers: a thread writes red[par] again only after the next barrier
+        float mc = red[par][0];
+#pragma unroll
+        for (int w = 1; w < NW; ++w) mc = fmaxf(mc, red[par][w]);
+        par ^= 1;
+        if (mc == -INFINITY) continue;                               // every key of the chunk masked (block-uniform)
+        const float m_new = fmaxf(m, mc), alpha = exp2f(m - m_new);   // m = -inf at first: alpha 0
+        float ps = 0.f;
+        float4 pv = zero;
+#pragma unroll
+        for (int i = 0; i < DS_KPT; ++i) {
+            const float p = exp2f(s[i] - m_new);                     // masked: exp2(-inf) = 0
+            ps += p;
+            pv.x = fmaf(p, vr[i].x, pv.x); pv.y = fmaf(p, vr[i].y, pv.y);
+            pv.z = fmaf(p, vr[i].z, pv.z); pv.w = fmaf(p, vr[i].w, pv.w);
+        }
+        l = fmaf(l, alpha, ps);
+        acc.x = fmaf(acc.x, alpha, pv.x); acc.y = fmaf(acc.y, alpha, pv.y);
+        acc.z = fmaf(acc.z, alpha, pv.z); acc.w = fmaf(acc.w, alpha, pv.w);
+        m = m_new;
+    }
+    if (lane_on) *(float4*)&os[g][4 * c] = acc;
+    if (c == 0) ls[g] = l;
+    __syncthreads();
+    float den = 0.f;
+#pragma unroll
+    for (int gg = 0; gg < DS_G; ++gg) den += ls[gg];
+    if (active == 1) {                                               // the whole softmax in this block
+        for (int d = tid; d < D; d += DS_THREADS) {
+            float num = 0.f;
+#pragma unroll
+            for (int gg = 0; gg < DS_G; ++gg) num += os[gg][d];
+            y[(long long)b * H * D + h * D + d] = num / den;
+        }
+        return;
+    }
+    float* po = part + ((long long)bh * S + j) * D;
+    float* pml = part + (long long)BH * S * D + 2 * ((long long)bh * S + j);
+    for (int d = tid; d < D; d += DS_THREADS) {
+        float num = 0.f;
+#pragma unroll
+        for (int gg = 0; gg < DS_G; ++gg) num += os[gg][d];
+        po[d] = num;
+    }
+    if (tid == 0) { pml[0] = m; pml[1] = den; }
+    __threadfence();                                                 // the partial visible before the ticket
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(&tickets[bh], 1u) == (unsigned)(active - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float* pb = part + (long long)bh * S * D;
+    const float* mlb = part + (long long)BH * S * D + 2LL * bh * S;
+    float M = -INFINITY;
+    for (int jj = 0; jj < active; ++jj) M = fmaxf(M, __ldcg(mlb + 2 * jj));
+    for (int d = tid; d < D; d += DS_THREADS) {
+        float num = 0.f, dd = 0.f;
+        for (int jj = 0; jj < active; ++jj) {                        // split order: deterministic
+            const float w = exp2f(__ldcg(mlb + 2 * jj) - M);         // an all-masked partial: m = -inf, w = 0
+            num = fmaf(w, __ldcg(pb + (long long)jj * D + d), num);
+            dd = fmaf(w, __ldcg(mlb + 2 * jj + 1), dd);
+        }
+        y[(long long)b * H * D + h * D + d] = num / dd;
+    }
+    if (tid == 0) tickets[bh] = 0u;                                  // ready for the next launch
+}
+
+extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_BLOCKS)
+decode_attention_split(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
+                       int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2,
+                       const int* RESTRICT pos_dev, float* RESTRICT part, unsigned* RESTRICT tickets) {
+    decode_split_body<false>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, part, tickets, nullptr);
+}
+
+extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_BLOCKS)
+decode_attention_split_gap(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v,
+                           float* RESTRICT y, int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2,
+                           const int* RESTRICT pos_dev, float* RESTRICT part, unsigned* RESTRICT tickets,
+                           const int* RESTRICT gap) {
+    decode_split_body<true>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, part, tickets, gap);
+}
+#endif  // decode_attention_split's head sizes
 
 // ---- naive path pieces -------------------------------------------------------------------------------
 // Scores s (B*H, Tq, Tk) in place -> probabilities; row r is query shift + r.

@@ -20,7 +20,9 @@ kernel each step uses:
                     residual stream, LayerNorm statistics, softmax, accumulators and logits stay fp32
     ln_fuse         (default true) LayerNorm inside the GEMV where the GEMM allows it (decoding: v6's and v10's
                     prologue); false runs the LayerNorm kernel
-    decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16) or "flash" (the flash kernel)
+    decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16) or "flash" (the flash kernel);
+                    fp32 decode steps (flash variants): "decode" (default, decode_attention: a block per head) or
+                    "split" (flash-decoding, decode_attention_split: keys over several blocks, gpt2/decode_split.py)
     -D PDL=1        bf16 on Hopper: the decode step's kernels (embedding, v10 GEMVs, decode attention, argmax,
                     advance) go out as programmatic dependent launches (tma.PdlKernel)
 
@@ -91,7 +93,9 @@ class GPT2GPU:
         if self.bf16 and (C % 8 or self.window):
             raise GPUError(f"the bf16 path needs n_embd a multiple of 8 (16-byte bf16 rows) and full attention; "
                            f"got n_embd {C}, window {self.window}")
-        self.decode_attn_bf16 = None
+        self.decode_attn_bf16 = self.decode_split = None
+        if p.get("decode_attention", "decode") == "split" and (self.bf16 or not self.flash):
+            raise GPUError(f"variant {name}: decode_attention = \"split\" is for the fp32 flash paths (not bf16 or naive)")
         if self.bf16:
             self.fa = flash.from_params(rt, self.D, d, variant)
             # decode steps (Tq = 1): decode_attention_bf16 where HEAD_DIM / 8 is a power of two (param
@@ -102,6 +106,9 @@ class GPT2GPU:
         elif self.flash:
             self.fa = flash.from_params(rt, self.D, d, variant)
             self.decode_attn = rt.kernel("attention.cu", "decode_attention", {**d, "HEAD_DIM": self.D}, name)
+            if p.get("decode_attention", "decode") == "split":          # flash-decoding for the decode steps
+                from .decode_split import SplitDecode
+                self.decode_split = SplitDecode(rt, self.D, d, name)
         else:
             self.attn_gemm = Gemm(rt, "tiled" if self.gemm_version == "tiled" else "regtile", d, name)
             soft = p.get("softmax", "naive")
@@ -315,6 +322,10 @@ class GPT2GPU:
             return
         if self.bf16:                                  # one kernel for prompts and decode steps (Tq = 1)
             self.fa(buf["q"], kc, vc, buf["y"], B, H, Tq, Tk, Tq, cap, self.window, pos_dev, stream=s)
+            return
+        if self.decode_split is not None and Tq == 1:             # flash-decoding (ragged: padding masked)
+            self.decode_split(buf["q"], kc, vc, buf["y"], B, H, Tk, cap, self.window, pos_dev, s,
+                              gap=self.ragged.gap if self.ragged is not None else None)
             return
         if self.flash and Tq == 1 and self.ragged is not None:     # skipping each sequence's padding
             self.ragged.attention(buf["q"], kc, vc, buf["y"], B, H, Tk, cap, self.window, pos_dev, s)

@@ -1,0 +1,90 @@
+"""Flash-decoding for the fp32 decode steps (kernels/attention.cu decode_attention_split, issue 14): the keys of each
+(sequence, head) cut into chunks of DS_CH keys over a grid of (splits, B*H) blocks, each block's partial softmax state
+combined by the (sequence, head)'s last block. Variant param decode_attention = "split" (GPT2GPU), fp32 paths with
+flash attention only; the old one-block-per-head kernel (decode_attention) stays the default elsewhere.
+
+The number of splits is fixed when a decode step is enqueued (a CUDA graph replays it while the position grows on
+the device): enough chunks to cover the cache's capacity (or the window), at most DS_MAX_SPLITS (a launcher knob from
+the variant's defines); a block takes chunks j, j + splits, ... so any position is covered."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import GPUError
+from ..gpu.runtime import cdiv, f32, i32, ptr
+
+DS_THREADS, DS_KPT, DS_MAX_SPLITS = 128, 8, 64        # kernels/attention.cu's defaults; DS_MAX_SPLITS: launcher only
+TICKETS = 4096                                        # (sequence, head) tickets allocated at least
+
+
+def lanes_per_key(D: int) -> int:
+    """Lanes holding one key row (16 bytes each): HEAD_DIM / 4 rounded up to a power of two, at least 4."""
+    n = 4
+    while n < D // 4:
+        n *= 2
+    return n
+
+
+def chunk_keys(D: int, threads: int = DS_THREADS, kpt: int = DS_KPT) -> int:
+    """Keys per chunk (DS_CH): the block's lane groups x keys per group."""
+    return threads // lanes_per_key(D) * kpt
+
+
+def check(D: int, threads: int = DS_THREADS, kpt: int = DS_KPT):
+    """One line for what the kernel cannot take (before any build)."""
+    if D % 16 or not 16 <= D <= 128:
+        raise GPUError(f"decode_attention = \"split\" takes head sizes that are multiples of 16 from 16 to 128, got {D}")
+    if threads % 32 or not 32 <= threads <= 1024 or threads < lanes_per_key(D):
+        raise GPUError(f"DS_THREADS must be whole warps from 32 to 1024, got {threads}")
+    if not 1 <= kpt <= 16:
+        raise GPUError(f"DS_KPT must lie in 1..16, got {kpt}")
+
+
+class SplitDecode:
+    """decode_attention_split (and _gap for ragged batches) with its workspace: (m, l, o) partials per block and
+    one ticket per (sequence, head), zeroed when allocated and left zero by every launch."""
+
+    def __init__(self, rt, D: int, defines: dict, name: str):
+        d = dict(defines)
+        self.threads, self.kpt = int(d.get("DS_THREADS", DS_THREADS)), int(d.get("DS_KPT", DS_KPT))
+        self.max_splits = int(d.pop("DS_MAX_SPLITS", DS_MAX_SPLITS))
+        check(D, self.threads, self.kpt)
+        if self.max_splits < 1:
+            raise GPUError(f"DS_MAX_SPLITS must be at least 1, got {self.max_splits}")
+        d["HEAD_DIM"] = D
+        self.rt, self.D = rt, D
+        self.kernel = rt.kernel("attention.cu", "decode_attention_split", d, name)
+        self.kernel_gap = rt.kernel("attention.cu", "decode_attention_split_gap", d, name)
+        self.chunk = chunk_keys(D, self.threads, self.kpt)
+        self.scale = f32(math.log2(math.e) / math.sqrt(D))
+
+    def splits(self, cap: int, window: int = 0) -> int:
+        """Blocks per (sequence, head): chunks covering the cache (or the window), at most max_splits."""
+        keys = min(cap, window) if window and window > 0 else cap
+        return max(1, min(cdiv(keys, self.chunk), self.max_splits))
+
+    def tickets(self, n: int):
+        name, n = "gpt2.attn.ds_tickets", max(TICKETS, n)
+        old = self.rt.pool.view(name)
+        buf = self.rt.pool.get(name, (n,), np.uint32)
+        if old is None or tuple(old.shape) != (n,):
+            buf.fill(np.uint32(0))
+        return buf
+
+    def __call__(self, q, kc, vc, y, B: int, H: int, Tk: int, cap: int, window: int, pos_dev, stream, gap=None,
+                 splits: int | None = None):
+        """y (B, 1, H*D) = attention of q (B, H, 1, D) over keys 0..Tk-1 (Tk = *pos_dev + 1 where pos_dev is set)
+        of the cache (B, H, cap, D); gap (B, 2) int32: each sequence's padding slots [gap[b,0], gap[b,1])."""
+        S = splits or self.splits(cap, window)
+        BH = B * H
+        if BH > 65535:
+            raise GPUError(f"decode_attention_split: {B} sequences x {H} heads exceed the grid's 65535 rows")
+        part = self.rt.pool.get("gpt2.act.ds_part", (BH * S * (self.D + 2),))
+        args = [ptr(q), ptr(kc), ptr(vc), ptr(y), i32(H), i32(Tk), i32(1), i32(cap), i32(window), self.scale,
+                ptr(pos_dev), part, self.tickets(BH)]
+        if gap is not None:
+            self.kernel_gap((S, BH, 1), (self.threads, 1, 1), *args, gap, stream=stream)
+        else:
+            self.kernel((S, BH, 1), (self.threads, 1, 1), *args, stream=stream)

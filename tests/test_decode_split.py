@@ -1,0 +1,111 @@
+"""CPU checks of flash-decoding for the fp32 decode steps (attention.cu decode_attention_split, gpt2/decode_split.py,
+variant param decode_attention = "split") through the dry-run runtime: which attention kernel a decode step launches,
+its grid and arity, the split count, and the one-line refusals."""
+import dataclasses
+
+import pytest
+
+from convnet import catalogue
+from convnet.errors import GPUError
+from convnet.gpt2 import model as gpt2
+from convnet.gpt2.decode_split import chunk_keys, lanes_per_key
+from helpers import declared_arity
+from test_gpt2_generate import dry_runtime
+
+CONFIG = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=300, n_ctx=1024)
+
+
+def with_params(name, **params):
+    v = catalogue.get(name, "gpt2")
+    return dataclasses.replace(v, name=f"{name}_test", params={**v.params, **params})
+
+
+def make(variant, config=CONFIG):
+    from convnet.gpt2.gpu import GPT2GPU
+    rt = dry_runtime()
+    return GPT2GPU(gpt2.random_params(config), config, variant, rt), rt
+
+
+def check_arity(launches):
+    arity = declared_arity()
+    for kernel, grid, block, nargs in launches:
+        assert nargs == arity[kernel], f"{kernel}: {nargs} arguments passed, {arity[kernel]} declared"
+
+
+def test_chunk_sizes_follow_the_head_size():
+    assert [lanes_per_key(D) for D in (16, 32, 64, 80, 96, 128)] == [4, 8, 16, 32, 32, 32]
+    assert [chunk_keys(D) for D in (16, 32, 64, 80, 128)] == [256, 128, 64, 32, 32]
+    assert chunk_keys(64, threads=256, kpt=4) == 64
+
+
+@pytest.mark.parametrize("B,cap", [(1, 16), (1, 1024), (32, 320), (9, 65)])
+def test_decode_step_launches_the_split_kernel_over_the_cache(B, cap):
+    gpu, rt = make(catalogue.get("fast_split", "gpt2"))
+    rt.launches.clear()
+    gpu.enqueue(None, cap=cap, last_only=True, device_step=B)
+    check_arity(rt.launches)
+    kernels = [k for k, *_ in rt.launches]
+    assert kernels.count("decode_attention_split") == CONFIG.n_layer and "decode_attention" not in kernels
+    S = -(-cap // chunk_keys(gpu.D))                     # HEAD_DIM 32 here: chunks of 128 keys
+    for kernel, grid, block, _ in rt.launches:
+        if kernel == "decode_attention_split":
+            assert grid == (S, B * CONFIG.n_head, 1) and block == (128, 1, 1)
+    assert gpu.decode_split.splits(cap) == S and gpu.decode_split.splits(cap, window=100) == 1
+
+
+def test_fast_keeps_the_one_block_kernel_and_prefill_keeps_flash():
+    gpu, rt = make(catalogue.get("fast", "gpt2"))
+    assert gpu.decode_split is None
+    gpu.enqueue(None, cap=40, last_only=True, device_step=3)
+    assert "decode_attention" in [k for k, *_ in rt.launches]
+    split, rt2 = make(catalogue.get("fast_split", "gpt2"))
+    import numpy as np
+    split.enqueue(np.zeros((2, 7), np.int32), cap=40, last_only=True)     # a prompt: Tq = 7, the flash kernel
+    assert not any(k.startswith("decode_attention") for k, *_ in rt2.launches)
+
+
+def test_ragged_generation_takes_the_gap_kernel_with_matching_arity():
+    from convnet.gpt2.generate import Sampling
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=32)
+    gpu, rt = make(with_params("fast_fp32", decode_attention="split"), config)
+    gen = GPUGenerator(gpu)
+    gen.run([[1, 2], [3, 4, 5, 6], [7]], 4, Sampling(), None, [0, 1, 2], lambda rows, t: False, graph=False)
+    check_arity(rt.launches)
+    kernels = [k for k, *_ in rt.launches]
+    assert kernels.count("decode_attention_split_gap") == 3 * config.n_layer       # 3 decode steps after prefill
+    assert "decode_attention_gap" not in kernels and "decode_attention_split" not in kernels
+
+
+def test_window_and_max_splits_bound_the_grid():
+    gpu, rt = make(dataclasses.replace(with_params("fast_fp32", decode_attention="split", window=100),
+                                       defines={"USE_RESTRICT": 1, "DS_MAX_SPLITS": 3}))
+    assert gpu.decode_split.max_splits == 3
+    assert gpu.decode_split.splits(1024) == 3 and gpu.decode_split.splits(1024, 100) == 1
+    gpu.enqueue(None, cap=500, last_only=True, device_step=2)
+    grids = [g for k, g, *_ in rt.launches if k == "decode_attention_split"]
+    assert grids and all(g == (1, 2 * CONFIG.n_head, 1) for g in grids)      # window 100 < 128 keys per chunk
+
+
+@pytest.mark.parametrize("name", ["fast_bf16", "baseline"])
+def test_split_refused_where_it_does_not_apply(name):
+    with pytest.raises(GPUError, match="decode_attention = \"split\" is for the fp32 flash paths"):
+        make(with_params(name, decode_attention="split"))
+
+
+def test_head_size_and_tunables_refused_in_one_line():
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpt2.decode_split import SplitDecode
+    rt = RecordingRuntime()
+    for D in (8, 24, 144, 256):
+        with pytest.raises(GPUError, match="multiples of 16 from 16 to 128"):
+            SplitDecode(rt, D, {}, "test")
+    with pytest.raises(GPUError, match="DS_THREADS"):
+        SplitDecode(rt, 64, {"DS_THREADS": 100}, "test")
+    with pytest.raises(GPUError, match="DS_KPT"):
+        SplitDecode(rt, 64, {"DS_KPT": 0}, "test")
+    with pytest.raises(GPUError, match="DS_MAX_SPLITS"):
+        SplitDecode(rt, 64, {"DS_MAX_SPLITS": 0}, "test")
+    rt = RecordingRuntime()
+    sd = SplitDecode(rt, 64, {"DS_MAX_SPLITS": 5}, "test")          # a launcher knob: not a -D of the build
+    assert sd.max_splits == 5 and rt.builds == {("attention.cu", (("HEAD_DIM", 64),))}
