@@ -61,6 +61,14 @@ Tunables (-D, defaults in brackets):
                   pooled 8x8): 32x32 outputs instead of 40x40 (or 34x34 rounded to units): with a 32x32
                   tile and 8-row units, 16 units of 112 mma per image instead of 45 units of 56 (-29 %).
                   The pooled output is the same; the grid rule below then counts tiles of Hc x Wc.
+  CP_ASYNC [0]    (register version; issue #16 session 9) 1: while the warps run the mma of a tile, the
+                  next tile's input patch is copied from global memory into a raw shared buffer by
+                  cp.async (16-byte chunks, zero-filled beyond the image), and only expanded to the
+                  pair-expanded layout (shared -> shared) at the next tile: the global-load latency
+                  (ncu: long-scoreboard stalls, 4.3 of 11 cycles per issued instruction in LeNet's conv2)
+                  hides behind the mma. Needs W % 8 == 0 and x 16-byte aligned (checked at run time;
+                  otherwise the synchronous staging runs); adds C*(TILE_Y+K-1)*ceil((RS+2)/8)*16 bytes of
+                  shared memory (the host counts it in the 48 KB).
   Defaults suit both LeNet layers: 86->80 (2x2 tiles/image) and 40->34 (1 tile/image).
 
 Launch rule (no dynamic shared memory; static shared memory as reported by ptxas, < 48 KB):
@@ -136,6 +144,9 @@ already extern "C" and the helpers are C++ templates).
 #ifndef POOL_CROP
 #define POOL_CROP 0        // register version with POOL: tiles cover only the rows/columns a window reaches
 #endif
+#ifndef CP_ASYNC
+#define CP_ASYNC 0         // register version: the next tile's patch copied by cp.async during this tile's mma
+#endif
 #ifndef UNITS_PER_WARP
 #define UNITS_PER_WARP 1   // chunked version: warp units per warp (TILE units <= WARPS * UNITS_PER_WARP)
 #endif
@@ -179,13 +190,18 @@ constexpr int W_MS = ((W_ROW_H / 2 + 3) / 8) * 8 + 4;  // words per channel, == 
 constexpr int WSM_WORDS = MT * 16 * W_MS;
 
 constexpr int SMEM_WORDS = TILE_WORDS > WSM_WORDS ? TILE_WORDS : WSM_WORDS;
+constexpr int RAW_CH = (RS + 2 + 7) / 8;             // CP_ASYNC: 16-byte chunks per raw row (pixels 0 .. RS+1)
+constexpr int RAWP = RAW_CH * 4;                     // words per raw row
+constexpr int RAW_ROWS = C_IN * ROWS_IN;
+constexpr int RAW_WORDS = (CHUNK_C == 0 && CP_ASYNC) ? RAW_ROWS * RAWP : 1;
 
 static_assert(TILE_X % 8 == 0 && TILE_X > 0, "TILE_X must be a positive multiple of 8");
 static_assert(R > 0 && TILE_Y % R == 0, "TILE_Y must be a positive multiple of WARP_ROWS");
 static_assert(RS % 2 == 0, "staged row length must be even (8-byte stores)");
 static_assert(M_OUT >= 1 && C_IN >= 1 && K_SIZE >= 1, "bad layer shape");
 #if CHUNK_C == 0
-static_assert(SMEM_WORDS * 4 <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y/TILE_X");
+static_assert((SMEM_WORDS + (CP_ASYNC ? RAW_WORDS : 0)) * 4 <= 48 * 1024,
+              "static shared memory over 48 KB: lower TILE_Y/TILE_X");
 #endif
 static_assert(POOL == 0 || ((POOL == 2 || POOL == 4) && R % (POOL > 0 ? POOL : 1) == 0),
               "POOL: 2 or 4, dividing WARP_ROWS (and so TILE_Y; TILE_X is a multiple of 8)");
@@ -354,6 +370,9 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
 {
     using namespace convmma;
     __shared__ __align__(16) unsigned int smem[SMEM_WORDS];
+#if CP_ASYNC
+    __shared__ __align__(16) unsigned int raw[RAW_WORDS];
+#endif
 
     const int Ho = H - K_SIZE + 1, Wo = W - K_SIZE + 1;
     if (B <= 0 || Ho <= 0 || Wo <= 0) return;
@@ -374,6 +393,30 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
     const int g = lane >> 2, t = lane & 3;
     const unsigned short* __restrict__ x16 = reinterpret_cast<const unsigned short*>(x);
     const unsigned short* __restrict__ w16 = reinterpret_cast<const unsigned short*>(w);
+
+#if CP_ASYNC
+    // raw patch of tile `tl`: row (c, rr) = pixels tx0 .. tx0 + 8*RAW_CH - 1 of input row ty0 + rr, in 16-byte
+    // chunks; bytes beyond the image row (or rows beyond H) are zero-filled
+    const bool use_async = (W % 8 == 0) && ((reinterpret_cast<size_t>(x) & 15) == 0);
+    auto issue_raw = [&](long long tl) {
+        const long long bb = tl / tiles_img;
+        const int rm = (int)(tl - bb * tiles_img);
+        const int tyy = rm / tiles_x, txx = rm - tyy * tiles_x;
+        const int x0 = txx * TILE_X, y0 = tyy * TILE_Y;
+        const unsigned short* xb = x16 + (size_t)bb * C_IN * H * W;
+        for (int i = tid; i < RAW_ROWS * RAW_CH; i += NT) {
+            const int crow = i / RAW_CH, ch = i - crow * RAW_CH;
+            const int c = crow / ROWS_IN, rr = crow - c * ROWS_IN;
+            const int iy = y0 + rr, ix = x0 + 8 * ch;
+            const int nbytes = iy < H ? 2 * max(0, min(8, W - ix)) : 0;
+            const unsigned short* src = nbytes ? xb + ((size_t)c * H + iy) * W + ix : x16;
+            const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(raw + crow * RAWP + 4 * ch));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(nbytes) : "memory");
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    if (use_async) issue_raw(tile);
+#endif
 
     // ---- weights: global -> shared (zero-padded [MT*16][W_MS] words, taps padded to KQ) -> registers
     for (int i = tid; i < WSM_WORDS; i += NT) {
@@ -447,6 +490,21 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
         const int tx0 = tx * TILE_X, ty0 = ty * TILE_Y;
 
         // ---- input patch -> shared, pair-expanded: word j of a row = (x[j], x[j+1]); 0 outside image
+#if CP_ASYNC
+        if (use_async) {                              // block-uniform
+            asm volatile("cp.async.wait_all;\n" ::: "memory");
+            __syncthreads();                          // this tile's raw patch landed (every thread's copies)
+            for (int i = tid; i < TILE_ITEMS; i += NT) {
+                const int crow = i / RSP, jp = i - crow * RSP;
+                const unsigned int* rw = raw + crow * RAWP + jp;
+                const unsigned int v01 = rw[0], v2 = rw[1] & 0xffffu;
+                *reinterpret_cast<uint2*>(smem + crow * RS + 2 * jp) = make_uint2(v01, (v01 >> 16) | (v2 << 16));
+            }
+            __syncthreads();                          // patch ready; raw free for the next tile
+            if (tile + nblocks < total) issue_raw(tile + nblocks);
+        } else
+#endif
+        {
         const unsigned short* __restrict__ xb = x16 + (size_t)b * C_IN * H * W;
 #pragma unroll 4
         for (int i = tid; i < TILE_ITEMS; i += NT) {
@@ -467,6 +525,7 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
             *reinterpret_cast<uint2*>(smem + crow * RS + 2 * jp) = make_uint2(v01, (v01 >> 16) | (v2 << 16));
         }
         __syncthreads();
+        }
 
         // ---- warp units: 8 columns x R rows each
         for (int u = warp; u < UNITS; u += WARPS) {

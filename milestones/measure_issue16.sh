@@ -7,7 +7,7 @@
 #   -> roofline against the fp16 tensor-core ceiling -> CUDA-graph small batches.
 # Steps: all (default), or any of: tests sanitize sweep bench
 # Session 9 (conv_px_mma v3 / POOL_CROP, variants tc_px2, tc_px2_crop), not part of all:
-#   s9pre (precompile those variants only) s9tests s9san profile s9sweep s9quick s9bench
+#   s9pre (precompile those variants only) s9tests s9san profile s9sweep s9quick s9bench s9issue
 #   e.g. NO_PRE=1 milestones/measure_issue16.sh "s9pre s9tests s9san profile s9sweep s9bench"
 set -o pipefail
 OUT=${OUT:-/tmp/out16}
@@ -16,7 +16,7 @@ export CONVNET_CACHE=${CONVNET_CACHE:-$PWD/.cubin_cache}
 steps=${1:-all}
 want() { [ "$steps" = all ] || [[ " $steps " == *" $1 "* ]]; }
 want9() { [[ " $steps " == *" $1 "* ]]; }
-S9=${S9:-tc_px2,tc_px2_crop}
+S9=${S9:-tc_px2,tc_px2_crop,tc_all}
 S9_VARIANTS=${S9//,/ }
 [ -f .cubin_tgz/cache.tgz ] && [ ! -d "$CONVNET_CACHE/cubin" ] && tar xzf .cubin_tgz/cache.tgz
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
@@ -69,6 +69,42 @@ fi
 if want9 s9pre; then
   timeout ${T_PRE:-120} python3 tests/precompile.py 16 "tc_conv1,$S9" 2>&1 | tail -1 | tee -a "$OUT/00_device.txt"
 fi
+if want9 s9sweep; then
+  # conv1 and conv2 as the network runs them: SWV's tunables against tc_conv1's kernels, same run. The fastest
+  # conv1 setting of SWV is then written into this machine's copy of the catalogue (tests and benchmarks
+  # below run it; the table says which it was)
+  SWV=${SWV:-tc_all}
+  { timeout 90 python3 -m convnet.bench.layer --variant $SWV --layer conv1 --fused \
+        --sweep ${SW1:-px_warp_rows=8,16 px_vec_stage=1,2 px_min_blocks=4,5}
+    timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv1 --fused
+    timeout 90 python3 -m convnet.bench.layer --variant $SWV --layer conv2 --fused \
+        --sweep ${SW2:-CP_ASYNC=0,1 MIN_BLOCKS=3,4}
+    timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv2 --fused; } > "$OUT/14_s9_sweep.txt" 2>&1
+  grep -vE "^\s*$" "$OUT/14_s9_sweep.txt" | grep -E "^\||batch" | head -60
+  [ -n "$NO_PATCH" ] || python3 - "$OUT/14_s9_sweep.txt" "$SWV" <<'PY'
+import re, sys
+text, name = open(sys.argv[1]).read(), sys.argv[2]
+block = text.split(f"{name} conv1 fused")[1].split("conv1 fused")[0] if f"{name} conv1 fused" in text else ""
+rows = [(float(m.group(2)), m.group(1)) for m in re.finditer(r"^\| (px_\S+(?: px_\S+)*) +\| +([0-9.]+)", block, re.M)]
+if rows:
+    best = min(rows)
+    print(f"fastest {name} conv1 setting: {best[1]} ({best[0]} ms); written into this machine's catalogue")
+    path = "milestones/m3_optimisations.toml"
+    cat = open(path).read()
+    head, sec = cat.split(f"[variant.{name}]")
+    end = sec.find("\n[variant.")
+    body, rest = (sec, "") if end < 0 else (sec[:end], sec[end:])
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("params = "):
+            for kv in best[1].split():
+                k, v = kv.split("=")
+                lines[i] = re.sub(rf"\b{k} = \w+", f"{k} = {v}", lines[i])
+    body = "\n".join(lines)
+    open(path, "w").write(head + f"[variant.{name}]" + body + rest)
+PY
+  [ -n "$NO_PATCH" ] || timeout 60 python3 tests/precompile.py 16 "$SWV" 2>&1 | tail -1
+fi
 if want9 s9tests; then
   # the new variants through every LeNet GPU test that takes a variant, the pixel-row cases, and the
   # exact flips against the reference on all 10,000 images (printed by the test)
@@ -95,22 +131,23 @@ nets = [GPULeNet(catalogue.get(n), wio.load(), rt) for n in sys.argv[1:]]
 for net in nets:
     net.forward(net.host_input(None, raw), timed=False)
 PY
-  n=$(( 2 * (1 + $(echo $S9_VARIANTS | wc -w)) ))
-  timeout ${T_PROF:-150} ncu --clock-control none -k regex:"conv_px_mma|conv_mma_f16" --launch-count $n \
+  PROF_VARIANTS=${PROF_VARIANTS:-tc_conv1 $S9_VARIANTS}
+  n=$(( 3 * $(echo $PROF_VARIANTS | wc -w) ))
+  timeout ${T_PROF:-150} ncu --clock-control none -k regex:"conv_px_mma|conv_mma_f16|fc_head" --launch-count $n \
       --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
       --section ComputeWorkloadAnalysis --section LaunchStats \
       --metrics smsp__inst_executed.sum,smsp__inst_executed_pipe_tensor.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__pcsamp_warps_issue_stalled_barrier,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio \
-      python3 /tmp/prof16.py tc_conv1 $S9_VARIANTS > "$OUT/13_ncu.txt" 2>&1
-  grep -E "conv_px_mma|conv_mma_f16|Duration|Achieved Occupancy|Issue Slots Busy|No Eligible|Compute \(SM\) Throughput|inst_executed|bank_conflicts|stalled_.*ratio|Registers Per|Block Limit" "$OUT/13_ncu.txt" | head -150
+      python3 /tmp/prof16.py $PROF_VARIANTS > "$OUT/13_ncu.txt" 2>&1
+  grep -E "conv_px_mma|conv_mma_f16|fc_head|Duration|Achieved Occupancy|Issue Slots Busy|No Eligible|Compute \(SM\) Throughput|inst_executed|bank_conflicts|stalled_.*ratio|Registers Per|Block Limit" "$OUT/13_ncu.txt" | head -150
 fi
-if want9 s9sweep; then
-  { timeout 90 python3 -m convnet.bench.layer --variant tc_px2 --layer conv1 --fused \
-        --sweep ${SW1:-px_warp_rows=8,16 px_warps=5,10}
-    timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv1 --fused
-    timeout 90 python3 -m convnet.bench.layer --variant tc_px2_crop --layer conv2 --fused \
-        --sweep ${SW2:-WARP_ROWS=4,8 MIN_BLOCKS=3,4}
-    timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv2 --fused; } > "$OUT/14_s9_sweep.txt" 2>&1
-  grep -vE "^\s*$" "$OUT/14_s9_sweep.txt" | grep -E "^\||batch" | head -60
+if want9 s9issue; then     # issue-16 figures for S9ISSUE (default tc_all): stream 1M, CUDA-graph batches, roofline
+  V=${S9ISSUE:-tc_all}
+  { timeout 40 python3 run_milestone.py --variant $V --stream 1000000
+    timeout 40 python3 -m convnet.bench.stream --variant $V --chunks 2500 5000 --stream 1000000
+    timeout 30 python3 -m convnet.bench.small_batch --variant $V --batches 1 100 10000 --reps 30
+    timeout 30 python3 -m convnet.bench.small_batch --variant tc_conv1 --batches 1 --reps 30
+    timeout 40 python3 run_milestone.py --variant $V --batch 10000 --roofline; } > "$OUT/17_s9_issue16.txt" 2>&1
+  tail -n 60 "$OUT/17_s9_issue16.txt"
 fi
 if want9 s9quick; then      # the variants one by one, no anchors (quicker than s9bench's --compare)
   for v in tc_conv1 $S9_VARIANTS; do timeout 40 python3 run_milestone.py --variant $v --batch 10000 --repeat 20 2>&1 | tail -n 12; done \

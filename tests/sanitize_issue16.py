@@ -35,15 +35,25 @@ def run(rt, v, wshape, in_shape, B, name, dtype=None, **fused):
 def session9(rt):
     """Session 9's kernels only (`python tests/sanitize_issue16.py s9`): conv_px_mma v3 (ROW_PAIRS plain and
     pooled, + VEC_STAGE with the fused resize and the image prefetch over several images per block) and
-    conv_mma's POOL_CROP (pooled 4x4 and 2x2, an image whose conv output is not a multiple of the pool)."""
+    conv_mma's POOL_CROP (pooled 4x4 and 2x2, an image whose conv output is not a multiple of the pool) and
+    CP_ASYNC (several images per block, a width that falls back to the synchronous staging), and tc_all's
+    network with fc_head_mma."""
     v = catalogue.get("tc_px2")
     px = dataclasses.replace(v, strategy="mma_px")
     run(rt, px, (4, 1, 5, 5), (1, 19, 37), 2, "px_pairs")
     run(rt, px, (3, 1, 7, 7), (1, 30, 23), 2, "px_pairs_pool", pool=2)
-    run(rt, v, (4, 1, 7, 7), (1, 86, 86), 700, "conv1_v3", pool=2, upscale_from=(28, 28))   # > 1 image per block
+    run(rt, v, (4, 1, 7, 7), (1, 86, 86), 600, "conv1", pool=2, upscale_from=(28, 28))   # > 1 image per block
     crop = catalogue.get("tc_px2_crop")
     run(rt, crop, (16, 4, 7, 7), (4, 40, 40), 3, "conv2_crop", pool=4, out_half=False)
     run(rt, crop, (5, 3, 5, 5), (3, 23, 30), 2, "crop_p2", pool=2)
+    alls = catalogue.get("tc_all")                                     # conv2 with CP_ASYNC, > 1 image per block
+    run(rt, alls, (16, 4, 7, 7), (4, 40, 40), 600, "conv2_async", pool=4, out_half=False)
+    run(rt, alls, (5, 3, 5, 5), (3, 23, 30), 3, "async_w30", pool=2)   # W % 8 != 0: the synchronous staging
+    run(rt, alls, (6, 2, 3, 3), (2, 12, 40), 300, "async_w40")         # W % 8 == 0, no pool, 2 tiles per image
+    net = GPULeNet(alls, wio.load(), rt)                               # + fc_head_mma
+    raw = data.load_raw("test").images[:200]
+    _, pred, _ = net.forward(net.host_input(None, raw), timed=False)
+    print(f"tc_all: {len(pred)} predictions, accuracy {(pred == data.load_raw('test').labels[:200]).mean():.3f}")
 
 
 def main():

@@ -15,4 +15,4 @@ MATRIX = {
     "c64_m4_k7_dyn": (2, 64, 40, 40, 4, 7),      # constant weights, tile in dynamic shared memory
 }
 # the fast strategies' variants: direct fp32 / fp16, tensor cores, and each with the fused ReLU + pool
-FAST = ["fused", "op_5", "op_5_tc", "fused_pool", "tc_fused"]
+FAST = ["fused", "op_5", "op_5_tc", "fused_pool", "tc_fused", "tc_all"]   # tc_all: POOL_CROP + CP_ASYNC

@@ -101,7 +101,7 @@ PX_CASES = {  # B, H, W, M, K, pool: conv_px_mma (one input channel, <= 8 output
 }
 
 
-PX_VARIANTS = ["tc_conv1", "tc_px2"]     # conv_px_mma v2, and v3 (ROW_PAIRS where M <= 4, VEC_STAGE)
+PX_VARIANTS = ["tc_conv1", "tc_px2", "tc_all"]   # conv_px_mma v2, v3 (ROW_PAIRS where M <= 4, VEC_STAGE), v3 16-row units
 UPSCALE_PX = [((28, 28), (86, 86), 4, 7), ((13, 17), (41, 30), 5, 5), ((5, 9), (23, 19), 3, 3),
               ((13, 17), (41, 30), 3, 5)]
 
@@ -138,3 +138,29 @@ def test_pixel_row_conv_with_fused_upscale_matches_skimage(rt, name, src, dst, M
     and 255 included."""
     v = catalogue.get(name)
     assert fused_upscale_conv_check(rt, v, 37, src, dst, M, K, 2, rng, "shape") <= tolerance(v)
+
+
+ASYNC_CASES = {  # B, C, H, W, M, K, pool: conv_mma's register version with CP_ASYNC (W % 8 == 0) and POOL_CROP
+    "lenet_conv2_many": (700, 4, 40, 40, 16, 7, 4),      # several images per persistent block
+    "w48_k5": (3, 4, 24, 48, 16, 5, 0),                 # two tiles across
+    "w48_k5_p2": (3, 4, 24, 48, 16, 5, 2),
+    "w72_k3_p4": (2, 2, 41, 72, 8, 3, 4),                # three tiles across, pooled rows not a tile multiple
+    "w24_odd_h": (2, 3, 9, 24, 5, 7, 0),                 # fewer rows than one unit
+}
+
+
+@pytest.mark.parametrize("case", ASYNC_CASES.values(), ids=ASYNC_CASES.keys())
+def test_async_staged_tensor_core_conv_matches_float64(rt, case, rng):
+    """tc_all's conv_mma build: the next tile's patch by cp.async (zero-filled outside the image) and, pooled,
+    only the outputs a window reaches; against float64 with the output poisoned."""
+    B, C, H, W, M, K, pool = case
+    v = catalogue.get("tc_all")
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / (K * np.sqrt(C))).astype(np.float32)
+    conv, got = run_conv(rt, v, x, w, pool)
+    assert conv.d.get("CP_ASYNC") == 1 and not conv.chunked
+    pick = np.r_[0:3, B - 3:B] if B > 100 else np.arange(B)
+    want = ref.conv2d(x[pick].astype(np.float64), w.astype(np.float64), dtype=np.float64)
+    if pool:
+        want = ref.maxpool2d(ref.relu(want), pool)
+    assert rel_err(got[pick], want) <= tolerance(v)

@@ -112,7 +112,7 @@ def all_test_images_and_reference(lenet_weights):
 
 
 @pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8", "fused_head", "tc_fused",
-                                  "tc_conv1", "tc_conv1_pipe", "tc_px2", "tc_px2_crop"])
+                                  "tc_conv1", "tc_conv1_pipe", "tc_px2", "tc_px2_crop", "tc_all"])
 def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference,
                                                   raw_images):
     """The issue's bar: the same prediction as the numpy reference for every test image (fp32);
@@ -173,7 +173,7 @@ def test_upscale_kernel_matches_skimage(rt, rng, half):
     assert np.abs(got - want).max() <= (1e-3 if half else 1e-6)
 
 
-@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused", "tc_conv1", "tc_px2_crop"])
+@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused", "tc_conv1", "tc_all"])
 def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_images):
     """The captured pipeline writes the same logits and predictions as the launched one, and a
     refilled input buffer is classified anew by the same graph."""
@@ -287,3 +287,42 @@ def test_fused_fc_head_matches_reference(rt, rng, batch):
     got_pred = pg.get()
     assert np.array_equal(got_pred, zg.get().argmax(1))
     assert (got_pred == want.argmax(1)).mean() >= 0.99       # near-ties may flip in fp32
+
+
+@pytest.mark.parametrize("batch", [1, 37, 1000, 5000])
+def test_tensor_core_fc_head_matches_reference(rt, rng, batch):
+    """fc_head_mma.cu (tc_all's head: FC1 + ReLU, FC2, argmax on mma.sync, fp16 operands) against float64,
+    poisoned logits and predictions; batches that do not fill the last 64-image block. LeNet's shape and an
+    odd one (N1 = 48, K1 = 96, 7 classes)."""
+    from convnet.gpu.lenet import FCHeadMma
+    for k1, n1, n2 in [(1024, 128, 10), (96, 48, 7)]:
+        x = np.maximum(rng.standard_normal((batch, k1)), 0).astype(np.float32)   # like pooled ReLU outputs
+        w1 = (rng.standard_normal((n1, k1)) / np.sqrt(k1)).astype(np.float32)
+        b1 = rng.standard_normal(n1).astype(np.float32)
+        w2 = (rng.standard_normal((n2, n1)) / np.sqrt(n1)).astype(np.float32)
+        b2 = rng.standard_normal(n2).astype(np.float32)
+        head = FCHeadMma(rt, "test", w1, b1, w2, b2, {})
+        xg = rt.pool.get(f"test.fcmx{k1}", x.shape)
+        zg = rt.pool.get(f"test.fcmz{k1}", (batch, n2))
+        pg = rt.pool.get(f"test.fcmp{k1}", (batch,), np.int32)
+        xg.set(x)
+        zg.set(np.full(zg.shape, np.nan, np.float32))
+        pg.set(np.full(batch, -1, np.int32))
+        head(xg, zg, pg, batch)
+        rt.synchronize("test fc head mma")
+        h = np.maximum(x.astype(np.float64) @ w1.T.astype(np.float64) + b1, 0)
+        want = h @ w2.T.astype(np.float64) + b2
+        got = zg.get()
+        assert rel_err(got, want) <= 3e-3
+        got_pred = pg.get()
+        assert np.array_equal(got_pred, got.argmax(1))
+        assert (got_pred == want.argmax(1)).mean() >= 0.98      # fp16 operands: near-ties may flip
+
+
+def test_tensor_core_fc_head_refuses_shapes_it_cannot_run(rt):
+    from convnet.errors import GPUError
+    from convnet.gpu.lenet import FCHeadMma
+    with pytest.raises(GPUError, match="at most 16 classes"):
+        FCHeadMma(rt, "test", np.zeros((128, 1024)), np.zeros(128), np.zeros((20, 128)), np.zeros(20), {})
+    with pytest.raises(GPUError, match="% 16 == 0"):
+        FCHeadMma(rt, "test", np.zeros((120, 1024)), np.zeros(120), np.zeros((10, 120)), np.zeros(10), {})

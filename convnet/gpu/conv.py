@@ -334,7 +334,8 @@ def mma_plan(M: int, C: int, K: int, Ho: int, Wo: int, pool: int, defines: dict)
 
         def fits(tx, ty):
             w_words = mt * 16 * ((((C * K * kq) // 2 + 3) // 8) * 8 + 4)
-            return max(patch_bytes(C, tx, ty), 4 * w_words) <= SMEM_LIMIT
+            raw = 16 * C * (ty + K - 1) * _cdiv(tx + kq, 8) if int(d.get("CP_ASYNC", 0)) else 0   # CP_ASYNC's buffer
+            return max(patch_bytes(C, tx, ty), 4 * w_words) + raw <= SMEM_LIMIT
         while not fits(tx, ty) and (ty > rows or tx > 8):
             if ty > rows and (ty >= tx or tx <= 8):
                 ty -= rows
@@ -448,7 +449,9 @@ class MmaPx(ConvLayer):
         # v3 tunables (off unless the variant asks): two output rows per mma where the 8 columns hold them
         # (M <= 4, even unit rows), and the vectorised staging of the fused resize
         row_pairs = bool(p.get("px_row_pairs", False)) and self.M <= 4 and rows % 2 == 0
-        vec_stage = bool(p.get("px_vec_stage", False)) and bool(upscale_from)
+        vec_stage = int(p.get("px_vec_stage", 0)) if upscale_from else 0      # 1: 8 words per thread, 2: 4 words
+        if vec_stage not in (0, 1, 2):
+            raise GPUError(f"variant {variant.name}: px_vec_stage must be 0, 1 or 2, not {vec_stage}")
 
         def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows; tables, image, resized rows
             rows_in = ty - rows + 2 * _cdiv(rows + self.K - 1, 2)
@@ -475,7 +478,7 @@ class MmaPx(ConvLayer):
         if row_pairs:
             self.d["ROW_PAIRS"] = 1
         if vec_stage:
-            self.d["VEC_STAGE"] = 1
+            self.d["VEC_STAGE"] = vec_stage
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
