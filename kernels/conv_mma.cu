@@ -69,6 +69,10 @@ Tunables (-D, defaults in brackets):
                   hides behind the mma. Needs W % 8 == 0 and x 16-byte aligned (checked at run time;
                   otherwise the synchronous staging runs); adds C*(TILE_Y+K-1)*ceil((RS+2)/8)*16 bytes of
                   shared memory (the host counts it in the 48 KB).
+  MMA_INTERLEAVE [0] (register version; session 9) 1: per input row the mma are issued segment pair first,
+                  kernel row second, so consecutive mma accumulate into different output rows instead of
+                  two in a row into one (ncu on LeNet's conv2: 'wait' stalls 2.8 of 11 cycles per issued
+                  instruction). Each accumulator sums its terms in the same order: the same results.
   Defaults suit both LeNet layers: 86->80 (2x2 tiles/image) and 40->34 (1 tile/image).
 
 Launch rule (no dynamic shared memory; static shared memory as reported by ptxas, < 48 KB):
@@ -146,6 +150,9 @@ already extern "C" and the helpers are C++ templates).
 #endif
 #ifndef CP_ASYNC
 #define CP_ASYNC 0         // register version: the next tile's patch copied by cp.async during this tile's mma
+#endif
+#ifndef MMA_INTERLEAVE
+#define MMA_INTERLEAVE 0   // register version: mma issued segment pair first (see conv_unit)
 #endif
 #ifndef UNITS_PER_WARP
 #define UNITS_PER_WARP 1   // chunked version: warp units per warp (TILE units <= WARPS * UNITS_PER_WARP)
@@ -316,6 +323,20 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
         }
 
         // segment pairs: input row r feeds output row o = r - p with weight row p
+#if MMA_INTERLEAVE
+        // segment pair outermost: consecutive mma write different output rows (no back-to-back dependence
+        // on one accumulator); each accumulator still sums in the same order
+#pragma unroll
+        for (int s = 0; s < NPAIR; ++s)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int p = 0; p < K_SIZE; ++p) {
+                    const int o = r - p;
+                    if (o >= 0 && o < R && (!GUARD || o < nvalid))
+                        mma_16816(acc[o][mt], Ap[mt][s][p], bc[2 * s], bc[2 * s + 1]);
+                }
+#else
 #pragma unroll
         for (int p = 0; p < K_SIZE; ++p) {
             const int o = r - p;
@@ -327,6 +348,7 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
                         mma_16816(acc[o][mt], Ap[mt][s][p], bc[2 * s], bc[2 * s + 1]);
             }
         }
+#endif
 
         // odd segment: (rows r-1, r) x (weight rows pe, pe+1); for pe = K-1 only row r
         if (ODD) {

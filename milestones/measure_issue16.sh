@@ -78,7 +78,7 @@ if want9 s9sweep; then
         --sweep ${SW1:-px_warp_rows=8,16 px_vec_stage=1,2 px_min_blocks=4,5}
     timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv1 --fused
     timeout 90 python3 -m convnet.bench.layer --variant $SWV --layer conv2 --fused \
-        --sweep ${SW2:-CP_ASYNC=0,1 MIN_BLOCKS=3,4}
+        --sweep ${SW2:-CP_ASYNC=0,1 MMA_INTERLEAVE=0,1}
     timeout 30 python3 -m convnet.bench.layer --variant tc_conv1 --layer conv2 --fused; } > "$OUT/14_s9_sweep.txt" 2>&1
   grep -vE "^\s*$" "$OUT/14_s9_sweep.txt" | grep -E "^\||batch" | head -60
   [ -n "$NO_PATCH" ] || python3 - "$OUT/14_s9_sweep.txt" "$SWV" <<'PY'
