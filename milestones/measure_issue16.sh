@@ -143,10 +143,12 @@ fi
 if want9 s9issue; then     # issue-16 figures for S9ISSUE (default tc_all): stream 1M, CUDA-graph batches, roofline
   V=${S9ISSUE:-tc_all}
   { timeout 40 python3 run_milestone.py --variant $V --stream 1000000
-    timeout 40 python3 -m convnet.bench.stream --variant $V --chunks 2500 5000 --stream 1000000
     timeout 30 python3 -m convnet.bench.small_batch --variant $V --batches 1 100 10000 --reps 30
     timeout 30 python3 -m convnet.bench.small_batch --variant tc_conv1 --batches 1 --reps 30
-    timeout 40 python3 run_milestone.py --variant $V --batch 10000 --roofline; } > "$OUT/17_s9_issue16.txt" 2>&1
+    if [ -n "$FULL" ]; then
+      timeout 40 python3 -m convnet.bench.stream --variant $V --chunks 2500 5000 --stream 1000000
+      timeout 40 python3 run_milestone.py --variant $V --batch 10000 --roofline
+    fi; } > "$OUT/17_s9_issue16.txt" 2>&1
   tail -n 60 "$OUT/17_s9_issue16.txt"
 fi
 if want9 s9quick; then      # the variants one by one, no anchors (quicker than s9bench's --compare)
