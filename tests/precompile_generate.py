@@ -16,7 +16,7 @@ CONFIGS = [GPT2Config(2, 4, 128, 257, 96), GPT2Config(2, 4, 64, 257, 64), GPT2Co
 
 def collect(arch: str) -> set:
     builds = set()
-    for name in ("fast_fp32", "fast_3xtf32", "baseline", "fast", "fast_mma", "fast_split"):
+    for name in ("fast_fp32", "fast_3xtf32", "baseline", "fast", "fast_mma", "fast_decode1"):
         v = catalogue.get(name, "gpt2")
         if v.min_sm > int(arch[3:5]):
             continue

@@ -40,7 +40,7 @@ def test_chunk_sizes_follow_the_head_size():
 
 @pytest.mark.parametrize("B,cap", [(1, 16), (1, 1024), (32, 320), (9, 65)])
 def test_decode_step_launches_the_split_kernel_over_the_cache(B, cap):
-    gpu, rt = make(catalogue.get("fast_split", "gpt2"))
+    gpu, rt = make(catalogue.get("fast", "gpt2"))
     rt.launches.clear()
     gpu.enqueue(None, cap=cap, last_only=True, device_step=B)
     check_arity(rt.launches)
@@ -53,12 +53,31 @@ def test_decode_step_launches_the_split_kernel_over_the_cache(B, cap):
     assert gpu.decode_split.splits(cap) == S and gpu.decode_split.splits(cap, window=100) == 1
 
 
-def test_fast_keeps_the_one_block_kernel_and_prefill_keeps_flash():
-    gpu, rt = make(catalogue.get("fast", "gpt2"))
+def test_waves_cap_the_splits_by_resident_blocks():
+    """decode_split_waves 1: at most one wave of resident blocks (dry run: 2 per SM x 132 SMs = 264) over B*H heads."""
+    gpu, rt = make(with_params("fast", decode_split_waves=1))
+    sd = gpu.decode_split
+    assert sd.waves == 1 and sd.slots == 264
+    assert sd.splits(1024, heads=12) == 8 and sd.splits(1024, heads=40) == 6       # HEAD_DIM 32: 128-key chunks
+    assert sd.splits(1024, heads=384) == 1 and sd.splits(1024, heads=100) == 2 and sd.splits(100, heads=1) == 1
+    rt.launches.clear()
+    gpu.enqueue(None, cap=1024, last_only=True, device_step=32)
+    grids = [g for k, g, *_ in rt.launches if k == "decode_attention_split"]
+    assert grids == [(2, 128, 1)] * CONFIG.n_layer                                 # 264 // (32 x 4 heads)
+    with pytest.raises(GPUError, match="decode_split_waves"):
+        make(with_params("fast", decode_split_waves=-1))
+
+
+@pytest.mark.parametrize("name", ["fast_decode1", "fast_fp32", "fast_mma", "fast_3xtf32"])
+def test_other_variants_keep_the_one_block_kernel(name):
+    gpu, rt = make(catalogue.get(name, "gpt2"))
     assert gpu.decode_split is None
     gpu.enqueue(None, cap=40, last_only=True, device_step=3)
     assert "decode_attention" in [k for k, *_ in rt.launches]
-    split, rt2 = make(catalogue.get("fast_split", "gpt2"))
+
+
+def test_prefill_keeps_flash_attention():
+    split, rt2 = make(catalogue.get("fast", "gpt2"))
     import numpy as np
     split.enqueue(np.zeros((2, 7), np.int32), cap=40, last_only=True)     # a prompt: Tq = 7, the flash kernel
     assert not any(k.startswith("decode_attention") for k, *_ in rt2.launches)

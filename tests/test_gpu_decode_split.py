@@ -126,9 +126,10 @@ def test_device_position_tickets_and_repeated_launches(rng):
 
 
 # -- whole models ------------------------------------------------------------------------------------------------
-def split_variant(name, **defines):
+def split_variant(name, waves=0, **defines):
     v = catalogue.get(name, "gpt2")
-    return dataclasses.replace(v, name=f"{name}_split", params={**v.params, "decode_attention": "split"},
+    return dataclasses.replace(v, name=f"{name}_split", params={**v.params, "decode_attention": "split",
+                                                                "decode_split_waves": waves},
                                defines={**v.defines, **defines})
 
 
@@ -170,14 +171,15 @@ def run_gen(gen, prompts, n, graph=True):
 PROMPTS = [[5, 9, 2], list(range(30, 47)), [7], [100, 3, 3, 80, 12, 250, 9, 1, 4]]
 
 
-@pytest.mark.parametrize("name,graph", [("fast_fp32", True), ("fast_fp32", False), ("fast", True)])
-def test_greedy_batch_of_different_lengths_equals_each_alone(name, graph):
+@pytest.mark.parametrize("name,graph,waves", [("fast_fp32", True, 0), ("fast_fp32", False, 0), ("fast", True, 0),
+                                              ("fast_fp32", True, 1)])
+def test_greedy_batch_of_different_lengths_equals_each_alone(name, graph, waves):
     """Four prompts as one right-padded batch (decode_attention_split_gap) and each alone (no gap): the same tokens;
     fp32 also equal to the numpy reference."""
     from convnet.gpt2.generate import generate
     from convnet.gpt2.gpu_generate import GPUGenerator
     params = gpt2_small_params(SMALL, layernorms=False, wte_scale=8)
-    gen = GPUGenerator(make_gpu(split_variant(name, DS_KPT=2), params, SMALL))    # chunks of 32 keys at HEAD_DIM 32
+    gen = GPUGenerator(make_gpu(split_variant(name, waves, DS_KPT=2), params, SMALL))   # 32-key chunks at HEAD_DIM 32
     assert gen.gpu.decode_split.chunk == 32
     run_gen(gen, PROMPTS, 60, graph=graph)
     gen.gpu.rt.pool.fill("gpt2.act.", np.nan, np.float32)

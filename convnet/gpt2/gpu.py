@@ -22,7 +22,8 @@ kernel each step uses:
                     prologue); false runs the LayerNorm kernel
     decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16) or "flash" (the flash kernel);
                     fp32 decode steps (flash variants): "decode" (default, decode_attention: a block per head) or
-                    "split" (flash-decoding, decode_attention_split: keys over several blocks, gpt2/decode_split.py)
+                    "split" (flash-decoding, decode_attention_split: keys over several blocks, gpt2/decode_split.py);
+                    decode_split_waves N: at most N waves of resident blocks (0, the default: splits cover the cache)
     -D PDL=1        bf16 on Hopper: the decode step's kernels (embedding, v10 GEMVs, decode attention, argmax,
                     advance) go out as programmatic dependent launches (tma.PdlKernel)
 
@@ -108,7 +109,7 @@ class GPT2GPU:
             self.decode_attn = rt.kernel("attention.cu", "decode_attention", {**d, "HEAD_DIM": self.D}, name)
             if p.get("decode_attention", "decode") == "split":          # flash-decoding for the decode steps
                 from .decode_split import SplitDecode
-                self.decode_split = SplitDecode(rt, self.D, d, name)
+                self.decode_split = SplitDecode(rt, self.D, d, name, waves=int(p.get("decode_split_waves", 0)))
         else:
             self.attn_gemm = Gemm(rt, "tiled" if self.gemm_version == "tiled" else "regtile", d, name)
             soft = p.get("softmax", "naive")

@@ -5,10 +5,14 @@ one-block-per-head decode_attention, in one run:
            layers' caches cycled in a CUDA graph (L2 holds none of them), GB/s of K+V read; the split kernel at its
            default split count and others (DS_KPT, fewer splits)
   decode   steady generate rates (CUDA events over graph replays, median of 3 after a warm-up), random 124M weights,
-           256 new tokens: B=32 x 64-token prompts greedy and B=1 greedy, variants fast and fast_split
-  groups   one decode step at position 319, B=32, event-separated kernel groups (us), fast and fast_split
+           256 new tokens: B=32 x 64-token prompts greedy, B=16, B=1 greedy, VARIANTS
+  groups   one decode step at position 319, B=32, event-separated kernel groups (us), VARIANTS
 
-    python milestones/results/2026-11-23-s9/generate/bench_split.py attn decode groups"""
+    python milestones/results/2026-11-23-s9/generate/bench_split.py attn decode groups
+
+call1 (13:03 UTC) ran this with VARIANTS = fast (then the one-block kernel; now fast_decode1) and fast_split (then
+fast + decode_attention = "split"; now fast itself). fast_w1: fast with decode_split_waves = 1."""
+import dataclasses
 import math
 import statistics
 import sys
@@ -20,6 +24,12 @@ from convnet.gpu.graph import Graph
 from convnet.gpu.runtime import Runtime, f32, i32
 
 L, H, D = 12, 12, 64
+
+
+def variants():
+    fast = catalogue.get("fast", "gpt2")
+    return [catalogue.get("fast_decode1", "gpt2"), fast,
+            dataclasses.replace(fast, name="fast_w1", params={**fast.params, "decode_split_waves": 1})]
 
 
 def graph_us(rt, calls, reps=20):
@@ -55,8 +65,9 @@ def attn():
                                                      "bench")}
     scale = f32(math.log2(math.e) / math.sqrt(D))
     print(f"## decode attention alone on {rt.name}: us per launch (GB/s of K+V), H {H}, D {D}, 12 layers cycled")
-    print("| B | Tk | decode_attention | split default | splits | DS_KPT 4 | 256 thr KPT 4 | default, half the splits |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| B | Tk | decode_attention | split default | splits | DS_KPT 4 | 256 thr KPT 4 | default, half the splits | "
+          "waves 1 (splits) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for B, Tk in [(32, 64), (32, 192), (32, 320), (32, 1024), (16, 320), (1, 320), (1, 1024)]:
         cap = Tk
         q = rt.pool.get("b.q", (B, H, 1, D))
@@ -83,8 +94,12 @@ def attn():
         u = [graph_us(rt, split_calls(sd)) for sd in splits.values()]
         S0 = sd0.splits(cap)
         u_half = graph_us(rt, split_calls(sd0, max(1, S0 // 2)))
+        w1 = SplitDecode(rt, D, {"USE_RESTRICT": 1}, "bench", waves=1)
+        S1 = w1.splits(cap, 0, B * H)
+        u_w1 = graph_us(rt, split_calls(w1))
         print(f"| {B} | {Tk} | {u_old:.2f} ({gb / u_old:.0f}) | {u[0]:.2f} ({gb / u[0]:.0f}) | {S0} | "
-              f"{u[1]:.2f} ({gb / u[1]:.0f}) | {u[2]:.2f} ({gb / u[2]:.0f}) | {u_half:.2f} ({max(1, S0 // 2)}) |")
+              f"{u[1]:.2f} ({gb / u[1]:.0f}) | {u[2]:.2f} ({gb / u[2]:.0f}) | {u_half:.2f} ({max(1, S0 // 2)}) | "
+              f"{u_w1:.2f} ({S1}) |")
         rt.pool.release("b.k")
         rt.pool.release("b.v")
 
@@ -105,8 +120,10 @@ def decode():
     many = [list(map(int, p)) for p in rng.integers(0, 50257, (32, 64))]
     print("## steady decode rates (tokens/s, CUDA events over graph replays, median of 3 after a warm-up), 256 new")
     outs = {}
-    for name in ("fast", "fast_split"):
-        gpu = GPT2GPU(params, config, catalogue.get(name, "gpt2"))
+    names = [v.name for v in variants()]
+    for v in variants():
+        name = v.name
+        gpu = GPT2GPU(params, config, v)
         gen = GPUGenerator(gpu)
         for label, prompts in [("B=32 x 64 greedy", many), ("B=16 x 64 greedy", many[:16]), ("B=1 greedy", one)]:
             rates = []
@@ -117,9 +134,10 @@ def decode():
             print(f"{name:12s} {label:20s} {statistics.median(rates[1:]):9.0f}")
         del gen, gpu
     for label in ("B=32 x 64 greedy", "B=16 x 64 greedy", "B=1 greedy"):
-        a, b = outs[("fast", label)], outs[("fast_split", label)]
-        same = sum(x == y for x, y in zip(a, b))
-        print(f"tokens fast vs fast_split, {label}: {same} of {len(a)} sequences identical")
+        for other in names[1:]:
+            a, b = outs[(names[0], label)], outs[(other, label)]
+            same = sum(x == y for x, y in zip(a, b))
+            print(f"tokens {names[0]} vs {other}, {label}: {same} of {len(a)} sequences identical")
 
 
 def groups():
@@ -127,17 +145,17 @@ def groups():
     from convnet.gpt2.gpu import GROUPS, GPT2GPU
     params, config = _model()
     split = {}
-    for name in ("fast", "fast_split"):
-        gpu = GPT2GPU(params, config, catalogue.get(name, "gpt2"))
+    for v in variants():
+        gpu = GPT2GPU(params, config, v)
         _step_groups(gpu, 32, 320)                                  # warm-up (buffers, modules)
-        split[name] = _step_groups(gpu, 32, 320)
+        split[v.name] = _step_groups(gpu, 32, 320)
         del gpu
     print("## one decode step at position 319, B=32, event-separated kernel groups (us)")
-    print("| group | fast | fast_split |")
-    print("| --- | --- | --- |")
+    print("| group | " + " | ".join(split) + " |")
+    print("| --- |" + " --- |" * len(split))
     for g in GROUPS:
-        print(f"| {g} | {split['fast'][g] * 1e3:.1f} | {split['fast_split'][g] * 1e3:.1f} |")
-    print(f"| total | {sum(split['fast'].values()) * 1e3:.1f} | {sum(split['fast_split'].values()) * 1e3:.1f} |")
+        print(f"| {g} | " + " | ".join(f"{split[n][g] * 1e3:.1f}" for n in split) + " |")
+    print("| total | " + " | ".join(f"{sum(split[n].values()) * 1e3:.1f}" for n in split) + " |")
 
 
 if __name__ == "__main__":

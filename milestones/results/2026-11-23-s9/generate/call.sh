@@ -4,8 +4,8 @@
 #   new       tests/test_gpu_decode_split.py
 #   old       tests/test_gpu_generate.py, test_gpu_gpt2.py's decode/generation tests
 #   sanitize  compute-sanitizer memcheck + racecheck on tests/sanitize_decode_split.py
-#   bench     bench_split.py attn decode groups (old vs split kernel, fast vs fast_split in one run)
-#   generate  python -m convnet.gpt2 bench-generate --variant fast_split --repeat 2 (HF generate in the same run)
+#   bench     bench_split.py attn decode groups (old vs split kernel; fast_decode1 vs fast vs fast + waves 1, one run)
+#   generate  python -m convnet.gpt2 bench-generate --variant fast --repeat 2 (HF generate in the same run; call1: fast_split, now fast)
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -36,7 +36,7 @@ for step in "$@"; do
     timeout ${BENCH_T:-120} python3 $R/bench_split.py attn decode groups > "$OUT/04_bench.txt" 2>&1; stamp bench $?
     grep -vE "^\s*$" "$OUT/04_bench.txt" | tail -45 ;;
   generate)
-    timeout ${GEN_T:-150} python3 -m convnet.gpt2 bench-generate --variant fast_split --repeat 2 \
+    timeout ${GEN_T:-150} python3 -m convnet.gpt2 bench-generate --variant fast --repeat 2 \
       > "$OUT/05_bench_generate.txt" 2>&1; stamp generate $?; grep -E "^\||rror" "$OUT/05_bench_generate.txt" | head -40 ;;
   esac
 done
