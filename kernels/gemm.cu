@@ -48,7 +48,10 @@
 //                      shared memory filled by TMA bulk tensor copies; one producer warpgroup and two consumer
 //                      warpgroups on mbarriers (setmaxnreg), persistent grid in BF_GROUP tile order; output bf16
 //                      or fp32 (BF_OUT). GPT-2 124M B=8 T=1024, H100: 118-268 TFLOP/s at BF_BN 128, 36-50 % of
-//                      cuBLAS bf16 (the wider tiles are slower still: see the section).
+//                      cuBLAS bf16 (the wider tiles are slower still: see the section). BF_EPI_WG=1 (session 9): a
+//                      fourth warpgroup stores each tile from a full-tile staging buffer while the consumers run
+//                      the next k loop; no faster for plain products (H100: qkv 241 vs 237, mlp_fc 273 vs 273
+//                      TFLOP/s at BN 192), slower with GELU / the QKV scatter in GPT-2 (off by default).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -67,7 +70,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND (v11): see each
 // version's section.
 #include "common.cuh"
@@ -1488,9 +1491,14 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #ifndef BF_EPI_CH
 #define BF_EPI_CH 32               // BF_EPI_SMEM: columns per staged chunk (32 or 64)
 #endif
+#ifndef BF_EPI_WG
+#define BF_EPI_WG 0                // 1: a fourth warpgroup runs the epilogue while the consumers go on (below)
+#endif
 static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_EPI_P (BF_EPI_CH + 8)   // staged row pitch, floats: a warp's float2 fragment stores hit 32 banks per 16 lanes
-#define BF_EPI_BYTES (BF_EPI_SMEM ? 2 * 64 * BF_EPI_P * 4 : 0)
+#define BF_EPI_WP (BF_BN + 8)      // BF_EPI_WG's staged row pitch (the whole 128 x BF_BN tile), same bank pattern
+#define BF_EPI_BYTES (BF_EPI_WG ? BF_BM * BF_EPI_WP * 4 : BF_EPI_SMEM ? 2 * 64 * BF_EPI_P * 4 : 0)
+#define BF_THREADS (BF_EPI_WG ? 512 : 384)
 #define BF_BM 128
 #define BF_BK 64                   // one 128-byte swizzle row per operand row
 #define BF_A_BYTES (BF_BM * BF_BK * 2)
@@ -1498,12 +1506,14 @@ static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_ACC (BF_BN / 2)         // fp32 accumulators per consumer thread
 static_assert(BF_BN == 128 || BF_BN == 192 || BF_BN == 256, "BF_BN: 128, 192 or 256");
 static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES + BF_EPI_BYTES <= 227 * 1024,
-              "BF_STAGES x stage bytes (+ BF_EPI_SMEM's staging) exceed 227 KB of shared memory");
+              "BF_STAGES x stage bytes (+ BF_EPI_SMEM's or BF_EPI_WG's staging) exceed 227 KB of shared memory "
+              "(BF_EPI_WG: BF_BN 128 with up to 4 stages, 192 with up to 3)");
 
 // BF_EPI_SMEM's store of 8 consecutive columns n..n+7 (n % 8 == 0) of row m: + bias, activation, + resid, in one
 // 16-byte (bf16) or two 16-byte (fp32) stores where all 8 exist and the addresses allow, else one by one. One copy
 // of this code serves every column of the tile (a loop, not v8's unrolled 32-128 pairs per thread).
-__device__ __forceinline__ void bf_store8(const float* src, int m, int n, int M, int N, BF_EPI_PARAMS) {
+__device__ __forceinline__ void bf_store8(const float* src, int m, int n, int M, int N, BF_EPI_PARAMS,
+                                          const float (*pre)[8] = nullptr, bool use_pre = false) {
     if (m >= M || n >= N) return;
     float v[8];
     *(float4*)&v[0] = *(const float4*)&src[0];
@@ -1547,6 +1557,11 @@ __device__ __forceinline__ void bf_store8(const float* src, int m, int n, int M,
         for (int e = 0; e < cnt; ++e) bf_st(p + e, v[e] + (rp ? bf_ld(rp + e) : 0.f));
         return;
     }
+    if (rp && use_pre) {                   // BF_EPI_WG: the residual loaded ahead (bf_resid8)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += (*pre)[e];
+        rp = nullptr;
+    }
 #if BF_OUT
     if (rp) {
         const uint4 u = *(const uint4*)rp;
@@ -1573,6 +1588,28 @@ __device__ __forceinline__ void bf_store8(const float* src, int m, int n, int M,
     *(float4*)p = *(const float4*)&v[0];
     *(float4*)(p + 4) = *(const float4*)&v[4];
 #endif
+}
+
+// BF_EPI_WG: the 8 residual values bf_store8's vector path will add at (m, n..n+7), loaded ahead so that a thread has
+// several groups' loads in flight; false (nothing loaded) where that path will not run (bf_store8 then loads itself).
+// The loads are non-coherent: a residual element is read once, by the thread that then writes C there (in place too).
+__device__ __forceinline__ bool bf_resid8(float (&rv)[8], int m, int n, int M, int N, BF_EPI_PARAMS) {
+    if (!resid || qkv_T > 0 || m >= M || n + 8 > N || ldc % 8) return false;
+    const long long at = (long long)m * ldc + n;
+    if ((unsigned long long)(C + at) % 16 || (unsigned long long)(resid + at) % 16) return false;
+#if BF_OUT
+    const uint4 u = __ldg((const uint4*)(resid + at));
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        rv[2 * i] = __uint_as_float(w[i] << 16);
+        rv[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+#else
+    const float4 r0 = __ldg((const float4*)(resid + at)), r1 = __ldg((const float4*)(resid + at + 4));
+    rv[0] = r0.x; rv[1] = r0.y; rv[2] = r0.z; rv[3] = r0.w; rv[4] = r1.x; rv[5] = r1.y; rv[6] = r1.z; rv[7] = r1.w;
+#endif
+    return true;
 }
 
 // A warpgroup's staged 64 x BF_EPI_CH chunk (row pitch BF_EPI_P) through bf_store8: thread i takes 8 columns of
@@ -1672,7 +1709,7 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
 #define BF_MAP_PARAMS const TmaMap* RESTRICT maps
 #endif
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
 gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #if BF_TMA_PARAM
     const TmaMap* map_a = &tm_a;
@@ -1686,7 +1723,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     const unsigned raw = (unsigned)__cvta_generic_to_shared(bf_raw);
     const unsigned base = (raw + 1023u) & ~1023u;                  // swizzle atoms sit on 1024-byte lines
     const unsigned full = base + BF_STAGES * BF_STAGE_BYTES, empty = full + 8 * BF_STAGES;
-    const unsigned epi = empty + 8 * BF_STAGES;                 // BF_EPI_SMEM's staging (16-byte aligned)
+    const unsigned epi = empty + 8 * BF_STAGES;                 // BF_EPI_SMEM's / _WG's staging (16-byte aligned)
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN, tiles = mtiles * ntiles;
     const int ktiles = (K + BF_BK - 1) / BF_BK;
@@ -1717,8 +1754,44 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                 }
             }
         }
+#if BF_EPI_WG
+    } else if (wg == 3) {
+        // the epilogue warpgroup: waits for a staged tile (named barrier 3), stores it 8 columns per thread through
+        // bf_store8 (row-major walk: consecutive threads, consecutive 8-column groups), hands the staging back
+        // (barrier 4) unless it was this block's last tile (the consumers wait for no further hand-back). Both
+        // barriers are bar.sync on both sides (384 threads): the first build's bar.arrive halves drew 9 racecheck
+        // hazards (H100, session 9; details not kept); with bar.sync the epilogue warpgroup idles at barrier 4
+        // until the consumers finish the next k loop, which costs nothing while its stores take less time.
+        // (keeps the 128 registers it starts with)
+        const float* stage = reinterpret_cast<const float*>(bf_raw + (epi - raw));
+        constexpr int GPR = BF_BN / 8, J = BF_BM * GPR / 128, U = 4;   // groups per row; per thread; loaded ahead
+        static_assert(J % U == 0, "BF_EPI_WG: a thread's groups in batches of 4");
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            int mt, nt;
+            bf_tile_coords(tile, mtiles, ntiles, mt, nt);
+            asm volatile("bar.sync 3, 384;\n" ::: "memory");
+#pragma unroll 1
+            for (int j0 = 0; j0 < J; j0 += U) {
+                float rv[U][8];
+                bool pre[U];
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int e = threadIdx.x - 384 + 128 * (j0 + u), r = e / GPR, cg = e - r * GPR;
+                    pre[u] = bf_resid8(rv[u], mt * BF_BM + r, nt * BF_BN + 8 * cg, M, N, BF_EPI_ARGS);
+                }
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int e = threadIdx.x - 384 + 128 * (j0 + u), r = e / GPR, cg = e - r * GPR;
+                    bf_store8(stage + r * BF_EPI_WP + 8 * cg, mt * BF_BM + r, nt * BF_BN + 8 * cg, M, N, BF_EPI_ARGS,
+                              &rv[u], pre[u]);
+                }
+            }
+            if (tile + (int)gridDim.x < tiles) asm volatile("bar.sync 4, 384;\n" ::: "memory");
+        }
+#endif
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        // BF_EPI_WG: 128 x 40 (producer) + 128 x 128 (epilogue) + 256 x 168 registers <= 64 K
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(BF_EPI_WG ? 168 : 232));
         const int c = wg - 1;                                      // rows 64c .. 64c + 63 of the tile
         const int g = lane / 4, t = lane % 4;
         int it = 0;
@@ -1752,7 +1825,22 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             if (ktiles > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
 #endif
             // warp w % 4 holds rows 16 (w % 4) + g and + 8; per 8 columns q: acc[4q + 0, 1], acc[4q + 2, 3]
-#if BF_EPI_SMEM
+#if BF_EPI_WG
+            // the whole tile into the staging buffer once the epilogue warpgroup has drained the previous one
+            // (barrier 4; not before the block's first tile), then barrier 3 hands it over and the next tile's
+            // k loop starts while the epilogue warpgroup stores this one
+            {
+                float* stage = reinterpret_cast<float*>(bf_raw + (epi - raw));
+                const int r0 = c * 64 + (warp % 4) * 16 + g;
+                if (tile != (int)blockIdx.x) asm volatile("bar.sync 4, 384;\n" ::: "memory");
+#pragma unroll
+                for (int q = 0; q < BF_BN / 8; ++q) {
+                    *(float2*)&stage[r0 * BF_EPI_WP + 8 * q + 2 * t] = make_float2(acc[4 * q], acc[4 * q + 1]);
+                    *(float2*)&stage[(r0 + 8) * BF_EPI_WP + 8 * q + 2 * t] = make_float2(acc[4 * q + 2], acc[4 * q + 3]);
+                }
+                asm volatile("bar.sync 3, 384;\n" ::: "memory");
+            }
+#elif BF_EPI_SMEM
             // chunks of BF_EPI_CH columns: fragments into this warpgroup's staging rows, a named barrier (the
             // warpgroup's 128 threads), 8-column stores by bf_epi_chunk, a barrier before the next chunk overwrites
             {

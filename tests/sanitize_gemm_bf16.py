@@ -21,7 +21,10 @@ rng = np.random.default_rng(0)
 versions = ["bf16_wgmma", "bf16_mma"] if rt.arch == "sm_90a" else ["bf16_mma"]
 for version in versions:
     lin = Linear(rt, version, defines, "sanitize")
-    for (M, N, K), out_bf16 in (((129, 270, 136), True), ((7, 72, 8), False), ((200, 300, 200), False)):
+    cases = [((129, 270, 136), True), ((7, 72, 8), False), ((200, 300, 200), False)]
+    if version == "bf16_wgmma":       # more tiles than twice the resident blocks: blocks walk several (BF_EPI_WG's hand-off)
+        cases.append(((2 * lin.wave_slots * 128 // 12 + 77, 12 * lin.tile[1] - 5, 64), False))
+    for (M, N, K), out_bf16 in cases:
         a, w = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
         bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
         A = rt.pool.upload("san.A", to_bf16(a), BF16)

@@ -145,7 +145,9 @@ def test_other_refusals():
 BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
           "tunables-fp32-out": {"BF_OUT": 0, "BF_BN": 256, "BF_GROUP": 0, "BF_TMA_PARAM": 1, "BF_INFLIGHT": 0,
                                 "BF_EPI_CALLS": 1, "BF9_BK": 64, "BF9_STAGES": 3, "BFS_CG": 4},
-          "epilogue-in-shared-memory": {"BF_OUT": 0, "BF_BN": 256, "BF_EPI_SMEM": 1, "PDL": 1}}
+          "epilogue-in-shared-memory": {"BF_OUT": 0, "BF_BN": 256, "BF_EPI_SMEM": 1, "PDL": 1},
+          "epilogue-warpgroup-192": {"BF_OUT": 1, "BF_BN": 192, "BF_STAGES": 3, "BF_EPI_WG": 1, "PDL": 1},
+          "epilogue-warpgroup-128": {"BF_OUT": 0, "BF_EPI_WG": 1}}
 
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
@@ -158,6 +160,47 @@ def test_kernels_compile_without_spills_or_serialised_wgmma(defines):
     assert not {k: v for k, v in found.items() if v}, f"spills: {found}"
     # ptxas serialises wgmma (a large slowdown) when it cannot keep the accumulators in place; it says so
     assert "wgmma" not in log.lower().replace("gemm_bf16_wgmma", "").replace("gemm_wgmma", ""), log
+
+
+def test_epilogue_warpgroup_launch_and_refusals():
+    """BF_EPI_WG=1: 512 threads (a fourth warpgroup), the whole 128 x BF_BN fp32 tile staged in shared memory; tile
+    widths and depths whose ring + staging exceed 227 KB refused in one line before anything compiles."""
+    for bn, stages in ((128, 4), (192, 3)):
+        rt, lin = dry("bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": bn, "BF_STAGES": stages})
+        lin.bf_gemv = False
+        assert lin.threads == 512
+        assert lin.smem == stages * (128 + bn) * 64 * 2 + 16 * stages + 1024 + 128 * (bn + 8) * 4 <= 227 * 1024
+        A, W = rt.pool.get("a", (8192, 768), BF16), rt.pool.get("w", (768, 768), BF16)
+        lin(A, W, rt.pool.get("c", (8192, 768)), 8192, 768, 768, 768, 768, 768)
+        assert [(g, b) for _, g, b, _ in rt.launches] == [((min(64 * -(-768 // bn), 264), 1, 1), (512, 1, 1))]
+    for bn, stages in ((192, 4), (256, 2), (256, 4)):
+        rt = RecordingRuntime()
+        rt.arch = "sm_90a"
+        with pytest.raises(GPUError, match="227 KB"):
+            Linear(rt, "bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": bn, "BF_STAGES": stages}, "t")
+        assert not rt.builds
+    with pytest.raises(GPUError, match="128, 192 or 256"):
+        dry("bf16_wgmma", {"BF_BN": 160})
+
+
+def test_gemm_group_defines_build_their_own_linear():
+    """gemm_group_defines: the group's GEMM with its constants over the variant's; other groups keep the variant's."""
+    import dataclasses
+    from convnet import catalogue
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpt2.model import GPT2Config, random_params
+    v = catalogue.get("fast_bf16", "gpt2")
+    v = dataclasses.replace(v, params={**v.params, "gemm_group_defines": {"mlp_fc": {"BF_BN": 256, "BF_EPI_WG": 0},
+                                                                          "attn_proj": {"BF_EPI_WG": 1, "BF_BN": 128}}})
+    config = GPT2Config(1, 2, 64, 300, 48)
+    rt = RecordingRuntime()
+    rt.arch = "sm_90a"
+    gpu = GPT2GPU(random_params(config), config, v, rt)
+    assert gpu._linear("mlp_fc").defines["BF_BN"] == 256 and gpu._linear("attn_proj").threads == 512
+    assert gpu._linear("qkv") is gpu.linear and gpu.linear.defines["BF_BN"] == v.defines["BF_BN"]
+    bad = dataclasses.replace(v, params={**v.params, "gemm_group_defines": {"mlp": {"BF_BN": 256}}})
+    with pytest.raises(GPUError, match="gemm_group_defines"):
+        GPT2GPU(random_params(config), config, bad, rt)
 
 
 def test_bf16_picks_the_faster_kernel_per_shape():

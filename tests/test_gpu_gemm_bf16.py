@@ -141,7 +141,8 @@ TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {
          ("bf16_wgmma", {"BF_TMA_PARAM": 0, "BF_INFLIGHT": 0}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_BN": 128}),
          ("bf16_wgmma", {"BF_BN": 192}), ("bf16_mma", {"BF9_BK": 64, "BF9_STAGES": 3}),
          ("bf16_wgmma", {"BF_EPI_SMEM": 1}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 256}),
-         ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 192, "BF_EPI_CH": 64, "BF_STAGES": 3})]
+         ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 192, "BF_EPI_CH": 64, "BF_STAGES": 3}),
+         ("bf16_wgmma", {"BF_EPI_WG": 1}), ("bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3})]
 
 
 @pytest.mark.parametrize("version,defines", TUNED, ids=[f"{v}-{d}" for v, d in TUNED])
@@ -193,7 +194,8 @@ def test_bf16_per_shape_choice(out_bf16, M, N, K, rng):
 # the epilogue's other builds: BF_EPI_CALLS=1 (GELU, the head-major scatter and unpaired stores as calls) and v8's
 # BF_EPI_SMEM=1 (staged through shared memory, 8 columns per thread)
 EPILOGUES = [("bf16_wgmma", {"BF_EPI_CALLS": 1, "BF_BN": 256}), ("bf16_mma", {"BF_EPI_CALLS": 1}),
-             ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 256}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_EPI_CH": 64})]
+             ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 256}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_EPI_CH": 64}),
+             ("bf16_wgmma", {"BF_EPI_WG": 1}), ("bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3})]
 
 
 @pytest.mark.parametrize("version,defines", EPILOGUES, ids=[f"{v}-{d}" for v, d in EPILOGUES])
@@ -224,6 +226,40 @@ def test_epilogue_as_calls(version, defines, out_bf16, rng):
         assert rel_err(result(Kc, out_bf16)[:, :, pos:], y[1]) <= tol
         assert rel_err(result(Vc, out_bf16)[:, :, pos:], y[2]) <= tol
         assert np.isnan(result(Kc, out_bf16)[:, :, :pos]).all()
+
+
+# v8 BF_EPI_WG=1: the epilogue warpgroup; the other tests run it at one tile per block at most
+EPI_WG = [{"BF_EPI_WG": 1}, {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3}]
+
+
+@pytest.mark.parametrize("defines", EPI_WG, ids=[str(d) for d in EPI_WG])
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+def test_epilogue_warpgroup_many_tiles_per_block(defines, out_bf16, rng):
+    """BF_EPI_WG=1 with more tiles than twice the resident blocks (each block stages several tiles one after another
+    through the hand-off barriers): bias + GELU + the residual in place (C is resid), odd M, N, K; then the head-major
+    scatter over 2400 rows into a cache at position 7."""
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    rt, lin = linear("bf16_wgmma", defines)
+    M, N, K = 2 * lin.wave_slots * 128 // 12 + 77, 12 * lin.tile[1] - 5, 200
+    assert -(-M // 128) * -(-N // lin.tile[1]) > 2 * lin.wave_slots
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    C = upload(rt, "test.bfC", r, out_bf16)
+    lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU, resid=C))
+    rt.synchronize("bf16 linear, epilogue warpgroup")
+    tol = BF16_TOL if out_bf16 else FP32_TOL
+    assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)) <= tol
+    B, T, H, D, pos = 8, 300, 12, 64, 7
+    M, N, K = B * T, 3 * H * D, 136
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    Q, Kc, Vc = (poisoned(rt, f"test.bf{n}", (B, H, T + pos, D), out_bf16) for n in "QKV")
+    lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + pos, T + pos)))
+    rt.synchronize("bf16 qkv scatter, epilogue warpgroup")
+    y = (a @ w).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
+    assert rel_err(result(Q, out_bf16)[:, :, :T], y[0]) <= tol
+    assert rel_err(result(Kc, out_bf16)[:, :, pos:], y[1]) <= tol
+    assert rel_err(result(Vc, out_bf16)[:, :, pos:], y[2]) <= tol
+    assert np.isnan(result(Kc, out_bf16)[:, :, :pos]).all()
 
 
 def _layernorm64(x, g, b, eps):

@@ -15,6 +15,8 @@ kernel each step uses:
     autotune        req_5: per-shape GEMM configurations from this device's autotune cache
     gemm_groups     {group: version}: another GEMM version for these kernel groups (qkv, attn_proj, mlp_fc,
                     mlp_proj, lm_head), same weight layout (fast_bf16: v9 where it beats v8 at K = 768)
+    gemm_group_defines  {group: {constant: value}}: that group's GEMM built with these -D constants over the
+                    variant's (fast_bf16: the LM head on v8 at BF_BN 256, the rest at 192)
     dtype           "bf16" (issue 15): linear weights, the LM head and every GEMM input in bf16 (converted once
                     at load; gemm bf16_wgmma / bf16_mma), bf16 flash attention with bf16 Q and KV cache; the
                     residual stream, LayerNorm statistics, softmax, accumulators and logits stay fp32
@@ -83,6 +85,15 @@ class GPT2GPU:
                 raise GPUError(f"variant {name}: GEMM {version} stores weights unlike {self.gemm_version}; "
                                "gemm_groups needs versions of one weight layout")
             self.linears[group] = lin
+        # gemm_group_defines {group: {-D: value}}: the group's GEMM with these constants on top of the variant's
+        # (same version, so same weight layout): e.g. v8's tile width per GEMM shape
+        for group, extra in dict(p.get("gemm_group_defines") or {}).items():
+            if group not in GROUPS or not isinstance(extra, dict):
+                raise GPUError(f"variant {name}: gemm_group_defines needs {{group: {{constant: value}}}} with a kernel "
+                               f"group ({', '.join(GROUPS)}); got {group!r} = {extra!r}")
+            base = self.linears.get(group, self.linear)
+            self.linears[group] = Linear(rt, base.version, {**d, **extra}, name, split_k=bool(p.get("split_k", False)),
+                                         tuned=tuned)
         self.fuse = bool(p.get("fuse_epilogue", False))
         self.head_major = bool(p.get("qkv_head_major", False))
         self.window = int(p.get("window", 0) or config.window or 0)

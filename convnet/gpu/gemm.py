@@ -93,7 +93,8 @@ LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma
 # v9 beats v8 on the H100 at K <= 1024 with N <= 4096 (GPT-2's qkv, attn_proj, mlp_fc; TFLOP/s 189 vs 156,
 # 125 vs 118, 207 vs 173); v8 beats v9 at mlp_proj (K 3072: 252 vs 186) and the LM head (N 50304: 268 vs 233)
 BF16_MMA_MAX_K, BF16_MMA_MAX_N = 1024, 4096
-BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0, "BF_EPI_CH": 32}   # v8, as gemm.cu
+BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0, "BF_EPI_CH": 32,   # v8, as gemm.cu
+               "BF_EPI_WG": 0}
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_BM, BF_BK, BF9_TILE = 128, 64, 128
 MAP_SLOTS = 1024                      # v8's TMA map pairs per Linear (256 bytes each, in one device buffer)
@@ -107,6 +108,15 @@ SMM_DEFAULTS = {"SMM_BN": 32, "SMM_STAGES": 4, "SMM_MAX_M": 0, "SMM_MAX_N": 0, "
                 "SMM_WAVES": 1}
 SMM_BK, SMM_PAD, SMM_ROWS = 32, 4, 64
 SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column tile (zeroed once, reset by the kernel)
+
+
+def _bf8_smem(c: dict) -> int:
+    """v8's dynamic shared memory for its -D constants c: BF_STAGES x (A: 128 x 64, W^T: BF_BN x 64) bf16, their
+    mbarriers, + 1 KB to align the swizzle atoms, + the epilogue's staging: BF_EPI_WG the whole 128 x BF_BN fp32 tile
+    (rows BF_BN + 8 apart), else BF_EPI_SMEM two warpgroups' 64 x BF_EPI_CH fp32 chunks (rows BF_EPI_CH + 8 apart)."""
+    staging = BF_BM * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
+        (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
+    return c["BF_STAGES"] * (BF_BM + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + staging
 
 
 class Linear:
@@ -187,6 +197,13 @@ class Linear:
                            "there)")
         if cc < 80:
             raise GPUError(f"the bf16 GEMMs need compute capability 8.0 or newer; {rt.name} is {rt.arch}")
+        if version == "bf16_wgmma":                # refused before compiling (the kernel's static_assert says the same)
+            c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}}
+            need = _bf8_smem(c)
+            if need > 227 * 1024 or c["BF_BN"] not in (128, 192, 256):
+                raise GPUError(f"GEMM v8: BF_BN {c['BF_BN']} (128, 192 or 256) x BF_STAGES {c['BF_STAGES']} with this epilogue "
+                               f"staging needs {need} bytes of shared memory, more than 227 KB (BF_EPI_WG=1: BF_BN 128 with "
+                               "at most 4 stages, 192 with at most 3)")
         self.bf_kernels = {out: rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": int(out)}, self.variant)
                            for out in (True, False)}
         self.tma_param = version == "bf16_wgmma" and bool(int(d.get("BF_TMA_PARAM", BF_DEFAULTS["BF_TMA_PARAM"])))
@@ -199,11 +216,9 @@ class Linear:
             self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)
         if version == "bf16_wgmma":
             c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}}
-            self.tile, self.threads, self.tflops = (BF_BM, c["BF_BN"]), 384, 600.0
-            # BF_STAGES x (A: 128 x 64, W^T: BF_BN x 64) bf16, their mbarriers, + 1 KB to align the swizzle atoms;
-            # BF_EPI_SMEM: two warpgroups' staged 64 x BF_EPI_CH fp32 chunks, rows BF_EPI_CH + 8 apart
-            self.smem = c["BF_STAGES"] * (BF_BM + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + \
-                (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
+            self.tile, self.tflops = (BF_BM, c["BF_BN"]), 600.0
+            self.threads = 512 if c["BF_EPI_WG"] else 384     # BF_EPI_WG: a fourth warpgroup for the epilogue
+            self.smem = _bf8_smem(c)
         else:
             c = {**BF9_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF9_DEFAULTS}}
             self.tile, self.threads, self.tflops = (BF9_TILE, BF9_TILE), 256, 300.0
