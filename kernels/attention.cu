@@ -35,7 +35,8 @@
 //                     keys cut into chunks of DS_CH, grid (splits, B*H), a key row over HEAD_DIM/4 lanes, every
 //                     chunk's K and V loaded before its math; partial (m, l, o) per block, combined in split order
 //                     by the (b, head)'s last block (atomic ticket). _gap: ragged batches. Tunables DS_THREADS,
-//                     DS_KPT (keys per lane group per chunk), DS_MIN_BLOCKS.
+//                     DS_KPT (keys per lane group per chunk), DS_MIN_BLOCKS. PDL=1: waits (griddepcontrol) before
+//                     reading anything and lets the next kernel launch (variant fast_pdl; not yet run on a GPU).
 //   FA_RT=8           each thread owns 8 query rows instead of 4: every K and V float4 read from shared
 //                     memory now feeds twice the FMAs (the Q and P reads are warp broadcasts), so shared
 //                     memory falls further behind the FMA pipe; the block covers FA_TY * 8 queries.
@@ -592,6 +593,10 @@ __device__ __forceinline__ void
 decode_split_body(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y, int H,
                   int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
                   float* RESTRICT part, unsigned* RESTRICT tickets, const int* RESTRICT gap) {
+#if defined(PDL) && PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");            // PDL=1: q, the cache, pos: written before
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
     if (pos_dev) Tk = *pos_dev + 1;
     constexpr int D = HEAD_DIM, NW = DS_THREADS / 32;
     __shared__ float red[2][NW];

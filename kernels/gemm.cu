@@ -60,7 +60,9 @@
 //   gemm_small_m   v11 8 < M <= 64 (batched decoding; _nk: W^T rows, _kn: W): W read once as in v6, the products
 //                      on mma.sync TF32 (SMM_SPLIT=3: 3xTF32): a block = SMM_BN columns x all rows x a K slice, a
 //                      cp.async ring, split-K slices added in order by the last block of each column tile (no
-//                      reduce kernel); LayerNorm prologue (ln_w) and the GPT-2 epilogues as v6.
+//                      reduce kernel); LayerNorm prologue (ln_w) and the GPT-2 epilogues as v6. PDL=1 (session 9):
+//                      programmatic dependent launch, the first stages' W before griddepcontrol.wait (variant
+//                      fast_pdl; not yet run on a GPU).
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -868,6 +870,13 @@ static_assert(SMM_BN == 16 || SMM_BN == 32 || SMM_BN == 64, "SMM_BN: 16, 32 or 6
 static_assert(SMM_STAGES >= 2, "SMM_STAGES: at least 2");
 static_assert(SMM_SPLIT == 1 || SMM_SPLIT == 3, "SMM_SPLIT: 1 (TF32) or 3 (3xTF32)");
 typedef Tf32Mma<SMM_SPLIT, SMM_ROUND != 0> Smm;
+// PDL=1 on sm_90 (programmatic dependent launch; the launcher then goes through tma.PdlKernel): the first stages'
+// weights are requested before griddepcontrol.wait, and the next kernel may launch at once (its blocks wait in turn).
+#if defined(PDL) && PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SMM_PDL 1
+#else
+#define SMM_PDL 0
+#endif
 
 template <int MF, bool NK>
 struct SmmShape {
@@ -893,14 +902,18 @@ __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RE
     const int n0 = blockIdx.x * SMM_BN;
     const int kb = blockIdx.y * k_split, ke = min(K, kb + k_split);
     const int ntiles = (ke - kb + SMM_BK - 1) / SMM_BK;
-    auto load = [&](int s, int k0) {
+    // A (with_a) and W with the LayerNorm's gamma, beta (with_w: no earlier kernel writes them, so SMM_PDL requests
+    // them before the wait) of k tile k0 into stage s
+    auto load_part = [&](int s, int k0, bool with_a, bool with_w) {
         float* as = smm_smem + s * S::STAGE;
         float* wsm = as + S::A_FL;
-        for (int e = tid; e < MR * CQ; e += SMM_THREADS) {       // A: MR x BK (rows past M: zeros)
-            const int r = e / CQ, c = (e % CQ) * 4;
-            const bool ok = r < M && k0 + c < ke;
-            cp_async16(as + r * SMM_AP + c, ok ? A + (long long)r * lda + k0 + c : A, ok);
-        }
+        if (with_a)
+            for (int e = tid; e < MR * CQ; e += SMM_THREADS) {   // A: MR x BK (rows past M: zeros)
+                const int r = e / CQ, c = (e % CQ) * 4;
+                const bool ok = r < M && k0 + c < ke;
+                cp_async16(as + r * SMM_AP + c, ok ? A + (long long)r * lda + k0 + c : A, ok);
+            }
+        if (!with_w) return;
         if constexpr (NK) {                                     // W^T: SMM_BN rows x BK
             for (int e = tid; e < SMM_BN * CQ; e += SMM_THREADS) {
                 const int r = e / CQ, c = (e % CQ) * 4;
@@ -921,11 +934,28 @@ __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RE
             cp_async16(wsm + S::W_FL + (tid < CQ ? 0 : SMM_BK) + c, ok ? src + k0 + c : src, ok);
         }
     };
+    auto load = [&](int s, int k0) { load_part(s, k0, true, true); };
+#if SMM_PDL
+    // The first stages' weights before griddepcontrol.wait: they stream in while the previous kernel finishes. Commit
+    // group 0 then holds W of stages 0..S-2 and A of stage 0, group s (> 0) A of stage s: each tile's W is complete
+    // no later than its A.
+#pragma unroll
+    for (int s = 0; s < SMM_STAGES - 1; ++s)
+        if (s < ntiles) load_part(s, kb + s * SMM_BK, false, true);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");           // A, the workspace, tickets, C: after this
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < SMM_STAGES - 1; ++s) {
+        if (s < ntiles) load_part(s, kb + s * SMM_BK, true, false);
+        cp_async_commit();
+    }
+#else
 #pragma unroll
     for (int s = 0; s < SMM_STAGES - 1; ++s) {
         if (s < ntiles) load(s, kb + s * SMM_BK);
         cp_async_commit();
     }
+#endif
     float mu[MF][2], rs[MF][2];                                 // this thread's rows' statistics
     if (ln_w) {                                                 // while the first tiles load
         for (int r = warp; r < MR; r += SMM_WARPS) {

@@ -30,7 +30,8 @@ def collect(arch: str) -> set:
     builds = set(rt.builds)
     variants = [split_variant("fast_fp32"), split_variant("fast_fp32", DS_KPT=2), catalogue.get("fast_fp32", "gpt2")]
     if int(arch[3:5]) >= 90:
-        variants += [split_variant("fast", DS_KPT=2), catalogue.get("fast_decode1", "gpt2"), catalogue.get("fast", "gpt2")]
+        variants += [split_variant("fast", DS_KPT=2), catalogue.get("fast_decode1", "gpt2"), catalogue.get("fast", "gpt2"),
+                     catalogue.get("fast_pdl", "gpt2"), split_variant("fast_pdl", DS_KPT=2)]
     for v in variants:
         for config in CONFIGS:
             rt = RecordingRuntime()

@@ -128,3 +128,19 @@ def test_head_size_and_tunables_refused_in_one_line():
     rt = RecordingRuntime()
     sd = SplitDecode(rt, 64, {"DS_MAX_SPLITS": 5}, "test")          # a launcher knob: not a -D of the build
     assert sd.max_splits == 5 and rt.builds == {("attention.cu", (("HEAD_DIM", 64),))}
+
+
+def test_fast_pdl_launches_what_fast_does_built_with_pdl():
+    """fast_pdl: the same kernels and grids as fast (the dry run launches them plainly; on Hopper tma.launcher makes
+    v11 and decode_attention_split programmatic launches), gemm.cu and attention.cu built with PDL=1."""
+    steps = {}
+    for name in ("fast", "fast_pdl"):
+        gpu, rt = make(catalogue.get(name, "gpt2"))
+        rt.launches.clear()
+        gpu.enqueue(None, cap=300, last_only=True, device_step=20)
+        check_arity(rt.launches)
+        steps[name] = [(k, g, b) for k, g, b, _ in rt.launches]
+        builds = {f: dict(d) for f, d in rt.builds}
+        assert ("PDL" in builds["gemm.cu"]) == (name == "fast_pdl") and ("PDL" in builds["attention.cu"]) == (name == "fast_pdl")
+    assert steps["fast"] == steps["fast_pdl"]
+    assert [k for k, *_ in steps["fast"]].count("gemm_small_m2_nk") == 4 * CONFIG.n_layer + 1     # + the small LM head

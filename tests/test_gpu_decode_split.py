@@ -172,7 +172,7 @@ PROMPTS = [[5, 9, 2], list(range(30, 47)), [7], [100, 3, 3, 80, 12, 250, 9, 1, 4
 
 
 @pytest.mark.parametrize("name,graph,waves", [("fast_fp32", True, 0), ("fast_fp32", False, 0), ("fast", True, 0),
-                                              ("fast_fp32", True, 1)])
+                                              ("fast_fp32", True, 1), ("fast_pdl", True, 0), ("fast_pdl", False, 1)])
 def test_greedy_batch_of_different_lengths_equals_each_alone(name, graph, waves):
     """Four prompts as one right-padded batch (decode_attention_split_gap) and each alone (no gap): the same tokens;
     fp32 also equal to the numpy reference."""
@@ -208,3 +208,20 @@ def test_124m_shape_greedy_batch_equals_hf_generate(rng):
             out = m.generate(torch.as_tensor([p], device="cuda"), do_sample=False, max_new_tokens=16,
                              pad_token_id=0, eos_token_id=None)
         assert ids == out[0, len(p):].tolist(), p
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_pdl_batch_of_twelve_equals_fast(graph):
+    """fast_pdl (PDL=1: v11 and decode_attention_split launched programmatically, each waiting before it reads) gives
+    fast's greedy tokens for twelve prompts of different lengths (decode steps of M = 12: v11), bit for bit: the same
+    kernels in the same order, only their launches overlap."""
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    params = gpt2_small_params(SMALL, layernorms=False, wte_scale=8)
+    prompts = [[int(x) for x in np.arange(1, 2 + n) * 7 % 257] for n in range(12)]
+    out = {}
+    for name in ("fast", "fast_pdl"):
+        gen = GPUGenerator(make_gpu(catalogue.get(name, "gpt2"), params, SMALL))
+        assert gen.gpu.linear.small_takes(12, 4 * SMALL.n_embd)
+        out[name] = run_gen(gen, prompts, 40, graph=graph)
+        del gen
+    assert out["fast"] == out["fast_pdl"]

@@ -152,7 +152,7 @@ def make(v, params, config):
     return GPT2GPU(params, config, v)
 
 
-@pytest.mark.parametrize("name", ["fast", "fast_mma", "fast_3xtf32_smm"])
+@pytest.mark.parametrize("name", ["fast", "fast_mma", "fast_3xtf32_smm", "fast_pdl", "fast_decode1"])
 @pytest.mark.parametrize("B", [12, 33])
 def test_batched_decode_equals_full_recompute(name, B, rng):
     """Prefill 5 tokens for B sequences (M = 5B: v11 or the tiles), then decode one token at a time (M = B: v11 where

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ..errors import GPUError
+from ..gpu import tma
 from ..gpu.runtime import cdiv, f32, i32, ptr
 
 DS_THREADS, DS_KPT, DS_MAX_SPLITS = 128, 8, 64        # kernels/attention.cu's defaults; DS_MAX_SPLITS: launcher only
@@ -60,11 +61,13 @@ class SplitDecode:
             raise GPUError(f"decode_split_waves must be >= 0 (0: splits cover the cache), got {waves}")
         d["HEAD_DIM"] = D
         self.rt, self.D = rt, D
-        self.kernel = rt.kernel("attention.cu", "decode_attention_split", d, name)
-        self.kernel_gap = rt.kernel("attention.cu", "decode_attention_split_gap", d, name)
+        occupancy = rt.kernel("attention.cu", "decode_attention_split", d, name)
+        # PDL=1 (Hopper): programmatic dependent launches (the kernel waits before reading anything)
+        self.kernel = tma.launcher(rt, "attention.cu", "decode_attention_split", d, name)
+        self.kernel_gap = tma.launcher(rt, "attention.cu", "decode_attention_split_gap", d, name)
         self.chunk = chunk_keys(D, self.threads, self.kpt)
         self.waves = waves
-        self.slots = self.kernel.blocks_per_sm(self.threads) * rt.sm_count     # resident blocks on the GPU
+        self.slots = occupancy.blocks_per_sm(self.threads) * rt.sm_count      # resident blocks on the GPU
         self.scale = f32(math.log2(math.e) / math.sqrt(D))
 
     def splits(self, cap: int, window: int = 0, heads: int = 1) -> int:

@@ -255,11 +255,17 @@ class Linear:
         w_floats = self.small_bn * (SMM_BK + SMM_PAD) if self.w_layout == "nk" else SMM_BK * (self.small_bn + 8)
         self.small = {}
         for mf in range(1, _cdiv(self.small_max_m, 16) + 1):
-            fn = self.rt.kernel("gemm.cu", f"gemm_small_m{mf}_{self.w_layout}", self.defines, self.variant)
+            name = f"gemm_small_m{mf}_{self.w_layout}"
+            fn = self.rt.kernel("gemm.cu", name, self.defines, self.variant)
             # SMM_STAGES x (A: 16 mf rows, W: its tile, gamma and beta: 2 x 32) floats, as kernels/gemm.cu lays them out
             smem = c["SMM_STAGES"] * (16 * mf * (SMM_BK + SMM_PAD) + w_floats + 2 * SMM_BK) * 4
             fn.allow_shared(smem)
-            self.small[mf] = (fn, smem, fn.blocks_per_sm(self.small_threads, smem) * self.rt.sm_count)
+            launch = fn
+            if int(self.defines.get("PDL", 0)):      # PDL=1 on Hopper: programmatic dependent launches (tma.PdlKernel)
+                launch = tma.launcher(self.rt, "gemm.cu", name, self.defines, self.variant)
+                if launch is not fn:
+                    launch.allow_shared(smem)
+            self.small[mf] = (launch, smem, fn.blocks_per_sm(self.small_threads, smem) * self.rt.sm_count)
 
     def small_takes(self, M: int, N: int) -> bool:
         """Whether v11 runs a call of M rows and N columns (SMM_MAX_M, SMM_MAX_N)."""
