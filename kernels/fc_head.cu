@@ -4,7 +4,7 @@
 //   z = h W2^T + b2          W2: N2 x N1;  z (the logits) is written, h never leaves the block
 //   pred = argmax_j z[:, j]  first index on ties, like numpy
 //
-// Versions: one. A block takes BM images. FC1 is a register-tiled GEMM: per k-step of BK, the block
+// Versions: one (fp32). The tensor-core head (tc_all) is fc_head_mma.cu. A block takes BM images. FC1 is a register-tiled GEMM: per k-step of BK, the block
 // stages x^T (BK x BM) and W1^T (BK x N1, uploaded pre-transposed so each row is one coalesced float4
 // read) in shared memory; each thread keeps TM images x 4 hidden units in registers and reads both
 // operands as float4 (the TM rows are a warp-wide broadcast). The tile of h goes to shared memory, then
