@@ -52,6 +52,8 @@
 //                      fourth warpgroup stores each tile from a full-tile staging buffer while the consumers run
 //                      the next k loop; no faster for plain products (H100: qkv 241 vs 237, mlp_fc 273 vs 273
 //                      TFLOP/s at BN 192), slower with GELU / the QKV scatter in GPT-2 (off by default).
+//                      BF_CLUSTER=2 (session 9, not yet run on a GPU): block pairs on row-tile pairs, W^T's tile
+//                      multicast by TMA (each block loads half): a third less L2 reading per block.
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -72,7 +74,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND (v11): see each
 // version's section.
 #include "common.cuh"
@@ -1733,6 +1735,46 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
                  :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
 
+// BF_CLUSTER=2 (session 9, not yet run on a GPU): clusters of two blocks on row tiles 2p and 2p + 1 of one column
+// tile; each block loads its own A tile and one half of W^T's tile (BF_BN / 2 rows: the host's map box), multicast
+// into both blocks' stage at the same offset, so a block reads 128 + BF_BN / 2 instead of 128 + BF_BN operand rows
+// per k tile from L2 (the k loop, not the epilogue, holds v8 below cuBLAS: session 9). A stage is refilled only
+// when the consumers of both blocks gave it back (its "empty" barrier counts 16 warps: 8 local, 8 remote arrives);
+// a cluster barrier after the barriers' init and before exit (the peer's arrives and copies target this block).
+// The tile loop walks row-tile pairs; an odd last row tile's partner reads rows past M (zero-filled) and stores none.
+// The cluster shape is a launch attribute (convnet/gpu/tma.py ClusterKernel: cuLaunchKernelEx), not __cluster_dims__.
+#ifndef BF_CLUSTER
+#define BF_CLUSTER 1               // 1 or 2 blocks per cluster (the launcher's cluster shape must agree)
+#endif
+static_assert(BF_CLUSTER == 1 || BF_CLUSTER == 2, "BF_CLUSTER: 1 or 2");
+
+// The box at (c0, c1) into shared memory at the same offset in every block of ctamask, completing on each one's
+// mbarrier at bar's offset.
+__device__ __forceinline__ void tma_load_2d_mc(unsigned dst, const TmaMap* map, int c0, int c1, unsigned bar,
+                                               unsigned short ctamask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(ctamask) : "memory");
+}
+// Arrive on the mbarrier at the same offset in block `rank` of this cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" :: "r"(bar), "r"(rank) : "memory");
+}
+// A consumer warp gives a stage back: to its own block's "empty" barrier, and under BF_CLUSTER=2 to the peer's too
+// (the peer's producer multicasts into this block's stage).
+__device__ __forceinline__ void bf_release(unsigned bar) {
+    mbar_arrive(bar);
+#if BF_CLUSTER > 1
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    mbar_arrive_cluster(bar, rank ^ 1u);
+#endif
+}
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 #if BF_TMA_PARAM
 #define BF_MAP_PARAMS const __grid_constant__ TmaMap tm_a, const __grid_constant__ TmaMap tm_b
 #else
@@ -1755,32 +1797,57 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     const unsigned full = base + BF_STAGES * BF_STAGE_BYTES, empty = full + 8 * BF_STAGES;
     const unsigned epi = empty + 8 * BF_STAGES;                 // BF_EPI_SMEM's / _WG's staging (16-byte aligned)
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN, tiles = mtiles * ntiles;
+    const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN;
     const int ktiles = (K + BF_BK - 1) / BF_BK;
+    // the tile walk: tiles t0, t0 + tstep, ... < tiles of (row tile, column tile); BF_CLUSTER=2: of row-tile pairs,
+    // this block taking row tile 2 p + rank of pair p
+#if BF_CLUSTER > 1
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    const int mgroups = (mtiles + 1) / 2, t0 = blockIdx.x / 2, tstep = gridDim.x / 2;
+#else
+    const unsigned rank = 0;
+    const int mgroups = mtiles, t0 = blockIdx.x, tstep = gridDim.x;
+#endif
+    const int tiles = mgroups * ntiles;
+    auto coords = [&](int tile, int& mt, int& nt) {
+        bf_tile_coords(tile, mgroups, ntiles, mt, nt);
+        mt = mt * BF_CLUSTER + (int)rank;
+    };
     if (threadIdx.x == 0) {
         for (int s = 0; s < BF_STAGES; ++s) {
             mbar_init(full + 8 * s, 1);                            // the producer's arrive (+ the copies' bytes)
-            mbar_init(empty + 8 * s, 8);                           // one arrive per consumer warp
+            mbar_init(empty + 8 * s, 8 * BF_CLUSTER);              // one arrive per consumer warp (of each block)
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+#if BF_CLUSTER > 1
+    cluster_sync_all();                                            // the peer's barriers exist before any arrive / copy
+#else
     __syncthreads();
+#endif
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
             asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_a) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_b) : "memory");
             int it = 0;                                            // k tiles issued so far (all tiles)
-            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            for (int tile = t0; tile < tiles; tile += tstep) {
                 int mt, nt;
-                bf_tile_coords(tile, mtiles, ntiles, mt, nt);
+                coords(tile, mt, nt);
                 for (int kt = 0; kt < ktiles; ++kt, ++it) {
                     const int s = it % BF_STAGES;
                     if (it >= BF_STAGES) mbar_wait(empty + 8 * s, ((it / BF_STAGES) + 1) & 1);
                     const unsigned stage = base + s * BF_STAGE_BYTES;
                     mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);  // boxes count whole, zero-filled parts too
                     tma_load_2d(stage, map_a, kt * BF_BK, mt * BF_BM, full + 8 * s);
+#if BF_CLUSTER > 1
+                    // this block's half of W^T's tile (the map's box is BF_BN / 2 rows) into both blocks
+                    tma_load_2d_mc(stage + BF_A_BYTES + rank * (BF_BN / 2) * 128, map_b, kt * BF_BK,
+                                   nt * BF_BN + (int)rank * (BF_BN / 2), full + 8 * s, (unsigned short)3);
+#else
                     tma_load_2d(stage + BF_A_BYTES, map_b, kt * BF_BK, nt * BF_BN, full + 8 * s);
+#endif
                 }
             }
         }
@@ -1796,9 +1863,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         const float* stage = reinterpret_cast<const float*>(bf_raw + (epi - raw));
         constexpr int GPR = BF_BN / 8, J = BF_BM * GPR / 128, U = 4;   // groups per row; per thread; loaded ahead
         static_assert(J % U == 0, "BF_EPI_WG: a thread's groups in batches of 4");
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        for (int tile = t0; tile < tiles; tile += tstep) {
             int mt, nt;
-            bf_tile_coords(tile, mtiles, ntiles, mt, nt);
+            coords(tile, mt, nt);
             asm volatile("bar.sync 3, 384;\n" ::: "memory");
 #pragma unroll 1
             for (int j0 = 0; j0 < J; j0 += U) {
@@ -1816,7 +1883,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                               &rv[u], pre[u]);
                 }
             }
-            if (tile + (int)gridDim.x < tiles) asm volatile("bar.sync 4, 384;\n" ::: "memory");
+            if (tile + tstep < tiles) asm volatile("bar.sync 4, 384;\n" ::: "memory");
         }
 #endif
     } else {
@@ -1826,9 +1893,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         const int g = lane / 4, t = lane % 4;
         int it = 0;
         float acc[BF_ACC];
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        for (int tile = t0; tile < tiles; tile += tstep) {
             int mt, nt;
-            bf_tile_coords(tile, mtiles, ntiles, mt, nt);
+            coords(tile, mt, nt);
 #pragma unroll
             for (int i = 0; i < BF_ACC; ++i) acc[i] = 0.f;
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
@@ -1844,15 +1911,15 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #if BF_INFLIGHT
                 // one group stays in flight: the previous k tile's is done, so its stage goes back
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                if (kt > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+                if (kt > 0 && lane == 0) bf_release(empty + 8 * ((it - 1) % BF_STAGES));
 #else
                 asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                if (lane == 0) mbar_arrive(empty + 8 * s);
+                if (lane == 0) bf_release(empty + 8 * s);
 #endif
             }
 #if BF_INFLIGHT
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            if (ktiles > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+            if (ktiles > 0 && lane == 0) bf_release(empty + 8 * ((it - 1) % BF_STAGES));
 #endif
             // warp w % 4 holds rows 16 (w % 4) + g and + 8; per 8 columns q: acc[4q + 0, 1], acc[4q + 2, 3]
 #if BF_EPI_WG
@@ -1862,7 +1929,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             {
                 float* stage = reinterpret_cast<float*>(bf_raw + (epi - raw));
                 const int r0 = c * 64 + (warp % 4) * 16 + g;
-                if (tile != (int)blockIdx.x) asm volatile("bar.sync 4, 384;\n" ::: "memory");
+                if (tile != t0) asm volatile("bar.sync 4, 384;\n" ::: "memory");
 #pragma unroll
                 for (int q = 0; q < BF_BN / 8; ++q) {
                     *(float2*)&stage[r0 * BF_EPI_WP + 8 * q + 2 * t] = make_float2(acc[4 * q], acc[4 * q + 1]);
@@ -1901,6 +1968,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #endif
         }
     }
+#if BF_CLUSTER > 1
+    cluster_sync_all();                 // every thread of both blocks: no block leaves while its peer arrives / copies
+#endif
 #else
     __trap();                                                      // built without sm_90a: the launcher refuses
 #endif

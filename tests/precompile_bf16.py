@@ -42,10 +42,10 @@ def collect(arch: str) -> set:
     for D in (16, 32, 64, 128):                          # decode_attention_bf16, plain and PDL
         for pdl in (0, 1):
             rt.kernel("attention.cu", "decode_attention_bf16", {"HEAD_DIM": D, "PDL": pdl}, "test")
-    # test_gpu_gemm_bf16: the defaults, the tunables, BF_EPI_CALLS, the per-shape choice and the LayerNorm kernel
-    from test_gpu_gemm_bf16 import EPILOGUES, TUNED
+    # test_gpu_gemm_bf16: the defaults, the tunables, BF_EPI_CALLS, BF_EPI_WG / BF_CLUSTER, the per-shape choice, LayerNorm
+    from test_gpu_gemm_bf16 import EPI_WG, EPILOGUES, TUNED
     builds = [(v, {}) for v in ("bf16_mma", "bf16") + (("bf16_wgmma",) if sm >= 90 else ())] + list(TUNED) + \
-        list(EPILOGUES)
+        list(EPILOGUES) + [("bf16_wgmma", d) for d in EPI_WG]
     for version, defines in builds:
         if sm >= 90 or version == "bf16_mma":
             Linear(rt, version, defines, "test")

@@ -4,7 +4,7 @@ shapes, both output types and the head-major QKV scatter, for compute-sanitizer 
     compute-sanitizer --tool memcheck python tests/sanitize_gemm_bf16.py [KEY=VALUE ...]
     compute-sanitizer --tool racecheck python tests/sanitize_gemm_bf16.py [KEY=VALUE ...]
 
-KEY=VALUE: -D constants for the builds (e.g. BF_TMA_PARAM=1).
+KEY=VALUE: -D constants for the builds (e.g. BF_TMA_PARAM=1, BF_EPI_WG=1, BF_CLUSTER=2).
 
 Prints one line per case with its relative error against float64 (the sanitizer's summary follows)."""
 import sys

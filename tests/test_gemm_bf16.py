@@ -147,7 +147,8 @@ BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
                                 "BF_EPI_CALLS": 1, "BF9_BK": 64, "BF9_STAGES": 3, "BFS_CG": 4},
           "epilogue-in-shared-memory": {"BF_OUT": 0, "BF_BN": 256, "BF_EPI_SMEM": 1, "PDL": 1},
           "epilogue-warpgroup-192": {"BF_OUT": 1, "BF_BN": 192, "BF_STAGES": 3, "BF_EPI_WG": 1, "PDL": 1},
-          "epilogue-warpgroup-128": {"BF_OUT": 0, "BF_EPI_WG": 1}}
+          "epilogue-warpgroup-128": {"BF_OUT": 0, "BF_EPI_WG": 1},
+          "cluster-pairs": {"BF_OUT": 1, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_CLUSTER": 2, "PDL": 1}}
 
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
@@ -181,6 +182,23 @@ def test_epilogue_warpgroup_launch_and_refusals():
         assert not rt.builds
     with pytest.raises(GPUError, match="128, 192 or 256"):
         dry("bf16_wgmma", {"BF_BN": 160})
+
+
+def test_cluster_pairs_launch_and_map_box():
+    """BF_CLUSTER=2: the grid is whole block pairs over row-tile pairs (an odd count of row tiles rounds up), W^T's
+    map box is half the tile width (each block loads half, multicast to both); BF_CLUSTER 3 refused."""
+    made = []
+    for M, N in ((8192, 768), (300, 136), (128 * 23, 2304)):
+        rt, lin = dry("bf16_wgmma", {"BF_CLUSTER": 2, "BF_BN": 192, "BF_EPI_SMEM": 1})
+        lin.bf_gemv = False
+        lin._make_map = lambda *a: (made.append(a), bytes(128))[1]
+        A, W = rt.pool.get("a", (M, 64), BF16), rt.pool.get("w", (N, 64), BF16)
+        lin(A, W, rt.pool.get("c", (M, N)), M, N, 64, 64, 64, N)
+        pairs = -(-(-(-M // 128)) // 2) * -(-N // 192)
+        assert [(g, b) for _, g, b, _ in rt.launches] == [((2 * min(pairs, 264 // 2), 1, 1), (384, 1, 1))]
+    assert {a[4] for a in made} == {128, 96}          # A's box 128 rows, W^T's 192 / 2
+    with pytest.raises(GPUError, match="BF_CLUSTER"):
+        dry("bf16_wgmma", {"BF_CLUSTER": 3})
 
 
 def test_gemm_group_defines_build_their_own_linear():

@@ -142,11 +142,13 @@ TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {
          ("bf16_wgmma", {"BF_BN": 192}), ("bf16_mma", {"BF9_BK": 64, "BF9_STAGES": 3}),
          ("bf16_wgmma", {"BF_EPI_SMEM": 1}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 256}),
          ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 192, "BF_EPI_CH": 64, "BF_STAGES": 3}),
-         ("bf16_wgmma", {"BF_EPI_WG": 1}), ("bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3})]
+         ("bf16_wgmma", {"BF_EPI_WG": 1}), ("bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3}),
+         ("bf16_wgmma", {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 192}),
+         ("bf16_wgmma", {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 256})]
 
 
 @pytest.mark.parametrize("version,defines", TUNED, ids=[f"{v}-{d}" for v, d in TUNED])
-@pytest.mark.parametrize("M,N,K", [(1000, 770, 776), (129, 2304, 64)])
+@pytest.mark.parametrize("M,N,K", [(1000, 770, 776), (129, 2304, 64), (300, 136, 200)])
 def test_tunables(version, defines, M, N, K, rng):
     from convnet.gpu.gemm import ACT_GELU, Epilogue
     rt, lin = linear(version, defines)
@@ -195,7 +197,8 @@ def test_bf16_per_shape_choice(out_bf16, M, N, K, rng):
 # BF_EPI_SMEM=1 (staged through shared memory, 8 columns per thread)
 EPILOGUES = [("bf16_wgmma", {"BF_EPI_CALLS": 1, "BF_BN": 256}), ("bf16_mma", {"BF_EPI_CALLS": 1}),
              ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BN": 256}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_EPI_CH": 64}),
-             ("bf16_wgmma", {"BF_EPI_WG": 1}), ("bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3})]
+             ("bf16_wgmma", {"BF_EPI_WG": 1}), ("bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3}),
+             ("bf16_wgmma", {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 192})]
 
 
 @pytest.mark.parametrize("version,defines", EPILOGUES, ids=[f"{v}-{d}" for v, d in EPILOGUES])
@@ -228,16 +231,19 @@ def test_epilogue_as_calls(version, defines, out_bf16, rng):
         assert np.isnan(result(Kc, out_bf16)[:, :, :pos]).all()
 
 
-# v8 BF_EPI_WG=1: the epilogue warpgroup; the other tests run it at one tile per block at most
-EPI_WG = [{"BF_EPI_WG": 1}, {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3}]
+# v8 BF_EPI_WG=1 (the epilogue warpgroup) and BF_CLUSTER=2 (block pairs, W^T's tile multicast); the other tests run
+# them at one tile per block at most
+EPI_WG = [{"BF_EPI_WG": 1}, {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3},
+          {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 192}, {"BF_CLUSTER": 2, "BF_EPI_WG": 1}]
 
 
 @pytest.mark.parametrize("defines", EPI_WG, ids=[str(d) for d in EPI_WG])
 @pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
 def test_epilogue_warpgroup_many_tiles_per_block(defines, out_bf16, rng):
-    """BF_EPI_WG=1 with more tiles than twice the resident blocks (each block stages several tiles one after another
-    through the hand-off barriers): bias + GELU + the residual in place (C is resid), odd M, N, K; then the head-major
-    scatter over 2400 rows into a cache at position 7."""
+    """More tiles than twice the resident blocks (each block, or block pair, walks several tiles: BF_EPI_WG's hand-off
+    barriers, BF_CLUSTER's shared ring across tiles; 23 row tiles: the last pair's second block past M): bias + GELU
+    + the residual in place (C is resid), odd M, N, K; then the head-major scatter over 2400 rows into a cache at
+    position 7."""
     from convnet.gpu.gemm import ACT_GELU, Epilogue
     rt, lin = linear("bf16_wgmma", defines)
     M, N, K = 2 * lin.wave_slots * 128 // 12 + 77, 12 * lin.tile[1] - 5, 200

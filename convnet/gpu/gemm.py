@@ -94,7 +94,7 @@ LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma
 # 125 vs 118, 207 vs 173); v8 beats v9 at mlp_proj (K 3072: 252 vs 186) and the LM head (N 50304: 268 vs 233)
 BF16_MMA_MAX_K, BF16_MMA_MAX_N = 1024, 4096
 BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0, "BF_EPI_CH": 32,   # v8, as gemm.cu
-               "BF_EPI_WG": 0}
+               "BF_EPI_WG": 0, "BF_CLUSTER": 1}
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_BM, BF_BK, BF9_TILE = 128, 64, 128
 MAP_SLOTS = 1024                      # v8's TMA map pairs per Linear (256 bytes each, in one device buffer)
@@ -200,6 +200,8 @@ class Linear:
         if version == "bf16_wgmma":                # refused before compiling (the kernel's static_assert says the same)
             c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}}
             need = _bf8_smem(c)
+            if c["BF_CLUSTER"] not in (1, 2):
+                raise GPUError(f"GEMM v8: BF_CLUSTER is 1 or 2 blocks per cluster, got {c['BF_CLUSTER']}")
             if need > 227 * 1024 or c["BF_BN"] not in (128, 192, 256):
                 raise GPUError(f"GEMM v8: BF_BN {c['BF_BN']} (128, 192 or 256) x BF_STAGES {c['BF_STAGES']} with this epilogue "
                                f"staging needs {need} bytes of shared memory, more than 227 KB (BF_EPI_WG=1: BF_BN 128 with "
@@ -214,6 +216,17 @@ class Linear:
                                                                          rt.arch)[0], BF16_KERNELS[version], self.variant)
                                for out in (True, False)}
             self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)
+        self.cluster = 1                     # v8 BF_CLUSTER=2: block pairs, each loading half of W^T's tile
+        if version == "bf16_wgmma":
+            self.cluster = int(d.get("BF_CLUSTER", BF_DEFAULTS["BF_CLUSTER"]))
+            if self.cluster > 1 and isinstance(rt, Runtime):
+                # the cluster shape is a launch attribute (tma.ClusterKernel: cuLaunchKernelEx), same cubins
+                from . import build
+                self.bf_kernels = {out: tma.ClusterKernel(build.compile_cubin("gemm.cu", {**d, "BF_OUT": int(out)},
+                                                                              rt.arch)[0], BF16_KERNELS[version],
+                                                          self.variant, self.cluster)
+                                   for out in (True, False)}
+                self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)
         if version == "bf16_wgmma":
             c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}}
             self.tile, self.tflops = (BF_BM, c["BF_BN"]), 600.0
@@ -453,7 +466,10 @@ class Linear:
             # persistent: at most one block per SM, each walking tiles blockIdx.x, + gridDim.x, ...
             maps = self._map_pair(A, W, M, N, K, lda, ldb) if self.tma_param else \
                 (self._maps_for(A, W, M, N, K, lda, ldb),)
-            fn((min(tiles, self.wave_slots), 1, 1), (self.threads, 1, 1), *maps, i32(M), i32(N), i32(K),
+            # BF_CLUSTER=2: pairs of blocks on pairs of row tiles (the grid a multiple of 2)
+            cl = self.cluster
+            groups = _cdiv(_cdiv(M, self.tile[0]), cl) * _cdiv(N, self.tile[1])
+            fn((cl * min(groups, max(1, self.wave_slots // cl)), 1, 1), (self.threads, 1, 1), *maps, i32(M), i32(N), i32(K),
                *epi.args(C, ldc), stream=stream, shared=self.smem)
         else:
             fn((tiles, 1, 1), (self.threads, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
@@ -467,7 +483,7 @@ class Linear:
             if len(self._maps) >= MAP_SLOTS:
                 self._maps.clear()
             pair = self._maps[key] = (self._make_map(key[0], M, K, lda, BF_BM, BF_BK),
-                                      self._make_map(key[3], N, K, ldb, self.tile[1], BF_BK))
+                                      self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster, BF_BK))
         return pair
 
     def _maps_for(self, A, W, M, N, K, lda, ldb) -> np.uintp:
@@ -482,7 +498,7 @@ class Linear:
                 self._maps.clear()
             slot = self._maps[key] = len(self._maps)
             record = self._make_map(key[0], M, K, lda, BF_BM, BF_BK) + \
-                self._make_map(key[3], N, K, ldb, self.tile[1], BF_BK)
+                self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster, BF_BK)
             store = self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8)
             self.rt.drv.memcpy_htod(int(ptr(store)) + 256 * slot, np.frombuffer(record, np.uint8))
         return np.uintp(int(ptr(self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8))) + 256 * slot)

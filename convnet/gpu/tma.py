@@ -146,6 +146,27 @@ class PdlKernel(DriverKernel):
                     f"cuLaunchKernelEx with programmatic serialization (grid {tuple(g)}, block {tuple(b)})")
 
 
+CLUSTER_DIMENSION = 4                          # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+
+
+class ClusterKernel(PdlKernel):
+    """A kernel launched in thread-block clusters of `cluster` blocks along x (cuLaunchKernelEx with the cluster
+    dimension attribute; gemm.cu v8 with BF_CLUSTER=2); the grid's x must be a multiple of it. No programmatic
+    serialization."""
+
+    def __init__(self, cubin: bytes, name: str, variant: str, cluster: int):
+        super().__init__(cubin, name, variant)
+        self._attr = _LaunchAttr()
+        self._attr.id = CLUSTER_DIMENSION
+        (ctypes.c_uint * 3).from_buffer(self._attr.value)[:] = [int(cluster), 1, 1]
+        self.cluster = int(cluster)
+
+    def __call__(self, grid, block, *args, stream=None, shared: int = 0):
+        if int(grid[0]) % self.cluster:
+            raise GPUError(f"{self.name}: grid x {grid[0]} is not a multiple of the cluster size {self.cluster}")
+        super().__call__(grid, block, *args, stream=stream, shared=shared)
+
+
 def launcher(rt, kernel_file: str, name: str, defines: dict, variant: str):
     """rt.kernel(...), or a PdlKernel of the same build where defines has PDL=1, rt is a real Runtime (not the dry
     run's recorder) and the GPU is a Hopper (sm_90a); the cubin comes from the same disk cache."""
