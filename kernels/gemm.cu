@@ -889,11 +889,32 @@ struct SmmShape {
     static_assert(RED <= SMM_STAGES * STAGE, "the k halves' reduction reuses the ring");
 };
 
-template <int MF, bool NK>
+// SMM_LNS: row r's (mean, 1 / std) from the K / SMM_BN column tiles' (mean, M2) another v11 call wrote (Chan's
+// merge, equal counts); one warp, lanes over the tiles. Not inlined: it keeps the prologue's registers for the copies.
+__device__ __noinline__ float2 smm_merge_stats(const float* RESTRICT stats_in, int r, int M, int K, float eps,
+                                               int lane) {
+    const int T = K / SMM_BN;
+    float s = 0.f;
+    for (int j = lane; j < T; j += 32) s += stats_in[((long long)j * M + r) * 2];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    const float mean = s / T;
+    float q = 0.f;
+    for (int j = lane; j < T; j += 32) {
+        const float d = stats_in[((long long)j * M + r) * 2] - mean;
+        q += stats_in[((long long)j * M + r) * 2 + 1] + SMM_BN * d * d;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) q += __shfl_xor_sync(0xffffffffu, q, off);
+    return make_float2(mean, rsqrtf(q / K + eps));
+}
+
+template <int MF, bool NK, bool LNS = false>
 __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RESTRICT W, float* RESTRICT ws,
                                         unsigned* RESTRICT tickets, int M, int N, int K, int lda, int ldb,
                                         int k_split, const float* RESTRICT ln_w, const float* RESTRICT ln_b,
-                                        float ln_eps, EPI_PARAMS) {
+                                        float ln_eps, EPI_PARAMS, float* RESTRICT stats_out = nullptr,
+                                        const float* RESTRICT stats_in = nullptr) {
     typedef SmmShape<MF, NK> S;
     constexpr int MR = S::MR, CQ = SMM_BK / 4;                  // CQ: 16-byte chunks per k-tile row
     extern __shared__ __align__(16) float smm_smem[];
@@ -960,9 +981,18 @@ __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RE
 #endif
     float mu[MF][2], rs[MF][2];                                 // this thread's rows' statistics
     if (ln_w) {                                                 // while the first tiles load
+        bool from_stats = false;                                // SMM_LNS: the producer's per-tile (mean, M2)
+        if constexpr (LNS) from_stats = stats_in != nullptr;    // of K / SMM_BN column tiles, merged (Chan)
         for (int r = warp; r < MR; r += SMM_WARPS) {
             float mean = 0.f, rstd = 0.f;                       // rows past M: LayerNorm gives beta (unused)
-            if (r < M) {
+            if constexpr (LNS) {
+                if (from_stats && r < M) {
+                    const float2 st = smm_merge_stats(stats_in, r, M, K, ln_eps, lane);
+                    mean = st.x;
+                    rstd = st.y;
+                }
+            }
+            if (r < M && !from_stats) {
                 const float* x = A + (long long)r * lda;
                 float s = 0.f;
                 for (int k = 4 * lane; k < K; k += 128) {
@@ -1092,6 +1122,25 @@ __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RE
             v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
         }
         epi_store4(v, m, n, EPI_ARGS);
+        if constexpr (LNS) {
+            if (stats_out) {                                    // this tile's (mean, M2) of row m, as stored in C
+                constexpr int G = SMM_BN / 4;                   // lanes of one row (the launcher: N % SMM_BN == 0)
+                const unsigned gm = ((1u << G) - 1u) << (lane & ~(G - 1));
+                const float4 c = *(const float4*)&C[(long long)m * ldc + n];
+                float su = (c.x + c.y) + (c.z + c.w);
+#pragma unroll
+                for (int off = 1; off < G; off <<= 1) su += __shfl_xor_sync(gm, su, off);
+                const float mu_t = su / SMM_BN;
+                const float a = c.x - mu_t, b = c.y - mu_t, d = c.z - mu_t, f = c.w - mu_t;
+                float q = (a * a + b * b) + (d * d + f * f);
+#pragma unroll
+                for (int off = 1; off < G; off <<= 1) q += __shfl_xor_sync(gm, q, off);
+                if ((lane & (G - 1)) == 0) {
+                    stats_out[((long long)blockIdx.x * M + m) * 2] = mu_t;
+                    stats_out[((long long)blockIdx.x * M + m) * 2 + 1] = q;
+                }
+            }
+        }
     }
     if (tid == 0) tickets[blockIdx.x] = 0;                      // ready for the next launch (graph replays)
 }
@@ -1117,6 +1166,21 @@ extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m3_kn(SMM_PARAMS, EPI_PARAMS) { small_m<3, false>(SMM_ARGS, EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m4_kn(SMM_PARAMS, EPI_PARAMS) { small_m<4, false>(SMM_ARGS, EPI_ARGS); }
+// SMM_LNS=1 (session 9, not yet run on a GPU): _nk_lns builds also write each column tile's per-row (mean, M2) of C
+// (stats_out: split-K's last block, after the epilogue) and normalise A from such statistics (stats_in, K / SMM_BN
+// tiles of the GEMM that wrote A) instead of reading all of A: a residual GEMM hands the next LayerNorm's
+// statistics to the GEMM after it, and the LayerNorm kernel between them goes.
+#if defined(SMM_LNS) && SMM_LNS
+#define SMM_LNS_PARAMS float* RESTRICT stats_out, const float* RESTRICT stats_in
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m1_nk_lns(SMM_PARAMS, EPI_PARAMS, SMM_LNS_PARAMS) { small_m<1, true, true>(SMM_ARGS, EPI_ARGS, stats_out, stats_in); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m2_nk_lns(SMM_PARAMS, EPI_PARAMS, SMM_LNS_PARAMS) { small_m<2, true, true>(SMM_ARGS, EPI_ARGS, stats_out, stats_in); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m3_nk_lns(SMM_PARAMS, EPI_PARAMS, SMM_LNS_PARAMS) { small_m<3, true, true>(SMM_ARGS, EPI_ARGS, stats_out, stats_in); }
+extern "C" __global__ void __launch_bounds__(SMM_THREADS)
+gemm_small_m4_nk_lns(SMM_PARAMS, EPI_PARAMS, SMM_LNS_PARAMS) { small_m<4, true, true>(SMM_ARGS, EPI_ARGS, stats_out, stats_in); }
+#endif  // (W^T rows only: the _kn builds spilled at SMM_BN 16 / PDL=1; the launcher refuses SMM_LNS for W as K x N)
 
 // ---- v7: Hopper warpgroup MMA (wgmma), TF32 ------------------------------------------------------------
 // sm_90a only. A block is two warpgroups (256 threads) computing a 128 x WG_BN tile: warpgroup w owns rows

@@ -31,7 +31,16 @@ def collect(arch: str) -> set:
     variants = [split_variant("fast_fp32"), split_variant("fast_fp32", DS_KPT=2), catalogue.get("fast_fp32", "gpt2")]
     if int(arch[3:5]) >= 90:
         variants += [split_variant("fast", DS_KPT=2), catalogue.get("fast_decode1", "gpt2"), catalogue.get("fast", "gpt2"),
-                     catalogue.get("fast_pdl", "gpt2"), split_variant("fast_pdl", DS_KPT=2)]
+                     catalogue.get("fast_pdl", "gpt2"), split_variant("fast_pdl", DS_KPT=2),
+                     catalogue.get("fast_lns", "gpt2"), catalogue.get("fast_pdl_lns", "gpt2")]
+    rt = RecordingRuntime()                          # test_gpu_small_m's LNS builds
+    from convnet.gpu.gemm import Linear
+    for version, d in [("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1}),
+                       ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "PDL": 1, "SMM_BN": 16}),
+                       ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "SMM_SPLIT": 3, "SMM_BN": 64})]:
+        if int(arch[3:5]) >= 90:
+            Linear(rt, version, d, "test", split_k=True)
+    builds |= rt.builds
     for v in variants:
         for config in CONFIGS:
             rt = RecordingRuntime()

@@ -1,8 +1,9 @@
 """CPU checks of flash-decoding for the fp32 decode steps (attention.cu decode_attention_split, gpt2/decode_split.py,
 variant param decode_attention = "split") through the dry-run runtime: which attention kernel a decode step launches,
-its grid and arity, the split count, and the one-line refusals."""
+its grid and arity, the split count, and the one-line refusals; fast_pdl's and fast_lns's launches (PDL=1, SMM_LNS=1)."""
 import dataclasses
 
+import numpy as np
 import pytest
 
 from convnet import catalogue
@@ -78,7 +79,6 @@ def test_other_variants_keep_the_one_block_kernel(name):
 
 def test_prefill_keeps_flash_attention():
     split, rt2 = make(catalogue.get("fast", "gpt2"))
-    import numpy as np
     split.enqueue(np.zeros((2, 7), np.int32), cap=40, last_only=True)     # a prompt: Tq = 7, the flash kernel
     assert not any(k.startswith("decode_attention") for k, *_ in rt2.launches)
 
@@ -144,3 +144,52 @@ def test_fast_pdl_launches_what_fast_does_built_with_pdl():
         assert ("PDL" in builds["gemm.cu"]) == (name == "fast_pdl") and ("PDL" in builds["attention.cu"]) == (name == "fast_pdl")
     assert steps["fast"] == steps["fast_pdl"]
     assert [k for k, *_ in steps["fast"]].count("gemm_small_m2_nk") == 4 * CONFIG.n_layer + 1     # + the small LM head
+
+
+@pytest.mark.parametrize("name", ["fast_lns", "fast_pdl_lns"])
+def test_lns_decode_step_drops_the_layernorm_kernels_between_gemms(name):
+    """SMM_LNS: the residual GEMMs (attn_proj, mlp_proj) write statistics, mlp_fc and the next layers' qkv read them
+    (v11 _lns builds); only layer 0's ln_1 and ln_f stay LayerNorm kernels. B <= 8 (the GEMV) and fast itself keep
+    every LayerNorm kernel."""
+    gpu, rt = make(catalogue.get(name, "gpt2"))
+    rt.launches.clear()
+    gpu.enqueue(None, cap=300, last_only=True, device_step=20)
+    check_arity(rt.launches)
+    kernels = [k for k, *_ in rt.launches]
+    L = CONFIG.n_layer
+    assert kernels.count("layernorm_warp") == 2
+    assert kernels.count("gemm_small_m2_nk_lns") == 4 * L - 1          # all but layer 0's qkv
+    assert kernels.count("gemm_small_m2_nk") == 2                      # layer 0's qkv, the (small) LM head
+    split = [g for k, g, *_ in rt.launches if k == "gemm_small_m2_nk_lns"]
+    assert all(g[1] >= 2 for g in split[0::2])     # producers (attn_proj, mlp_proj, alternating with consumers): >= 2 slices
+    assert {f for f, _ in rt.builds} >= {"gemm.cu"} and any(dict(d).get("SMM_LNS") == 1 for f, d in rt.builds)
+    rt.launches.clear()
+    gpu.enqueue(None, cap=300, last_only=True, device_step=4)
+    kernels = [k for k, *_ in rt.launches]
+    assert not any(k.endswith("_lns") for k in kernels)
+    fast, rt2 = make(catalogue.get("fast", "gpt2"))
+    fast.enqueue(None, cap=300, last_only=True, device_step=20)
+    assert [k for k, *_ in rt2.launches].count("layernorm_warp") == 2 * L + 1
+
+
+def test_lns_refused_where_v11_cannot_carry_the_statistics():
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpu.gemm import Epilogue, Linear
+    rt = RecordingRuntime()
+    lin = Linear(rt, "wgmma", {"SMM_MAX_M": 32, "SMM_LNS": 1}, "test", split_k=True)
+    assert lin.stats_takes(20, 768, 768) and lin.stats_shape(20, 768) == (24, 20, 2)
+    assert not lin.stats_takes(8, 768, 768) and not lin.stats_takes(33, 768, 768) and not lin.stats_takes(20, 770, 768)
+    plain = Linear(rt, "wgmma", {"SMM_MAX_M": 32}, "test", split_k=True)
+    assert not plain.stats_takes(20, 768, 768)
+    with pytest.raises(GPUError, match="SMM_LNS .* W\\^T rows"):
+        Linear(rt, "tf32", {"SMM_MAX_M": 32, "SMM_LNS": 1}, "test", split_k=True)
+    with pytest.raises(GPUError, match="LayerNorm statistics between GEMMs"):
+        plain(None, None, None, 20, 768, 768, 768, 768, 768, Epilogue(), stats_out=np.uintp(4096))
+    with pytest.raises(GPUError, match="LayerNorm statistics between GEMMs"):
+        lin(None, None, None, 20, 2304, 768, 768, 768, 2304, Epilogue(qkv=(None, None, 1, 0, 12, 64, 1, 8)),
+            stats_out=np.uintp(4096))
+    rt.launches.clear()
+    lin.fixed_splits = 1
+    lin(None, None, None, 20, 768, 768, 768, 768, 768, Epilogue(), stats_out=np.uintp(4096))
+    (kernel, grid, *_), = rt.launches
+    assert kernel == "gemm_small_m2_nk_lns" and grid[1] == 2                 # forced to two slices

@@ -210,8 +210,9 @@ def test_124m_shape_greedy_batch_equals_hf_generate(rng):
         assert ids == out[0, len(p):].tolist(), p
 
 
+@pytest.mark.parametrize("plain,pdl", [("fast", "fast_pdl"), ("fast_lns", "fast_pdl_lns")])
 @pytest.mark.parametrize("graph", [True, False])
-def test_pdl_batch_of_twelve_equals_fast(graph):
+def test_pdl_batch_of_twelve_equals_fast(graph, plain, pdl):
     """fast_pdl (PDL=1: v11 and decode_attention_split launched programmatically, each waiting before it reads) gives
     fast's greedy tokens for twelve prompts of different lengths (decode steps of M = 12: v11), bit for bit: the same
     kernels in the same order, only their launches overlap."""
@@ -219,9 +220,9 @@ def test_pdl_batch_of_twelve_equals_fast(graph):
     params = gpt2_small_params(SMALL, layernorms=False, wte_scale=8)
     prompts = [[int(x) for x in np.arange(1, 2 + n) * 7 % 257] for n in range(12)]
     out = {}
-    for name in ("fast", "fast_pdl"):
+    for name in (plain, pdl):
         gen = GPUGenerator(make_gpu(catalogue.get(name, "gpt2"), params, SMALL))
         assert gen.gpu.linear.small_takes(12, 4 * SMALL.n_embd)
         out[name] = run_gen(gen, prompts, 40, graph=graph)
         del gen
-    assert out["fast"] == out["fast_pdl"]
+    assert out[plain] == out[pdl]

@@ -94,6 +94,50 @@ def test_small_m_layernorm_prologue(build, M, N, K, rng):
     assert rel_err(C.get(), want) <= tol(build)
 
 
+LNS_BUILDS = {"nk_tf32_lns": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1}),
+              "nk_tf32_lns_pdl_bn16": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "PDL": 1, "SMM_BN": 16}),
+              "nk_3xtf32_lns_bn64": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "SMM_SPLIT": 3, "SMM_BN": 64})}
+
+
+@pytest.mark.parametrize("build", LNS_BUILDS.values(), ids=LNS_BUILDS.keys())
+@pytest.mark.parametrize("M,N,K,N2", [(9, 768, 768, 2304), (32, 768, 3072, 3072), (33, 1024, 256, 128), (64, 128, 64, 192)])
+def test_small_m_layernorm_statistics_between_gemms(build, M, N, K, N2, rng):
+    """SMM_LNS: a residual GEMM (x2 = x + h @ W + b) writes each column tile's row (mean, M2) of x2; the next v11
+    call normalises x2 from them (LayerNorm(x2) @ W2 + b2) without reading x2 for statistics. Against float64, the
+    statistics themselves against numpy's per tile; NaN-poisoned outputs, statistics and workspaces; run twice."""
+    from convnet.gpu.gemm import Epilogue
+    rt, lin = linear(build)
+    assert lin.stats_takes(M, N, K) and lin.stats_takes(M, N2, N) and not lin.stats_takes(8, N, K)
+    h = rng.standard_normal((M, K)).astype(np.float32)
+    W = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+    x = (2 + 3 * rng.standard_normal((M, N))).astype(np.float32)
+    W2 = rng.standard_normal((N, N2)).astype(np.float32)
+    b, b2, gamma, beta = (rng.standard_normal(n).astype(np.float32) for n in (N, N2, N, N))
+    g = upload(rt, lin, "lns", h=h, W=W, x=x, b=b, b2=b2, gamma=gamma, beta=beta)
+    W2d = rt.pool.get("test.smm.lns.W2", lin.layout(W2).shape)
+    W2d.set(lin.layout(W2))
+    x2 = rt.pool.get("test.smm.lns.x2", (M, N))
+    out = rt.pool.get("test.smm.lns.out", (M, N2))
+    stats = rt.pool.get("test.smm.lns.stats", lin.stats_shape(M, N))
+    for _ in range(2):
+        for buf in (x2, out, stats):
+            buf.fill(np.float32("nan"))
+        rt.pool.fill("splitk.", np.nan)
+        lin(g["h"], g["W"], x2, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=g["b"], resid=g["x"]), stats_out=stats)
+        lin(x2, W2d, out, M, N2, N, N, lin.ldb(N, N2), N2, Epilogue(bias=g["b2"]),
+            ln=(g["gamma"], g["beta"], 1e-5, stats))
+        rt.synchronize("test v11 LayerNorm statistics")
+    want_x2 = x.astype(np.float64) + h.astype(np.float64) @ W + b
+    got_x2 = x2.get()
+    assert rel_err(got_x2, want_x2) <= tol(build)
+    tiles = got_x2.astype(np.float64).reshape(M, N // lin.small_bn, lin.small_bn)
+    st = stats.get()
+    assert rel_err(st[:, :, 0], tiles.mean(axis=2).T) <= 1e-6
+    assert rel_err(st[:, :, 1], ((tiles - tiles.mean(axis=2, keepdims=True)) ** 2).sum(axis=2).T) <= 1e-5
+    want = ref.layer_norm(got_x2.astype(np.float64), gamma, beta) @ W2 + b2
+    assert rel_err(out.get(), want) <= tol(build)
+
+
 @pytest.mark.parametrize("build", [BUILDS["nk_tf32"], BUILDS["kn_3xtf32"]], ids=["nk_tf32", "kn_3xtf32"])
 @pytest.mark.parametrize("B,T,H,D,pos,on_device", [(2, 8, 4, 32, 5, False), (3, 7, 2, 6, 0, False),
                                                    (33, 1, 12, 64, 9, True), (4, 16, 2, 10, 3, True)])
@@ -152,7 +196,8 @@ def make(v, params, config):
     return GPT2GPU(params, config, v)
 
 
-@pytest.mark.parametrize("name", ["fast", "fast_mma", "fast_3xtf32_smm", "fast_pdl", "fast_decode1"])
+@pytest.mark.parametrize("name", ["fast", "fast_mma", "fast_3xtf32_smm", "fast_pdl", "fast_decode1", "fast_lns",
+                                  "fast_pdl_lns"])
 @pytest.mark.parametrize("B", [12, 33])
 def test_batched_decode_equals_full_recompute(name, B, rng):
     """Prefill 5 tokens for B sequences (M = 5B: v11 or the tiles), then decode one token at a time (M = B: v11 where

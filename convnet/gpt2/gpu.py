@@ -147,6 +147,10 @@ class GPT2GPU:
         self.argmax = tma.launcher(rt, "transformer.cu", "argmax_rows", d, name)
         self.advance = tma.launcher(rt, "transformer.cu", "decode_advance", d, name)
         self.ln_fuse = bool(p.get("ln_fuse", True))      # LayerNorm inside the GEMV where the GEMM allows it
+        # SMM_LNS=1 (v11's _lns builds): the residual GEMMs write the next LayerNorm's row statistics, the GEMM after
+        # it normalises A from them (no LayerNorm kernel between); _stats_of: the buffer they describe
+        self.ln_stats = not self.bf16 and self.fuse and self.linear.small_lns is not None
+        self._stats_of = None
         self.spin = rt.kernel("transformer.cu", "spin", d, name)
         self._upload(params)
         self.stream = rt.stream()
@@ -231,6 +235,7 @@ class GPT2GPU:
                            "by the bf16 path yet; give prompts of one length, or use variant fast")
         buf = self._buffers(B, T, cap, B if last_only else None)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
+        self._stats_of = None
         ldb = self.linear.ldb
         self._mark(None)
         if device_step:
@@ -295,6 +300,8 @@ class GPT2GPU:
         """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
         (over gemm_rows of them, default all) normalises it itself (decoding: the skinny GEMV's
         prologue), else (y, None) after running the LayerNorm."""
+        if self._stats_of is x and gemm_rows is None and self.linear.stats_takes(rows, n_out, self.C):
+            return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon, self._stats_buf)   # SMM_LNS
         if self.ln_fuse and not self.ln_const and self.linear.fuses_layernorm(gemm_rows or rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon)
         self._layernorm(x, y, pair, rows)
@@ -316,8 +323,12 @@ class GPT2GPU:
     def _residual_linear(self, inp, w, bias, x, x2, tmp, M, N, K, group):
         """x + inp @ w + bias: fused (pro_1, into the other residual buffer) or GEMM then add."""
         if self.fuse:
-            self._linear(group)(inp, w, x2, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias, resid=x),
-                                self.stream)
+            lin, stats = self._linear(group), None
+            if self.ln_stats and lin.stats_takes(M, N, K):       # SMM_LNS: the next LayerNorm's statistics too
+                stats = self._stats_buf = self.rt.pool.get("gpt2.act.ln_stats", lin.stats_shape(M, N))
+            lin(inp, w, x2, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias, resid=x), self.stream,
+                stats_out=stats)
+            self._stats_of = x2 if stats is not None else None
             self._mark(group)
             return x2, x
         self._linear(group)(inp, w, tmp, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias), self.stream)

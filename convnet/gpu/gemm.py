@@ -105,7 +105,7 @@ QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients
 # SMM_MIN_KT (32-deep k tiles per split-K slice at least) and SMM_WAVES (blocks aimed at, in waves of resident blocks)
 # steer the launcher
 SMM_DEFAULTS = {"SMM_BN": 32, "SMM_STAGES": 4, "SMM_MAX_M": 0, "SMM_MAX_N": 0, "SMM_LN": 0, "SMM_MIN_KT": 4,
-                "SMM_WAVES": 1}
+                "SMM_WAVES": 1, "SMM_LNS": 0}     # SMM_LNS 1: the _lns builds (LayerNorm statistics between GEMMs)
 SMM_BK, SMM_PAD, SMM_ROWS = 32, 4, 64
 SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column tile (zeroed once, reset by the kernel)
 
@@ -134,6 +134,7 @@ class Linear:
         self.w_layout = "nk" if version == "wgmma" else "kn"
         self.w_dtype = np.float32                # the weights' storage (bf16 versions: BF16 = uint16 bits)
         self.small, self.small_max_m = None, 0   # v11 builds by row fragments (16 rows each), rows they take
+        self.small_lns = None                   # v11's _lns builds (SMM_LNS=1)
         self.small_max_n, self.small_ln = 0, False
         if version == "wgmma" and rt.arch != "sm_90a":
             raise GPUError(f"GEMM v7 (wgmma) needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch}")
@@ -266,7 +267,10 @@ class Linear:
         self.small_min_kt, self.small_waves = max(1, c["SMM_MIN_KT"]), max(1, c["SMM_WAVES"])
         self.small_max_n, self.small_ln = c["SMM_MAX_N"], bool(c["SMM_LN"])
         w_floats = self.small_bn * (SMM_BK + SMM_PAD) if self.w_layout == "nk" else SMM_BK * (self.small_bn + 8)
-        self.small = {}
+        if c["SMM_LNS"] and self.w_layout != "nk":
+            raise GPUError(f"SMM_LNS (LayerNorm statistics between v11 GEMMs) is built for W^T rows (GEMM v7's layout) "
+                           f"only; GEMM {self.version} stores W as K x N")
+        self.small, self.small_lns = {}, ({} if c["SMM_LNS"] else None)
         for mf in range(1, _cdiv(self.small_max_m, 16) + 1):
             name = f"gemm_small_m{mf}_{self.w_layout}"
             fn = self.rt.kernel("gemm.cu", name, self.defines, self.variant)
@@ -279,6 +283,10 @@ class Linear:
                 if launch is not fn:
                     launch.allow_shared(smem)
             self.small[mf] = (launch, smem, fn.blocks_per_sm(self.small_threads, smem) * self.rt.sm_count)
+            if self.small_lns is not None:            # SMM_LNS: the same products with LayerNorm statistics in / out
+                lns = tma.launcher(self.rt, "gemm.cu", name + "_lns", self.defines, self.variant)
+                lns.allow_shared(smem)
+                self.small_lns[mf] = lns
 
     def small_takes(self, M: int, N: int) -> bool:
         """Whether v11 runs a call of M rows and N columns (SMM_MAX_M, SMM_MAX_N)."""
@@ -292,18 +300,37 @@ class Linear:
         tiles, slots = _cdiv(N, self.small_bn), self.small[_cdiv(M, 16)][2]
         return max(1, min(_cdiv(self.small_waves * slots, tiles), _cdiv(K, SMM_BK) // self.small_min_kt))
 
-    def _call_small(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln):
+    def stats_takes(self, M: int, N: int, K: int) -> bool:
+        """Whether v11's _lns builds (SMM_LNS=1) take a call: LayerNorm statistics written per column tile of C
+        (stats_out; at least two split-K slices, since the last block's epilogue writes them) or read for A (ln with
+        a 4th element; K a whole number of the producer's tiles)."""
+        return (self.small_lns is not None and self.small_takes(M, N) and (self.skinny is None or M > SKINNY_M)
+                and N % self.small_bn == 0 and K % self.small_bn == 0 and K >= 2 * SMM_BK
+                and all(v % 4 == 0 for v in (K, N)))
+
+    def stats_shape(self, M: int, N: int) -> tuple:
+        """The statistics buffer a call with stats_out writes: (column tiles, M, 2) floats (mean, M2 per tile)."""
+        return (N // self.small_bn, M, 2)
+
+    def _call_small(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln, stats_out=None):
         fn, smem, _ = self.small[_cdiv(M, 16)]
-        k_split = _cdiv(_cdiv(K, SMM_BK), self.small_splits(M, N, K)) * SMM_BK     # whole k tiles per slice
+        stats_in = ln[3] if ln is not None and len(ln) > 3 else None
+        lns = stats_in is not None or stats_out is not None
+        if lns:
+            fn = self.small_lns[_cdiv(M, 16)]
+        splits_wanted = self.small_splits(M, N, K)
+        if stats_out is not None:
+            splits_wanted = max(2, splits_wanted)           # the statistics come from split-K's last block
+        k_split = _cdiv(_cdiv(K, SMM_BK), splits_wanted) * SMM_BK     # whole k tiles per slice
         splits, tiles = _cdiv(K, k_split), _cdiv(N, self.small_bn)
         ws = tickets = None
         if splits > 1:
             ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N))
             tickets = self._tickets(tiles)
-        gamma, beta, eps = ln if ln is not None else (None, None, 0.0)
+        gamma, beta, eps = ln[:3] if ln is not None else (None, None, 0.0)
         fn((tiles, splits, 1), (self.small_threads, 1, 1), ptr(A), ptr(W), ptr(ws), ptr(tickets), i32(M), i32(N),
            i32(K), i32(lda), i32(ldb), i32(k_split), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc),
-           stream=stream, shared=smem)
+           *((ptr(stats_out), ptr(stats_in)) if lns else ()), stream=stream, shared=smem)
 
     def _tickets(self, tiles: int):
         """v11's split-K tickets (one per column tile), zeroed when allocated; each launch leaves them zero."""
@@ -367,9 +394,18 @@ class Linear:
                                                     (self.small_ln and self.small_takes(M, N)))
 
     def __call__(self, A, W, C, M, N, K, lda, ldb, ldc, epi: Epilogue = Epilogue(), stream=None, ln=None,
-                 out_bf16: bool | None = None):
+                 out_bf16: bool | None = None, stats_out=None):
         """ln = (gamma, beta, eps): multiply LayerNorm(A) instead of A (only where fuses_layernorm).
-        out_bf16: bf16 versions only, for a C given as a raw pointer (else C's dtype decides)."""
+        out_bf16: bf16 versions only, for a C given as a raw pointer (else C's dtype decides).
+        SMM_LNS (where stats_takes): ln = (gamma, beta, eps, stats) normalises A with the statistics another v11 call
+        wrote; stats_out (stats_shape floats) receives C's per-tile row statistics for the next LayerNorm."""
+        if (stats_out is not None or (ln is not None and len(ln) > 3)):
+            if self.version in BF16_VERSIONS or not self.stats_takes(M, N, K) or any(v % 4 for v in (lda, ldb, ldc)) \
+                    or (epi.qkv is not None and stats_out is not None):
+                raise GPUError(f"LayerNorm statistics between GEMMs need v11's _lns builds (SMM_LNS=1), "
+                               f"{SKINNY_M} < M <= SMM_MAX_M, N and K multiples of SMM_BN and no QKV scatter for "
+                               f"stats_out; got M={M} N={N} K={K}")
+            return self._call_small(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln, stats_out)
         if self.version in BF16_VERSIONS:
             if ln is not None and not self.fuses_layernorm(M, N, K):
                 raise GPUError(f"GEMM {self.version}: the LayerNorm prologue (ln=) needs the GEMV (M <= {SKINNY_M}) and "

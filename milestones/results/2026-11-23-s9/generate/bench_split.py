@@ -12,7 +12,8 @@ one-block-per-head decode_attention, in one run:
 
 call1 (13:03 UTC) ran this with VARIANTS = fast (then the one-block kernel; now fast_decode1) and fast_split (then
 fast + decode_attention = "split"; now fast itself). Now VARIANTS = fast_decode1, fast, fast_w1 (fast with
-decode_split_waves = 1), fast_pdl (PDL=1: v11 and the split kernel as programmatic dependent launches)."""
+decode_split_waves = 1), fast_pdl (PDL=1: v11 and the split kernel as programmatic dependent launches), fast_lns
+(SMM_LNS=1: LayerNorm statistics between v11 GEMMs), fast_pdl_lns (both)."""
 import dataclasses
 import math
 import statistics
@@ -31,7 +32,7 @@ def variants():
     fast = catalogue.get("fast", "gpt2")
     return [catalogue.get("fast_decode1", "gpt2"), fast,
             dataclasses.replace(fast, name="fast_w1", params={**fast.params, "decode_split_waves": 1}),
-            catalogue.get("fast_pdl", "gpt2")]
+            catalogue.get("fast_pdl", "gpt2"), catalogue.get("fast_lns", "gpt2"), catalogue.get("fast_pdl_lns", "gpt2")]
 
 
 def graph_us(rt, calls, reps=20):
