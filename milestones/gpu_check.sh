@@ -8,6 +8,7 @@
 #                                   the CPU machine with pip wheel --no-deps -w .dist ., the GPU machine has no index)
 #   milestones/gpu_check.sh gpt2    precompile test_gpu_gpt2.py's builds (tests/precompile_gpt2.py), then its
 #                                   tests: every fp32/TF32 variant, GEMM versions, flash and decode attention
+#   milestones/gpu_check.sh files LOG LIMIT FILE...  the GPU tests of the given files (sharded), log in $OUT/LOG
 #   milestones/gpu_check.sh generate  precompile generation and bf16 builds, their GPU tests (generation, small-M,
 #                                   bf16 model and GEMMs), bench-decode of fast and fast_bf16
 # The cubin cache ($CONVNET_CACHE) persists between the two calls while the machine stays warm; a cache
@@ -83,6 +84,9 @@ right = sum(int(r["class_index"]) == int(l) for r, l in zip(p["predictions"], la
 print(f"convnet-predict on {p['device']} ({p['variant']}): {len(p['predictions'])} PNGs, accuracy {right / 1000:.4f}")
 PY
     timeout 60 python3 -m convnet.bench.predict_speed --n 1000; } 2>&1 | tee "$OUT/03_installed.txt"
+fi
+if [ "$part" = files ]; then      # gpu_check.sh files LOG LIMIT FILE...: the GPU tests of some files, sharded
+  shift; pytest_gpu "$@"
 fi
 if [ "$part" = gpt2 ]; then
   timeout 200 python3 tests/precompile_gpt2.py 16 2>&1 | tail -1
