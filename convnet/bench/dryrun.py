@@ -41,6 +41,9 @@ class _Pool:
     def view(self, name):
         return self._bufs.get(name)
 
+    def tickets(self, name, n):
+        return self.get(name, (n,), np.uint32)
+
     def names(self, prefix=""):
         return [n for n in self._bufs if n.startswith(prefix)]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from ..errors import GPUError
 from ..gpu import tma
@@ -79,14 +78,6 @@ class SplitDecode:
             S = min(S, self.waves * self.slots // heads)
         return max(1, S)
 
-    def tickets(self, n: int):
-        name, n = "gpt2.attn.ds_tickets", max(TICKETS, n)
-        old = self.rt.pool.view(name)
-        buf = self.rt.pool.get(name, (n,), np.uint32)
-        if old is None or tuple(old.shape) != (n,):
-            buf.fill(np.uint32(0))
-        return buf
-
     def __call__(self, q, kc, vc, y, B: int, H: int, Tk: int, cap: int, window: int, pos_dev, stream, gap=None,
                  splits: int | None = None):
         """y (B, 1, H*D) = attention of q (B, H, 1, D) over keys 0..Tk-1 (Tk = *pos_dev + 1 where pos_dev is set)
@@ -97,7 +88,7 @@ class SplitDecode:
             raise GPUError(f"decode_attention_split: {B} sequences x {H} heads exceed the grid's 65535 rows")
         part = self.rt.pool.get("gpt2.act.ds_part", (BH * S * (self.D + 2),))
         args = [ptr(q), ptr(kc), ptr(vc), ptr(y), i32(H), i32(Tk), i32(1), i32(cap), i32(window), self.scale,
-                ptr(pos_dev), part, self.tickets(BH)]
+                ptr(pos_dev), part, self.rt.pool.tickets("gpt2.attn.ds_tickets", max(TICKETS, BH))]
         if gap is not None:
             self.kernel_gap((S, BH, 1), (self.threads, 1, 1), *args, gap, stream=stream)
         else:

@@ -326,20 +326,11 @@ class Linear:
         ws = tickets = None
         if splits > 1:
             ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N))
-            tickets = self._tickets(tiles)
+            tickets = self.rt.pool.tickets("gemm.smm.tickets", max(SMM_TICKETS, tiles))
         gamma, beta, eps = ln[:3] if ln is not None else (None, None, 0.0)
         fn((tiles, splits, 1), (self.small_threads, 1, 1), ptr(A), ptr(W), ptr(ws), ptr(tickets), i32(M), i32(N),
            i32(K), i32(lda), i32(ldb), i32(k_split), ptr(gamma), ptr(beta), np.float32(eps), *epi.args(C, ldc),
            *((ptr(stats_out), ptr(stats_in)) if lns else ()), stream=stream, shared=smem)
-
-    def _tickets(self, tiles: int):
-        """v11's split-K tickets (one per column tile), zeroed when allocated; each launch leaves them zero."""
-        name, n = "gemm.smm.tickets", max(SMM_TICKETS, tiles)
-        old = self.rt.pool.view(name)
-        buf = self.rt.pool.get(name, (n,), np.uint32)
-        if old is None or tuple(old.shape) != (n,):
-            buf.fill(np.uint32(0))
-        return buf
 
     def layout(self, w_kn: np.ndarray) -> np.ndarray:
         """A weight given as K x N (fp32), in the layout and storage this version reads (upload it as

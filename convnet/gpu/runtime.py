@@ -191,6 +191,15 @@ class BufferPool:
         self._bufs[name] = buf
         return buf
 
+    def tickets(self, name: str, n: int):
+        """n uint32 counters, zeroed when (re)allocated: the atomic tickets by which a kernel's last block
+        finds out it is last; every launch leaves them zero again, so they are cleared only here."""
+        old = self.view(name)
+        buf = self.get(name, (n,), np.uint32)
+        if old is None or tuple(old.shape) != (n,):
+            buf.fill(np.uint32(0))
+        return buf
+
     def upload(self, name: str, array, dtype=np.float32):
         """The named buffer, shaped like `array` and holding a contiguous copy of it in `dtype` (weights,
         uploaded once)."""
