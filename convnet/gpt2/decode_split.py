@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-
 from ..errors import GPUError
 from ..gpu import tma
 from ..gpu.runtime import cdiv, f32, i32, ptr

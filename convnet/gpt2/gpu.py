@@ -106,7 +106,8 @@ class GPT2GPU:
             raise GPUError(f"the bf16 path needs n_embd a multiple of 8 (16-byte bf16 rows) and full attention; "
                            f"got n_embd {C}, window {self.window}")
         self.decode_attn_bf16 = self.decode_split = None
-        if p.get("decode_attention", "decode") == "split" and (self.bf16 or not self.flash):
+        split_decode = p.get("decode_attention", "decode") == "split"
+        if split_decode and (self.bf16 or not self.flash):
             raise GPUError(f"variant {name}: decode_attention = \"split\" is for the fp32 flash paths (not bf16 or naive)")
         if self.bf16:
             self.fa = flash.from_params(rt, self.D, d, variant)
@@ -118,7 +119,7 @@ class GPT2GPU:
         elif self.flash:
             self.fa = flash.from_params(rt, self.D, d, variant)
             self.decode_attn = rt.kernel("attention.cu", "decode_attention", {**d, "HEAD_DIM": self.D}, name)
-            if p.get("decode_attention", "decode") == "split":          # flash-decoding for the decode steps
+            if split_decode:                                            # flash-decoding for the decode steps
                 from .decode_split import SplitDecode
                 self.decode_split = SplitDecode(rt, self.D, d, name, waves=int(p.get("decode_split_waves", 0)))
         else:
