@@ -294,7 +294,7 @@ def test_tensor_core_fc_head_matches_reference(rt, rng, batch):
     """fc_head_mma.cu (tc_all's head: FC1 + ReLU, FC2, argmax on mma.sync, fp16 operands) against float64,
     poisoned logits and predictions; batches that do not fill the last 64-image block. LeNet's shape and an
     odd one (N1 = 48, K1 = 96, 7 classes)."""
-    from convnet.gpu.lenet import FCHeadMma
+    from convnet.gpu.ops import FCHeadMma
     for k1, n1, n2 in [(1024, 128, 10), (96, 48, 7)]:
         x = np.maximum(rng.standard_normal((batch, k1)), 0).astype(np.float32)   # like pooled ReLU outputs
         w1 = (rng.standard_normal((n1, k1)) / np.sqrt(k1)).astype(np.float32)
@@ -321,7 +321,7 @@ def test_tensor_core_fc_head_matches_reference(rt, rng, batch):
 
 def test_tensor_core_fc_head_refuses_shapes_it_cannot_run(rt):
     from convnet.errors import GPUError
-    from convnet.gpu.lenet import FCHeadMma
+    from convnet.gpu.ops import FCHeadMma
     with pytest.raises(GPUError, match="at most 16 classes"):
         FCHeadMma(rt, "test", np.zeros((128, 1024)), np.zeros(128), np.zeros((20, 128)), np.zeros(20), {})
     with pytest.raises(GPUError, match="% 16 == 0"):

@@ -12,7 +12,7 @@ Variant params that change the pipeline (issue #4): `fuse_pool` runs each conv w
 max-pool in one kernel (the pre-pool activation never reaches device memory); `gpu_upscale` uploads
 the 28x28 uint8 images and does the 28->86 preprocessing on the GPU, `fuse_upscale` inside conv1's
 kernel (the 86x86 image never exists); `fc = "fused"` runs FC1 + ReLU, FC2 and argmax as one kernel,
-`fc = "mma"` the same on tensor cores (fc_head_mma.cu, FCHeadMma below; issue #16).
+`fc = "mma"` the same on tensor cores (fc_head_mma.cu, ops.FCHeadMma; issue #16).
 """
 from __future__ import annotations
 
@@ -24,43 +24,12 @@ from .. import report
 from ..network import CONV_LAYERS
 from .conv import make_conv
 from .gemm import BIAS_COL, Gemm
-from ..errors import GPUError
-from .ops import Argmax, FCHead, ReluMaxPool, Upscale
-from .runtime import Runtime, i32
+from .ops import Argmax, FCHead, FCHeadMma, ReluMaxPool, Upscale
+from .runtime import Runtime
 
 MARKS = ("start", "up_end", "uploaded", "conv1", "pool1", "conv2", "pool2", "classified", "downloaded")
 STAGE_SPANS = {"conv1": ("uploaded", "conv1"), "pool1": ("conv1", "pool1"), "conv2": ("pool1", "conv2"),
                "pool2": ("conv2", "pool2"), "fc": ("pool2", "classified")}
-
-
-class FCHeadMma:
-    """fc_head_mma.cu: FC1 + ReLU, FC2, argmax in one kernel on tensor cores (fp16 operands, fp32
-    accumulation; h goes from FC1's accumulators to FC2's operands in registers). W1 uploaded as fp16 in
-    PyTorch's (out, in) layout, W2 as fp16 with its rows padded to 16 by zeros."""
-
-    WARPS, KC = 4, 32
-
-    def __init__(self, rt: Runtime, variant: str, w1, b1, w2, b2, defines: dict):
-        (n1, k1), (n2, n1b) = w1.shape, w2.shape
-        if n1b != n1 or b1.shape != (n1,) or b2.shape != (n2,):
-            raise GPUError(f"fc_head_mma: inconsistent shapes fc1 {w1.shape} + {b1.shape}, fc2 {w2.shape} + {b2.shape}")
-        if n1 % 16 or k1 % self.KC or n2 > 16:
-            raise GPUError(f"fc_head_mma: needs fc1 outputs % 16 == 0, inputs % {self.KC} == 0 and at most 16 "
-                           f"classes, got {n1}, {k1}, {n2}")
-        self.bm = 16 * self.WARPS
-        d = {"K1": k1, "N1": n1, "N2": n2, "WARPS": self.WARPS, "KC": self.KC}
-        self.fn = rt.kernel("fc_head_mma.cu", "fc_head_mma", d, variant)
-        w2p = np.zeros((16, n1), np.float16)
-        w2p[:n2] = w2
-        self.w = {name: rt.pool.upload(f"fc_head_mma.{name}", arr, dtype)
-                  for name, arr, dtype in (("w1", w1, np.float16), ("b1", b1, np.float32), ("w2", w2p, np.float16),
-                                           ("b2", b2, np.float32))}
-
-    def __call__(self, x, z, pred, batch, stream=None):
-        w = self.w
-        self.fn(((batch + self.bm - 1) // self.bm, 1, 1), (32 * self.WARPS, 1, 1), x.gpudata, w["w1"].gpudata,
-                w["b1"].gpudata, w["w2"].gpudata, w["b2"].gpudata, z.gpudata, pred.gpudata, i32(batch),
-                stream=stream)
 
 
 def uploads_uint8(variant) -> bool:
