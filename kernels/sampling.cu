@@ -164,6 +164,34 @@ __device__ int find_digit(const Hist64& hist, u64 need, u64* below, int* s_digit
     return d;
 }
 
+// Radix select over the float keys, SM_RADIX_BITS per pass: the key at which the weight summed from the top key
+// down first reaches `need`. visit(add) hands each of the thread's candidate values z to add(z); weight(z) is what
+// one weighs (computed only for those still matching the prefix); set_need(need) may replace need once the first
+// pass has filled the histogram with every candidate (top-p: a share of their total).
+template <class Visit, class Weight, class SetNeed>
+__device__ __forceinline__ unsigned radix_select(Hist64& hist, u64 need, Visit visit, Weight weight, SetNeed set_need,
+                                                 int* s_digit, u64* s_below) {
+    unsigned prefix = 0, mask = 0;
+    for (int shift = 32 - SM_RADIX_BITS; shift >= 0; shift -= SM_RADIX_BITS) {
+        for (int d = threadIdx.x; d < SM_BINS; d += SM_THREADS) hist.lo[d] = hist.hi[d] = 0;
+        __syncthreads();
+        BinRun run;
+        visit([&](float zi) {
+            const unsigned key = float_key(zi);
+            if ((key & mask) == prefix) run.add(hist, (key >> shift) & (SM_BINS - 1), weight(zi));
+        });
+        run.flush(hist);
+        __syncthreads();
+        if (mask == 0) need = set_need(need);
+        u64 below;
+        const int d = find_digit(hist, need, &below, s_digit, s_below);
+        need -= below;
+        prefix |= (unsigned)d << shift;
+        mask |= (unsigned)(SM_BINS - 1) << shift;
+    }
+    return prefix;
+}
+
 // Block sums and maxima (every thread gets the result).
 __device__ u64 block_sum(u64 v, u64* scratch) {
 #pragma unroll
@@ -298,58 +326,30 @@ sample_tokens(const float* RESTRICT logits, long long ld, int V, float* RESTRICT
 
     // Top-k: the key of the k-th largest z, by radix select on counts.
     unsigned kth = 0;
-    if (top_k > 0 && top_k < V) {
-        unsigned prefix = 0, mask = 0;
-        u64 need = (u64)top_k;
-        for (int shift = 32 - SM_RADIX_BITS; shift >= 0; shift -= SM_RADIX_BITS) {
-            for (int d = tid; d < SM_BINS; d += SM_THREADS) hist.lo[d] = hist.hi[d] = 0;
-            __syncthreads();
-            BinRun run;
-            for (int i = tid; i < V; i += SM_THREADS) {
-                const unsigned key = float_key(z[i]);
-                if ((key & mask) == prefix) run.add(hist, (key >> shift) & (SM_BINS - 1), 1ull);
-            }
-            run.flush(hist);
-            __syncthreads();
-            u64 below;
-            const int d = find_digit(hist, need, &below, &s_digit, &s_below);
-            need -= below;
-            prefix |= (unsigned)d << shift;
-            mask |= (unsigned)(SM_BINS - 1) << shift;
-        }
-        kth = prefix;
-    }
+    if (top_k > 0 && top_k < V)
+        kth = radix_select(hist, (u64)top_k,
+                           [&](auto add) { for (int i = tid; i < V; i += SM_THREADS) add(z[i]); },
+                           [](float) { return 1ull; }, [](u64 n) { return n; }, &s_digit, &s_below);
 
-    // Top-p: the key tau of the nucleus, by radix select on fixed-point mass among the top-k survivors.
+    // Top-p: the key tau of the nucleus, by radix select on fixed-point mass among the top-k survivors; the
+    // first pass's histogram holds their whole mass, of which the nucleus needs top_p.
     unsigned cut = kth;
     if (top_p < 1.f) {
-        unsigned prefix = 0, mask = 0;
-        u64 need = 0;
-        for (int shift = 32 - SM_RADIX_BITS; shift >= 0; shift -= SM_RADIX_BITS) {
-            for (int d = tid; d < SM_BINS; d += SM_THREADS) hist.lo[d] = hist.hi[d] = 0;
-            __syncthreads();
-            BinRun run;
-            for (int i = tid; i < V; i += SM_THREADS) {
-                const float zi = z[i];
-                const unsigned key = float_key(zi);
-                if (key >= kth && (key & mask) == prefix) run.add(hist, (key >> shift) & (SM_BINS - 1), fixed_weight(zi, m));
-            }
-            run.flush(hist);
-            __syncthreads();
-            if (mask == 0) {                       // first pass: the histogram holds the whole kept mass
+        const unsigned tau = radix_select(
+            hist, 0,
+            [&](auto add) {
+                for (int i = tid; i < V; i += SM_THREADS)
+                    if (float_key(z[i]) >= kth) add(z[i]);
+            },
+            [&](float zi) { return fixed_weight(zi, m); },
+            [&](u64) {
                 u64 local = 0;
                 for (int d = tid; d < SM_BINS; d += SM_THREADS) local += hist[d];
-                const u64 total = block_sum(local, scratch);
-                need = (u64)ceil((double)top_p * (double)total);
-                if (need < 1) need = 1;
-            }
-            u64 below;
-            const int d = find_digit(hist, need, &below, &s_digit, &s_below);
-            need -= below;
-            prefix |= (unsigned)d << shift;
-            mask |= (unsigned)(SM_BINS - 1) << shift;
-        }
-        cut = prefix > kth ? prefix : kth;
+                const u64 n = (u64)ceil((double)top_p * (double)block_sum(local, scratch));
+                return n < 1 ? (u64)1 : n;
+            },
+            &s_digit, &s_below);
+        cut = tau > kth ? tau : kth;
     }
 
     // The draw: inverse CDF over the kept weights in token order. Thread t owns the contiguous indices
@@ -483,26 +483,15 @@ sample_top_p(const float* RESTRICT zbuf, int V, int slice, const float* RESTRICT
     __syncthreads();
     const int nc = s_count;
     const bool listed = nc <= TP_CAND;             // else the passes below read the row again
-    unsigned prefix = 0, mask = 0;
-    for (int shift = 32 - SM_RADIX_BITS; shift >= 0; shift -= SM_RADIX_BITS) {
-        for (int d = tid; d < SM_BINS; d += SM_THREADS) hist.lo[d] = hist.hi[d] = 0;
-        __syncthreads();
-        BinRun run;
-        for (int e = tid; e < (listed ? nc : V); e += SM_THREADS) {
-            const float zi = listed ? cz[e] : z[e];
-            if (!listed && tp_bin(zi, m) != jb) continue;
-            const unsigned key = float_key(zi);
-            if ((key & mask) == prefix) run.add(hist, (key >> shift) & (SM_BINS - 1), fixed_weight(zi, m));
-        }
-        run.flush(hist);
-        __syncthreads();
-        u64 below;
-        const int d = find_digit(hist, need, &below, &s_digit, &s_below);
-        need -= below;
-        prefix |= (unsigned)d << shift;
-        mask |= (unsigned)(SM_BINS - 1) << shift;
-    }
-    const unsigned cut = prefix;
+    const unsigned cut = radix_select(
+        hist, need,
+        [&](auto add) {
+            for (int e = tid; e < (listed ? nc : V); e += SM_THREADS) {
+                const float zi = listed ? cz[e] : z[e];
+                if (listed || tp_bin(zi, m) == jb) add(zi);
+            }
+        },
+        [&](float zi) { return fixed_weight(zi, m); }, [](u64 n) { return n; }, &s_digit, &s_below);
     // Kept mass per slice: the bins above jb from the slices' histograms, plus jb's tokens from tau up.
     for (int j = tid; j < TP_SLICES; j += SM_THREADS) kept.lo[j] = kept.hi[j] = 0;
     __syncthreads();
