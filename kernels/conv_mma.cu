@@ -74,6 +74,8 @@ Tunables (-D, defaults in brackets):
                   two in a row into one (ncu on LeNet's conv2: 'wait' stalls 2.8 of 11 cycles per issued
                   instruction). Each accumulator sums its terms in the same order: the same results.
   Defaults suit both LeNet layers: 86->80 (2x2 tiles/image) and 40->34 (1 tile/image).
+  (Session 10: the synchronous patch staging and the output geometry of both kernels are one helper each,
+  patch_load / out_geometry; the SASS of the register and chunked builds is unchanged, nvdisasm.)
 
 Launch rule (no dynamic shared memory; static shared memory as reported by ptxas, < 48 KB):
   Ho = H-K+1, Wo = W-K+1
@@ -225,6 +227,38 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)
 }
 
 // two adjacent outputs (pixels ox, ox+1) of one channel; paired store only when aligned
+// one item of the pair-expanded patch (both kernels' synchronous staging): input pixels ix, ix+1 (v01) and
+// ix+2 (v2) of a row, ix even, left as they are (0) beyond the row's W pixels; stored as the words
+// (x[ix], x[ix+1]), (x[ix+1], x[ix+2]) by pair_words
+__device__ __forceinline__ void patch_load(const unsigned short* __restrict__ row, int ix, int W, bool vec_x,
+                                           unsigned int& v01, unsigned int& v2)
+{
+    if (vec_x && ix + 1 < W) {
+        v01 = __ldg(reinterpret_cast<const unsigned int*>(row + ix));
+    } else {
+        if (ix < W) v01 = __ldg(row + ix);
+        if (ix + 1 < W) v01 |= (unsigned int)__ldg(row + ix + 1) << 16;
+    }
+    if (ix + 2 < W) v2 = __ldg(row + ix + 2);
+}
+
+__device__ __forceinline__ uint2 pair_words(unsigned int v01, unsigned int v2)
+{
+    return make_uint2(v01, (v01 >> 16) | (v2 << 16));
+}
+
+// both kernels' layout facts: vec_x (32-bit input loads), vec_y (paired output stores), the output map
+// (pooled: Hp x Wp; else Ho x Wo), its row stride ys and plane size
+struct OutGeometry { bool vec_x, vec_y; int Hp, Wp, ys; size_t plane; };
+
+__device__ __forceinline__ OutGeometry out_geometry(const void* x, const void* y, int W, int Ho, int Wo)
+{
+    const bool vec_x = ((W & 1) == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
+    const bool vec_y = ((Wo & 1) == 0) && ((reinterpret_cast<size_t>(y) & (2 * sizeof(OUT_T) - 1)) == 0);
+    const int Hp = POOL ? Ho / (POOL ? POOL : 1) : Ho, Wp = POOL ? Wo / (POOL ? POOL : 1) : Wo;
+    return {vec_x, vec_y, Hp, Wp, Wp, (size_t)Hp * Wp};
+}
+
 __device__ __forceinline__ void store_pair(float* p, float v0, float v1, bool ok0, bool ok1, bool vec)
 {
     if (vec && ok1) {
@@ -495,15 +529,7 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
     }
     __syncthreads();   // the weight area is reused by the input tile
 
-    const bool vec_x = ((W & 1) == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
-    const bool vec_y = ((Wo & 1) == 0) && ((reinterpret_cast<size_t>(y) & (2 * sizeof(OUT_T) - 1)) == 0);
-#if POOL
-    const int Hp = Ho / POOL, Wp = Wo / POOL, ys = Wp;
-    const size_t plane = (size_t)Hp * Wp;
-#else
-    const int ys = Wo;
-    const size_t plane = (size_t)Ho * Wo;
-#endif
+    const auto [vec_x, vec_y, Hp, Wp, ys, plane] = out_geometry(x, y, W, Ho, Wo);
 
     for (; tile < total; tile += nblocks) {
         const long long b = tile / tiles_img;
@@ -534,17 +560,8 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
             const int c = crow / ROWS_IN, rr = crow - c * ROWS_IN;
             const int iy = ty0 + rr, ix = tx0 + 2 * jp;         // ix even
             unsigned int v01 = 0u, v2 = 0u;
-            if (iy < H) {
-                const unsigned short* row = xb + ((size_t)c * H + iy) * W;
-                if (vec_x && ix + 1 < W) {
-                    v01 = __ldg(reinterpret_cast<const unsigned int*>(row + ix));
-                } else {
-                    if (ix < W) v01 = __ldg(row + ix);
-                    if (ix + 1 < W) v01 |= (unsigned int)__ldg(row + ix + 1) << 16;
-                }
-                if (ix + 2 < W) v2 = __ldg(row + ix + 2);
-            }
-            *reinterpret_cast<uint2*>(smem + crow * RS + 2 * jp) = make_uint2(v01, (v01 >> 16) | (v2 << 16));
+            if (iy < H) patch_load(xb + ((size_t)c * H + iy) * W, ix, W, vec_x, v01, v2);
+            *reinterpret_cast<uint2*>(smem + crow * RS + 2 * jp) = pair_words(v01, v2);
         }
         __syncthreads();
         }
@@ -634,15 +651,7 @@ conv_mma_f16_chunked(const __half* __restrict__ x, const __half* __restrict__ w,
     const int g = lane >> 2, t = lane & 3;
     const unsigned short* __restrict__ x16 = reinterpret_cast<const unsigned short*>(x);
     const unsigned short* __restrict__ w16 = reinterpret_cast<const unsigned short*>(w);
-    const bool vec_x = ((W & 1) == 0) && ((reinterpret_cast<size_t>(x) & 3) == 0);
-    const bool vec_y = ((Wo & 1) == 0) && ((reinterpret_cast<size_t>(y) & (2 * sizeof(OUT_T) - 1)) == 0);
-#if POOL
-    const int Hp = Ho / POOL, Wp = Wo / POOL, ys = Wp;
-    const size_t plane = (size_t)Hp * Wp;
-#else
-    const int ys = Wo;
-    const size_t plane = (size_t)Ho * Wo;
-#endif
+    const auto [vec_x, vec_y, Hp, Wp, ys, plane] = out_geometry(x, y, W, Ho, Wo);
 
     for (; tile < total; tile += nblocks) {
         const long long b = tile / tiles_img;
@@ -685,17 +694,8 @@ conv_mma_f16_chunked(const __half* __restrict__ x, const __half* __restrict__ w,
                 const int cl = crow / ROWS_IN, rr = crow - cl * ROWS_IN;
                 const int iy = ty0 + rr, ix = tx0 + 2 * jp;         // ix even
                 unsigned int v01 = 0u, v2 = 0u;
-                if (c0 + cl < C_IN && iy < H) {
-                    const unsigned short* row = xb + ((size_t)(c0 + cl) * H + iy) * W;
-                    if (vec_x && ix + 1 < W) {
-                        v01 = __ldg(reinterpret_cast<const unsigned int*>(row + ix));
-                    } else {
-                        if (ix < W) v01 = __ldg(row + ix);
-                        if (ix + 1 < W) v01 |= (unsigned int)__ldg(row + ix + 1) << 16;
-                    }
-                    if (ix + 2 < W) v2 = __ldg(row + ix + 2);
-                }
-                *reinterpret_cast<uint2*>(xsm + crow * RS + 2 * jp) = make_uint2(v01, (v01 >> 16) | (v2 << 16));
+                if (c0 + cl < C_IN && iy < H) patch_load(xb + ((size_t)(c0 + cl) * H + iy) * W, ix, W, vec_x, v01, v2);
+                *reinterpret_cast<uint2*>(xsm + crow * RS + 2 * jp) = pair_words(v01, v2);
             }
             __syncthreads();
 

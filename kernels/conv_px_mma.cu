@@ -53,9 +53,24 @@ above), v3 (issue #16, session 9; both off by default, on in the catalogue varia
       -- and the fifth pixel comes from the next lane by a shuffle); and the next tile's
       uint8 image is loaded into registers (<= 4 words per thread) before this tile's mma, so its global
       latency hides behind the mma instead of stalling the block between tiles.
+v4 (issue #16, session 10; both off by default, on in the catalogue variants tc_lane / tc_lane_hv):
+  POOL_LANE=1 (ROW_PAIRS, POOL 2, WARP_ROWS % 4 == 0): A row g is pixel 2g and row g+8 pixel 2g+1 (each A
+      register one LDS at word 2g+2t (+1): 11 distinct words per load, no bank conflict), so a lane's
+      c0..c3 are rows (o, o+1) x pixels (2g, 2g+1) of channel t: one whole 2x2 window, pooled by three fmax
+      and a ReLU in the lane (no shuffle; v3 used half the lanes and two shuffles per row pair). The
+      pooled values of row pairs (2k, 2k+1) form an 8x8 fp16 matrix (row g = pooled column g, columns
+      2t, 2t+1 = channel t's two rows) that one movmatrix.trans turns into lane (g, t) holding channel g/2,
+      pooled row 2k + (g&1), pooled columns 2t, 2t+1: one 32-bit store per lane per k (an odd pooled width:
+      two 16-bit stores; OUT_FLOAT: one store per window). The same mma and sums as v3. SASS: the 16-row
+      unit from ~470 to ~160 instructions.
+  HROW_VEC=1 (with VEC_STAGE): the horizontal resize 4 columns per thread (int4/float4 tables of the left
+      source column, 1 - f and f; the weights are 0 for columns beyond the image or the staged row, so no
+      per-value bounds test) and one 16-byte store, the same arithmetic term by term as v2 (f * right, then
+      left * (1 - f) + that, then / 255). SASS: ~13 instead of ~39 instructions per resized value.
 Tunables (-D, defaults in brackets): M_OUT [4] (<= 8), K_SIZE [7] (<= 8), TILE_X [80] (multiple of 16),
 TILE_Y [80] (multiple of WARP_ROWS), WARP_ROWS [8] (even with POOL), WARPS [10], MIN_BLOCKS [2], POOL [0]
-(0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28], ROW_PAIRS [0], VEC_STAGE [0].
+(0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28], ROW_PAIRS [0], VEC_STAGE [0], POOL_LANE [0],
+HROW_VEC [0].
 Launch: block (32*WARPS); grid: any (host: min(tiles * B, blocks/SM * SMs)); static shared memory.
 Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The staged input is fp16
 (the fp32 path is conv_direct.cu). Taps q >= K read real neighbours with zero weights (finite inputs).
@@ -107,6 +122,12 @@ Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The s
 #ifndef VEC_STAGE
 #define VEC_STAGE 0
 #endif
+#ifndef POOL_LANE
+#define POOL_LANE 0
+#endif
+#ifndef HROW_VEC
+#define HROW_VEC 0
+#endif
 
 #if OUT_FLOAT
 typedef float OUT_T;
@@ -138,13 +159,16 @@ static_assert(POOL == 0 || (POOL == 2 && R % 2 == 0), "POOL: 0, or 2 with an eve
 constexpr int SRC_WORDS = FUSE_UPSCALE ? (SRC_H * SRC_W + 3) / 4 : 1;    // the uint8 image, 32-bit words
 constexpr int HROWS = FUSE_UPSCALE ? SRC_H : 1;                            // horizontally resized source rows
 constexpr int HP = VEC_STAGE ? (PIX + 3) / 4 * 4 : PIX;                    // their pitch (floats)
-static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIX) + 4 * SRC_WORDS + 4 * HROWS * HP : 0)
-              <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y / TILE_X");
+constexpr int PIXT = HROW_VEC ? HP : PIX;                                 // column table entries
+static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIXT) + (HROW_VEC ? 4 * HP : 0) + 4 * SRC_WORDS
+                                                 + 4 * HROWS * HP : 0) <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y / TILE_X");
 static_assert(!ROW_PAIRS || (M_OUT <= 4 && R % 2 == 0), "ROW_PAIRS: M_OUT <= 4 and an even WARP_ROWS");
 #if ROW_PAIRS
 constexpr int NS = K_SIZE / 2 + 1;                                         // ROW_PAIRS: B fragment pairs
 #endif
 static_assert(!VEC_STAGE || FUSE_UPSCALE, "VEC_STAGE: with FUSE_UPSCALE only");
+static_assert(!HROW_VEC || VEC_STAGE, "HROW_VEC: with VEC_STAGE only");
+static_assert(!POOL_LANE || (ROW_PAIRS && POOL == 2 && R % 4 == 0), "POOL_LANE: ROW_PAIRS, POOL 2, WARP_ROWS % 4 == 0");
 #if VEC_STAGE
 #if VEC_STAGE == 2
 constexpr int NG4 = RS / 4;                                                // VEC_STAGE 2: 4-word groups per row
@@ -182,8 +206,13 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
     using namespace convpx;
     __shared__ __align__(16) unsigned int xs[ROWS_IN * RS];
 #if FUSE_UPSCALE
-    __shared__ float up_fy[ROWS_IN], up_fx[PIX];           // weights of the lower source row / right column
-    __shared__ int up_iy[ROWS_IN], up_ix[PIX];             // upper source row, left source column
+    __shared__ float up_fy[ROWS_IN];                        // weight of the lower source row
+    __shared__ __align__(HROW_VEC ? 16 : 4) float up_fx[PIXT];   // weight of the right source column
+    __shared__ int up_iy[ROWS_IN];                          // upper source row
+    __shared__ __align__(HROW_VEC ? 16 : 4) int up_ix[PIXT];     // left source column
+#if HROW_VEC
+    __shared__ __align__(16) float up_w0[HP];               // 1 - up_fx; both 0 for columns beyond the image
+#endif
     __shared__ unsigned int src[SRC_WORDS];                 // the image, uint8
     __shared__ __align__(16) float hrow[HROWS][HP];         // source rows resized to the tile's columns
     int table_x0 = -1, table_y0 = -1;                       // tile origin the tables hold
@@ -254,11 +283,23 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
         __syncthreads();                              // the previous tile's patch (and source) consumed
 #if FUSE_UPSCALE
         if (tx0 != table_x0 || ty0 != table_y0) {     // block-uniform
-            for (int e = tid; e < ROWS_IN + PIX; e += NT) {
+            for (int e = tid; e < ROWS_IN + PIXT; e += NT) {
                 int i0;
                 double f;
                 if (e < ROWS_IN) { upscale_source(min(ty0 + e, H - 1), SRC_H, H, i0, f); up_iy[e] = i0; up_fy[e] = (float)f; }
-                else { upscale_source(min(tx0 + e - ROWS_IN, W - 1), SRC_W, W, i0, f); up_ix[e - ROWS_IN] = i0; up_fx[e - ROWS_IN] = (float)f; }
+                else {
+                    const int j = e - ROWS_IN;
+                    upscale_source(min(tx0 + j, W - 1), SRC_W, W, i0, f);
+#if HROW_VEC
+                    const bool in = j < PIX && tx0 + j < W;
+                    up_ix[j] = in ? i0 : 0;
+                    up_fx[j] = in ? (float)f : 0.f;
+                    up_w0[j] = in ? 1.f - (float)f : 0.f;
+#else
+                    up_ix[j] = i0;
+                    up_fx[j] = (float)f;
+#endif
+                }
             }
             table_x0 = tx0;
             table_y0 = ty0;
@@ -285,6 +326,30 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             }
         }
         __syncthreads();
+#if HROW_VEC
+        {
+            // 4 columns per item from the int4 / float4 tables; the same arithmetic as below, term by term
+            // (f * right, then left * (1 - f) + that, then / 255), and 0 where the tables' weights are 0
+            const unsigned char* s8 = reinterpret_cast<const unsigned char*>(src);
+            constexpr int G4 = HP / 4;
+            for (int e = tid; e < HROWS * G4; e += NT) {
+                const int sr = e / G4, j0 = 4 * (e - sr * G4);
+                const int4 ix = *reinterpret_cast<const int4*>(up_ix + j0);
+                const float4 w0 = *reinterpret_cast<const float4*>(up_w0 + j0);
+                const float4 w1 = *reinterpret_cast<const float4*>(up_fx + j0);
+                const unsigned char* row = s8 + sr * SRC_W;
+                const int ixv[4] = {ix.x, ix.y, ix.z, ix.w};
+                const float w0v[4] = {w0.x, w0.y, w0.z, w0.w}, w1v[4] = {w1.x, w1.y, w1.z, w1.w};
+                float o[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const unsigned char* p = row + ixv[k];
+                    o[k] = __fmul_rn(__fmaf_rn((float)p[0], w0v[k], __fmul_rn(w1v[k], (float)p[1])), 1.f / 255.f);
+                }
+                *reinterpret_cast<float4*>(&hrow[sr][j0]) = make_float4(o[0], o[1], o[2], o[3]);
+            }
+        }
+#else
         {
             const unsigned char* s8 = reinterpret_cast<const unsigned char*>(src);
             for (int e = tid; e < HROWS * PIX; e += NT) {
@@ -298,6 +363,7 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
 #endif
             }
         }
+#endif
         __syncthreads();
 #else
         const __half* img = x + b * H * W;
@@ -395,7 +461,14 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             const int ry = u / SX, sx = u - ry * SX;
             const int ox0 = tx0 + sx * 16, oy0 = ty0 + ry * R;
             if (ox0 >= Wc || oy0 >= Hc) continue;      // warp-uniform
+#if POOL_LANE
+            // mma row g is pixel 2g, row g + 8 pixel 2g + 1: a lane's four accumulators are one 2x2 window
+            const unsigned int* base = xs + ry * R * RS + sx * 16 + 2 * g + 2 * t;
+            constexpr int A1 = 1;                      // word offset of the A rows g + 8
+#else
             const unsigned int* base = xs + ry * R * RS + sx * 16 + g + 2 * t;
+            constexpr int A1 = 8;
+#endif
 #if ROW_PAIRS
             // acc[op]: output rows (o, o+1) = (2 op, 2 op + 1); c0/c1 = rows o/o+1, channel t, pixel g;
             // c2/c3 the same at pixel g + 8
@@ -407,15 +480,54 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
 #pragma unroll
             for (int pr = 0; pr < NPAIRS; ++pr) {
                 const int r = 2 * pr;
-                const unsigned int a[4] = {base[r * RS], base[r * RS + 8], base[(r + 1) * RS], base[(r + 1) * RS + 8]};
+                const unsigned int a[4] = {base[r * RS], base[r * RS + A1], base[(r + 1) * RS], base[(r + 1) * RS + A1]};
 #pragma unroll
                 for (int op = 0; op < R / 2; ++op) {
                     const int j = pr - op;                 // s = r - o = 2 j
                     if (j >= 0 && j < NS) mma_16816(acc[op], a, bw[j][0], bw[j][1]);
                 }
             }
-            const int m = t;                           // this lane's channel
-#if POOL
+            [[maybe_unused]] const int m = t;          // this lane's channel (POOL_LANE fp16: see below)
+#if POOL_LANE
+            // window (pooled row op, pooled column g) of channel t = max of c0..c3, + ReLU
+            const size_t plane = (size_t)Hp * Wp;
+            const int px0 = ox0 / 2, py0 = oy0 / 2;
+            float pv[R / 2];
+#pragma unroll
+            for (int op = 0; op < R / 2; ++op)
+                pv[op] = fmaxf(fmaxf(fmaxf(acc[op][0], acc[op][1]), fmaxf(acc[op][2], acc[op][3])), 0.f);
+#if OUT_FLOAT
+            if (m < M_OUT && px0 + g < Wp) {
+                OUT_T* yp = y + ((size_t)b * M_OUT + m) * plane + (size_t)py0 * Wp + px0 + g;
+#pragma unroll
+                for (int op = 0; op < R / 2; ++op)
+                    if (py0 + op < Hp) yp[(size_t)op * Wp] = pv[op];
+            }
+#else
+            // rows (2k, 2k+1) as one 8x8 fp16 matrix, row g = pooled column g, columns (2t, 2t+1) = channel t's
+            // two rows; transposed by movmatrix, lane (g, t) holds channel g/2, pooled row 2k + (g&1),
+            // pooled columns 2t, 2t+1: one 32-bit store per lane for each k (Wp even; odd: two halves)
+            const int mc = g >> 1, pc = px0 + 2 * t;
+            OUT_T* yp = y + ((size_t)b * M_OUT + mc) * plane + (py0 + (g & 1)) * Wp + pc;
+            const bool even = (Wp & 1) == 0;
+#pragma unroll
+            for (int k = 0; k < R / 4; ++k) {
+                const __half2 hp = __floats2half2_rn(pv[2 * k], pv[2 * k + 1]);
+                unsigned int tv;
+                asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n"
+                    : "=r"(tv) : "r"(*reinterpret_cast<const unsigned int*>(&hp)));
+                if (mc < M_OUT && py0 + 2 * k + (g & 1) < Hp && pc < Wp) {
+                    OUT_T* q = yp + 2 * k * Wp;
+                    if (even) {
+                        *reinterpret_cast<unsigned int*>(q) = tv;
+                    } else {
+                        q[0] = __ushort_as_half((unsigned short)(tv & 0xffffu));
+                        if (pc + 1 < Wp) q[1] = __ushort_as_half((unsigned short)(tv >> 16));
+                    }
+                }
+            }
+#endif
+#elif POOL
             // 2x2 windows: rows o, o+1 in this lane's c0/c1 (c2/c3), pixels g, g+1 in lanes g, g^1 (lane ^ 4)
             const size_t plane = (size_t)Hp * Wp;
             OUT_T* yb = y + (size_t)b * M_OUT * plane + (size_t)m * plane;
@@ -463,7 +575,7 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
 #pragma unroll
             for (int pr = 0; pr < NPAIRS; ++pr) {
                 const int r = 2 * pr;
-                const unsigned int a[4] = {base[r * RS], base[r * RS + 8], base[(r + 1) * RS], base[(r + 1) * RS + 8]};
+                const unsigned int a[4] = {base[r * RS], base[r * RS + A1], base[(r + 1) * RS], base[(r + 1) * RS + A1]};
 #pragma unroll
                 for (int o = 0; o < R; ++o) {
                     const int p0 = r - o;

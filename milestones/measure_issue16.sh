@@ -9,6 +9,9 @@
 # Session 9 (conv_px_mma v3 / POOL_CROP, variants tc_px2, tc_px2_crop), not part of all:
 #   s9pre (precompile those variants only) s9tests s9san profile s9sweep s9quick s9bench s9issue
 #   e.g. NO_PRE=1 milestones/measure_issue16.sh "s9pre s9tests s9san profile s9sweep s9bench"
+# Session 10 (conv_px_mma v4 POOL_LANE / HROW_VEC, zero-copy; variants tc_lane, tc_lane_hv, tc_lane_pipe,
+#   tc_lane_zc), not part of all: s10pre s10tests s10san s10bench s10issue, e.g.
+#   NO_PRE=1 milestones/measure_issue16.sh "s10pre s10tests s10san s10bench s10issue"
 set -o pipefail
 OUT=${OUT:-/tmp/out16}
 mkdir -p "$OUT"
@@ -18,6 +21,8 @@ want() { [ "$steps" = all ] || [[ " $steps " == *" $1 "* ]]; }
 want9() { [[ " $steps " == *" $1 "* ]]; }
 S9=${S9:-tc_px2,tc_px2_crop,tc_all}
 S9_VARIANTS=${S9//,/ }
+S10=${S10:-tc_lane,tc_lane_hv,tc_lane_pipe,tc_lane_zc}
+S10_VARIANTS=${S10//,/ }
 [ -f .cubin_tgz/cache.tgz ] && [ ! -d "$CONVNET_CACHE/cubin" ] && tar xzf .cubin_tgz/cache.tgz
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
   [ -n "$NO_PRE" ] || timeout ${T_PRE:-150} python3 tests/precompile.py 16 2>&1 | tail -1; } | tee -a "$OUT/00_device.txt"
@@ -160,4 +165,36 @@ if want9 s9bench; then
   timeout ${T_CMP:-150} python3 run_milestone.py --compare tc_conv1 $S9_VARIANTS --batch 10000 --repeat 20 \
       > "$OUT/15_s9_compare.txt" 2>&1
   tail -n 14 "$OUT/15_s9_compare.txt"
+fi
+
+if want9 s10pre; then
+  timeout ${T_PRE:-70} python3 tests/precompile.py 16 "tc_all,$S10" 2>&1 | tail -1 | tee -a "$OUT/00_device.txt"
+fi
+if want9 s10tests; then
+  # the new variants through the LeNet GPU tests that take a variant (not the fused-pool matrix: their
+  # conv_mma builds are tc_all's), the pixel-row cases with v4, the pool-lane epilogue, zero-copy, flips
+  timeout ${T_TESTS:-110} python3 -m pytest -q -s -m gpu -p no:cacheprovider \
+      -k "${PYTEST_K:-(tc_lane or pool_lane or zero_copy) and not conv_relu_pool_fused}" \
+      tests/test_gpu_conv_shapes.py tests/test_gpu_lenet.py 2>&1 | grep -v "^\.*$" | tail -60 > "$OUT/21_s10_gpu_tests.txt"
+  grep -E "flips|passed|failed|Error" "$OUT/21_s10_gpu_tests.txt" | tail -12
+fi
+if want9 s10san; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool (session 10 kernels)"
+    timeout ${T_SAN:-45} compute-sanitizer --tool $tool python3 tests/sanitize_issue16.py s10 2>&1 | tail -10
+  done > "$OUT/22_s10_sanitizer.txt"
+  grep -E "^==|ERROR SUMMARY|RACECHECK SUMMARY|rror" "$OUT/22_s10_sanitizer.txt" | head -12
+fi
+if want9 s10bench; then
+  timeout ${T_CMP:-110} python3 run_milestone.py --compare tc_all $S10_VARIANTS --batch 10000 --repeat 20 \
+      > "$OUT/23_s10_compare.txt" 2>&1
+  tail -n 14 "$OUT/23_s10_compare.txt"
+fi
+if want9 s10issue; then     # --stream 1M, the pipeline's chunk sweep, CUDA-graph batches (tc_all's batch 1 beside)
+  { timeout 30 python3 run_milestone.py --variant tc_lane_hv --stream 1000000
+    timeout 30 python3 run_milestone.py --variant tc_lane_zc --stream 1000000
+    timeout 30 python3 -m convnet.bench.stream --variant tc_lane_hv --chunks 1250 2500 5000
+    timeout 30 python3 -m convnet.bench.small_batch --variant tc_lane_zc --batches 1 100 10000 --reps 30
+    timeout 20 python3 -m convnet.bench.small_batch --variant tc_all --batches 1 --reps 30; } > "$OUT/24_s10_issue16.txt" 2>&1
+  grep -E "^\||images/s|batch" "$OUT/24_s10_issue16.txt" | head -50
 fi

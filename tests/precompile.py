@@ -28,7 +28,7 @@ from convnet.gpu.lenet import GPULeNet               # noqa: E402
 def collect(only=None) -> set:
     from shapes_matrix import FAST, MATRIX
     from test_gpu_lenet import SHAPES, UPSCALE_CASES
-    from test_gpu_conv_shapes import ASYNC_CASES, PX_CASES, PX_VARIANTS, UPSCALE_PX
+    from test_gpu_conv_shapes import ASYNC_CASES, LANE_CASES, PX_CASES, PX_VARIANTS, UPSCALE_PX
     rt = RecordingRuntime()
     w = wio.load()
 
@@ -55,6 +55,10 @@ def collect(only=None) -> set:
             conv(v, (M, 1, K, K), (1, *dst), "conv1", pool=pool, upscale_from=src)
     for B, C, H, W, M, K, pool in ASYNC_CASES.values():
         conv(catalogue.get("tc_all"), (M, C, K, K), (C, H, W), **({"pool": pool} if pool else {}))
+    lane = dataclasses.replace(catalogue.get("tc_lane"), strategy="mma_px")
+    for B, H, W, M, K in LANE_CASES:
+        for out_half in (True, False):
+            conv(lane, (M, 1, K, K), (1, H, W), pool=2, out_half=out_half)
     for name in PX_VARIANTS:
         px = dataclasses.replace(catalogue.get(name), strategy="mma_px")
         for B, H, W, M, K, pool in PX_CASES.values():

@@ -3,6 +3,7 @@
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py
     compute-sanitizer --tool racecheck python tests/sanitize_issue16.py
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s9     # session 9's kernels only
+    compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s10    # session 10's
 
 conv_mma_f16_chunked (plain, pooled, several chunks and channel groups), conv_direct with its weights in
 global memory and its tile in dynamic shared memory, conv_px_mma (plain, and with the fused resize +
@@ -56,10 +57,34 @@ def session9(rt):
     print(f"tc_all: {len(pred)} predictions, accuracy {(pred == data.load_raw('test').labels[:200]).mean():.3f}")
 
 
+def session10(rt):
+    """Session 10's (`... s10`): conv_px_mma v4 POOL_LANE (fp16 with an even and an odd pooled width, fp32,
+    fewer than 4 channels) and HROW_VEC (the fused resize, several images per block, and a source/target
+    pair whose last column group runs past the image), and tc_lane_zc's zero-copy network (conv1 reading
+    pinned host images, the head writing pinned results), whole and pipelined."""
+    lane = catalogue.get("tc_lane_hv")
+    px = dataclasses.replace(lane, strategy="mma_px")
+    run(rt, px, (4, 1, 7, 7), (1, 30, 33), 2, "lane_odd", pool=2)             # pooled 12 x 13: odd width
+    run(rt, px, (3, 1, 5, 5), (1, 27, 39), 2, "lane_m3", pool=2)              # pooled 11 x 17, 3 channels
+    run(rt, px, (2, 1, 3, 3), (1, 21, 34), 2, "lane_f32", pool=2, out_half=False)   # (test_gpu_conv_shapes'
+    #                                                                            LANE_CASES: precompiled builds)
+    run(rt, lane, (4, 1, 7, 7), (1, 86, 86), 600, "conv1_lane", pool=2, upscale_from=(28, 28))
+    run(rt, lane, (3, 1, 5, 5), (1, 41, 30), 3, "hrow_41x30", pool=2, upscale_from=(13, 17))
+    raw, labels = data.load_raw("test").images[:200], data.load_raw("test").labels[:200]
+    zc = catalogue.get("tc_lane_zc")
+    for v in (zc, dataclasses.replace(zc, params={**zc.params, "pipeline_chunk": 70})):
+        net = GPULeNet(v, wio.load(), rt)
+        _, pred, _ = net.forward(net.host_input(None, raw), timed=False)
+        print(f"{v.name} zero-copy: {len(pred)} predictions, accuracy {(pred == labels).mean():.3f}")
+
+
 def main():
     rt = Runtime.get()
     if sys.argv[1:] == ["s9"]:
         session9(rt)
+        return
+    if sys.argv[1:] == ["s10"]:
+        session10(rt)
         return
     tc, tp, fused, fpool = (catalogue.get(n) for n in ("op_5_tc", "tc_fused", "fused", "fused_pool"))
     run(rt, tc, (40, 20, 3, 3), (20, 9, 13), 2, "chunked")                  # 2 chunks, 2 channel groups

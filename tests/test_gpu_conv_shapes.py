@@ -17,11 +17,12 @@ def rt():
     return Runtime.get()
 
 
-def run_conv(rt, v, x, w, pool):
+def run_conv(rt, v, x, w, pool, **more):
+    """more: make_conv's other fusions (out_half)."""
     from convnet.gpu.conv import make_conv
     B, C, H, W = x.shape
     M, _, K, _ = w.shape
-    fused = {"pool": pool} if pool else {}
+    fused = {"pool": pool, **more} if pool else more
     conv = make_conv(rt, v, w, (C, H, W), name=f"shape{C}x{H}x{W}x{M}x{K}p{pool}", **fused)
     xg = rt.pool.get("shape.x", x.shape, conv.act_dtype)
     yg = rt.pool.get("shape.y", conv.out_shape(B), conv.out_dtype)
@@ -101,7 +102,8 @@ PX_CASES = {  # B, H, W, M, K, pool: conv_px_mma (one input channel, <= 8 output
 }
 
 
-PX_VARIANTS = ["tc_conv1", "tc_px2", "tc_all"]   # conv_px_mma v2, v3 (ROW_PAIRS where M <= 4, VEC_STAGE), v3 16-row units
+PX_VARIANTS = ["tc_conv1", "tc_px2", "tc_all", "tc_lane_hv"]   # conv_px_mma v2, v3 (ROW_PAIRS where M <= 4,
+# VEC_STAGE), v3 16-row units, v4 (POOL_LANE where pooled with row pairs, HROW_VEC with the fused resize)
 UPSCALE_PX = [((28, 28), (86, 86), 4, 7), ((13, 17), (41, 30), 5, 5), ((5, 9), (23, 19), 3, 3),
               ((13, 17), (41, 30), 3, 5)]
 
@@ -138,6 +140,25 @@ def test_pixel_row_conv_with_fused_upscale_matches_skimage(rt, name, src, dst, M
     and 255 included."""
     v = catalogue.get(name)
     assert fused_upscale_conv_check(rt, v, 37, src, dst, M, K, 2, rng, "shape") <= tolerance(v)
+
+
+LANE_CASES = [(3, 86, 86, 4, 7), (2, 27, 39, 3, 5), (2, 21, 34, 2, 3), (2, 30, 33, 4, 7)]   # B, H, W, M, K
+
+
+@pytest.mark.parametrize("out_half", [True, False])
+def test_pool_lane_epilogue_matches_float64(rt, out_half, rng):
+    """conv_px_mma's POOL_LANE epilogue (tc_lane: a whole 2x2 window in each lane; fp16: the pooled block
+    transposed by movmatrix into 32-bit stores, an odd pooled width by halves; fp32: one store per window),
+    with fewer than 4 channels and a last strip only partly inside the pooled map; poisoned output."""
+    v = dict_variant(catalogue.get("tc_lane"))
+    for B, H, W, M, K in LANE_CASES:
+        x = rng.standard_normal((B, 1, H, W)).astype(np.float32)
+        w = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
+        conv, got = run_conv(rt, v, x, w, 2, out_half=out_half)
+        assert conv.d.get("POOL_LANE") == 1 and conv.d["OUT_FLOAT"] == int(not out_half)
+        want = ref.maxpool2d(ref.relu(ref.conv2d(x.astype(np.float64), w.astype(np.float64), dtype=np.float64)), 2)
+        assert np.isfinite(got).all()
+        assert rel_err(got, want) <= tolerance(v)
 
 
 ASYNC_CASES = {  # B, C, H, W, M, K, pool: conv_mma's register version with CP_ASYNC (W % 8 == 0) and POOL_CROP

@@ -112,7 +112,8 @@ def all_test_images_and_reference(lenet_weights):
 
 
 @pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8", "fused_head", "tc_fused",
-                                  "tc_conv1", "tc_conv1_pipe", "tc_px2", "tc_px2_crop", "tc_all"])
+                                  "tc_conv1", "tc_conv1_pipe", "tc_px2", "tc_px2_crop", "tc_all", "tc_lane",
+                                  "tc_lane_hv", "tc_lane_pipe", "tc_lane_zc"])
 def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference,
                                                   raw_images):
     """The issue's bar: the same prediction as the numpy reference for every test image (fp32);
@@ -173,7 +174,8 @@ def test_upscale_kernel_matches_skimage(rt, rng, half):
     assert np.abs(got - want).max() <= (1e-3 if half else 1e-6)
 
 
-@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused", "tc_conv1", "tc_all"])
+@pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused", "tc_conv1", "tc_all",
+                                  "tc_lane_zc"])
 def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_images):
     """The captured pipeline writes the same logits and predictions as the launched one, and a
     refilled input buffer is classified anew by the same graph."""
@@ -196,6 +198,23 @@ def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_imag
     graph.launch()
     graph.stream.synchronize()
     assert np.array_equal(pred, other_pred)
+
+
+def test_zero_copy_equals_copied_pipeline(rt, lenet_weights, raw_images):
+    """tc_lane_zc (conv1 reads the pinned uint8 images across PCIe, the head writes the pinned logits and
+    predictions) gives tc_lane_hv's logits bit for bit: whole, and in three-stream chunks (the last one
+    partial), timed (its marks still recorded)."""
+    import dataclasses
+    from convnet.gpu.lenet import GPULeNet
+    raw = raw_images[:1000]
+    copied = GPULeNet(catalogue.get("tc_lane_hv"), lenet_weights, rt)
+    want_z, want_p, _ = copied.forward(copied.host_input(None, raw), timed=False)
+    zc = catalogue.get("tc_lane_zc")
+    for v in (zc, dataclasses.replace(zc, params={**zc.params, "pipeline_chunk": 300})):
+        net = GPULeNet(v, lenet_weights, rt)
+        z, p, times = net.forward(net.host_input(None, raw))
+        assert np.array_equal(p, want_p) and np.array_equal(z, want_z), v.params.get("pipeline_chunk")
+        assert times["total"] > 0
 
 
 @pytest.mark.parametrize("name", ["fused", "op_5", "op_5_tc", "fused_pool", "tc_fused"])
@@ -262,6 +281,22 @@ def test_fused_upscale_needs_one_channel(rt):
                   pool=2, upscale_from=(28, 28))
 
 
+def run_head(rt, head, x, w1, b1, w2, b2, tag):
+    """x through a fused FC head with its logits and predictions poisoned: (logits, predictions, float64
+    reference logits)."""
+    batch, n2 = len(x), len(b2)
+    xg = rt.pool.get(f"test.{tag}x", x.shape)
+    zg = rt.pool.get(f"test.{tag}z", (batch, n2))
+    pg = rt.pool.get(f"test.{tag}p", (batch,), np.int32)
+    xg.set(x)
+    zg.set(np.full(zg.shape, np.nan, np.float32))
+    pg.set(np.full(batch, -1, np.int32))
+    head(xg, zg, pg, batch)
+    rt.synchronize(f"test {tag} head")
+    h = np.maximum(x.astype(np.float64) @ w1.T.astype(np.float64) + b1, 0)
+    return zg.get(), pg.get(), h @ w2.T.astype(np.float64) + b2
+
+
 @pytest.mark.parametrize("batch", [1, 37, 1000])
 def test_fused_fc_head_matches_reference(rt, rng, batch):
     """fc_head.cu (FC1 + ReLU, FC2, argmax in one kernel) against float64, poisoned logits and predictions;
@@ -272,20 +307,10 @@ def test_fused_fc_head_matches_reference(rt, rng, batch):
     b1 = rng.standard_normal(128).astype(np.float32)
     w2 = (rng.standard_normal((10, 128)) / 11).astype(np.float32)
     b2 = rng.standard_normal(10).astype(np.float32)
-    head = FCHead(rt, "test", w1, b1, w2, b2, {"USE_RESTRICT": 1})
-    xg = rt.pool.get("test.fcx", x.shape)
-    zg = rt.pool.get("test.fcz", (batch, 10))
-    pg = rt.pool.get("test.fcp", (batch,), np.int32)
-    xg.set(x)
-    zg.set(np.full(zg.shape, np.nan, np.float32))
-    pg.set(np.full(batch, -1, np.int32))
-    head(xg, zg, pg, batch)
-    rt.synchronize("test fc head")
-    h = np.maximum(x.astype(np.float64) @ w1.T.astype(np.float64) + b1, 0)
-    want = h @ w2.T.astype(np.float64) + b2
-    assert rel_err(zg.get(), want) <= 1e-5
-    got_pred = pg.get()
-    assert np.array_equal(got_pred, zg.get().argmax(1))
+    got, got_pred, want = run_head(rt, FCHead(rt, "test", w1, b1, w2, b2, {"USE_RESTRICT": 1}), x, w1, b1, w2, b2,
+                                   "fc")
+    assert rel_err(got, want) <= 1e-5
+    assert np.array_equal(got_pred, got.argmax(1))
     assert (got_pred == want.argmax(1)).mean() >= 0.99       # near-ties may flip in fp32
 
 
@@ -301,20 +326,8 @@ def test_tensor_core_fc_head_matches_reference(rt, rng, batch):
         b1 = rng.standard_normal(n1).astype(np.float32)
         w2 = (rng.standard_normal((n2, n1)) / np.sqrt(n1)).astype(np.float32)
         b2 = rng.standard_normal(n2).astype(np.float32)
-        head = FCHeadMma(rt, "test", w1, b1, w2, b2, {})
-        xg = rt.pool.get(f"test.fcmx{k1}", x.shape)
-        zg = rt.pool.get(f"test.fcmz{k1}", (batch, n2))
-        pg = rt.pool.get(f"test.fcmp{k1}", (batch,), np.int32)
-        xg.set(x)
-        zg.set(np.full(zg.shape, np.nan, np.float32))
-        pg.set(np.full(batch, -1, np.int32))
-        head(xg, zg, pg, batch)
-        rt.synchronize("test fc head mma")
-        h = np.maximum(x.astype(np.float64) @ w1.T.astype(np.float64) + b1, 0)
-        want = h @ w2.T.astype(np.float64) + b2
-        got = zg.get()
+        got, got_pred, want = run_head(rt, FCHeadMma(rt, "test", w1, b1, w2, b2, {}), x, w1, b1, w2, b2, f"fcm{k1}")
         assert rel_err(got, want) <= 3e-3
-        got_pred = pg.get()
         assert np.array_equal(got_pred, got.argmax(1))
         assert (got_pred == want.argmax(1)).mean() >= 0.98      # fp16 operands: near-ties may flip
 

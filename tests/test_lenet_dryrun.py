@@ -48,6 +48,35 @@ def test_fusion_steps_launch_only_their_kernels(name, kernels, lenet_weights):
     assert [k for k, *_ in launches(catalogue.get(name), lenet_weights, 100)] == kernels
 
 
+def test_zero_copy_hands_the_pinned_arrays_to_the_kernels(lenet_weights, monkeypatch):
+    """tc_lane_zc: conv1 gets the input array's own address and the head the result arrays' (unified
+    addressing: a pinned buffer's host pointer is its device pointer); nothing is copied; a variant without
+    uint8 input is refused in one line."""
+    import dataclasses
+    from convnet.bench import dryrun
+    from convnet.gpu.lenet import GPULeNet
+    copies, seen = [], []
+    real = dryrun._Kernel.__call__
+
+    def record(self, grid, block, *args, **kw):
+        seen.append((self.name, args))
+        return real(self, grid, block, *args, **kw)
+    monkeypatch.setattr(dryrun._Buf, "set_async", lambda self, *a, **k: copies.append("up"))
+    monkeypatch.setattr(dryrun._Buf, "get_async", lambda self, *a, **k: copies.append("down"))
+    monkeypatch.setattr(dryrun._Kernel, "__call__", record)
+    net = GPULeNet(catalogue.get("tc_lane_zc"), lenet_weights, dryrun.RecordingRuntime())
+    x, z, p = np.zeros((37, 28, 28), np.uint8), np.zeros((37, 10), np.float32), np.zeros(37, np.int32)
+    copies.clear()
+    net._enqueue(x, z, p, 0, 37, 0, None, None)
+    assert copies == []
+    assert [int(a[0]) for k, a in seen if k == "conv_px_mma"] == [x.ctypes.data]
+    assert [(int(a[5]), int(a[6])) for k, a in seen if k.startswith("fc_head")] == [(z.ctypes.data, p.ctypes.data)]
+    v = catalogue.get("op_5_tc")
+    with pytest.raises(ValueError, match="zero_copy needs uint8 input"):
+        GPULeNet(dataclasses.replace(v, params={**v.params, "zero_copy": True}), lenet_weights,
+                 dryrun.RecordingRuntime())
+
+
 def test_bad_fusion_settings_are_clear_errors():
     """Checked on the host before any kernel exists: each names the problem."""
     import dataclasses

@@ -452,6 +452,11 @@ class MmaPx(ConvLayer):
         vec_stage = int(p.get("px_vec_stage", 0)) if upscale_from else 0      # 1: 8 words per thread, 2: 4 words
         if vec_stage not in (0, 1, 2):
             raise GPUError(f"variant {variant.name}: px_vec_stage must be 0, 1 or 2, not {vec_stage}")
+        # v4 (session 10): each lane's accumulators one whole 2x2 window, the pooled tile transposed by
+        # movmatrix into 32-bit stores (needs the row pairs, a pool and units of a multiple of 4 rows); the
+        # horizontal resize 4 columns per thread from int4/float4 tables
+        pool_lane = bool(p.get("px_pool_lane", False)) and row_pairs and pool == 2 and rows % 4 == 0
+        hrow_vec = bool(p.get("px_hrow_vec", False)) and vec_stage > 0
 
         def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows; tables, image, resized rows
             rows_in = ty - rows + 2 * _cdiv(rows + self.K - 1, 2)
@@ -459,7 +464,8 @@ class MmaPx(ConvLayer):
                 return 4 * rows_in * (tx + 8)
             sh, sw = upscale_from
             hp = _cdiv(tx + 9, 4) * 4 if vec_stage else tx + 9       # resized rows' pitch (floats)
-            return 4 * rows_in * (tx + 8) + 8 * (rows_in + tx + 9) + 4 * _cdiv(sh * sw, 4) + 4 * sh * hp
+            tables = 8 * (rows_in + hp) + 4 * hp if hrow_vec else 8 * (rows_in + tx + 9)
+            return 4 * rows_in * (tx + 8) + tables + 4 * _cdiv(sh * sw, 4) + 4 * sh * hp
         while smem(tx, ty) > SMEM_LIMIT and ty > rows:
             ty -= rows
         while smem(tx, ty) > SMEM_LIMIT and tx > 16:
@@ -479,6 +485,10 @@ class MmaPx(ConvLayer):
             self.d["ROW_PAIRS"] = 1
         if vec_stage:
             self.d["VEC_STAGE"] = vec_stage
+        if pool_lane:
+            self.d["POOL_LANE"] = 1
+        if hrow_vec:
+            self.d["HROW_VEC"] = 1
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])

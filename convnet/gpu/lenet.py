@@ -8,6 +8,11 @@ that is cut into chunks on three streams, one per engine: the upload of chunk i+
 kernels of chunk i and the download of chunk i-1 (copy engine out) run at once, ordered by events, with
 the device buffers of two chunks alternating (memory: two chunks, whatever the batch).
 
+With the param `zero_copy` (issue #16, uint8 input and a fused head only) nothing is copied: with unified
+addressing a page-locked host buffer's pointer is valid on the device, so conv1 reads the images from the
+pinned input and the head writes logits and predictions into the pinned result arrays across PCIe (the
+upload and download marks then enclose nothing; a graph of the pipeline holds only kernels).
+
 Variant params that change the pipeline (issue #4): `fuse_pool` runs each conv with its ReLU and
 max-pool in one kernel (the pre-pool activation never reaches device memory); `gpu_upscale` uploads
 the 28x28 uint8 images and does the 28->86 preprocessing on the GPU, `fuse_upscale` inside conv1's
@@ -37,6 +42,15 @@ def uploads_uint8(variant) -> bool:
     return bool(variant.params.get("gpu_upscale") or variant.params.get("fuse_upscale"))
 
 
+class _HostView:
+    """A page-locked host array where a kernel takes a device array (zero_copy): under unified addressing
+    its host pointer is its device pointer."""
+
+    def __init__(self, ary):
+        self.shape, self.dtype = ary.shape, ary.dtype
+        self.gpudata = np.uintp(ary.__array_interface__["data"][0])
+
+
 class GPULeNet:
     def __init__(self, variant, weights: dict, rt: Runtime | None = None):
         self.rt = rt = rt or Runtime.get()
@@ -51,6 +65,12 @@ class GPULeNet:
         if self.fuse_upscale and not self.fuse_pool:
             raise ValueError(f"variant {variant.name}: fuse_upscale needs fuse_pool")
         self._pipe_streams = None             # the three streams of a pipelined forward, made once
+        self.zero_copy = bool(variant.params.get("zero_copy"))
+        if self.zero_copy and not (self.uint8_input and variant.params.get("fc") in ("fused", "mma")):
+            raise ValueError(f"variant {variant.name}: zero_copy needs uint8 input and a fused FC head")
+        if self.zero_copy and hasattr(rt, "device") and not rt.device.get_attribute(
+                rt.drv.device_attribute.UNIFIED_ADDRESSING):
+            raise ValueError(f"variant {variant.name}: zero_copy needs a device with unified addressing")
         self.input_shape = (28, 28) if self.uint8_input else (1, 86, 86)
         self.input_dtype = np.uint8 if self.uint8_input else self.act
         if self.fuse_pool:        # conv2's pooled output feeds the fp32 FC layers
@@ -102,6 +122,7 @@ class GPULeNet:
         b = self._buffers(slot, n)
         rec = (lambda name: events[name].record(stream)) if events else (lambda name: None)
         rec("start")
+        self._results(b, logits_host, pred_host, s0, n)
         self._upload(b, x_host, s0, n, stream)
         rec("up_end")
         rec("uploaded")
@@ -110,6 +131,9 @@ class GPULeNet:
         rec("downloaded")
 
     def _upload(self, b, x_host, s0, n, stream):
+        if self.zero_copy:                    # conv1 reads the pinned images themselves
+            b["u8"] = _HostView(x_host[s0:s0 + n])
+            return
         if self.uint8_input:
             b["u8"].set_async(x_host[s0:s0 + n], stream=stream)
             if not self.fuse_upscale:         # else conv1 resizes while it stages its tiles
@@ -118,8 +142,15 @@ class GPULeNet:
             b["x"].set_async(x_host[s0:s0 + n], stream=stream)
 
     def _download(self, b, logits_host, pred_host, s0, n, stream):
+        if self.zero_copy:                    # the head has written them (_results)
+            return
         b["z"].get_async(stream=stream, ary=logits_host[s0:s0 + n])
         b["pred"].get_async(stream=stream, ary=pred_host[s0:s0 + n])
+
+    def _results(self, b, logits_host, pred_host, s0, n):
+        """zero_copy: the head writes into the pinned result arrays (b is this chunk's own dict)."""
+        if self.zero_copy:
+            b["z"], b["pred"] = _HostView(logits_host[s0:s0 + n]), _HostView(pred_host[s0:s0 + n])
 
     def _compute(self, b, n, stream, slot, rec):
         """Every kernel of one chunk, from its uploaded input to logits and predictions in b."""
@@ -162,6 +193,7 @@ class GPULeNet:
                 up.wait_for_event(done_comp[i - 2])      # chunk i-2's kernels have read this slot's input
             if timed:
                 ev["start"].record(up)
+            self._results(b, logits, pred, s0, m)
             self._upload(b, x_host, s0, m, up)
             uploaded = ev["up_end"] if timed else rt.event()
             uploaded.record(up)
