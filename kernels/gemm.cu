@@ -64,7 +64,8 @@
 //                      cp.async ring, split-K slices added in order by the last block of each column tile (no
 //                      reduce kernel); LayerNorm prologue (ln_w) and the GPT-2 epilogues as v6. PDL=1 (session 9):
 //                      programmatic dependent launch, the first stages' W before griddepcontrol.wait (variant
-//                      fast_pdl; not yet run on a GPU).
+//                      fast_pdl). Session 10: SMM_RED=R requests R slices' partials at once in the split-K
+//                      reduction; the _lns builds merge the row statistics with all loads in flight at once.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -75,7 +76,7 @@
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
 // BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
-// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND (v11): see each
+// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11): see each
 // version's section.
 #include "common.cuh"
 
@@ -889,24 +890,54 @@ struct SmmShape {
     static_assert(RED <= SMM_STAGES * STAGE, "the k halves' reduction reuses the ring");
 };
 
-// SMM_LNS: row r's (mean, 1 / std) from the K / SMM_BN column tiles' (mean, M2) another v11 call wrote (Chan's
-// merge, equal counts); one warp, lanes over the tiles. Not inlined: it keeps the prologue's registers for the copies.
-__device__ __noinline__ float2 smm_merge_stats(const float* RESTRICT stats_in, int r, int M, int K, float eps,
-                                               int lane) {
-    const int T = K / SMM_BN;
-    float s = 0.f;
-    for (int j = lane; j < T; j += 32) s += stats_in[((long long)j * M + r) * 2];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    const float mean = s / T;
-    float q = 0.f;
-    for (int j = lane; j < T; j += 32) {
-        const float d = stats_in[((long long)j * M + r) * 2] - mean;
-        q += stats_in[((long long)j * M + r) * 2 + 1] + SMM_BN * d * d;
+// SMM_LNS: rows' (mean, 1 / std) from the K / SMM_BN column tiles' (mean, M2) another v11 call wrote (Chan's
+// merge). P threads per row (a power of 2, P * MR <= the block), each merging every P-th tile in tile order, then
+// the P partial merges combined over lanes: every load of a thread is independent, so the block waits one L2 round
+// trip (session 10; session 9's one warp per row, two dependent passes per row, 8 rows per warp, cost ~10 us a
+// GEMM and made fast_lns slower than fast). Rows M..MR-1 get (0, 0).
+template <int MR>
+__device__ __forceinline__ void smm_stats_rows(const float* RESTRICT stats_in, int M, int K, float eps,
+                                               float (&stat)[MR][2], int tid) {
+    constexpr int P0 = SMM_THREADS / MR;
+    constexpr int P = P0 >= 16 ? 16 : (P0 >= 8 ? 8 : (P0 >= 4 ? 4 : (P0 >= 2 ? 2 : 1)));
+    const int T = K / SMM_BN, r = tid / P, p = tid % P;
+    float n = 0.f, mean = 0.f, m2 = 0.f;
+    if (r < M) {
+#pragma unroll 8
+        for (int j = p; j < T; j += P) {
+            const float2 st = __ldcg((const float2*)&stats_in[((long long)j * M + r) * 2]);
+            const float nn = n + SMM_BN, d = st.x - mean;
+            mean += d * (SMM_BN / nn);
+            m2 += st.y + d * d * (n * SMM_BN / nn);
+            n = nn;
+        }
     }
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) q += __shfl_xor_sync(0xffffffffu, q, off);
-    return make_float2(mean, rsqrtf(q / K + eps));
+    for (int off = 1; off < P; off <<= 1) {                     // lanes r * P .. r * P + P - 1 (P divides 32)
+        const float n2 = __shfl_xor_sync(0xffffffffu, n, off), mean2 = __shfl_xor_sync(0xffffffffu, mean, off);
+        const float q2 = __shfl_xor_sync(0xffffffffu, m2, off), nn = n + n2;
+        if (nn > 0.f) {
+            const float d = mean2 - mean;
+            mean += d * (n2 / nn);
+            m2 += q2 + d * d * (n * n2 / nn);
+            n = nn;
+        }
+    }
+    if (p == 0 && r < MR) {
+        stat[r][0] = r < M ? mean : 0.f;
+        stat[r][1] = r < M ? rsqrtf(m2 / K + eps) : 0.f;
+    }
+}
+
+// C[m, n..n+3] = the GPT-2 epilogue of v (bias, activation, residual; no QKV scatter), stored, and returned: the
+// _lns builds' statistics take it from registers instead of reading C back.
+__device__ __forceinline__ float4 smm_epi4(float4 v, int m, int n, EPI_PARAMS) {
+    if (bias) { const float4 b = *(const float4*)&bias[n]; v.x += b.x; v.y += b.y; v.z += b.z; v.w += b.w; }
+    v.x = activation(v.x, act); v.y = activation(v.y, act); v.z = activation(v.z, act); v.w = activation(v.w, act);
+    const long long at = (long long)m * ldc + n;
+    if (resid) { const float4 r = *(const float4*)&resid[at]; v.x += r.x; v.y += r.y; v.z += r.z; v.w += r.w; }
+    *(float4*)&C[at] = v;
+    return v;
 }
 
 template <int MF, bool NK, bool LNS = false>
@@ -983,16 +1014,12 @@ __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RE
     if (ln_w) {                                                 // while the first tiles load
         bool from_stats = false;                                // SMM_LNS: the producer's per-tile (mean, M2)
         if constexpr (LNS) from_stats = stats_in != nullptr;    // of K / SMM_BN column tiles, merged (Chan)
-        for (int r = warp; r < MR; r += SMM_WARPS) {
+        if constexpr (LNS) {
+            if (from_stats) smm_stats_rows<MR>(stats_in, M, K, ln_eps, stat, tid);
+        }
+        for (int r = warp; r < MR && !from_stats; r += SMM_WARPS) {
             float mean = 0.f, rstd = 0.f;                       // rows past M: LayerNorm gives beta (unused)
-            if constexpr (LNS) {
-                if (from_stats && r < M) {
-                    const float2 st = smm_merge_stats(stats_in, r, M, K, ln_eps, lane);
-                    mean = st.x;
-                    rstd = st.y;
-                }
-            }
-            if (r < M && !from_stats) {
+            if (r < M) {
                 const float* x = A + (long long)r * lda;
                 float s = 0.f;
                 for (int k = 4 * lane; k < K; k += 128) {
@@ -1112,36 +1139,77 @@ __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RE
     if (tid == 0) s_last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
     __syncthreads();
     if (!s_last) return;
-    // The last slice of this column tile to finish: every slice's partial, added in slice order.
-    for (int e = tid; e < M * (SMM_BN / 4); e += SMM_THREADS) {
-        const int m = e / (SMM_BN / 4), n = n0 + (e % (SMM_BN / 4)) * 4;
+    // The last slice of this column tile to finish: every slice's partial, added in slice order. SMM_RED = R > 0
+    // (session 10): a thread's MF float4s of R slices are requested before any is added (the same additions in the
+    // same order: bit-identical to R = 0, whose loop waits on each slice's loads in turn; 24 slices for mlp_proj).
+    constexpr int G = SMM_BN / 4;                               // lanes of one row of the tile
+    auto finish = [&](float4 v, int m, int n) {                 // the epilogue (+ SMM_LNS: the tile's row statistics)
+        bool stats = false;
+        if constexpr (LNS) stats = stats_out != nullptr;
+        if (!stats) { epi_store4(v, m, n, EPI_ARGS); return; }
+        // this tile's (mean, M2) of row m, as stored in C (the launcher: N % SMM_BN == 0, no QKV scatter)
+        const float4 c = smm_epi4(v, m, n, EPI_ARGS);
+        const unsigned gm = ((1u << G) - 1u) << (lane & ~(G - 1));
+        float su = (c.x + c.y) + (c.z + c.w);
+#pragma unroll
+        for (int off = 1; off < G; off <<= 1) su += __shfl_xor_sync(gm, su, off);
+        const float mu_t = su / SMM_BN;
+        const float a = c.x - mu_t, b = c.y - mu_t, d = c.z - mu_t, f = c.w - mu_t;
+        float q = (a * a + b * b) + (d * d + f * f);
+#pragma unroll
+        for (int off = 1; off < G; off <<= 1) q += __shfl_xor_sync(gm, q, off);
+        if ((lane & (G - 1)) == 0) {
+            stats_out[((long long)blockIdx.x * M + m) * 2] = mu_t;
+            stats_out[((long long)blockIdx.x * M + m) * 2 + 1] = q;
+        }
+    };
+#if defined(SMM_RED) && SMM_RED > 0
+    {
+        // the thread's loads (element i of MF, slice s) in the order k = s * MF + i, R at a time (R a multiple of
+        // MF: element j % MF of each batch is a constant); each element's additions stay in slice order
+        constexpr int R = (SMM_RED + MF - 1) / MF * MF;
+        const int S = gridDim.y;
+        float4 v[MF];
+        const float* src[MF];
+        bool ok[MF];
+#pragma unroll
+        for (int i = 0; i < MF; ++i) {                          // M * G <= MF * SMM_THREADS float4s of the tile
+            const int e = tid + i * SMM_THREADS, m = e / G, n = n0 + (e % G) * 4;
+            ok[i] = m < M && n < N;                             // N % 4 == 0: n..n+3 < N
+            src[i] = ws + (ok[i] ? (long long)m * N + n : 0);
+            v[i] = ok[i] ? __ldcg((const float4*)src[i]) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        const long long slice = (long long)M * N;
+        for (int s0 = 1; s0 < S; s0 += R / MF) {
+            float4 p[R];
+#pragma unroll
+            for (int j = 0; j < R; ++j)
+                if (ok[j % MF] && s0 + j / MF < S) p[j] = __ldcg((const float4*)(src[j % MF] + (s0 + j / MF) * slice));
+#pragma unroll
+            for (int j = 0; j < R; ++j)
+                if (ok[j % MF] && s0 + j / MF < S) {
+                    float4& w = v[j % MF];
+                    w.x += p[j].x; w.y += p[j].y; w.z += p[j].z; w.w += p[j].w;
+                }
+        }
+#pragma unroll
+        for (int i = 0; i < MF; ++i) {
+            const int e = tid + i * SMM_THREADS;
+            if (ok[i]) finish(v[i], e / G, n0 + (e % G) * 4);   // a row's G lanes are all in or all out
+        }
+    }
+#else
+    for (int e = tid; e < M * G; e += SMM_THREADS) {
+        const int m = e / G, n = n0 + (e % G) * 4;
         if (n >= N) continue;                                   // N % 4 == 0: n..n+3 < N
         float4 v = __ldcg((const float4*)&ws[(long long)m * N + n]);
         for (int s = 1; s < (int)gridDim.y; ++s) {
             const float4 p = __ldcg((const float4*)&ws[((long long)s * M + m) * N + n]);
             v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
         }
-        epi_store4(v, m, n, EPI_ARGS);
-        if constexpr (LNS) {
-            if (stats_out) {                                    // this tile's (mean, M2) of row m, as stored in C
-                constexpr int G = SMM_BN / 4;                   // lanes of one row (the launcher: N % SMM_BN == 0)
-                const unsigned gm = ((1u << G) - 1u) << (lane & ~(G - 1));
-                const float4 c = *(const float4*)&C[(long long)m * ldc + n];
-                float su = (c.x + c.y) + (c.z + c.w);
-#pragma unroll
-                for (int off = 1; off < G; off <<= 1) su += __shfl_xor_sync(gm, su, off);
-                const float mu_t = su / SMM_BN;
-                const float a = c.x - mu_t, b = c.y - mu_t, d = c.z - mu_t, f = c.w - mu_t;
-                float q = (a * a + b * b) + (d * d + f * f);
-#pragma unroll
-                for (int off = 1; off < G; off <<= 1) q += __shfl_xor_sync(gm, q, off);
-                if ((lane & (G - 1)) == 0) {
-                    stats_out[((long long)blockIdx.x * M + m) * 2] = mu_t;
-                    stats_out[((long long)blockIdx.x * M + m) * 2 + 1] = q;
-                }
-            }
-        }
+        finish(v, m, n);
     }
+#endif
     if (tid == 0) tickets[blockIdx.x] = 0;                      // ready for the next launch (graph replays)
 }
 
@@ -1166,7 +1234,7 @@ extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m3_kn(SMM_PARAMS, EPI_PARAMS) { small_m<3, false>(SMM_ARGS, EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m4_kn(SMM_PARAMS, EPI_PARAMS) { small_m<4, false>(SMM_ARGS, EPI_ARGS); }
-// SMM_LNS=1 (session 9, not yet run on a GPU): _nk_lns builds also write each column tile's per-row (mean, M2) of C
+// SMM_LNS=1 (session 9; first run on the H100 in session 10): _nk_lns builds also write each column tile's per-row (mean, M2) of C
 // (stats_out: split-K's last block, after the epilogue) and normalise A from such statistics (stats_in, K / SMM_BN
 // tiles of the GEMM that wrote A) instead of reading all of A: a residual GEMM hands the next LayerNorm's
 // statistics to the GEMM after it, and the LayerNorm kernel between them goes.

@@ -32,13 +32,18 @@ def collect(arch: str) -> set:
     if int(arch[3:5]) >= 90:
         variants += [split_variant("fast", DS_KPT=2), catalogue.get("fast_decode1", "gpt2"), catalogue.get("fast", "gpt2"),
                      catalogue.get("fast_pdl", "gpt2"), split_variant("fast_pdl", DS_KPT=2),
-                     catalogue.get("fast_lns", "gpt2"), catalogue.get("fast_pdl_lns", "gpt2")]
-    rt = RecordingRuntime()                          # test_gpu_small_m's LNS builds
+                     catalogue.get("fast_lns", "gpt2"), catalogue.get("fast_pdl_lns", "gpt2"),
+                     catalogue.get("fast_pdl_red", "gpt2"), catalogue.get("fast_pdl_lns_red", "gpt2"),
+                     catalogue.get("fast_w1", "gpt2"), catalogue.get("fast_pdl_w1", "gpt2"),
+                     catalogue.get("fast_pdl_lns_red_s5", "gpt2")]
+    rt = RecordingRuntime()                          # test_gpu_small_m's LNS and SMM_RED builds
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_gpu_small_m import BUILDS, LNS_BUILDS
     from convnet.gpu.gemm import Linear
-    for version, d in [("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1}),
-                       ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "PDL": 1, "SMM_BN": 16}),
-                       ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "SMM_SPLIT": 3, "SMM_BN": 64})]:
-        if int(arch[3:5]) >= 90:
+    for version, d in [*LNS_BUILDS.values(), *(b for k, b in BUILDS.items() if "red" in k)]:
+        if version != "wgmma" or int(arch[3:5]) >= 90:
             Linear(rt, version, d, "test", split_k=True)
     builds |= rt.builds
     for v in variants:

@@ -146,7 +146,7 @@ def test_fast_pdl_launches_what_fast_does_built_with_pdl():
     assert [k for k, *_ in steps["fast"]].count("gemm_small_m2_nk") == 4 * CONFIG.n_layer + 1     # + the small LM head
 
 
-@pytest.mark.parametrize("name", ["fast_lns", "fast_pdl_lns"])
+@pytest.mark.parametrize("name", ["fast_lns", "fast_pdl_lns", "fast_pdl_lns_red", "fast_pdl_lns_red_s5"])
 def test_lns_decode_step_drops_the_layernorm_kernels_between_gemms(name):
     """SMM_LNS: the residual GEMMs (attn_proj, mlp_proj) write statistics, mlp_fc and the next layers' qkv read them
     (v11 _lns builds); only layer 0's ln_1 and ln_f stay LayerNorm kernels. B <= 8 (the GEMV) and fast itself keep
@@ -193,3 +193,19 @@ def test_lns_refused_where_v11_cannot_carry_the_statistics():
     lin(None, None, None, 20, 768, 768, 768, 768, 768, Epilogue(), stats_out=np.uintp(4096))
     (kernel, grid, *_), = rt.launches
     assert kernel == "gemm_small_m2_nk_lns" and grid[1] == 2                 # forced to two slices
+
+
+@pytest.mark.parametrize("plain,red", [("fast_pdl", "fast_pdl_red"), ("fast_pdl_lns", "fast_pdl_lns_red")])
+def test_red_variants_launch_what_their_base_does(plain, red):
+    """SMM_RED (session 10) only changes how v11's last block requests the split-K partials, and decode_split_waves = 1
+    only the attention's split count: the same GEMM kernels in the same order as the base variant (v11's grids on a
+    GPU follow its resident blocks, which its registers set); gemm.cu built with SMM_RED=8."""
+    steps = {}
+    for name in (plain, red):
+        gpu, rt = make(catalogue.get(name, "gpt2"))
+        rt.launches.clear()
+        gpu.enqueue(None, cap=300, last_only=True, device_step=20)
+        check_arity(rt.launches)
+        steps[name] = [(k, g, b) for k, g, b, _ in rt.launches if k.startswith("gemm")]
+        assert (dict(next(d for f, d in rt.builds if f == "gemm.cu")).get("SMM_RED") == 8) == (name == red)
+    assert [k for k, *_ in steps[plain]] == [k for k, *_ in steps[red]]

@@ -210,12 +210,14 @@ def test_124m_shape_greedy_batch_equals_hf_generate(rng):
         assert ids == out[0, len(p):].tolist(), p
 
 
-@pytest.mark.parametrize("plain,pdl", [("fast", "fast_pdl"), ("fast_lns", "fast_pdl_lns")])
+@pytest.mark.parametrize("plain,pdl", [("fast", "fast_pdl"), ("fast_lns", "fast_pdl_lns"), ("fast_pdl", "fast_pdl_red"),
+                                       ("fast_pdl_lns", "fast_pdl_lns_red")])
 @pytest.mark.parametrize("graph", [True, False])
 def test_pdl_batch_of_twelve_equals_fast(graph, plain, pdl):
     """fast_pdl (PDL=1: v11 and decode_attention_split launched programmatically, each waiting before it reads) gives
     fast's greedy tokens for twelve prompts of different lengths (decode steps of M = 12: v11), bit for bit: the same
-    kernels in the same order, only their launches overlap."""
+    kernels in the same order, only their launches overlap. _red (SMM_RED=8, decode_split_waves = 1: at this size the
+    same splits): the split-K partials added in the same order, so the same tokens too."""
     from convnet.gpt2.gpu_generate import GPUGenerator
     params = gpt2_small_params(SMALL, layernorms=False, wte_scale=8)
     prompts = [[int(x) for x in np.arange(1, 2 + n) * 7 % 257] for n in range(12)]

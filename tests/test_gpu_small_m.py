@@ -22,7 +22,10 @@ BUILDS = {"nk_tf32": ("wgmma", {"SMM_MAX_M": 64, "SMM_LN": 1}),
           "nk_3xtf32_bn16": ("wgmma", {"SMM_MAX_M": 64, "SMM_LN": 1, "SMM_SPLIT": 3, "SMM_BN": 16}),
           "kn_tf32": ("tf32", {"SMM_MAX_M": 64, "SMM_LN": 1, "V5_ROUND": 0, "V5_STAGES": 2}),
           "kn_3xtf32": ("tf32", {"SMM_MAX_M": 64, "SMM_LN": 1, "V5_SPLIT": 3}),
-          "kn_3xtf32_bn64_vec4": ("vec4", {"SMM_MAX_M": 64, "SMM_LN": 1, "SMM_SPLIT": 3, "SMM_BN": 64, "SMM_STAGES": 2})}
+          "kn_3xtf32_bn64_vec4": ("vec4", {"SMM_MAX_M": 64, "SMM_LN": 1, "SMM_SPLIT": 3, "SMM_BN": 64, "SMM_STAGES": 2}),
+          # SMM_RED (session 10): the split-K partials R at a time (R rounded up to a multiple of the row fragments)
+          "nk_tf32_red8": ("wgmma", {"SMM_MAX_M": 64, "SMM_LN": 1, "SMM_RED": 8}),
+          "kn_3xtf32_red3_bn16": ("tf32", {"SMM_MAX_M": 64, "SMM_LN": 1, "V5_SPLIT": 3, "SMM_RED": 3, "SMM_BN": 16})}
 # odd M in 9..64 (1-4 row fragments), odd N and K (multiples of 4), K shorter than a k tile, long K
 SHAPES = [(9, 44, 52), (17, 2304, 768), (31, 260, 1028), (33, 132, 1000), (47, 772, 3072), (64, 36, 4096),
           (63, 128, 8), (12, 768, 3072), (50, 3072, 768)]
@@ -96,7 +99,10 @@ def test_small_m_layernorm_prologue(build, M, N, K, rng):
 
 LNS_BUILDS = {"nk_tf32_lns": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1}),
               "nk_tf32_lns_pdl_bn16": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "PDL": 1, "SMM_BN": 16}),
-              "nk_3xtf32_lns_bn64": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "SMM_SPLIT": 3, "SMM_BN": 64})}
+              "nk_3xtf32_lns_bn64": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "SMM_SPLIT": 3, "SMM_BN": 64}),
+              "nk_tf32_lns_red8_pdl": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "SMM_RED": 8, "PDL": 1}),
+              "nk_3xtf32_lns_red5_bn16": ("wgmma", {"SMM_MAX_M": 64, "SMM_LNS": 1, "SMM_RED": 5, "SMM_SPLIT": 3,
+                                                    "SMM_BN": 16})}
 
 
 @pytest.mark.parametrize("build", LNS_BUILDS.values(), ids=LNS_BUILDS.keys())
@@ -197,7 +203,7 @@ def make(v, params, config):
 
 
 @pytest.mark.parametrize("name", ["fast", "fast_mma", "fast_3xtf32_smm", "fast_pdl", "fast_decode1", "fast_lns",
-                                  "fast_pdl_lns"])
+                                  "fast_pdl_lns", "fast_pdl_red", "fast_pdl_lns_red"])
 @pytest.mark.parametrize("B", [12, 33])
 def test_batched_decode_equals_full_recompute(name, B, rng):
     """Prefill 5 tokens for B sequences (M = 5B: v11 or the tiles), then decode one token at a time (M = B: v11 where

@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     gb.add_argument("--prompt-len", type=int, default=64, help="tokens per prompt in the batched run (default 64)")
     gb.add_argument("--new-tokens", type=int, default=256, help="(default 256)")
     gb.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median (default 3)")
+    gb.add_argument("--variants", metavar="A,B,...", default=None,
+                    help="instead: steady greedy decode rates of these variants in one process (B=--batch and B=1, "
+                         "tokens compared with the first), HF generate in the same run (convnet.bench.decode_sweep)")
     return p
 
 
@@ -246,6 +249,11 @@ def _bench_generate(args) -> int:
     from ..bench.gpt2 import generate_benchmark
     if min(args.batch, args.prompt_len, args.repeat) < 1 or args.new_tokens < 2:
         raise UsageError("--batch, --prompt-len and --repeat must be positive, --new-tokens at least 2")
+    if args.variants is not None:
+        from ..bench.decode_sweep import parse_variants, sweep_benchmark
+        parse_variants(args.variants)                      # refuse bad names before loading anything
+        print(sweep_benchmark(args.variants, args.batch, args.prompt_len, args.new_tokens, args.repeat))
+        return 0
     print(generate_benchmark(args.variant, args.batch, args.prompt_len, args.new_tokens, args.repeat))
     return 0
 
