@@ -21,7 +21,7 @@ want() { [ "$steps" = all ] || [[ " $steps " == *" $1 "* ]]; }
 want9() { [[ " $steps " == *" $1 "* ]]; }
 S9=${S9:-tc_px2,tc_px2_crop,tc_all}
 S9_VARIANTS=${S9//,/ }
-S10=${S10:-tc_lane,tc_lane_hv,tc_lane_pipe,tc_lane_zc}
+S10=${S10:-tc_lane,tc_lane_hv,tc_lane_pipe,tc_lane_zc,tc_lane_zco}
 S10_VARIANTS=${S10//,/ }
 [ -f .cubin_tgz/cache.tgz ] && [ ! -d "$CONVNET_CACHE/cubin" ] && tar xzf .cubin_tgz/cache.tgz
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
@@ -191,12 +191,12 @@ if want9 s10bench; then
   tail -n 14 "$OUT/23_s10_compare.txt"
 fi
 if want9 s10issue; then     # --stream 1M, the pipeline's chunk sweep, CUDA-graph batches (tc_all's batch 1 beside)
-  { timeout 25 python3 run_milestone.py --variant tc_lane_zc --stream 1000000
-    timeout 25 python3 -m convnet.bench.small_batch --variant tc_lane_zc --batches 1 100 10000 --reps 30
+  ZC=${ZC:-tc_lane_zc}      # the zero-copy variant; HV_STREAM=1: tc_lane_hv's copy pipeline streamed too
+  { timeout 25 python3 run_milestone.py --variant $ZC --stream 1000000
+    [ -n "$HV_STREAM$FULL" ] && timeout 25 python3 run_milestone.py --variant tc_lane_hv --stream 1000000
+    timeout 25 python3 -m convnet.bench.small_batch --variant $ZC --batches 1 100 10000 --reps 30
     timeout 15 python3 -m convnet.bench.small_batch --variant tc_all --batches 1 --reps 30
-    if [ -n "$FULL" ]; then
-      timeout 30 python3 run_milestone.py --variant tc_lane_hv --stream 1000000
-      timeout 30 python3 -m convnet.bench.stream --variant tc_lane_hv --chunks 1250 2500 5000
-    fi; } > "$OUT/24_s10_issue16.txt" 2>&1
+    [ -n "$FULL" ] && timeout 30 python3 -m convnet.bench.stream --variant tc_lane_hv --chunks 1250 2500 5000
+    true; } > "$OUT/24_s10_issue16.txt" 2>&1
   grep -E "^\||images/s|batch" "$OUT/24_s10_issue16.txt" | head -50
 fi

@@ -68,8 +68,9 @@ def session10(rt):
     run(rt, px, (3, 1, 5, 5), (1, 27, 39), 2, "lane_m3", pool=2)              # pooled 11 x 17, 3 channels
     run(rt, px, (2, 1, 3, 3), (1, 21, 34), 2, "lane_f32", pool=2, out_half=False)   # (test_gpu_conv_shapes'
     #                                                                            LANE_CASES: precompiled builds)
-    run(rt, lane, (4, 1, 7, 7), (1, 86, 86), 600, "conv1_lane", pool=2, upscale_from=(28, 28))
-    run(rt, lane, (3, 1, 5, 5), (1, 41, 30), 3, "hrow_41x30", pool=2, upscale_from=(13, 17))
+    # the layer name "conv1" selects the variant's conv1_strategy (mma_px), as in the network
+    run(rt, lane, (4, 1, 7, 7), (1, 86, 86), 600, "conv1", pool=2, upscale_from=(28, 28))
+    run(rt, lane, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
     raw, labels = data.load_raw("test").images[:200], data.load_raw("test").labels[:200]
     zc = catalogue.get("tc_lane_zc")
     for v in (zc, dataclasses.replace(zc, params={**zc.params, "pipeline_chunk": 70})):

@@ -113,7 +113,7 @@ def all_test_images_and_reference(lenet_weights):
 
 @pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8", "fused_head", "tc_fused",
                                   "tc_conv1", "tc_conv1_pipe", "tc_px2", "tc_px2_crop", "tc_all", "tc_lane",
-                                  "tc_lane_hv", "tc_lane_pipe", "tc_lane_zc"])
+                                  "tc_lane_hv", "tc_lane_pipe", "tc_lane_zc", "tc_lane_zco"])
 def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference,
                                                   raw_images):
     """The issue's bar: the same prediction as the numpy reference for every test image (fp32);
@@ -175,7 +175,7 @@ def test_upscale_kernel_matches_skimage(rt, rng, half):
 
 
 @pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused", "tc_conv1", "tc_all",
-                                  "tc_lane_zc"])
+                                  "tc_lane_zc", "tc_lane_zco"])
 def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_images):
     """The captured pipeline writes the same logits and predictions as the launched one, and a
     refilled input buffer is classified anew by the same graph."""
@@ -203,14 +203,14 @@ def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_imag
 def test_zero_copy_equals_copied_pipeline(rt, lenet_weights, raw_images):
     """tc_lane_zc (conv1 reads the pinned uint8 images across PCIe, the head writes the pinned logits and
     predictions) gives tc_lane_hv's logits bit for bit: whole, and in three-stream chunks (the last one
-    partial), timed (its marks still recorded)."""
+    partial), timed (its marks still recorded); tc_lane_zco (the head's results staged, STAGE_OUT) too."""
     import dataclasses
     from convnet.gpu.lenet import GPULeNet
     raw = raw_images[:1000]
     copied = GPULeNet(catalogue.get("tc_lane_hv"), lenet_weights, rt)
     want_z, want_p, _ = copied.forward(copied.host_input(None, raw), timed=False)
-    zc = catalogue.get("tc_lane_zc")
-    for v in (zc, dataclasses.replace(zc, params={**zc.params, "pipeline_chunk": 300})):
+    zc, zco = catalogue.get("tc_lane_zc"), catalogue.get("tc_lane_zco")
+    for v in (zc, dataclasses.replace(zc, params={**zc.params, "pipeline_chunk": 300}), zco):
         net = GPULeNet(v, lenet_weights, rt)
         z, p, times = net.forward(net.host_input(None, raw))
         assert np.array_equal(p, want_p) and np.array_equal(z, want_z), v.params.get("pipeline_chunk")
@@ -314,11 +314,12 @@ def test_fused_fc_head_matches_reference(rt, rng, batch):
     assert (got_pred == want.argmax(1)).mean() >= 0.99       # near-ties may flip in fp32
 
 
+@pytest.mark.parametrize("defines", [{}, {"STAGE_OUT": 1}], ids=["v1", "stage_out"])
 @pytest.mark.parametrize("batch", [1, 37, 1000, 5000])
-def test_tensor_core_fc_head_matches_reference(rt, rng, batch):
+def test_tensor_core_fc_head_matches_reference(rt, rng, batch, defines):
     """fc_head_mma.cu (tc_all's head: FC1 + ReLU, FC2, argmax on mma.sync, fp16 operands) against float64,
     poisoned logits and predictions; batches that do not fill the last 64-image block. LeNet's shape and an
-    odd one (N1 = 48, K1 = 96, 7 classes)."""
+    odd one (N1 = 48, K1 = 96, 7 classes). v1's scattered stores and STAGE_OUT's staged runs (tc_lane_zco)."""
     from convnet.gpu.ops import FCHeadMma
     for k1, n1, n2 in [(1024, 128, 10), (96, 48, 7)]:
         x = np.maximum(rng.standard_normal((batch, k1)), 0).astype(np.float32)   # like pooled ReLU outputs
@@ -326,7 +327,8 @@ def test_tensor_core_fc_head_matches_reference(rt, rng, batch):
         b1 = rng.standard_normal(n1).astype(np.float32)
         w2 = (rng.standard_normal((n2, n1)) / np.sqrt(n1)).astype(np.float32)
         b2 = rng.standard_normal(n2).astype(np.float32)
-        got, got_pred, want = run_head(rt, FCHeadMma(rt, "test", w1, b1, w2, b2, {}), x, w1, b1, w2, b2, f"fcm{k1}")
+        got, got_pred, want = run_head(rt, FCHeadMma(rt, "test", w1, b1, w2, b2, defines), x, w1, b1, w2, b2,
+                                       f"fcm{k1}")
         assert rel_err(got, want) <= 3e-3
         assert np.array_equal(got_pred, got.argmax(1))
         assert (got_pred == want.argmax(1)).mean() >= 0.98      # fp16 operands: near-ties may flip

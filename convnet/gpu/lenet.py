@@ -17,7 +17,8 @@ Variant params that change the pipeline (issue #4): `fuse_pool` runs each conv w
 max-pool in one kernel (the pre-pool activation never reaches device memory); `gpu_upscale` uploads
 the 28x28 uint8 images and does the 28->86 preprocessing on the GPU, `fuse_upscale` inside conv1's
 kernel (the 86x86 image never exists); `fc = "fused"` runs FC1 + ReLU, FC2 and argmax as one kernel,
-`fc = "mma"` the same on tensor cores (fc_head_mma.cu, ops.FCHeadMma; issue #16).
+`fc = "mma"` the same on tensor cores (fc_head_mma.cu, ops.FCHeadMma; issue #16; `fc_stage_out`: its
+results written as contiguous runs, STAGE_OUT).
 """
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ class GPULeNet:
         if variant.params.get("fc") == "fused":
             self.fc_head = FCHead(rt, variant.name, *(weights[k] for k in fc_names), restrict)
         elif variant.params.get("fc") == "mma":
-            self.fc_head = FCHeadMma(rt, variant.name, *(weights[k] for k in fc_names), {})
+            self.fc_head = FCHeadMma(rt, variant.name, *(weights[k] for k in fc_names),
+                                     {"STAGE_OUT": 1} if variant.params.get("fc_stage_out") else {})
         else:
             gemm_version = variant.params.get("fc_gemm", variant.params.get("gemm", "regtile"))
             self.fc = Gemm(rt, gemm_version, restrict, variant.name)
