@@ -26,7 +26,8 @@
 //                     registers, fp32 softmax and accumulators; described at the kernel.
 //   decode_attention_bf16  Tq = 1 over the bf16 KV cache (the bf16 variants' decode steps): decode_attention's plan
 //                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
-//                     previous kernel (programmatic dependent launch) before reading anything.
+//                     previous kernel (programmatic dependent launch) before reading anything; PDL_EARLY=1
+//                     (session 10) reads pos and sends the older K/V rows to L2 before that wait.
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
 //                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
@@ -811,7 +812,7 @@ extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y,
 //            it - 1 used, so one barrier per tile covers both "landed" and "consumed".
 // The grid is (B*H, query blocks) with the heaviest query blocks (the most causal key tiles) first across all
 // heads, so the light ones fill the last wave.
-#include <cuda_bf16.h>
+#include "bf16.cuh"                // bf16x8_to_f32 (shared with gemm.cu v10)
 #ifndef FB_WARPS
 #define FB_WARPS 4
 #endif
@@ -1073,6 +1074,13 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 #define AT_PDL_WAIT() do { } while (0)
 #define AT_PDL_TRIGGER() do { } while (0)
 #endif
+// PDL_EARLY=1 (with PDL=1; session 10, issue 15): before the wait, pos (written only by decode_advance, which has
+// completed: a kernel launches only when the one before it passed its own wait) and an L2 prefetch of this head's
+// cached keys and values before the newest one (written by earlier steps), so the loop's first loads find them in
+// L2 instead of DRAM; q and the newest K/V row (the QKV GEMV's) are read after the wait as before.
+#ifndef PDL_EARLY
+#define PDL_EARLY 0
+#endif
 #define DB_THREADS 128
 #define DB_LPK (HEAD_DIM / 8)            // lanes per key row
 #define DB_GROUPS (DB_THREADS / DB_LPK)  // keys in flight per block
@@ -1082,30 +1090,34 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 // Built where HEAD_DIM / 8 is a power of two from 2 to 32 (the launcher takes the flash kernel at other head sizes).
 #if HEAD_DIM % 8 == 0 && (DB_LPK & (DB_LPK - 1)) == 0 && DB_LPK >= 2 && DB_LPK <= 32
 
-__device__ __forceinline__ void db_unpack8(const uint4& u, float (&f)[8]) {
-    const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-    }
-}
-
 extern "C" __global__ void __launch_bounds__(DB_THREADS)
 decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
                       const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q, int cap_kv,
                       int window, float scale_log2, const int* RESTRICT pos_dev) {
+    constexpr int D = HEAD_DIM;
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x, grp = tid / DB_LPK, sub = tid % DB_LPK;
+#if PDL && PDL_EARLY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (pos_dev) Tk = *pos_dev + 1;
+    if (tid < 2 && Tk > 1) {                     // keys lo .. Tk - 2 of K (thread 0) and V (thread 1) into L2
+        const int lo0 = window > 0 ? max(0, Tk - window) : 0;
+        if (Tk - 1 > lo0)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n"
+                         :: "l"((tid ? v : k) + ((long long)bh * cap_kv + lo0) * D), "r"((unsigned)(Tk - 1 - lo0) * D * 2u)
+                         : "memory");
+    }
+    AT_PDL_WAIT();
+    AT_PDL_TRIGGER();
+#else
     AT_PDL_WAIT();
     AT_PDL_TRIGGER();
     if (pos_dev) Tk = *pos_dev + 1;
-    constexpr int D = HEAD_DIM;
+#endif
     __shared__ float ms[DB_GROUPS], ls[DB_GROUPS];
     __shared__ __align__(16) float os[DB_GROUPS][D];
-    const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x, grp = tid / DB_LPK, sub = tid % DB_LPK;
     const __nv_bfloat16* kh = k + (long long)bh * cap_kv * D + sub * 8;
     const __nv_bfloat16* vh = v + (long long)bh * cap_kv * D + sub * 8;
     float qf[8];
-    db_unpack8(*(const uint4*)(q + (long long)bh * cap_q * D + sub * 8), qf);
+    bf16x8_to_f32(*(const uint4*)(q + (long long)bh * cap_q * D + sub * 8), qf);
 #pragma unroll
     for (int e = 0; e < 8; ++e) qf[e] *= scale_log2;
     const int query = Tk - 1, lo = window > 0 ? max(0, query - window + 1) : 0;
@@ -1125,7 +1137,7 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
 #pragma unroll
         for (int u = 0; u < DB_KU; ++u) {
             float kf[8];
-            db_unpack8(ku[u], kf);
+            bf16x8_to_f32(ku[u], kf);
             float s = 0.f;
 #pragma unroll
             for (int e = 0; e < 8; ++e) s = fmaf(qf[e], kf[e], s);
@@ -1136,7 +1148,7 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
                 l = l * alpha + p;
                 m = m_new;
                 float vf[8];
-                db_unpack8(vu[u], vf);
+                bf16x8_to_f32(vu[u], vf);
 #pragma unroll
                 for (int e = 0; e < 8; ++e) o[e] = fmaf(p, vf[e], o[e] * alpha);
             }

@@ -1493,7 +1493,7 @@ gemm_wgmma(const float* RESTRICT A, const float* RESTRICT Bt, float* RESTRICT ws
 // Q, K and V in C's type.
 // Built only where BF_OUT is given (the bf16 Linear's builds), so every fp32 build compiles as before (half the time).
 #if defined(BF_OUT)
-#include <cuda_bf16.h>
+#include "bf16.cuh"                 // bf16x8_to_f32, layernorm_row (shared with transformer.cu, attention.cu)
 #if BF_OUT
 typedef __nv_bfloat16 bf_out_t;
 #else
@@ -1893,14 +1893,22 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
     asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
                  "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" :: "r"(bar), "r"(rank) : "memory");
 }
+// This block's rank in its cluster (0 without clusters).
+__device__ __forceinline__ unsigned bf_cluster_rank() {
+#if BF_CLUSTER > 1
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+#else
+    return 0u;
+#endif
+}
 // A consumer warp gives a stage back: to its own block's "empty" barrier, and under BF_CLUSTER=2 to the peer's too
 // (the peer's producer multicasts into this block's stage).
 __device__ __forceinline__ void bf_release(unsigned bar) {
     mbar_arrive(bar);
 #if BF_CLUSTER > 1
-    unsigned rank;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-    mbar_arrive_cluster(bar, rank ^ 1u);
+    mbar_arrive_cluster(bar, bf_cluster_rank() ^ 1u);
 #endif
 }
 __device__ __forceinline__ void cluster_sync_all() {
@@ -1933,14 +1941,8 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     const int ktiles = (K + BF_BK - 1) / BF_BK;
     // the tile walk: tiles t0, t0 + tstep, ... < tiles of (row tile, column tile); BF_CLUSTER=2: of row-tile pairs,
     // this block taking row tile 2 p + rank of pair p
-#if BF_CLUSTER > 1
-    unsigned rank;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-    const int mgroups = (mtiles + 1) / 2, t0 = blockIdx.x / 2, tstep = gridDim.x / 2;
-#else
-    const unsigned rank = 0;
-    const int mgroups = mtiles, t0 = blockIdx.x, tstep = gridDim.x;
-#endif
+    const unsigned rank = bf_cluster_rank();
+    const int mgroups = (mtiles + BF_CLUSTER - 1) / BF_CLUSTER, t0 = blockIdx.x / BF_CLUSTER, tstep = gridDim.x / BF_CLUSTER;
     const int tiles = mgroups * ntiles;
     auto coords = [&](int tile, int& mt, int& nt) {
         bf_tile_coords(tile, mgroups, ntiles, mt, nt);
@@ -2246,6 +2248,17 @@ gemm_bf16_mma(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt,
 #ifndef PDL
 #define PDL 0
 #endif
+// PDL_EARLY=1 (with PDL=1; session 10): more of what needs no earlier kernel before the wait: the epilogue threads'
+// bias (4 columns each) into registers, the LayerNorm's gamma and beta into shared memory (cp.async, waited for
+// after griddepcontrol.wait), and pos for the QKV scatter: written only at a step's end (decode_advance, or the LM
+// head's pick), which has completed when a QKV GEMV starts (a kernel launches only once every block of the one
+// before it passed its own wait; a step's first QKV GEMV follows an embedding kernel, a copy or a graph boundary).
+// Without it these reads came after the wait, one or two DRAM round trips (a step's weights evict them from L2)
+// on every kernel's tail.
+#ifndef PDL_EARLY
+#define PDL_EARLY 0
+#endif
+#define BFS_EARLY (PDL && PDL_EARLY)
 #define BFS_GT (256 / BFS_CG)      // threads per column group
 static_assert(BFS_GT % 32 == 0, "BFS_CG: 1, 2, 4 or 8 (a column group is whole warps)");
 static_assert(BFS_PRE >= 0 && BFS_PRE <= 3, "BFS_PRE: 0..3");
@@ -2259,70 +2272,80 @@ static_assert(BFS_PRE >= 0 && BFS_PRE <= 3, "BFS_PRE: 0..3");
 #define BF_PDL_L2(p, bytes) do { } while (0)
 #endif
 
-// 8 bf16 (16 bytes) -> 8 floats: a bf16 is the top half of an fp32
-__device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float (&f)[8]) {
-    const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-    }
-}
-
 // LayerNorm of X's M rows (fp32, row stride lda, K % 4 == 0) into a_sh (M rows of K bf16): warp m takes row m with
-// layernorm_warp_bf16's arithmetic (lane-strided float4, xor-shuffle sums, the variance about the mean from registers).
+// layernorm_warp_bf16's function (bf16.cuh's layernorm_row), so the product sees the values the LayerNorm kernel writes.
 __device__ __forceinline__ void bfs_layernorm(const float* RESTRICT X, int M, int K, int lda, const float* RESTRICT gw,
                                               const float* RESTRICT gb, float eps, __nv_bfloat16* a_sh) {
     const int row = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= M) return;
-    const float4* xr = (const float4*)(X + (long long)row * lda);
-    const int K4 = K / 4;
-    float4 v[BFS_LN_VEC];
-    float sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < BFS_LN_VEC; ++i) {
-        const int c = lane + 32 * i;
-        v[i] = c < K4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
-        sum += v[i].x + v[i].y + v[i].z + v[i].w;
-    }
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    const float mean = sum / K;
-    float sq = 0.f;
-#pragma unroll
-    for (int i = 0; i < BFS_LN_VEC; ++i) {
-        if (lane + 32 * i < K4) {
-            const float a = v[i].x - mean, bb = v[i].y - mean, c = v[i].z - mean, d = v[i].w - mean;
-            sq += a * a + bb * bb + c * c + d * d;
-        }
-    }
-    for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
-    const float rstd = rsqrtf(sq / K + eps);
-#pragma unroll
-    for (int i = 0; i < BFS_LN_VEC; ++i) {
-        const int c = lane + 32 * i;
-        if (c < K4) {
-            const int k = 4 * c;
-            const float4 o = make_float4((v[i].x - mean) * rstd * gw[k] + gb[k],
-                                         (v[i].y - mean) * rstd * gw[k + 1] + gb[k + 1],
-                                         (v[i].z - mean) * rstd * gw[k + 2] + gb[k + 2],
-                                         (v[i].w - mean) * rstd * gw[k + 3] + gb[k + 3]);
-            const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y), hi = __floats2bfloat162_rn(o.z, o.w);
-            uint2 u;
-            u.x = *reinterpret_cast<const unsigned*>(&lo);
-            u.y = *reinterpret_cast<const unsigned*>(&hi);
-            *(uint2*)(a_sh + (long long)row * K + k) = u;
-        }
-    }
+    if (row < M) layernorm_row<BFS_LN_VEC, __nv_bfloat16>(X + (long long)row * lda, K, gw, gb, eps, a_sh + row * K, lane);
 }
 
-template <int MR, bool LN>
+// _pick builds (session 10; param decode_pick): the LM head's GEMV also ends the decode step. Each block's best
+// logit per row goes to keys[m] by atomicMax on (order-preserving bits of the logit << 32 | ~column): the largest
+// logit, ties to the smallest column, NaN and -inf never chosen (argmax_rows' choice). The last block (an atomic
+// ticket) then does decode_advance's and the next step's embed_bf16's work: next[m] = idx[m] = the token, pos += 1,
+// x[m] = wte[token] + wpe[pos] (the LM head's own W^T rows are wte; x is the LM head's input, which every other block
+// has read by then), and leaves keys and the ticket zero. Three launches fewer per step (argmax, advance, embed).
+struct BfsPick {
+    int V;                                   // columns that count (the vocabulary; the LM head's N is padded)
+    unsigned long long* keys;                // M keys, zero between launches
+    unsigned* ticket;                        // zero between launches
+    int *next, *idx, *pos;                   // the chosen tokens, the next step's input tokens, the position
+    const float* wpe;                        // n_ctx x K
+    float* x;                                // M x K: the next step's residual stream
+    int n_ctx;
+};
+
+__device__ __forceinline__ unsigned long long bfs_pick_key(float f, int col) {
+    if (!(f > -INFINITY)) return 0ull;                        // NaN, -inf: never (argmax_rows' p[c] > best)
+    if (f == 0.f) f = 0.f;                                    // -0 ties +0 (argmax_rows compares with >)
+    unsigned u = __float_as_uint(f);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);           // unsigned order = float order; > 0 for all kept
+    return ((unsigned long long)u << 32) | (0xFFFFFFFFu - (unsigned)col);
+}
+
+template <int MR>
+__device__ __forceinline__ void bfs_pick_tail(unsigned long long key, int grp, int m_e, int M, int K,
+                                              const __nv_bfloat16* RESTRICT wte, int ldw, const BfsPick& pk) {
+    __shared__ unsigned long long s_key[BFS_CG * MR];
+    __shared__ int s_last;
+    if (grp < BFS_CG) s_key[grp * MR + m_e] = key;
+    __syncthreads();
+    if (threadIdx.x < M) {
+        unsigned long long k = s_key[threadIdx.x];
+        for (int g = 1; g < BFS_CG; ++g) k = max(k, s_key[g * MR + threadIdx.x]);
+        if (k > *(volatile unsigned long long*)&pk.keys[threadIdx.x]) atomicMax(&pk.keys[threadIdx.x], k);
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(pk.ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const int p = *(volatile int*)pk.pos + 1;
+    for (int m = 0; m < M; ++m) {
+        const unsigned long long k = *(volatile unsigned long long*)&pk.keys[m];
+        const int tok = k ? (int)(0xFFFFFFFFu - (unsigned)k) : 0x7fffffff;
+        if (threadIdx.x == 0) { pk.next[m] = tok; pk.idx[m] = tok; }
+        if (tok < pk.V && p < pk.n_ctx)
+            for (int c = threadIdx.x; c < K; c += 256)
+                pk.x[(long long)m * K + c] = __bfloat162float(wte[(long long)tok * ldw + c]) + pk.wpe[(long long)p * K + c];
+    }
+    __syncthreads();                                          // keys and pos read by every thread before the reset
+    if (threadIdx.x == 0) { *pk.pos = p; *pk.ticket = 0u; }
+    if (threadIdx.x < M) pk.keys[threadIdx.x] = 0ull;
+}
+
+template <int MR, bool LN, bool PICK = false>
 __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv_bfloat16* RESTRICT Bt, int M, int N,
                                             int K, int lda, int ldb, const float* RESTRICT ln_w,
-                                            const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS) {
+                                            const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS,
+                                            const BfsPick* pick = nullptr) {
     constexpr int WPG = BFS_GT / 32;                          // warps per column group
     constexpr int STEP = BFS_GT * 8;                          // k per step of a group
     __shared__ float4 red[8][MR];
     __shared__ __align__(16) __nv_bfloat16 a_sh[LN ? MR * 128 * BFS_LN_VEC : 8];
+    __shared__ __align__(16) float g_sh[LN && BFS_EARLY ? 2 * 128 * BFS_LN_VEC : 4];   // PDL_EARLY: gamma, beta
     const int warp = threadIdx.x / 32, gt = threadIdx.x % BFS_GT;
     const int n0 = (blockIdx.x * BFS_CG + threadIdx.x / BFS_GT) * 4;
     const bool live = n0 < N;
@@ -2338,12 +2361,38 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     }
     if (live && gt < 4 && K > BFS_PRE * STEP)                 // the rest of this group's W^T rows into L2
         BF_PDL_L2(Bt + (long long)min(n0 + gt, N - 1) * ldb + BFS_PRE * STEP, (unsigned)(K - BFS_PRE * STEP) * 2u);
+    // the epilogue thread (group, row): its 4 columns; PDL_EARLY: their bias and pos read before the wait
+    const int grp = threadIdx.x / MR, m_e = threadIdx.x % MR, n_e = (blockIdx.x * BFS_CG + grp) * 4;
+#if BFS_EARLY
+    float bias_e[4] = {0.f, 0.f, 0.f, 0.f};
+    int pos_e = pos;
+    if (grp < BFS_CG && m_e < M && n_e < N) {
+        if (bias) {
+#pragma unroll
+            for (int c = 0; c < 4; ++c) bias_e[c] = n_e + c < N ? bias[n_e + c] : 0.f;
+        }
+        if (qkv_T > 0 && pos_dev) pos_e = *pos_dev;
+    }
+    if constexpr (LN) {                                       // gamma (K floats), beta (K floats) into g_sh
+        for (int c = threadIdx.x; c < K / 2; c += 256) {
+            const bool beta = c >= K / 4;
+            cp_async16(g_sh + 4 * c, (beta ? ln_b + 4 * c - K : ln_w + 4 * c), true);
+        }
+        cp_async_commit();
+    }
+#endif
     BF_PDL_WAIT();                                            // the previous kernels' outputs are visible now
     BF_PDL_TRIGGER();
     const __nv_bfloat16* A = (const __nv_bfloat16*)Ain;
     int a_ld = lda;
     if constexpr (LN) {
+#if BFS_EARLY
+        cp_async_wait<0>();
+        __syncthreads();
+        bfs_layernorm((const float*)Ain, M, K, lda, g_sh, g_sh + K, ln_eps, a_sh);
+#else
         bfs_layernorm((const float*)Ain, M, K, lda, ln_w, ln_b, ln_eps, a_sh);
+#endif
         __syncthreads();
         A = a_sh;
         a_ld = K;
@@ -2383,17 +2432,34 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     warp_partials<MR, 1>(acc, M, &red[warp][0]);
     __syncthreads();
     // thread (group, row): the group's WPG warp partials of one row, summed and stored
-    const int grp = threadIdx.x / MR, m = threadIdx.x % MR, n = (blockIdx.x * BFS_CG + grp) * 4;
-    if (grp < BFS_CG && m < M && n < N) {
-        float4 v = red[grp * WPG][m];
+    unsigned long long key = 0ull;                            // _pick: this thread's best (logit, column)
+    if (grp < BFS_CG && m_e < M && n_e < N) {
+        float4 v = red[grp * WPG][m_e];
         for (int i = 1; i < WPG; ++i) {
-            const float4 p = red[grp * WPG + i][m];
+            const float4 p = red[grp * WPG + i][m_e];
             v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
         }
-        const BfRow r = bf_row(m, BF_EPI_ARGS);
-        bf_store_pair(v.x, v.y, r, M, N, n, BF_EPI_ARGS);
-        bf_store_pair(v.z, v.w, r, M, N, n + 2, BF_EPI_ARGS);
+        if constexpr (PICK) {                                 // the LM head: no epilogue, the logits are v
+            const float f[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+                if (n_e + c < pick->V && n_e + c < N) key = max(key, bfs_pick_key(f[c], n_e + c));
+        }
+#if BFS_EARLY
+        // the bias added here (bf_store_pair adds it first too), pos as read before the wait
+        v.x += bias_e[0]; v.y += bias_e[1]; v.z += bias_e[2]; v.w += bias_e[3];
+#define BFS_EPI_EARLY C, ldc, nullptr, act, resid, k_out, v_out, qkv_T, pos_e, n_head, head_dim, cap_q, cap_kv, nullptr
+        const BfRow r = bf_row(m_e, BFS_EPI_EARLY);
+        bf_store_pair(v.x, v.y, r, M, N, n_e, BFS_EPI_EARLY);
+        bf_store_pair(v.z, v.w, r, M, N, n_e + 2, BFS_EPI_EARLY);
+#undef BFS_EPI_EARLY
+#else
+        const BfRow r = bf_row(m_e, BF_EPI_ARGS);
+        bf_store_pair(v.x, v.y, r, M, N, n_e, BF_EPI_ARGS);
+        bf_store_pair(v.z, v.w, r, M, N, n_e + 2, BF_EPI_ARGS);
+#endif
     }
+    if constexpr (PICK) bfs_pick_tail<MR>(key, grp, m_e, M, K, Bt, ldb, *pick);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -2422,4 +2488,25 @@ gemm_skinny_bf16_ln1(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, 
                      const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS) {
     skinny_bf16<1, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS);
 }
+
+// The LM head ending a decode step (BfsPick above): _ln's and _ln1's arguments, then the pick's. fp32 logits only.
+#if !BF_OUT
+#define BFS_PICK_PARAMS int V, unsigned long long* pick_keys, unsigned* pick_ticket, int* next_tok, int* step_idx,      \
+                        int* pos_io, const float* RESTRICT wpe, float* x_next, int n_ctx
+extern "C" __global__ void __launch_bounds__(256)
+gemm_skinny_bf16_ln_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
+                         int ldb, const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS,
+                         BFS_PICK_PARAMS) {
+    const BfsPick pk{V, pick_keys, pick_ticket, next_tok, step_idx, pos_io, wpe, x_next, n_ctx};
+    skinny_bf16<8, true, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS, &pk);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 3)
+gemm_skinny_bf16_ln1_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
+                          int ldb, const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS,
+                          BFS_PICK_PARAMS) {
+    const BfsPick pk{V, pick_keys, pick_ticket, next_tok, step_idx, pos_io, wpe, x_next, n_ctx};
+    skinny_bf16<1, true, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS, &pk);
+}
+#endif
 #endif  // defined(BF_OUT): v8, v9, v10

@@ -19,7 +19,7 @@
 //                      enqueues behind it run back to back and events between them time the GPU, not
 //                      the Python launch loop
 #include "common.cuh"
-#include <cuda_bf16.h>
+#include "bf16.cuh"
 
 #ifndef LN_CONST
 #define LN_CONST 0
@@ -65,35 +65,14 @@ extern "C" __global__ void layernorm_naive(const float* RESTRICT x, const float*
 #ifndef LN_VEC
 #define LN_VEC 8                          // float4 per lane: C up to 1024
 #endif
-// Out = float (layernorm_warp) or __nv_bfloat16 (layernorm_warp_bf16: statistics in fp32, output rounded once).
+// Out = float (layernorm_warp) or __nv_bfloat16 (layernorm_warp_bf16: statistics in fp32, output rounded once);
+// one warp per row, bf16.cuh's layernorm_row (gemm.cu v10's LayerNorm prologue runs the same function).
 template <typename Out>
 __device__ __forceinline__ void layernorm_warp_body(const float* RESTRICT x, const float* RESTRICT w,
                                                     const float* RESTRICT b, Out* RESTRICT y, int rows, int C,
                                                     float eps) {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
-    const float4* xr = (const float4*)(x + (long long)row * C);
-    const int C4 = C / 4;
-    float4 v[LN_VEC];
-    float sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < LN_VEC; ++i) {
-        const int c = lane + 32 * i;
-        v[i] = c < C4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
-        sum += v[i].x + v[i].y + v[i].z + v[i].w;
-    }
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    const float mean = sum / C;
-    float sq = 0.f;
-#pragma unroll
-    for (int i = 0; i < LN_VEC; ++i) {
-        if (lane + 32 * i < C4) {
-            const float a = v[i].x - mean, bb = v[i].y - mean, c = v[i].z - mean, d = v[i].w - mean;
-            sq += a * a + bb * bb + c * c + d * d;
-        }
-    }
-    for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
-    const float rstd = rsqrtf(sq / C + eps);
 #if LN_CONST
     const float* gw = c_ln;
     const float* gb = c_ln + C;
@@ -101,26 +80,7 @@ __device__ __forceinline__ void layernorm_warp_body(const float* RESTRICT x, con
     const float* gw = w;
     const float* gb = b;
 #endif
-#pragma unroll
-    for (int i = 0; i < LN_VEC; ++i) {
-        const int c = lane + 32 * i;
-        if (c < C4) {
-            const int k = 4 * c;
-            const float4 o = make_float4((v[i].x - mean) * rstd * gw[k] + gb[k],
-                                         (v[i].y - mean) * rstd * gw[k + 1] + gb[k + 1],
-                                         (v[i].z - mean) * rstd * gw[k + 2] + gb[k + 2],
-                                         (v[i].w - mean) * rstd * gw[k + 3] + gb[k + 3]);
-            if constexpr (sizeof(Out) == 4) {
-                ((float4*)(y + (long long)row * C))[c] = o;
-            } else {                              // 4 bf16 = one 8-byte store
-                const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y), hi = __floats2bfloat162_rn(o.z, o.w);
-                uint2 u;
-                u.x = *reinterpret_cast<const unsigned*>(&lo);
-                u.y = *reinterpret_cast<const unsigned*>(&hi);
-                ((uint2*)(y + (long long)row * C))[c] = u;
-            }
-        }
-    }
+    layernorm_row<LN_VEC, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
 }
 
 extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,

@@ -124,27 +124,41 @@ def test_bf16_kernel_plan_on_the_dry_run():
 
 
 # ---- flash_attention_bf16 --------------------------------------------------------------------------------
+class _AttentionCase:
+    """Random bf16 q (B, H, Tq, D) and a K/V cache of Tk + 3 rows (longer than the keys in use) on the device, a
+    poisoned y (B, Tq, H * D); check() compares y with float64 attention of the bf16 inputs."""
+
+    def __init__(self, rng, B, H, Tq, Tk, D, window, tag):
+        from convnet.gpu.bf16 import BF16, BF16_NAN, to_bf16
+        from convnet.gpu.runtime import Runtime
+        self.rt = rt = Runtime.get()
+        self.shape, self.Tk, self.window, self.cap = (B, H, Tq, D), Tk, window, Tk + 3
+        self.q = to_bf16(rng.standard_normal((B, H, Tq, D)))
+        self.k, self.v = (to_bf16(rng.standard_normal((B, H, self.cap, D))) for _ in range(2))
+        self.bufs = {n: rt.pool.upload(f"test.{tag}.{n}", getattr(self, n), BF16) for n in "qkv"}
+        self.y = rt.pool.get(f"test.{tag}.y", (B, Tq, H * D), BF16)
+        self.y.fill(np.uint16(BF16_NAN))
+
+    def check(self, what, norm_bound, max_bound):
+        from convnet.gpu.bf16 import from_bf16
+        (B, H, Tq, D), Tk = self.shape, self.Tk
+        self.rt.synchronize(what)
+        q64, k64, v64 = (from_bf16(a).astype(np.float64) for a in (self.q, self.k[:, :, :Tk], self.v[:, :, :Tk]))
+        want = ref.attention(q64, k64, v64, window=self.window or None).transpose(0, 2, 1, 3).reshape(B, Tq, H * D)
+        got = from_bf16(self.y.get())
+        assert rel_err(got, want) <= norm_bound
+        assert rel_max_err(got, want) <= max_bound
+
+
 def _bf16_attention_case(rng, B, H, Tq, Tk, D, window=0, **tile):
     from convnet.gpt2.flash import FlashAttentionBF16
-    from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16, to_bf16
-    from convnet.gpu.runtime import Runtime
-    rt = Runtime.get()
-    fa = FlashAttentionBF16(rt, D, {}, "test", **tile)
-    cap = Tk + 3                                              # a cache longer than the keys in use
-    q = to_bf16(rng.standard_normal((B, H, Tq, D)))
-    k, v = (to_bf16(rng.standard_normal((B, H, cap, D))) for _ in range(2))
-    bufs = {n: rt.pool.upload(f"test.fb.{n}", a, BF16) for n, a in (("q", q), ("k", k), ("v", v))}
-    y = rt.pool.get("test.fb.y", (B, Tq, H * D), BF16)
-    y.fill(np.uint16(BF16_NAN))
-    fa(bufs["q"], bufs["k"], bufs["v"], y, B, H, Tq, Tk, Tq, cap, window)
-    rt.synchronize("test bf16 flash attention")
-    q64, k64, v64 = (from_bf16(a).astype(np.float64) for a in (q, k[:, :, :Tk], v[:, :, :Tk]))
-    want = ref.attention(q64, k64, v64, window=window or None).transpose(0, 2, 1, 3).reshape(B, Tq, H * D)
-    got = from_bf16(y.get())
+    case = _AttentionCase(rng, B, H, Tq, Tk, D, window, "fb")
+    fa = FlashAttentionBF16(case.rt, D, {}, "test", **tile)
+    b = case.bufs
+    fa(b["q"], b["k"], b["v"], case.y, B, H, Tq, Tk, Tq, case.cap, window)
     # P rounded to bf16 before P V (8-bit mantissa, ~2e-3 per element, averaged over keys) and the output
     # rounded once (<= 2^-9 relative): ~3e-3 in the norm on unit-variance inputs
-    assert rel_err(got, want) <= 6e-3
-    assert rel_max_err(got, want) <= 3e-2
+    case.check("test bf16 flash attention", 6e-3, 3e-2)
 
 
 @pytest.mark.gpu
@@ -178,29 +192,20 @@ def test_bf16_flash_attention_other_block_sizes(tile, Tq, Tk, window, rng):
 
 
 # ---- decode_attention_bf16 (Tq = 1) --------------------------------------------------------------------------
-def _decode_attention_case(rng, B, H, Tk, D, window=0, on_device=False, pdl=False):
+def _decode_attention_case(rng, B, H, Tk, D, window=0, on_device=False, pdl=False, early=False):
     import math
     from convnet.gpu import tma
-    from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16, to_bf16
-    from convnet.gpu.runtime import Runtime, f32, i32, ptr
-    rt = Runtime.get()
-    fn = tma.launcher(rt, "attention.cu", "decode_attention_bf16", {"HEAD_DIM": D, "PDL": int(pdl)}, "test")
-    cap = Tk + 3
-    q = to_bf16(rng.standard_normal((B, H, 1, D)))
-    k, v = (to_bf16(rng.standard_normal((B, H, cap, D))) for _ in range(2))
-    bufs = {n: rt.pool.upload(f"test.db.{n}", a, BF16) for n, a in (("q", q), ("k", k), ("v", v))}
-    y = rt.pool.get("test.db.y", (B, 1, H * D), BF16)
-    y.fill(np.uint16(BF16_NAN))
+    from convnet.gpu.runtime import f32, i32, ptr
+    case = _AttentionCase(rng, B, H, 1, Tk, D, window, "db")
+    rt = case.rt
+    fn = tma.launcher(rt, "attention.cu", "decode_attention_bf16",
+                      {"HEAD_DIM": D, "PDL": int(pdl), **({"PDL_EARLY": 1} if early else {})}, "test")
     pos = rt.pool.upload("test.db.pos", np.array([Tk - 1], np.int32), np.int32) if on_device else None
-    fn((B * H, 1, 1), (128, 1, 1), ptr(bufs["q"]), ptr(bufs["k"]), ptr(bufs["v"]), ptr(y), i32(H),
-       i32(0 if on_device else Tk), i32(1), i32(cap), i32(window), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos))
-    rt.synchronize("test bf16 decode attention")
-    q64, k64, v64 = (from_bf16(a).astype(np.float64) for a in (q, k[:, :, :Tk], v[:, :, :Tk]))
-    want = ref.attention(q64, k64, v64, window=window or None).transpose(0, 2, 1, 3).reshape(B, 1, H * D)
-    got = from_bf16(y.get())
+    b = case.bufs
+    fn((B * H, 1, 1), (128, 1, 1), ptr(b["q"]), ptr(b["k"]), ptr(b["v"]), ptr(case.y), i32(H),
+       i32(0 if on_device else Tk), i32(1), i32(case.cap), i32(window), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos))
     # fp32 p and accumulators: the bf16 inputs and one rounding of y (<= 2^-9 relative) only
-    assert rel_err(got, want) <= 4e-3
-    assert rel_max_err(got, want) <= 1.5e-2
+    case.check("test bf16 decode attention", 4e-3, 1.5e-2)
 
 
 @pytest.mark.gpu
@@ -215,6 +220,14 @@ def test_bf16_decode_attention_matches_float64(Tk, D, rng):
                                                      (130, 0, True, True), (64, 64, False, True)])
 def test_bf16_decode_attention_windows_device_position_and_pdl(Tk, window, on_device, pdl, rng):
     _decode_attention_case(rng, B=1, H=12, Tk=Tk, D=64, window=window, on_device=on_device, pdl=pdl)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("Tk,window,on_device", [(1, 0, True), (2, 0, True), (130, 0, True), (500, 100, True),
+                                                 (64, 64, False), (1025, 0, False)])
+def test_bf16_decode_attention_early_reads(Tk, window, on_device, rng):
+    """PDL_EARLY=1 (session 10): pos and the L2 prefetch of the older K/V rows before the wait (one key: none)."""
+    _decode_attention_case(rng, B=2, H=12, Tk=Tk, D=64, window=window, on_device=on_device, pdl=True, early=True)
 
 
 # ---- the model ------------------------------------------------------------------------------------------
@@ -373,3 +386,82 @@ def test_bf16_decode_step_paths_agree(B, rng):
         scale = np.abs(want).max()
         picked = np.take_along_axis(want, out[label][..., None], -1)[..., 0]
         assert (want.max(-1) - picked <= BOUND * scale).all(), label
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B,T,new", [(1, 7, 40), (3, 7, 40), (2, 150, 10)])
+def test_bf16_decode_pick_and_early_reads(B, T, new, rng):
+    """fast_bf16_dec (PDL_EARLY=1: v10 and decode_attention_bf16 read what no earlier kernel writes before the wait;
+    decode_pick: the LM head's GEMV takes the argmax, advances pos and embeds the next tokens): the same tokens as
+    fast_bf16 bit for bit (the same arithmetic), from a CUDA graph, without one, and with the argmax kernels
+    (decode_pick off); fast_bf16_dec_cg (other column groups per block: other fp32 sums) picks float64 near-maxima.
+    150 + 10 tokens fill SMALL's context."""
+    from convnet.bench.layer import with_setting
+    from convnet.gpt2.gpu import GPT2GPU
+    rt = runtime_for("fast_bf16")
+    params = _small_params(SMALL, wte_scale=4.0)
+    prompt = rng.integers(0, SMALL.vocab_size, (B, T))
+    base = GPT2GPU(params, SMALL, catalogue.get("fast_bf16", "gpt2"), rt).generate(prompt, new)[0]
+    for setting, graph in (({}, True), ({}, False), ({"decode_pick": False}, True)):
+        gpu = GPT2GPU(params, SMALL, with_setting(catalogue.get("fast_bf16_dec", "gpt2"), setting), rt)
+        assert gpu._picks(B) == bool(setting.get("decode_pick", True))
+        got = gpu.generate(prompt, new, graph=graph)[0]
+        assert np.array_equal(got, base), (setting, graph)
+    got = GPT2GPU(params, SMALL, catalogue.get("fast_bf16_dec_cg", "gpt2"), rt).generate(prompt, new)[0]
+    seq = np.concatenate([prompt, got], axis=1)
+    want = ref.forward(params, SMALL, seq[:, :-1], dtype=np.float64)[:, T - 1:]
+    picked = np.take_along_axis(want, got[..., None], -1)[..., 0]
+    assert (want.max(-1) - picked <= BOUND * np.abs(want).max()).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [1, 3])
+def test_bf16_pick_head_keys_and_reset(M, rng):
+    """PickHead alone (gemm.cu v10 _pick builds): the logits as the LayerNorm GEMV writes them; NaN and -inf never win,
+    the smallest of tied columns does, a padded column (>= V) never counts; next = step_idx = the token, pos += 1 and
+    x = wte[token] + wpe[pos]; keys and ticket are left zero, so a second launch with smaller logits picks afresh."""
+    from convnet.gpu.bf16 import BF16, PickHead, from_bf16, to_bf16
+    from convnet.gpu.gemm import Epilogue, Linear
+    from convnet.gpu.runtime import ptr
+    rt = runtime_for("fast_bf16")
+    lin = Linear(rt, "bf16_wgmma", catalogue.get("fast_bf16_dec", "gpt2").defines, "test")
+    head = PickHead(rt, lin, "test")
+    K, V, N, n_ctx, eps = 128, 257, 384, 40, 1e-5
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    x[:, 0] = -10.0                                             # LayerNorm(x)[:, 0] < 0 in every row
+    pair = rt.pool.upload("test.pk.ln", np.concatenate([np.ones(K), np.zeros(K)]).astype(np.float32))
+    w = 0.01 * rng.standard_normal((N, K)).astype(np.float32)
+    w[1] = np.nan                                                # a NaN logit
+    w[2] = 0.0
+    w[2, 0] = np.inf                                             # -inf
+    w[300] = 0.0
+    w[300, 0] = -100.0                                           # the largest, but past V
+    wpe = rng.standard_normal((n_ctx, K)).astype(np.float32)
+    Wpe = rt.pool.upload("test.pk.wpe", wpe)
+    pos = rt.pool.upload("test.pk.pos", np.array([5], np.int32), np.int32)
+    nxt = rt.pool.get("test.pk.next", (M,), np.int32)
+    idx = rt.pool.get("test.pk.idx", (M, 1), np.int32)
+    for launch, (tied, scale) in enumerate((((20, 10), -3.0), ((33,), -1.0))):
+        w2 = w.copy()
+        for c in tied:
+            w2[c] = 0.0
+            w2[c, 0] = scale                                     # the same logit for each tied column
+        W = rt.pool.upload("test.pk.W", to_bf16(w2), BF16)
+        X = rt.pool.upload("test.pk.x", x)
+        logits = rt.pool.get("test.pk.logits", (M, N))
+        logits.fill(np.float32(np.nan))
+        head(X, W, logits, M, N, K, V, (pair, ptr(pair, K), eps), Wpe, n_ctx, nxt, idx, pos, X, None)
+        ref_logits = rt.pool.get("test.pk.ref", (M, N))
+        lin(rt.pool.upload("test.pk.x2", x), W, ref_logits, M, N, K, K, K, N, Epilogue(), ln=(pair, ptr(pair, K), eps))
+        rt.synchronize("PickHead")
+        got, want = logits.get(), ref_logits.get()
+        for out in (got, want):
+            assert np.isnan(out[:, 1]).all() and (out[:, 2] == -np.inf).all()
+        np.testing.assert_allclose(got[:, 3:], want[:, 3:], rtol=1e-6, atol=1e-6)     # the same GEMV's products
+        tok, others = min(tied), [c for c in range(3, V) if c not in tied]
+        assert (got[:, tok] > got[:, others].max(1)).all() and (got[:, 300] > got[:, tok]).all()
+        assert (nxt.get() == tok).all() and (idx.get()[:, 0] == tok).all(), launch
+        assert pos.get()[0] == 6 + launch
+        assert np.array_equal(X.get(), np.tile(from_bf16(to_bf16(w2[tok])) + wpe[6 + launch], (M, 1)))
+        t = rt.pool.view("gpt2.act.pick").get()
+        assert not t.any(), "keys and ticket left zero"

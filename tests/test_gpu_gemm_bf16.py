@@ -110,10 +110,15 @@ def test_relu_and_residual_in_place(version, rng):
 def test_head_major_qkv_into_the_cache(version, out_bf16, B, T, H, D, pos, on_device, rng):
     """pro_2's scatter: Q[b][h][t][d] (cap_q rows per head), K/V[b][h][pos + t][d] (cap_kv rows); everything else
     in Q and the cache stays as it was (poison). D = 7: odd head size, unpaired stores."""
-    from convnet.gpu.gemm import Epilogue
     rt, lin = linear(version)
-    C1 = H * D
-    M, N, K = B * T, 3 * C1, 64
+    check_qkv_scatter(rt, lin, rng, out_bf16, B, T, H, D, pos, 64, on_device)
+
+
+def check_qkv_scatter(rt, lin, rng, out_bf16, B, T, H, D, pos, K, on_device=False, what="bf16 qkv scatter"):
+    """lin's head-major scatter of A @ W + bias (A: B*T rows of K) into Q (cap_q = T + 3 rows per head) and a cache at
+    pos (cap_kv = pos + T + 4; pos from the device with on_device) against float64; the rest stays poisoned."""
+    from convnet.gpu.gemm import Epilogue
+    M, N = B * T, 3 * H * D
     cap_q, cap_kv = T + 3, pos + T + 4
     A, W, a, w = operands(rt, lin, rng, M, N, K)
     bias = rng.standard_normal(N).astype(np.float32)
@@ -124,7 +129,7 @@ def test_head_major_qkv_into_the_cache(version, out_bf16, B, T, H, D, pos, on_de
     epi = Epilogue(bias=rt.pool.upload("test.bfbias", bias), qkv=(Kc, Vc, T, 0 if on_device else pos, H, D, cap_q,
                                                                   cap_kv), pos_dev=pos_dev)
     lin(A, W, Q, M, N, K, K, lin.ldb(K, N), N, epi)
-    rt.synchronize("bf16 qkv scatter")
+    rt.synchronize(what)
     y = (a @ w + bias).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)      # which, b, h, t, d
     tol = BF16_TOL if out_bf16 else FP32_TOL
     q, k, v = (result(X, out_bf16) for X in (Q, Kc, Vc))
@@ -219,16 +224,7 @@ def test_epilogue_as_calls(version, defines, out_bf16, rng):
         tol = BF16_TOL if out_bf16 else FP32_TOL
         assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)) <= tol
     for B, T, H, D, pos in ((2, 9, 3, 7, 2), (3, 50, 2, 16, 5)):
-        M, N = B * T, 3 * H * D
-        A, W, a, w = operands(rt, lin, rng, M, N, K)
-        Q, Kc, Vc = (poisoned(rt, f"test.bf{n}", (B, H, T + pos, D), out_bf16) for n in "QKV")
-        lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + pos, T + pos)))
-        rt.synchronize("bf16 qkv scatter, epilogue build")
-        y = (a @ w).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
-        assert rel_err(result(Q, out_bf16)[:, :, :T], y[0]) <= tol
-        assert rel_err(result(Kc, out_bf16)[:, :, pos:], y[1]) <= tol
-        assert rel_err(result(Vc, out_bf16)[:, :, pos:], y[2]) <= tol
-        assert np.isnan(result(Kc, out_bf16)[:, :, :pos]).all()
+        check_qkv_scatter(rt, lin, rng, out_bf16, B, T, H, D, pos, K, what="bf16 qkv scatter, epilogue build")
 
 
 # v8 BF_EPI_WG=1 (the epilogue warpgroup) and BF_CLUSTER=2 (block pairs, W^T's tile multicast); the other tests run
@@ -255,17 +251,7 @@ def test_epilogue_warpgroup_many_tiles_per_block(defines, out_bf16, rng):
     rt.synchronize("bf16 linear, epilogue warpgroup")
     tol = BF16_TOL if out_bf16 else FP32_TOL
     assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)) <= tol
-    B, T, H, D, pos = 8, 300, 12, 64, 7
-    M, N, K = B * T, 3 * H * D, 136
-    A, W, a, w = operands(rt, lin, rng, M, N, K)
-    Q, Kc, Vc = (poisoned(rt, f"test.bf{n}", (B, H, T + pos, D), out_bf16) for n in "QKV")
-    lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + pos, T + pos)))
-    rt.synchronize("bf16 qkv scatter, epilogue warpgroup")
-    y = (a @ w).reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)
-    assert rel_err(result(Q, out_bf16)[:, :, :T], y[0]) <= tol
-    assert rel_err(result(Kc, out_bf16)[:, :, pos:], y[1]) <= tol
-    assert rel_err(result(Vc, out_bf16)[:, :, pos:], y[2]) <= tol
-    assert np.isnan(result(Kc, out_bf16)[:, :, :pos]).all()
+    check_qkv_scatter(rt, lin, rng, out_bf16, 8, 300, 12, 64, 7, 136, what="bf16 qkv scatter, epilogue warpgroup")
 
 
 def _layernorm64(x, g, b, eps):
@@ -274,17 +260,50 @@ def _layernorm64(x, g, b, eps):
     return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * g + b
 
 
+# v10 as fast_bf16 builds it, with PDL_EARLY=1 as fast_bf16_dec does (session 10: bias, gamma / beta and pos read
+# before griddepcontrol.wait), and as fast_bf16_dec_cg's groups (the LM head: BFS_CG 8, the N = 768 projections: 1)
+GEMV_BUILDS = [(v, "fast_bf16", {}) for v in VERSIONS] + \
+    [("bf16_wgmma", "fast_bf16_dec", e) for e in ({}, {"BF_BN": 256, "BFS_CG": 8}, {"BFS_CG": 1})]
+GEMV_IDS = [f"{v}-{n}-{e}" for v, n, e in GEMV_BUILDS]
+
+
+def gemv_linear(version, variant, extra):
+    """linear(version) with the variant's constants and extra on top (the builds the variant's groups use)."""
+    from convnet import catalogue
+    return linear(version, {**catalogue.get(variant, "gpt2").defines, **extra})
+
+
+@pytest.mark.parametrize("version,variant,extra", GEMV_BUILDS, ids=GEMV_IDS)
 @pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
-@pytest.mark.parametrize("version", VERSIONS)
+def test_gemv_early_reads(version, variant, extra, out_bf16, rng):
+    """v10 at M = 1, 3, 8 (odd N: a partial column group) with bias + GELU + residual, then the QKV scatter with pos
+    from the device (the reads PDL_EARLY moves before the wait)."""
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    rt, lin = gemv_linear(version, variant, extra)
+    for M, N, K in ((1, 2304, 768), (3, 77, 776), (8, 3072, 768), (1, 770, 3072)):
+        A, W, a, w = operands(rt, lin, rng, M, N, K)
+        bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+        C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+        lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU,
+                                                              resid=upload(rt, "test.bfR", r, out_bf16)))
+        rt.synchronize("bf16 GEMV")
+        want = ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)
+        assert rel_err(result(C, out_bf16), want) <= (BF16_TOL if out_bf16 else FP32_TOL), (M, N, K)
+    for B, pos in ((1, 9), (3, 0)):
+        check_qkv_scatter(rt, lin, rng, out_bf16, B, 1, 12, 64, pos, 768, on_device=True, what="bf16 GEMV qkv")
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("version,variant,extra", GEMV_BUILDS, ids=GEMV_IDS)
 @pytest.mark.parametrize("M,N,K,pad", [(1, 2304, 768, 0), (3, 770, 776, 4), (8, 72, 1024, 0), (1, 50304, 768, 0),
                                        (5, 8, 8, 4), (2, 3072, 768, 8)])
-def test_gemv_layernorm_prologue(version, out_bf16, M, N, K, pad, rng):
+def test_gemv_layernorm_prologue(version, variant, extra, out_bf16, M, N, K, pad, rng):
     """v10's _ln builds (decoding's ln_1, ln_2, ln_f inside the GEMV): C = GELU(LayerNorm(X) @ W + b) + resid with X
     the fp32 rows (row stride K + pad). Against layernorm_warp_bf16 then the plain GEMV (the unfused path: the same
     bf16 operand, so the same result to fp32 rounding) and against float64 of the bf16-rounded LayerNorm."""
     from convnet.gpu.gemm import ACT_GELU, Epilogue
     from convnet.gpu.runtime import cdiv, f32, i32, ptr
-    rt, lin = linear(version)
+    rt, lin = gemv_linear(version, variant, extra)
     eps = 1e-5
     x = (rng.standard_normal((M, K)) * 2 + 0.5).astype(np.float32)
     g = (1 + 0.2 * rng.standard_normal(K)).astype(np.float32)

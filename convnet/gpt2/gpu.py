@@ -27,7 +27,10 @@ kernel each step uses:
                     "split" (flash-decoding, decode_attention_split: keys over several blocks, gpt2/decode_split.py);
                     decode_split_waves N: at most N waves of resident blocks (0, the default: splits cover the cache)
     -D PDL=1        bf16 on Hopper: the decode step's kernels (embedding, v10 GEMVs, decode attention, argmax,
-                    advance) go out as programmatic dependent launches (tma.PdlKernel)
+                    advance) go out as programmatic dependent launches (tma.PdlKernel); -D PDL_EARLY=1: they also
+                    read their biases, LayerNorm parameters, pos and older KV rows before the wait
+    decode_pick     bf16 greedy decode steps of B <= 8 on the device: the LM head's GEMV also picks the tokens,
+                    advances pos and embeds the next step's tokens (gpu/bf16.py PickHead: 3 launches fewer)
 
 Keys and values always go to a cache (n_layer, B, n_head, capacity, head_size), so the same forward
 serves a full sequence (capacity T), a prompt (prefill) and one new token per step (decode).
@@ -147,6 +150,12 @@ class GPT2GPU:
         self.add = rt.kernel("transformer.cu", "add_inplace", d, name)
         self.argmax = tma.launcher(rt, "transformer.cu", "argmax_rows", d, name)
         self.advance = tma.launcher(rt, "transformer.cu", "decode_advance", d, name)
+        self.pick = None                # decode_pick: the LM head ends the step (argmax, advance, next embedding)
+        if p.get("decode_pick"):
+            if not self.bf16:
+                raise GPUError(f"variant {name}: decode_pick is for the bf16 path (the LM head on gemm.cu v10)")
+            from ..gpu.bf16 import PickHead
+            self.pick = PickHead(rt, self._linear("lm_head"), name)
         self.ln_fuse = bool(p.get("ln_fuse", True))      # LayerNorm inside the GEMV where the GEMM allows it
         # SMM_LNS=1 (v11's _lns builds): the residual GEMMs write the next LayerNorm's row statistics, the GEMM after
         # it normalises A from them (no LayerNorm kernel between); _stats_of: the buffer they describe
@@ -216,14 +225,15 @@ class GPT2GPU:
 
     # -- one forward -------------------------------------------------------------------------------
     def enqueue(self, idx_host: np.ndarray | None, pos: int = 0, cap: int | None = None, last_only: bool = False,
-                device_step: int = 0, last_rows=None):
+                device_step: int = 0, last_rows=None, pick: bool = False):
         """Runs tokens idx_host (B, T) at positions pos.. on the stream; keys and values of earlier
         positions must already be in the cache. Returns the logits buffer: rows (B*T or B, Vp).
 
         device_step=B instead runs one decode step whose B tokens and position are on the device
         (step_idx, pos): nothing comes from the host, so the step can be captured in a CUDA graph.
         last_rows (device int32 (B,), with last_only and self.ragged): the row of each sequence whose logits
-        are wanted (right-padded prompts of different lengths), instead of the last."""
+        are wanted (right-padded prompts of different lengths), instead of the last.
+        pick (device_step, where _picks): the step's tokens are embedded already and the LM head ends it (PickHead)."""
         if device_step:
             B, T, pos_dev = device_step, 1, self.rt.pool.get("gpt2.act.pos", (1,), np.int32)
         else:
@@ -246,7 +256,7 @@ class GPT2GPU:
             idx_dev.set_async(np.ascontiguousarray(idx_host, dtype=np.int32), stream=s)
         if device_step and self.ragged is not None:       # each sequence at its own position
             self.ragged.embed(idx_dev, self.w["wte"], self.w["wpe"], buf["x"], B, C, pos_dev, s)
-        else:
+        elif not pick:                                  # (pick: the previous step's LM head embedded them)
             self.embed((cdiv(M * C, 256), 1, 1), (256, 1, 1), idx_dev, self.w["wte"], self.w["wpe"], buf["x"],
                        i32(M), i32(T), i32(C), i32(pos), ptr(pos_dev), stream=s)
         self._mark("embed")
@@ -289,8 +299,12 @@ class GPT2GPU:
         a_ld = C
         if last_only:
             a_ld, a = T * C, ptr(a, (T - 1) * C)
-        self._linear("lm_head")(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp), self.Vp,
-                                Epilogue(), s, ln=ln)
+        if pick:
+            self.pick(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, self.V, ln, self.w["wpe"], cfg.n_ctx,
+                      self.rt.pool.get("gpt2.act.next", (B,), np.int32), idx_dev, pos_dev, buf["x"], s)
+        else:
+            self._linear("lm_head")(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp),
+                                    self.Vp, Epilogue(), s, ln=ln)
         self._mark("lm_head")
         return buf["logits"], rows
 
@@ -446,7 +460,15 @@ class GPT2GPU:
                      self.rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32),
                      self.rt.pool.get("gpt2.act.pos", (1,), np.int32), i32(B), stream=self.stream)
 
+    def _picks(self, B) -> bool:
+        """Whether greedy device steps of B sequences end in the LM head's pick (decode_pick; LayerNorm in the GEMV)."""
+        return self.pick is not None and B <= self.pick.max_m and self.ragged is None and \
+            self._linear("lm_head").fuses_layernorm(B, self.Vp, self.C) and self.ln_fuse and not self.ln_const
+
     def _device_step(self, B, cap):
+        if self._picks(B):
+            self.enqueue(None, cap=cap, last_only=True, device_step=B, pick=True)
+            return
         logits, _ = self.enqueue(None, cap=cap, last_only=True, device_step=B)
         self._advance(B, self._pick_next(logits, B))
 
@@ -477,6 +499,11 @@ class GPT2GPU:
             pos[0] = T - 1                                 # decode_advance makes it T
             self.rt.pool.get("gpt2.act.pos", (1,), np.int32).set_async(pos, stream=s)
             self._advance(B, nxt)
+            if self._picks(B):                             # the first step's embedding (then each LM head's)
+                self.embed((cdiv(B * self.C, 256), 1, 1), (256, 1, 1), self.rt.pool.get("gpt2.act.step_idx", (B, 1),
+                           np.int32), self.w["wte"], self.w["wpe"], self.rt.pool.get("gpt2.act.x", (B, self.C)),
+                           i32(B), i32(1), i32(self.C), i32(0), ptr(self.rt.pool.get("gpt2.act.pos", (1,), np.int32)),
+                           stream=s)
         nxt.get_async(stream=s, ary=host[0])
         start, end = self.rt.event(), self.rt.event()
         step_graph = None
