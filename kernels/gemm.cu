@@ -58,7 +58,10 @@
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
 //                      LayerNorm of the fp32 residual stream as a prologue (no LayerNorm launch in a decode step);
-//                      PDL=1: programmatic dependent launch (weights loaded before griddepcontrol.wait).
+//                      PDL=1: programmatic dependent launch (weights loaded before griddepcontrol.wait). PDL_EARLY=1
+//                      (session 10): bias, gamma / beta and pos read before the wait too. _pick builds (session 10):
+//                      the LM head's GEMV ends a greedy decode step (argmax by atomicMax keys, then its last block
+//                      advances pos and embeds the next tokens: three launches fewer). Not yet run on a GPU.
 //   gemm_small_m   v11 8 < M <= 64 (batched decoding; _nk: W^T rows, _kn: W): W read once as in v6, the products
 //                      on mma.sync TF32 (SMM_SPLIT=3: 3xTF32): a block = SMM_BN columns x all rows x a K slice, a
 //                      cp.async ring, split-K slices added in order by the last block of each column tile (no
@@ -75,7 +78,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11): see each
 // version's section.
 #include "common.cuh"
