@@ -61,7 +61,8 @@ def session10(rt):
     """Session 10's (`... s10`): conv_px_mma v4 POOL_LANE (fp16 with an even and an odd pooled width, fp32,
     fewer than 4 channels) and HROW_VEC (the fused resize, several images per block, and a source/target
     pair whose last column group runs past the image), and tc_lane_zc's zero-copy network (conv1 reading
-    pinned host images, the head writing pinned results), whole and pipelined."""
+    pinned host images, the head writing pinned results), whole and pipelined, and tc_lane_zco's (the head's
+    STAGE_OUT; added after session 10's sanitizer run)."""
     lane = catalogue.get("tc_lane_hv")
     px = dataclasses.replace(lane, strategy="mma_px")
     run(rt, px, (4, 1, 7, 7), (1, 30, 33), 2, "lane_odd", pool=2)             # pooled 12 x 13: odd width
@@ -73,7 +74,7 @@ def session10(rt):
     run(rt, lane, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
     raw, labels = data.load_raw("test").images[:200], data.load_raw("test").labels[:200]
     zc = catalogue.get("tc_lane_zc")
-    for v in (zc, dataclasses.replace(zc, params={**zc.params, "pipeline_chunk": 70})):
+    for v in (zc, dataclasses.replace(zc, params={**zc.params, "pipeline_chunk": 70}), catalogue.get("tc_lane_zco")):
         net = GPULeNet(v, wio.load(), rt)
         _, pred, _ = net.forward(net.host_input(None, raw), timed=False)
         print(f"{v.name} zero-copy: {len(pred)} predictions, accuracy {(pred == labels).mean():.3f}")
