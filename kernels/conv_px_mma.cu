@@ -67,10 +67,15 @@ v4 (issue #16, session 10; both off by default, on in the catalogue variants tc_
       source column, 1 - f and f; the weights are 0 for columns beyond the image or the staged row, so no
       per-value bounds test) and one 16-byte store, the same arithmetic term by term as v2 (f * right, then
       left * (1 - f) + that, then / 255). SASS: ~13 instead of ~39 instructions per resized value.
+  STAGE_ROWS=1 (with VEC_STAGE 2; variant tc_lane_st, not yet run on a GPU): the vertical pass of the staging
+      reads one 16-byte row table entry (1 - fy, fy, the upper source row's offset), whose weights are 0
+      below the image, instead of two tables, a bounds test and four selects per item; the same arithmetic
+      term by term. SASS: the staging loop 124 -> 89 instructions per two items (~1,000 of ~8,800 per
+      LeNet image after POOL_LANE and HROW_VEC).
 Tunables (-D, defaults in brackets): M_OUT [4] (<= 8), K_SIZE [7] (<= 8), TILE_X [80] (multiple of 16),
 TILE_Y [80] (multiple of WARP_ROWS), WARP_ROWS [8] (even with POOL), WARPS [10], MIN_BLOCKS [2], POOL [0]
 (0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28], ROW_PAIRS [0], VEC_STAGE [0], POOL_LANE [0],
-HROW_VEC [0].
+HROW_VEC [0], STAGE_ROWS [0].
 Launch: block (32*WARPS); grid: any (host: min(tiles * B, blocks/SM * SMs)); static shared memory.
 Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The staged input is fp16
 (the fp32 path is conv_direct.cu). Taps q >= K read real neighbours with zero weights (finite inputs).
@@ -128,6 +133,9 @@ Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The s
 #ifndef HROW_VEC
 #define HROW_VEC 0
 #endif
+#ifndef STAGE_ROWS
+#define STAGE_ROWS 0
+#endif
 
 #if OUT_FLOAT
 typedef float OUT_T;
@@ -161,13 +169,15 @@ constexpr int HROWS = FUSE_UPSCALE ? SRC_H : 1;                            // ho
 constexpr int HP = VEC_STAGE ? (PIX + 3) / 4 * 4 : PIX;                    // their pitch (floats)
 constexpr int PIXT = HROW_VEC ? HP : PIX;                                 // column table entries
 static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIXT) + (HROW_VEC ? 4 * HP : 0) + 4 * SRC_WORDS
-                                                 + 4 * HROWS * HP : 0) <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y / TILE_X");
+                                                 + 4 * HROWS * HP + (STAGE_ROWS ? 8 * ROWS_IN : 0) : 0)
+              <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y / TILE_X");
 static_assert(!ROW_PAIRS || (M_OUT <= 4 && R % 2 == 0), "ROW_PAIRS: M_OUT <= 4 and an even WARP_ROWS");
 #if ROW_PAIRS
 constexpr int NS = K_SIZE / 2 + 1;                                         // ROW_PAIRS: B fragment pairs
 #endif
 static_assert(!VEC_STAGE || FUSE_UPSCALE, "VEC_STAGE: with FUSE_UPSCALE only");
 static_assert(!HROW_VEC || VEC_STAGE, "HROW_VEC: with VEC_STAGE only");
+static_assert(!STAGE_ROWS || VEC_STAGE == 2, "STAGE_ROWS: with VEC_STAGE 2 only");
 static_assert(!POOL_LANE || (ROW_PAIRS && POOL == 2 && R % 4 == 0), "POOL_LANE: ROW_PAIRS, POOL 2, WARP_ROWS % 4 == 0");
 #if VEC_STAGE
 #if VEC_STAGE == 2
@@ -206,12 +216,19 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
     using namespace convpx;
     __shared__ __align__(16) unsigned int xs[ROWS_IN * RS];
 #if FUSE_UPSCALE
+#if !STAGE_ROWS
     __shared__ float up_fy[ROWS_IN];                        // weight of the lower source row
+#endif
     __shared__ __align__(HROW_VEC ? 16 : 4) float up_fx[PIXT];   // weight of the right source column
+#if !STAGE_ROWS
     __shared__ int up_iy[ROWS_IN];                          // upper source row
+#endif
     __shared__ __align__(HROW_VEC ? 16 : 4) int up_ix[PIXT];     // left source column
 #if HROW_VEC
     __shared__ __align__(16) float up_w0[HP];               // 1 - up_fx; both 0 for columns beyond the image
+#endif
+#if STAGE_ROWS
+    __shared__ float4 up_row[ROWS_IN];                      // (1 - fy, fy, upper row's hrow offset, -); 0, 0 below the image
 #endif
     __shared__ unsigned int src[SRC_WORDS];                 // the image, uint8
     __shared__ __align__(16) float hrow[HROWS][HP];         // source rows resized to the tile's columns
@@ -286,7 +303,16 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             for (int e = tid; e < ROWS_IN + PIXT; e += NT) {
                 int i0;
                 double f;
-                if (e < ROWS_IN) { upscale_source(min(ty0 + e, H - 1), SRC_H, H, i0, f); up_iy[e] = i0; up_fy[e] = (float)f; }
+                if (e < ROWS_IN) {
+                    upscale_source(min(ty0 + e, H - 1), SRC_H, H, i0, f);
+#if STAGE_ROWS
+                    const bool in = ty0 + e < H;
+                    up_row[e] = make_float4(in ? 1.f - (float)f : 0.f, in ? (float)f : 0.f, __int_as_float(i0 * HP), 0.f);
+#else
+                    up_iy[e] = i0;
+                    up_fy[e] = (float)f;
+#endif
+                }
                 else {
                     const int j = e - ROWS_IN;
                     upscale_source(min(tx0 + j, W - 1), SRC_W, W, i0, f);
@@ -369,7 +395,33 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
         const __half* img = x + b * H * W;
 #endif
         // ---- the patch, pair-expanded: pixel j of a row is the low half of word j and the high half of word j-1
-#if VEC_STAGE == 2
+#if VEC_STAGE == 2 && STAGE_ROWS
+        // as below, with one 16-byte row-table load per item and the row weights 0 below the image (no
+        // per-item bounds test or selects); the same arithmetic term by term: f * lower, upper * (1 - f) + that
+        for (int i0 = warp * 32; i0 < ROWS_IN * NG4; i0 += NT) {        // warp-uniform bound: full-mask shuffle
+            const int i = i0 + lane, ic = min(i, ROWS_IN * NG4 - 1);
+            const int rr = ic / NG4, k = ic - rr * NG4, j0 = 4 * k;
+            const float4 rw = up_row[rr];
+            const float* h0 = &hrow[0][0] + __float_as_int(rw.z) + j0;
+            const float* h1 = h0 + HP;
+            const float4 a = *reinterpret_cast<const float4*>(h0), c = *reinterpret_cast<const float4*>(h1);
+            const float av[4] = {a.x, a.y, a.z, a.w}, cv[4] = {c.x, c.y, c.z, c.w};
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) v[e] = __fmaf_rn(av[e], rw.x, __fmul_rn(rw.y, cv[e]));
+            float v4 = __shfl_down_sync(0xffffffffu, v[0], 1);
+            if (lane == 31 || k == NG4 - 1) v4 = __fmaf_rn(h0[4], rw.x, __fmul_rn(rw.y, h1[4]));
+            if (i < ROWS_IN * NG4) {
+                unsigned int wv[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const __half2 hp = __floats2half2_rn(v[e], e < 3 ? v[e + 1] : v4);   // low half: pixel j0 + e
+                    wv[e] = *reinterpret_cast<const unsigned int*>(&hp);
+                }
+                *reinterpret_cast<uint4*>(xs + rr * RS + j0) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
+            }
+        }
+#elif VEC_STAGE == 2
         // 4 words (pixels j0 .. j0+4) per item, consecutive items in consecutive lanes: the float4 reads of
         // hrow and the 16-byte stores are bank-conflict-free; pixel j0+4 is the next lane's first pixel
         // (a shuffle), computed directly where that lane holds another row or no item

@@ -62,7 +62,7 @@ def session10(rt):
     fewer than 4 channels) and HROW_VEC (the fused resize, several images per block, and a source/target
     pair whose last column group runs past the image), and tc_lane_zc's zero-copy network (conv1 reading
     pinned host images, the head writing pinned results), whole and pipelined, and tc_lane_zco's (the head's
-    STAGE_OUT; added after session 10's sanitizer run)."""
+    STAGE_OUT) and tc_lane_st's conv1 (STAGE_ROWS) -- these two added after session 10's sanitizer run."""
     lane = catalogue.get("tc_lane_hv")
     px = dataclasses.replace(lane, strategy="mma_px")
     run(rt, px, (4, 1, 7, 7), (1, 30, 33), 2, "lane_odd", pool=2)             # pooled 12 x 13: odd width
@@ -72,6 +72,9 @@ def session10(rt):
     # the layer name "conv1" selects the variant's conv1_strategy (mma_px), as in the network
     run(rt, lane, (4, 1, 7, 7), (1, 86, 86), 600, "conv1", pool=2, upscale_from=(28, 28))
     run(rt, lane, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
+    st = catalogue.get("tc_lane_st")                                   # STAGE_ROWS (rows below the image
+    run(rt, st, (4, 1, 7, 7), (1, 86, 86), 600, "conv1", pool=2, upscale_from=(28, 28))    # in the second)
+    run(rt, st, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
     raw, labels = data.load_raw("test").images[:200], data.load_raw("test").labels[:200]
     zc = catalogue.get("tc_lane_zc")
     for v in (zc, dataclasses.replace(zc, params={**zc.params, "pipeline_chunk": 70}), catalogue.get("tc_lane_zco")):

@@ -102,8 +102,9 @@ PX_CASES = {  # B, H, W, M, K, pool: conv_px_mma (one input channel, <= 8 output
 }
 
 
-PX_VARIANTS = ["tc_conv1", "tc_px2", "tc_all", "tc_lane_hv"]   # conv_px_mma v2, v3 (ROW_PAIRS where M <= 4,
-# VEC_STAGE), v3 16-row units, v4 (POOL_LANE where pooled with row pairs, HROW_VEC with the fused resize)
+PX_VARIANTS = ["tc_conv1", "tc_px2", "tc_all", "tc_lane_hv", "tc_lane_st"]   # conv_px_mma v2, v3 (ROW_PAIRS
+# where M <= 4, VEC_STAGE), v3 16-row units, v4 (POOL_LANE where pooled with row pairs, HROW_VEC and
+# STAGE_ROWS with the fused resize)
 UPSCALE_PX = [((28, 28), (86, 86), 4, 7), ((13, 17), (41, 30), 5, 5), ((5, 9), (23, 19), 3, 3),
               ((13, 17), (41, 30), 3, 5)]
 

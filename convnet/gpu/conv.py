@@ -457,6 +457,7 @@ class MmaPx(ConvLayer):
         # horizontal resize 4 columns per thread from int4/float4 tables
         pool_lane = bool(p.get("px_pool_lane", False)) and row_pairs and pool == 2 and rows % 4 == 0
         hrow_vec = bool(p.get("px_hrow_vec", False)) and vec_stage > 0
+        stage_rows = bool(p.get("px_stage_rows", False)) and vec_stage == 2     # one row table, no bounds test
 
         def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows; tables, image, resized rows
             rows_in = ty - rows + 2 * _cdiv(rows + self.K - 1, 2)
@@ -465,6 +466,7 @@ class MmaPx(ConvLayer):
             sh, sw = upscale_from
             hp = _cdiv(tx + 9, 4) * 4 if vec_stage else tx + 9       # resized rows' pitch (floats)
             tables = 8 * (rows_in + hp) + 4 * hp if hrow_vec else 8 * (rows_in + tx + 9)
+            tables += 8 * rows_in if stage_rows else 0          # (1 - fy, fy, offset, -) instead of (iy, fy)
             return 4 * rows_in * (tx + 8) + tables + 4 * _cdiv(sh * sw, 4) + 4 * sh * hp
         while smem(tx, ty) > SMEM_LIMIT and ty > rows:
             ty -= rows
@@ -489,6 +491,8 @@ class MmaPx(ConvLayer):
             self.d["POOL_LANE"] = 1
         if hrow_vec:
             self.d["HROW_VEC"] = 1
+        if stage_rows:
+            self.d["STAGE_ROWS"] = 1
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
