@@ -208,6 +208,19 @@ __device__ __forceinline__ unsigned int weight_pair(const unsigned short* __rest
     return lo | (hi << 16);
 }
 
+// VEC_STAGE 2: pixels j0 .. j0+3 (v) and j0+4 (v4) as the 4 pair-expanded words j0 .. j0+3 (low half of word e:
+// pixel j0 + e), for one 16-byte store
+__device__ __forceinline__ uint4 pair_words4(const float (&v)[4], float v4)
+{
+    unsigned int wv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const __half2 hp = __floats2half2_rn(v[e], e < 3 ? v[e + 1] : v4);
+        wv[e] = *reinterpret_cast<const unsigned int*>(&hp);
+    }
+    return make_uint4(wv[0], wv[1], wv[2], wv[3]);
+}
+
 } // namespace convpx
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
@@ -411,15 +424,7 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             for (int e = 0; e < 4; ++e) v[e] = __fmaf_rn(av[e], rw.x, __fmul_rn(rw.y, cv[e]));
             float v4 = __shfl_down_sync(0xffffffffu, v[0], 1);
             if (lane == 31 || k == NG4 - 1) v4 = __fmaf_rn(h0[4], rw.x, __fmul_rn(rw.y, h1[4]));
-            if (i < ROWS_IN * NG4) {
-                unsigned int wv[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const __half2 hp = __floats2half2_rn(v[e], e < 3 ? v[e + 1] : v4);   // low half: pixel j0 + e
-                    wv[e] = *reinterpret_cast<const unsigned int*>(&hp);
-                }
-                *reinterpret_cast<uint4*>(xs + rr * RS + j0) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
-            }
+            if (i < ROWS_IN * NG4) *reinterpret_cast<uint4*>(xs + rr * RS + j0) = pair_words4(v, v4);
         }
 #elif VEC_STAGE == 2
         // 4 words (pixels j0 .. j0+4) per item, consecutive items in consecutive lanes: the float4 reads of
@@ -442,14 +447,8 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             float v4 = __shfl_down_sync(0xffffffffu, v[0], 1);
             if (live && (lane == 31 || k == NG4 - 1)) v4 = (1.f - f) * h0[4] + f * h1[4];
             if (i < ROWS_IN * NG4) {
-                unsigned int wv[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const __half2 hp = __floats2half2_rn(v[e], e < 3 ? v[e + 1] : v4);   // low half: pixel j0 + e
-                    wv[e] = *reinterpret_cast<const unsigned int*>(&hp);
-                }
-                *reinterpret_cast<uint4*>(xs + rr * RS + j0) = live ? make_uint4(wv[0], wv[1], wv[2], wv[3])
-                                                                     : make_uint4(0u, 0u, 0u, 0u);
+                const uint4 wv = pair_words4(v, v4);
+                *reinterpret_cast<uint4*>(xs + rr * RS + j0) = live ? wv : make_uint4(0u, 0u, 0u, 0u);
             }
         }
 #elif VEC_STAGE

@@ -19,6 +19,14 @@ export CONVNET_CACHE=${CONVNET_CACHE:-$PWD/.cubin_cache}
 steps=${1:-all}
 want() { [ "$steps" = all ] || [[ " $steps " == *" $1 "* ]]; }
 want9() { [[ " $steps " == *" $1 "* ]]; }
+# san CASES FILE LIMIT LINES: memcheck + racecheck of tests/sanitize_issue16.py CASES into $OUT/FILE, summary lines
+san() {
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer --tool $tool${1:+ ($1 kernels)}"
+    timeout $3 compute-sanitizer --tool $tool python3 tests/sanitize_issue16.py $1 2>&1 | tail -$4
+  done > "$OUT/$2"
+  grep -E "^==|ERROR SUMMARY|RACECHECK SUMMARY|rror" "$OUT/$2" | head -12
+}
 S9=${S9:-tc_px2,tc_px2_crop,tc_all}
 S9_VARIANTS=${S9//,/ }
 S10=${S10:-tc_lane,tc_lane_hv,tc_lane_pipe,tc_lane_zc,tc_lane_zco}
@@ -33,11 +41,7 @@ if want tests; then
   tail -4 "$OUT/01_gpu_tests.txt"
 fi
 if want sanitize; then
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool"
-    timeout ${T_SAN:-40} compute-sanitizer --tool $tool python3 tests/sanitize_issue16.py 2>&1 | tail -12
-  done > "$OUT/02_sanitizer.txt"
-  grep -E "^==|ERROR SUMMARY|RACECHECK SUMMARY|rror" "$OUT/02_sanitizer.txt" | head -12
+  san "" 02_sanitizer.txt ${T_SAN:-40} 12
 fi
 if want sweep; then
   # conv1 of tc_conv1 (pixel-row tensor cores) as the network runs it, against tc_fused's SIMT conv1; the
@@ -118,11 +122,7 @@ if want9 s9tests; then
   grep -E "flips|passed|failed|Error" "$OUT/11_s9_gpu_tests.txt" | tail -12
 fi
 if want9 s9san; then
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool (session 9 kernels)"
-    timeout ${T_SAN:-60} compute-sanitizer --tool $tool python3 tests/sanitize_issue16.py s9 2>&1 | tail -9
-  done > "$OUT/12_s9_sanitizer.txt"
-  grep -E "^==|ERROR SUMMARY|RACECHECK SUMMARY|rror" "$OUT/12_s9_sanitizer.txt" | head -12
+  san s9 12_s9_sanitizer.txt ${T_SAN:-60} 9
 fi
 if want9 profile; then
   # Nsight Compute on conv1 and conv2 of tc_conv1 and the new variants, batch 10000 (one forward each)
@@ -179,11 +179,7 @@ if want9 s10tests; then
   grep -E "flips|passed|failed|Error" "$OUT/21_s10_gpu_tests.txt" | tail -12
 fi
 if want9 s10san; then
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool (session 10 kernels)"
-    timeout ${T_SAN:-45} compute-sanitizer --tool $tool python3 tests/sanitize_issue16.py s10 2>&1 | tail -10
-  done > "$OUT/22_s10_sanitizer.txt"
-  grep -E "^==|ERROR SUMMARY|RACECHECK SUMMARY|rror" "$OUT/22_s10_sanitizer.txt" | head -12
+  san s10 22_s10_sanitizer.txt ${T_SAN:-45} 12
 fi
 if want9 s10bench; then
   timeout ${T_CMP:-110} python3 run_milestone.py --compare tc_all $S10_VARIANTS --batch 10000 --repeat 20 \
