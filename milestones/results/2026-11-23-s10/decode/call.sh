@@ -1,9 +1,10 @@
 #!/bin/bash
 # Issue 14 helper's device call, session 10 (H100): bash milestones/results/2026-11-23-s10/decode/call.sh
-#   pre       precompile tests/precompile_decode_split.py's builds (16 processes; build/dcache carries the gemm.cu
-#             builds compiled on the CPU machine: CONVNET_CACHE=$PWD/build/dcache)
-#   tests     v11 SMM_RED builds, the _lns statistics, batched decode of every v11 variant vs float64
-#             (test_gpu_small_m.py), PDL / RED / LNS variants' tokens equal (test_gpu_decode_split.py)
+#   pre       precompile_call.py: the builds of the steps below (16 processes; build/dcache carries those
+#             compiled on the CPU machine, CONVNET_CACHE=$PWD/build/dcache)
+#   tests     (TESTS_K) the _lns statistics (SMM_RED builds included), batched decode of the LNS / RED variants vs
+#             float64 (test_gpu_small_m.py), PDL / RED / LNS variants' tokens equal (test_gpu_decode_split.py); call 1
+#             ran TESTS_K="red or lns or batched_decode or pdl_batch" and passed the SMM_RED GEMM tests (64) before its cut
 #   bench     python -m convnet.gpt2 bench-generate --variants ... (steady rates in one process, HF in the same run)
 #   ncu       ncu (--clock-control none) on the v11, LayerNorm and attention kernels of one B=32 decode step
 #   sanitize  memcheck + racecheck on tests/sanitize_decode_split.py (fast_pdl_lns_red included)
@@ -20,10 +21,10 @@ stamp() { echo "== $1 (rc $2, $(( $(date +%s) - t0 )) s)"; }
 for step in "$@"; do
   case $step in
   pre)
-    timeout ${PRE_T:-90} python3 tests/precompile_decode_split.py 16 2>&1 | tail -1; stamp pre $? ;;
+    timeout ${PRE_T:-90} python3 milestones/results/2026-11-23-s10/decode/precompile_call.py 16 2>&1 | tail -1; stamp pre $? ;;
   tests)
     timeout ${TEST_T:-90} python3 -m pytest -q -m gpu -p no:cacheprovider -rfE tests/test_gpu_small_m.py \
-      tests/test_gpu_decode_split.py -k "red or lns or batched_decode or pdl_batch" > "$OUT/01_tests.txt" 2>&1
+      tests/test_gpu_decode_split.py -k "${TESTS_K:-(red or lns) and not linear_with and not layernorm_prologue}" > "$OUT/01_tests.txt" 2>&1
     stamp tests $?; grep -E "FAILED|ERROR|passed|failed" "$OUT/01_tests.txt" | tail -12 ;;
   bench)
     timeout ${BENCH_T:-140} python3 -m convnet.gpt2 bench-generate --variants $VARIANTS --repeat 3 \
