@@ -3,6 +3,7 @@ shapes (one split, several splits with the ticketed combine, fewer splits than c
 whole chunks), then a ragged greedy generation on fast_fp32 with decode_attention = "split", and on Hopper twelve prompts
 on fast_pdl (v11 at M = 12 and the split kernel as programmatic dependent launches)."""
 import dataclasses
+import os
 
 import numpy as np
 
@@ -43,7 +44,8 @@ print([c.ids for c in done])
 if Runtime.get().arch == "sm_90a":                  # fast_pdl: v11 and the split kernel as programmatic launches
     small = ref.GPT2Config(n_layer=1, n_head=2, n_embd=64, vocab_size=300, n_ctx=40)
     prompts = [[int(x) for x in np.arange(1, 2 + n) * 7 % 300] for n in range(12)]
-    for name in ("fast_pdl", "fast_pdl_lns", "fast_pdl_lns_red"):   # + LayerNorm statistics between GEMMs, SMM_RED
+    # + LayerNorm statistics between GEMMs, SMM_RED; SAN_V11=a,b to run only those
+    for name in os.environ.get("SAN_V11", "fast_pdl,fast_pdl_lns,fast_pdl_lns_red").split(","):
         gen = GPUGenerator(GPT2GPU(ref.random_params(small, 1), small, catalogue.get(name, "gpt2")))
         done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 6, Sampling(), None, 1)
         print(name, [c.ids for c in done][:3])

@@ -2,7 +2,11 @@
 _lns builds and batched-decode variants, test_gpu_decode_split.py's PDL / RED pairs, sanitize_decode_split.py, the
 decode sweep's variants at the 124M shape and ncu_step.py:
 
-    python3 milestones/results/2026-11-23-s10/decode/precompile_call.py [workers] [arch]"""
+    python3 milestones/results/2026-11-23-s10/decode/precompile_call.py [workers] [arch]
+
+Environment (as call.sh's): VARIANTS (the sweep), DECODE_VARIANTS (test_gpu_small_m's batched decode and the token
+pairs), SAN_V11 (the sanitizer's v11 variants), LNS_BUILDS=0 / RED_BUILDS=0 leave test_gpu_small_m's _lns / SMM_RED
+GEMM builds out."""
 import os
 import sys
 from pathlib import Path
@@ -27,7 +31,9 @@ def collect(arch: str) -> set:
     import dataclasses
     from test_gpu_small_m import BUILDS, LNS_BUILDS, variant
     rt = RecordingRuntime()
-    for key, (version, d) in {**LNS_BUILDS, **{k: b for k, b in BUILDS.items() if "red" in k}}.items():
+    lns = LNS_BUILDS if os.environ.get("LNS_BUILDS", "1") != "0" else {}
+    red = {k: b for k, b in BUILDS.items() if "red" in k} if os.environ.get("RED_BUILDS", "1") != "0" else {}
+    for key, (version, d) in {**lns, **red}.items():
         Linear(rt, version, d, "test", split_k=True)
     small = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=96)
     for name in DECODE:
@@ -38,8 +44,8 @@ def collect(arch: str) -> set:
     v = dataclasses.replace(v, name="fast_fp32_split", params={**v.params, "decode_attention": "split"},
                             defines={**v.defines, "DS_KPT": 2})
     for cfg, names in [(GPT2Config(1, 2, 64, 1000, 100), [v]),
-                       (GPT2Config(1, 2, 64, 300, 40), [catalogue.get(n, "gpt2") for n in
-                                                        ("fast_pdl", "fast_pdl_lns", "fast_pdl_lns_red")]),
+                       (GPT2Config(1, 2, 64, 300, 40), [catalogue.get(n, "gpt2") for n in os.environ.get(
+                           "SAN_V11", "fast_pdl,fast_pdl_lns,fast_pdl_lns_red").split(",")]),
                        (GPT2Config(2, 12, 768, 50257, 1024), [catalogue.get(n, "gpt2") for n in SWEEP])]:
         for var in names:
             GPUGenerator(GPT2GPU(random_params(cfg), cfg, var, rt))
