@@ -21,7 +21,7 @@ def collect(arch: str) -> set:
     from convnet.bench.gpt2 import FLASH_BENCH, FLASH_BF16_BENCH
     sm = int(arch[3:5])
     rt = RecordingRuntime()
-    for name in ("fast_bf16", "fast_bf16_mma", "fast"):
+    for name in ("fast_bf16", "fast_bf16_s9", "fast_bf16_dec", "fast_bf16_mma", "fast"):
         v = catalogue.get(name, "gpt2")
         if v.min_sm <= sm:
             for config in CONFIGS:

@@ -245,15 +245,15 @@ def test_bf16_picks_the_faster_kernel_per_shape():
 
 @pytest.mark.parametrize("B", [1, 3])
 def test_decode_pick_step_launches(B):
-    """fast_bf16_dec's greedy device step (decode_pick): the LM head's _pick GEMV ends it, no argmax_rows,
-    decode_advance or embed_bf16 launch (the previous LM head embedded the tokens): 5 launches per layer + 1; fast_bf16
-    takes 5 per layer + 4. A batch past the GEMV's 8 rows keeps the separate kernels."""
+    """fast_bf16's and fast_bf16_dec's greedy device step (decode_pick): the LM head's _pick GEMV ends it, no
+    argmax_rows, decode_advance or embed_bf16 launch (the previous LM head embedded the tokens): 5 launches per layer
+    + 1; fast_bf16_s9 takes 5 per layer + 4. A batch past the GEMV's 8 rows keeps the separate kernels."""
     from convnet import catalogue
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.model import GPT2Config, random_params
     config = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=64)
     counts = {}
-    for name in ("fast_bf16", "fast_bf16_dec", "fast_bf16_dec_cg"):
+    for name in ("fast_bf16_s9", "fast_bf16_dec", "fast_bf16"):
         rt = RecordingRuntime()
         gpu = GPT2GPU(random_params(config), config, catalogue.get(name, "gpt2"), rt)
         gpu.enqueue(np.zeros((B, 5), np.int32), pos=0, cap=9, last_only=True)
@@ -261,8 +261,8 @@ def test_decode_pick_step_launches(B):
         gpu._device_step(B, 9)
         counts[name] = [k for k, *_ in rt.launches[before:]]
     pick = "gemm_skinny_bf16_ln1_pick" if B == 1 else "gemm_skinny_bf16_ln_pick"
-    assert len(counts["fast_bf16"]) == 5 * config.n_layer + 4
-    for name in ("fast_bf16_dec", "fast_bf16_dec_cg"):
+    assert len(counts["fast_bf16_s9"]) == 5 * config.n_layer + 4
+    for name in ("fast_bf16_dec", "fast_bf16"):
         step = counts[name]
         assert len(step) == 5 * config.n_layer + 1 and step[-1] == pick
         assert not {"argmax_rows", "decode_advance", "embed_bf16"} & set(step)

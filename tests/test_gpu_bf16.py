@@ -102,7 +102,8 @@ def test_bf16_kernel_plan_on_the_dry_run():
     """What fast_bf16 launches (dry run, no GPU): a full forward takes the bf16 embedding, 2 L + 1 bf16 LayerNorms,
     the bf16 flash kernel per layer and v8 for every GEMM; a device-side decode step
     (B = 2) takes decode_attention_bf16 and v10's GEMV for every linear layer, the LayerNorms inside the GEMVs of
-    qkv, mlp_fc and the LM head (no LayerNorm launch), no fp32 kernel."""
+    qkv, mlp_fc and the LM head (no LayerNorm launch), no fp32 kernel; the LM head's GEMV picks the tokens and embeds
+    the next step's (decode_pick: no embedding, argmax or advance launch)."""
     from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpt2.gpu import GPT2GPU
     rt = RecordingRuntime()
@@ -118,9 +119,11 @@ def test_bf16_kernel_plan_on_the_dry_run():
     gpu._device_step(2, 48)
     step = [k for k, *_ in rt.launches]
     assert step.count("decode_attention_bf16") == L and "flash_attention_bf16" not in step
-    assert step.count("gemm_skinny_bf16_ln") == 2 * L + 1 and step.count("gemm_skinny_bf16") == 2 * L
-    assert not {"gemm_bf16_wgmma", "gemm_bf16_mma", "layernorm_warp_bf16", "decode_attention"} & set(step)
-    assert len(step) == 1 + 5 * L + 1 + 2                      # embed, 5 per layer, LM head, argmax, advance
+    assert step.count("gemm_skinny_bf16_ln") == 2 * L and step.count("gemm_skinny_bf16") == 2 * L
+    assert step[-1] == "gemm_skinny_bf16_ln_pick"
+    assert not {"gemm_bf16_wgmma", "gemm_bf16_mma", "layernorm_warp_bf16", "decode_attention", "embed_bf16",
+                "argmax_rows", "decode_advance"} & set(step)
+    assert len(step) == 5 * L + 1                              # 5 per layer, the LM head
 
 
 # ---- flash_attention_bf16 --------------------------------------------------------------------------------
@@ -393,21 +396,21 @@ def test_bf16_decode_step_paths_agree(B, rng):
 def test_bf16_decode_pick_and_early_reads(B, T, new, rng):
     """fast_bf16_dec (PDL_EARLY=1: v10 and decode_attention_bf16 read what no earlier kernel writes before the wait;
     decode_pick: the LM head's GEMV takes the argmax, advances pos and embeds the next tokens): the same tokens as
-    fast_bf16 bit for bit (the same arithmetic), from a CUDA graph, without one, and with the argmax kernels
-    (decode_pick off); fast_bf16_dec_cg (other column groups per block: other fp32 sums) picks float64 near-maxima.
-    150 + 10 tokens fill SMALL's context."""
+    fast_bf16_s9 (neither) bit for bit (the same arithmetic), from a CUDA graph, without one, and with the argmax
+    kernels (decode_pick off); fast_bf16 (both, and other column groups per block in v10: other fp32 sums) picks
+    float64 near-maxima. 150 + 10 tokens fill SMALL's context."""
     from convnet.bench.layer import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     rt = runtime_for("fast_bf16")
     params = _small_params(SMALL, wte_scale=4.0)
     prompt = rng.integers(0, SMALL.vocab_size, (B, T))
-    base = GPT2GPU(params, SMALL, catalogue.get("fast_bf16", "gpt2"), rt).generate(prompt, new)[0]
+    base = GPT2GPU(params, SMALL, catalogue.get("fast_bf16_s9", "gpt2"), rt).generate(prompt, new)[0]
     for setting, graph in (({}, True), ({}, False), ({"decode_pick": False}, True)):
         gpu = GPT2GPU(params, SMALL, with_setting(catalogue.get("fast_bf16_dec", "gpt2"), setting), rt)
         assert gpu._picks(B) == bool(setting.get("decode_pick", True))
         got = gpu.generate(prompt, new, graph=graph)[0]
         assert np.array_equal(got, base), (setting, graph)
-    got = GPT2GPU(params, SMALL, catalogue.get("fast_bf16_dec_cg", "gpt2"), rt).generate(prompt, new)[0]
+    got = GPT2GPU(params, SMALL, catalogue.get("fast_bf16", "gpt2"), rt).generate(prompt, new)[0]
     seq = np.concatenate([prompt, got], axis=1)
     want = ref.forward(params, SMALL, seq[:, :-1], dtype=np.float64)[:, T - 1:]
     picked = np.take_along_axis(want, got[..., None], -1)[..., 0]

@@ -1,4 +1,5 @@
-"""The builds of this session's bf16 device call only (issue 15, session 10), in three parts (SUBSET=...):
+"""(As run in call 1: fast_bf16_dec_cg is now fast_bf16, see call1/variants.toml; call2.sh's precompile is
+tests/precompile_bf16.py.) The builds of this session's bf16 device call only (issue 15, session 10), in three parts (SUBSET=...):
   variants  bench-decode's variants (fast_bf16, fast_bf16_dec, fast_bf16_dec_cg) at the 124M shape and the test models'
             shapes: compiled on the CPU machine (arch sm_90a) into the CONVNET_CACHE the call carries
   first     those, and the decode tests' own builds (test_gpu_bf16 -k "pick or early or greedy or decode_attention or
