@@ -39,9 +39,9 @@ def collect(arch: str) -> set:
     from convnet.bench.layer import with_setting
     for setting in ({"PDL": 0}, {"ln_fuse": False}, {"decode_attention": "flash"}):
         GPT2GPU(random_params(CONFIGS[0]), CONFIGS[0], with_setting(catalogue.get("fast_bf16", "gpt2"), setting), rt)
-    for D in (16, 32, 64, 128):                          # decode_attention_bf16, plain and PDL
-        for pdl in (0, 1):
-            rt.kernel("attention.cu", "decode_attention_bf16", {"HEAD_DIM": D, "PDL": pdl}, "test")
+    for D in (16, 32, 64, 128):                          # decode_attention_bf16, plain, PDL and PDL_EARLY
+        for extra in ({"PDL": 0}, {"PDL": 1}, {"PDL": 1, "PDL_EARLY": 1}):
+            rt.kernel("attention.cu", "decode_attention_bf16", {"HEAD_DIM": D, **extra}, "test")
     # test_gpu_gemm_bf16: the defaults, the tunables, BF_EPI_CALLS, BF_EPI_WG / BF_CLUSTER, the per-shape choice, LayerNorm
     from test_gpu_gemm_bf16 import EPI_WG, EPILOGUES, TUNED
     builds = [(v, {}) for v in ("bf16_mma", "bf16") + (("bf16_wgmma",) if sm >= 90 else ())] + list(TUNED) + \
