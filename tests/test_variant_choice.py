@@ -17,7 +17,7 @@ def gpu(monkeypatch):
 
 @pytest.mark.parametrize("model, sm, want", [
     ("gpt2", 90, "fast"), ("gpt2", 89, "fast_mma"), ("gpt2", 80, "fast_mma"), ("gpt2", 75, "vec4"),
-    ("lenet86", 90, "tc_all"), ("lenet86", 80, "tc_all"), ("lenet86", 75, "fused_head"),
+    ("lenet86", 90, "tc_lane_hv"), ("lenet86", 80, "tc_lane_hv"), ("lenet86", 75, "fused_head"),
 ])
 def test_auto_takes_the_fastest_variant_this_gpu_runs(gpu, model, sm, want):
     gpu(sm)
