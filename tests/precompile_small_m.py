@@ -1,6 +1,6 @@
 """Compiles, in parallel, the kernel builds of issue 14's batched-decoding and top-p work: tests/test_gpu_small_m.py,
 tests/sanitize_small_m.py, the decode / generate / GEMV tests of test_gpu_gpt2.py, the builds of
-milestones/results/2026-11-23-s8/generate/bench_issue14.py, and what tests/precompile_generate.py collects (test_gpu_generate.py, bench-generate):
+session 8's bench_issue14.py (its v11 sweep; milestones/results/2026-11-23-s8/generate/SCRIPTS.md), and what tests/precompile_generate.py collects (test_gpu_generate.py, bench-generate):
 
     python tests/precompile_small_m.py [workers] [arch]"""
 import dataclasses

@@ -7,7 +7,7 @@ B = 1 (a 16-token prompt), `new_tokens` greedy tokens through the generate path 
 step): the steady rate (CUDA events over the decode steps' graph replays) and the wall rate (prefill and host
 included), medians of `repeat` runs after a warm-up; whether each variant's tokens equal the first's; then HF
 generate on the same weights and prompts (TF32 where the first variant is TF32). Session scripts call this instead
-of carrying their own copy (milestones/results/2026-11-23-s9/generate/bench_split.py's decode part)."""
+of carrying their own copy (session 9's bench_split.py, see milestones/results/2026-11-23-s9/generate/SCRIPTS.md)."""
 from __future__ import annotations
 
 import statistics
