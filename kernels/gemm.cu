@@ -52,8 +52,9 @@
 //                      fourth warpgroup stores each tile from a full-tile staging buffer while the consumers run
 //                      the next k loop; no faster for plain products (H100: qkv 241 vs 237, mlp_fc 273 vs 273
 //                      TFLOP/s at BN 192), slower with GELU / the QKV scatter in GPT-2 (off by default).
-//                      BF_CLUSTER=2 (session 9, not yet run on a GPU): block pairs on row-tile pairs, W^T's tile
-//                      multicast by TMA (each block loads half): a third less L2 reading per block.
+//                      BF_CLUSTER=2 (session 9): block pairs on row-tile pairs, W^T's tile multicast by TMA (each
+//                      block loads half): a third less L2 reading per block. GPU tests and sanitizers pass (H100,
+//                      session 10); its speed is not yet measured.
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -1872,7 +1873,7 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
                  :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
 
-// BF_CLUSTER=2 (session 9, not yet run on a GPU): clusters of two blocks on row tiles 2p and 2p + 1 of one column
+// BF_CLUSTER=2 (session 9; GPU tests, memcheck and racecheck pass on the H100, session 10; speed not yet measured): clusters of two blocks on row tiles 2p and 2p + 1 of one column
 // tile; each block loads its own A tile and one half of W^T's tile (BF_BN / 2 rows: the host's map box), multicast
 // into both blocks' stage at the same offset, so a block reads 128 + BF_BN / 2 instead of 128 + BF_BN operand rows
 // per k tile from L2 (the k loop, not the epilogue, holds v8 below cuBLAS: session 9). A stage is refilled only
