@@ -55,6 +55,15 @@ __device__ __forceinline__ void store_act4(__half* p, float a, float b, float c,
     *reinterpret_cast<uint2*>(p) = u;
 }
 
+// A persistent grid's walk: the block with linear index b (x fastest, then y, z) takes work items b, b + step, ...
+struct GridWalk {
+    long long first, step;
+};
+__device__ __forceinline__ GridWalk grid_walk() {
+    const long long step = (long long)gridDim.x * gridDim.y * gridDim.z;
+    return {blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z), step};
+}
+
 // 16-byte asynchronous global -> shared copy (sm_80+); an invalid source fills the 16 bytes with zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
     const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);

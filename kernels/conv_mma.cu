@@ -441,8 +441,8 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
     const int tiles_y = (Hu + TILE_Y - 1) / TILE_Y;
     const long long tiles_img = (long long)tiles_x * tiles_y;
     const long long total = tiles_img * B;
-    const long long nblocks = (long long)gridDim.x * gridDim.y * gridDim.z;
-    long long tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+    const auto [first_tile, nblocks] = grid_walk();
+    long long tile = first_tile;
     if (tile >= total) return;   // the whole block leaves before any barrier
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -643,8 +643,8 @@ conv_mma_f16_chunked(const __half* __restrict__ x, const __half* __restrict__ w,
     const int tiles_xy = tiles_x * tiles_y;
     const long long tiles_img = (long long)tiles_xy * NMG;
     const long long total = tiles_img * B;
-    const long long nblocks = (long long)gridDim.x * gridDim.y * gridDim.z;
-    long long tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+    const auto [first_tile, nblocks] = grid_walk();
+    long long tile = first_tile;
     if (tile >= total) return;   // the whole block leaves before any barrier
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;

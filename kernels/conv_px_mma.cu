@@ -261,8 +261,8 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
 #endif
     const int tiles_x = (Wc + TILE_X - 1) / TILE_X, tiles_y = (Hc + TILE_Y - 1) / TILE_Y;
     const long long tiles_img = (long long)tiles_x * tiles_y, total = tiles_img * B;
-    const long long nblocks = (long long)gridDim.x * gridDim.y * gridDim.z;
-    long long tile = blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z);
+    const auto [first_tile, nblocks] = grid_walk();
+    long long tile = first_tile;
     if (tile >= total) return;   // the whole block leaves before any barrier
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
