@@ -423,8 +423,8 @@ def test_bf16_pick_head_keys_and_reset(M, rng):
     """PickHead alone (gemm.cu v10 _pick builds): the logits as the LayerNorm GEMV writes them; NaN and -inf never win,
     the smallest of tied columns does, a padded column (>= V) never counts; next = step_idx = the token, pos += 1 and
     x = wte[token] + wpe[pos]; keys and ticket are left zero, so a second launch with smaller logits picks afresh."""
-    from convnet.gpu.bf16 import BF16, PickHead, from_bf16, to_bf16
-    from convnet.gpu.gemm import Epilogue, Linear
+    from convnet.gpu.bf16 import BF16, from_bf16, to_bf16
+    from convnet.gpu.gemm import Epilogue, Linear, PickHead
     from convnet.gpu.runtime import ptr
     rt = runtime_for("fast_bf16")
     lin = Linear(rt, "bf16_wgmma", catalogue.get("fast_bf16_dec", "gpt2").defines, "test")

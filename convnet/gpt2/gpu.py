@@ -30,7 +30,7 @@ kernel each step uses:
                     advance) go out as programmatic dependent launches (tma.PdlKernel); -D PDL_EARLY=1: they also
                     read their biases, LayerNorm parameters, pos and older KV rows before the wait
     decode_pick     bf16 greedy decode steps of B <= 8 on the device: the LM head's GEMV also picks the tokens,
-                    advances pos and embeds the next step's tokens (gpu/bf16.py PickHead: 3 launches fewer)
+                    advances pos and embeds the next step's tokens (gpu/gemm.py PickHead: 3 launches fewer)
 
 Keys and values always go to a cache (n_layer, B, n_head, capacity, head_size), so the same forward
 serves a full sequence (capacity T), a prompt (prefill) and one new token per step (decode).
@@ -154,7 +154,7 @@ class GPT2GPU:
         if p.get("decode_pick"):
             if not self.bf16:
                 raise GPUError(f"variant {name}: decode_pick is for the bf16 path (the LM head on gemm.cu v10)")
-            from ..gpu.bf16 import PickHead
+            from ..gpu.gemm import PickHead
             self.pick = PickHead(rt, self._linear("lm_head"), name)
         self.ln_fuse = bool(p.get("ln_fuse", True))      # LayerNorm inside the GEMV where the GEMM allows it
         # SMM_LNS=1 (v11's _lns builds): the residual GEMMs write the next LayerNorm's row statistics, the GEMM after

@@ -529,3 +529,31 @@ class Linear:
             store = self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8)
             self.rt.drv.memcpy_htod(int(ptr(store)) + 256 * slot, np.frombuffer(record, np.uint8))
         return np.uintp(int(ptr(self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8))) + 256 * slot)
+
+
+class PickHead:
+    """The LM head's GEMV (gemm.cu v10 _ln(1)_pick builds) that also ends a greedy decode step of M <= 8 sequences
+    (variant param decode_pick): the LayerNorm'd product into fp32 logits as Linear's GEMV computes them, each row's
+    argmax (argmax_rows' choice) into `next` and `step_idx`, pos += 1 and the next step's embedding into x (embed_bf16
+    over the LM head's own bf16 rows as wte). Replaces argmax_rows, decode_advance and embed_bf16: three launches."""
+
+    def __init__(self, rt, linear: Linear, variant: str):
+        d = {**linear.defines, "BF_OUT": 0}
+        self.rt, self.max_m, self.cols = rt, SKINNY_M, linear.bf_skinny_cols
+        self.kernels = tuple(tma.launcher(rt, "gemm.cu", name, d, variant)
+                             for name in ("gemm_skinny_bf16_ln_pick", "gemm_skinny_bf16_ln1_pick"))
+
+    def __call__(self, x, w, logits, M, N, K, V, ln, wpe, n_ctx, next_tok, step_idx, pos, x_next, stream):
+        """logits (M x N fp32, row stride N) = LayerNorm(x) @ W^T (x: M x K fp32, row stride K; W: N x K bf16 rows, K
+        a multiple of 8); then the pick over the first V columns, the next step's input into x_next (may be x)."""
+        if not 1 <= M <= self.max_m or K % 8 or V > N:
+            raise GPUError(f"the LM head's pick needs 1 <= M <= {self.max_m} rows, K a multiple of 8 and V <= N; "
+                           f"got M={M} K={K} V={V} N={N}")
+        gamma, beta, eps = ln
+        t = self.rt.pool.tickets("gpt2.act.pick", 2 * self.max_m + 1)      # M uint64 keys, then the ticket
+        keys, ticket = ptr(t), ptr(t, 2 * self.max_m)
+        (self.kernels[1] if M == 1 else self.kernels[0])(
+            (_cdiv(N, self.cols), 1, 1), (256, 1, 1), ptr(x), ptr(w), i32(M), i32(N), i32(K), i32(K), i32(K),
+            ptr(gamma), ptr(beta), np.float32(eps), *Epilogue().args(logits, N),
+            i32(V), keys, ticket, ptr(next_tok), ptr(step_idx), ptr(pos), ptr(wpe), ptr(x_next), i32(n_ctx),
+            stream=stream)
