@@ -3,21 +3,15 @@
     python -m convnet.gpt2 bench-generate --variants fast,fast_pdl,fast_pdl_lns_red
 
 Random 124M weights; for each variant (the first is the reference): B = `batch` prompts of `prompt_len` tokens and
-B = 1 (a 16-token prompt), `new_tokens` greedy tokens through the generate path (GPUGenerator.run, a CUDA graph per
+B = 1 (a DECODE_PROMPT-token prompt), `new_tokens` greedy tokens through the generate path (GPUGenerator.run, a CUDA graph per
 step): the steady rate (CUDA events over the decode steps' graph replays) and the wall rate (prefill and host
 included), medians of `repeat` runs after a warm-up; whether each variant's tokens equal the first's; then HF
 generate on the same weights and prompts (TF32 where the first variant is TF32). Session scripts call this instead
 of carrying their own copy (session 9's bench_split.py, see milestones/results/2026-11-23-s9/generate/SCRIPTS.md)."""
 from __future__ import annotations
 
-import statistics
-
-import numpy as np
-
 from .. import catalogue, report
 from ..errors import UsageError
-
-B1_PROMPT = 16
 
 
 def parse_variants(text: str) -> list:
@@ -56,14 +50,12 @@ def sweep_benchmark(names: str, batch: int = 32, prompt_len: int = 64, new_token
                     hf: bool = True) -> str:
     """The sweep (see the module's docstring); returns the report."""
     variants = parse_variants(names)
-    from ..gpt2.generate import Sampling, run_generation
+    from ..gpt2.generate import Sampling
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.gpu_generate import GPUGenerator
-    from .gpt2 import load_model
+    from .gpt2 import bench_prompts, generation_rates, load_model
     params, config, what = load_model(None)
-    rng = np.random.default_rng(1)
-    one = [list(map(int, rng.integers(0, config.vocab_size, B1_PROMPT)))]
-    many = [list(map(int, p)) for p in rng.integers(0, config.vocab_size, (batch, prompt_len))]
+    one, many = bench_prompts(config, batch, prompt_len)
     rows, first, device = [], {}, ""
     for v in variants:
         gpu = GPT2GPU(params, config, v)
@@ -71,13 +63,8 @@ def sweep_benchmark(names: str, batch: int = 32, prompt_len: int = 64, new_token
         gen = GPUGenerator(gpu)
         row = {"name": v.name}
         for key, prompts in (("batched", many), ("one", one)):
-            runs, ids = [], None
-            for _ in range(repeat + 1):                          # the first: warm-up (graphs, buffers)
-                done, stats = run_generation(gen.run, prompts, new_tokens, Sampling(), None)
-                runs.append((gen.last_rate, stats["tokens_per_s"]))
-                ids = [c.ids for c in done]
-            runs = runs[1:]
-            row[key] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+            wall, steady, ids = generation_rates(gen, prompts, new_tokens, Sampling(), repeat)
+            row[key] = (steady, wall)
             first.setdefault(key, ids)
             same = sum(a == b for a, b in zip(first[key], ids))
             row[f"same_{key}"] = f"{same}/{len(ids)}"

@@ -302,6 +302,29 @@ def decode_benchmark(names, sweep_items=(), new_tokens: int = 256, repeat: int =
                               f"on {device}, {repeat} runs each") + "\n" + split
 
 
+def bench_prompts(config, batch: int, prompt_len: int) -> tuple[list, list]:
+    """The generation benchmarks' prompts (seed 1): one of DECODE_PROMPT tokens (B=1), then `batch` of `prompt_len`."""
+    rng = np.random.default_rng(1)
+    one = [list(map(int, rng.integers(0, config.vocab_size, DECODE_PROMPT)))]
+    many = [list(map(int, p)) for p in rng.integers(0, config.vocab_size, (batch, prompt_len))]
+    return one, many
+
+
+def generation_rates(gen, prompts: list, new_tokens: int, sampling, repeat: int, on_text=None) -> tuple:
+    """The generate path (run_generation on a GPUGenerator) `repeat` times after a warm-up run (graphs, buffers):
+    (median wall tok/s, median steady tok/s, the last run's token ids per sequence). Wall: prefill and host
+    included; steady: the device's rate over the decode steps (CUDA events, gen.last_rate)."""
+    import statistics
+    from ..gpt2.generate import run_generation
+    runs, ids = [], None
+    for _ in range(repeat + 1):
+        done, stats = run_generation(gen.run, prompts, new_tokens, sampling, None, on_text=on_text)
+        runs.append((stats["tokens_per_s"], gen.last_rate))
+        ids = [c.ids for c in done]
+    runs = runs[1:]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), ids
+
+
 def generate_benchmark(variant_name: str = "auto", batch: int = 32, prompt_len: int = 64, new_tokens: int = 256,
                        repeat: int = 3) -> str:
     """The generate command's path (convnet.gpt2.generate.run_generation on gpu_generate, excluding the load)
@@ -310,7 +333,7 @@ def generate_benchmark(variant_name: str = "auto", batch: int = 32, prompt_len: 
     tokens / the call's seconds (prefill and host included); steady = the device's rate over the decode steps
     after the captured graph (CUDA events). Medians of `repeat` runs after a warm-up."""
     import statistics
-    from ..gpt2.generate import Sampling, run_generation
+    from ..gpt2.generate import Sampling
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.gpu_generate import GPUGenerator
     from ..runner import resolve_variant
@@ -320,21 +343,14 @@ def generate_benchmark(variant_name: str = "auto", batch: int = 32, prompt_len: 
         raise GPUError("bench-generate needs a GPU variant")
     gpu = GPT2GPU(params, config, v)
     gen = GPUGenerator(gpu)
-    rng = np.random.default_rng(1)
-    one = rng.integers(0, config.vocab_size, (1, DECODE_PROMPT))
-    many = rng.integers(0, config.vocab_size, (batch, prompt_len))
+    one, many = bench_prompts(config, batch, prompt_len)
 
-    def cli_path(prompts, s):
+    def cli_path(prompts, s):      # (wall, steady); one prompt streams its text as the CLI does
         sink = []
-        runs = []
-        for _ in range(repeat + 1):
-            _, stats = run_generation(gen.run, [list(map(int, p)) for p in prompts], new_tokens, s, None,
-                                      on_text=sink.append if len(prompts) == 1 else None)
-            runs.append((stats["tokens_per_s"], gen.last_rate))
-        runs = runs[1:]
-        return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+        return generation_rates(gen, prompts, new_tokens, s, repeat,
+                                on_text=sink.append if len(prompts) == 1 else None)[:2]
 
-    decode = statistics.median([gpu.generate(one, new_tokens)[1] for _ in range(repeat + 1)][1:])
+    decode = statistics.median([gpu.generate(np.array(one), new_tokens)[1] for _ in range(repeat + 1)][1:])
     greedy = cli_path(one, Sampling())
     top_p = cli_path(one, Sampling(1.0, top_p=0.9, seed=1))
     top_k_p = cli_path(one, Sampling(1.0, top_k=50, top_p=0.9, seed=1))
