@@ -198,8 +198,9 @@ class Linear:
                            "there)")
         if cc < 80:
             raise GPUError(f"the bf16 GEMMs need compute capability 8.0 or newer; {rt.name} is {rt.arch}")
-        if version == "bf16_wgmma":                # refused before compiling (the kernel's static_assert says the same)
-            c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}}
+        # v8's -D constants over its defaults, checked before compiling (the kernel's static_asserts say the same)
+        c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}} if version == "bf16_wgmma" else None
+        if c is not None:
             need = _bf8_smem(c)
             if c["BF_CLUSTER"] not in (1, 2):
                 raise GPUError(f"GEMM v8: BF_CLUSTER is 1 or 2 blocks per cluster, got {c['BF_CLUSTER']}")
@@ -209,27 +210,21 @@ class Linear:
                                "at most 4 stages, 192 with at most 3)")
         self.bf_kernels = {out: rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": int(out)}, self.variant)
                            for out in (True, False)}
-        self.tma_param = version == "bf16_wgmma" and bool(int(d.get("BF_TMA_PARAM", BF_DEFAULTS["BF_TMA_PARAM"])))
-        if self.tma_param and isinstance(rt, Runtime):
-            # by-value tensor maps: launched through the driver's kernelParams (tma.DriverKernel), same cubins
+        self.tma_param = c is not None and bool(c["BF_TMA_PARAM"])
+        self.cluster = c["BF_CLUSTER"] if c is not None else 1     # BF_CLUSTER=2: block pairs, each loading half of W^T's tile
+        if (self.tma_param or self.cluster > 1) and isinstance(rt, Runtime):
+            # launched through the driver, same cubins: by-value tensor maps in the kernelParams (tma.DriverKernel),
+            # and the cluster shape as a launch attribute (tma.ClusterKernel, a DriverKernel: it takes both)
             from . import build
-            self.bf_kernels = {out: tma.DriverKernel(build.compile_cubin("gemm.cu", {**d, "BF_OUT": int(out)},
-                                                                         rt.arch)[0], BF16_KERNELS[version], self.variant)
-                               for out in (True, False)}
+
+            def driver_kernel(out):
+                cubin = build.compile_cubin("gemm.cu", {**d, "BF_OUT": int(out)}, rt.arch)[0]
+                if self.cluster > 1:
+                    return tma.ClusterKernel(cubin, BF16_KERNELS[version], self.variant, self.cluster)
+                return tma.DriverKernel(cubin, BF16_KERNELS[version], self.variant)
+            self.bf_kernels = {out: driver_kernel(out) for out in (True, False)}
             self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)
-        self.cluster = 1                     # v8 BF_CLUSTER=2: block pairs, each loading half of W^T's tile
-        if version == "bf16_wgmma":
-            self.cluster = int(d.get("BF_CLUSTER", BF_DEFAULTS["BF_CLUSTER"]))
-            if self.cluster > 1 and isinstance(rt, Runtime):
-                # the cluster shape is a launch attribute (tma.ClusterKernel: cuLaunchKernelEx), same cubins
-                from . import build
-                self.bf_kernels = {out: tma.ClusterKernel(build.compile_cubin("gemm.cu", {**d, "BF_OUT": int(out)},
-                                                                              rt.arch)[0], BF16_KERNELS[version],
-                                                          self.variant, self.cluster)
-                                   for out in (True, False)}
-                self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)
-        if version == "bf16_wgmma":
-            c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}}
+        if c is not None:
             self.tile, self.tflops = (BF_BM, c["BF_BN"]), 600.0
             self.threads = 512 if c["BF_EPI_WG"] else 384     # BF_EPI_WG: a fourth warpgroup for the epilogue
             self.smem = _bf8_smem(c)
