@@ -257,8 +257,7 @@ class GPT2GPU:
         if device_step and self.ragged is not None:       # each sequence at its own position
             self.ragged.embed(idx_dev, self.w["wte"], self.w["wpe"], buf["x"], B, C, pos_dev, s)
         elif not pick:                                  # (pick: the previous step's LM head embedded them)
-            self.embed((cdiv(M * C, 256), 1, 1), (256, 1, 1), idx_dev, self.w["wte"], self.w["wpe"], buf["x"],
-                       i32(M), i32(T), i32(C), i32(pos), ptr(pos_dev), stream=s)
+            self._embed(idx_dev, buf["x"], M, T, pos, pos_dev, s)
         self._mark("embed")
         x, x2 = buf["x"], buf["x2"]
         layer_kv = B * H * cap * D
@@ -460,6 +459,11 @@ class GPT2GPU:
                      self.rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32),
                      self.rt.pool.get("gpt2.act.pos", (1,), np.int32), i32(B), stream=self.stream)
 
+    def _embed(self, idx, x, M, T, pos, pos_dev, stream):
+        """x (M, C) = wte[idx] + wpe[position]: positions pos.. for T tokens per sequence, or *pos_dev where given."""
+        self.embed((cdiv(M * self.C, 256), 1, 1), (256, 1, 1), idx, self.w["wte"], self.w["wpe"], x, i32(M), i32(T),
+                   i32(self.C), i32(pos), ptr(pos_dev), stream=stream)
+
     def _picks(self, B) -> bool:
         """Whether greedy device steps of B sequences end in the LM head's pick (decode_pick; LayerNorm in the GEMV)."""
         return self.pick is not None and B <= self.pick.max_m and self.ragged is None and \
@@ -500,10 +504,9 @@ class GPT2GPU:
             self.rt.pool.get("gpt2.act.pos", (1,), np.int32).set_async(pos, stream=s)
             self._advance(B, nxt)
             if self._picks(B):                             # the first step's embedding (then each LM head's)
-                self.embed((cdiv(B * self.C, 256), 1, 1), (256, 1, 1), self.rt.pool.get("gpt2.act.step_idx", (B, 1),
-                           np.int32), self.w["wte"], self.w["wpe"], self.rt.pool.get("gpt2.act.x", (B, self.C)),
-                           i32(B), i32(1), i32(self.C), i32(0), ptr(self.rt.pool.get("gpt2.act.pos", (1,), np.int32)),
-                           stream=s)
+                self._embed(self.rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32),
+                            self.rt.pool.get("gpt2.act.x", (B, self.C)), B, 1, 0,
+                            self.rt.pool.get("gpt2.act.pos", (1,), np.int32), s)
         nxt.get_async(stream=s, ary=host[0])
         start, end = self.rt.event(), self.rt.event()
         step_graph = None
