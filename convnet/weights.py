@@ -48,6 +48,11 @@ def load(path: str | os.PathLike = WEIGHTS_FILE) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise WeightsError(f"{path}: weights file not found")
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic[:4] != b"PK\x03\x04":   # an .npz is a zip archive; numpy's own message for other files misleads
+        kind = "a single .npy array" if magic == b"\x93NUMPY" else "not a zip archive"
+        raise WeightsError(f"{path}: not an .npz weights file ({kind}); expected the archive np.savez writes")
     try:
         with np.load(path, allow_pickle=False) as npz:
             weights = {k: npz[k] for k in npz.files}

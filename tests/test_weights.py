@@ -40,6 +40,14 @@ def test_missing_and_corrupt_files(tmp_path):
     bad.write_bytes(b"PK\x03\x04 definitely not a zip")
     with pytest.raises(WeightsError, match="not a readable"):
         wio.load(bad)
+    text = tmp_path / "text.npz"
+    text.write_text("root:x:0:0\n")
+    with pytest.raises(WeightsError, match="not a zip archive"):
+        wio.load(text)
+    npy = tmp_path / "one.npy"
+    np.save(npy, np.zeros(3, np.float32))
+    with pytest.raises(WeightsError, match="single .npy array"):
+        wio.load(npy)
 
 
 def test_save_roundtrip(tmp_path, lenet_weights):
