@@ -20,6 +20,12 @@ from ..errors import UsageError, exit_code
 PROG = "python -m convnet.gpt2"
 
 
+def _prog() -> str:
+    """The name the user typed: the console script's, else the module's."""
+    name = Path(sys.argv[0]).name
+    return name if name.startswith("convnet-gpt2") else PROG
+
+
 def _token_list(text: str) -> list[int]:
     try:
         return [int(t) for t in text.split(",")]
@@ -33,7 +39,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog=PROG, description="GPT-2 text generation on hand-written CUDA kernels (or numpy).")
+    p = OneLineParser(prog=_prog(), description="GPT-2 text generation on hand-written CUDA kernels (or numpy).")
     p.add_argument("--version", action="version", version=_version())
     commands = p.add_subparsers(dest="command", required=True)
     g = commands.add_parser(
@@ -265,7 +271,7 @@ COMMANDS = {"generate": _generate, "bench-attention": _bench_attention, "bench-d
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     command = COMMANDS[args.command]
-    return exit_code(PROG, command, args)
+    return exit_code(_prog(), command, args)
 
 
 if __name__ == "__main__":
