@@ -73,6 +73,13 @@ Tunables (-D, defaults in brackets):
                   kernel row second, so consecutive mma accumulate into different output rows instead of
                   two in a row into one (ncu on LeNet's conv2: 'wait' stalls 2.8 of 11 cycles per issued
                   instruction). Each accumulator sums its terms in the same order: the same results.
+  MMA_SPLIT [0]   (register version; issue #16 session 11) 1: fp32-class products on the fp16 tensor cores.
+                  x is float32; each staged value is split into hi = fp16(v) and lo = fp16((v - hi) * 2^11)
+                  (two pair-expanded tiles), each weight likewise (the host passes [hi (M*C*K*K) | lo] fp16);
+                  per k-step three mma: acc += A_hi B_hi, acc_lo += A_lo B_hi + A_hi B_lo, and each output is
+                  acc + acc_lo * 2^-11 (the dropped lo*lo term and the lo rounding: ~2^-22 relative, the
+                  accumulation fp32). The lo parts are scaled so they stay normal fp16 numbers. Needs no
+                  CP_ASYNC; twice the staged patch and the weight registers (MIN_BLOCKS 2 for LeNet's conv2).
   Defaults suit both LeNet layers: 86->80 (2x2 tiles/image) and 40->34 (1 tile/image).
   (Session 10: the synchronous patch staging and the output geometry of both kernels are one helper each,
   patch_load / out_geometry; the SASS of the register and chunked builds is unchanged, nvdisasm.)
@@ -156,6 +163,9 @@ already extern "C" and the helpers are C++ templates).
 #ifndef MMA_INTERLEAVE
 #define MMA_INTERLEAVE 0   // register version: mma issued segment pair first (see conv_unit)
 #endif
+#ifndef MMA_SPLIT
+#define MMA_SPLIT 0            // register version: split-precision (hi + lo fp16) products, x float32 (see header)
+#endif
 #ifndef UNITS_PER_WARP
 #define UNITS_PER_WARP 1   // chunked version: warp units per warp (TILE units <= WARPS * UNITS_PER_WARP)
 #endif
@@ -164,6 +174,11 @@ already extern "C" and the helpers are C++ templates).
 typedef float OUT_T;
 #else
 typedef __half OUT_T;
+#endif
+#if MMA_SPLIT
+typedef float IN_T;
+#else
+typedef __half IN_T;
 #endif
 
 // ----------------------------------------------------------------------------------------------
@@ -198,7 +213,9 @@ constexpr int W_MS = ((W_ROW_H / 2 + 3) / 8) * 8 + 4;  // words per channel, == 
                                                      // g of an A load hit disjoint bank quads
 constexpr int WSM_WORDS = MT * 16 * W_MS;
 
-constexpr int SMEM_WORDS = TILE_WORDS > WSM_WORDS ? TILE_WORDS : WSM_WORDS;
+constexpr int NSPLIT = MMA_SPLIT ? 2 : 1;               // MMA_SPLIT: hi and lo copies of the patch and the weights
+constexpr float MMA_SPLIT_SCALE = 2048.f;                // MMA_SPLIT: lo parts stored times 2^11
+constexpr int SMEM_WORDS = NSPLIT * (TILE_WORDS > WSM_WORDS ? TILE_WORDS : WSM_WORDS);
 constexpr int RAW_CH = (RS + 2 + 7) / 8;             // CP_ASYNC: 16-byte chunks per raw row (pixels 0 .. RS+1)
 constexpr int RAWP = RAW_CH * 4;                     // words per raw row
 constexpr int RAW_ROWS = C_IN * ROWS_IN;
@@ -214,6 +231,7 @@ static_assert((SMEM_WORDS + (CP_ASYNC ? RAW_WORDS : 0)) * 4 <= 48 * 1024,
 #endif
 static_assert(POOL == 0 || ((POOL == 2 || POOL == 4) && R % (POOL > 0 ? POOL : 1) == 0),
               "POOL: 2 or 4, dividing WARP_ROWS (and so TILE_Y; TILE_X is a multiple of 8)");
+static_assert(!MMA_SPLIT || (CHUNK_C == 0 && !CP_ASYNC), "MMA_SPLIT: the register version without CP_ASYNC");
 
 // ----------------------------------------------------------------------------------------------
 
@@ -224,6 +242,26 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned int (&a)
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// MMA_SPLIT: acc += A_hi B_hi; acc_lo += A_lo B_hi + A_hi B_lo (lo parts scaled by MMA_SPLIT_SCALE)
+__device__ __forceinline__ void mma_split(float (&d)[4], float (&dl)[4], const unsigned int (&a)[4],
+                                          const unsigned int (&al)[4], unsigned int b0, unsigned int b1,
+                                          unsigned int b0l, unsigned int b1l)
+{
+    mma_16816(d, a, b0, b1);
+    if (MMA_SPLIT) {
+        mma_16816(dl, al, b0, b1);
+        mma_16816(dl, a, b0l, b1l);
+    }
+}
+
+// MMA_SPLIT staging: v as (hi, lo) fp16 halves, lo = (v - hi) * MMA_SPLIT_SCALE (v - hi is exact in fp32)
+__device__ __forceinline__ void split_half(float v, unsigned int& hi, unsigned int& lo)
+{
+    const __half h = __float2half_rn(v);
+    hi = __half_as_ushort(h);
+    lo = __half_as_ushort(__float2half_rn((v - __half2float(h)) * MMA_SPLIT_SCALE));
 }
 
 // two adjacent outputs (pixels ox, ox+1) of one channel; paired store only when aligned
@@ -322,6 +360,47 @@ __device__ __forceinline__ void emit_row(const float (&a)[MTN][4], float (&pmax)
 }
 
 #if CHUNK_C == 0
+// the weights staged in shared memory ([MT*16][W_MS] words from wsm) -> this lane's A fragments
+__device__ __forceinline__ void load_a_frags(const unsigned int* __restrict__ wsm, int g, int t,
+                                             unsigned int (&Ap)[MT][NPA][K_SIZE][4], unsigned int (&Ao)[MT][NOA][4])
+{
+    const unsigned int* wl = wsm + g * W_MS + t;
+    // word offset of (segment v, weight row p) within a channel row
+#define CONVMMA_WOFF(v, p) ((((v) / NQ * K_SIZE + (p)) * KQ + ((v) % NQ) * 8) / 2)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        const unsigned int* w0 = wl + (mt * 16) * W_MS;
+        const unsigned int* w8 = wl + (mt * 16 + 8) * W_MS;
+#pragma unroll
+        for (int s = 0; s < NPA; ++s)
+#pragma unroll
+            for (int p = 0; p < K_SIZE; ++p) {
+                if (s < NPAIR) {
+                    Ap[mt][s][p][0] = w0[CONVMMA_WOFF(2 * s, p)];
+                    Ap[mt][s][p][1] = w8[CONVMMA_WOFF(2 * s, p)];
+                    Ap[mt][s][p][2] = w0[CONVMMA_WOFF(2 * s + 1, p)];
+                    Ap[mt][s][p][3] = w8[CONVMMA_WOFF(2 * s + 1, p)];
+                } else {
+                    Ap[mt][s][p][0] = Ap[mt][s][p][1] = Ap[mt][s][p][2] = Ap[mt][s][p][3] = 0u;
+                }
+            }
+#pragma unroll
+        for (int j = 0; j < NOA; ++j) {
+            const int pe = 2 * j;
+            if (j < NODD) {
+                Ao[mt][j][0] = w0[CONVMMA_WOFF(NSEG - 1, pe)];
+                Ao[mt][j][1] = w8[CONVMMA_WOFF(NSEG - 1, pe)];
+                const bool has1 = pe + 1 < K_SIZE;     // else the k-step's upper half is zero
+                Ao[mt][j][2] = has1 ? w0[CONVMMA_WOFF(NSEG - 1, has1 ? pe + 1 : pe)] : 0u;
+                Ao[mt][j][3] = has1 ? w8[CONVMMA_WOFF(NSEG - 1, has1 ? pe + 1 : pe)] : 0u;
+            } else {
+                Ao[mt][j][0] = Ao[mt][j][1] = Ao[mt][j][2] = Ao[mt][j][3] = 0u;
+            }
+        }
+    }
+#undef CONVMMA_WOFF
+}
+
 // One warp unit: 8 output columns x R output rows of one image, all M channels.
 // sb   : staged tile + this unit's row/column origin + this lane's g + 2t
 // yl   : y + offset of (b, m = g, oy0, ox = ox0 + 2t); pooled: of (b, g, oy0/POOL, (ox0 + 2t)/POOL)
@@ -332,6 +411,8 @@ template <bool GUARD>
 __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
                                           const unsigned int (&Ap)[MT][NPA][K_SIZE][4],
                                           const unsigned int (&Ao)[MT][NOA][4],
+                                          const unsigned int (&Apl)[MT][NPA][K_SIZE][4],
+                                          const unsigned int (&Aol)[MT][NOA][4],
                                           OUT_T* __restrict__ yl, size_t plane, int ys,
                                           bool ok0, bool ok1, int g, bool vec_y, int nvalid, int nvalid_p)
 {
@@ -342,18 +423,27 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[o][mt][i] = 0.f;
+    float accl[MMA_SPLIT ? R : 1][MT][4];   // MMA_SPLIT: the lo terms, times MMA_SPLIT_SCALE
+#pragma unroll
+    for (int o = 0; o < (MMA_SPLIT ? R : 1); ++o)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) accl[o][mt][i] = 0.f;
+#define CONVMMA_ACCL(o) accl[MMA_SPLIT ? (o) : 0]
 
-    unsigned int bprev = 0u;   // previous input row's last segment (row pairing)
+    unsigned int bprev = 0u, bprevl = 0u;   // previous input row's last segment (row pairing), hi and lo
     float pmax[MT][4];         // POOL: running max over the rows of the current pooling window
 
 #pragma unroll
     for (int r = 0; r < R + K_SIZE - 1; ++r) {
         // B registers of input row r: one pair-expanded word per segment
-        unsigned int bc[NSEG];
+        unsigned int bc[NSEG], bcl[NSEG];
 #pragma unroll
         for (int v = 0; v < NSEG; ++v) {
             const int c = v / NQ, q0 = (v % NQ) * 8;
             bc[v] = sb[(c * ROWS_IN + r) * RS + q0];
+            bcl[v] = MMA_SPLIT ? sb[TILE_WORDS + (c * ROWS_IN + r) * RS + q0] : 0u;   // the lo tile follows
         }
 
         // segment pairs: input row r feeds output row o = r - p with weight row p
@@ -368,7 +458,8 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
                 for (int p = 0; p < K_SIZE; ++p) {
                     const int o = r - p;
                     if (o >= 0 && o < R && (!GUARD || o < nvalid))
-                        mma_16816(acc[o][mt], Ap[mt][s][p], bc[2 * s], bc[2 * s + 1]);
+                        mma_split(acc[o][mt], CONVMMA_ACCL(o)[mt], Ap[mt][s][p], Apl[mt][s][p], bc[2 * s],
+                                  bc[2 * s + 1], bcl[2 * s], bcl[2 * s + 1]);
                 }
 #else
 #pragma unroll
@@ -379,7 +470,8 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                     for (int s = 0; s < NPAIR; ++s)
-                        mma_16816(acc[o][mt], Ap[mt][s][p], bc[2 * s], bc[2 * s + 1]);
+                        mma_split(acc[o][mt], CONVMMA_ACCL(o)[mt], Ap[mt][s][p], Apl[mt][s][p], bc[2 * s],
+                                  bc[2 * s + 1], bcl[2 * s], bcl[2 * s + 1]);
             }
         }
 #endif
@@ -394,25 +486,36 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
                     if (o >= 0 && o < R && (!GUARD || o < nvalid)) {
 #pragma unroll
                         for (int mt = 0; mt < MT; ++mt)
-                            mma_16816(acc[o][mt], Ao[mt][j], bprev, bc[NSEG - 1]);
+                            mma_split(acc[o][mt], CONVMMA_ACCL(o)[mt], Ao[mt][j], Aol[mt][j], bprev, bc[NSEG - 1],
+                                      bprevl, bcl[NSEG - 1]);
                     }
                 } else {
                     const int o = r - pe;
                     if (o >= 0 && o < R && (!GUARD || o < nvalid)) {
 #pragma unroll
                         for (int mt = 0; mt < MT; ++mt)
-                            mma_16816(acc[o][mt], Ao[mt][j], bc[NSEG - 1], 0u);
+                            mma_split(acc[o][mt], CONVMMA_ACCL(o)[mt], Ao[mt][j], Aol[mt][j], bc[NSEG - 1], 0u,
+                                      bcl[NSEG - 1], 0u);
                     }
                 }
             }
             bprev = bc[NSEG - 1];
+            bprevl = bcl[NSEG - 1];
         }
 
         // output row o = r - (K-1) received its last contribution: write it (or pool it)
         const int o = r - (K_SIZE - 1);
-        if (o >= 0 && (!GUARD || o < nvalid))
+        if (o >= 0 && (!GUARD || o < nvalid)) {
+            if (MMA_SPLIT) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[o][mt][i] += CONVMMA_ACCL(o)[mt][i] * (1.f / MMA_SPLIT_SCALE);
+            }
             emit_row<MT, GUARD>(acc[o], pmax, o, 0, yl, plane, ys, ok0, ok1, g, vec_y, nvalid_p);
+        }
     }
+#undef CONVMMA_ACCL
 }
 
 #endif  // CHUNK_C == 0
@@ -421,7 +524,7 @@ __device__ __forceinline__ void conv_unit(const unsigned int* __restrict__ sb,
 
 #if CHUNK_C == 0
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
-conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* __restrict__ y,
+conv_mma_f16(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __restrict__ y,
              int B, int H, int W)
 {
     using namespace convmma;
@@ -447,7 +550,7 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const unsigned short* __restrict__ x16 = reinterpret_cast<const unsigned short*>(x);
+    [[maybe_unused]] const unsigned short* __restrict__ x16 = reinterpret_cast<const unsigned short*>(x);
     const unsigned short* __restrict__ w16 = reinterpret_cast<const unsigned short*>(w);
 
 #if CP_ASYNC
@@ -475,12 +578,14 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
 #endif
 
     // ---- weights: global -> shared (zero-padded [MT*16][W_MS] words, taps padded to KQ) -> registers
-    for (int i = tid; i < WSM_WORDS; i += NT) {
-        const int m = i / W_MS, h = 2 * (i - m * W_MS);     // even half index within channel m
+    for (int i = tid; i < NSPLIT * WSM_WORDS; i += NT) {   // MMA_SPLIT: the lo weights' copy follows
+        const int part = i >= WSM_WORDS, iw = i - part * WSM_WORDS;
+        const int m = iw / W_MS, h = 2 * (iw - m * W_MS);   // even half index within channel m
         unsigned int lo = 0u, hi = 0u;
         if (m < M_OUT && h < W_ROW_H) {
             const int cp = h / KQ, q = h - cp * KQ;        // cp = c*K + p; q even
-            const unsigned short* wr = w16 + ((size_t)m * (C_IN * K_SIZE) + cp) * K_SIZE;
+            const unsigned short* wr = w16 + (size_t)part * (M_OUT * C_IN * K_SIZE * K_SIZE)
+                                       + ((size_t)m * (C_IN * K_SIZE) + cp) * K_SIZE;
             if (q < K_SIZE) lo = __ldg(wr + q);
             if (q + 1 < K_SIZE) hi = __ldg(wr + q + 1);
         }
@@ -490,43 +595,15 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
 
     unsigned int Ap[MT][NPA][K_SIZE][4];
     unsigned int Ao[MT][NOA][4];
-    {
-        const unsigned int* wl = smem + g * W_MS + t;
-        // word offset of (segment v, weight row p) within a channel row
-#define CONVMMA_WOFF(v, p) ((((v) / NQ * K_SIZE + (p)) * KQ + ((v) % NQ) * 8) / 2)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            const unsigned int* w0 = wl + (mt * 16) * W_MS;
-            const unsigned int* w8 = wl + (mt * 16 + 8) * W_MS;
-#pragma unroll
-            for (int s = 0; s < NPA; ++s)
-#pragma unroll
-                for (int p = 0; p < K_SIZE; ++p) {
-                    if (s < NPAIR) {
-                        Ap[mt][s][p][0] = w0[CONVMMA_WOFF(2 * s, p)];
-                        Ap[mt][s][p][1] = w8[CONVMMA_WOFF(2 * s, p)];
-                        Ap[mt][s][p][2] = w0[CONVMMA_WOFF(2 * s + 1, p)];
-                        Ap[mt][s][p][3] = w8[CONVMMA_WOFF(2 * s + 1, p)];
-                    } else {
-                        Ap[mt][s][p][0] = Ap[mt][s][p][1] = Ap[mt][s][p][2] = Ap[mt][s][p][3] = 0u;
-                    }
-                }
-#pragma unroll
-            for (int j = 0; j < NOA; ++j) {
-                const int pe = 2 * j;
-                if (j < NODD) {
-                    Ao[mt][j][0] = w0[CONVMMA_WOFF(NSEG - 1, pe)];
-                    Ao[mt][j][1] = w8[CONVMMA_WOFF(NSEG - 1, pe)];
-                    const bool has1 = pe + 1 < K_SIZE;     // else the k-step's upper half is zero
-                    Ao[mt][j][2] = has1 ? w0[CONVMMA_WOFF(NSEG - 1, has1 ? pe + 1 : pe)] : 0u;
-                    Ao[mt][j][3] = has1 ? w8[CONVMMA_WOFF(NSEG - 1, has1 ? pe + 1 : pe)] : 0u;
-                } else {
-                    Ao[mt][j][0] = Ao[mt][j][1] = Ao[mt][j][2] = Ao[mt][j][3] = 0u;
-                }
-            }
-        }
-#undef CONVMMA_WOFF
-    }
+    load_a_frags(smem, g, t, Ap, Ao);
+#if MMA_SPLIT
+    unsigned int Apl[MT][NPA][K_SIZE][4];       // the lo weights (times MMA_SPLIT_SCALE)
+    unsigned int Aol[MT][NOA][4];
+    load_a_frags(smem + WSM_WORDS, g, t, Apl, Aol);
+#else
+    auto& Apl = Ap;                             // (unused)
+    auto& Aol = Ao;
+#endif
     __syncthreads();   // the weight area is reused by the input tile
 
     const auto [vec_x, vec_y, Hp, Wp, ys, plane] = out_geometry(x, y, W, Ho, Wo);
@@ -552,6 +629,39 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
             if (tile + nblocks < total) issue_raw(tile + nblocks);
         } else
 #endif
+#if MMA_SPLIT
+        {
+        // fp32 input: each value as hi and lo halves, the lo tile TILE_WORDS after the hi tile
+        const float* __restrict__ xb = x + (size_t)b * C_IN * H * W;
+        const bool vec_f = (W % 2 == 0) && ((reinterpret_cast<size_t>(x) & 7) == 0);
+#pragma unroll 2
+        for (int i = tid; i < TILE_ITEMS; i += NT) {
+            const int crow = i / RSP, jp = i - crow * RSP;      // crow = c*ROWS_IN + rr
+            const int c = crow / ROWS_IN, rr = crow - c * ROWS_IN;
+            const int iy = ty0 + rr, ix = tx0 + 2 * jp;         // ix even
+            float v[3] = {0.f, 0.f, 0.f};
+            if (iy < H) {
+                const float* row = xb + ((size_t)c * H + iy) * W;
+                if (vec_f && ix + 1 < W) {
+                    const float2 p2 = __ldg(reinterpret_cast<const float2*>(row + ix));
+                    v[0] = p2.x;
+                    v[1] = p2.y;
+                } else {
+                    if (ix < W) v[0] = __ldg(row + ix);
+                    if (ix + 1 < W) v[1] = __ldg(row + ix + 1);
+                }
+                if (ix + 2 < W) v[2] = __ldg(row + ix + 2);
+            }
+            unsigned int h[3], l[3];
+#pragma unroll
+            for (int e = 0; e < 3; ++e) split_half(v[e], h[e], l[e]);
+            *reinterpret_cast<uint2*>(smem + crow * RS + 2 * jp) = make_uint2(h[0] | (h[1] << 16), h[1] | (h[2] << 16));
+            *reinterpret_cast<uint2*>(smem + TILE_WORDS + crow * RS + 2 * jp) =
+                make_uint2(l[0] | (l[1] << 16), l[1] | (l[2] << 16));
+        }
+        __syncthreads();
+        }
+#else
         {
         const unsigned short* __restrict__ xb = x16 + (size_t)b * C_IN * H * W;
 #pragma unroll 4
@@ -565,6 +675,7 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
         }
         __syncthreads();
         }
+#endif
 
         // ---- warp units: 8 columns x R rows each
         for (int u = warp; u < UNITS; u += WARPS) {
@@ -579,16 +690,16 @@ conv_mma_f16(const __half* __restrict__ x, const __half* __restrict__ w, OUT_T* 
             const bool ok0 = ox / POOL < Wp && ox % POOL == 0, ok1 = false;
             const int nvalid_p = Hp - oy0 / POOL;
             if (oy0 + R <= Hu && nvalid_p >= R / POOL)
-                conv_unit<false>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, R, R / POOL);
+                conv_unit<false>(sb, Ap, Ao, Apl, Aol, yl, plane, ys, ok0, ok1, g, vec_y, R, R / POOL);
             else
-                conv_unit<true>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, Hu - oy0, nvalid_p);
+                conv_unit<true>(sb, Ap, Ao, Apl, Aol, yl, plane, ys, ok0, ok1, g, vec_y, Hu - oy0, nvalid_p);
 #else
             OUT_T* yl = y + (((size_t)b * M_OUT + g) * Ho + oy0) * Wo + ox;
             const bool ok0 = ox < Wo, ok1 = ox + 1 < Wo;
             if (oy0 + R <= Ho)
-                conv_unit<false>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, R, 0);
+                conv_unit<false>(sb, Ap, Ao, Apl, Aol, yl, plane, ys, ok0, ok1, g, vec_y, R, 0);
             else
-                conv_unit<true>(sb, Ap, Ao, yl, plane, ys, ok0, ok1, g, vec_y, Ho - oy0, 0);
+                conv_unit<true>(sb, Ap, Ao, Apl, Aol, yl, plane, ys, ok0, ok1, g, vec_y, Ho - oy0, 0);
 #endif
         }
         __syncthreads();   // before the next tile overwrites the patch

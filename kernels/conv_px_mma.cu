@@ -72,10 +72,17 @@ v4 (issue #16, session 10; both off by default, on in the catalogue variants tc_
       below the image, instead of two tables, a bounds test and four selects per item; the same arithmetic
       term by term. SASS: the staging loop 124 -> 89 instructions per two items (~1,000 of ~8,800 per
       LeNet image after POOL_LANE and HROW_VEC).
+v5 (issue #16, session 11; off by default, on in the catalogue variant tc_split):
+  MMA_SPLIT=1 (POOL_LANE, OUT_FLOAT, VEC_STAGE 2): fp32-class products on the fp16 tensor cores. Each staged
+      pixel v is split into hi = fp16(v) and lo = fp16((v - hi) * 2^11), written as two pair-expanded tiles
+      (xs, xs_lo), and each weight likewise (the host passes [hi (M*K*K) | lo] fp16). Per k-step three mma:
+      acc += A_hi B_hi and acc_lo += A_hi B_lo + A_lo B_hi; the window's values are acc + acc_lo * 2^-11
+      before the pool (dropped lo*lo term and lo rounding ~2^-22 relative; lo scaled so it stays a normal
+      fp16 number). Twice the staged tile, so the host picks a shorter tile (two per LeNet image).
 Tunables (-D, defaults in brackets): M_OUT [4] (<= 8), K_SIZE [7] (<= 8), TILE_X [80] (multiple of 16),
 TILE_Y [80] (multiple of WARP_ROWS), WARP_ROWS [8] (even with POOL), WARPS [10], MIN_BLOCKS [2], POOL [0]
 (0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28], ROW_PAIRS [0], VEC_STAGE [0], POOL_LANE [0],
-HROW_VEC [0], STAGE_ROWS [0].
+HROW_VEC [0], STAGE_ROWS [0], MMA_SPLIT [0].
 Launch: block (32*WARPS); grid: any (host: min(tiles * B, blocks/SM * SMs)); static shared memory.
 Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The staged input is fp16
 (the fp32 path is conv_direct.cu). Taps q >= K read real neighbours with zero weights (finite inputs).
@@ -136,6 +143,9 @@ Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The s
 #ifndef STAGE_ROWS
 #define STAGE_ROWS 0
 #endif
+#ifndef MMA_SPLIT
+#define MMA_SPLIT 0
+#endif
 
 #if OUT_FLOAT
 typedef float OUT_T;
@@ -168,7 +178,9 @@ constexpr int SRC_WORDS = FUSE_UPSCALE ? (SRC_H * SRC_W + 3) / 4 : 1;    // the 
 constexpr int HROWS = FUSE_UPSCALE ? SRC_H : 1;                            // horizontally resized source rows
 constexpr int HP = VEC_STAGE ? (PIX + 3) / 4 * 4 : PIX;                    // their pitch (floats)
 constexpr int PIXT = HROW_VEC ? HP : PIX;                                 // column table entries
-static_assert(ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIXT) + (HROW_VEC ? 4 * HP : 0) + 4 * SRC_WORDS
+constexpr int NSPLIT = MMA_SPLIT ? 2 : 1;                                   // MMA_SPLIT: hi and lo tiles
+constexpr float MMA_SPLIT_SCALE = 2048.f;                                   // MMA_SPLIT: lo parts times 2^11
+static_assert(NSPLIT * ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIXT) + (HROW_VEC ? 4 * HP : 0) + 4 * SRC_WORDS
                                                  + 4 * HROWS * HP + (STAGE_ROWS ? 8 * ROWS_IN : 0) : 0)
               <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y / TILE_X");
 static_assert(!ROW_PAIRS || (M_OUT <= 4 && R % 2 == 0), "ROW_PAIRS: M_OUT <= 4 and an even WARP_ROWS");
@@ -179,6 +191,7 @@ static_assert(!VEC_STAGE || FUSE_UPSCALE, "VEC_STAGE: with FUSE_UPSCALE only");
 static_assert(!HROW_VEC || VEC_STAGE, "HROW_VEC: with VEC_STAGE only");
 static_assert(!STAGE_ROWS || VEC_STAGE == 2, "STAGE_ROWS: with VEC_STAGE 2 only");
 static_assert(!POOL_LANE || (ROW_PAIRS && POOL == 2 && R % 4 == 0), "POOL_LANE: ROW_PAIRS, POOL 2, WARP_ROWS % 4 == 0");
+static_assert(!MMA_SPLIT || (POOL_LANE && OUT_FLOAT && VEC_STAGE == 2), "MMA_SPLIT: POOL_LANE, OUT_FLOAT, VEC_STAGE 2");
 #if VEC_STAGE
 #if VEC_STAGE == 2
 constexpr int NG4 = RS / 4;                                                // VEC_STAGE 2: 4-word groups per row
@@ -221,6 +234,18 @@ __device__ __forceinline__ uint4 pair_words4(const float (&v)[4], float v4)
     return make_uint4(wv[0], wv[1], wv[2], wv[3]);
 }
 
+// MMA_SPLIT: the lo halves of pair_words4's words, lo = (v - fp16(v)) * MMA_SPLIT_SCALE (v - fp16(v) exact in fp32)
+__device__ __forceinline__ float split_lo(float v)
+{
+    return (v - __half2float(__float2half_rn(v))) * MMA_SPLIT_SCALE;
+}
+
+__device__ __forceinline__ uint4 pair_words4_lo(const float (&v)[4], float v4)
+{
+    const float l[4] = {split_lo(v[0]), split_lo(v[1]), split_lo(v[2]), split_lo(v[3])};
+    return pair_words4(l, split_lo(v4));
+}
+
 } // namespace convpx
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
@@ -228,6 +253,9 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
 {
     using namespace convpx;
     __shared__ __align__(16) unsigned int xs[ROWS_IN * RS];
+#if MMA_SPLIT
+    __shared__ __align__(16) unsigned int xs_lo[ROWS_IN * RS];   // the lo halves, same layout
+#endif
 #if FUSE_UPSCALE
 #if !STAGE_ROWS
     __shared__ float up_fy[ROWS_IN];                        // weight of the lower source row
@@ -281,6 +309,18 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             bw[j][1] = weight_pair(w16, m, 2 * j - d + 1, 2 * t);
         }
     }
+#if MMA_SPLIT
+    unsigned int bwl[NS][2];                        // the lo weights (times MMA_SPLIT_SCALE), after the hi ones
+    {
+        const unsigned short* w16 = reinterpret_cast<const unsigned short*>(w) + M_OUT * K_SIZE * K_SIZE;
+        const int m = g >> 1, d = g & 1;
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+            bwl[j][0] = weight_pair(w16, m, 2 * j - d, 2 * t);
+            bwl[j][1] = weight_pair(w16, m, 2 * j - d + 1, 2 * t);
+        }
+    }
+#endif
 #else
     // B fragments of every kernel-row pair (p0, p0 + 1), p0 = -1 .. K-1: registers for the whole kernel
     unsigned int bw[K_SIZE + 1][2];
@@ -424,7 +464,12 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             for (int e = 0; e < 4; ++e) v[e] = __fmaf_rn(av[e], rw.x, __fmul_rn(rw.y, cv[e]));
             float v4 = __shfl_down_sync(0xffffffffu, v[0], 1);
             if (lane == 31 || k == NG4 - 1) v4 = __fmaf_rn(h0[4], rw.x, __fmul_rn(rw.y, h1[4]));
-            if (i < ROWS_IN * NG4) *reinterpret_cast<uint4*>(xs + rr * RS + j0) = pair_words4(v, v4);
+            if (i < ROWS_IN * NG4) {
+                *reinterpret_cast<uint4*>(xs + rr * RS + j0) = pair_words4(v, v4);
+#if MMA_SPLIT
+                *reinterpret_cast<uint4*>(xs_lo + rr * RS + j0) = pair_words4_lo(v, v4);
+#endif
+            }
         }
 #elif VEC_STAGE == 2
         // 4 words (pixels j0 .. j0+4) per item, consecutive items in consecutive lanes: the float4 reads of
@@ -449,6 +494,9 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             if (i < ROWS_IN * NG4) {
                 const uint4 wv = pair_words4(v, v4);
                 *reinterpret_cast<uint4*>(xs + rr * RS + j0) = live ? wv : make_uint4(0u, 0u, 0u, 0u);
+#if MMA_SPLIT
+                *reinterpret_cast<uint4*>(xs_lo + rr * RS + j0) = live ? pair_words4_lo(v, v4) : make_uint4(0u, 0u, 0u, 0u);
+#endif
             }
         }
 #elif VEC_STAGE
@@ -528,16 +576,40 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             for (int op = 0; op < R / 2; ++op)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[op][e] = 0.f;
+#if MMA_SPLIT
+            float accl[R / 2][4];                      // the lo terms, times MMA_SPLIT_SCALE
+#pragma unroll
+            for (int op = 0; op < R / 2; ++op)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) accl[op][e] = 0.f;
+            const unsigned int* base_lo = xs_lo + ry * R * RS + sx * 16 + 2 * g + 2 * t;   // (POOL_LANE: as base)
+#endif
 #pragma unroll
             for (int pr = 0; pr < NPAIRS; ++pr) {
                 const int r = 2 * pr;
                 const unsigned int a[4] = {base[r * RS], base[r * RS + A1], base[(r + 1) * RS], base[(r + 1) * RS + A1]};
+#if MMA_SPLIT
+                const unsigned int al[4] = {base_lo[r * RS], base_lo[r * RS + A1], base_lo[(r + 1) * RS],
+                                            base_lo[(r + 1) * RS + A1]};
+#endif
 #pragma unroll
                 for (int op = 0; op < R / 2; ++op) {
                     const int j = pr - op;                 // s = r - o = 2 j
-                    if (j >= 0 && j < NS) mma_16816(acc[op], a, bw[j][0], bw[j][1]);
+                    if (j >= 0 && j < NS) {
+                        mma_16816(acc[op], a, bw[j][0], bw[j][1]);
+#if MMA_SPLIT
+                        mma_16816(accl[op], a, bwl[j][0], bwl[j][1]);
+                        mma_16816(accl[op], al, bw[j][0], bw[j][1]);
+#endif
+                    }
                 }
             }
+#if MMA_SPLIT
+#pragma unroll
+            for (int op = 0; op < R / 2; ++op)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[op][e] += accl[op][e] * (1.f / MMA_SPLIT_SCALE);
+#endif
             [[maybe_unused]] const int m = t;          // this lane's channel (POOL_LANE fp16: see below)
 #if POOL_LANE
             // window (pooled row op, pooled column g) of channel t = max of c0..c3, + ReLU

@@ -12,6 +12,9 @@
 # Session 10 (conv_px_mma v4 POOL_LANE / HROW_VEC, zero-copy; variants tc_lane, tc_lane_hv, tc_lane_pipe,
 #   tc_lane_zc), not part of all: s10pre s10tests s10san s10bench s10issue, e.g.
 #   NO_PRE=1 milestones/measure_issue16.sh "s10pre s10tests s10san s10bench s10issue"
+# Session 11 (MMA_SPLIT: tc_split, tc_split_zc; the pending tc_lane_st and STAGE_OUT checks), not part of all:
+#   s11tests s11san s11bench, e.g. (cubins precompiled on the CPU, carried packed in build/l11cache.tar.xz)
+#   CONVNET_CACHE=$PWD/build/l11cache NO_PRE=1 milestones/measure_issue16.sh "s11tests s11san s11bench"
 set -o pipefail
 OUT=${OUT:-/tmp/out16}
 mkdir -p "$OUT"
@@ -32,6 +35,7 @@ S9_VARIANTS=${S9//,/ }
 S10=${S10:-tc_lane,tc_lane_hv,tc_lane_pipe,tc_lane_zc,tc_lane_zco}
 S10_VARIANTS=${S10//,/ }
 [ -f .cubin_tgz/cache.tgz ] && [ ! -d "$CONVNET_CACHE/cubin" ] && tar xzf .cubin_tgz/cache.tgz
+[ -f build/l11cache.tar.xz ] && [ ! -d build/l11cache/cubin ] && tar -C build -xJf build/l11cache.tar.xz
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
   [ -n "$NO_PRE" ] || timeout ${T_PRE:-150} python3 tests/precompile.py 16 2>&1 | tail -1; } | tee -a "$OUT/00_device.txt"
 if want tests; then
@@ -195,4 +199,21 @@ if want9 s10issue; then     # --stream 1M, the pipeline's chunk sweep, CUDA-grap
     [ -n "$FULL" ] && timeout 30 python3 -m convnet.bench.stream --variant tc_lane_hv --chunks 1250 2500 5000
     true; } > "$OUT/24_s10_issue16.txt" 2>&1
   grep -E "^\||images/s|batch" "$OUT/24_s10_issue16.txt" | head -50
+fi
+
+if want9 s11tests; then
+  # tc_split / tc_split_zc through every LeNet GPU test that takes a variant, the split conv cases (error
+  # printed beside fp16's), the 10,000-image flips (printed); tc_lane_st and tc_lane_zco / STAGE_OUT's tests
+  timeout ${T_TESTS:-170} python3 -m pytest -q -s -m gpu -p no:cacheprovider \
+      -k "${PYTEST_K:-(split or tc_lane_st or zco or stage_out) and not ((tc_split_zc or tc_lane_zco or tc_lane_st) and (conv_matches_reference or fused_matches_reference))}" \
+      tests/test_gpu_conv_shapes.py tests/test_gpu_lenet.py 2>&1 | grep -v "^\.*$" | tail -80 > "$OUT/31_s11_gpu_tests.txt"
+  grep -E "flips|rel err|passed|failed|Error" "$OUT/31_s11_gpu_tests.txt" | tail -30
+fi
+if want9 s11san; then
+  san s11 32_s11_sanitizer.txt ${T_SAN:-60} 16
+fi
+if want9 s11bench; then     # the fp32-exact variants against fused_head (the old one) and the fp16 ones, same run
+  timeout ${T_CMP:-110} python3 run_milestone.py --compare fused_head ${S11:-tc_split tc_split_zc tc_lane_hv tc_lane_st tc_lane_zco} \
+      --batch 10000 --repeat 20 > "$OUT/33_s11_compare.txt" 2>&1
+  tail -n 14 "$OUT/33_s11_compare.txt"
 fi

@@ -28,7 +28,8 @@ from convnet.gpu.lenet import GPULeNet               # noqa: E402
 def collect(only=None) -> set:
     from shapes_matrix import FAST, MATRIX
     from test_gpu_lenet import SHAPES, UPSCALE_CASES
-    from test_gpu_conv_shapes import ASYNC_CASES, LANE_CASES, PX_CASES, PX_VARIANTS, UPSCALE_PX
+    from test_gpu_conv_shapes import (ASYNC_CASES, LANE_CASES, PX_CASES, PX_VARIANTS, SPLIT_CASES, SPLIT_UPSCALE,
+                                      UPSCALE_PX)
     rt = RecordingRuntime()
     w = wio.load()
 
@@ -55,6 +56,11 @@ def collect(only=None) -> set:
             conv(v, (M, 1, K, K), (1, *dst), "conv1", pool=pool, upscale_from=src)
     for B, C, H, W, M, K, pool in ASYNC_CASES.values():
         conv(catalogue.get("tc_all"), (M, C, K, K), (C, H, W), **({"pool": pool} if pool else {}))
+    for B, C, H, W, M, K, pool in SPLIT_CASES.values():         # tc_split's conv_mma builds beside tc_all's
+        for name in ("tc_split", "tc_all"):
+            conv(catalogue.get(name), (M, C, K, K), (C, H, W), **({"pool": pool} if pool else {}))
+    for n, src, dst, M, K in SPLIT_UPSCALE:
+        conv(catalogue.get("tc_split"), (M, 1, K, K), (1, *dst), "conv1", pool=2, upscale_from=src)
     lane = dataclasses.replace(catalogue.get("tc_lane"), strategy="mma_px")
     for B, H, W, M, K in LANE_CASES:
         for out_half in (True, False):

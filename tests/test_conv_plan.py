@@ -162,3 +162,35 @@ def test_pixel_row_builds_compile_without_spills():
     for (f, d), log in zip(sorted(rt.builds), precompile(rt.builds, "sm_90a")):
         spilled = {k: n for k, n in spills(log).items() if n}
         assert not spilled, (f, dict(d), spilled)
+
+
+def test_split_precision_builds_and_refusals():
+    """tc_split (mma_split, fp32): conv2 takes the register version with hi + lo patches (no CP_ASYNC, within
+    48 KB), conv1 the pixel-row kernel in two 80x40 tiles per image with fp32 output; what they cannot run
+    (weights beyond the registers, fp16 output, conv1 without the fused resize or the pool-lane epilogue)
+    is refused in one line before any build."""
+    import dataclasses
+    rt = RecordingRuntime()
+    v = catalogue.get("tc_split")
+    conv2 = make_conv(rt, v, np.zeros((16, 4, 7, 7), np.float32), (4, 40, 40), "conv2", pool=4, out_half=False)
+    assert conv2.d["MMA_SPLIT"] == 1 and "CP_ASYNC" not in conv2.d and not conv2.chunked
+    assert (conv2.d["TILE_X"], conv2.d["TILE_Y"], conv2.out_dtype) == (32, 32, np.float32)
+    conv1 = make_conv(rt, v, np.zeros((4, 1, 7, 7), np.float32), (1, 86, 86), "conv1", pool=2, upscale_from=(28, 28))
+    assert type(conv1).__name__ == "MmaPx" and conv1.d["MMA_SPLIT"] == 1 and conv1.d["OUT_FLOAT"] == 1
+    assert (conv1.d["TILE_X"], conv1.d["TILE_Y"], conv1.tiles, conv1.out_dtype) == (80, 40, 2, np.float32)
+    built = set(rt.builds)
+    px = dataclasses.replace(v, strategy="mma_px")
+    for make, match in [
+            (lambda: make_conv(rt, v, np.zeros((128, 64, 3, 3), np.float32), (64, 10, 9), "c"), "register version only"),
+            (lambda: make_conv(rt, v, np.zeros((16, 4, 7, 7), np.float32), (4, 40, 40), "c", pool=4, out_half=True),
+             "fp32 in and out"),
+            (lambda: make_conv(rt, px, np.zeros((4, 1, 7, 7), np.float32), (1, 30, 30), "c", pool=2),
+             "split-precision pixel-row"),
+            (lambda: make_conv(rt, v, np.zeros((5, 1, 5, 5), np.float32), (1, 41, 30), "conv1", pool=2,
+                               upscale_from=(13, 17)), "split-precision pixel-row")]:
+        with pytest.raises(GPUError, match=match):
+            make()
+    assert rt.builds == built
+    fp16 = dataclasses.replace(v, precision="fp16")
+    with pytest.raises(GPUError, match="fp32 in and out"):
+        make_conv(rt, fp16, np.zeros((16, 4, 7, 7), np.float32), (4, 40, 40), "c", pool=4, out_half=False)

@@ -186,3 +186,44 @@ def test_async_staged_tensor_core_conv_matches_float64(rt, case, rng):
     if pool:
         want = ref.maxpool2d(ref.relu(want), pool)
     assert rel_err(got[pick], want) <= tolerance(v)
+
+
+SPLIT_CASES = {  # B, C, H, W, M, K, pool: conv_mma MMA_SPLIT (tc_split's conv2 build, and odd shapes)
+    "lenet_conv2_many": (300, 4, 40, 40, 16, 7, 4),     # several images per persistent block
+    "odd_segments": (3, 5, 37, 37, 7, 5, 0),            # an odd segment count: row pairing with lo parts
+    "two_m_tiles_p2": (4, 2, 20, 23, 20, 3, 2),
+    "fewer_rows_than_a_unit": (2, 1, 7, 9, 3, 7, 0),
+}
+SPLIT_UPSCALE = [(300, (28, 28), (86, 86), 4, 7), (3, (13, 17), (41, 30), 3, 5), (2, (5, 9), (23, 19), 3, 3)]
+
+
+@pytest.mark.parametrize("case", SPLIT_CASES.values(), ids=SPLIT_CASES.keys())
+def test_split_precision_tensor_core_conv_is_fp32_class(rt, case, rng):
+    """tc_split's conv_mma build (MMA_SPLIT: fp32 input split into hi + lo fp16 tiles, hi + lo weights, three
+    mma per k-step) against float64 with the output poisoned: within the fp32 bound (1e-5); the error is
+    printed beside tc_all's fp16 build on the same data."""
+    B, C, H, W, M, K, pool = case
+    v = catalogue.get("tc_split")
+    x = rng.standard_normal((B, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / (K * np.sqrt(C))).astype(np.float32)
+    conv, got = run_conv(rt, v, x, w, pool)
+    assert conv.d.get("MMA_SPLIT") == 1 and "CP_ASYNC" not in conv.d and conv.out_dtype == np.float32
+    _, half = run_conv(rt, catalogue.get("tc_all"), x, w, pool)
+    pick = np.r_[0:3, B - 3:B] if B > 100 else np.arange(B)
+    want = ref.conv2d(x[pick].astype(np.float64), w.astype(np.float64), dtype=np.float64)
+    if pool:
+        want = ref.maxpool2d(ref.relu(want), pool)
+    err, err16 = rel_err(got[pick], want), rel_err(half[pick], want)
+    print(f"\nsplit conv {case}: rel err {err:.2e} (fp16 tc_all {err16:.2e})")
+    assert err <= tolerance(v)
+
+
+@pytest.mark.parametrize("n,src,dst,M,K", SPLIT_UPSCALE)
+def test_split_precision_pixel_row_conv_is_fp32_class(rt, n, src, dst, M, K, rng):
+    """tc_split's conv1 (conv_px_mma MMA_SPLIT: the resized pixels and the weights as hi + lo fp16, the
+    pool-lane epilogue with fp32 output; two tiles per LeNet image) against skimage + float64 conv + ReLU +
+    pool, poisoned output: within the fp32 bound (printed)."""
+    v = catalogue.get("tc_split")
+    err = fused_upscale_conv_check(rt, v, n, src, dst, M, K, 2, rng, "split")
+    print(f"\nsplit conv1 {src}->{dst} M={M} K={K}: rel err {err:.2e}")
+    assert err <= tolerance(v)

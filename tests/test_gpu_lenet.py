@@ -69,7 +69,9 @@ def test_network_matches_reference_on_1000_images(rt, variant, lenet_weights, te
             poison(bufs[name])
     logits, pred, times = net.forward(x_host)
     want = network.forward(x, lenet_weights, dtype=np.float64)
-    assert rel_err(logits, want) <= tolerance(variant)
+    err = rel_err(logits, want)
+    print(f"\n{variant.name}: logits rel err against float64 on {len(x)} images {err:.2e}")
+    assert err <= tolerance(variant)
     mismatches = int((pred != want.argmax(1)).sum())
     if variant.precision == "fp32":
         assert mismatches == 0
@@ -113,7 +115,8 @@ def all_test_images_and_reference(lenet_weights):
 
 @pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8", "fused_head", "tc_fused",
                                   "tc_conv1", "tc_conv1_pipe", "tc_px2", "tc_px2_crop", "tc_all", "tc_lane",
-                                  "tc_lane_hv", "tc_lane_pipe", "tc_lane_zc", "tc_lane_zco", "tc_lane_st"])
+                                  "tc_lane_hv", "tc_lane_pipe", "tc_lane_zc", "tc_lane_zco", "tc_lane_st",
+                                  "tc_split", "tc_split_zc"])
 def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference,
                                                   raw_images):
     """The issue's bar: the same prediction as the numpy reference for every test image (fp32);
@@ -175,7 +178,7 @@ def test_upscale_kernel_matches_skimage(rt, rng, half):
 
 
 @pytest.mark.parametrize("name", ["baseline", "fused", "fused_pool_u8", "op_4", "tc_fused", "tc_conv1", "tc_all",
-                                  "tc_lane_zc", "tc_lane_zco"])
+                                  "tc_lane_zc", "tc_lane_zco", "tc_split_zc"])
 def test_cuda_graph_replay_equals_stream_launches(name, lenet_weights, test_images):
     """The captured pipeline writes the same logits and predictions as the launched one, and a
     refilled input buffer is classified anew by the same graph."""
@@ -215,6 +218,24 @@ def test_zero_copy_equals_copied_pipeline(rt, lenet_weights, raw_images):
         z, p, times = net.forward(net.host_input(None, raw))
         assert np.array_equal(p, want_p) and np.array_equal(z, want_z), v.params.get("pipeline_chunk")
         assert times["total"] > 0
+
+
+def test_split_zero_copy_equals_copied_split_pipeline(rt, lenet_weights, test_images, raw_images):
+    """tc_split_zc (zero-copy, fp32 head writing pinned results) gives tc_split's logits bit for bit, and
+    both stay within the fp32 bound of the float64 network (printed)."""
+    from convnet.gpu.lenet import GPULeNet
+    x, _ = test_images
+    raw = raw_images[:len(x)]
+    want64 = network.forward(x, lenet_weights, dtype=np.float64)
+    out = {}
+    for name in ("tc_split", "tc_split_zc"):
+        net = GPULeNet(catalogue.get(name), lenet_weights, rt)
+        out[name] = net.forward(net.host_input(None, raw), timed=False)[:2]
+        print(f"\n{name}: rel err {rel_err(out[name][0], want64):.2e}, "
+              f"{int((out[name][1] != want64.argmax(1)).sum())} flips against float64 on {len(x)}")
+    assert np.array_equal(out["tc_split"][0], out["tc_split_zc"][0])
+    assert np.array_equal(out["tc_split"][1], out["tc_split_zc"][1])
+    assert rel_err(out["tc_split"][0], want64) <= 1e-5
 
 
 @pytest.mark.parametrize("name", ["fused", "op_5", "op_5_tc", "fused_pool", "tc_fused"])

@@ -9,6 +9,10 @@ the scratch buffers, one set per concurrently running stream.
                global memory beyond 64 KB; dynamic shared memory for tiles over 48 KB)
   mma          conv_mma.cu: implicit GEMM on tensor cores (mma.sync f16, fp32 accumulation), channels as rows
   mma_px       conv_px_mma.cu: the same with output pixels as rows, for one input and <= 8 output channels
+
+The param `mma_split` (precision = "fp32", issue #16 session 11) runs both tensor-core strategies with
+split-precision products (MMA_SPLIT: every fp32 operand as hi + lo fp16, three mma per k-step, fp32-class
+error), fp32 in and out.
 """
 from __future__ import annotations
 
@@ -68,6 +72,11 @@ class ConvLayer:
         suffix = "w16" if dtype == np.float16 else "w"
         self.w_gpu = self.rt.pool.upload(f"{self.name}.{suffix}", self.w, dtype)
 
+    def _upload_split_weights(self):
+        """MMA_SPLIT: the weights as fp16 [hi | lo] (hi = fp16(w), lo = fp16((w - hi) * 2^11), as the
+        kernels split their inputs)."""
+        self.w_gpu = self.rt.pool.upload(f"{self.name}.w16split", split_halves(self.w), np.float16)
+
     def _per_image_launches(self, x, y, batch, launch):
         """Grids with one z-slice per image stop at 65,535 images: launch(x_ptr, y_ptr, images) per chunk."""
         per_x = self.input_elems()
@@ -95,6 +104,23 @@ class ConvLayer:
 
     def fixed_shape(self) -> dict:
         return {"FIXED_SHAPE": 1, "C_IN": self.C, "H_IN": self.H, "W_IN": self.W, "K_SIZE": self.K}
+
+
+SPLIT_SCALE = 2048.0          # MMA_SPLIT: lo parts stored times 2^11 (conv_mma.cu, conv_px_mma.cu)
+
+
+def split_halves(a) -> np.ndarray:
+    """fp32 values as fp16 hi = fp16(a) and lo = fp16((a - hi) * SPLIT_SCALE), flat, hi first: hi + lo /
+    SPLIT_SCALE is a to ~2^-22 relative."""
+    a = np.asarray(a, np.float32).ravel()
+    hi = a.astype(np.float16)
+    lo = ((a - hi.astype(np.float32)) * np.float32(SPLIT_SCALE)).astype(np.float16)
+    return np.concatenate([hi, lo])
+
+
+def wants_split(variant) -> bool:
+    """The variant asks for split-precision tensor-core products (MMA_SPLIT, fp32 in and out)."""
+    return bool(variant.params.get("mma_split"))
 
 
 class UnrollGemm(ConvLayer):
@@ -311,6 +337,9 @@ def mma_plan(M: int, C: int, K: int, Ho: int, Wo: int, pool: int, defines: dict)
     largest that keep the A fragments + accumulators within REG_BUDGET and the shared memory within
     CHUNK_SMEM (two blocks per SM)."""
     d = dict(defines)
+    split = bool(d.get("MMA_SPLIT"))
+    if split:
+        d.pop("CP_ASYNC", None)        # MMA_SPLIT stages synchronously (fp32 split into two fp16 tiles)
     rows = int(d.get("WARP_ROWS", 8))
     if pool and (pool not in (2, 4) or rows % pool):
         raise GPUError(f"the tensor-core kernel pools 2x2 or 4x4 windows dividing WARP_ROWS={rows}, "
@@ -323,6 +352,7 @@ def mma_plan(M: int, C: int, K: int, Ho: int, Wo: int, pool: int, defines: dict)
 
     def patch_bytes(cc, tx, ty):       # input patch: cc channels x (ty+K-1) rows x (tx+KQ-2) words
         return 4 * cc * (ty + K - 1) * (tx + kq - 2)
+    nsplit = 2 if split else 1         # MMA_SPLIT: hi and lo patches and weights
 
     if reg_est <= REG_BUDGET:
         tx, ty = int(d.get("TILE_X", 40)), int(d.get("TILE_Y", 40))
@@ -335,7 +365,7 @@ def mma_plan(M: int, C: int, K: int, Ho: int, Wo: int, pool: int, defines: dict)
         def fits(tx, ty):
             w_words = mt * 16 * ((((C * K * kq) // 2 + 3) // 8) * 8 + 4)
             raw = 16 * C * (ty + K - 1) * _cdiv(tx + kq, 8) if int(d.get("CP_ASYNC", 0)) else 0   # CP_ASYNC's buffer
-            return max(patch_bytes(C, tx, ty), 4 * w_words) + raw <= SMEM_LIMIT
+            return nsplit * max(patch_bytes(C, tx, ty), 4 * w_words) + raw <= SMEM_LIMIT
         while not fits(tx, ty) and (ty > rows or tx > 8):
             if ty > rows and (ty >= tx or tx <= 8):
                 ty -= rows
@@ -344,6 +374,9 @@ def mma_plan(M: int, C: int, K: int, Ho: int, Wo: int, pool: int, defines: dict)
         if fits(tx, ty):
             d.update(TILE_X=tx, TILE_Y=ty)
             return {"kernel": "conv_mma_f16", "defines": d, "smem": 0, "chunked": False}
+    if split:
+        raise GPUError(f"conv C={C} M={M} K={K}: the split-precision build (mma_split) has the register "
+                       "version only, and these weights do not fit its registers")
     # chunked: tile of four 8-column x R-row units (one per warp), shaped to the image
     r = 8
     tx, ty = (8, 4 * r) if Wo <= 8 else (16, 2 * r) if Wo <= 16 else (32, r)
@@ -373,11 +406,14 @@ class Mma(ConvLayer):
 
     def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None):
         super().__init__(rt, variant, w, in_shape, name, pool)
-        if not self.half:
+        split = wants_split(variant)
+        if not self.half and not split:
             raise GPUError(f"variant {variant.name}: the mma strategy needs precision = 'fp16'")
-        out_float = out_half is False
+        if split and (self.half or out_half):
+            raise GPUError(f"variant {variant.name}: mma_split takes fp32 in and out (precision = 'fp32')")
+        out_float = out_half is False or split
         base = {**self.defines, "M_OUT": self.M, "C_IN": self.C, "K_SIZE": self.K, "POOL": pool,
-                "OUT_FLOAT": int(out_float)}
+                "OUT_FLOAT": int(out_float), **({"MMA_SPLIT": 1} if split else {})}
         self.out_dtype = np.float32 if out_float else np.float16
         try:
             plan = mma_plan(self.M, self.C, self.K, self.Ho, self.Wo, pool, base)
@@ -387,7 +423,10 @@ class Mma(ConvLayer):
         self.fn = self.kernel("conv_mma.cu", plan["kernel"], self.d)
         if self.smem > SMEM_LIMIT:
             self.fn.allow_shared(self.smem)
-        self._upload_weights(np.float16)
+        if split:
+            self._upload_split_weights()
+        else:
+            self._upload_weights(np.float16)
         self.tile_x, self.tile_y = int(self.d.get("TILE_X", 40)), int(self.d.get("TILE_Y", 40))
         self.threads = 32 * int(self.d.get("WARPS", 4))
         self.blocks_per_sm = self._persistent_blocks_per_sm()      # measured: helps conv2 only
@@ -429,7 +468,8 @@ class MmaPx(ConvLayer):
 
     def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None, upscale_from=None):
         super().__init__(rt, variant, w, in_shape, name, pool)
-        if not self.half:
+        split = wants_split(variant)
+        if not self.half and not split:
             raise GPUError(f"variant {variant.name}: the mma_px strategy needs precision = 'fp16'")
         if self.C != 1 or self.M > 8 or self.K > 8:
             raise GPUError(f"{name}: the pixel-row tensor-core kernel takes one input channel, at most 8 output "
@@ -458,16 +498,21 @@ class MmaPx(ConvLayer):
         pool_lane = bool(p.get("px_pool_lane", False)) and row_pairs and pool == 2 and rows % 4 == 0
         hrow_vec = bool(p.get("px_hrow_vec", False)) and vec_stage > 0
         stage_rows = bool(p.get("px_stage_rows", False)) and vec_stage == 2     # one row table, no bounds test
+        if split and (self.half or out_half or not pool_lane or vec_stage != 2):
+            raise GPUError(f"{name}: the split-precision pixel-row kernel (mma_split) needs precision 'fp32', the fused "
+                           "resize with px_vec_stage 2 and the pool-lane epilogue (2x2 pool, M <= 4, px_warp_rows % 4 "
+                           "== 0, row pairs)")
+        nsplit = 2 if split else 1       # MMA_SPLIT: hi and lo tiles
 
         def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows; tables, image, resized rows
             rows_in = ty - rows + 2 * _cdiv(rows + self.K - 1, 2)
             if not upscale_from:
-                return 4 * rows_in * (tx + 8)
+                return nsplit * 4 * rows_in * (tx + 8)
             sh, sw = upscale_from
             hp = _cdiv(tx + 9, 4) * 4 if vec_stage else tx + 9       # resized rows' pitch (floats)
             tables = 8 * (rows_in + hp) + 4 * hp if hrow_vec else 8 * (rows_in + tx + 9)
             tables += 8 * rows_in if stage_rows else 0          # (1 - fy, fy, offset, -) instead of (iy, fy)
-            return 4 * rows_in * (tx + 8) + tables + 4 * _cdiv(sh * sw, 4) + 4 * sh * hp
+            return nsplit * 4 * rows_in * (tx + 8) + tables + 4 * _cdiv(sh * sw, 4) + 4 * sh * hp
         while smem(tx, ty) > SMEM_LIMIT and ty > rows:
             ty -= rows
         while smem(tx, ty) > SMEM_LIMIT and tx > 16:
@@ -478,7 +523,7 @@ class MmaPx(ConvLayer):
         units = (tx // 16) * (ty // rows)
         w_max = max(1, min(int(p.get("px_warps", 10)), 32))
         warps = _cdiv(units, _cdiv(units, w_max))            # as few units per warp as w_max allows, balanced
-        out_float = out_half is False
+        out_float = out_half is False or split
         self.out_dtype = np.float32 if out_float else np.float16
         self.d = {"M_OUT": self.M, "K_SIZE": self.K, "TILE_X": tx, "TILE_Y": ty, "WARP_ROWS": rows,
                   "WARPS": warps, "MIN_BLOCKS": int(p.get("px_min_blocks", 2)), "POOL": pool,
@@ -493,13 +538,18 @@ class MmaPx(ConvLayer):
             self.d["HROW_VEC"] = 1
         if stage_rows:
             self.d["STAGE_ROWS"] = 1
+        if split:
+            self.d["MMA_SPLIT"] = 1
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
         self.tiles = _cdiv(Wc, tx) * _cdiv(Hc, ty)
         self.threads = 32 * warps
         self.fn = self.kernel("conv_px_mma.cu", "conv_px_mma", self.d)
-        self._upload_weights(np.float16)
+        if split:
+            self._upload_split_weights()
+        else:
+            self._upload_weights(np.float16)
         self.blocks = self.fn.blocks_per_sm(self.threads) * self.rt.sm_count
 
     def input_elems(self) -> int:
