@@ -90,9 +90,9 @@ def session11(rt):
     block; a smaller resize), tc_split's and tc_split_zc's networks; and the two session-10 builds that never
     ran under the sanitizer: tc_lane_zco's network (fc_head_mma STAGE_OUT) and tc_lane_st's conv1 (STAGE_ROWS)."""
     sp = catalogue.get("tc_split")
-    run(rt, sp, (16, 4, 7, 7), (4, 40, 40), 500, "conv2_split", pool=4, out_half=False)
+    run(rt, sp, (16, 4, 7, 7), (4, 40, 40), 400, "conv2_split", pool=4, out_half=False)
     run(rt, sp, (7, 5, 5, 5), (5, 37, 37), 3, "split_odd")
-    run(rt, sp, (4, 1, 7, 7), (1, 86, 86), 600, "conv1", pool=2, upscale_from=(28, 28))
+    run(rt, sp, (4, 1, 7, 7), (1, 86, 86), 300, "conv1", pool=2, upscale_from=(28, 28))
     run(rt, sp, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
     st = catalogue.get("tc_lane_st")
     run(rt, st, (4, 1, 7, 7), (1, 86, 86), 300, "conv1", pool=2, upscale_from=(28, 28))
