@@ -48,3 +48,42 @@ def test_command_line_refuses_a_bad_name_before_loading(monkeypatch, capsys):
     monkeypatch.setattr(decode_sweep, "sweep_benchmark", lambda *a: pytest.fail("ran"))
     assert main(["bench-generate", "--variants", "fast,bogus"]) != 0
     assert "bogus" in capsys.readouterr().err
+
+
+def test_sweep_runs_rounds_in_both_orders_and_splits_a_step(monkeypatch):
+    """The sweep's control flow without a GPU: round 1 in the given order, round 2 reversed, medians over both
+    rounds, the per-round rates, tokens compared with the first variant, one step split per variant."""
+    import convnet.bench.gpt2 as bg
+    import convnet.gpt2.gpu as gg
+    import convnet.gpt2.gpu_generate as gen
+    from convnet.gpt2.gpu import GROUPS
+    order = []
+
+    class FakeGPU:
+        def __init__(self, params, config, v):
+            self.variant, self.rt = v, type("rt", (), {"name": "Fake GPU"})()
+            order.append(v.name)
+
+    class FakeGen:
+        def __init__(self, gpu):
+            self.gpu = gpu
+
+    rates = {"fast": [100.0, 120.0], "fast_pdl": [200.0, 220.0]}
+
+    def fake_rates(g, prompts, new_tokens, sampling, repeat):
+        name = g.gpu.variant.name
+        steady = rates[name][order.count(name) - 1] / (10 if len(prompts) == 1 else 1)
+        ids = [[1, 2]] * len(prompts) if name == "fast" else [[1, 3]] + [[1, 2]] * (len(prompts) - 1)
+        return steady / 2, steady, ids
+    monkeypatch.setattr(bg, "load_model", lambda c: ({}, None, "fake model"))
+    monkeypatch.setattr(bg, "bench_prompts", lambda config, b, t: ([[0]], [[0]] * b))
+    monkeypatch.setattr(bg, "generation_rates", fake_rates)
+    monkeypatch.setattr(bg, "_step_groups", lambda gpu, b, cap: {g: 1e-3 for g in GROUPS})
+    monkeypatch.setattr(gg, "GPT2GPU", FakeGPU)
+    monkeypatch.setattr(gen, "GPUGenerator", FakeGen)
+    out = decode_sweep.sweep_benchmark("fast,fast_pdl", batch=4, repeat=1, hf=False, rounds=2)
+    assert order == ["fast", "fast_pdl", "fast_pdl", "fast"]
+    assert "Fake GPU" in out and "2 rounds" in out
+    row = next(line for line in out.splitlines() if line.startswith("| fast_pdl "))
+    assert "| 210 " in row and "| 21 " in row and "3/4" in row and "200 / 20, 220 / 22" in row
+    assert "one B=4 decode step" in out and "| sum" in out
