@@ -18,7 +18,7 @@ from convnet import catalogue                                        # noqa: E40
 from convnet.bench.dryrun import RecordingRuntime, precompile_main   # noqa: E402
 from convnet.gpt2.gpu import GPT2GPU                                 # noqa: E402
 from convnet.gpt2.gpu_generate import GPUGenerator, Ragged           # noqa: E402
-from convnet.gpt2.model import GPT2Config, random_params             # noqa: E402
+from convnet.gpt2.model import random_params                         # noqa: E402
 
 os.environ.setdefault("VARIANTS", "fast,fast_pdl_red,fast_pdl_lns_red,fast_bf16")
 os.environ.setdefault("DECODE_VARIANTS", "fast_lns,fast_pdl_lns,fast_pdl_lns_red")
