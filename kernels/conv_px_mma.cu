@@ -67,23 +67,29 @@ v4 (issue #16, session 10; both off by default, on in the catalogue variants tc_
       source column, 1 - f and f; the weights are 0 for columns beyond the image or the staged row, so no
       per-value bounds test) and one 16-byte store, the same arithmetic term by term as v2 (f * right, then
       left * (1 - f) + that, then / 255). SASS: ~13 instead of ~39 instructions per resized value.
-  STAGE_ROWS=1 (with VEC_STAGE 2; variant tc_lane_st, not yet run on a GPU): the vertical pass of the staging
+  STAGE_ROWS=1 (with VEC_STAGE 2; variant tc_lane_st): the vertical pass of the staging
       reads one 16-byte row table entry (1 - fy, fy, the upper source row's offset), whose weights are 0
       below the image, instead of two tables, a bounds test and four selects per item; the same arithmetic
       term by term. SASS: the staging loop 124 -> 89 instructions per two items (~1,000 of ~8,800 per
-      LeNet image after POOL_LANE and HROW_VEC).
-v5 (issue #16, session 11; off by default, on in the catalogue variant tc_split):
+      LeNet image after POOL_LANE and HROW_VEC). H100, session 11: conv1 0.187 vs 0.196 ms (same run).
+v5 (issue #16, session 11; off by default, on in the catalogue variants tc_split, tc_split_zc; H100: 0 flips on
+all 10,000, logits 3.7e-7 from float64, conv1 0.411 ms in two tiles per image):
   MMA_SPLIT=1 (POOL_LANE, OUT_FLOAT, VEC_STAGE 2): fp32-class products on the fp16 tensor cores. Each staged
       pixel v is split into hi = fp16(v) and lo = fp16((v - hi) * 2^11), written as two pair-expanded tiles
       (xs, xs_lo), and each weight likewise (the host passes [hi (M*K*K) | lo] fp16). Per k-step three mma:
       acc += A_hi B_hi and acc_lo += A_hi B_lo + A_lo B_hi; the window's values are acc + acc_lo * 2^-11
       before the pool (dropped lo*lo term and lo rounding ~2^-22 relative; lo scaled so it stays a normal
-      fp16 number). Twice the staged tile, so the host picks a shorter tile (two per LeNet image).
+      fp16 number). Twice the staged tile, so the host picks a shorter tile (two per LeNet image), or:
+  XS_DYN=1: the staged tile(s) in dynamic shared memory (XS_BYTES, the launch must give at least that; the
+      tables, image and resized rows stay static), so a whole 80x80 LeNet map fits one tile with MMA_SPLIT
+      (60 KB + 13 KB static: 3 blocks per SM) instead of two 80x40 tiles, each recomputing the row and column
+      tables (in double) and the horizontal resize of the whole image.
 Tunables (-D, defaults in brackets): M_OUT [4] (<= 8), K_SIZE [7] (<= 8), TILE_X [80] (multiple of 16),
 TILE_Y [80] (multiple of WARP_ROWS), WARP_ROWS [8] (even with POOL), WARPS [10], MIN_BLOCKS [2], POOL [0]
 (0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28], ROW_PAIRS [0], VEC_STAGE [0], POOL_LANE [0],
-HROW_VEC [0], STAGE_ROWS [0], MMA_SPLIT [0].
-Launch: block (32*WARPS); grid: any (host: min(tiles * B, blocks/SM * SMs)); static shared memory.
+HROW_VEC [0], STAGE_ROWS [0], MMA_SPLIT [0], XS_DYN [0].
+Launch: block (32*WARPS); grid: any (host: min(tiles * B, blocks/SM * SMs)); static shared memory (XS_DYN:
+plus XS_BYTES of dynamic shared memory).
 Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The staged input is fp16
 (the fp32 path is conv_direct.cu). Taps q >= K read real neighbours with zero weights (finite inputs).
 */
@@ -146,6 +152,9 @@ Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The s
 #ifndef MMA_SPLIT
 #define MMA_SPLIT 0
 #endif
+#ifndef XS_DYN
+#define XS_DYN 0
+#endif
 
 #if OUT_FLOAT
 typedef float OUT_T;
@@ -180,7 +189,8 @@ constexpr int HP = VEC_STAGE ? (PIX + 3) / 4 * 4 : PIX;                    // th
 constexpr int PIXT = HROW_VEC ? HP : PIX;                                 // column table entries
 constexpr int NSPLIT = MMA_SPLIT ? 2 : 1;                                   // MMA_SPLIT: hi and lo tiles
 constexpr float MMA_SPLIT_SCALE = 2048.f;                                   // MMA_SPLIT: lo parts times 2^11
-static_assert(NSPLIT * ROWS_IN * RS * 4 + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIXT) + (HROW_VEC ? 4 * HP : 0) + 4 * SRC_WORDS
+constexpr unsigned XS_BYTES = NSPLIT * ROWS_IN * RS * 4;                  // the staged tile(s)
+static_assert((XS_DYN ? 0 : XS_BYTES) + (FUSE_UPSCALE ? 8 * (ROWS_IN + PIXT) + (HROW_VEC ? 4 * HP : 0) + 4 * SRC_WORDS
                                                  + 4 * HROWS * HP + (STAGE_ROWS ? 8 * ROWS_IN : 0) : 0)
               <= 48 * 1024, "static shared memory over 48 KB: lower TILE_Y / TILE_X");
 static_assert(!ROW_PAIRS || (M_OUT <= 4 && R % 2 == 0), "ROW_PAIRS: M_OUT <= 4 and an even WARP_ROWS");
@@ -252,9 +262,22 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __restrict__ y, int B, int H, int W)
 {
     using namespace convpx;
+#if XS_DYN
+    extern __shared__ __align__(16) unsigned int xs_dyn[];      // XS_DYN: the staged tile(s), XS_BYTES
+    {
+        unsigned int dyn;
+        asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+        if (dyn < XS_BYTES) __trap();                           // launched with too little shared memory
+    }
+    unsigned int* const xs = xs_dyn;
+#if MMA_SPLIT
+    unsigned int* const xs_lo = xs_dyn + ROWS_IN * RS;           // the lo halves, same layout
+#endif
+#else
     __shared__ __align__(16) unsigned int xs[ROWS_IN * RS];
 #if MMA_SPLIT
     __shared__ __align__(16) unsigned int xs_lo[ROWS_IN * RS];   // the lo halves, same layout
+#endif
 #endif
 #if FUSE_UPSCALE
 #if !STAGE_ROWS

@@ -13,7 +13,7 @@
 #   tc_lane_zc), not part of all: s10pre s10tests s10san s10bench s10issue, e.g.
 #   NO_PRE=1 milestones/measure_issue16.sh "s10pre s10tests s10san s10bench s10issue"
 # Session 11 (MMA_SPLIT: tc_split, tc_split_zc; the pending tc_lane_st and STAGE_OUT checks), not part of all:
-#   s11tests s11san s11bench, e.g. (cubins precompiled on the CPU, carried packed in build/l11cache.tar.xz)
+#   s11tests s11san s11sweep s11bench, e.g. (cubins precompiled on the CPU, carried packed in build/l11cache.tar.xz)
 #   CONVNET_CACHE=$PWD/build/l11cache NO_PRE=1 milestones/measure_issue16.sh "s11tests s11san s11bench"
 set -o pipefail
 OUT=${OUT:-/tmp/out16}
@@ -210,7 +210,14 @@ if want9 s11tests; then
   grep -E "flips|rel err|passed|failed|Error" "$OUT/31_s11_gpu_tests.txt" | tail -30
 fi
 if want9 s11san; then
-  san s11 32_s11_sanitizer.txt ${T_SAN:-60} 16
+  san ${SAN11:-s11} 32_s11_sanitizer.txt ${T_SAN:-60} 16     # SAN11=s11dyn: tc_split_dyn's conv1 only
+fi
+if want9 s11sweep; then     # tc_split's conv1 and conv2 tunables as the network runs them (builds: precompile_s11.py)
+  { timeout ${T_SW1:-25} python3 -m convnet.bench.layer --variant tc_split --layer conv1 --fused \
+        --sweep px_dyn_xs=0,1 px_warp_rows=8,16 px_min_blocks=3,4
+    timeout ${T_SW2:-20} python3 -m convnet.bench.layer --variant tc_split --layer conv2 --fused \
+        --sweep WARP_ROWS=4,8 MIN_BLOCKS=2,3; } > "$OUT/34_s11_sweep.txt" 2>&1
+  grep -E "^\||batch" "$OUT/34_s11_sweep.txt" | head -30
 fi
 if want9 s11bench; then     # the fp32-exact variants against fused_head (the old one) and the fp16 ones, same run
   timeout ${T_CMP:-110} python3 run_milestone.py --compare fused_head ${S11:-tc_split tc_split_zc tc_lane_hv tc_lane_st tc_lane_zco} \

@@ -5,6 +5,7 @@
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s9     # session 9's kernels only
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s10    # session 10's
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s11    # session 11's (+ STAGE_OUT, STAGE_ROWS)
+    compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s11dyn # tc_split_dyn's conv1 only
 
 conv_mma_f16_chunked (plain, pooled, several chunks and channel groups), conv_direct with its weights in
 global memory and its tile in dynamic shared memory, conv_px_mma (plain, and with the fused resize +
@@ -87,13 +88,14 @@ def session10(rt):
 def session11(rt):
     """Session 11's (`... s11`): MMA_SPLIT in conv_mma (tc_split's conv2 over several images per persistent
     block, an odd segment count) and conv_px_mma v5 (tc_split's conv1, two tiles per image, several images per
-    block; a smaller resize), tc_split's and tc_split_zc's networks; and the two session-10 builds that never
+    block; a smaller resize; tc_split_dyn's XS_DYN), tc_split's and tc_split_zc's networks; and the two session-10 builds that never
     ran under the sanitizer: tc_lane_zco's network (fc_head_mma STAGE_OUT) and tc_lane_st's conv1 (STAGE_ROWS)."""
     sp = catalogue.get("tc_split")
     run(rt, sp, (16, 4, 7, 7), (4, 40, 40), 400, "conv2_split", pool=4, out_half=False)
     run(rt, sp, (7, 5, 5, 5), (5, 37, 37), 3, "split_odd")
     run(rt, sp, (4, 1, 7, 7), (1, 86, 86), 300, "conv1", pool=2, upscale_from=(28, 28))
     run(rt, sp, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
+    split_dyn(rt)
     st = catalogue.get("tc_lane_st")
     run(rt, st, (4, 1, 7, 7), (1, 86, 86), 300, "conv1", pool=2, upscale_from=(28, 28))
     run(rt, st, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
@@ -104,8 +106,19 @@ def session11(rt):
         print(f"{name}: {len(pred)} predictions, accuracy {(pred == labels).mean():.3f}")
 
 
+def split_dyn(rt):
+    """tc_split_dyn's conv1 (`... s11dyn`): XS_DYN, the hi + lo tiles in dynamic shared memory, several images
+    per block, and a smaller resize."""
+    dyn = catalogue.get("tc_split_dyn")
+    run(rt, dyn, (4, 1, 7, 7), (1, 86, 86), 600, "conv1", pool=2, upscale_from=(28, 28))
+    run(rt, dyn, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
+
+
 def main():
     rt = Runtime.get()
+    if sys.argv[1:] == ["s11dyn"]:
+        split_dyn(rt)
+        return
     if sys.argv[1:] == ["s11"]:
         session11(rt)
         return

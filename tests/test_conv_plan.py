@@ -191,6 +191,9 @@ def test_split_precision_builds_and_refusals():
         with pytest.raises(GPUError, match=match):
             make()
     assert rt.builds == built
+    dyn = make_conv(rt, catalogue.get("tc_split_dyn"), np.zeros((4, 1, 7, 7), np.float32), (1, 86, 86), "conv1",
+                    pool=2, upscale_from=(28, 28))                  # XS_DYN: one 80x80 tile, 2 x 60 KB dynamic
+    assert dyn.d["XS_DYN"] == 1 and (dyn.d["TILE_Y"], dyn.tiles, dyn.smem) == (80, 1, 2 * 4 * 86 * 88)
     fp16 = dataclasses.replace(v, precision="fp16")
     with pytest.raises(GPUError, match="fp32 in and out"):
         make_conv(rt, fp16, np.zeros((16, 4, 7, 7), np.float32), (4, 40, 40), "c", pool=4, out_half=False)

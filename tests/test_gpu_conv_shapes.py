@@ -219,11 +219,13 @@ def test_split_precision_tensor_core_conv_is_fp32_class(rt, case, rng):
 
 
 @pytest.mark.parametrize("n,src,dst,M,K", SPLIT_UPSCALE)
-def test_split_precision_pixel_row_conv_is_fp32_class(rt, n, src, dst, M, K, rng):
+@pytest.mark.parametrize("name", ["tc_split", "tc_split_dyn"])
+def test_split_precision_pixel_row_conv_is_fp32_class(rt, name, n, src, dst, M, K, rng):
     """tc_split's conv1 (conv_px_mma MMA_SPLIT: the resized pixels and the weights as hi + lo fp16, the
-    pool-lane epilogue with fp32 output; two tiles per LeNet image) against skimage + float64 conv + ReLU +
-    pool, poisoned output: within the fp32 bound (printed)."""
-    v = catalogue.get("tc_split")
+    pool-lane epilogue with fp32 output; two tiles per LeNet image) and tc_split_dyn's (XS_DYN: one tile,
+    the hi + lo tiles in dynamic shared memory) against skimage + float64 conv + ReLU + pool, poisoned
+    output: within the fp32 bound (printed)."""
+    v = catalogue.get(name)
     err = fused_upscale_conv_check(rt, v, n, src, dst, M, K, 2, rng, "split")
-    print(f"\nsplit conv1 {src}->{dst} M={M} K={K}: rel err {err:.2e}")
+    print(f"\n{name} conv1 {src}->{dst} M={M} K={K}: rel err {err:.2e}")
     assert err <= tolerance(v)

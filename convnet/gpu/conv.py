@@ -464,7 +464,8 @@ class MmaPx(ConvLayer):
     channel rows would waste 3/4 of every mma); the uint8 resize fused into the staging (upscale_from)
     and ReLU + 2x2 max-pool into the epilogue. Tile and warps from the params px_tile_x, px_tile_y,
     px_warp_rows, px_warps, px_min_blocks (defaults: a whole 80x80 LeNet map per tile, 8-row units, 10
-    warps, 2 blocks per SM)."""
+    warps, 2 blocks per SM). mma_split: split-precision products (MMA_SPLIT, fp32 output); px_dyn_xs: the
+    staged tile in dynamic shared memory (XS_DYN), so the tile need not shrink to fit 48 KB."""
 
     def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None, upscale_from=None):
         super().__init__(rt, variant, w, in_shape, name, pool)
@@ -503,19 +504,24 @@ class MmaPx(ConvLayer):
                            "resize with px_vec_stage 2 and the pool-lane epilogue (2x2 pool, M <= 4, px_warp_rows % 4 "
                            "== 0, row pairs)")
         nsplit = 2 if split else 1       # MMA_SPLIT: hi and lo tiles
+        dyn_xs = bool(p.get("px_dyn_xs", False))   # XS_DYN: the staged tile(s) in dynamic shared memory
+
+        def xs_bytes(tx, ty):
+            return nsplit * 4 * (ty - rows + 2 * _cdiv(rows + self.K - 1, 2)) * (tx + 8)
 
         def smem(tx, ty):     # as conv_px_mma.cu lays it out: pair-expanded rows; tables, image, resized rows
             rows_in = ty - rows + 2 * _cdiv(rows + self.K - 1, 2)
+            xs = 0 if dyn_xs else xs_bytes(tx, ty)
             if not upscale_from:
-                return nsplit * 4 * rows_in * (tx + 8)
+                return xs
             sh, sw = upscale_from
             hp = _cdiv(tx + 9, 4) * 4 if vec_stage else tx + 9       # resized rows' pitch (floats)
             tables = 8 * (rows_in + hp) + 4 * hp if hrow_vec else 8 * (rows_in + tx + 9)
             tables += 8 * rows_in if stage_rows else 0          # (1 - fy, fy, offset, -) instead of (iy, fy)
-            return nsplit * 4 * rows_in * (tx + 8) + tables + 4 * _cdiv(sh * sw, 4) + 4 * sh * hp
-        while smem(tx, ty) > SMEM_LIMIT and ty > rows:
+            return xs + tables + 4 * _cdiv(sh * sw, 4) + 4 * sh * hp
+        while (smem(tx, ty) > SMEM_LIMIT or dyn_xs and xs_bytes(tx, ty) > DYN_SMEM_LIMIT) and ty > rows:
             ty -= rows
-        while smem(tx, ty) > SMEM_LIMIT and tx > 16:
+        while (smem(tx, ty) > SMEM_LIMIT or dyn_xs and xs_bytes(tx, ty) > DYN_SMEM_LIMIT) and tx > 16:
             tx -= 16
         if smem(tx, ty) > SMEM_LIMIT:
             raise GPUError(f"{name}: no tile fits 48 KB of shared memory (px_warp_rows={rows}"
@@ -540,17 +546,22 @@ class MmaPx(ConvLayer):
             self.d["STAGE_ROWS"] = 1
         if split:
             self.d["MMA_SPLIT"] = 1
+        self.smem = xs_bytes(tx, ty) if dyn_xs else 0     # dynamic shared memory per block
+        if dyn_xs:
+            self.d["XS_DYN"] = 1
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
         self.tiles = _cdiv(Wc, tx) * _cdiv(Hc, ty)
         self.threads = 32 * warps
         self.fn = self.kernel("conv_px_mma.cu", "conv_px_mma", self.d)
+        if self.smem > SMEM_LIMIT:
+            self.fn.allow_shared(self.smem)
         if split:
             self._upload_split_weights()
         else:
             self._upload_weights(np.float16)
-        self.blocks = self.fn.blocks_per_sm(self.threads) * self.rt.sm_count
+        self.blocks = self.fn.blocks_per_sm(self.threads, self.smem) * self.rt.sm_count
 
     def input_elems(self) -> int:
         return int(np.prod(self.upscale_from)) if self.upscale_from else super().input_elems()
@@ -559,7 +570,7 @@ class MmaPx(ConvLayer):
         self.check_batch(batch)
         grid = (min(self.tiles * batch, self.blocks), 1, 1)      # persistent: blocks walk (tile, image)
         self.fn(grid, (self.threads, 1, 1), x.gpudata, self.w_gpu.gpudata, y.gpudata, i32(batch), i32(self.H),
-                i32(self.W), stream=stream)
+                i32(self.W), stream=stream, shared=self.smem)
 
 
 FUSED_POOL = (Direct, Mma, MmaPx)      # strategies whose kernels can end in ReLU + max-pool

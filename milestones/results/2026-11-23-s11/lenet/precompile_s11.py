@@ -34,7 +34,7 @@ def collect() -> set:
             make_conv(rt, v, np.zeros(wshape, np.float32), in_shape, name, **fused)
         except (GPUError, TypeError):
             pass
-    for name in ("tc_split", "tc_split_zc", "tc_lane_st", "tc_lane_zco", "tc_lane_hv", "fused_head"):
+    for name in ("tc_split", "tc_split_zc", "tc_split_dyn", "tc_lane_st", "tc_lane_zco", "tc_lane_hv", "fused_head"):
         v = catalogue.get(name)
         rt.builds |= kernels_of(lambda r: GPULeNet(v, w, r))
     sp = catalogue.get("tc_split")
@@ -46,7 +46,16 @@ def collect() -> set:
         for name in ("tc_split", "tc_all"):
             conv(catalogue.get(name), (M, C, K, K), (C, H, W), **({"pool": pool} if pool else {}))
     for n, src, dst, M, K in SPLIT_UPSCALE:
-        conv(sp, (M, 1, K, K), (1, *dst), "conv1", pool=2, upscale_from=src)
+        for v in (sp, catalogue.get("tc_split_dyn")):
+            conv(v, (M, 1, K, K), (1, *dst), "conv1", pool=2, upscale_from=src)
+    # call 2's layer sweeps of tc_split (measure_issue16.sh s11sweep)
+    from convnet.bench.layer import settings, with_setting
+    for grid, wshape, in_shape, fused in [
+            ({"px_dyn_xs": [0, 1], "px_warp_rows": [8, 16], "px_min_blocks": [3, 4]}, (4, 1, 7, 7), (1, 86, 86),
+             {"pool": 2, "upscale_from": (28, 28)}),
+            ({"WARP_ROWS": [4, 8], "MIN_BLOCKS": [2, 3]}, (16, 4, 7, 7), (4, 40, 40), {"pool": 4, "out_half": False})]:
+        for s in settings(grid):
+            conv(with_setting(sp, s), wshape, in_shape, "conv1" if wshape[1] == 1 else "conv2", **fused)
     st = catalogue.get("tc_lane_st")
     for B, H, W, M, K, pool in PX_CASES.values():
         conv(dataclasses.replace(st, strategy="mma_px"), (M, 1, K, K), (1, H, W), pool=pool)
