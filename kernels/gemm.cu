@@ -72,6 +72,10 @@
 //                      programmatic dependent launch, the first stages' W before griddepcontrol.wait (variant
 //                      fast_pdl). Session 10: SMM_RED=R requests R slices' partials at once in the split-K
 //                      reduction; the _lns builds merge the row statistics with all loads in flight at once.
+//   gemm_small_m_bf16 v12 8 < M <= 64 on the bf16 path (session 11): v11's structure on bf16 mma.sync m16n8k16, bf16
+//                      W^T rows read once, split-K added in order by the last block (BFM_RED partials at once), the
+//                      bf16 epilogue (bias, GELU, residual, head-major QKV; bf16 or fp32 out), PDL=1 as v11; no
+//                      LayerNorm prologue. Where v8's 128-row tiles gave 4-16 blocks per GPT-2 GEMM at M = 32.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -82,7 +86,7 @@
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
 // BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
-// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11): see each
+// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED (v12): see each
 // version's section.
 #include "common.cuh"
 
@@ -2515,4 +2519,212 @@ gemm_skinny_bf16_ln1_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT
     skinny_bf16<1, true, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS, &pk);
 }
 #endif
-#endif  // defined(BF_OUT): v8, v9, v10
+
+// ---- v12: bf16 small-M GEMM (8 < M <= 64: batched decoding on the bf16 path) -----------------------------------
+// v11's structure (session 8) on bf16 mma.sync m16n8k16 for the bf16 variants, where rows 8 < M <= 64 went to v8's
+// 128-row tiles: 4-16 blocks for GPT-2's N = 768-3072 at BF_BN 192 (mlp_proj: 4 blocks each reading 1.2 MB of
+// W^T), far from filling the GPU. A block owns BFM_BN columns x all rows (16 * MF, MF = ceil(M / 16), a template
+// parameter) x a K slice, and streams A (bf16, M x K) and W^T (bf16 rows, N x K: every element read once) through a
+// BFM_STAGES-deep cp.async ring of 64-deep k tiles (128 bytes per row, as v11's 32 floats). Its BFM_BN / 8 warps
+// are 2 k halves x BFM_BN / 16 column pairs: each warp MF x 2 mma per 16-deep k step, both fragments by 32-bit
+// shared loads (rows padded to 144 bytes: a fragment's 32 loads hit 32 banks; W^T's rows are the "col" B
+// fragment); the halves meet in shared memory. Split-K (gridDim.y slices, chosen by the launcher to fill the SMs):
+// each block leaves its fp32 partial in a workspace, the last block of a column tile (atomic ticket, reset by it)
+// adds the slices in slice order, BFM_RED partials requested at once (v11's SMM_RED: deterministic), and runs the
+// bf16 epilogue (bf_store_pair: bias, GELU, residual, the head-major QKV scatter; C bf16 or fp32 by BF_OUT). PDL=1:
+// the first stages' W^T before griddepcontrol.wait, as v11. No LayerNorm prologue (the bf16 path's LayerNorm
+// stays a kernel at M > 8). Session 11; launcher: Linear's BFM_MAX_M (0: off).
+#ifndef BFM_BN
+#define BFM_BN 32                  // columns per block: 16, 32 or 64 (BFM_BN / 8 warps)
+#endif
+#ifndef BFM_STAGES
+#define BFM_STAGES 4               // k tiles in flight per block
+#endif
+#ifndef BFM_RED
+#define BFM_RED 8                  // split-K partials the last block requests at once (0: one slice at a time)
+#endif
+#define BFM_BK 64
+#define BFM_WARPS (BFM_BN / 8)
+#define BFM_THREADS (32 * BFM_WARPS)
+#define BFM_P (BFM_BK + 8)         // padded row, in bf16 (36 words)
+static_assert(BFM_BN == 16 || BFM_BN == 32 || BFM_BN == 64, "BFM_BN: 16, 32 or 64");
+static_assert(BFM_STAGES >= 2, "BFM_STAGES: at least 2");
+#if defined(PDL) && PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define BFM_PDL 1
+#else
+#define BFM_PDL 0
+#endif
+
+template <int MF>
+__device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt,
+                                             float* RESTRICT ws, unsigned* RESTRICT tickets, int M, int N, int K,
+                                             int lda, int ldb, int k_split, BF_EPI_PARAMS) {
+    constexpr int MR = 16 * MF, CQ = BFM_BK / 8;               // CQ: 16-byte chunks per k-tile row
+    constexpr int A_EL = MR * BFM_P, STAGE = (MR + BFM_BN) * BFM_P;
+    static_assert((BFM_WARPS / 2) * MF * 2 * 4 * 32 * 4 <= BFM_STAGES * STAGE * 2, "the k halves' reduction reuses the ring");
+    extern __shared__ __align__(16) __nv_bfloat16 bfm_smem[];
+    __shared__ int s_last;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+    const int wk = warp & 1, wn = warp >> 1;                    // k half, column pair (16 columns)
+    const int n0 = blockIdx.x * BFM_BN;
+    const int kb = blockIdx.y * k_split, ke = min(K, kb + k_split);
+    const int ntiles = (ke - kb + BFM_BK - 1) / BFM_BK;
+    // A (with_a) and W^T (with_w: no earlier kernel writes it, so BFM_PDL requests it before the wait) of k tile k0
+    // into stage s; rows past M or N and k past the slice are zeros (K, ke multiples of 8)
+    auto load_part = [&](int s, int k0, bool with_a, bool with_w) {
+        __nv_bfloat16* as = bfm_smem + s * STAGE;
+        __nv_bfloat16* wsm = as + A_EL;
+        if (with_a)
+            for (int e = tid; e < MR * CQ; e += BFM_THREADS) {
+                const int r = e / CQ, c = (e % CQ) * 8;
+                const bool ok = r < M && k0 + c < ke;
+                cp_async16(as + r * BFM_P + c, ok ? A + (long long)r * lda + k0 + c : A, ok);
+            }
+        if (with_w)
+            for (int e = tid; e < BFM_BN * CQ; e += BFM_THREADS) {
+                const int r = e / CQ, c = (e % CQ) * 8;
+                const bool ok = n0 + r < N && k0 + c < ke;
+                cp_async16(wsm + r * BFM_P + c, ok ? Bt + (long long)(n0 + r) * ldb + k0 + c : Bt, ok);
+            }
+    };
+#if BFM_PDL
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s)
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, false, true);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");           // A, the workspace, tickets, C: after this
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s) {
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, false);
+        cp_async_commit();
+    }
+#else
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s) {
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, true);
+        cp_async_commit();
+    }
+#endif
+    float acc[MF][2][4] = {};
+    for (int tile = 0; tile < ntiles; ++tile) {
+        cp_async_wait<BFM_STAGES - 2>();
+        __syncthreads();                                        // tile ready; the stage refilled below is free
+        const int next = tile + BFM_STAGES - 1;
+        if (next < ntiles) load_part(next % BFM_STAGES, kb + next * BFM_BK, true, true);
+        cp_async_commit();
+        const __nv_bfloat16* as = bfm_smem + (tile % BFM_STAGES) * STAGE;
+        const __nv_bfloat16* wsm = as + A_EL;
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+            const int kk = wk * 32 + ks * 16 + 2 * t;
+            unsigned a[MF][4], b[2][2];
+#pragma unroll
+            for (int i = 0; i < MF; ++i) {                      // rows g, g + 8; k 2t, 2t + 8 (two bf16 each)
+                const __nv_bfloat16* ar = as + (i * 16 + g) * BFM_P + kk;
+                a[i][0] = *(const unsigned*)ar;
+                a[i][1] = *(const unsigned*)(ar + 8 * BFM_P);
+                a[i][2] = *(const unsigned*)(ar + 8);
+                a[i][3] = *(const unsigned*)(ar + 8 * BFM_P + 8);
+            }
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {                       // column g of the 8-column piece; k 2t, 2t + 8
+                const __nv_bfloat16* br = wsm + (wn * 16 + j * 8 + g) * BFM_P + kk;
+                b[j][0] = *(const unsigned*)br;
+                b[j][1] = *(const unsigned*)(br + 8);
+            }
+#pragma unroll
+            for (int i = 0; i < MF; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();                                            // the ring is free: the k halves meet in it
+    float* red = (float*)bfm_smem + wn * (MF * 2 * 4 * 32) + lane;
+    if (wk == 1) {
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) red[((i * 2 + j) * 4 + e) * 32] = acc[i][j][e];
+    }
+    __syncthreads();
+    if (wk == 0) {
+        // fragment (i, j): rows i*16 + g (+8), columns n0 + wn*16 + j*8 + 2t, +1
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = i * 16 + g + 8 * h;
+                if (m >= M) continue;
+                const BfRow row = bf_row(m, BF_EPI_ARGS);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const int n = n0 + wn * 16 + j * 8 + 2 * t;
+                    const float v0 = acc[i][j][2 * h] + red[((i * 2 + j) * 4 + 2 * h) * 32];
+                    const float v1 = acc[i][j][2 * h + 1] + red[((i * 2 + j) * 4 + 2 * h + 1) * 32];
+                    if (n >= N) continue;
+                    if (gridDim.y > 1) *(float2*)&ws[((long long)blockIdx.y * M + m) * N + n] = make_float2(v0, v1);
+                    else bf_store_pair(v0, v1, row, M, N, n, BF_EPI_ARGS);
+                }
+            }
+    }
+    if (gridDim.y == 1) return;
+    __threadfence();                                            // the partial is visible before the ticket
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!s_last) return;
+    // The last slice of this column tile to finish: every slice's partial added in slice order (the launcher:
+    // N % 4 == 0 with split-K), a thread's MF float4s of R slices requested before any is added.
+    constexpr int G = BFM_BN / 4;                               // lanes of one row of the tile
+    constexpr int R = BFM_RED > 0 ? (BFM_RED + MF - 1) / MF * MF : MF;
+    const int S = gridDim.y;
+    float4 v[MF];
+    const float* src[MF];
+    bool ok[MF];
+#pragma unroll
+    for (int i = 0; i < MF; ++i) {                              // M * G <= MF * BFM_THREADS float4s of the tile
+        const int e = tid + i * BFM_THREADS, m = e / G, n = n0 + (e % G) * 4;
+        ok[i] = m < M && n < N;
+        src[i] = ws + (ok[i] ? (long long)m * N + n : 0);
+        v[i] = ok[i] ? __ldcg((const float4*)src[i]) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    const long long slice = (long long)M * N;
+    for (int s0 = 1; s0 < S; s0 += R / MF) {
+        float4 p[R];
+#pragma unroll
+        for (int j = 0; j < R; ++j)
+            if (ok[j % MF] && s0 + j / MF < S) p[j] = __ldcg((const float4*)(src[j % MF] + (s0 + j / MF) * slice));
+#pragma unroll
+        for (int j = 0; j < R; ++j)
+            if (ok[j % MF] && s0 + j / MF < S) {
+                float4& w = v[j % MF];
+                w.x += p[j].x; w.y += p[j].y; w.z += p[j].z; w.w += p[j].w;
+            }
+    }
+#pragma unroll
+    for (int i = 0; i < MF; ++i) {
+        const int e = tid + i * BFM_THREADS, m = e / G, n = n0 + (e % G) * 4;
+        if (!ok[i]) continue;
+        const BfRow row = bf_row(m, BF_EPI_ARGS);
+        bf_store_pair(v[i].x, v[i].y, row, M, N, n, BF_EPI_ARGS);
+        bf_store_pair(v[i].z, v[i].w, row, M, N, n + 2, BF_EPI_ARGS);
+    }
+    if (tid == 0) tickets[blockIdx.x] = 0;                      // ready for the next launch (graph replays)
+}
+
+#define BFM_PARAMS const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, float* RESTRICT ws,          \
+                   unsigned* RESTRICT tickets, int M, int N, int K, int lda, int ldb, int k_split
+#define BFM_ARGS A, Bt, ws, tickets, M, N, K, lda, ldb, k_split
+// gemm_small_m<MF>_bf16: rows up to 16 * MF
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m1_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<1>(BFM_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m2_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<2>(BFM_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m3_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<3>(BFM_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m4_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<4>(BFM_ARGS, BF_EPI_ARGS); }
+#endif  // defined(BF_OUT): v8, v9, v10, v12

@@ -1,6 +1,10 @@
 """Run under compute-sanitizer (memcheck, racecheck) on the GPU machine: gemm.cu v11 (both layouts, split-K with its
 tickets, the LayerNorm prologue, the head-major QKV scatter) and sampling.cu's split top-p (candidates in shared
-memory and the row-reading fallback), then a small model's batched generation with top-p through both."""
+memory and the row-reading fallback), then a small model's batched generation with top-p through both; v12 (the bf16
+path's small-M GEMM, session 11: split-K, the QKV scatter, PDL, and fast_bf16_smm's batched greedy generation).
+SAN_PARTS=v11,top_p,generate,v12 (the default: all) runs only those."""
+import os
+
 import numpy as np
 
 from convnet import catalogue
@@ -13,7 +17,10 @@ from convnet.gpu.runtime import Runtime
 
 rt = Runtime.get()
 rng = np.random.default_rng(0)
+PARTS = os.environ.get("SAN_PARTS", "v11,top_p,generate,v12").split(",")
 for version, defines in (("wgmma", {"SMM_MAX_M": 64}), ("tf32", {"SMM_MAX_M": 64, "V5_SPLIT": 3, "SMM_BN": 16})):
+    if "v11" not in PARTS:
+        break
     lin = Linear(rt, version, defines, "sanitize", split_k=True)
     for M, N, K, splits in ((9, 44, 100, 3), (33, 136, 64, 1), (64, 40, 200, 2)):
         lin.fixed_splits = splits
@@ -36,6 +43,8 @@ for version, defines in (("wgmma", {"SMM_MAX_M": 64}), ("tf32", {"SMM_MAX_M": 64
 print("v11 done")
 
 for V, scale in ((5000, 3.0), (9000, 0.01)):
+    if "top_p" not in PARTS:
+        break
     B = 3
     sp = SplitTopP(rt, {}, "sanitize", V)
     sp.buffers(B)
@@ -48,10 +57,43 @@ for V, scale in ((5000, 3.0), (9000, 0.01)):
     rt.synchronize("split top-p")
     print(V, out.get())
 
-config = ref.GPT2Config(n_layer=1, n_head=2, n_embd=64, vocab_size=5000, n_ctx=48)
-gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, catalogue.get("fast", "gpt2")))
-prompts = [[5, 9, 2], list(range(30, 41)), [7]] * 4
-done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(0.9, top_p=0.8, seed=2), eos_id=3,
-                         num_samples=1)
-print([c.ids for c in done])
+if "generate" in PARTS:
+    config = ref.GPT2Config(n_layer=1, n_head=2, n_embd=64, vocab_size=5000, n_ctx=48)
+    gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, catalogue.get("fast", "gpt2")))
+    prompts = [[5, 9, 2], list(range(30, 41)), [7]] * 4
+    done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(0.9, top_p=0.8, seed=2),
+                             eos_id=3, num_samples=1)
+    print([c.ids for c in done])
+
+if "v12" in PARTS:
+    from convnet.gpu.bf16 import BF16, to_bf16
+    smm = catalogue.get("fast_bf16_smm", "gpt2")
+    for version, defines in (("bf16_wgmma", smm.defines),
+                             ("bf16_mma", {"BFM_MAX_M": 64, "BFM_BN": 16, "BFM_STAGES": 3, "BFM_RED": 5})):
+        lin = Linear(rt, version, defines, "sanitize")
+        for M, N, K, splits, out in ((9, 44, 104, 3, True), (33, 136, 64, 1, False), (64, 40, 200, 2, True),
+                                     (20, 96, 1000, None, False)):
+            lin.fixed_splits = splits
+            dt = BF16 if out else np.float32
+            A = rt.pool.upload(f"s.bA{M}", to_bf16(rng.standard_normal((M, K))), BF16)
+            W = rt.pool.upload(f"s.bW{M}{version}", lin.layout(rng.standard_normal((K, N))), BF16)
+            bias = rt.pool.upload(f"s.bb{N}", rng.standard_normal(N))
+            R = rt.pool.upload(f"s.bR{M}{out}", to_bf16(rng.standard_normal((M, N))) if out else rng.standard_normal((M, N)), dt)
+            C = rt.pool.get(f"s.bC{M}{out}", (M, N), dt)
+            lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=bias, act=ACT_GELU, resid=R))
+        B, T, H, D = 12, 1, 2, 6
+        M, N, K = B * T, 3 * H * D, 40
+        A = rt.pool.upload("s.bqA", to_bf16(rng.standard_normal((M, K))), BF16)
+        W = rt.pool.upload(f"s.bqW{version}", lin.layout(rng.standard_normal((K, N))), BF16)
+        Q, Kc, Vc = (rt.pool.get(f"s.bq{n}", (B, H, T + 2, D), BF16) for n in "QKV")
+        for splits in (1, 2):
+            lin.fixed_splits = splits
+            lin(A, W, Q, M, N, K, K, lin.ldb(K, N), N, Epilogue(qkv=(Kc, Vc, T, 2, H, D, T + 2, T + 2)))
+        rt.synchronize("v12")
+    print("v12 done")
+    config = ref.GPT2Config(n_layer=1, n_head=4, n_embd=128, vocab_size=300, n_ctx=48)
+    gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, smm))
+    prompts = [[int(x) for x in np.arange(1, 5) * (3 + i) % 300] for i in range(12)]
+    done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(), None, 1)
+    print("fast_bf16_smm", [c.ids for c in done][:3])
 print("sanitize run done")

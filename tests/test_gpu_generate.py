@@ -245,14 +245,16 @@ def test_kernel_limits_refuse_other_head_sizes():
     assert "head size 256" in kernel_limits(ref.GPT2Config(1, 2, 512, 10, 8))
 
 
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_smm"])
 @pytest.mark.parametrize("B", [12, 32])
-def test_bf16_greedy_batch_of_one_length(B):
-    """fast_bf16 (issue 15) through the generate path at batch sizes that leave v10's GEMV (M > 8): graph and no
+def test_bf16_greedy_batch_of_one_length(name, B):
+    """fast_bf16 (issue 15; fast_bf16_smm: gemm.cu v12 at M > 8) through the generate path at batch sizes that leave
+    v10's GEMV (M > 8): graph and no
     graph give the same tokens (the same kernels), and the sequences continue as the float64 reference does on
     all but a few (every GEMM input is rounded to bf16; wte_scale 8 keeps greedy paths away from near-ties), as do
     prompts run alone (B = 1: v10 and decode_pick)."""
     params = small_params(SMALL)
-    gen = make_generator("fast_bf16", params, SMALL)
+    gen = make_generator(name, params, SMALL)
     prompts = [[int(x) for x in np.arange(1, 7) * (7 + 2 * i) % 257] for i in range(B)]
     got = run(gen, prompts, 14)
     assert run(gen, prompts, 14, graph=False) == got

@@ -237,6 +237,82 @@ def test_batch_of_twelve_prompts_generates_as_the_reference():
         assert c.ids == generate(params, SMALL, p, 10), p
 
 
+# ---- v12: the bf16 path's small-M GEMM (session 11) ----------------------------------------------------------------
+# fast_bf16_smm's -D constants (its qkv / mlp_fc builds: 32-column blocks, 4 stages, PDL=1, 8 partials at once) and a
+# tunables build on v9's Linear (v12 serves both): 16-column blocks, 3 stages, no PDL, 5 partials at once
+BF16_BUILDS = {"fast_bf16_smm": ("bf16_wgmma", None),
+               "bn16_s3_red5": ("bf16_mma", {"BFM_MAX_M": 64, "BFM_BN": 16, "BFM_STAGES": 3, "BFM_RED": 5})}
+# M in 9..64 (1-4 row fragments); N multiples of 4, K multiples of 8: shorter than a k tile, not a multiple of 64, long
+BF16_SHAPES = [(9, 44, 56), (17, 2304, 768), (31, 260, 1032), (33, 132, 1000), (47, 772, 3072), (64, 36, 4096),
+               (63, 128, 8), (12, 768, 3072), (50, 3072, 768)]
+
+
+def bf16_linear(key):
+    import test_gpu_gemm_bf16 as tb
+    version, defines = BF16_BUILDS[key]
+    rt, lin = tb.linear(version, defines if defines is not None else catalogue.get(key, "gpt2").defines)
+    return tb, rt, lin
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("splits", [None, 1, 3], ids=["heuristic", "no_split", "3_slices"])
+@pytest.mark.parametrize("key", BF16_BUILDS)
+@pytest.mark.parametrize("M,N,K", BF16_SHAPES)
+def test_bf16_small_m_linear_with_bias_gelu_residual(key, splits, out_bf16, M, N, K, rng):
+    """v12 against float64 of the bf16-rounded operands (fp32 accumulation: test_gpu_gemm_bf16's bounds); C and the
+    split-K workspace NaN-poisoned; run twice (the tickets left ready); the columns past N of a wider C untouched."""
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    tb, rt, lin = bf16_linear(key)
+    assert lin.bfm_takes(M, N) and not lin.bfm_takes(8, N)
+    lin.fixed_splits = splits
+    A, W, a, w = tb.operands(rt, lin, rng, M, N, K)
+    bias = rng.standard_normal(N).astype(np.float32)
+    r = rng.standard_normal((M, N + 4)).astype(np.float32)
+    R = tb.upload(rt, "test.bfm.R", r, out_bf16)
+    want = ref.gelu(a @ w + bias) + (tb.round_bf16(r[:, :N]) if out_bf16 else r[:, :N])
+    for _ in range(2):
+        C = tb.poisoned(rt, "test.bfm.C", (M, N + 4), out_bf16)
+        rt.pool.fill("splitk.", np.nan)
+        lin(A, W, C, M, N, K, K, lin.ldb(K, N), N + 4, Epilogue(bias=rt.pool.upload("test.bfm.bias", bias), act=ACT_GELU,
+                                                                  resid=R))
+        rt.synchronize("test v12 linear")
+        got = tb.result(C, out_bf16)
+        assert rel_err(got[:, :N], want) <= (tb.BF16_TOL if out_bf16 else tb.FP32_TOL)
+        assert np.isnan(got[:, N:]).all(), "v12 wrote past column N"
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("key", BF16_BUILDS)
+@pytest.mark.parametrize("B,T,H,D,pos,on_device", [(12, 1, 4, 32, 5, False), (33, 1, 12, 64, 9, True),
+                                                   (10, 2, 4, 7, 3, False), (64, 1, 2, 16, 0, True)])
+def test_bf16_small_m_head_major_qkv_into_the_cache(key, out_bf16, B, T, H, D, pos, on_device, rng):
+    """The head-major scatter from v12, directly (one slice) and through the last slice's epilogue (2 slices): Q and
+    the cache at pos against float64, the rest of them poisoned. D = 7: odd head rows, unpaired stores."""
+    tb, rt, lin = bf16_linear(key)
+    assert lin.bfm_takes(B * T, 3 * H * D)
+    for splits in (1, 2):
+        lin.fixed_splits = splits
+        tb.check_qkv_scatter(rt, lin, rng, out_bf16, B, T, H, D, pos, 200, on_device, what="v12 qkv scatter")
+
+
+@pytest.mark.parametrize("B", [12, 33])
+def test_bf16_batched_decode_equals_full_recompute(B, rng):
+    """fast_bf16_smm: prefill 5 tokens for B sequences (M = 5B: v8 / v9), then decode one token at a time (M = B:
+    v12): every step's logits within the variant's tolerance of the float64 forward over the sequence so far."""
+    v = variant("fast_bf16_smm")
+    params = gpt2_small_params(SMALL)
+    gpu = make(v, params, SMALL)
+    assert gpu.linear.bfm is not None and gpu.linear.bfm_takes(B, 3 * SMALL.n_embd)
+    seq = rng.integers(0, SMALL.vocab_size, (B, 10))
+    gpu.rt.pool.fill("splitk.", np.nan)
+    for t in range(5, 11):
+        pos, step = (0, seq[:, :5]) if t == 5 else (t - 1, seq[:, t - 1:t])
+        out, rows = gpu.enqueue(gpu.check_tokens(step), pos=pos, cap=10, last_only=True)
+        got = out.get()[:rows, :SMALL.vocab_size]
+        want = ref.forward(params, SMALL, seq[:, :t], dtype=np.float64)[:, -1]
+        assert rel_err(got, want) <= v.tolerance, f"decode step at length {t}"
+
+
 # ---- split top-p -----------------------------------------------------------------------------------------------
 def gpu_top_p(logits, s: Sampling, seen=None, step=0, done=None, split=True):
     """One sampling step on (B, V) logits through SplitTopP (split) or sample_tokens: tokens, (kth, cut) keys."""

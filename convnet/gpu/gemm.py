@@ -9,7 +9,8 @@ Linear  a linear layer C = act(A @ W + bias) + resid for GPT-2: v4 (fp32 SIMT, f
         (each call to the faster of the two for its shape): bf16 operands (uint16 buffers, convnet/gpu/bf16.py),
         fp32 accumulation, bf16 or fp32 output as C's dtype says; interface in Linear._call_bf16.
         Rows 8 < M <= SMM_MAX_M (a -D constant of the variant, <= 64; 0 = off) go to v11 (gemm_small_m: W read once
-        on mma.sync TF32 / 3xTF32, split-K added by the last block), M <= 8 to the GEMV (v6) with split_k.
+        on mma.sync TF32 / 3xTF32, split-K added by the last block), M <= 8 to the GEMV (v6) with split_k; on the
+        bf16 versions 8 < M <= BFM_MAX_M to v12 (gemm_small_m_bf16: v11's structure on bf16 mma.sync, session 11).
 """
 from __future__ import annotations
 
@@ -108,6 +109,10 @@ SMM_DEFAULTS = {"SMM_BN": 32, "SMM_STAGES": 4, "SMM_MAX_M": 0, "SMM_MAX_N": 0, "
                 "SMM_WAVES": 1, "SMM_LNS": 0}     # SMM_LNS 1: the _lns builds (LayerNorm statistics between GEMMs)
 SMM_BK, SMM_PAD, SMM_ROWS = 32, 4, 64
 SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column tile (zeroed once, reset by the kernel)
+# v12 (gemm_small_m_bf16, session 11): v11 for the bf16 versions, 8 < M <= BFM_MAX_M (0 = off), N <= BFM_MAX_N (0 =
+# any), 64-deep bf16 k tiles, split-K slices of at least BFM_MIN_KT tiles filling BFM_WAVES waves of resident blocks
+BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "BFM_MIN_KT": 2, "BFM_WAVES": 1}
+BFM_BK = 64
 
 
 def _bf8_smem(c: dict) -> int:
@@ -248,6 +253,54 @@ class Linear:
         self.wave_slots = occupancy.blocks_per_sm(self.threads, self.smem) * rt.sm_count
         self._make_map = tma.bf16_rows if isinstance(rt, Runtime) else tma.dry_map
         self._maps: dict = {}
+        self._init_small_bf16()
+
+    def _init_small_bf16(self):
+        """v12 for 8 < M <= BFM_MAX_M (0, the default: off): one kernel per count of 16-row fragments and output type,
+        in the same gemm.cu builds as v8-v10 (BF_OUT 1 and 0)."""
+        c = {**BFM_DEFAULTS, **{k: int(v) for k, v in self.defines.items() if k in BFM_DEFAULTS}}
+        self.bfm, self.bfm_max_m, self.bfm_max_n = None, c["BFM_MAX_M"], c["BFM_MAX_N"]
+        if self.bfm_max_m <= 0:
+            return
+        if self.bfm_max_m > SMM_ROWS or c["BFM_BN"] not in (16, 32, 64) or c["BFM_STAGES"] < 2:
+            raise GPUError(f"GEMM v12 takes BFM_MAX_M up to {SMM_ROWS}, BFM_BN 16, 32 or 64 and BFM_STAGES >= 2; got "
+                           f"{c['BFM_MAX_M']}, {c['BFM_BN']}, {c['BFM_STAGES']}")
+        self.bfm_bn, self.bfm_threads = c["BFM_BN"], 4 * c["BFM_BN"]
+        self.bfm_min_kt, self.bfm_waves = max(1, c["BFM_MIN_KT"]), max(1, c["BFM_WAVES"])
+        self.bfm = {}
+        for mf in range(1, _cdiv(self.bfm_max_m, 16) + 1):
+            name = f"gemm_small_m{mf}_bf16"
+            # BFM_STAGES x (A: 16 mf rows, W^T: BFM_BN rows) of BFM_BK + 8 bf16, as kernels/gemm.cu lays them out
+            smem = c["BFM_STAGES"] * (16 * mf + self.bfm_bn) * (BFM_BK + 8) * 2
+            fns = {}
+            for out in (True, False):
+                d = {**self.defines, "BF_OUT": int(out)}
+                occupancy = self.rt.kernel("gemm.cu", name, d, self.variant)
+                occupancy.allow_shared(smem)
+                fns[out] = tma.launcher(self.rt, "gemm.cu", name, d, self.variant)   # PDL=1: programmatic launches
+                if fns[out] is not occupancy:
+                    fns[out].allow_shared(smem)
+            self.bfm[mf] = (fns, smem, occupancy.blocks_per_sm(self.bfm_threads, smem) * self.rt.sm_count)
+
+    def bfm_takes(self, M: int, N: int) -> bool:
+        """Whether v12 runs a bf16 call of M rows and N columns (BFM_MAX_M, BFM_MAX_N; N % 4 == 0 for its split-K)."""
+        return (self.bfm is not None and (not self.bf_gemv or M > SKINNY_M) and M <= self.bfm_max_m and N % 4 == 0
+                and (not self.bfm_max_n or N <= self.bfm_max_n))
+
+    def _call_small_bf16(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16):
+        fns, smem, slots = self.bfm[_cdiv(M, 16)]
+        tiles, ktiles = _cdiv(N, self.bfm_bn), _cdiv(K, BFM_BK)
+        wanted = self.fixed_splits if self.fixed_splits is not None else \
+            max(1, min(_cdiv(self.bfm_waves * slots, tiles), ktiles // self.bfm_min_kt))
+        k_split = _cdiv(ktiles, wanted) * BFM_BK                        # whole k tiles per slice
+        splits = _cdiv(K, k_split)
+        ws = tickets = None
+        if splits > 1:
+            ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N))
+            tickets = self.rt.pool.tickets("gemm.smm.tickets", max(SMM_TICKETS, tiles))
+        fns[bool(out_bf16)]((tiles, splits, 1), (self.bfm_threads, 1, 1), ptr(A), ptr(W), ptr(ws), ptr(tickets), i32(M),
+                            i32(N), i32(K), i32(lda), i32(ldb), i32(k_split), *epi.args(C, ldc), stream=stream,
+                            shared=smem)
 
     def _init_small_m(self):
         """v11 for 8 < M <= SMM_MAX_M (0, the default: off): one kernel per count of 16-row fragments, in the W layout
@@ -484,6 +537,9 @@ class Linear:
             skinny, skinny1 = self.bf_skinny[bool(out_bf16)]
             (skinny1 if M == 1 else skinny)((_cdiv(N, self.bf_skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),
                                             i32(N), i32(K), i32(lda), i32(ldb), *epi.args(C, ldc), stream=stream)
+        elif self.bfm_takes(M, N):
+            # batched decoding: W read once over split-K slices that fill the GPU (v12)
+            self._call_small_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         elif self.version == "bf16_wgmma":
             # persistent: at most one block per SM, each walking tiles blockIdx.x, + gridDim.x, ...
             maps = self._map_pair(A, W, M, N, K, lda, ldb) if self.tma_param else \
