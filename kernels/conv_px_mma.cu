@@ -84,10 +84,21 @@ all 10,000, logits 3.7e-7 from float64, conv1 0.411 ms in two tiles per image):
       tables, image and resized rows stay static), so a whole 80x80 LeNet map fits one tile with MMA_SPLIT
       (60 KB + 13 KB static: 3 blocks per SM) instead of two 80x40 tiles, each recomputing the row and column
       tables (in double) and the horizontal resize of the whole image.
+v6 (issue #16, session 11; off by default, on in the catalogue variant tc_fused12; not yet run on a GPU):
+  FUSE_CONV2=1 (POOL_LANE, fp16, FUSE_UPSCALE, XS_DYN, one tile per image): LeNet's conv2 + ReLU + 4x4 pool in
+      the same kernel. conv1's pooled fp16 map (M_OUT x P1_H x P1_W, compile-time) goes to shared memory
+      instead of global memory; after a barrier it is expanded into conv_mma.cu's pair-expanded patch (in the
+      staging buffer, free by then), and the warps run conv_mma's register-version units on it: 8 columns x
+      4 rows, C2 = M_OUT channels, M2 [16] output channels, K2 [7] taps, only the outputs a 4x4 window reaches
+      (POOL_CROP), mma issued segment pair first (MMA_INTERLEAVE), the same per-output sums and order as
+      conv_mma's POOL_CROP + MMA_INTERLEAVE build, so the same fp32 pooled values. w holds [conv1 (M_OUT*K*K) |
+      conv2 (M2*M_OUT*K2*K2)] fp16; y is conv2's pooled fp32 output [B, M2, Hp2, Wp2]. conv2's A fragments are
+      read from a shared copy of its weights at each image (live in registers only during conv2). The 4x40x40
+      map never reaches device memory (128 MB written and read at batch 10,000).
 Tunables (-D, defaults in brackets): M_OUT [4] (<= 8), K_SIZE [7] (<= 8), TILE_X [80] (multiple of 16),
 TILE_Y [80] (multiple of WARP_ROWS), WARP_ROWS [8] (even with POOL), WARPS [10], MIN_BLOCKS [2], POOL [0]
 (0 or 2), OUT_FLOAT [0], FUSE_UPSCALE [0] with SRC_H, SRC_W [28], ROW_PAIRS [0], VEC_STAGE [0], POOL_LANE [0],
-HROW_VEC [0], STAGE_ROWS [0], MMA_SPLIT [0], XS_DYN [0].
+HROW_VEC [0], STAGE_ROWS [0], MMA_SPLIT [0], XS_DYN [0], FUSE_CONV2 [0] with P1_H, P1_W [40], M2 [16], K2 [7].
 Launch: block (32*WARPS); grid: any (host: min(tiles * B, blocks/SM * SMs)); static shared memory (XS_DYN:
 plus XS_BYTES of dynamic shared memory).
 Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The staged input is fp16
@@ -155,11 +166,31 @@ Limits: one input channel; H, W >= K; with FUSE_UPSCALE SRC_H, SRC_W >= 2. The s
 #ifndef XS_DYN
 #define XS_DYN 0
 #endif
+#ifndef FUSE_CONV2
+#define FUSE_CONV2 0
+#endif
+#ifndef P1_H
+#define P1_H 40
+#endif
+#ifndef P1_W
+#define P1_W 40
+#endif
+#ifndef M2
+#define M2 16
+#endif
+#ifndef K2
+#define K2 7
+#endif
 
-#if OUT_FLOAT
-typedef float OUT_T;
+#if OUT_FLOAT || FUSE_CONV2
+typedef float OUT_T;                // FUSE_CONV2: y is conv2's pooled fp32 output
 #else
 typedef __half OUT_T;
+#endif
+#if FUSE_CONV2
+typedef __half P1_T;                // FUSE_CONV2: conv1's pooled map, in shared memory
+#else
+typedef OUT_T P1_T;
 #endif
 #if FUSE_UPSCALE
 typedef unsigned char IN_T;
@@ -202,6 +233,28 @@ static_assert(!HROW_VEC || VEC_STAGE, "HROW_VEC: with VEC_STAGE only");
 static_assert(!STAGE_ROWS || VEC_STAGE == 2, "STAGE_ROWS: with VEC_STAGE 2 only");
 static_assert(!POOL_LANE || (ROW_PAIRS && POOL == 2 && R % 4 == 0), "POOL_LANE: ROW_PAIRS, POOL 2, WARP_ROWS % 4 == 0");
 static_assert(!MMA_SPLIT || (POOL_LANE && OUT_FLOAT && VEC_STAGE == 2), "MMA_SPLIT: POOL_LANE, OUT_FLOAT, VEC_STAGE 2");
+static_assert(!FUSE_CONV2 || (POOL_LANE && !OUT_FLOAT && !MMA_SPLIT && FUSE_UPSCALE && XS_DYN),
+              "FUSE_CONV2: POOL_LANE, fp16, FUSE_UPSCALE, XS_DYN");
+#if FUSE_CONV2
+// conv2 (conv_mma.cu's register version for C2 = M_OUT channels, K2 <= 8 taps, one 16-channel m tile per 16
+// output channels, POOL_CROP, POOL 4, WARP_ROWS 4, MMA_INTERLEAVE) on the pooled map held in shared memory
+constexpr int C2 = M_OUT, R2 = 4, POOL2 = 4;
+constexpr int MT2 = (M2 + 15) / 16;
+constexpr int HO2 = P1_H - K2 + 1, WO2 = P1_W - K2 + 1;                    // conv2's output
+constexpr int HU2 = HO2 / POOL2 * POOL2, WU2 = WO2 / POOL2 * POOL2;        // what a window reaches
+constexpr int HP2 = HO2 / POOL2, WP2 = WO2 / POOL2;                        // pooled
+constexpr int TX2 = (WU2 + 7) / 8 * 8, TY2 = HU2;                          // the tile: the whole cropped map
+constexpr int SX2 = TX2 / 8, UNITS2 = SX2 * (TY2 / R2);
+constexpr int ROWS_IN2 = TY2 + K2 - 1, RS2 = TX2 + 8 - 2, RSP2 = RS2 / 2;  // staged patch (KQ = 8)
+constexpr int PATCH2 = C2 * ROWS_IN2 * RS2;                                // words
+constexpr int NPAIR2 = C2 / 2;                                             // k-steps (segment pairs) per row
+constexpr int W_MS2 = ((C2 * K2 * 8 / 2 + 3) / 8) * 8 + 4;                 // conv_mma's W_MS (== 4 mod 8)
+constexpr int WSM2 = MT2 * 16 * W_MS2;                                     // staged conv2 weights, words
+static_assert(K2 >= 1 && K2 <= 8 && C2 % 2 == 0 && HU2 >= POOL2 && WU2 >= POOL2,
+              "FUSE_CONV2: K2 <= 8, an even channel count, a pooled output");
+static_assert(PATCH2 <= ROWS_IN * RS, "FUSE_CONV2: conv2's patch must fit the staging buffer");
+static_assert(NT % 32 == 0, "whole warps");
+#endif
 #if VEC_STAGE
 #if VEC_STAGE == 2
 constexpr int NG4 = RS / 4;                                                // VEC_STAGE 2: 4-word groups per row
@@ -256,12 +309,115 @@ __device__ __forceinline__ uint4 pair_words4_lo(const float (&v)[4], float v4)
     return pair_words4(l, split_lo(v4));
 }
 
+#if FUSE_CONV2
+// FUSE_CONV2: conv2 + ReLU + 4x4 pool of image b from conv1's pooled map p1s (complete, behind a barrier): the
+// map pair-expanded into `patch` (conv_mma.cu's layout: word j of row (c, r) = (x[j], x[j+1]), 0 beyond the
+// map), then conv_mma's units (8 columns x 4 rows, MMA_INTERLEAVE order, POOL_CROP) with the A fragments read
+// from w2s; pooled fp32 to y [B, M2, HP2, WP2]. The same sums in the same order as conv_mma's build.
+__device__ __forceinline__ void conv2_phase(const __half* __restrict__ p1s, const unsigned int* __restrict__ w2s,
+                                            unsigned int* __restrict__ patch, float* __restrict__ y, long long b,
+                                            int tid, int warp, int g, int t)
+{
+    const unsigned short* p16 = reinterpret_cast<const unsigned short*>(p1s);
+    for (int i = tid; i < C2 * ROWS_IN2 * RSP2; i += NT) {
+        const int crow = i / RSP2, jp = i - crow * RSP2;
+        const int c = crow / ROWS_IN2, r = crow - c * ROWS_IN2;
+        const int ix = 2 * jp;
+        unsigned int v0 = 0u, v1 = 0u, v2 = 0u;
+        if (r < P1_H) {
+            const unsigned short* row = p16 + (c * P1_H + r) * P1_W;
+            if (ix < P1_W) v0 = row[ix];
+            if (ix + 1 < P1_W) v1 = row[ix + 1];
+            if (ix + 2 < P1_W) v2 = row[ix + 2];
+        }
+        *reinterpret_cast<uint2*>(patch + crow * RS2 + 2 * jp) = make_uint2(v0 | (v1 << 16), v1 | (v2 << 16));
+    }
+    __syncthreads();
+
+    unsigned int A[MT2][NPAIR2][K2][4];          // conv_mma's Ap (NQ = 1, KQ = 8: word offset (v * K2 + p) * 4)
+    {
+        const unsigned int* wl = w2s + g * W_MS2 + t;
+#pragma unroll
+        for (int mt = 0; mt < MT2; ++mt) {
+            const unsigned int* w0 = wl + (mt * 16) * W_MS2;
+            const unsigned int* w8 = w0 + 8 * W_MS2;
+#pragma unroll
+            for (int s = 0; s < NPAIR2; ++s)
+#pragma unroll
+                for (int p = 0; p < K2; ++p) {
+                    A[mt][s][p][0] = w0[(2 * s * K2 + p) * 4];
+                    A[mt][s][p][1] = w8[(2 * s * K2 + p) * 4];
+                    A[mt][s][p][2] = w0[((2 * s + 1) * K2 + p) * 4];
+                    A[mt][s][p][3] = w8[((2 * s + 1) * K2 + p) * 4];
+                }
+        }
+    }
+    constexpr size_t plane2 = (size_t)HP2 * WP2;
+    for (int u = warp; u < UNITS2; u += WARPS) {
+        const int ry = u / SX2, sx = u - ry * SX2;
+        const int ox0 = sx * 8, oy0 = ry * R2;
+        if (ox0 >= WU2) continue;                                   // warp-uniform
+        const unsigned int* sb = patch + ry * R2 * RS2 + sx * 8 + g + 2 * t;
+        const int ox = ox0 + 2 * t;
+        float* yl = y + (((size_t)b * M2 + g) * HP2 + oy0 / POOL2) * WP2 + ox / POOL2;
+        const bool ok0 = ox / POOL2 < WP2 && ox % POOL2 == 0;
+        float acc[R2][MT2][4];
+#pragma unroll
+        for (int o = 0; o < R2; ++o)
+#pragma unroll
+            for (int mt = 0; mt < MT2; ++mt)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[o][mt][i] = 0.f;
+        float pmax[MT2][4];
+#pragma unroll
+        for (int r = 0; r < R2 + K2 - 1; ++r) {
+            unsigned int bc[C2];
+#pragma unroll
+            for (int v = 0; v < C2; ++v) bc[v] = sb[(v * ROWS_IN2 + r) * RS2];
+#pragma unroll
+            for (int s = 0; s < NPAIR2; ++s)
+#pragma unroll
+                for (int mt = 0; mt < MT2; ++mt)
+#pragma unroll
+                    for (int p = 0; p < K2; ++p) {
+                        const int o = r - p;
+                        if (o >= 0 && o < R2) mma_16816(acc[o][mt], A[mt][s][p], bc[2 * s], bc[2 * s + 1]);
+                    }
+            const int o = r - (K2 - 1);                               // output row o is complete
+            if (o >= 0) {
+#pragma unroll
+                for (int mt = 0; mt < MT2; ++mt)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        pmax[mt][i] = o % POOL2 == 0 ? acc[o][mt][i] : fmaxf(pmax[mt][i], acc[o][mt][i]);
+                if (o % POOL2 == POOL2 - 1) {                         // the window's last row
+#pragma unroll
+                    for (int mt = 0; mt < MT2; ++mt) {
+                        float lo = fmaxf(fmaxf(pmax[mt][0], pmax[mt][1]), 0.f);   // ReLU: max with 0
+                        float hi = fmaxf(fmaxf(pmax[mt][2], pmax[mt][3]), 0.f);
+                        lo = fmaxf(lo, __shfl_xor_sync(0xffffffffu, lo, 1));      // the window's other pixel pair
+                        hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, 1));
+                        float* yr = yl + (size_t)(o / POOL2) * WP2 + (size_t)(mt * 16) * plane2;
+                        if (ok0 && mt * 16 + g < M2) yr[0] = lo;
+                        if (ok0 && mt * 16 + g + 8 < M2) yr[8 * plane2] = hi;
+                    }
+                }
+            }
+        }
+    }
+}
+#endif
+
 } // namespace convpx
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __restrict__ y, int B, int H, int W)
 {
     using namespace convpx;
+#if FUSE_CONV2
+    __shared__ __align__(16) __half p1s[M_OUT * P1_H * P1_W];    // conv1's pooled map
+    __shared__ __align__(16) unsigned int w2s[WSM2];            // conv2's weights, conv_mma's layout
+#endif
 #if XS_DYN
     extern __shared__ __align__(16) unsigned int xs_dyn[];      // XS_DYN: the staged tile(s), XS_BYTES
     {
@@ -318,6 +474,24 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
+#if FUSE_CONV2
+    if (Hp != P1_H || Wp != P1_W || tiles_img != 1) __trap();   // the build's map, one tile per image
+    {
+        // conv2's weights -> shared memory in conv_mma's layout ([M2 padded to 16][W_MS2] words, taps padded to 8)
+        const unsigned short* w2 = reinterpret_cast<const unsigned short*>(w) + M_OUT * K_SIZE * K_SIZE;
+        for (int i = tid; i < WSM2; i += NT) {
+            const int m = i / W_MS2, h = 2 * (i - m * W_MS2);          // even half index within channel m
+            unsigned int lo = 0u, hi = 0u;
+            if (m < M2 && h < C2 * K2 * 8) {
+                const int cp = h / 8, q = h - cp * 8;                   // cp = c*K2 + p; q even
+                const unsigned short* wr = w2 + ((size_t)m * (C2 * K2) + cp) * K2;
+                if (q < K2) lo = __ldg(wr + q);
+                if (q + 1 < K2) hi = __ldg(wr + q + 1);
+            }
+            w2s[i] = lo | (hi << 16);
+        }
+    }                                                           // (read after the tile loop's first barriers)
+#endif
 
 #if ROW_PAIRS
     // B fragments for input row pair r = o + s, s = 2j (j < NS): column g = (channel g/2, row offset g&1)
@@ -654,7 +828,11 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
             // two rows; transposed by movmatrix, lane (g, t) holds channel g/2, pooled row 2k + (g&1),
             // pooled columns 2t, 2t+1: one 32-bit store per lane for each k (Wp even; odd: two halves)
             const int mc = g >> 1, pc = px0 + 2 * t;
-            OUT_T* yp = y + ((size_t)b * M_OUT + mc) * plane + (py0 + (g & 1)) * Wp + pc;
+#if FUSE_CONV2
+            P1_T* yp = p1s + mc * plane + (py0 + (g & 1)) * Wp + pc;     // conv1's map stays in shared memory
+#else
+            P1_T* yp = y + ((size_t)b * M_OUT + mc) * plane + (py0 + (g & 1)) * Wp + pc;
+#endif
             const bool even = (Wp & 1) == 0;
 #pragma unroll
             for (int k = 0; k < R / 4; ++k) {
@@ -663,7 +841,7 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
                 asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n"
                     : "=r"(tv) : "r"(*reinterpret_cast<const unsigned int*>(&hp)));
                 if (mc < M_OUT && py0 + 2 * k + (g & 1) < Hp && pc < Wp) {
-                    OUT_T* q = yp + 2 * k * Wp;
+                    P1_T* q = yp + 2 * k * Wp;
                     if (even) {
                         *reinterpret_cast<unsigned int*>(q) = tv;
                     } else {
@@ -776,5 +954,9 @@ conv_px_mma(const IN_T* __restrict__ x, const __half* __restrict__ w, OUT_T* __r
 #endif
 #endif
         }
+#if FUSE_CONV2
+        __syncthreads();                              // conv1's pooled map complete, the staging buffer free
+        conv2_phase(p1s, w2s, xs, y, b, tid, warp, g, t);
+#endif
     }
 }

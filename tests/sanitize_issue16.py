@@ -6,6 +6,7 @@
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s10    # session 10's
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s11    # session 11's (+ STAGE_OUT, STAGE_ROWS)
     compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s11dyn # tc_split_dyn's conv1 only
+    compute-sanitizer --tool memcheck python tests/sanitize_issue16.py s11f12 # tc_fused12's fused conv1 + conv2
 
 conv_mma_f16_chunked (plain, pooled, several chunks and channel groups), conv_direct with its weights in
 global memory and its tile in dynamic shared memory, conv_px_mma (plain, and with the fused resize +
@@ -114,8 +115,25 @@ def split_dyn(rt):
     run(rt, dyn, (3, 1, 5, 5), (1, 41, 30), 3, "conv1", pool=2, upscale_from=(13, 17))
 
 
+def fused12(rt):
+    """tc_fused12's one kernel for conv1 and conv2 (`... s11f12`: conv_px_mma FUSE_CONV2), several images per
+    block, an odd pooled map, and tc_fused12_zco's zero-copy network."""
+    v = catalogue.get("tc_fused12")
+    rng = np.random.default_rng(0)
+    for n, src, dst, M, K, M2, K2 in [(400, (28, 28), (86, 86), 4, 7, 16, 7), (3, (13, 17), (41, 30), 4, 5, 8, 5)]:
+        w2 = rng.standard_normal((M2, M, K2, K2)).astype(np.float32)
+        run(rt, v, (M, 1, K, K), (1, *dst), n, "conv1", pool=2, upscale_from=src, fuse_conv2=(w2, 4))
+    raw, labels = data.load_raw("test").images[:200], data.load_raw("test").labels[:200]
+    net = GPULeNet(catalogue.get("tc_fused12_zco"), wio.load(), rt)
+    _, pred, _ = net.forward(net.host_input(None, raw), timed=False)
+    print(f"tc_fused12_zco: {len(pred)} predictions, accuracy {(pred == labels).mean():.3f}")
+
+
 def main():
     rt = Runtime.get()
+    if sys.argv[1:] == ["s11f12"]:
+        fused12(rt)
+        return
     if sys.argv[1:] == ["s11dyn"]:
         split_dyn(rt)
         return

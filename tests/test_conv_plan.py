@@ -197,3 +197,28 @@ def test_split_precision_builds_and_refusals():
     fp16 = dataclasses.replace(v, precision="fp16")
     with pytest.raises(GPUError, match="fp32 in and out"):
         make_conv(rt, fp16, np.zeros((16, 4, 7, 7), np.float32), (4, 40, 40), "c", pool=4, out_half=False)
+
+
+def test_fused_conv12_builds_one_kernel_and_refuses_the_rest():
+    """tc_fused12 (fuse_conv12): conv1's kernel takes conv2's weights (FUSE_CONV2 with XS_DYN, the map's shape as
+    constants, conv2's pooled fp32 output); what it cannot run is refused in one line before any build."""
+    import dataclasses
+    rt = RecordingRuntime()
+    v = catalogue.get("tc_fused12")
+    w2 = np.zeros((16, 4, 7, 7), np.float32)
+    conv = make_conv(rt, v, np.zeros((4, 1, 7, 7), np.float32), (1, 86, 86), "conv1", pool=2, upscale_from=(28, 28),
+                     fuse_conv2=(w2, 4))
+    assert (conv.d["FUSE_CONV2"], conv.d["XS_DYN"], conv.d["P1_H"], conv.d["P1_W"], conv.d["M2"], conv.d["K2"]) == \
+        (1, 1, 40, 40, 16, 7)
+    assert conv.out_shape(5) == (5, 16, 8, 8) and conv.out_dtype == np.float32 and conv.tiles == 1
+    built = set(rt.builds)
+    for make in [lambda: make_conv(rt, v, np.zeros((4, 1, 7, 7), np.float32), (1, 86, 86), "conv1", pool=2,
+                                   upscale_from=(28, 28), fuse_conv2=(w2, 2)),                  # a 2x2 pool
+                 lambda: make_conv(rt, v, np.zeros((3, 1, 7, 7), np.float32), (1, 86, 86), "conv1", pool=2,
+                                   upscale_from=(28, 28), fuse_conv2=(np.zeros((16, 3, 7, 7), np.float32), 4)),
+                 lambda: make_conv(rt, dataclasses.replace(v, strategy="mma_px"), np.zeros((4, 1, 7, 7), np.float32),
+                                   (1, 86, 86), "c", pool=2, fuse_conv2=(w2, 4))]:              # no fused resize
+        with pytest.raises(GPUError, match="fused conv1 \\+ conv2"):
+            make()
+    assert rt.builds == built
+

@@ -229,3 +229,42 @@ def test_split_precision_pixel_row_conv_is_fp32_class(rt, name, n, src, dst, M, 
     err = fused_upscale_conv_check(rt, v, n, src, dst, M, K, 2, rng, "split")
     print(f"\n{name} conv1 {src}->{dst} M={M} K={K}: rel err {err:.2e}")
     assert err <= tolerance(v)
+
+
+FUSED12_CASES = {  # images, source, destination, conv1 M, K, conv2 M2, K2: conv_px_mma FUSE_CONV2 (tc_fused12)
+    "lenet_many": (300, (28, 28), (86, 86), 4, 7, 16, 7),     # several images per persistent block
+    "odd_map": (3, (13, 17), (41, 30), 4, 5, 8, 5),           # pooled map 18 x 13 (odd width), half an m tile
+}
+
+
+@pytest.mark.parametrize("case", FUSED12_CASES.values(), ids=FUSED12_CASES.keys())
+def test_fused_conv1_conv2_kernel_matches_float64(rt, case, rng):
+    """tc_fused12's one kernel for both layers (conv_px_mma FUSE_CONV2: conv1's pooled map in shared memory,
+    conv_mma's conv2 units on it) against skimage's resize + conv + ReLU + 2x2 pool + conv + ReLU + 4x4 pool in
+    float64, poisoned output; pixels 0 and 255 included."""
+    from skimage.transform import resize
+    from convnet.gpu.conv import MmaPx, make_conv
+    n, src, dst, M, K, M2, K2 = case
+    v = catalogue.get("tc_fused12")
+    imgs = rng.integers(0, 256, (n, *src), dtype=np.uint8)
+    imgs[0, 0], imgs[-1, -1] = 0, 255
+    w1 = (rng.standard_normal((M, 1, K, K)) / K).astype(np.float32)
+    w2 = (rng.standard_normal((M2, M, K2, K2)) / (K2 * np.sqrt(M))).astype(np.float32)
+    conv = make_conv(rt, v, w1, (1, *dst), "conv1", pool=2, upscale_from=src, fuse_conv2=(w2, 4))
+    assert isinstance(conv, MmaPx) and conv.d["FUSE_CONV2"] == 1 and conv.out_dtype == np.float32
+    xg = rt.pool.get("f12.u8", imgs.shape, np.uint8)
+    yg = rt.pool.get("f12.y", conv.out_shape(n), np.float32)
+    xg.set(imgs)
+    yg.set(np.full(yg.shape, np.nan, np.float32))
+    conv(xg, yg, n)
+    rt.synchronize("fused conv1 + conv2")
+    pick = np.r_[0:3, n - 3:n] if n > 100 else np.arange(n)
+    up = np.stack([resize(i / 255.0, dst, order=1, mode="reflect", anti_aliasing=False) for i in imgs[pick]])[:, None]
+    p1 = ref.maxpool2d(ref.relu(ref.conv2d(up, w1.astype(np.float64), dtype=np.float64)), 2)
+    want = ref.maxpool2d(ref.relu(ref.conv2d(p1, w2.astype(np.float64), dtype=np.float64)), 4)
+    got = yg.get()
+    assert np.isfinite(got).all()
+    err = rel_err(got[pick], want)
+    print(f"\nfused conv1 + conv2 {case}: rel err {err:.2e}")
+    assert err <= tolerance(v)
+

@@ -41,6 +41,7 @@ def test_every_launch_matches_its_kernel(variant, n, lenet_weights):
     ("fused_head", ["conv_direct", "conv_direct", "fc_head"]),
     ("tc_fused", ["conv_direct", "conv_mma_f16", "fc_head"]),
     ("tc_conv1", ["conv_px_mma", "conv_mma_f16", "fc_head"]),
+    ("tc_fused12", ["conv_px_mma", "fc_head_mma"]),          # conv1 + conv2 in one kernel (FUSE_CONV2)
     ("op_5_tc", ["conv_mma_f16", "relu_maxpool", "conv_mma_f16", "relu_maxpool", "gemm_regtile", "gemm_regtile",
                  "argmax_rows"]),
 ])

@@ -465,9 +465,11 @@ class MmaPx(ConvLayer):
     and ReLU + 2x2 max-pool into the epilogue. Tile and warps from the params px_tile_x, px_tile_y,
     px_warp_rows, px_warps, px_min_blocks (defaults: a whole 80x80 LeNet map per tile, 8-row units, 10
     warps, 2 blocks per SM). mma_split: split-precision products (MMA_SPLIT, fp32 output); px_dyn_xs: the
-    staged tile in dynamic shared memory (XS_DYN), so the tile need not shrink to fit 48 KB."""
+    staged tile in dynamic shared memory (XS_DYN), so the tile need not shrink to fit 48 KB. fuse_conv2=(w2, 4):
+    conv2 + ReLU + 4x4 pool in the same kernel (FUSE_CONV2; y is then conv2's pooled fp32 output)."""
 
-    def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None, upscale_from=None):
+    def __init__(self, rt, variant, w, in_shape, name="conv", pool=0, out_half=None, upscale_from=None,
+                 fuse_conv2=None):
         super().__init__(rt, variant, w, in_shape, name, pool)
         split = wants_split(variant)
         if not self.half and not split:
@@ -505,6 +507,19 @@ class MmaPx(ConvLayer):
                            "== 0, row pairs)")
         nsplit = 2 if split else 1       # MMA_SPLIT: hi and lo tiles
         dyn_xs = bool(p.get("px_dyn_xs", False))   # XS_DYN: the staged tile(s) in dynamic shared memory
+        self.fused_out = None
+        if fuse_conv2 is not None:       # FUSE_CONV2: (w2, pool2), conv2 + ReLU + pool in this kernel
+            w2, pool2 = np.ascontiguousarray(fuse_conv2[0], np.float32), fuse_conv2[1]
+            hp, wp = (self.Ho // 2, self.Wo // 2) if pool == 2 else (0, 0)
+            if (split or not self.half or not pool_lane or vec_stage != 2 or out_half is False or pool2 != 4
+                    or w2.ndim != 4 or w2.shape[1] != self.M or self.M % 2 or w2.shape[2] != w2.shape[3]
+                    or w2.shape[2] > 8 or min(hp, wp) - w2.shape[2] + 1 < 4):
+                raise GPUError(f"{name}: the fused conv1 + conv2 kernel (fuse_conv12) needs fp16, the fused resize with "
+                               "px_vec_stage 2, the pool-lane epilogue, an even channel count, conv2 kernels up to 8x8 "
+                               "and a 4x4 pool with at least one output")
+            dyn_xs = True
+            self.w2 = w2
+            self.fused_out = (w2.shape[0], (hp - w2.shape[2] + 1) // 4, (wp - w2.shape[2] + 1) // 4)
 
         def xs_bytes(tx, ty):
             return nsplit * 4 * (ty - rows + 2 * _cdiv(rows + self.K - 1, 2)) * (tx + 8)
@@ -526,11 +541,13 @@ class MmaPx(ConvLayer):
         if smem(tx, ty) > SMEM_LIMIT:
             raise GPUError(f"{name}: no tile fits 48 KB of shared memory (px_warp_rows={rows}"
                            + (f", a {upscale_from[0]}x{upscale_from[1]} source image to resize)" if upscale_from else ")"))
+        if self.fused_out and (tx < Wc or ty < Hc):
+            raise GPUError(f"{name}: the fused conv1 + conv2 kernel needs the whole {Hc}x{Wc} map in one tile")
         units = (tx // 16) * (ty // rows)
         w_max = max(1, min(int(p.get("px_warps", 10)), 32))
         warps = _cdiv(units, _cdiv(units, w_max))            # as few units per warp as w_max allows, balanced
         out_float = out_half is False or split
-        self.out_dtype = np.float32 if out_float else np.float16
+        self.out_dtype = np.float32 if out_float or self.fused_out else np.float16
         self.d = {"M_OUT": self.M, "K_SIZE": self.K, "TILE_X": tx, "TILE_Y": ty, "WARP_ROWS": rows,
                   "WARPS": warps, "MIN_BLOCKS": int(p.get("px_min_blocks", 2)), "POOL": pool,
                   "OUT_FLOAT": int(out_float)}
@@ -549,6 +566,8 @@ class MmaPx(ConvLayer):
         self.smem = xs_bytes(tx, ty) if dyn_xs else 0     # dynamic shared memory per block
         if dyn_xs:
             self.d["XS_DYN"] = 1
+        if self.fused_out:
+            self.d.update(FUSE_CONV2=1, P1_H=self.Ho // 2, P1_W=self.Wo // 2, M2=self.w2.shape[0], K2=self.w2.shape[2])
         self.upscale_from = tuple(upscale_from) if upscale_from else None
         if self.upscale_from:
             self.d.update(FUSE_UPSCALE=1, SRC_H=self.upscale_from[0], SRC_W=self.upscale_from[1])
@@ -559,9 +578,16 @@ class MmaPx(ConvLayer):
             self.fn.allow_shared(self.smem)
         if split:
             self._upload_split_weights()
+        elif self.fused_out:             # [conv1 | conv2] fp16
+            self.w_gpu = self.rt.pool.upload(f"{self.name}.w16fused", np.concatenate([self.w.ravel(), self.w2.ravel()]),
+                                             np.float16)
         else:
             self._upload_weights(np.float16)
         self.blocks = self.fn.blocks_per_sm(self.threads, self.smem) * self.rt.sm_count
+
+    def out_shape(self, batch):
+        """FUSE_CONV2: conv2's pooled output; else conv1's."""
+        return (batch, *self.fused_out) if self.fused_out else super().out_shape(batch)
 
     def input_elems(self) -> int:
         return int(np.prod(self.upscale_from)) if self.upscale_from else super().input_elems()

@@ -18,7 +18,9 @@ max-pool in one kernel (the pre-pool activation never reaches device memory); `g
 the 28x28 uint8 images and does the 28->86 preprocessing on the GPU, `fuse_upscale` inside conv1's
 kernel (the 86x86 image never exists); `fc = "fused"` runs FC1 + ReLU, FC2 and argmax as one kernel,
 `fc = "mma"` the same on tensor cores (fc_head_mma.cu, ops.FCHeadMma; issue #16; `fc_stage_out`: its
-results written as contiguous runs, STAGE_OUT).
+results written as contiguous runs, STAGE_OUT). `fuse_conv12` (issue #16 session 11) runs conv1 and conv2
+(each with its ReLU + pool) as one kernel (conv_px_mma FUSE_CONV2): conv1's map stays in shared memory, and
+the conv1 span holds both layers (conv2's is 0).
 """
 from __future__ import annotations
 
@@ -76,9 +78,16 @@ class GPULeNet:
         self.input_dtype = np.uint8 if self.uint8_input else self.act
         if self.fuse_pool:        # conv2's pooled output feeds the fp32 FC layers
             up = {"upscale_from": (28, 28)} if self.fuse_upscale else {}
-            self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1", pool=pool1, **up)
-            self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2", pool=pool2,
-                                   out_half=False)
+            if variant.params.get("fuse_conv12"):          # one kernel for both layers (conv_px_mma FUSE_CONV2)
+                if variant.params.get("conv1_strategy", variant.strategy) != "mma_px" or not self.fuse_upscale:
+                    raise ValueError(f"variant {variant.name}: fuse_conv12 needs conv1_strategy mma_px and fuse_upscale")
+                self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1", pool=pool1,
+                                       fuse_conv2=(weights["conv2.weight"], pool2), **up)
+                self.conv2 = None
+            else:
+                self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1", pool=pool1, **up)
+                self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2", pool=pool2,
+                                       out_half=False)
         else:
             self.conv1 = make_conv(rt, variant, weights["conv1.weight"], (1, 86, 86), "conv1")
             self.conv2 = make_conv(rt, variant, weights["conv2.weight"], (4, 40, 40), "conv2")
@@ -156,7 +165,11 @@ class GPULeNet:
 
     def _compute(self, b, n, stream, slot, rec):
         """Every kernel of one chunk, from its uploaded input to logits and predictions in b."""
-        if self.fuse_pool:                    # conv + ReLU + pool in one kernel: op time = layer time
+        if self.fuse_pool and self.conv2 is None:   # fuse_conv12: one kernel from the images to conv2's pool
+            self.conv1(b["u8"], b["p2"], n, stream, slot)
+            for mark in ("conv1", "pool1", "conv2", "pool2"):
+                rec(mark)
+        elif self.fuse_pool:                  # conv + ReLU + pool in one kernel: op time = layer time
             self.conv1(b["u8"] if self.fuse_upscale else b["x"], b["p1"], n, stream, slot)
             rec("conv1")
             rec("pool1")

@@ -34,7 +34,8 @@ def collect() -> set:
             make_conv(rt, v, np.zeros(wshape, np.float32), in_shape, name, **fused)
         except (GPUError, TypeError):
             pass
-    for name in ("tc_split", "tc_split_zc", "tc_split_dyn", "tc_lane_st", "tc_lane_zco", "tc_lane_hv", "fused_head"):
+    for name in ("tc_split", "tc_split_zc", "tc_split_dyn", "tc_fused12", "tc_fused12_zco", "tc_lane_st", "tc_lane_zco",
+                 "tc_lane_hv", "fused_head"):
         v = catalogue.get(name)
         rt.builds |= kernels_of(lambda r: GPULeNet(v, w, r))
     sp = catalogue.get("tc_split")
@@ -56,6 +57,10 @@ def collect() -> set:
             ({"WARP_ROWS": [4, 8], "MIN_BLOCKS": [2, 3]}, (16, 4, 7, 7), (4, 40, 40), {"pool": 4, "out_half": False})]:
         for s in settings(grid):
             conv(with_setting(sp, s), wshape, in_shape, "conv1" if wshape[1] == 1 else "conv2", **fused)
+    from test_gpu_conv_shapes import FUSED12_CASES                   # tc_fused12's fused conv1 + conv2
+    for n, src, dst, M, K, M2, K2 in FUSED12_CASES.values():
+        conv(catalogue.get("tc_fused12"), (M, 1, K, K), (1, *dst), "conv1", pool=2, upscale_from=src,
+             fuse_conv2=(np.zeros((M2, M, K2, K2), np.float32), 4))
     st = catalogue.get("tc_lane_st")
     for B, H, W, M, K, pool in PX_CASES.values():
         conv(dataclasses.replace(st, strategy="mma_px"), (M, 1, K, K), (1, H, W), pool=pool)
