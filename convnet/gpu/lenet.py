@@ -113,11 +113,12 @@ class GPULeNet:
     def _buffers(self, slot: int, n: int):
         g = self.rt.pool.get
         bufs = {
-            "p1": g(f"s{slot}.p1", (n, 4, 40, 40), self.act),
             "p2": g(f"s{slot}.p2", (n, 16, 8, 8), np.float32),
             "z": g(f"s{slot}.z", (n, 10), np.float32),
             "pred": g(f"s{slot}.pred", (n,), np.int32),
         }
+        if self.conv2 is not None:            # (fuse_conv12: conv1's map never leaves the kernel)
+            bufs["p1"] = g(f"s{slot}.p1", (n, 4, 40, 40), self.act)
         if not self.fc_head:
             bufs["h"] = g(f"s{slot}.h", (n, 128), np.float32)
         if not self.fuse_upscale:
