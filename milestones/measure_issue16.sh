@@ -221,6 +221,12 @@ if want9 s11sweep; then     # tc_split's conv1 and conv2 tunables as the network
 fi
 if want9 s11bench; then     # the fp32-exact variants against fused_head (the old one) and the fp16 ones, same run
   timeout ${T_CMP:-110} python3 run_milestone.py --compare fused_head ${S11:-tc_split tc_split_zc tc_lane_hv tc_lane_st tc_lane_zco} \
-      --batch 10000 --repeat 20 > "$OUT/33_s11_compare.txt" 2>&1
+      --batch 10000 --repeat 20 --json "$OUT/33_s11_compare.json" > "$OUT/33_s11_compare.txt" 2>&1
   tail -n 14 "$OUT/33_s11_compare.txt"
+  python3 - "$OUT/33_s11_compare.json" <<'PY' | tee -a "$OUT/33_s11_compare.txt"   # every variant's forward, not only the fastest's
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    t = r.get("extra", {}).get("times", {})
+    print(f"forward (input on the GPU) {r['variant']}: {t.get('compute', float('nan')):.3f} ms, end to end {r['total_ms']:.3f} ms")
+PY
 fi
