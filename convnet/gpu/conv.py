@@ -574,7 +574,7 @@ class MmaPx(ConvLayer):
         self.tiles = _cdiv(Wc, tx) * _cdiv(Hc, ty)
         self.threads = 32 * warps
         self.fn = self.kernel("conv_px_mma.cu", "conv_px_mma", self.d)
-        if self.smem > SMEM_LIMIT:
+        if self.smem:       # the opt-in caps static + dynamic (FUSE_CONV2: 33 KB static + 30 KB dynamic), not dynamic alone
             self.fn.allow_shared(self.smem)
         if split:
             self._upload_split_weights()
