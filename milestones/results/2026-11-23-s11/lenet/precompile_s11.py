@@ -15,6 +15,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from convnet import catalogue, weights as wio                        # noqa: E402
 from convnet.bench.dryrun import RecordingRuntime, kernels_of, precompile   # noqa: E402
@@ -61,6 +62,9 @@ def collect() -> set:
     for n, src, dst, M, K, M2, K2 in FUSED12_CASES.values():
         conv(catalogue.get("tc_fused12"), (M, 1, K, K), (1, *dst), "conv1", pool=2, upscale_from=src,
              fuse_conv2=(np.zeros((M2, M, K2, K2), np.float32), 4))
+    from bench_f12 import GRID                                       # bench_f12.py sweep: tc_fused12's settings
+    for s in GRID:
+        rt.builds |= kernels_of(lambda r, v=with_setting(catalogue.get("tc_fused12"), s): GPULeNet(v, w, r))
     st = catalogue.get("tc_lane_st")
     for B, H, W, M, K, pool in PX_CASES.values():
         conv(dataclasses.replace(st, strategy="mma_px"), (M, 1, K, K), (1, H, W), pool=pool)
