@@ -2679,8 +2679,33 @@ __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, co
     // The last slice of this column tile to finish: every slice's partial added in slice order (the launcher:
     // N % 4 == 0 with split-K), a thread's MF float4s of R slices requested before any is added.
     constexpr int G = BFM_BN / 4;                               // lanes of one row of the tile
-    constexpr int R = BFM_RED > 0 ? (BFM_RED + MF - 1) / MF * MF : MF;
     const int S = gridDim.y;
+#if BF_EPI_CALLS
+    // The epilogue as calls (BF_EPI_CALLS=1, v8's option): one element at a time, so that only its float4 is live
+    // across the calls (the MF-wide batches below spilled 12 bytes at MF = 4); still BFM_RED slices requested at once
+    // and every element's additions in slice order.
+    constexpr int R1 = BFM_RED > 0 ? BFM_RED : 1;
+    const long long slice1 = (long long)M * N;
+    for (int i = 0; i < MF; ++i) {
+        const int e = tid + i * BFM_THREADS, m = e / G, n = n0 + (e % G) * 4;
+        if (m >= M || n >= N) continue;
+        const float* src1 = ws + (long long)m * N + n;
+        float4 w = __ldcg((const float4*)src1);
+        for (int s0 = 1; s0 < S; s0 += R1) {
+            float4 p[R1];
+#pragma unroll
+            for (int j = 0; j < R1; ++j)
+                if (s0 + j < S) p[j] = __ldcg((const float4*)(src1 + (s0 + j) * slice1));
+#pragma unroll
+            for (int j = 0; j < R1; ++j)
+                if (s0 + j < S) { w.x += p[j].x; w.y += p[j].y; w.z += p[j].z; w.w += p[j].w; }
+        }
+        const BfRow row = bf_row(m, BF_EPI_ARGS);
+        bf_store_pair(w.x, w.y, row, M, N, n, BF_EPI_ARGS);
+        bf_store_pair(w.z, w.w, row, M, N, n + 2, BF_EPI_ARGS);
+    }
+#else
+    constexpr int R = BFM_RED > 0 ? (BFM_RED + MF - 1) / MF * MF : MF;
     float4 v[MF];
     const float* src[MF];
     bool ok[MF];
@@ -2712,6 +2737,7 @@ __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, co
         bf_store_pair(v[i].x, v[i].y, row, M, N, n, BF_EPI_ARGS);
         bf_store_pair(v[i].z, v[i].w, row, M, N, n + 2, BF_EPI_ARGS);
     }
+#endif
     if (tid == 0) tickets[blockIdx.x] = 0;                      // ready for the next launch (graph replays)
 }
 

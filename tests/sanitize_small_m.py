@@ -1,7 +1,7 @@
 """Run under compute-sanitizer (memcheck, racecheck) on the GPU machine: gemm.cu v11 (both layouts, split-K with its
 tickets, the LayerNorm prologue, the head-major QKV scatter) and sampling.cu's split top-p (candidates in shared
 memory and the row-reading fallback), then a small model's batched generation with top-p through both; v12 (the bf16
-path's small-M GEMM, session 11: split-K, the QKV scatter, PDL, and fast_bf16_smm's batched greedy generation).
+path's small-M GEMM, session 11: split-K, the QKV scatter, PDL, and fast_bf16's batched greedy generation).
 SAN_PARTS=v11,top_p,generate,v12 (the default: all) runs only those."""
 import os
 
@@ -67,7 +67,7 @@ if "generate" in PARTS:
 
 if "v12" in PARTS:
     from convnet.gpu.bf16 import BF16, to_bf16
-    smm = catalogue.get("fast_bf16_smm", "gpt2")
+    smm = catalogue.get("fast_bf16", "gpt2")
     for version, defines in (("bf16_wgmma", smm.defines),
                              ("bf16_mma", {"BFM_MAX_M": 64, "BFM_BN": 16, "BFM_STAGES": 3, "BFM_RED": 5})):
         lin = Linear(rt, version, defines, "sanitize")
@@ -95,5 +95,5 @@ if "v12" in PARTS:
     gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, smm))
     prompts = [[int(x) for x in np.arange(1, 5) * (3 + i) % 300] for i in range(12)]
     done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(), None, 1)
-    print("fast_bf16_smm", [c.ids for c in done][:3])
+    print("fast_bf16", [c.ids for c in done][:3])
 print("sanitize run done")

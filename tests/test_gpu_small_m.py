@@ -238,9 +238,9 @@ def test_batch_of_twelve_prompts_generates_as_the_reference():
 
 
 # ---- v12: the bf16 path's small-M GEMM (session 11) ----------------------------------------------------------------
-# fast_bf16_smm's -D constants (its qkv / mlp_fc builds: 32-column blocks, 4 stages, PDL=1, 8 partials at once) and a
+# fast_bf16's -D constants (its qkv / mlp_fc builds: 32-column blocks, 4 stages, PDL=1, 8 partials at once) and a
 # tunables build on v9's Linear (v12 serves both): 16-column blocks, 3 stages, no PDL, 5 partials at once
-BF16_BUILDS = {"fast_bf16_smm": ("bf16_wgmma", None),
+BF16_BUILDS = {"fast_bf16": ("bf16_wgmma", None),
                "bn16_s3_red5": ("bf16_mma", {"BFM_MAX_M": 64, "BFM_BN": 16, "BFM_STAGES": 3, "BFM_RED": 5})}
 # M in 9..64 (1-4 row fragments); N multiples of 4, K multiples of 8: shorter than a k tile, not a multiple of 64, long
 BF16_SHAPES = [(9, 44, 56), (17, 2304, 768), (31, 260, 1032), (33, 132, 1000), (47, 772, 3072), (64, 36, 4096),
@@ -297,9 +297,9 @@ def test_bf16_small_m_head_major_qkv_into_the_cache(key, out_bf16, B, T, H, D, p
 
 @pytest.mark.parametrize("B", [12, 33])
 def test_bf16_batched_decode_equals_full_recompute(B, rng):
-    """fast_bf16_smm: prefill 5 tokens for B sequences (M = 5B: v8 / v9), then decode one token at a time (M = B:
+    """fast_bf16 (v12 since session 11): prefill 5 tokens for B sequences (M = 5B: v8 / v9), then decode one token at a time (M = B:
     v12): every step's logits within the variant's tolerance of the float64 forward over the sequence so far."""
-    v = variant("fast_bf16_smm")
+    v = variant("fast_bf16")
     params = gpt2_small_params(SMALL)
     gpu = make(v, params, SMALL)
     assert gpu.linear.bfm is not None and gpu.linear.bfm_takes(B, 3 * SMALL.n_embd)

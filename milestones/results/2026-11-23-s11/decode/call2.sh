@@ -1,5 +1,7 @@
 #!/bin/bash
 # Issue 14 helper's device call 2, session 11 (H100): bash milestones/results/2026-11-23-s11/decode/call2.sh
+# As it ran (call2/): its fast_bf16_smm is today's fast_bf16 (the same constants), its fast_bf16 today's fast_bf16_s10;
+# to rerun: VARIANTS=fast,fast_pdl_lns_red,fast_bf16_s10,fast_bf16 (the tests and sanitizer already use the new names).
 # gemm.cu v12 (the bf16 path's small-M GEMM, variant fast_bf16_smm). Builds precompiled on the CPU machine
 # (precompile_call12.py) into build/d12cache, carried packed; the pre step compiles only what is missing (16 processes).
 #   A  test_gpu_small_m.py -k bf16: v12 vs float64 (bias + GELU + residual, bf16 / fp32 out, 9 odd shapes x 3 split

@@ -2,7 +2,7 @@
 
     CONVNET_CACHE=build/d12cache .venv/bin/python milestones/results/2026-11-23-s11/decode/precompile_call12.py 2 sm_90a
 
-test_gpu_small_m.py's v12 builds (BF16_BUILDS), fast_bf16 / fast_bf16_smm at the small test shape (the batched decode,
+test_gpu_small_m.py's v12 builds (BF16_BUILDS), fast_bf16_s10 / fast_bf16 at the small test shape (the batched decode,
 generate and sanitizer runs) and the bench-generate sweep's VARIANTS at the 124M shape. SEED_FROM=a:b copies cubins
 already compiled elsewhere (precompile_call11.seed)."""
 import os
@@ -20,8 +20,8 @@ from convnet.gpt2.gpu_generate import GPUGenerator                   # noqa: E40
 from convnet.gpt2.model import GPT2Config, random_params             # noqa: E402
 from convnet.gpu.gemm import Linear                                  # noqa: E402
 
-SWEEP = os.environ.get("VARIANTS", "fast,fast_pdl_lns_red,fast_bf16,fast_bf16_smm").split(",")
-SMALL_VARIANTS = os.environ.get("SMALL_VARIANTS", "fast_bf16,fast_bf16_smm").split(",")
+SWEEP = os.environ.get("VARIANTS", "fast,fast_pdl_lns_red,fast_bf16_s10,fast_bf16").split(",")
+SMALL_VARIANTS = os.environ.get("SMALL_VARIANTS", "fast_bf16_s10,fast_bf16").split(",")
 
 
 def collect(arch: str) -> set:
