@@ -54,7 +54,10 @@
 //                      TFLOP/s at BN 192), slower with GELU / the QKV scatter in GPT-2 (off by default).
 //                      BF_CLUSTER=2 (session 9): block pairs on row-tile pairs, W^T's tile multicast by TMA (each
 //                      block loads half): a third less L2 reading per block. GPU tests and sanitizers pass (H100,
-//                      session 10); its speed is not yet measured.
+//                      session 10); session 11: half v8's speed with the hand-backs' cluster-scope release (H100:
+//                      qkv 133 vs 262 TFLOP/s), now plain arrives. Session 11: BF_CLUSTER=4 (2 x 2 blocks, A's tile
+//                      multicast too), BF_EPI_PRE / BF_RESID_PF (the residual loaded ahead / sent to L2 by the
+//                      producer), BF_GELU_FAST (tanh.approx); BF_GROUP 32 for the wide GEMMs.
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -85,7 +88,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED (v12): see each
 // version's section.
 #include "common.cuh"
@@ -1581,7 +1584,20 @@ __device__ __forceinline__ bf_out_t* bf_qkv_at(const BfRow& r, int n, BF_EPI_PAR
 #define BF_EPI_FN __forceinline__
 #endif
 
-__device__ BF_EPI_FN float2 bf_gelu2(float v0, float v1) { return make_float2(gelu_tanh(v0), gelu_tanh(v1)); }
+#ifndef BF_GELU_FAST
+#define BF_GELU_FAST 0             // 1: v8/v9's GELU with tanh.approx.f32 (one MUFU op, ~2^-11 relative error; bf16 out)
+#endif
+__device__ __forceinline__ float bf_gelu(float v) {
+#if BF_GELU_FAST
+    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    float th;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(th) : "f"(u));
+    return 0.5f * v * (1.f + th);
+#else
+    return gelu_tanh(v);
+#endif
+}
+__device__ BF_EPI_FN float2 bf_gelu2(float v0, float v1) { return make_float2(bf_gelu(v0), bf_gelu(v1)); }
 
 __device__ BF_EPI_FN void bf_store_qkv(float v0, float v1, const BfRow r, bool two, int n, BF_EPI_PARAMS) {
     bf_out_t* p = bf_qkv_at(r, n, BF_EPI_ARGS);
@@ -1668,6 +1684,12 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #ifndef BF_EPI_WG
 #define BF_EPI_WG 0                // 1: a fourth warpgroup runs the epilogue while the consumers go on (below)
 #endif
+#ifndef BF_EPI_PRE
+#define BF_EPI_PRE 0               // 1: BF_EPI_SMEM loads a chunk's residual groups before storing any (bf_epi_chunk)
+#endif
+#ifndef BF_RESID_PF
+#define BF_RESID_PF 0              // 1: the producer sends each tile's residual rows to L2 when it starts the tile
+#endif
 static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_EPI_P (BF_EPI_CH + 8)   // staged row pitch, floats: a warp's float2 fragment stores hit 32 banks per 16 lanes
 #define BF_EPI_WP (BF_BN + 8)      // BF_EPI_WG's staged row pitch (the whole 128 x BF_BN tile), same bank pattern
@@ -1707,7 +1729,7 @@ __device__ __forceinline__ void bf_store8(const float* src, int m, int n, int M,
         for (int e = 0; e < 8; ++e) v[e] = v[e] < 0.f ? 0.f : v[e];
     } else if (act == 2) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = gelu_tanh(v[e]);
+        for (int e = 0; e < 8; ++e) v[e] = bf_gelu(v[e]);
     }
     bf_out_t* p;
     const bf_out_t* rp = nullptr;
@@ -1791,9 +1813,24 @@ __device__ __forceinline__ bool bf_resid8(float (&rv)[8], int m, int n, int M, i
 __device__ __noinline__ void bf_epi_chunk(const float* stage, int m0, int n0, int M, int N, BF_EPI_PARAMS) {
     constexpr int TPR = BF_EPI_CH / 8;                       // threads per row
     const int i = threadIdx.x % 128;
+#if BF_EPI_PRE
+    // BF_EPI_PRE=1: the thread's residual groups (2 rows at BF_EPI_CH 32, 4 at 64) loaded first, all in flight at once
+    constexpr int R = 64 * TPR / 128;
+    float rv[R][8];
+    bool pre[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j)
+        pre[j] = bf_resid8(rv[j], m0 + i / TPR + j * (128 / TPR), n0 + 8 * (i % TPR), M, N, BF_EPI_ARGS);
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const int r = i / TPR + j * (128 / TPR);
+        bf_store8(stage + r * BF_EPI_P + 8 * (i % TPR), m0 + r, n0 + 8 * (i % TPR), M, N, BF_EPI_ARGS, &rv[j], pre[j]);
+    }
+#else
 #pragma unroll 1
     for (int r = i / TPR; r < 64; r += 128 / TPR)
         bf_store8(stage + r * BF_EPI_P + 8 * (i % TPR), m0 + r, n0 + 8 * (i % TPR), M, N, BF_EPI_ARGS);
+#endif
 }
 
 struct __align__(128) TmaMap { unsigned long long opaque[16]; };  // CUtensorMap, made by the driver
@@ -1888,7 +1925,14 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
 #ifndef BF_CLUSTER
 #define BF_CLUSTER 1               // 1 or 2 blocks per cluster (the launcher's cluster shape must agree)
 #endif
-static_assert(BF_CLUSTER == 1 || BF_CLUSTER == 2, "BF_CLUSTER: 1 or 2");
+static_assert(BF_CLUSTER == 1 || BF_CLUSTER == 2 || BF_CLUSTER == 4, "BF_CLUSTER: 1, 2 or 4");
+// BF_CLUSTER=4 (session 11): 2 x 2 blocks on row tiles 2p, 2p + 1 and column tiles 2q, 2q + 1 (rank = rm + 2 rn); each
+// block loads half of its A tile (64 rows, multicast to the block of the same row tile: rank ^ 2) and half of its
+// W^T tile (BF_BN / 2 rows, to the block of the same column tile: rank ^ 1), 64 + BF_BN / 2 operand rows per k tile
+// instead of 128 + BF_BN; a stage is refilled when this block's, its A peer's and its W peer's consumers gave it back
+// (24 warps' arrives). The host's A map box is then 64 rows.
+#define BF_CM (BF_CLUSTER == 4 ? 2 : BF_CLUSTER)   // blocks along the row tiles
+#define BF_CN (BF_CLUSTER == 4 ? 2 : 1)            // blocks along the column tiles
 
 // The box at (c0, c1) into shared memory at the same offset in every block of ctamask, completing on each one's
 // mbarrier at bar's offset.
@@ -1898,10 +1942,12 @@ __device__ __forceinline__ void tma_load_2d_mc(unsigned dst, const TmaMap* map, 
                  " [%0], [%1, {%2, %3}], [%4], %5;\n"
                  :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(ctamask) : "memory");
 }
-// Arrive on the mbarrier at the same offset in block `rank` of this cluster.
+// Arrive on the mbarrier at the same offset in block `rank` of this cluster. Default semantics (release at CTA
+// scope), as CUTLASS's ClusterBarrier: session 10's .release.cluster made every consumer warp's hand-back a
+// cluster-scope fence (waiting for its earlier global stores), and BF_CLUSTER=2 ran at half v8's speed (H100, s11).
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
     asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" :: "r"(bar), "r"(rank) : "memory");
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" :: "r"(bar), "r"(rank) : "memory");
 }
 // This block's rank in its cluster (0 without clusters).
 __device__ __forceinline__ unsigned bf_cluster_rank() {
@@ -1919,6 +1965,9 @@ __device__ __forceinline__ void bf_release(unsigned bar) {
     mbar_arrive(bar);
 #if BF_CLUSTER > 1
     mbar_arrive_cluster(bar, bf_cluster_rank() ^ 1u);
+#endif
+#if BF_CLUSTER == 4
+    mbar_arrive_cluster(bar, bf_cluster_rank() ^ 2u);
 #endif
 }
 __device__ __forceinline__ void cluster_sync_all() {
@@ -1952,16 +2001,20 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     // the tile walk: tiles t0, t0 + tstep, ... < tiles of (row tile, column tile); BF_CLUSTER=2: of row-tile pairs,
     // this block taking row tile 2 p + rank of pair p
     const unsigned rank = bf_cluster_rank();
-    const int mgroups = (mtiles + BF_CLUSTER - 1) / BF_CLUSTER, t0 = blockIdx.x / BF_CLUSTER, tstep = gridDim.x / BF_CLUSTER;
-    const int tiles = mgroups * ntiles;
+    const int rm = (int)rank % BF_CM, rn = (int)rank / BF_CM;     // this block's place in the cluster
+    const int mgroups = (mtiles + BF_CM - 1) / BF_CM, ngroups = (ntiles + BF_CN - 1) / BF_CN;
+    const int t0 = blockIdx.x / BF_CLUSTER, tstep = gridDim.x / BF_CLUSTER;
+    const int tiles = mgroups * ngroups;
     auto coords = [&](int tile, int& mt, int& nt) {
-        bf_tile_coords(tile, mgroups, ntiles, mt, nt);
-        mt = mt * BF_CLUSTER + (int)rank;
+        bf_tile_coords(tile, mgroups, ngroups, mt, nt);
+        mt = mt * BF_CM + rm;
+        nt = nt * BF_CN + rn;
     };
     if (threadIdx.x == 0) {
         for (int s = 0; s < BF_STAGES; ++s) {
             mbar_init(full + 8 * s, 1);                            // the producer's arrive (+ the copies' bytes)
-            mbar_init(empty + 8 * s, 8 * BF_CLUSTER);              // one arrive per consumer warp (of each block)
+            mbar_init(empty + 8 * s, 8 * (BF_CLUSTER == 4 ? 3 : BF_CLUSTER));  // one arrive per consumer warp of
+                                                                   // each block writing into this one (and itself)
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -1979,11 +2032,32 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             for (int tile = t0; tile < tiles; tile += tstep) {
                 int mt, nt;
                 coords(tile, mt, nt);
+#if BF_RESID_PF
+                // the epilogue's residual rows (the stream written two kernels back: evicted from L2 by then) sent
+                // to L2 now, a k loop before the epilogue reads them (one bulk prefetch per row, 16-byte multiples)
+                if (resid && qkv_T <= 0) {
+                    const int n0 = nt * BF_BN;
+                    const unsigned bytes = (unsigned)(min(BF_BN, N - n0) * (int)sizeof(bf_out_t)) & ~15u;
+                    for (int r = 0; r < BF_BM && mt * BF_BM + r < M && bytes; ++r) {
+                        const bf_out_t* p = resid + (long long)(mt * BF_BM + r) * ldc + n0;
+                        if ((unsigned long long)p % 16 == 0)
+                            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" :: "l"(p), "r"(bytes) : "memory");
+                    }
+                }
+#endif
                 for (int kt = 0; kt < ktiles; ++kt, ++it) {
                     const int s = it % BF_STAGES;
                     if (it >= BF_STAGES) mbar_wait(empty + 8 * s, ((it / BF_STAGES) + 1) & 1);
                     const unsigned stage = base + s * BF_STAGE_BYTES;
                     mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);  // boxes count whole, zero-filled parts too
+#if BF_CLUSTER == 4
+                    // this block's half of A's tile (64 rows) into both blocks of its row tile (ranks rm, rm + 2), its
+                    // half of W^T's tile (BF_BN / 2 rows) into both blocks of its column tile (ranks 2 rn, 2 rn + 1)
+                    tma_load_2d_mc(stage + rn * 64 * 128, map_a, kt * BF_BK, mt * BF_BM + rn * 64, full + 8 * s,
+                                   (unsigned short)(5u << rm));
+                    tma_load_2d_mc(stage + BF_A_BYTES + rm * (BF_BN / 2) * 128, map_b, kt * BF_BK,
+                                   nt * BF_BN + rm * (BF_BN / 2), full + 8 * s, (unsigned short)(3u << (2 * rn)));
+#else
                     tma_load_2d(stage, map_a, kt * BF_BK, mt * BF_BM, full + 8 * s);
 #if BF_CLUSTER > 1
                     // this block's half of W^T's tile (the map's box is BF_BN / 2 rows) into both blocks
@@ -1991,6 +2065,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                                    nt * BF_BN + (int)rank * (BF_BN / 2), full + 8 * s, (unsigned short)3);
 #else
                     tma_load_2d(stage + BF_A_BYTES, map_b, kt * BF_BK, nt * BF_BN, full + 8 * s);
+#endif
 #endif
                 }
             }

@@ -12,6 +12,8 @@
 //   embed_bf16, layernorm_warp_bf16   the bf16 variants (issue 15): the residual stream stays fp32 (embed_bf16
 //                      reads the bf16 wte the LM head shares and the fp32 wpe), LayerNorm statistics in fp32,
 //                      its output (the next GEMM's A operand) rounded to bf16
+//   EMB_VEC=8          embed_bf16 with 8 columns per thread (session 11): one 16-byte wte load, two float4 wpe loads
+//                      and stores, 32-bit index arithmetic (the launcher's grid is M C / 8 threads; C % 8 == 0)
 //   PDL=1              embed_bf16, argmax_rows and decode_advance wait for the previous kernel (griddepcontrol)
 //                      before reading anything and let the next one launch: the bf16 decode step's programmatic
 //                      dependent launches (tma.PdlKernel; no-ops when launched plainly)
@@ -30,6 +32,10 @@
 #ifndef PDL
 #define PDL 0
 #endif
+#ifndef EMB_VEC
+#define EMB_VEC 1                     // embed_bf16's columns per thread: 1 or 8
+#endif
+static_assert(EMB_VEC == 1 || EMB_VEC == 8, "EMB_VEC: 1 or 8");
 #if PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TR_PDL() asm volatile("griddepcontrol.wait;\n" ::: "memory"); asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
 #else
@@ -99,11 +105,26 @@ extern "C" __global__ void embed_bf16(const int* RESTRICT idx, const __nv_bfloat
                                       const float* RESTRICT wpe, float* RESTRICT x, int rows, int T, int C, int pos,
                                       const int* RESTRICT pos_dev) {
     TR_PDL();
+#if EMB_VEC == 8
+    const int groups = C / 8, e = blockIdx.x * blockDim.x + threadIdx.x;   // rows * C / 8 < 2^31 (the launcher)
+    if (e >= rows * groups) return;
+    if (pos_dev) pos = *pos_dev;
+    const int row = e / groups, c = 8 * (e - row * groups), t = row % T;
+    const uint4 w = __ldg(reinterpret_cast<const uint4*>(wte + (long long)idx[row] * C + c));
+    const float* pe = wpe + (long long)(pos + t) * C + c;
+    const float4 p0 = __ldg(reinterpret_cast<const float4*>(pe)), p1 = __ldg(reinterpret_cast<const float4*>(pe + 4));
+    float4* out = reinterpret_cast<float4*>(x + (long long)row * C + c);
+    out[0] = make_float4(__uint_as_float(w.x << 16) + p0.x, __uint_as_float(w.x & 0xFFFF0000u) + p0.y,
+                         __uint_as_float(w.y << 16) + p0.z, __uint_as_float(w.y & 0xFFFF0000u) + p0.w);
+    out[1] = make_float4(__uint_as_float(w.z << 16) + p1.x, __uint_as_float(w.z & 0xFFFF0000u) + p1.y,
+                         __uint_as_float(w.w << 16) + p1.z, __uint_as_float(w.w & 0xFFFF0000u) + p1.w);
+#else
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (long long)rows * C) return;
     if (pos_dev) pos = *pos_dev;
     const int row = (int)(e / C), c = (int)(e % C), t = row % T;
     x[e] = __bfloat162float(wte[(long long)idx[row] * C + c]) + wpe[(long long)(pos + t) * C + c];
+#endif
 }
 
 extern "C" __global__ void gelu_inplace(float* RESTRICT x, long long n) {

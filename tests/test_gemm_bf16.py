@@ -201,6 +201,20 @@ def test_cluster_pairs_launch_and_map_box():
         dry("bf16_wgmma", {"BF_CLUSTER": 3})
 
 
+def test_cluster_quads_launch_and_map_boxes():
+    """BF_CLUSTER=4 (session 11): the grid is whole 2 x 2 clusters over (row-tile pair, column-tile pair) groups (odd
+    counts round up); A's map box is 64 rows and W^T's half the tile width (each block loads half of both)."""
+    made = []
+    for M, N in ((8192, 768), (300, 136), (128 * 23, 2304 - 5)):
+        rt, lin = dry("bf16_wgmma", {"BF_CLUSTER": 4, "BF_BN": 256, "BF_EPI_SMEM": 1})
+        lin.bf_gemv = False
+        lin._make_map = lambda *a: (made.append(a), bytes(128))[1]
+        A, W = rt.pool.get("a", (M, 64), BF16), rt.pool.get("w", (N, 64), BF16)
+        lin(A, W, rt.pool.get("c", (M, N)), M, N, 64, 64, 64, N)
+        quads = -(-(-(-M // 128)) // 2) * -(-(-(-N // 256)) // 2)
+        assert [(g, b) for _, g, b, _ in rt.launches] == [((4 * min(quads, 264 // 4), 1, 1), (384, 1, 1))]
+    assert {a[4] for a in made} == {64, 128}          # A's box 128 / 2 rows, W^T's 256 / 2
+
 def test_gemm_group_defines_build_their_own_linear():
     """gemm_group_defines: the group's GEMM with its constants over the variant's; other groups keep the variant's."""
     import dataclasses

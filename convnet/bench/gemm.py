@@ -8,6 +8,7 @@ TF32 math) in the same run, and the bf16 versions (v8 bf16_wgmma, v9 bf16_mma) a
     python -m convnet.bench.gemm --version bf16_wgmma bf16_mma
     python -m convnet.bench.gemm --version bf16_wgmma --sweep BF_BN=128,192,256 BF_STAGES=3,4
     python -m convnet.bench.gemm --version bf16_wgmma --rows 1          # decoding: the GEMV (v10) at M = 1
+    python -m convnet.bench.gemm --version bf16_wgmma --sweep BF_BN=192 + BF_CLUSTER=2 BF_BN=256   # two grids, one run
 
 bf16 rows store as GPT-2 does: bf16 output for qkv and mlp_fc, fp32 for attn_proj, mlp_proj and the LM head
 (the residual stream and the logits); the anchors store the same types.
@@ -44,14 +45,15 @@ def _torch_bf16():
     return torch if torch.cuda.is_available() else None
 
 
-def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:
-    """One column per (version, setting); a setting's constants go to every version (unused ones are inert)."""
+def run(versions, grid, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: bool = False) -> str:
+    """One column per (version, setting); a setting's constants go to every version (unused ones are inert). grid:
+    a sweep grid, or a list of them (their settings one after another, in one run)."""
     from ..gpu.bf16 import BF16, to_bf16
     from ..gpu.cublas import CUDA_R_16BF, CUDA_R_32F, OP_N, OP_T, CuBLAS
     from .dryrun import precompile
     from ..gpu.runtime import Runtime
     rt = Runtime.get()
-    settings = sweep_settings(grid)
+    settings = [s for g in (grid if isinstance(grid, list) else [grid]) for s in sweep_settings(g)]
     versions = [versions] if isinstance(versions, str) else list(versions)
     runs = [(v, s) for v in versions for s in settings]
     fp32_runs = any(v not in BF16_VERSIONS for v in versions)
@@ -123,7 +125,8 @@ def run(versions, grid: dict, reps: int = 20, shapes: dict = GPT2_SHAPES, split_
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m convnet.bench.gemm", description=__doc__.splitlines()[0])
     p.add_argument("--version", nargs="+", choices=tuple(LINEAR_KERNELS), default=["tf32"])
-    p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 compile-time constants (e.g. V5_WM=32,64)")
+    p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 compile-time constants (e.g. V5_WM=32,64); "
+                   "'+' between items starts another grid, timed in the same run")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--split-k", action="store_true", help="let req_9's heuristic split K")
     p.add_argument("--rows", type=positive_int, default=8 * 1024,
@@ -132,7 +135,14 @@ def main(argv=None) -> int:
 
     def go():
         shapes = gpt2_shapes(1, args.rows)
-        print(run(args.version, parse_sweep(args.sweep), args.reps, shapes=shapes, split_k=args.split_k))
+        grids, cur = [], []
+        for item in args.sweep + ["+"]:
+            if item == "+":
+                grids.append(parse_sweep(cur))
+                cur = []
+            else:
+                cur.append(item)
+        print(run(args.version, grids, args.reps, shapes=shapes, split_k=args.split_k))
         return 0
     return exit_code(p.prog, go)
 

@@ -146,6 +146,9 @@ class GPT2GPU:
         # the decode step's kernels: with PDL=1 (bf16 on Hopper) programmatic dependent launches (tma.launcher)
         self.embed = tma.launcher(rt, "transformer.cu", "embed_bf16", d, name) if self.bf16 else \
             rt.kernel("transformer.cu", "embed", d, name)
+        self.emb_vec = int(d.get("EMB_VEC", 1)) if self.bf16 else 1      # embed_bf16's columns per thread (1 or 8)
+        if self.emb_vec not in (1, 8) or C % self.emb_vec:
+            raise GPUError(f"EMB_VEC {self.emb_vec}: embed_bf16 takes 1 or 8 columns per thread, dividing n_embd {C}")
         self.gelu = rt.kernel("transformer.cu", "gelu_inplace", d, name)
         self.add = rt.kernel("transformer.cu", "add_inplace", d, name)
         self.argmax = tma.launcher(rt, "transformer.cu", "argmax_rows", d, name)
@@ -461,7 +464,7 @@ class GPT2GPU:
 
     def _embed(self, idx, x, M, T, pos, pos_dev, stream):
         """x (M, C) = wte[idx] + wpe[position]: positions pos.. for T tokens per sequence, or *pos_dev where given."""
-        self.embed((cdiv(M * self.C, 256), 1, 1), (256, 1, 1), idx, self.w["wte"], self.w["wpe"], x, i32(M), i32(T),
+        self.embed((cdiv(M * self.C // self.emb_vec, 256), 1, 1), (256, 1, 1), idx, self.w["wte"], self.w["wpe"], x, i32(M), i32(T),
                    i32(self.C), i32(pos), ptr(pos_dev), stream=stream)
 
     def _picks(self, B) -> bool:

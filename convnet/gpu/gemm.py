@@ -207,8 +207,8 @@ class Linear:
         c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}} if version == "bf16_wgmma" else None
         if c is not None:
             need = _bf8_smem(c)
-            if c["BF_CLUSTER"] not in (1, 2):
-                raise GPUError(f"GEMM v8: BF_CLUSTER is 1 or 2 blocks per cluster, got {c['BF_CLUSTER']}")
+            if c["BF_CLUSTER"] not in (1, 2, 4):
+                raise GPUError(f"GEMM v8: BF_CLUSTER is 1, 2 or 4 (2 x 2) blocks per cluster, got {c['BF_CLUSTER']}")
             if need > 227 * 1024 or c["BF_BN"] not in (128, 192, 256):
                 raise GPUError(f"GEMM v8: BF_BN {c['BF_BN']} (128, 192 or 256) x BF_STAGES {c['BF_STAGES']} with this epilogue "
                                f"staging needs {need} bytes of shared memory, more than 227 KB (BF_EPI_WG=1: BF_BN 128 with "
@@ -217,6 +217,8 @@ class Linear:
                            for out in (True, False)}
         self.tma_param = c is not None and bool(c["BF_TMA_PARAM"])
         self.cluster = c["BF_CLUSTER"] if c is not None else 1     # BF_CLUSTER=2: block pairs, each loading half of W^T's tile
+        # blocks of a cluster along the row and column tiles (BF_CLUSTER=4: 2 x 2, each also loading half of A's tile)
+        self.cluster_mn = (2, 2) if self.cluster == 4 else (self.cluster, 1)
         if (self.tma_param or self.cluster > 1) and isinstance(rt, Runtime):
             # launched through the driver, same cubins: by-value tensor maps in the kernelParams (tma.DriverKernel),
             # and the cluster shape as a launch attribute (tma.ClusterKernel, a DriverKernel: it takes both)
@@ -251,6 +253,10 @@ class Linear:
         self.bf_skinny_cols = 4 * int(d.get("BFS_CG", BFS_CG))
         occupancy = getattr(self, "_pycuda_kernel", None) or self.bf_kernels[True]
         self.wave_slots = occupancy.blocks_per_sm(self.threads, self.smem) * rt.sm_count
+        # BF_CLUSTER=2: the clusters resident at once (fewer than wave_slots / 2 where a GPC's SMs are odd)
+        self.cluster_slots = self.wave_slots // self.cluster
+        if self.cluster > 1 and isinstance(rt, Runtime):
+            self.cluster_slots = self.bf_kernels[True].max_active_clusters(self.threads, self.smem) or self.cluster_slots
         self._make_map = tma.bf16_rows if isinstance(rt, Runtime) else tma.dry_map
         self._maps: dict = {}
         self._init_small_bf16()
@@ -544,10 +550,10 @@ class Linear:
             # persistent: at most one block per SM, each walking tiles blockIdx.x, + gridDim.x, ...
             maps = self._map_pair(A, W, M, N, K, lda, ldb) if self.tma_param else \
                 (self._maps_for(A, W, M, N, K, lda, ldb),)
-            # BF_CLUSTER=2: pairs of blocks on pairs of row tiles (the grid a multiple of 2)
-            cl = self.cluster
-            groups = _cdiv(_cdiv(M, self.tile[0]), cl) * _cdiv(N, self.tile[1])
-            fn((cl * min(groups, max(1, self.wave_slots // cl)), 1, 1), (self.threads, 1, 1), *maps, i32(M), i32(N), i32(K),
+            # BF_CLUSTER=2: pairs of blocks on pairs of row tiles (the grid a multiple of 2); 4: on 2 x 2 tiles
+            cl, (cm, cn) = self.cluster, self.cluster_mn
+            groups = _cdiv(_cdiv(M, self.tile[0]), cm) * _cdiv(_cdiv(N, self.tile[1]), cn)
+            fn((cl * min(groups, max(1, self.cluster_slots)), 1, 1), (self.threads, 1, 1), *maps, i32(M), i32(N), i32(K),
                *epi.args(C, ldc), stream=stream, shared=self.smem)
         else:
             fn((tiles, 1, 1), (self.threads, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
@@ -560,8 +566,8 @@ class Linear:
         if pair is None:
             if len(self._maps) >= MAP_SLOTS:
                 self._maps.clear()
-            pair = self._maps[key] = (self._make_map(key[0], M, K, lda, BF_BM, BF_BK),
-                                      self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster, BF_BK))
+            pair = self._maps[key] = (self._make_map(key[0], M, K, lda, BF_BM // self.cluster_mn[1], BF_BK),
+                                      self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster_mn[0], BF_BK))
         return pair
 
     def _maps_for(self, A, W, M, N, K, lda, ldb) -> np.uintp:
@@ -575,8 +581,8 @@ class Linear:
                 self.rt.synchronize("reusing TMA map slots")
                 self._maps.clear()
             slot = self._maps[key] = len(self._maps)
-            record = self._make_map(key[0], M, K, lda, BF_BM, BF_BK) + \
-                self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster, BF_BK)
+            record = self._make_map(key[0], M, K, lda, BF_BM // self.cluster_mn[1], BF_BK) + \
+                self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster_mn[0], BF_BK)
             store = self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8)
             self.rt.drv.memcpy_htod(int(ptr(store)) + 256 * slot, np.frombuffer(record, np.uint8))
         return np.uintp(int(ptr(self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8))) + 256 * slot)

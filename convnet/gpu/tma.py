@@ -161,6 +161,18 @@ class ClusterKernel(PdlKernel):
         (ctypes.c_uint * 3).from_buffer(self._attr.value)[:] = [int(cluster), 1, 1]
         self.cluster = int(cluster)
 
+    def max_active_clusters(self, threads: int, shared: int) -> int:
+        """How many clusters of this kernel can be resident at once (cuOccupancyMaxActiveClusters): a persistent
+        grid of more clusters than that waits for a second round (a GPC whose free SMs are odd leaves one idle at
+        one block per SM), so v8 sizes its grid by this. 0 where the driver cannot say."""
+        fn = getattr(self.lib, "cuOccupancyMaxActiveClusters", None)
+        if fn is None:
+            return 0
+        fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_LaunchConfig)]
+        n = ctypes.c_int(0)
+        cfg = _LaunchConfig(self.cluster, 1, 1, int(threads), 1, 1, int(shared), None, ctypes.pointer(self._attr), 1)
+        return n.value if fn(ctypes.byref(n), self.fn, ctypes.byref(cfg)) == 0 else 0
+
     def __call__(self, grid, block, *args, stream=None, shared: int = 0):
         if int(grid[0]) % self.cluster:
             raise GPUError(f"{self.name}: grid x {grid[0]} is not a multiple of the cluster size {self.cluster}")
