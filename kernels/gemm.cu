@@ -79,6 +79,8 @@
 //                      W^T rows read once, split-K added in order by the last block (BFM_RED partials at once), the
 //                      bf16 epilogue (bias, GELU, residual, head-major QKV; bf16 or fp32 out), PDL=1 as v11; no
 //                      LayerNorm prologue. Where v8's 128-row tiles gave 4-16 blocks per GPT-2 GEMM at M = 32.
+//                      BFM_LNS=1 (not yet run on a GPU): _lnsout / _lnsin builds hand the LayerNorm statistics from
+//                      the residual GEMMs to the next GEMM, which normalises fp32 A itself (v11's SMM_LNS).
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -89,7 +91,7 @@
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
 // BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
-// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED (v12): see each
+// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12): see each
 // version's section.
 #include "common.cuh"
 
@@ -2828,4 +2830,302 @@ extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m3_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<3>(BFM_ARGS, BF_EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m4_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<4>(BFM_ARGS, BF_EPI_ARGS); }
+
+// v12 _lnsin / _lnsout builds (BFM_LNS=1, session 11; not yet run on a GPU): v11's SMM_LNS for the bf16 path. _lnsout
+// (the residual GEMMs: fp32 C = x + A W + b) also writes each BFM_BN-column tile's per-row (mean, M2) of C from the
+// split-K finish (stats_out: N / BFM_BN x M x 2 floats); _lnsin (the GEMM after a LayerNorm) takes A as those fp32 rows,
+// merges the K / BFM_BN tiles' statistics per row (Chan; P threads per row, every load in flight, as v11's
+// smm_stats_rows) and normalises A (gamma, beta staged with each k tile) into bf16 fragments as it reads them: the
+// LayerNorm kernel between them goes (23 of a step's 25).
+#if defined(BFM_LNS) && BFM_LNS
+#define BFM_AP (BFM_BK + 4)        // fp32 A rows of the _lnsin builds, padded
+template <int MR>
+__device__ __forceinline__ void bfm_stats_rows(const float* RESTRICT stats_in, int M, int K, float eps,
+                                               float (&stat)[MR][2], int tid) {
+    constexpr int P0 = BFM_THREADS / MR;
+    constexpr int P = P0 >= 16 ? 16 : (P0 >= 8 ? 8 : (P0 >= 4 ? 4 : (P0 >= 2 ? 2 : 1)));
+    const int T = K / BFM_BN, r = tid / P, p = tid % P;
+    float n = 0.f, mean = 0.f, m2 = 0.f;
+    if (r < M) {
+#pragma unroll 8
+        for (int j = p; j < T; j += P) {
+            const float2 st = __ldcg((const float2*)&stats_in[((long long)j * M + r) * 2]);
+            const float nn = n + BFM_BN, d = st.x - mean;
+            mean += d * (BFM_BN / nn);
+            m2 += st.y + d * d * (n * BFM_BN / nn);
+            n = nn;
+        }
+    }
+#pragma unroll
+    for (int off = 1; off < P; off <<= 1) {                     // lanes r * P .. r * P + P - 1 (P divides 32)
+        const float n2 = __shfl_xor_sync(0xffffffffu, n, off), mean2 = __shfl_xor_sync(0xffffffffu, mean, off);
+        const float q2 = __shfl_xor_sync(0xffffffffu, m2, off), nn = n + n2;
+        if (nn > 0.f) {
+            const float d = mean2 - mean;
+            mean += d * (n2 / nn);
+            m2 += q2 + d * d * (n * n2 / nn);
+            n = nn;
+        }
+    }
+    if (p == 0 && r < MR) {
+        stat[r][0] = r < M ? mean : 0.f;
+        stat[r][1] = r < M ? rsqrtf(m2 / K + eps) : 0.f;
+    }
+}
+
+__device__ __forceinline__ unsigned bfm_pack(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned*>(&h);
+}
+
+// LN_IN: A fp32 (M x K, lda in floats) normalised from stats_in with gamma ln_w, beta ln_b; else A bf16 and C's per-tile
+// row statistics into stats_out (the launcher: split-K, N % BFM_BN == 0, no QKV scatter)
+template <int MF, bool LN_IN>
+__device__ __forceinline__ void small_m_bf16_lns(const void* RESTRICT Av, const __nv_bfloat16* RESTRICT Bt,
+                                                 float* RESTRICT ws, unsigned* RESTRICT tickets, int M, int N, int K,
+                                                 int lda, int ldb, int k_split, const float* RESTRICT ln_w,
+                                                 const float* RESTRICT ln_b, float ln_eps, float* RESTRICT stats_out,
+                                                 const float* RESTRICT stats_in, BF_EPI_PARAMS) {
+    constexpr int MR = 16 * MF;
+    constexpr int A_BYTES = LN_IN ? MR * BFM_AP * 4 : MR * BFM_P * 2;
+    constexpr int W_BYTES = BFM_BN * BFM_P * 2, GB_BYTES = LN_IN ? 2 * BFM_BK * 4 : 0;
+    constexpr int STAGE = A_BYTES + W_BYTES + GB_BYTES;        // bytes, multiples of 16
+    static_assert((BFM_WARPS / 2) * MF * 2 * 4 * 32 * 4 <= BFM_STAGES * STAGE, "the k halves' reduction reuses the ring");
+    extern __shared__ __align__(16) unsigned char bfl_smem[];
+    __shared__ float stat[MR][2];
+    __shared__ int s_last;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+    const int wk = warp & 1, wn = warp >> 1;
+    const int n0 = blockIdx.x * BFM_BN;
+    const int kb = blockIdx.y * k_split, ke = min(K, kb + k_split);
+    const int ntiles = (ke - kb + BFM_BK - 1) / BFM_BK;
+    auto load_part = [&](int s, int k0, bool with_a, bool with_w) {
+        unsigned char* st = bfl_smem + s * STAGE;
+        if (with_a) {
+            if constexpr (LN_IN) {                              // fp32 A: MR rows x 16 chunks of 4 floats
+                const float* A = (const float*)Av;
+                float* as = (float*)st;
+                for (int e = tid; e < MR * (BFM_BK / 4); e += BFM_THREADS) {
+                    const int r = e / (BFM_BK / 4), c = (e % (BFM_BK / 4)) * 4;
+                    const bool ok = r < M && k0 + c < ke;
+                    cp_async16(as + r * BFM_AP + c, ok ? A + (long long)r * lda + k0 + c : A, ok);
+                }
+            } else {
+                const __nv_bfloat16* A = (const __nv_bfloat16*)Av;
+                __nv_bfloat16* as = (__nv_bfloat16*)st;
+                for (int e = tid; e < MR * (BFM_BK / 8); e += BFM_THREADS) {
+                    const int r = e / (BFM_BK / 8), c = (e % (BFM_BK / 8)) * 8;
+                    const bool ok = r < M && k0 + c < ke;
+                    cp_async16(as + r * BFM_P + c, ok ? A + (long long)r * lda + k0 + c : A, ok);
+                }
+            }
+        }
+        if (!with_w) return;
+        __nv_bfloat16* wsm = (__nv_bfloat16*)(st + A_BYTES);
+        for (int e = tid; e < BFM_BN * (BFM_BK / 8); e += BFM_THREADS) {
+            const int r = e / (BFM_BK / 8), c = (e % (BFM_BK / 8)) * 8;
+            const bool ok = n0 + r < N && k0 + c < ke;
+            cp_async16(wsm + r * BFM_P + c, ok ? Bt + (long long)(n0 + r) * ldb + k0 + c : Bt, ok);
+        }
+        if constexpr (LN_IN) {                                  // gamma, then beta, of this k tile
+            float* gb = (float*)(st + A_BYTES + W_BYTES);
+            for (int e = tid; e < 2 * (BFM_BK / 4); e += BFM_THREADS) {
+                const float* src = e < BFM_BK / 4 ? ln_w : ln_b;
+                const int c = (e % (BFM_BK / 4)) * 4;
+                const bool ok = k0 + c < ke;
+                cp_async16(gb + (e < BFM_BK / 4 ? 0 : BFM_BK) + c, ok ? src + k0 + c : src, ok);
+            }
+        }
+    };
+#if BFM_PDL
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s)
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, false, true);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s) {
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, false);
+        cp_async_commit();
+    }
+#else
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s) {
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, true);
+        cp_async_commit();
+    }
+#endif
+    float mu[MF][2], rs[MF][2];
+    if constexpr (LN_IN) {                                      // while the first tiles load
+        bfm_stats_rows<MR>(stats_in, M, K, ln_eps, stat, tid);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) { mu[i][h] = stat[i * 16 + g + 8 * h][0]; rs[i][h] = stat[i * 16 + g + 8 * h][1]; }
+    }
+    float acc[MF][2][4] = {};
+    for (int tile = 0; tile < ntiles; ++tile) {
+        cp_async_wait<BFM_STAGES - 2>();
+        __syncthreads();
+        const int next = tile + BFM_STAGES - 1;
+        if (next < ntiles) load_part(next % BFM_STAGES, kb + next * BFM_BK, true, true);
+        cp_async_commit();
+        const unsigned char* st = bfl_smem + (tile % BFM_STAGES) * STAGE;
+        const __nv_bfloat16* wsm = (const __nv_bfloat16*)(st + A_BYTES);
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+            const int kk = wk * 32 + ks * 16 + 2 * t;
+            unsigned a[MF][4], b[2][2];
+            if constexpr (LN_IN) {                              // LayerNorm(A) rounded to bf16, as the kernel would
+                const float* as = (const float*)st;
+                const float* gb = (const float*)(st + A_BYTES + W_BYTES);
+                const float2 g0 = *(const float2*)&gb[kk], g1 = *(const float2*)&gb[kk + 8];
+                const float2 b0 = *(const float2*)&gb[BFM_BK + kk], b1 = *(const float2*)&gb[BFM_BK + kk + 8];
+#pragma unroll
+                for (int i = 0; i < MF; ++i) {
+                    const float* ar = as + (i * 16 + g) * BFM_AP + kk;
+                    const float2 x00 = *(const float2*)ar, x10 = *(const float2*)(ar + 8 * BFM_AP);
+                    const float2 x01 = *(const float2*)(ar + 8), x11 = *(const float2*)(ar + 8 * BFM_AP + 8);
+                    a[i][0] = bfm_pack((x00.x - mu[i][0]) * rs[i][0] * g0.x + b0.x, (x00.y - mu[i][0]) * rs[i][0] * g0.y + b0.y);
+                    a[i][1] = bfm_pack((x10.x - mu[i][1]) * rs[i][1] * g0.x + b0.x, (x10.y - mu[i][1]) * rs[i][1] * g0.y + b0.y);
+                    a[i][2] = bfm_pack((x01.x - mu[i][0]) * rs[i][0] * g1.x + b1.x, (x01.y - mu[i][0]) * rs[i][0] * g1.y + b1.y);
+                    a[i][3] = bfm_pack((x11.x - mu[i][1]) * rs[i][1] * g1.x + b1.x, (x11.y - mu[i][1]) * rs[i][1] * g1.y + b1.y);
+                }
+            } else {
+                const __nv_bfloat16* as = (const __nv_bfloat16*)st;
+#pragma unroll
+                for (int i = 0; i < MF; ++i) {
+                    const __nv_bfloat16* ar = as + (i * 16 + g) * BFM_P + kk;
+                    a[i][0] = *(const unsigned*)ar;
+                    a[i][1] = *(const unsigned*)(ar + 8 * BFM_P);
+                    a[i][2] = *(const unsigned*)(ar + 8);
+                    a[i][3] = *(const unsigned*)(ar + 8 * BFM_P + 8);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const __nv_bfloat16* br = wsm + (wn * 16 + j * 8 + g) * BFM_P + kk;
+                b[j][0] = *(const unsigned*)br;
+                b[j][1] = *(const unsigned*)(br + 8);
+            }
+#pragma unroll
+            for (int i = 0; i < MF; ++i)
+#pragma unroll
+                for (int j = 0; j < 2; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    float* red = (float*)bfl_smem + wn * (MF * 2 * 4 * 32) + lane;
+    if (wk == 1) {
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) red[((i * 2 + j) * 4 + e) * 32] = acc[i][j][e];
+    }
+    __syncthreads();
+    if (wk == 0) {
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = i * 16 + g + 8 * h;
+                if (m >= M) continue;
+                const BfRow row = bf_row(m, BF_EPI_ARGS);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const int n = n0 + wn * 16 + j * 8 + 2 * t;
+                    const float v0 = acc[i][j][2 * h] + red[((i * 2 + j) * 4 + 2 * h) * 32];
+                    const float v1 = acc[i][j][2 * h + 1] + red[((i * 2 + j) * 4 + 2 * h + 1) * 32];
+                    if (n >= N) continue;
+                    if (gridDim.y > 1) *(float2*)&ws[((long long)blockIdx.y * M + m) * N + n] = make_float2(v0, v1);
+                    else bf_store_pair(v0, v1, row, M, N, n, BF_EPI_ARGS);
+                }
+            }
+    }
+    if (gridDim.y == 1) return;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!s_last) return;
+    // the last slice: every slice's partial in slice order, one element at a time (BFM_RED slices requested at once),
+    // then the epilogue; _lnsout: + the tile's (mean, M2) of row m from the stored values (a row's G lanes together)
+    constexpr int G = BFM_BN / 4;
+    constexpr int R1 = BFM_RED > 0 ? BFM_RED : 1;
+    const int S = gridDim.y;
+    const long long slice = (long long)M * N;
+#pragma unroll
+    for (int i = 0; i < MF; ++i) {
+        const int e = tid + i * BFM_THREADS, m = e / G, n = n0 + (e % G) * 4;
+        if (m >= M || n >= N) continue;                         // N % 4 == 0 (_lnsout: N % BFM_BN == 0)
+        const float* src = ws + (long long)m * N + n;
+        float4 w = __ldcg((const float4*)src);
+        for (int s0 = 1; s0 < S; s0 += R1) {
+            float4 p[R1];
+#pragma unroll
+            for (int j = 0; j < R1; ++j)
+                if (s0 + j < S) p[j] = __ldcg((const float4*)(src + (s0 + j) * slice));
+#pragma unroll
+            for (int j = 0; j < R1; ++j)
+                if (s0 + j < S) { w.x += p[j].x; w.y += p[j].y; w.z += p[j].z; w.w += p[j].w; }
+        }
+        if constexpr (LN_IN) {
+            const BfRow row = bf_row(m, BF_EPI_ARGS);
+            bf_store_pair(w.x, w.y, row, M, N, n, BF_EPI_ARGS);
+            bf_store_pair(w.z, w.w, row, M, N, n + 2, BF_EPI_ARGS);
+        } else {                                                // C = act(w + bias) + resid (no scatter), as stored
+            float c[4] = {w.x, w.y, w.z, w.w};
+            const long long at = (long long)m * ldc + n;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                if (bias) c[q] += bias[n + q];
+                c[q] = act == 2 ? gelu_tanh(c[q]) : (act == 1 ? fmaxf(c[q], 0.f) : c[q]);
+                if (resid) c[q] += bf_ld(resid + at + q);
+                bf_st(C + at + q, c[q]);
+                c[q] = bf_ld(C + at + q);                       // the value as stored (bf16 C: rounded)
+            }
+            const unsigned gm = ((1u << G) - 1u) << (lane & ~(G - 1));
+            float su = (c[0] + c[1]) + (c[2] + c[3]);
+#pragma unroll
+            for (int off = 1; off < G; off <<= 1) su += __shfl_xor_sync(gm, su, off);
+            const float mu_t = su / BFM_BN;
+            const float d0 = c[0] - mu_t, d1 = c[1] - mu_t, d2 = c[2] - mu_t, d3 = c[3] - mu_t;
+            float q2 = (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+#pragma unroll
+            for (int off = 1; off < G; off <<= 1) q2 += __shfl_xor_sync(gm, q2, off);
+            if ((lane & (G - 1)) == 0) {
+                stats_out[((long long)blockIdx.x * M + m) * 2] = mu_t;
+                stats_out[((long long)blockIdx.x * M + m) * 2 + 1] = q2;
+            }
+        }
+    }
+    if (tid == 0) tickets[blockIdx.x] = 0;
+}
+
+#define BFM_LNS_PARAMS const void* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, float* RESTRICT ws,                     \
+                       unsigned* RESTRICT tickets, int M, int N, int K, int lda, int ldb, int k_split,                 \
+                       const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, float* RESTRICT stats_out,  \
+                       const float* RESTRICT stats_in
+#define BFM_LNS_ARGS A, Bt, ws, tickets, M, N, K, lda, ldb, k_split, ln_w, ln_b, ln_eps, stats_out, stats_in
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m1_bf16_lnsin(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<1, true>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m2_bf16_lnsin(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<2, true>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m3_bf16_lnsin(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<3, true>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m4_bf16_lnsin(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<4, true>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m1_bf16_lnsout(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<1, false>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m2_bf16_lnsout(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<2, false>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m3_bf16_lnsout(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<3, false>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+extern "C" __global__ void __launch_bounds__(BFM_THREADS)
+gemm_small_m4_bf16_lnsout(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<4, false>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+#endif  // BFM_LNS
 #endif  // defined(BF_OUT): v8, v9, v10, v12

@@ -91,9 +91,10 @@ if "v12" in PARTS:
             lin(A, W, Q, M, N, K, K, lin.ldb(K, N), N, Epilogue(qkv=(Kc, Vc, T, 2, H, D, T + 2, T + 2)))
         rt.synchronize("v12")
     print("v12 done")
-    config = ref.GPT2Config(n_layer=1, n_head=4, n_embd=128, vocab_size=300, n_ctx=48)
-    gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, smm))
-    prompts = [[int(x) for x in np.arange(1, 5) * (3 + i) % 300] for i in range(12)]
-    done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(), None, 1)
-    print("fast_bf16", [c.ids for c in done][:3])
+    config = ref.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=300, n_ctx=48)
+    for name in os.environ.get("SAN_V12", "fast_bf16,fast_bf16_lns").split(","):   # _lns: statistics between GEMMs
+        gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, catalogue.get(name, "gpt2")))
+        prompts = [[int(x) for x in np.arange(1, 5) * (3 + i) % 300] for i in range(12)]
+        done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(), None, 1)
+        print(name, [c.ids for c in done][:3])
 print("sanitize run done")

@@ -295,11 +295,55 @@ def test_bf16_small_m_head_major_qkv_into_the_cache(key, out_bf16, B, T, H, D, p
         tb.check_qkv_scatter(rt, lin, rng, out_bf16, B, T, H, D, pos, 200, on_device, what="v12 qkv scatter")
 
 
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("M,N,K,N2", [(9, 768, 768, 2304), (32, 768, 3072, 3072), (33, 1024, 256, 128), (64, 128, 128, 192)])
+def test_bf16_small_m_layernorm_statistics_between_gemms(M, N, K, N2, out_bf16, rng):
+    """BFM_LNS (fast_bf16_lns's constants): a residual GEMM on _lnsout (x2 = x + h @ W + b, fp32) writes each column
+    tile's row (mean, M2) of x2; the next call on _lnsin normalises the fp32 rows x2 from them (LayerNorm(x2) rounded
+    to bf16, @ W2 + b2) without a LayerNorm kernel. Against float64 (the LayerNorm's output rounded to bf16 as the
+    kernel does), the statistics against numpy's per tile; outputs, statistics and workspaces NaN-poisoned; twice."""
+    import test_gpu_gemm_bf16 as tb
+    from convnet.gpu.gemm import Epilogue
+    rt, lin = tb.linear("bf16_wgmma", catalogue.get("fast_bf16_lns", "gpt2").defines)
+    assert lin.stats_takes(M, N, K) and lin.stats_takes(M, N2, N) and not lin.stats_takes(8, N, K)
+    H, W, h, w = tb.operands(rt, lin, rng, M, N, K)
+    x = (2 + 3 * rng.standard_normal((M, N))).astype(np.float32)
+    w2 = rng.standard_normal((N, N2)).astype(np.float32)
+    b, b2, gamma, beta = (rng.standard_normal(n).astype(np.float32) for n in (N, N2, N, N))
+    X = rt.pool.upload("test.bfl.x", x)
+    W2 = rt.pool.upload("test.bfl.W2", lin.layout(w2), lin.w_dtype)
+    bd, b2d = rt.pool.upload("test.bfl.b", b), rt.pool.upload("test.bfl.b2", b2)
+    pair = rt.pool.upload("test.bfl.gb", np.concatenate([gamma, beta]))
+    from convnet.gpu.runtime import ptr
+    x2 = rt.pool.get("test.bfl.x2", (M, N))
+    stats = rt.pool.get("test.bfl.stats", lin.stats_shape(M, N))
+    for _ in range(2):
+        out = tb.poisoned(rt, "test.bfl.out", (M, N2), out_bf16)
+        for buf in (x2, stats):
+            buf.fill(np.float32("nan"))
+        rt.pool.fill("splitk.", np.nan)
+        lin(H, W, x2, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=bd, resid=X), stats_out=stats)
+        lin(x2, W2, out, M, N2, N, N, lin.ldb(N, N2), N2, Epilogue(bias=b2d), ln=(pair, ptr(pair, N), 1e-5, stats))
+        rt.synchronize("test v12 LayerNorm statistics")
+    want_x2 = x.astype(np.float64) + h @ w + b
+    got_x2 = x2.get()
+    assert rel_err(got_x2, want_x2) <= tb.FP32_TOL
+    tiles = got_x2.astype(np.float64).reshape(M, N // lin.bfm_bn, lin.bfm_bn)
+    st = stats.get()
+    assert rel_err(st[:, :, 0], tiles.mean(axis=2).T) <= 1e-6
+    assert rel_err(st[:, :, 1], ((tiles - tiles.mean(axis=2, keepdims=True)) ** 2).sum(axis=2).T) <= 1e-5
+    a = tb.round_bf16(ref.layer_norm(got_x2.astype(np.float64), gamma, beta).astype(np.float32)).astype(np.float64)
+    want = a @ tb.round_bf16(w2).astype(np.float64) + b2
+    assert rel_err(tb.result(out, out_bf16), want) <= (tb.BF16_TOL if out_bf16 else 2e-3)
+
+
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_lns"])
 @pytest.mark.parametrize("B", [12, 33])
-def test_bf16_batched_decode_equals_full_recompute(B, rng):
-    """fast_bf16 (v12 since session 11): prefill 5 tokens for B sequences (M = 5B: v8 / v9), then decode one token at a time (M = B:
-    v12): every step's logits within the variant's tolerance of the float64 forward over the sequence so far."""
-    v = variant("fast_bf16")
+def test_bf16_batched_decode_equals_full_recompute(name, B, rng):
+    """fast_bf16 (v12 since session 11; fast_bf16_lns: the LayerNorm statistics handed between v12 GEMMs): prefill 5
+    tokens for B sequences (M = 5B: v8 / v9, or v12 where 5B <= 64), then decode one token at a time (M = B: v12):
+    every step's logits within the variant's tolerance of the float64 forward over the sequence so far."""
+    v = variant(name)
     params = gpt2_small_params(SMALL)
     gpu = make(v, params, SMALL)
     assert gpu.linear.bfm is not None and gpu.linear.bfm_takes(B, 3 * SMALL.n_embd)

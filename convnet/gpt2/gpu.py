@@ -160,9 +160,10 @@ class GPT2GPU:
             from ..gpu.gemm import PickHead
             self.pick = PickHead(rt, self._linear("lm_head"), name)
         self.ln_fuse = bool(p.get("ln_fuse", True))      # LayerNorm inside the GEMV where the GEMM allows it
-        # SMM_LNS=1 (v11's _lns builds): the residual GEMMs write the next LayerNorm's row statistics, the GEMM after
-        # it normalises A from them (no LayerNorm kernel between); _stats_of: the buffer they describe
-        self.ln_stats = not self.bf16 and self.fuse and self.linear.small_lns is not None
+        # SMM_LNS=1 (v11's _lns builds; bf16: v12's, BFM_LNS=1): the residual GEMMs write the next LayerNorm's row
+        # statistics, the GEMM after it normalises A from them (no LayerNorm kernel between); _stats_of: their buffer
+        self.ln_stats = self.fuse and (self.linear.small_lns is not None
+                                       or getattr(self.linear, "bfm_lns", None) is not None)
         self._stats_of = None
         self.spin = rt.kernel("transformer.cu", "spin", d, name)
         self._upload(params)

@@ -111,7 +111,8 @@ SMM_BK, SMM_PAD, SMM_ROWS = 32, 4, 64
 SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column tile (zeroed once, reset by the kernel)
 # v12 (gemm_small_m_bf16, session 11): v11 for the bf16 versions, 8 < M <= BFM_MAX_M (0 = off), N <= BFM_MAX_N (0 =
 # any), 64-deep bf16 k tiles, split-K slices of at least BFM_MIN_KT tiles filling BFM_WAVES waves of resident blocks
-BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "BFM_MIN_KT": 2, "BFM_WAVES": 1}
+BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "BFM_MIN_KT": 2, "BFM_WAVES": 1,
+                "BFM_LNS": 0}     # BFM_LNS 1: the _lnsin / _lnsout builds (LayerNorm statistics between GEMMs)
 BFM_BK = 64
 
 
@@ -287,6 +288,43 @@ class Linear:
                 if fns[out] is not occupancy:
                     fns[out].allow_shared(smem)
             self.bfm[mf] = (fns, smem, occupancy.blocks_per_sm(self.bfm_threads, smem) * self.rt.sm_count)
+        # BFM_LNS: _lnsout (residual GEMMs: C's per-tile row statistics too) and _lnsin (fp32 A normalised from them)
+        self.bfm_lns = {} if c["BFM_LNS"] else None
+        for mf in range(1, _cdiv(self.bfm_max_m, 16) + 1) if self.bfm_lns is not None else ():
+            rows = 16 * mf
+            w_bytes = self.bfm_bn * (BFM_BK + 8) * 2
+            sizes = {"in": c["BFM_STAGES"] * (rows * (BFM_BK + 4) * 4 + w_bytes + 2 * BFM_BK * 4),
+                     "out": c["BFM_STAGES"] * (rows * (BFM_BK + 8) * 2 + w_bytes)}
+            entry = {}
+            for kind, smem in sizes.items():
+                for out in (True, False):
+                    fn = tma.launcher(self.rt, "gemm.cu", f"gemm_small_m{mf}_bf16_lns{kind}",
+                                      {**self.defines, "BF_OUT": int(out)}, self.variant)
+                    fn.allow_shared(smem)
+                    entry[kind, out] = (fn, smem)
+            self.bfm_lns[mf] = entry
+
+    def _call_small_bf16_lns(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16, ln, stats_out):
+        """v12's _lns builds: stats_out (C's per-tile row statistics, at least two split-K slices) or ln = (gamma, beta,
+        eps, stats) with A the fp32 rows to normalise."""
+        kind = "out" if stats_out is not None else "in"
+        fn, smem = self.bfm_lns[_cdiv(M, 16)][kind, bool(out_bf16)]
+        slots = self.bfm[_cdiv(M, 16)][2]
+        tiles, ktiles = _cdiv(N, self.bfm_bn), _cdiv(K, BFM_BK)
+        wanted = self.fixed_splits if self.fixed_splits is not None else \
+            max(1, min(_cdiv(self.bfm_waves * slots, tiles), ktiles // self.bfm_min_kt))
+        if stats_out is not None:
+            wanted = max(2, wanted)                     # the statistics come from split-K's last block
+        k_split = _cdiv(ktiles, wanted) * BFM_BK
+        splits = _cdiv(K, k_split)
+        ws = tickets = None
+        if splits > 1:
+            ws = self.rt.pool.get(f"splitk.{splits}x{M}x{N}", (splits, M, N))
+            tickets = self.rt.pool.tickets("gemm.smm.tickets", max(SMM_TICKETS, tiles))
+        gamma, beta, eps, stats_in = ln if ln is not None else (None, None, 0.0, None)
+        fn((tiles, splits, 1), (self.bfm_threads, 1, 1), ptr(A), ptr(W), ptr(ws), ptr(tickets), i32(M), i32(N), i32(K),
+           i32(lda), i32(ldb), i32(k_split), ptr(gamma), ptr(beta), np.float32(eps), ptr(stats_out), ptr(stats_in),
+           *epi.args(C, ldc), stream=stream, shared=smem)
 
     def bfm_takes(self, M: int, N: int) -> bool:
         """Whether v12 runs a bf16 call of M rows and N columns (BFM_MAX_M, BFM_MAX_N; N % 4 == 0 for its split-K)."""
@@ -358,13 +396,16 @@ class Linear:
         """Whether v11's _lns builds (SMM_LNS=1) take a call: LayerNorm statistics written per column tile of C
         (stats_out; at least two split-K slices, since the last block's epilogue writes them) or read for A (ln with
         a 4th element; K a whole number of the producer's tiles)."""
+        if self.version in BF16_KERNELS:                # v12's _lns builds (BFM_LNS=1)
+            return (getattr(self, "bfm_lns", None) is not None and self.bfm_takes(M, N) and N % self.bfm_bn == 0
+                    and K % self.bfm_bn == 0 and K % 8 == 0 and K >= 2 * BFM_BK)
         return (self.small_lns is not None and self.small_takes(M, N) and (self.skinny is None or M > SKINNY_M)
                 and N % self.small_bn == 0 and K % self.small_bn == 0 and K >= 2 * SMM_BK
                 and all(v % 4 == 0 for v in (K, N)))
 
     def stats_shape(self, M: int, N: int) -> tuple:
         """The statistics buffer a call with stats_out writes: (column tiles, M, 2) floats (mean, M2 per tile)."""
-        return (N // self.small_bn, M, 2)
+        return (N // (self.bfm_bn if self.version in BF16_KERNELS else self.small_bn), M, 2)
 
     def _call_small(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln, stats_out=None):
         fn, smem, _ = self.small[_cdiv(M, 16)]
@@ -445,11 +486,16 @@ class Linear:
         SMM_LNS (where stats_takes): ln = (gamma, beta, eps, stats) normalises A with the statistics another v11 call
         wrote; stats_out (stats_shape floats) receives C's per-tile row statistics for the next LayerNorm."""
         if (stats_out is not None or (ln is not None and len(ln) > 3)):
-            if self.version in BF16_VERSIONS or not self.stats_takes(M, N, K) or any(v % 4 for v in (lda, ldb, ldc)) \
-                    or (epi.qkv is not None and stats_out is not None):
-                raise GPUError(f"LayerNorm statistics between GEMMs need v11's _lns builds (SMM_LNS=1), "
-                               f"{SKINNY_M} < M <= SMM_MAX_M, N and K multiples of SMM_BN and no QKV scatter for "
-                               f"stats_out; got M={M} N={N} K={K}")
+            bf = self.version in BF16_KERNELS                  # v12's _lns builds: A bf16 (stats_out) or fp32 (ln)
+            if self.version == "bf16" or not self.stats_takes(M, N, K) or any(v % 4 for v in (lda, ldb, ldc)) \
+                    or (epi.qkv is not None and stats_out is not None) or (bf and stats_out is not None and ln) \
+                    or (bf and stats_out is not None and lda % 8):
+                raise GPUError(f"LayerNorm statistics between GEMMs need v11's _lns builds (SMM_LNS=1) or v12's "
+                               f"(BFM_LNS=1), {SKINNY_M} < M <= SMM_MAX_M / BFM_MAX_M, N and K multiples of the "
+                               f"column tile and no QKV scatter for stats_out; got M={M} N={N} K={K}")
+            if bf:
+                out = out_bf16 if out_bf16 is not None else np.dtype(getattr(C, "dtype", np.float32)) == np.dtype(BF16)
+                return self._call_small_bf16_lns(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out, ln, stats_out)
             return self._call_small(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln, stats_out)
         if self.version in BF16_VERSIONS:
             if ln is not None and not self.fuses_layernorm(M, N, K):

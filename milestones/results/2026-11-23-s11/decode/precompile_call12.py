@@ -20,8 +20,8 @@ from convnet.gpt2.gpu_generate import GPUGenerator                   # noqa: E40
 from convnet.gpt2.model import GPT2Config, random_params             # noqa: E402
 from convnet.gpu.gemm import Linear                                  # noqa: E402
 
-SWEEP = os.environ.get("VARIANTS", "fast,fast_pdl_lns_red,fast_bf16_s10,fast_bf16").split(",")
-SMALL_VARIANTS = os.environ.get("SMALL_VARIANTS", "fast_bf16_s10,fast_bf16").split(",")
+SWEEP = os.environ.get("VARIANTS", "fast,fast_pdl_lns_red,fast_bf16_s10,fast_bf16,fast_bf16_lns").split(",")
+SMALL_VARIANTS = os.environ.get("SMALL_VARIANTS", "fast_bf16_s10,fast_bf16,fast_bf16_lns").split(",")
 
 
 def collect(arch: str) -> set:
@@ -29,6 +29,7 @@ def collect(arch: str) -> set:
     rt = RecordingRuntime()
     for key, (version, defines) in BF16_BUILDS.items():
         Linear(rt, version, defines if defines is not None else catalogue.get(key, "gpt2").defines, "test")
+    Linear(rt, "bf16_wgmma", catalogue.get("fast_bf16_lns", "gpt2").defines, "test")   # the _lns GEMM test
     for cfg, names in ((SMALL, SMALL_VARIANTS), (GPT2Config(2, 12, 768, 50257, 1024), SWEEP)):
         for name in names:
             GPUGenerator(GPT2GPU(random_params(cfg), cfg, catalogue.get(name, "gpt2"), rt))
