@@ -84,7 +84,8 @@ all 10,000, logits 3.7e-7 from float64, conv1 0.411 ms in two tiles per image):
       tables, image and resized rows stay static), so a whole 80x80 LeNet map fits one tile with MMA_SPLIT
       (60 KB + 13 KB static: 3 blocks per SM) instead of two 80x40 tiles, each recomputing the row and column
       tables (in double) and the horizontal resize of the whole image.
-v6 (issue #16, session 11; off by default, on in the catalogue variant tc_fused12; not yet run on a GPU):
+v6 (issue #16, session 11; off by default, on in the catalogue variant tc_fused12; H100: the same logits as
+tc_lane_hv, the fused kernel 0.427 ms vs conv1 + conv2 0.200 + 0.218 in the same run: no gain at 5 warps):
   FUSE_CONV2=1 (POOL_LANE, fp16, FUSE_UPSCALE, XS_DYN, one tile per image): LeNet's conv2 + ReLU + 4x4 pool in
       the same kernel. conv1's pooled fp16 map (M_OUT x P1_H x P1_W, compile-time) goes to shared memory
       instead of global memory; after a barrier it is expanded into conv_mma.cu's pair-expanded patch (in the
