@@ -30,15 +30,15 @@ def compare(names, x, labels, weights, repeat, raw=None) -> tuple[str, list]:
     text = report.table(["variant", "Op Time 1 (ms)", "Op Time 2 (ms)", "Total (ms)", "Accuracy",
                          "speedup vs baseline", "overlap"], rows,
                         title=f"batch {len(x)} on {results[0].device}")
-    return "\n".join([text + anchor_lines(results, x, weights), *failed]), results
+    return "\n".join([text + anchor_lines(results, x, weights, raw), *failed]), results
 
 
-def anchor_lines(results, x, weights) -> str:
+def anchor_lines(results, x, weights, raw=None) -> str:
     """cuDNN (through PyTorch, when importable) on the same two conv layers and PyTorch's whole forward,
     timed in this run, against the fastest GPU variant among `results`."""
     if not any(r.extra.get("gpu") for r in results):
         return ""
-    from .torch_anchor import time_cudnn, time_torch_lenet
+    from .torch_anchor import time_cudnn, time_torch_lenet, time_torch_lenet_fp16
     anchor = time_cudnn(x, weights)
     if anchor is None:
         return "\n(PyTorch not importable: no cuDNN comparison)"
@@ -58,4 +58,16 @@ def anchor_lines(results, x, weights) -> str:
         text += f", torch.compile {whole['compile_ms']:.3f} ms ({whole['compile_ms'] / ours:.1f}x slower)"
     elif "compile_error" in whole:
         text += f", torch.compile failed here: {whole['compile_error']}"
+    try:                        # an anchor that fails must not hide the table above it
+        fp16 = time_torch_lenet_fp16(raw, weights) if raw is not None else None
+    except Exception as e:
+        fp16 = {"fp16_error": f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"}
+    if fp16 and "fp16_ms" in fp16:
+        e2e = min(gpu, key=lambda r: r.total_ms)
+        text += (f"\nPyTorch fp16 channels_last torch.compile from the uint8 pictures, same run: forward "
+                 f"{fp16['fp16_ms']:.3f} ms ({fp16['fp16_ms'] / ours:.1f}x {fastest.variant}), end to end from "
+                 f"pinned host memory {fp16['fp16_e2e_ms']:.3f} ms ({fp16['fp16_e2e_ms'] / e2e.total_ms:.1f}x "
+                 f"{e2e.variant}'s {e2e.total_ms:.3f} ms)")
+    elif fp16:
+        text += f"\nPyTorch fp16 torch.compile failed here: {fp16['fp16_error']}"
     return text

@@ -1,7 +1,8 @@
 """cuDNN (through PyTorch, when importable) on the same two conv layers, timed in the same process.
 
 PyTorch is a measuring stick only; the package does not depend on it. fp32 with TF32 off, so the
-comparison with our fp32 variants is like for like.
+comparison with our fp32 variants is like for like; and the configuration a user would pick for speed
+(fp16, channels_last, torch.compile, from the uint8 pictures: the anchor of the fp16 tensor-core variants).
 """
 from __future__ import annotations
 
@@ -81,4 +82,44 @@ def time_torch_lenet(x, weights, compile_too: bool = True) -> dict | None:
                 out["compile_ms"] = torch_median_ms(torch, lambda: compiled(xt))
             except Exception as e:          # no compiler toolchain on the machine, etc.
                 out["compile_error"] = str(e).splitlines()[0][:120]
+    return out
+
+
+def time_torch_lenet_fp16(raw, weights, size: int = 86) -> dict | None:
+    """PyTorch as a user tuning for speed would write LeNet-86: fp16 weights and activations, channels_last,
+    torch.compile, from the uint8 28x28 pictures (scaled to [0, 1] and resized bilinearly on the GPU, as our
+    fused conv1 does; skimage's resize of the reference is bilinear too). Median ms of the forward from the
+    uint8 batch on the GPU to the predictions (`fp16_ms`), and end to end from pinned host memory to the
+    predictions in host memory (`fp16_e2e_ms`). None where PyTorch or CUDA is missing; `fp16_error` if
+    torch.compile fails here."""
+    mods = torch_fp32()
+    if mods is None or raw is None:
+        return None
+    torch, F = mods
+    torch.backends.cudnn.benchmark = True
+    dev, half, cl = torch.device("cuda"), torch.float16, torch.channels_last
+    w = {k: torch.from_numpy(v).to(dev, half) for k, v in weights.items()}
+    w["conv1.weight"] = w["conv1.weight"].contiguous(memory_format=cl)
+    w["conv2.weight"] = w["conv2.weight"].contiguous(memory_format=cl)
+
+    def forward(u8):
+        h = u8.unsqueeze(1).to(half).mul_(1 / 255)
+        h = F.interpolate(h, size=(size, size), mode="bilinear", align_corners=False)
+        h = h.contiguous(memory_format=cl)
+        h = F.max_pool2d(F.relu(F.conv2d(h, w["conv1.weight"])), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, w["conv2.weight"])), 4)
+        h = F.relu(F.linear(h.flatten(1), w["fc1.weight"], w["fc1.bias"]))
+        return F.linear(h, w["fc2.weight"], w["fc2.bias"]).argmax(1)
+    host = torch.from_numpy(raw).pin_memory()
+    gpu = host.to(dev)
+    out = {"torch": torch.__version__}
+    with torch.no_grad():
+        try:
+            compiled = torch.compile(forward)
+            compiled(gpu)
+        except Exception as e:
+            out["fp16_error"] = str(e).splitlines()[0][:120]
+            return out
+        out["fp16_ms"] = torch_median_ms(torch, lambda: compiled(gpu))
+        out["fp16_e2e_ms"] = torch_median_ms(torch, lambda: compiled(host.to(dev, non_blocking=True)).cpu())
     return out
