@@ -55,9 +55,10 @@
 //                      BF_CLUSTER=2 (session 9): block pairs on row-tile pairs, W^T's tile multicast by TMA (each
 //                      block loads half): a third less L2 reading per block. GPU tests and sanitizers pass (H100,
 //                      session 10); session 11: half v8's speed with the hand-backs' cluster-scope release (H100:
-//                      qkv 133 vs 262 TFLOP/s), now plain arrives. Session 11: BF_CLUSTER=4 (2 x 2 blocks, A's tile
-//                      multicast too), BF_EPI_PRE / BF_RESID_PF (the residual loaded ahead / sent to L2 by the
-//                      producer), BF_GELU_FAST (tanh.approx); BF_GROUP 32 for the wide GEMMs.
+//                      qkv 133 vs 262 TFLOP/s), with plain arrives still slower (151; BF_CLUSTER=4, 2 x 2 blocks
+//                      with A's tile multicast too: 165-182): multicast halves L2's reads, not each SM's fill.
+//                      Session 11, in fast_bf16: BF_EPI_PRE / BF_RESID_PF (the residual loaded ahead / sent to L2 by
+//                      the producer), BF_GELU_FAST (tanh.approx), BF_GROUP 32 for attn_proj (156 vs 114 TFLOP/s).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the

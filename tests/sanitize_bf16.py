@@ -2,7 +2,8 @@
 model: flash_attention_bf16 on odd shapes (a prompt into a longer cache, one query, partial tiles), then
 decode_attention_bf16 (plain and PDL launches), then fast_bf16 (fast_bf16_mma off Hopper) forward, prefill and
 decode steps (B = 1 and 2): embed_bf16, layernorm_warp_bf16, the bf16 GEMMs and v10's GEMVs with the LayerNorm
-prologue, programmatic dependent launches on Hopper. An argument names the variant (default fast_bf16 on Hopper, else fast_bf16_mma)."""
+prologue, programmatic dependent launches on Hopper. An argument names the variant (default fast_bf16 on Hopper, else fast_bf16_mma);
+--model-only skips the attention kernels' own cases (the model's part alone, e.g. for a variant's new settings)."""
 import sys
 
 import numpy as np
@@ -16,9 +17,11 @@ from convnet.gpu.runtime import Runtime
 
 rt = Runtime.get()
 rng = np.random.default_rng(0)
-for D, B, H, Tq, Tk, tile in ((64, 1, 2, 70, 70, {}), (64, 2, 1, 3, 130, {}), (16, 1, 1, 1, 9, {}),
-                              (128, 1, 1, 65, 65, {}), (64, 1, 1, 150, 150, dict(strips=1, key_tile=128)),
-                              (64, 1, 1, 200, 200, dict(warps=4, strips=1, stages=3))):
+args = [a for a in sys.argv[1:] if a != "--model-only"]
+attention_cases = "--model-only" not in sys.argv[1:]
+FLASH_CASES = ((64, 1, 2, 70, 70, {}), (64, 2, 1, 3, 130, {}), (16, 1, 1, 1, 9, {}), (128, 1, 1, 65, 65, {}),
+               (64, 1, 1, 150, 150, dict(strips=1, key_tile=128)), (64, 1, 1, 200, 200, dict(warps=4, strips=1, stages=3)))
+for D, B, H, Tq, Tk, tile in FLASH_CASES if attention_cases else ():
     cap = Tk + 2
     q = rt.pool.upload("san.q", to_bf16(rng.standard_normal((B, H, Tq, D))), BF16)
     k = rt.pool.upload("san.k", to_bf16(rng.standard_normal((B, H, cap, D))), BF16)
@@ -29,7 +32,7 @@ rt.synchronize("sanitize bf16 flash attention")
 import math                                                         # decode_attention_bf16 (Tq = 1), plain and PDL
 from convnet.gpu import tma
 from convnet.gpu.runtime import f32, i32, ptr
-for D, B, H, Tk, window, pdl in ((64, 2, 3, 150, 0, 1), (16, 1, 2, 5, 0, 0), (128, 1, 1, 70, 20, 1)):
+for D, B, H, Tk, window, pdl in ((64, 2, 3, 150, 0, 1), (16, 1, 2, 5, 0, 0), (128, 1, 1, 70, 20, 1)) if attention_cases else ():
     cap = Tk + 2
     q = rt.pool.upload("san.q", to_bf16(rng.standard_normal((B, H, 1, D))), BF16)
     k = rt.pool.upload("san.k", to_bf16(rng.standard_normal((B, H, cap, D))), BF16)
@@ -41,7 +44,7 @@ for D, B, H, Tk, window, pdl in ((64, 2, 3, 150, 0, 1), (16, 1, 2, 5, 0, 0), (12
 rt.synchronize("sanitize bf16 decode attention")
 
 config = ref.GPT2Config(n_layer=1, n_head=2, n_embd=64, vocab_size=300, n_ctx=48)
-name = sys.argv[1] if len(sys.argv) > 1 else "fast_bf16" if rt.arch == "sm_90a" else "fast_bf16_mma"
+name = args[0] if args else "fast_bf16" if rt.arch == "sm_90a" else "fast_bf16_mma"
 gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get(name, "gpt2"))
 idx = rng.integers(0, config.vocab_size, (2, 19))
 print(gpu.logits(idx).shape)

@@ -6,6 +6,8 @@
 #   gemm     bench.gemm sweeps ($GEMM_SWEEPS, ';'-separated --sweep grids, all in one run) vs cuBLAS bf16
 #   forward  the forward B=8 T=1024 of $FWD_VARIANTS, event-split groups ($HF=1: HF fp32/TF32/bf16 eager/compile anchors)
 #   san      compute-sanitizer memcheck + racecheck of tests/sanitize_gemm_bf16.py $SAN_DEFINES
+#   san_model  the same of tests/sanitize_bf16.py $SAN_MODEL --model-only (a variant's small model: forward, decode)
+#   pick     test_gpu_bf16 -k "$PICK_K" (default pick; BF16_MAIN=variant: the Hopper variant the tests run)
 set -o pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -43,7 +45,7 @@ for c in sorted({int(x) for x in '${CLUSTERS:-2}'.split(',')}):
     timeout ${GEMM_T:-90} python3 -m convnet.bench.gemm --version bf16_wgmma --sweep ${GEMM_SWEEPS//;/ + } \
       > "$OUT/02_gemm.txt" 2>&1; stamp gemm $?; grep -E "^\||rror" "$OUT/02_gemm.txt" | cut -c1-600 ;;
   forward)
-    timeout 150 python3 -c "
+    timeout ${FWD_T:-150} python3 -c "
 import sys
 from convnet.bench import gpt2
 text, _ = gpt2.run(sys.argv[1].split(','), 8, 1024, 10, None, hf=bool(int(sys.argv[2])))
@@ -54,5 +56,10 @@ print(text)" "$FWD_VARIANTS" "${HF:-0}" > "$OUT/03_forward.txt" 2>&1; stamp forw
       echo "-- $tool $SAN_DEFINES"
       timeout 60 compute-sanitizer --tool $tool python3 tests/sanitize_gemm_bf16.py $SAN_DEFINES 2>&1 | tail -5
     done > "$OUT/04_sanitize.txt" 2>&1; stamp sanitize $?; cat "$OUT/04_sanitize.txt" ;;
+  san_model)
+    for tool in memcheck racecheck; do
+      echo "-- $tool sanitize_bf16.py $SAN_MODEL --model-only"
+      timeout ${SAN_T:-60} compute-sanitizer --tool $tool python3 tests/sanitize_bf16.py $SAN_MODEL --model-only 2>&1 | tail -4
+    done >> "$OUT/04_sanitize.txt" 2>&1; stamp sanitize_model $?; tail -12 "$OUT/04_sanitize.txt" ;;
   esac
 done
