@@ -90,6 +90,17 @@ def test_bf16_variant_refuses_a_windowed_model():
         GPT2GPU(ref.random_params(config), config, catalogue.get("fast_bf16", "gpt2"), RecordingRuntime())
 
 
+def test_bf16_embedding_width_refused_before_compiling():
+    """EMB_VEC (embed_bf16's columns per thread) other than 1 or 8: one line, nothing built."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.bench.layer import with_setting
+    from convnet.gpt2.gpu import GPT2GPU
+    rt = RecordingRuntime()
+    with pytest.raises(GPUError, match="EMB_VEC"):
+        GPT2GPU(ref.random_params(SMALL), SMALL, with_setting(catalogue.get("fast_bf16", "gpt2"), {"EMB_VEC": 4}), rt)
+    assert not rt.builds
+
+
 def test_bf16_variant_stores_bf16_weights_once():
     """Linear weights and the tied LM head as bf16 W^T (N x K); wte is the LM head's buffer, not a second copy."""
     from convnet.bench.dryrun import RecordingRuntime

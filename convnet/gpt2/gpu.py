@@ -68,6 +68,9 @@ class GPT2GPU:
         self.Vp = cdiv(self.V, VOCAB_PAD) * VOCAB_PAD
         p, name = variant.params, variant.name
         d = dict(variant.defines)
+        self.emb_vec = int(d.get("EMB_VEC", 1)) if p.get("dtype") == "bf16" else 1   # embed_bf16's columns per thread
+        if self.emb_vec not in (1, 8):
+            raise GPUError(f"variant {name}: EMB_VEC is embed_bf16's columns per thread, 1 or 8; got {self.emb_vec}")
         self.gemm_version = p.get("gemm", "tiled")
         tuned = {}
         if p.get("autotune"):          # req_5: this device's winners from python -m convnet.bench.autotune
@@ -146,9 +149,6 @@ class GPT2GPU:
         # the decode step's kernels: with PDL=1 (bf16 on Hopper) programmatic dependent launches (tma.launcher)
         self.embed = tma.launcher(rt, "transformer.cu", "embed_bf16", d, name) if self.bf16 else \
             rt.kernel("transformer.cu", "embed", d, name)
-        self.emb_vec = int(d.get("EMB_VEC", 1)) if self.bf16 else 1      # embed_bf16's columns per thread (1 or 8)
-        if self.emb_vec not in (1, 8) or C % self.emb_vec:
-            raise GPUError(f"EMB_VEC {self.emb_vec}: embed_bf16 takes 1 or 8 columns per thread, dividing n_embd {C}")
         self.gelu = rt.kernel("transformer.cu", "gelu_inplace", d, name)
         self.add = rt.kernel("transformer.cu", "add_inplace", d, name)
         self.argmax = tma.launcher(rt, "transformer.cu", "argmax_rows", d, name)
