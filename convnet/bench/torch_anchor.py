@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
+
 
 def torch_median_ms(torch, fn, reps: int = 20) -> float:
     """Median milliseconds of fn() over `reps` runs on PyTorch's current stream, after one warm-up."""
@@ -110,7 +112,7 @@ def time_torch_lenet_fp16(raw, weights, size: int = 86) -> dict | None:
         h = F.max_pool2d(F.relu(F.conv2d(h, w["conv2.weight"])), 4)
         h = F.relu(F.linear(h.flatten(1), w["fc1.weight"], w["fc1.bias"]))
         return F.linear(h, w["fc2.weight"], w["fc2.bias"]).argmax(1)
-    host = torch.from_numpy(raw).pin_memory()
+    host = torch.from_numpy(np.array(raw, np.uint8)).pin_memory()      # a writable copy (the loader's is read-only)
     gpu = host.to(dev)
     out = {"torch": torch.__version__}
     with torch.no_grad():
