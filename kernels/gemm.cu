@@ -2633,6 +2633,54 @@ static_assert(BFM_STAGES >= 2, "BFM_STAGES: at least 2");
 #define BFM_PDL 0
 #endif
 
+// The end of a v12 block's k loop (both builds): the two k halves' accumulators meet in the idle ring (half 1 leaves
+// its own in shared memory, half 0 adds them), then half 0 writes the tile's split-K partial, or with one slice the
+// epilogue. Returns whether this block is the last slice of its column tile to arrive, which then adds every slice.
+template <int MF>
+__device__ __forceinline__ bool bfm_merge_halves(float (&acc)[MF][2][4], float* smem, int& s_last, float* RESTRICT ws,
+                                                 unsigned* RESTRICT tickets, int M, int N, int n0, BF_EPI_PARAMS) {
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+    const int wk = warp & 1, wn = warp >> 1;
+    cp_async_wait<0>();
+    __syncthreads();                                            // the ring is free: the k halves meet in it
+    float* red = smem + wn * (MF * 2 * 4 * 32) + lane;
+    if (wk == 1) {
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) red[((i * 2 + j) * 4 + e) * 32] = acc[i][j][e];
+    }
+    __syncthreads();
+    if (wk == 0) {
+        // fragment (i, j): rows i*16 + g (+8), columns n0 + wn*16 + j*8 + 2t, +1
+#pragma unroll
+        for (int i = 0; i < MF; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = i * 16 + g + 8 * h;
+                if (m >= M) continue;
+                const BfRow row = bf_row(m, BF_EPI_ARGS);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const int n = n0 + wn * 16 + j * 8 + 2 * t;
+                    const float v0 = acc[i][j][2 * h] + red[((i * 2 + j) * 4 + 2 * h) * 32];
+                    const float v1 = acc[i][j][2 * h + 1] + red[((i * 2 + j) * 4 + 2 * h + 1) * 32];
+                    if (n >= N) continue;
+                    if (gridDim.y > 1) *(float2*)&ws[((long long)blockIdx.y * M + m) * N + n] = make_float2(v0, v1);
+                    else bf_store_pair(v0, v1, row, M, N, n, BF_EPI_ARGS);
+                }
+            }
+    }
+    if (gridDim.y == 1) return false;
+    __threadfence();                                            // the partial is visible before the ticket
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    return s_last;
+}
+
 template <int MF>
 __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt,
                                              float* RESTRICT ws, unsigned* RESTRICT tickets, int M, int N, int K,
@@ -2716,44 +2764,7 @@ __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, co
                 for (int j = 0; j < 2; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
         }
     }
-    cp_async_wait<0>();
-    __syncthreads();                                            // the ring is free: the k halves meet in it
-    float* red = (float*)bfm_smem + wn * (MF * 2 * 4 * 32) + lane;
-    if (wk == 1) {
-#pragma unroll
-        for (int i = 0; i < MF; ++i)
-#pragma unroll
-            for (int j = 0; j < 2; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) red[((i * 2 + j) * 4 + e) * 32] = acc[i][j][e];
-    }
-    __syncthreads();
-    if (wk == 0) {
-        // fragment (i, j): rows i*16 + g (+8), columns n0 + wn*16 + j*8 + 2t, +1
-#pragma unroll
-        for (int i = 0; i < MF; ++i)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = i * 16 + g + 8 * h;
-                if (m >= M) continue;
-                const BfRow row = bf_row(m, BF_EPI_ARGS);
-#pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    const int n = n0 + wn * 16 + j * 8 + 2 * t;
-                    const float v0 = acc[i][j][2 * h] + red[((i * 2 + j) * 4 + 2 * h) * 32];
-                    const float v1 = acc[i][j][2 * h + 1] + red[((i * 2 + j) * 4 + 2 * h + 1) * 32];
-                    if (n >= N) continue;
-                    if (gridDim.y > 1) *(float2*)&ws[((long long)blockIdx.y * M + m) * N + n] = make_float2(v0, v1);
-                    else bf_store_pair(v0, v1, row, M, N, n, BF_EPI_ARGS);
-                }
-            }
-    }
-    if (gridDim.y == 1) return;
-    __threadfence();                                            // the partial is visible before the ticket
-    __syncthreads();
-    if (tid == 0) s_last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!s_last) return;
+    if (!bfm_merge_halves<MF>(acc, (float*)bfm_smem, s_last, ws, tickets, M, N, n0, BF_EPI_ARGS)) return;
     // The last slice of this column tile to finish: every slice's partial added in slice order (the launcher:
     // N % 4 == 0 with split-K), a thread's MF float4s of R slices requested before any is added.
     constexpr int G = BFM_BN / 4;                               // lanes of one row of the tile
@@ -3016,43 +3027,7 @@ __device__ __forceinline__ void small_m_bf16_lns(const void* RESTRICT Av, const 
                 for (int j = 0; j < 2; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
         }
     }
-    cp_async_wait<0>();
-    __syncthreads();
-    float* red = (float*)bfl_smem + wn * (MF * 2 * 4 * 32) + lane;
-    if (wk == 1) {
-#pragma unroll
-        for (int i = 0; i < MF; ++i)
-#pragma unroll
-            for (int j = 0; j < 2; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) red[((i * 2 + j) * 4 + e) * 32] = acc[i][j][e];
-    }
-    __syncthreads();
-    if (wk == 0) {
-#pragma unroll
-        for (int i = 0; i < MF; ++i)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = i * 16 + g + 8 * h;
-                if (m >= M) continue;
-                const BfRow row = bf_row(m, BF_EPI_ARGS);
-#pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    const int n = n0 + wn * 16 + j * 8 + 2 * t;
-                    const float v0 = acc[i][j][2 * h] + red[((i * 2 + j) * 4 + 2 * h) * 32];
-                    const float v1 = acc[i][j][2 * h + 1] + red[((i * 2 + j) * 4 + 2 * h + 1) * 32];
-                    if (n >= N) continue;
-                    if (gridDim.y > 1) *(float2*)&ws[((long long)blockIdx.y * M + m) * N + n] = make_float2(v0, v1);
-                    else bf_store_pair(v0, v1, row, M, N, n, BF_EPI_ARGS);
-                }
-            }
-    }
-    if (gridDim.y == 1) return;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) s_last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!s_last) return;
+    if (!bfm_merge_halves<MF>(acc, (float*)bfl_smem, s_last, ws, tickets, M, N, n0, BF_EPI_ARGS)) return;
     // the last slice: every slice's partial in slice order, one element at a time (BFM_RED slices requested at once),
     // then the epilogue; _lnsout: + the tile's (mean, M2) of row m from the stored values (a row's G lanes together)
     constexpr int G = BFM_BN / 4;
