@@ -911,20 +911,21 @@ struct SmmShape {
 // the P partial merges combined over lanes: every load of a thread is independent, so the block waits one L2 round
 // trip (session 10; session 9's one warp per row, two dependent passes per row, 8 rows per warp, cost ~10 us a
 // GEMM and made fast_lns slower than fast). Rows M..MR-1 get (0, 0).
-template <int MR>
+// (kThreads threads, kTileN-column tiles: v12's _lns builds call it with their own widths.)
+template <int MR, int kThreads = SMM_THREADS, int kTileN = SMM_BN>
 __device__ __forceinline__ void smm_stats_rows(const float* RESTRICT stats_in, int M, int K, float eps,
                                                float (&stat)[MR][2], int tid) {
-    constexpr int P0 = SMM_THREADS / MR;
+    constexpr int P0 = kThreads / MR;
     constexpr int P = P0 >= 16 ? 16 : (P0 >= 8 ? 8 : (P0 >= 4 ? 4 : (P0 >= 2 ? 2 : 1)));
-    const int T = K / SMM_BN, r = tid / P, p = tid % P;
+    const int T = K / kTileN, r = tid / P, p = tid % P;
     float n = 0.f, mean = 0.f, m2 = 0.f;
     if (r < M) {
 #pragma unroll 8
         for (int j = p; j < T; j += P) {
             const float2 st = __ldcg((const float2*)&stats_in[((long long)j * M + r) * 2]);
-            const float nn = n + SMM_BN, d = st.x - mean;
-            mean += d * (SMM_BN / nn);
-            m2 += st.y + d * d * (n * SMM_BN / nn);
+            const float nn = n + kTileN, d = st.x - mean;
+            mean += d * (kTileN / nn);
+            m2 += st.y + d * d * (n * kTileN / nn);
             n = nn;
         }
     }
@@ -2843,7 +2844,7 @@ gemm_small_m3_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<3>(BFM_ARGS, BF_EPI
 extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m4_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<4>(BFM_ARGS, BF_EPI_ARGS); }
 
-// v12 _lnsin / _lnsout builds (BFM_LNS=1, session 11; not yet run on a GPU): v11's SMM_LNS for the bf16 path. _lnsout
+// v12 _lnsin / _lnsout builds (BFM_LNS=1, session 11; GPU-tested on an H200 in the lead's call): v11's SMM_LNS for the bf16 path. _lnsout
 // (the residual GEMMs: fp32 C = x + A W + b) also writes each BFM_BN-column tile's per-row (mean, M2) of C from the
 // split-K finish (stats_out: N / BFM_BN x M x 2 floats); _lnsin (the GEMM after a LayerNorm) takes A as those fp32 rows,
 // merges the K / BFM_BN tiles' statistics per row (Chan; P threads per row, every load in flight, as v11's
@@ -2851,40 +2852,6 @@ gemm_small_m4_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<4>(BFM_ARGS, BF_EPI
 // LayerNorm kernel between them goes (23 of a step's 25).
 #if defined(BFM_LNS) && BFM_LNS
 #define BFM_AP (BFM_BK + 4)        // fp32 A rows of the _lnsin builds, padded
-template <int MR>
-__device__ __forceinline__ void bfm_stats_rows(const float* RESTRICT stats_in, int M, int K, float eps,
-                                               float (&stat)[MR][2], int tid) {
-    constexpr int P0 = BFM_THREADS / MR;
-    constexpr int P = P0 >= 16 ? 16 : (P0 >= 8 ? 8 : (P0 >= 4 ? 4 : (P0 >= 2 ? 2 : 1)));
-    const int T = K / BFM_BN, r = tid / P, p = tid % P;
-    float n = 0.f, mean = 0.f, m2 = 0.f;
-    if (r < M) {
-#pragma unroll 8
-        for (int j = p; j < T; j += P) {
-            const float2 st = __ldcg((const float2*)&stats_in[((long long)j * M + r) * 2]);
-            const float nn = n + BFM_BN, d = st.x - mean;
-            mean += d * (BFM_BN / nn);
-            m2 += st.y + d * d * (n * BFM_BN / nn);
-            n = nn;
-        }
-    }
-#pragma unroll
-    for (int off = 1; off < P; off <<= 1) {                     // lanes r * P .. r * P + P - 1 (P divides 32)
-        const float n2 = __shfl_xor_sync(0xffffffffu, n, off), mean2 = __shfl_xor_sync(0xffffffffu, mean, off);
-        const float q2 = __shfl_xor_sync(0xffffffffu, m2, off), nn = n + n2;
-        if (nn > 0.f) {
-            const float d = mean2 - mean;
-            mean += d * (n2 / nn);
-            m2 += q2 + d * d * (n * n2 / nn);
-            n = nn;
-        }
-    }
-    if (p == 0 && r < MR) {
-        stat[r][0] = r < M ? mean : 0.f;
-        stat[r][1] = r < M ? rsqrtf(m2 / K + eps) : 0.f;
-    }
-}
-
 __device__ __forceinline__ unsigned bfm_pack(float lo, float hi) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const unsigned*>(&h);
@@ -2969,7 +2936,7 @@ __device__ __forceinline__ void small_m_bf16_lns(const void* RESTRICT Av, const 
 #endif
     float mu[MF][2], rs[MF][2];
     if constexpr (LN_IN) {                                      // while the first tiles load
-        bfm_stats_rows<MR>(stats_in, M, K, ln_eps, stat, tid);
+        smm_stats_rows<MR, BFM_THREADS, BFM_BN>(stats_in, M, K, ln_eps, stat, tid);
         __syncthreads();
 #pragma unroll
         for (int i = 0; i < MF; ++i)
