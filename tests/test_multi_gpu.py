@@ -245,25 +245,44 @@ def pipeline_runtime():
 
 def test_run_share_drives_the_pipeline_in_one_process(monkeypatch):
     """run_share (what each spawned process runs) through a recording runtime: its share's images pinned,
-    one warm-up of at most three chunks, then `repeat` passes each after ready(), every image predicted."""
+    one warm-up of at most three chunks (GPULeNet.forward), then `repeat` passes each after ready(), each
+    the whole share through the pipeline into result arrays pinned once before the first pass (no host
+    allocation inside a timed pass), every image predicted."""
     from convnet import catalogue
     from convnet.gpu import lenet, runtime
     rt = pipeline_runtime()
     monkeypatch.setattr(runtime.Runtime, "get", classmethod(lambda cls: rt))
-    real = lenet.GPULeNet.forward
+    real_forward, real_pipelined, pinned, results = lenet.GPULeNet.forward, lenet.GPULeNet._pipelined, [], []
+    real_pinned = rt.pinned
 
     def forward(self, x_host, timed=True):
-        rt.forwards.append((len(x_host), x_host[:1].copy(), int(self.variant.params["pipeline_chunk"])))
-        return real(self, x_host, timed)
+        rt.forwards.append(("forward", len(x_host), x_host[:1].copy(), int(self.variant.params["pipeline_chunk"])))
+        return real_forward(self, x_host, timed)
+
+    def piped(self, x_host, logits, pred, chunk, timed):
+        rt.forwards.append(("pass", len(x_host), x_host[:1].copy(), chunk))
+        results.append((logits, pred))
+        assert not timed and logits.shape == (len(x_host), 10) and pred.shape == (len(x_host),)
+        return real_pipelined(self, x_host, logits, pred, chunk, timed)
+
+    def pin(shape, dtype):
+        pinned.append((len(rt.forwards), shape))
+        return real_pinned(shape, dtype)
     monkeypatch.setattr(lenet.GPULeNet, "forward", forward)
+    monkeypatch.setattr(lenet.GPULeNet, "_pipelined", piped)
+    monkeypatch.setattr(rt, "pinned", pin)
     waits = []
     job = {"variant": catalogue.get("tc_conv1"), "share": (20_000, 45_000), "chunk": 5000, "repeat": 3,
            "device": 1, "visible": "1"}
     out = multi.run_share(job, lambda: waits.append(len(rt.forwards)))
     images, _ = multi.stream_images((20_000, 45_000))
-    assert [(n, c) for n, _, c in rt.forwards] == [(15_000, 5000)] + [(25_000, 5000)] * 3
-    assert all(np.array_equal(first[0], images[0]) for _, first, _ in rt.forwards)
-    assert waits == [1, 2, 3]                       # each timed pass after the barrier
+    assert [(k, n, c) for k, n, _, c in rt.forwards] == \
+        [("forward", 15_000, 5000), ("pass", 15_000, 5000)] + [("pass", 25_000, 5000)] * 3
+    assert all(np.array_equal(first[0], images[0]) for _, _, first, _ in rt.forwards)
+    assert waits == [2, 3, 4]                       # each timed pass after the barrier
+    assert all(z is results[1][0] and p is results[1][1] for z, p in results[2:])   # (results[0]: the warm-up)
+    # every timed pass writes the same result arrays ...
+    assert max(at for at, _ in pinned) <= 2         # ... pinned before the first timed pass
     assert out["predictions"].shape == (25_000,) and out["gpu_ms"] == [2.5] * 3 and out["device_mb"] == 339
     assert out["name"] == "no device (dry run)" and all(b >= a for a, b in zip(out["t0"], out["t1"]))
 

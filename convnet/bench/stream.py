@@ -42,11 +42,19 @@ def stream(variant, n: int, chunk: int = 10000, streams: int = 1, weights_path=N
     net = GPULeNet(piped, wio.load(weights_path) if weights_path else wio.load(), rt)
     x_host = net.host_input(x if x is not None else images, images)
     net.forward(x_host[:min(n, chunk * max(streams, 3))], timed=False)   # compile, allocate (both pipeline slots)
-    t0 = time.perf_counter()
-    _, pred, times = net.forward(x_host, timed=False)
-    wall = time.perf_counter() - t0
-    gpu = {"device": 0, "gpu": rt.name, "images": n, "gpu_ms": times["total"], "wall_ms": wall * 1e3,
-           "images_per_s_events": n / times["total"] * 1e3, "device_mb": rt.pool.bytes_in_use / 2**20,
+    if streams == 1:                      # as each device of --devices runs it: results pinned once, before the clock
+        one_pass = multi.StreamPass(net, x_host)
+        t0 = time.perf_counter()
+        gpu_ms = one_pass()
+        wall = time.perf_counter() - t0
+        pred = np.array(one_pass.pred)
+    else:
+        t0 = time.perf_counter()
+        _, pred, times = net.forward(x_host, timed=False)
+        wall = time.perf_counter() - t0
+        gpu_ms = times["total"]
+    gpu = {"device": 0, "gpu": rt.name, "images": n, "gpu_ms": gpu_ms, "wall_ms": wall * 1e3,
+           "images_per_s_events": n / gpu_ms * 1e3, "device_mb": rt.pool.bytes_in_use / 2**20,
            "accuracy": float((pred == labels).mean())}
     dg = digest(pred)
     how = "three-stream pipeline" if streams == 1 else f"round-robin over {streams} streams"
