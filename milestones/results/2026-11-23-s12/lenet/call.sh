@@ -21,7 +21,9 @@ STREAM="-m convnet.bench.stream --variant tc_lane_hv --stream 1000000 --devices 
 mkdir -p /tmp/old && cp -r convnet /tmp/old/ && cp $D/multi_s11.py /tmp/old/convnet/gpu/multi.py
 for d in datasets kernels milestones; do ln -sfn $PWD/$d /tmp/old/$d; done
 timeout $(left 60) python3 $STREAM > "$OUT/01_stream_new.txt" 2>&1; log stream_new $?
-PYTHONPATH=/tmp/site:/tmp/old timeout $(left 60) python3 $STREAM > "$OUT/02_stream_s11.txt" 2>&1; log stream_s11 $?
+# (as run in call 1 this line said PYTHONPATH=/tmp/site:/tmp/old from the checkout, and `python -m` imported the checkout's
+# convnet: 02 ran the new code. Fixed here: run from /tmp/old, as call 2 did)
+(cd /tmp/old && PYTHONPATH=/tmp/site timeout $(left 60) python3 $STREAM) > "$OUT/02_stream_s11.txt" 2>&1; log stream_s11 $?
 timeout $(left 60) python3 $STREAM > "$OUT/03_stream_new2.txt" 2>&1; log stream_new2 $?
 { timeout $(left 90) python3 -m pytest -q -m gpu -p no:cacheprovider -rfE -s tests/test_multi_gpu_device.py 2>&1 | tail -30
   timeout $(left 30) python3 run_milestone.py --variant tc_lane_hv --stream 1000000 2>&1; } > "$OUT/04_multi_tests.txt"; log multi_tests $?
