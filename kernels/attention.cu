@@ -28,6 +28,11 @@
 //                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
 //                     previous kernel (programmatic dependent launch) before reading anything; PDL_EARLY=1
 //                     (session 10, fast_bf16) reads pos and sends the older K/V rows to L2 before that wait.
+//   decode_attention_split_bf16  Tq = 1, flash-decoding over the bf16 KV cache (issue 14, session 12; bf16 param
+//                     decode_attention = "split"): decode_attention_split's plan with a key row over HEAD_DIM / 8 lanes
+//                     (16 bytes of bf16 each), fp32 p, partials and accumulators, y rounded to bf16 once; PDL=1 /
+//                     PDL_EARLY=1 as decode_attention_bf16 (PDL_EARLY: the block's older K/V rows into L2 before the
+//                     wait). Same tunables DS_THREADS, DS_KPT, DS_MIN_BLOCKS.
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
 //                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
@@ -1172,3 +1177,173 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
     }
 }
 #endif  // decode_attention_bf16's head sizes
+
+// ---- decode_attention_split_bf16: flash-decoding over the bf16 KV cache (issue 14, session 12) ---------------------
+// decode_attention_bf16 gives a (b, head) one block whose lane groups each run an online softmax over a strided share
+// of the keys (a serial exp2 / rescale chain per key). Here decode_attention_split's plan on bf16 rows: the keys
+// lo..query cut into chunks of DSB_CH = DSB_G * DS_KPT keys over a grid (splits, B*H), block j taking chunks j, j + S,
+// ...; a key row (HEAD_DIM bf16) over DSB_LPK lanes (16 bytes = 8 bf16 each; HEAD_DIM / 8 rounded up to a power of
+// two, lanes past the row idle), every lane's DS_KPT K and V rows loaded before any math, q . k by xor shuffles in the
+// lane group, the chunk's maximum over the block, p and the accumulators in fp32. A block writes its fp32 (m, l, o[D])
+// partial and the (b, head)'s last active block (atomic ticket, reset by it) adds them in split order
+// (deterministic) and writes y, rounded to bf16 once; one active block writes y directly. The fp32 kernel's workspace
+// layout and tickets. Q is pre-scaled by log2(e)/sqrt(d). PDL=1: griddepcontrol.wait before reading q, the cache or
+// pos, then the trigger; PDL_EARLY=1: pos and an L2 prefetch of the block's older K/V rows (written by earlier
+// steps) before the wait, as decode_attention_bf16 does. Built for HEAD_DIM % 8 == 0, HEAD_DIM <= 256.
+#define DSB_CPR (HEAD_DIM / 8)           // 16-byte pieces per bf16 K/V row
+#define DSB_LPK (DSB_CPR <= 1 ? 1 : DSB_CPR <= 2 ? 2 : DSB_CPR <= 4 ? 4 : DSB_CPR <= 8 ? 8 : DSB_CPR <= 16 ? 16 : 32)
+#define DSB_G (DS_THREADS / DSB_LPK)     // keys side by side in a block
+#define DSB_CH (DSB_G * DS_KPT)          // keys per chunk
+#if HEAD_DIM % 8 == 0 && HEAD_DIM <= 256
+static_assert(DS_THREADS % 32 == 0 && DS_THREADS >= 32 && DS_THREADS <= 1024, "DS_THREADS: whole warps, <= 1024");
+static_assert(DS_KPT >= 1 && DS_KPT <= 16, "DS_KPT: 1..16");
+
+extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_BLOCKS)
+decode_attention_split_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
+                            const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q,
+                            int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
+                            float* RESTRICT part, unsigned* RESTRICT tickets) {
+    constexpr int D = HEAD_DIM, NW = DS_THREADS / 32;
+    const int S = gridDim.x, j = blockIdx.x, bh = blockIdx.y, BH = gridDim.y, tid = threadIdx.x;
+#if PDL && PDL_EARLY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (pos_dev) Tk = *pos_dev + 1;
+    if (tid < 2) {                               // this block's keys before the newest: K (thread 0), V (thread 1)
+        const int qy = Tk - 1, lo0 = window > 0 ? max(0, qy - window + 1) : 0, nch = (qy - lo0 + DSB_CH) / DSB_CH;
+        for (int ch = j; ch < nch; ch += S) {
+            const int a = lo0 + ch * DSB_CH, e = min(a + DSB_CH, qy);   // keys a .. e-1 (e <= the newest, excluded)
+            if (e > a)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n"
+                             :: "l"((tid ? v : k) + ((long long)bh * cap_kv + a) * D), "r"((unsigned)(e - a) * D * 2u)
+                             : "memory");
+        }
+    }
+    AT_PDL_WAIT();
+    AT_PDL_TRIGGER();
+#else
+    AT_PDL_WAIT();
+    AT_PDL_TRIGGER();
+    if (pos_dev) Tk = *pos_dev + 1;
+#endif
+    __shared__ float red[2][NW];
+    __shared__ __align__(16) float os[DSB_G][D];
+    __shared__ float ls[DSB_G];
+    __shared__ int last;
+    const int b = bh / H, h = bh % H, g = tid / DSB_LPK, c = tid % DSB_LPK, warp = tid / 32;
+    const int query = Tk - 1, lo = window > 0 ? max(0, query - window + 1) : 0;
+    const int chunks = (query - lo + DSB_CH) / DSB_CH;               // ceil((query - lo + 1) / DSB_CH)
+    const int active = min(S, chunks);
+    if (j >= active) return;                                         // the whole block: no barrier reached
+    const bool lane_on = c < DSB_CPR;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    float qf[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (lane_on) {
+        bf16x8_to_f32(*(const uint4*)(q + (long long)bh * cap_q * D + 8 * c), qf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) qf[e] *= scale_log2;
+    }
+    const __nv_bfloat16* kh = k + (long long)bh * cap_kv * D + 8 * c;
+    const __nv_bfloat16* vh = v + (long long)bh * cap_kv * D + 8 * c;
+    float m = -INFINITY, l = 0.f;                                    // m: the same in every thread of the block
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    int par = 0;
+    for (int ch = j; ch < chunks; ch += S) {
+        const int k0 = lo + ch * DSB_CH + g;
+        uint4 kr[DS_KPT], vr[DS_KPT];
+        bool ok[DS_KPT];
+#pragma unroll
+        for (int i = 0; i < DS_KPT; ++i) {
+            const int key = k0 + i * DSB_G;
+            ok[i] = key <= query;
+            const bool ld = ok[i] && lane_on;
+            kr[i] = ld ? __ldg((const uint4*)(kh + (long long)key * D)) : zero;
+            vr[i] = ld ? __ldg((const uint4*)(vh + (long long)key * D)) : zero;
+        }
+        float s[DS_KPT], mt = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < DS_KPT; ++i) {
+            float kf[8];
+            bf16x8_to_f32(kr[i], kf);
+            float d0 = qf[0] * kf[0], d1 = qf[1] * kf[1];                  // two chains
+#pragma unroll
+            for (int e = 2; e < 8; e += 2) { d0 = fmaf(qf[e], kf[e], d0); d1 = fmaf(qf[e + 1], kf[e + 1], d1); }
+            float d = d0 + d1;
+#pragma unroll
+            for (int off = DSB_LPK / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+            s[i] = ok[i] ? d : -INFINITY;
+            mt = fmaxf(mt, s[i]);
+        }
+#pragma unroll
+        for (int off = 16; off >= DSB_LPK; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+        if (tid % 32 == 0) red[par][warp] = mt;
+        __syncthreads();                  // two buffers: a thread writes red[par] again only after the next barrier
+        float mc = red[par][0];
+#pragma unroll
+        for (int w = 1; w < NW; ++w) mc = fmaxf(mc, red[par][w]);
+        par ^= 1;
+        if (mc == -INFINITY) continue;                               // every key of the chunk masked (block-uniform)
+        const float m_new = fmaxf(m, mc), alpha = exp2f(m - m_new);   // m = -inf at first: alpha 0
+        float ps = 0.f, pv[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < DS_KPT; ++i) {
+            const float p = exp2f(s[i] - m_new);                     // masked: exp2(-inf) = 0
+            float vf[8];
+            bf16x8_to_f32(vr[i], vf);
+            ps += p;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) pv[e] = fmaf(p, vf[e], pv[e]);
+        }
+        l = fmaf(l, alpha, ps);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(acc[e], alpha, pv[e]);
+        m = m_new;
+    }
+    if (lane_on) {
+        *(float4*)&os[g][8 * c] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        *(float4*)&os[g][8 * c + 4] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    }
+    if (c == 0) ls[g] = l;
+    __syncthreads();
+    float den = 0.f;
+#pragma unroll
+    for (int gg = 0; gg < DSB_G; ++gg) den += ls[gg];
+    __nv_bfloat16* yr = y + (long long)b * H * D + h * D;
+    if (active == 1) {                                               // the whole softmax in this block
+        for (int d = tid; d < D; d += DS_THREADS) {
+            float num = 0.f;
+#pragma unroll
+            for (int gg = 0; gg < DSB_G; ++gg) num += os[gg][d];
+            yr[d] = __float2bfloat16_rn(num / den);
+        }
+        return;
+    }
+    float* po = part + ((long long)bh * S + j) * D;
+    float* pml = part + (long long)BH * S * D + 2 * ((long long)bh * S + j);
+    for (int d = tid; d < D; d += DS_THREADS) {
+        float num = 0.f;
+#pragma unroll
+        for (int gg = 0; gg < DSB_G; ++gg) num += os[gg][d];
+        po[d] = num;
+    }
+    if (tid == 0) { pml[0] = m; pml[1] = den; }
+    __threadfence();                                                 // the partial visible before the ticket
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(&tickets[bh], 1u) == (unsigned)(active - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float* pb = part + (long long)bh * S * D;
+    const float* mlb = part + (long long)BH * S * D + 2LL * bh * S;
+    float M = -INFINITY;
+    for (int jj = 0; jj < active; ++jj) M = fmaxf(M, __ldcg(mlb + 2 * jj));
+    for (int d = tid; d < D; d += DS_THREADS) {
+        float num = 0.f, dd = 0.f;
+        for (int jj = 0; jj < active; ++jj) {                        // split order: deterministic
+            const float w = exp2f(__ldcg(mlb + 2 * jj) - M);         // an all-masked partial: m = -inf, w = 0
+            num = fmaf(w, __ldcg(pb + (long long)jj * D + d), num);
+            dd = fmaf(w, __ldcg(mlb + 2 * jj + 1), dd);
+        }
+        yr[d] = __float2bfloat16_rn(num / dd);
+    }
+    if (tid == 0) tickets[bh] = 0u;                                  // ready for the next launch
+}
+#endif  // decode_attention_split_bf16's head sizes

@@ -17,6 +17,9 @@
 //   PDL=1              embed_bf16, argmax_rows and decode_advance wait for the previous kernel (griddepcontrol)
 //                      before reading anything and let the next one launch: the bf16 decode step's programmatic
 //                      dependent launches (tma.PdlKernel; no-ops when launched plainly)
+//                      layernorm_warp_bf16 too (session 12, issue 14): launched programmatically where the variant
+//                      sets param ln_pdl (gpt2/gpu.py), so the batched decode step's 25 LayerNorms no longer break
+//                      the PDL chain of the v12 GEMMs and attention around them
 //   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
 //                      enqueues behind it run back to back and events between them time the GPU, not
 //                      the Python launch loop
@@ -97,6 +100,7 @@ extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* 
 extern "C" __global__ void layernorm_warp_bf16(const float* RESTRICT x, const float* RESTRICT w,
                                                const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
                                                float eps) {
+    TR_PDL();                         // PDL=1: x written by the kernel before, y read by an earlier GEMM
     layernorm_warp_body<__nv_bfloat16>(x, w, b, y, rows, C, eps);
 }
 

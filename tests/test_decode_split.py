@@ -1,6 +1,8 @@
 """CPU checks of flash-decoding for the fp32 decode steps (attention.cu decode_attention_split, gpt2/decode_split.py,
 variant param decode_attention = "split") through the dry-run runtime: which attention kernel a decode step launches,
-its grid and arity, the split count, and the one-line refusals; fast_pdl's and fast_lns's launches (PDL=1, SMM_LNS=1)."""
+its grid and arity, the split count, and the one-line refusals; fast_pdl's and fast_lns's launches (PDL=1, SMM_LNS=1);
+the bf16 path's decode_attention_split_bf16 (session 12) and fast_bf16's param ln_pdl. fast_s10 is fast's settings
+before session 12 (fast took fast_pdl_lns_red's)."""
 import dataclasses
 
 import numpy as np
@@ -41,7 +43,7 @@ def test_chunk_sizes_follow_the_head_size():
 
 @pytest.mark.parametrize("B,cap", [(1, 16), (1, 1024), (32, 320), (9, 65)])
 def test_decode_step_launches_the_split_kernel_over_the_cache(B, cap):
-    gpu, rt = make(catalogue.get("fast", "gpt2"))
+    gpu, rt = make(catalogue.get("fast_s10", "gpt2"))
     rt.launches.clear()
     gpu.enqueue(None, cap=cap, last_only=True, device_step=B)
     check_arity(rt.launches)
@@ -56,7 +58,7 @@ def test_decode_step_launches_the_split_kernel_over_the_cache(B, cap):
 
 def test_waves_cap_the_splits_by_resident_blocks():
     """decode_split_waves 1: at most one wave of resident blocks (dry run: 2 per SM x 132 SMs = 264) over B*H heads."""
-    gpu, rt = make(with_params("fast", decode_split_waves=1))
+    gpu, rt = make(with_params("fast_s10", decode_split_waves=1))
     sd = gpu.decode_split
     assert sd.waves == 1 and sd.slots == 264
     assert sd.splits(1024, heads=12) == 8 and sd.splits(1024, heads=40) == 6       # HEAD_DIM 32: 128-key chunks
@@ -66,7 +68,7 @@ def test_waves_cap_the_splits_by_resident_blocks():
     grids = [g for k, g, *_ in rt.launches if k == "decode_attention_split"]
     assert grids == [(2, 128, 1)] * CONFIG.n_layer                                 # 264 // (32 x 4 heads)
     with pytest.raises(GPUError, match="decode_split_waves"):
-        make(with_params("fast", decode_split_waves=-1))
+        make(with_params("fast_s10", decode_split_waves=-1))
 
 
 @pytest.mark.parametrize("name", ["fast_decode1", "fast_fp32", "fast_mma", "fast_3xtf32"])
@@ -106,10 +108,9 @@ def test_window_and_max_splits_bound_the_grid():
     assert grids and all(g == (1, 2 * CONFIG.n_head, 1) for g in grids)      # window 100 < 128 keys per chunk
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "baseline"])
-def test_split_refused_where_it_does_not_apply(name):
-    with pytest.raises(GPUError, match="decode_attention = \"split\" is for the fp32 flash paths"):
-        make(with_params(name, decode_attention="split"))
+def test_split_refused_where_it_does_not_apply():
+    with pytest.raises(GPUError, match="decode_attention = \"split\" is for the flash paths"):
+        make(with_params("baseline", decode_attention="split"))
 
 
 def test_head_size_and_tunables_refused_in_one_line():
@@ -131,10 +132,10 @@ def test_head_size_and_tunables_refused_in_one_line():
 
 
 def test_fast_pdl_launches_what_fast_does_built_with_pdl():
-    """fast_pdl: the same kernels and grids as fast (the dry run launches them plainly; on Hopper tma.launcher makes
+    """fast_pdl: the same kernels and grids as fast_s10 (the dry run launches them plainly; on Hopper tma.launcher makes
     v11 and decode_attention_split programmatic launches), gemm.cu and attention.cu built with PDL=1."""
     steps = {}
-    for name in ("fast", "fast_pdl"):
+    for name in ("fast_s10", "fast_pdl"):
         gpu, rt = make(catalogue.get(name, "gpt2"))
         rt.launches.clear()
         gpu.enqueue(None, cap=300, last_only=True, device_step=20)
@@ -142,15 +143,15 @@ def test_fast_pdl_launches_what_fast_does_built_with_pdl():
         steps[name] = [(k, g, b) for k, g, b, _ in rt.launches]
         builds = {f: dict(d) for f, d in rt.builds}
         assert ("PDL" in builds["gemm.cu"]) == (name == "fast_pdl") and ("PDL" in builds["attention.cu"]) == (name == "fast_pdl")
-    assert steps["fast"] == steps["fast_pdl"]
-    assert [k for k, *_ in steps["fast"]].count("gemm_small_m2_nk") == 4 * CONFIG.n_layer + 1     # + the small LM head
+    assert steps["fast_s10"] == steps["fast_pdl"]
+    assert [k for k, *_ in steps["fast_s10"]].count("gemm_small_m2_nk") == 4 * CONFIG.n_layer + 1     # + the small LM head
 
 
 @pytest.mark.parametrize("name", ["fast_lns", "fast_pdl_lns", "fast_pdl_lns_red", "fast_pdl_lns_red_s5"])
 def test_lns_decode_step_drops_the_layernorm_kernels_between_gemms(name):
     """SMM_LNS: the residual GEMMs (attn_proj, mlp_proj) write statistics, mlp_fc and the next layers' qkv read them
     (v11 _lns builds); only layer 0's ln_1 and ln_f stay LayerNorm kernels. B <= 8 (the GEMV) and fast itself keep
-    every LayerNorm kernel."""
+    every LayerNorm kernel (fast_s10: fast before session 12)."""
     gpu, rt = make(catalogue.get(name, "gpt2"))
     rt.launches.clear()
     gpu.enqueue(None, cap=300, last_only=True, device_step=20)
@@ -167,7 +168,7 @@ def test_lns_decode_step_drops_the_layernorm_kernels_between_gemms(name):
     gpu.enqueue(None, cap=300, last_only=True, device_step=4)
     kernels = [k for k, *_ in rt.launches]
     assert not any(k.endswith("_lns") for k in kernels)
-    fast, rt2 = make(catalogue.get("fast", "gpt2"))
+    fast, rt2 = make(catalogue.get("fast_s10", "gpt2"))
     fast.enqueue(None, cap=300, last_only=True, device_step=20)
     assert [k for k, *_ in rt2.launches].count("layernorm_warp") == 2 * L + 1
 
@@ -209,3 +210,52 @@ def test_red_variants_launch_what_their_base_does(plain, red):
         steps[name] = [(k, g, b) for k, g, b, _ in rt.launches if k.startswith("gemm")]
         assert (dict(next(d for f, d in rt.builds if f == "gemm.cu")).get("SMM_RED") == 8) == (name == red)
     assert [k for k, *_ in steps[plain]] == [k for k, *_ in steps[red]]
+
+
+# -- the bf16 path (session 12) ------------------------------------------------------------------------------------
+def test_bf16_chunk_sizes_follow_the_head_size():
+    assert [lanes_per_key(D, bf16=True) for D in (8, 16, 40, 64, 96, 128, 256)] == [1, 2, 8, 8, 16, 16, 32]
+    assert [chunk_keys(D, bf16=True) for D in (8, 64, 128, 256)] == [1024, 128, 64, 32]
+
+
+@pytest.mark.parametrize("B,cap", [(1, 16), (1, 1024), (32, 320), (9, 65)])
+def test_bf16_decode_step_launches_the_split_kernel(B, cap):
+    gpu, rt = make(catalogue.get("fast_bf16_split", "gpt2"))
+    assert gpu.decode_split is not None and gpu.decode_split.bf16 and gpu.decode_attn_bf16 is None
+    rt.launches.clear()
+    gpu.enqueue(None, cap=cap, last_only=True, device_step=B)
+    check_arity(rt.launches)
+    kernels = [k for k, *_ in rt.launches]
+    assert kernels.count("decode_attention_split_bf16") == CONFIG.n_layer and "decode_attention_bf16" not in kernels
+    S = -(-cap // chunk_keys(gpu.D, bf16=True))            # HEAD_DIM 32: 4 lanes a row, 256 keys a chunk
+    assert [g for k, g, *_ in rt.launches if k == "decode_attention_split_bf16"] == [(S, B * CONFIG.n_head, 1)] * 2
+    gpu.enqueue(np.zeros((2, 7), np.int32), cap=40, last_only=True)          # a prompt: the bf16 flash kernel
+    assert "flash_attention_bf16" in [k for k, *_ in rt.launches]
+
+
+def test_bf16_split_waves_and_ln_pdl_variants_launch_like_fast_bf16():
+    """fast_bf16_split_w1: one split per head at B=32 (dry run: 264 resident blocks); ln_pdl changes only how
+    layernorm_warp_bf16 is launched (the dry run launches everything plainly): the same kernels and grids."""
+    steps = {}
+    for name in ("fast_bf16", "fast_bf16_lnpdl", "fast_bf16_split", "fast_bf16_split_lnpdl", "fast_bf16_split_w1"):
+        gpu, rt = make(catalogue.get(name, "gpt2"))
+        rt.launches.clear()
+        gpu.enqueue(None, cap=320, last_only=True, device_step=32)
+        check_arity(rt.launches)
+        steps[name] = [(k, g, b) for k, g, b, _ in rt.launches]
+    assert steps["fast_bf16"] == steps["fast_bf16_lnpdl"] and steps["fast_bf16_split"] == steps["fast_bf16_split_lnpdl"]
+    assert [k for k, *_ in steps["fast_bf16"]].count("layernorm_warp_bf16") == 2 * CONFIG.n_layer + 1
+    assert [g for k, g, _ in steps["fast_bf16_split_w1"] if k == "decode_attention_split_bf16"] == [(2, 128, 1)] * 2
+
+
+def test_bf16_head_sizes_refused_in_one_line():
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpt2.decode_split import SplitDecode
+    rt = RecordingRuntime()
+    for D in (4, 12, 264):
+        with pytest.raises(GPUError, match="multiples of 8 from 8 to 256"):
+            SplitDecode(rt, D, {}, "test", bf16=True)
+    sd = SplitDecode(rt, 256, {}, "test", bf16=True)
+    assert sd.kernel_gap is None and sd.chunk == 32
+    with pytest.raises(GPUError, match="no ragged-batch"):
+        sd(None, None, None, None, 2, 2, 10, 16, 0, None, None, gap=object())

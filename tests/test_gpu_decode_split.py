@@ -172,7 +172,8 @@ PROMPTS = [[5, 9, 2], list(range(30, 47)), [7], [100, 3, 3, 80, 12, 250, 9, 1, 4
 
 
 @pytest.mark.parametrize("name,graph,waves", [("fast_fp32", True, 0), ("fast_fp32", False, 0), ("fast", True, 0),
-                                              ("fast_fp32", True, 1), ("fast_pdl", True, 0), ("fast_pdl", False, 1)])
+                                              ("fast_s10", True, 0), ("fast_fp32", True, 1), ("fast_pdl", True, 0),
+                                              ("fast_pdl", False, 1)])
 def test_greedy_batch_of_different_lengths_equals_each_alone(name, graph, waves):
     """Four prompts as one right-padded batch (decode_attention_split_gap) and each alone (no gap): the same tokens;
     fp32 also equal to the numpy reference."""
@@ -210,12 +211,12 @@ def test_124m_shape_greedy_batch_equals_hf_generate(rng):
         assert ids == out[0, len(p):].tolist(), p
 
 
-@pytest.mark.parametrize("plain,pdl", [("fast", "fast_pdl"), ("fast_lns", "fast_pdl_lns"), ("fast_pdl", "fast_pdl_red"),
+@pytest.mark.parametrize("plain,pdl", [("fast_s10", "fast_pdl"), ("fast_lns", "fast_pdl_lns"), ("fast_pdl", "fast_pdl_red"),
                                        ("fast_pdl_lns", "fast_pdl_lns_red")])
 @pytest.mark.parametrize("graph", [True, False])
 def test_pdl_batch_of_twelve_equals_fast(graph, plain, pdl):
     """fast_pdl (PDL=1: v11 and decode_attention_split launched programmatically, each waiting before it reads) gives
-    fast's greedy tokens for twelve prompts of different lengths (decode steps of M = 12: v11), bit for bit: the same
+    fast_s10's (fast before session 12) greedy tokens for twelve prompts of different lengths (decode steps of M = 12: v11), bit for bit: the same
     kernels in the same order, only their launches overlap. _red (SMM_RED=8, decode_split_waves = 1: at this size the
     same splits): the split-K partials added in the same order, so the same tokens too."""
     from convnet.gpt2.gpu_generate import GPUGenerator

@@ -245,7 +245,7 @@ def test_kernel_limits_refuse_other_head_sizes():
     assert "head size 256" in kernel_limits(ref.GPT2Config(1, 2, 512, 10, 8))
 
 
-@pytest.mark.parametrize("name", ["fast_bf16_s10", "fast_bf16", "fast_bf16_lns"])
+@pytest.mark.parametrize("name", ["fast_bf16_s10", "fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl"])
 @pytest.mark.parametrize("B", [12, 32])
 def test_bf16_greedy_batch_of_one_length(name, B):
     """fast_bf16 (issue 15; gemm.cu v12 at M > 8 since session 11; fast_bf16_s10: v8's tiles there) through the generate path at batch sizes that leave
@@ -263,3 +263,22 @@ def test_bf16_greedy_batch_of_one_length(name, B):
     assert sum(g == w for g, w in zip(got, want)) >= B - max(1, B // 8), (got, want)
     alone = [run(gen, [p], 14)[0] for p in prompts[:4]]
     assert sum(a == w for a, w in zip(alone, want[:4])) >= 3
+
+
+@pytest.mark.parametrize("plain,lnpdl", [("fast_bf16", "fast_bf16_lnpdl"), ("fast_bf16_split", "fast_bf16_split_lnpdl")])
+@pytest.mark.parametrize("graph", [True, False])
+def test_bf16_ln_pdl_gives_the_same_tokens(plain, lnpdl, graph):
+    """ln_pdl (session 12): layernorm_warp_bf16 launched programmatically (waiting before it reads) changes no
+    arithmetic: 32 prompts (v12 steps with 25 LayerNorm launches each) give the plain launch's greedy tokens, bit for
+    bit, from a CUDA graph and launched one by one."""
+    from convnet.gpu import tma
+    params = small_params(SMALL)
+    prompts = [[int(x) for x in np.arange(1, 7) * (7 + 2 * i) % 257] for i in range(32)]
+    out = {}
+    for name in (plain, lnpdl):
+        gen = make_generator(name, params, SMALL)
+        if name == lnpdl and gen.gpu.rt.arch == "sm_90a":
+            assert isinstance(gen.gpu.layernorm, tma.PdlKernel)
+        out[name] = run(gen, prompts, 24, graph=graph)
+        del gen
+    assert out[plain] == out[lnpdl]

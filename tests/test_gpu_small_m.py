@@ -202,8 +202,8 @@ def make(v, params, config):
     return GPT2GPU(params, config, v)
 
 
-@pytest.mark.parametrize("name", ["fast", "fast_mma", "fast_3xtf32_smm", "fast_pdl", "fast_decode1", "fast_lns",
-                                  "fast_pdl_lns", "fast_pdl_red", "fast_pdl_lns_red"])
+@pytest.mark.parametrize("name", ["fast", "fast_s10", "fast_mma", "fast_3xtf32_smm", "fast_pdl", "fast_decode1",
+                                  "fast_lns", "fast_pdl_lns", "fast_pdl_red", "fast_pdl_lns_red"])
 @pytest.mark.parametrize("B", [12, 33])
 def test_batched_decode_equals_full_recompute(name, B, rng):
     """Prefill 5 tokens for B sequences (M = 5B: v11 or the tiles), then decode one token at a time (M = B: v11 where
@@ -213,13 +213,19 @@ def test_batched_decode_equals_full_recompute(name, B, rng):
     params = gpt2_small_params(SMALL)
     gpu = make(v, params, SMALL)
     assert gpu.linear.small is not None
-    seq = rng.integers(0, SMALL.vocab_size, (B, 10))
-    tol_ = 1e-4 if v.precision == "fp32" else v.tolerance
     gpu.rt.pool.fill("gpt2.act.", np.nan, np.float32)
+    tol_ = 1e-4 if v.precision == "fp32" else v.tolerance
+    check_decode_steps(gpu, params, rng.integers(0, SMALL.vocab_size, (B, 10)), tol_)
+
+
+def check_decode_steps(gpu, params, seq, tol_, prefill=5):
+    """Prefill `prefill` tokens of seq (B, T) into a cache of T, then decode the rest one token at a time (split-K
+    workspaces poisoned first): every step's last logits within tol_ of the float64 forward over the sequence so far."""
+    B, T = seq.shape
     gpu.rt.pool.fill("splitk.", np.nan)
-    for t in range(5, 11):
-        pos, step = (0, seq[:, :5]) if t == 5 else (t - 1, seq[:, t - 1:t])
-        out, rows = gpu.enqueue(gpu.check_tokens(step), pos=pos, cap=10, last_only=True)
+    for t in range(prefill, T + 1):
+        pos, step = (0, seq[:, :prefill]) if t == prefill else (t - 1, seq[:, t - 1:t])
+        out, rows = gpu.enqueue(gpu.check_tokens(step), pos=pos, cap=T, last_only=True)
         got = out.get()[:rows, :SMALL.vocab_size]
         want = ref.forward(params, SMALL, seq[:, :t], dtype=np.float64)[:, -1]
         assert rel_err(got, want) <= tol_, f"decode step at length {t}"
@@ -337,24 +343,19 @@ def test_bf16_small_m_layernorm_statistics_between_gemms(M, N, K, N2, out_bf16, 
     assert rel_err(tb.result(out, out_bf16), want) <= (tb.BF16_TOL if out_bf16 else 2e-3)
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_lns"])
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl"])
 @pytest.mark.parametrize("B", [12, 33])
 def test_bf16_batched_decode_equals_full_recompute(name, B, rng):
-    """fast_bf16 (v12 since session 11; fast_bf16_lns: the LayerNorm statistics handed between v12 GEMMs): prefill 5
+    """fast_bf16 (v12 since session 11; fast_bf16_lns: the LayerNorm statistics handed between v12 GEMMs; _split:
+    decode_attention_split_bf16, _lnpdl: the LayerNorms launched programmatically, session 12): prefill 5
     tokens for B sequences (M = 5B: v8 / v9, or v12 where 5B <= 64), then decode one token at a time (M = B: v12):
     every step's logits within the variant's tolerance of the float64 forward over the sequence so far."""
     v = variant(name)
     params = gpt2_small_params(SMALL)
     gpu = make(v, params, SMALL)
     assert gpu.linear.bfm is not None and gpu.linear.bfm_takes(B, 3 * SMALL.n_embd)
-    seq = rng.integers(0, SMALL.vocab_size, (B, 10))
-    gpu.rt.pool.fill("splitk.", np.nan)
-    for t in range(5, 11):
-        pos, step = (0, seq[:, :5]) if t == 5 else (t - 1, seq[:, t - 1:t])
-        out, rows = gpu.enqueue(gpu.check_tokens(step), pos=pos, cap=10, last_only=True)
-        got = out.get()[:rows, :SMALL.vocab_size]
-        want = ref.forward(params, SMALL, seq[:, :t], dtype=np.float64)[:, -1]
-        assert rel_err(got, want) <= v.tolerance, f"decode step at length {t}"
+    assert (gpu.decode_split is not None) == ("split" in name)
+    check_decode_steps(gpu, params, rng.integers(0, SMALL.vocab_size, (B, 10)), v.tolerance)
 
 
 # ---- split top-p -----------------------------------------------------------------------------------------------

@@ -22,13 +22,16 @@ kernel each step uses:
                     residual stream, LayerNorm statistics, softmax, accumulators and logits stay fp32
     ln_fuse         (default true) LayerNorm inside the GEMV where the GEMM allows it (decoding: v6's and v10's
                     prologue); false runs the LayerNorm kernel
-    decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16) or "flash" (the flash kernel);
+    decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16), "split" (flash-decoding,
+                    decode_attention_split_bf16, session 12) or "flash" (the flash kernel);
                     fp32 decode steps (flash variants): "decode" (default, decode_attention: a block per head) or
                     "split" (flash-decoding, decode_attention_split: keys over several blocks, gpt2/decode_split.py);
                     decode_split_waves N: at most N waves of resident blocks (0, the default: splits cover the cache)
     -D PDL=1        bf16 on Hopper: the decode step's kernels (embedding, v10 GEMVs, decode attention, argmax,
                     advance) go out as programmatic dependent launches (tma.PdlKernel); -D PDL_EARLY=1: they also
                     read their biases, LayerNorm parameters, pos and older KV rows before the wait
+    ln_pdl          bf16 with PDL=1 (session 12): layernorm_warp_bf16 as a programmatic dependent launch too (the
+                    batched decode step's LayerNorm kernels stop breaking the chain)
     decode_pick     bf16 greedy decode steps of B <= 8 on the device: the LM head's GEMV also picks the tokens,
                     advances pos and embeds the next step's tokens (gpu/gemm.py PickHead: 3 launches fewer)
 
@@ -113,10 +116,14 @@ class GPT2GPU:
                            f"got n_embd {C}, window {self.window}")
         self.decode_attn_bf16 = self.decode_split = None
         split_decode = p.get("decode_attention", "decode") == "split"
-        if split_decode and (self.bf16 or not self.flash):
-            raise GPUError(f"variant {name}: decode_attention = \"split\" is for the fp32 flash paths (not bf16 or naive)")
+        if split_decode and not self.flash:
+            raise GPUError(f"variant {name}: decode_attention = \"split\" is for the flash paths (not naive)")
         if self.bf16:
             self.fa = flash.from_params(rt, self.D, d, variant)
+            if split_decode:                                            # flash-decoding over the bf16 cache
+                from .decode_split import SplitDecode
+                self.decode_split = SplitDecode(rt, self.D, d, name, waves=int(p.get("decode_split_waves", 0)),
+                                                bf16=True)
             # decode steps (Tq = 1): decode_attention_bf16 where HEAD_DIM / 8 is a power of two (param
             # decode_attention = "flash" keeps the flash kernel); PDL=1 launches it programmatically (tma.launcher)
             if p.get("decode_attention", "decode") == "decode" and self.D % 8 == 0 and (self.D // 8) in (2, 4, 8, 16, 32):
@@ -143,7 +150,10 @@ class GPT2GPU:
             raise GPUError("ln_const needs the warp LayerNorm, n_embd a multiple of 4 and at most 4096")
         td = {**d, "LN_VEC": cdiv(C, 128), "LN_CONST": int(self.ln_const)} if self.ln_warp else d
         ln_kernel = ("layernorm_warp_bf16" if self.bf16 else "layernorm_warp") if self.ln_warp else "layernorm_naive"
-        self.layernorm = rt.kernel("transformer.cu", ln_kernel, td, name)
+        if self.bf16 and self.ln_warp and p.get("ln_pdl"):    # a programmatic dependent launch where PDL=1
+            self.layernorm = tma.launcher(rt, "transformer.cu", ln_kernel, td, name)
+        else:
+            self.layernorm = rt.kernel("transformer.cu", ln_kernel, td, name)
         if self.ln_const:
             self.c_ln, _ = rt.module("transformer.cu", td).get_global("c_ln")
         # the decode step's kernels: with PDL=1 (bf16 on Hopper) programmatic dependent launches (tma.launcher)
@@ -357,6 +367,9 @@ class GPT2GPU:
 
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
+        if self.bf16 and Tq == 1 and self.decode_split is not None:
+            self.decode_split(buf["q"], kc, vc, buf["y"], B, H, Tk, cap, self.window, pos_dev, s)
+            return
         if self.bf16 and Tq == 1 and self.decode_attn_bf16 is not None:
             self.decode_attn_bf16((B * H, 1, 1), (128, 1, 1), ptr(buf["q"]), ptr(kc), ptr(vc), ptr(buf["y"]), i32(H),
                                   i32(Tk), i32(Tq), i32(cap), i32(self.window), self.fa.scale_log2, ptr(pos_dev), stream=s)
