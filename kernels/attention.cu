@@ -1189,7 +1189,8 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
 // (deterministic) and writes y, rounded to bf16 once; one active block writes y directly. The fp32 kernel's workspace
 // layout and tickets. Q is pre-scaled by log2(e)/sqrt(d). PDL=1: griddepcontrol.wait before reading q, the cache or
 // pos, then the trigger; PDL_EARLY=1: pos and an L2 prefetch of the block's older K/V rows (written by earlier
-// steps) before the wait, as decode_attention_bf16 does. Built for HEAD_DIM % 8 == 0, HEAD_DIM <= 256.
+// steps) before the wait, as decode_attention_bf16 does. Written for HEAD_DIM % 8 == 0 up to 256; the launcher takes
+// multiples of 16 up to 128 (what the module's flash kernels build for).
 #define DSB_CPR (HEAD_DIM / 8)           // 16-byte pieces per bf16 K/V row
 #define DSB_LPK (DSB_CPR <= 1 ? 1 : DSB_CPR <= 2 ? 2 : DSB_CPR <= 4 ? 4 : DSB_CPR <= 8 ? 8 : DSB_CPR <= 16 ? 16 : 32)
 #define DSB_G (DS_THREADS / DSB_LPK)     // keys side by side in a block

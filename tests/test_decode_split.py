@@ -214,8 +214,8 @@ def test_red_variants_launch_what_their_base_does(plain, red):
 
 # -- the bf16 path (session 12) ------------------------------------------------------------------------------------
 def test_bf16_chunk_sizes_follow_the_head_size():
-    assert [lanes_per_key(D, bf16=True) for D in (8, 16, 40, 64, 96, 128, 256)] == [1, 2, 8, 8, 16, 16, 32]
-    assert [chunk_keys(D, bf16=True) for D in (8, 64, 128, 256)] == [1024, 128, 64, 32]
+    assert [lanes_per_key(D, bf16=True) for D in (16, 32, 48, 64, 96, 128)] == [2, 4, 8, 8, 16, 16]
+    assert [chunk_keys(D, bf16=True) for D in (16, 64, 128)] == [512, 128, 64]
 
 
 @pytest.mark.parametrize("B,cap", [(1, 16), (1, 1024), (32, 320), (9, 65)])
@@ -252,10 +252,10 @@ def test_bf16_head_sizes_refused_in_one_line():
     from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpt2.decode_split import SplitDecode
     rt = RecordingRuntime()
-    for D in (4, 12, 264):
-        with pytest.raises(GPUError, match="multiples of 8 from 8 to 256"):
+    for D in (8, 40, 256):
+        with pytest.raises(GPUError, match="multiples of 16 from 16 to 128"):
             SplitDecode(rt, D, {}, "test", bf16=True)
-    sd = SplitDecode(rt, 256, {}, "test", bf16=True)
-    assert sd.kernel_gap is None and sd.chunk == 32
+    sd = SplitDecode(rt, 128, {}, "test", bf16=True)
+    assert sd.kernel_gap is None and sd.chunk == 64
     with pytest.raises(GPUError, match="no ragged-batch"):
         sd(None, None, None, None, 2, 2, 10, 16, 0, None, None, gap=object())

@@ -1,6 +1,6 @@
 """Flash-decoding over the bf16 KV cache (attention.cu decode_attention_split_bf16, gpt2/decode_split.py
 SplitDecode(bf16=True), issue 14 session 12) on the GPU: one query per (sequence, head) against float64 attention of the
-bf16 inputs for head sizes 8-256 (lanes past a row idle at 40 and 96), odd batch and head counts, key counts around the
+bf16 inputs for head sizes 16-128 (lanes past a row idle at 48 and 96), odd batch and head counts, key counts around the
 chunk boundaries and up to 1025, windows, fewer splits than chunks, the kernel's tunables, the position read from the
 device, PDL=1 / PDL_EARLY=1 builds; y poisoned with bf16 NaN, the partials' workspace with NaN and the cache slots past
 the position with NaN (never read); tickets left zero and repeated launches bit-identical."""
@@ -60,7 +60,7 @@ def check(got, want):
     assert np.abs(got - want).max() <= MAX_BOUND * np.abs(want).max()
 
 
-@pytest.mark.parametrize("D", [8, 16, 40, 64, 96, 128, 256])
+@pytest.mark.parametrize("D", [16, 32, 48, 64, 96, 128])
 @pytest.mark.parametrize("Tk", [1, 5, 31, 32, 33, 127, 128, 129, 300, 1025])
 def test_split_bf16_matches_float64(Tk, D, rng):
     got, want, _, _ = run_split(rng, 3, 5, D, Tk)

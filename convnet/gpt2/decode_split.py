@@ -39,10 +39,7 @@ def chunk_keys(D: int, threads: int = DS_THREADS, kpt: int = DS_KPT, bf16: bool 
 
 def check(D: int, threads: int = DS_THREADS, kpt: int = DS_KPT, bf16: bool = False):
     """One line for what the kernel cannot take (before any build)."""
-    if bf16 and (D % 8 or not 8 <= D <= 256):
-        raise GPUError(f"decode_attention = \"split\" on the bf16 path takes head sizes that are multiples of 8 from 8 "
-                       f"to 256, got {D}")
-    if not bf16 and (D % 16 or not 16 <= D <= 128):
+    if D % 16 or not 16 <= D <= 128:                 # attention.cu's module (its flash kernels) builds for these
         raise GPUError(f"decode_attention = \"split\" takes head sizes that are multiples of 16 from 16 to 128, got {D}")
     if threads % 32 or not 32 <= threads <= 1024 or threads < lanes_per_key(D, bf16):
         raise GPUError(f"DS_THREADS must be whole warps from 32 to 1024, got {threads}")

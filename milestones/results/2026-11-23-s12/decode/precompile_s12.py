@@ -32,7 +32,7 @@ def collect(arch: str) -> set:
     builds = set()
     rt = RecordingRuntime()
     if "attn" in PARTS:
-        for D in (8, 16, 40, 64, 96, 128, 256):
+        for D in (16, 32, 48, 64, 96, 128):
             SplitDecode(rt, D, {}, "test", bf16=True)
         for D in (64, 96):
             for d in ({"DS_THREADS": 256, "DS_KPT": 4}, {"DS_KPT": 1}, {"DS_THREADS": 64, "DS_KPT": 16},
