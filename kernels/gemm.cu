@@ -76,7 +76,8 @@
 //                      programmatic dependent launch, the first stages' W before griddepcontrol.wait (variant
 //                      fast_pdl). Session 10: SMM_RED=R requests R slices' partials at once in the split-K
 //                      reduction; the _lns builds merge the row statistics with all loads in flight at once.
-//   gemm_small_m_bf16 v12 8 < M <= 64 on the bf16 path (session 11): v11's structure on bf16 mma.sync m16n8k16, bf16
+//   gemm_small_m_bf16 v12 8 < M <= 64 on the bf16 path (session 11; session 12: the exact GELU whatever BF_GELU_FAST
+//                      says, see bf_gelu): v11's structure on bf16 mma.sync m16n8k16, bf16
 //                      W^T rows read once, split-K added in order by the last block (BFM_RED partials at once), the
 //                      bf16 epilogue (bias, GELU, residual, head-major QKV; bf16 or fp32 out), PDL=1 as v11; no
 //                      LayerNorm prologue. Where v8's 128-row tiles gave 4-16 blocks per GPT-2 GEMM at M = 32.
@@ -1591,17 +1592,22 @@ __device__ __forceinline__ bf_out_t* bf_qkv_at(const BfRow& r, int n, BF_EPI_PAR
 #ifndef BF_GELU_FAST
 #define BF_GELU_FAST 0             // 1: v8/v9's GELU with tanh.approx.f32 (one MUFU op, ~2^-11 relative error; bf16 out)
 #endif
+// kFast: tanh.approx (BF_GELU_FAST: v8, v9, v10). v12 takes the exact GELU (session 12): with tanh.approx its
+// epilogue unrolled into 2.6x the code (gemm_small_m2_bf16 92 -> 241 KB of SASS) and fast_bf16's batched decoding
+// fell from 39,418 to 36,138 tok/s (H100); v12's code is again what session 11 measured.
+template <bool kFast = (BF_GELU_FAST != 0)>
 __device__ __forceinline__ float bf_gelu(float v) {
-#if BF_GELU_FAST
-    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-    float th;
-    asm("tanh.approx.f32 %0, %1;\n" : "=f"(th) : "f"(u));
-    return 0.5f * v * (1.f + th);
-#else
-    return gelu_tanh(v);
-#endif
+    if constexpr (kFast) {
+        const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        float th;
+        asm("tanh.approx.f32 %0, %1;\n" : "=f"(th) : "f"(u));
+        return 0.5f * v * (1.f + th);
+    } else {
+        return gelu_tanh(v);
+    }
 }
-__device__ BF_EPI_FN float2 bf_gelu2(float v0, float v1) { return make_float2(bf_gelu(v0), bf_gelu(v1)); }
+template <bool kFast = (BF_GELU_FAST != 0)>
+__device__ BF_EPI_FN float2 bf_gelu2(float v0, float v1) { return make_float2(bf_gelu<kFast>(v0), bf_gelu<kFast>(v1)); }
 
 __device__ BF_EPI_FN void bf_store_qkv(float v0, float v1, const BfRow r, bool two, int n, BF_EPI_PARAMS) {
     bf_out_t* p = bf_qkv_at(r, n, BF_EPI_ARGS);
@@ -1620,6 +1626,7 @@ __device__ BF_EPI_FN void bf_store_unpaired(float v0, float v1, long long at, bo
 
 // Columns n, n + 1 (n even) of row r: + bias, activation, + resid, stored as C's type; one paired store where
 // both columns exist and the pair is aligned (ldc even; in the head-major layout, head_dim even).
+template <bool kFastGelu = (BF_GELU_FAST != 0)>
 __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r, int M, int N, int n, BF_EPI_PARAMS) {
     if (r.m >= M || n >= N) return;
     const bool two = n + 1 < N;
@@ -1628,7 +1635,7 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
         else v0 += bias[n];
     }
     if (act == 1) { v0 = v0 < 0.f ? 0.f : v0; v1 = v1 < 0.f ? 0.f : v1; }          // activation()
-    else if (act == 2) { const float2 g = bf_gelu2(v0, v1); v0 = g.x; v1 = g.y; }
+    else if (act == 2) { const float2 g = bf_gelu2<kFastGelu>(v0, v1); v0 = g.x; v1 = g.y; }
     if (qkv_T > 0) {
         bf_store_qkv(v0, v1, r, two, n, BF_EPI_ARGS);
         return;
@@ -2670,7 +2677,7 @@ __device__ __forceinline__ bool bfm_merge_halves(float (&acc)[MF][2][4], float* 
                     const float v1 = acc[i][j][2 * h + 1] + red[((i * 2 + j) * 4 + 2 * h + 1) * 32];
                     if (n >= N) continue;
                     if (gridDim.y > 1) *(float2*)&ws[((long long)blockIdx.y * M + m) * N + n] = make_float2(v0, v1);
-                    else bf_store_pair(v0, v1, row, M, N, n, BF_EPI_ARGS);
+                    else bf_store_pair<false>(v0, v1, row, M, N, n, BF_EPI_ARGS);
                 }
             }
     }
@@ -2791,8 +2798,8 @@ __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, co
                 if (s0 + j < S) { w.x += p[j].x; w.y += p[j].y; w.z += p[j].z; w.w += p[j].w; }
         }
         const BfRow row = bf_row(m, BF_EPI_ARGS);
-        bf_store_pair(w.x, w.y, row, M, N, n, BF_EPI_ARGS);
-        bf_store_pair(w.z, w.w, row, M, N, n + 2, BF_EPI_ARGS);
+        bf_store_pair<false>(w.x, w.y, row, M, N, n, BF_EPI_ARGS);
+        bf_store_pair<false>(w.z, w.w, row, M, N, n + 2, BF_EPI_ARGS);
     }
 #else
     constexpr int R = BFM_RED > 0 ? (BFM_RED + MF - 1) / MF * MF : MF;
@@ -2824,8 +2831,8 @@ __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, co
         const int e = tid + i * BFM_THREADS, m = e / G, n = n0 + (e % G) * 4;
         if (!ok[i]) continue;
         const BfRow row = bf_row(m, BF_EPI_ARGS);
-        bf_store_pair(v[i].x, v[i].y, row, M, N, n, BF_EPI_ARGS);
-        bf_store_pair(v[i].z, v[i].w, row, M, N, n + 2, BF_EPI_ARGS);
+        bf_store_pair<false>(v[i].x, v[i].y, row, M, N, n, BF_EPI_ARGS);
+        bf_store_pair<false>(v[i].z, v[i].w, row, M, N, n + 2, BF_EPI_ARGS);
     }
 #endif
     if (tid == 0) tickets[blockIdx.x] = 0;                      // ready for the next launch (graph replays)
@@ -3018,8 +3025,8 @@ __device__ __forceinline__ void small_m_bf16_lns(const void* RESTRICT Av, const 
         }
         if constexpr (LN_IN) {
             const BfRow row = bf_row(m, BF_EPI_ARGS);
-            bf_store_pair(w.x, w.y, row, M, N, n, BF_EPI_ARGS);
-            bf_store_pair(w.z, w.w, row, M, N, n + 2, BF_EPI_ARGS);
+            bf_store_pair<false>(w.x, w.y, row, M, N, n, BF_EPI_ARGS);
+            bf_store_pair<false>(w.z, w.w, row, M, N, n + 2, BF_EPI_ARGS);
         } else {                                                // C = act(w + bias) + resid (no scatter), as stored
             float c[4] = {w.x, w.y, w.z, w.w};
             const long long at = (long long)m * ldc + n;
