@@ -59,6 +59,8 @@
 //                      with A's tile multicast too: 165-182): multicast halves L2's reads, not each SM's fill.
 //                      Session 11, in fast_bf16: BF_EPI_PRE / BF_RESID_PF (the residual loaded ahead / sent to L2 by
 //                      the producer), BF_GELU_FAST (tanh.approx), BF_GROUP 32 for attn_proj (156 vs 114 TFLOP/s).
+//                      BF_PP=1 (session 12, "ping-pong"): each consumer warpgroup takes whole tiles, alternating, so one
+//                      stores its tile while the other runs its k loop (the epilogue off the tensor cores' path).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -92,7 +94,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12): see each
 // version's section.
 #include "common.cuh"
@@ -1701,6 +1703,16 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #ifndef BF_RESID_PF
 #define BF_RESID_PF 0              // 1: the producer sends each tile's residual rows to L2 when it starts the tile
 #endif
+// BF_PP=1 (session 12, "ping-pong"): each consumer warpgroup takes whole 128 x BF_BN tiles (two m64 wgmma per 16-deep
+// k step, 2 x BF_BN / 2 accumulators: BF_BN 128 or 192), warpgroup c the block's tiles j = c, c + 2, ...; the producer
+// fills the ring in the block's tile order as before, so one warpgroup's k loop runs while the other stores its tile
+// (the epilogue off the tensor cores' critical path). A "turn" mbarrier per warpgroup orders the k loops: warpgroup c
+// starts tile j once the other has seen every full barrier of tile j - 1 (a ring wait must never run a phase ahead:
+// mbarrier parity names only two phases). Needs BF_EPI_SMEM=1 (each warpgroup stages its tile in two 64-row halves,
+// the chunks' stores inlined: called, or with BF_EPI_PRE's residual groups, ptxas spilled beside the 192 accumulators).
+#ifndef BF_PP
+#define BF_PP 0
+#endif
 static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_EPI_P (BF_EPI_CH + 8)   // staged row pitch, floats: a warp's float2 fragment stores hit 32 banks per 16 lanes
 #define BF_EPI_WP (BF_BN + 8)      // BF_EPI_WG's staged row pitch (the whole 128 x BF_BN tile), same bank pattern
@@ -1712,7 +1724,7 @@ static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_STAGE_BYTES ((BF_BM + BF_BN) * BF_BK * 2)
 #define BF_ACC (BF_BN / 2)         // fp32 accumulators per consumer thread
 static_assert(BF_BN == 128 || BF_BN == 192 || BF_BN == 256, "BF_BN: 128, 192 or 256");
-static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES + BF_EPI_BYTES <= 227 * 1024,
+static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES + BF_EPI_BYTES + 16 * BF_PP <= 227 * 1024,
               "BF_STAGES x stage bytes (+ BF_EPI_SMEM's or BF_EPI_WG's staging) exceed 227 KB of shared memory "
               "(BF_EPI_WG: BF_BN 128 with up to 4 stages, 192 with up to 3)");
 
@@ -1821,7 +1833,8 @@ __device__ __forceinline__ bool bf_resid8(float (&rv)[8], int m, int n, int M, i
 
 // A warpgroup's staged 64 x BF_EPI_CH chunk (row pitch BF_EPI_P) through bf_store8: thread i takes 8 columns of
 // rows i / (CH / 8), + 128 / (CH / 8), ... (a row's chunk is CH / 8 consecutive threads: coalesced stores).
-__device__ __noinline__ void bf_epi_chunk(const float* stage, int m0, int n0, int M, int N, BF_EPI_PARAMS) {
+// Inlined under BF_PP (a call there spilled: the caller's 192 live accumulators leave the callee too few registers).
+__device__ __forceinline__ void bf_epi_chunk_in(const float* stage, int m0, int n0, int M, int N, BF_EPI_PARAMS) {
     constexpr int TPR = BF_EPI_CH / 8;                       // threads per row
     const int i = threadIdx.x % 128;
 #if BF_EPI_PRE
@@ -1842,6 +1855,9 @@ __device__ __noinline__ void bf_epi_chunk(const float* stage, int m0, int n0, in
     for (int r = i / TPR; r < 64; r += 128 / TPR)
         bf_store8(stage + r * BF_EPI_P + 8 * (i % TPR), m0 + r, n0 + 8 * (i % TPR), M, N, BF_EPI_ARGS);
 #endif
+}
+__device__ __noinline__ void bf_epi_chunk(const float* stage, int m0, int n0, int M, int N, BF_EPI_PARAMS) {
+    bf_epi_chunk_in(stage, m0, n0, M, N, BF_EPI_ARGS);
 }
 
 struct __align__(128) TmaMap { unsigned long long opaque[16]; };  // CUtensorMap, made by the driver
@@ -1937,6 +1953,8 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
 #define BF_CLUSTER 1               // 1 or 2 blocks per cluster (the launcher's cluster shape must agree)
 #endif
 static_assert(BF_CLUSTER == 1 || BF_CLUSTER == 2 || BF_CLUSTER == 4, "BF_CLUSTER: 1, 2 or 4");
+static_assert(!BF_PP || (BF_EPI_SMEM && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 && BF_BN <= 192),
+              "BF_PP: BF_EPI_SMEM=1, no BF_EPI_WG, BF_EPI_PRE or clusters, BF_BN 128 or 192");
 // BF_CLUSTER=4 (session 11): 2 x 2 blocks on row tiles 2p, 2p + 1 and column tiles 2q, 2q + 1 (rank = rm + 2 rn); each
 // block loads half of its A tile (64 rows, multicast to the block of the same row tile: rank ^ 2) and half of its
 // W^T tile (BF_BN / 2 rows, to the block of the same column tile: rank ^ 1), 64 + BF_BN / 2 operand rows per k tile
@@ -2006,6 +2024,8 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     const unsigned base = (raw + 1023u) & ~1023u;                  // swizzle atoms sit on 1024-byte lines
     const unsigned full = base + BF_STAGES * BF_STAGE_BYTES, empty = full + 8 * BF_STAGES;
     const unsigned epi = empty + 8 * BF_STAGES;                 // BF_EPI_SMEM's / _WG's staging (16-byte aligned)
+    const unsigned turn = epi + BF_EPI_BYTES;                   // BF_PP: the two warpgroups' turn mbarriers
+    (void)turn;
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN;
     const int ktiles = (K + BF_BK - 1) / BF_BK;
@@ -2024,9 +2044,14 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     if (threadIdx.x == 0) {
         for (int s = 0; s < BF_STAGES; ++s) {
             mbar_init(full + 8 * s, 1);                            // the producer's arrive (+ the copies' bytes)
-            mbar_init(empty + 8 * s, 8 * (BF_CLUSTER == 4 ? 3 : BF_CLUSTER));  // one arrive per consumer warp of
-                                                                   // each block writing into this one (and itself)
+            mbar_init(empty + 8 * s, (BF_PP ? 4 : 8) * (BF_CLUSTER == 4 ? 3 : BF_CLUSTER));  // one arrive per
+                                                                   // consumer warp of each block writing into this one
+                                                                   // (and itself); BF_PP: one warpgroup's 4 warps
         }
+#if BF_PP
+        mbar_init(turn, 4);                                        // BF_PP: warpgroup 1 may start (4 warps' arrives)
+        mbar_init(turn + 8, 4);                                    // warpgroup 2 may start
+#endif
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
 #if BF_CLUSTER > 1
@@ -2121,6 +2146,57 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(BF_EPI_WG ? 168 : 232));
         const int c = wg - 1;                                      // rows 64c .. 64c + 63 of the tile
         const int g = lane / 4, t = lane % 4;
+#if BF_PP
+        // BF_PP: this warpgroup's tiles j = c, c + 2, ... of the block's walk, whole; its k tiles are ring slots
+        // j ktiles .. (j + 1) ktiles - 1 (the producer's count)
+        float acc[2][BF_ACC];                                      // rows 0-63, 64-127 of the tile
+        for (int j = c; t0 + j * tstep < tiles; j += 2) {
+            int mt, nt;
+            coords(t0 + j * tstep, mt, nt);
+            if (j > 0) mbar_wait(turn + 8 * c, ((j - 1) >> 1) & 1);  // the other warpgroup saw tile j - 1's stages
+            int it = j * ktiles;
+#pragma unroll
+            for (int i = 0; i < BF_ACC; ++i) acc[0][i] = acc[1][i] = 0.f;
+            for (int kt = 0; kt < ktiles; ++kt, ++it) {
+                const int s = it % BF_STAGES;
+                mbar_wait(full + 8 * s, (it / BF_STAGES) & 1);
+                const unsigned stage = base + s * BF_STAGE_BYTES;
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < BF_BK / 16; ++kk) {
+                    const unsigned long long b = wg_desc(stage + BF_A_BYTES + kk * 32);
+                    WgmmaBf16<BF_BN>::run(acc[0], wg_desc(stage + kk * 32), b);
+                    WgmmaBf16<BF_BN>::run(acc[1], wg_desc(stage + 64 * 128 + kk * 32), b);
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (kt > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(turn + 8 * (c ^ 1));       // the other warpgroup's k loop may start
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+            // the epilogue as BF_EPI_SMEM's, per 64-row half: the other warpgroup's k loop runs meanwhile
+            float* stage = reinterpret_cast<float*>(bf_raw + (epi - raw)) + c * 64 * BF_EPI_P;
+            const int r0 = (warp % 4) * 16 + g;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+#pragma unroll
+                for (int ch = 0; ch < BF_BN / BF_EPI_CH; ++ch) {
+#pragma unroll
+                    for (int qq = 0; qq < BF_EPI_CH / 8; ++qq) {
+                        const int q = ch * (BF_EPI_CH / 8) + qq;
+                        *(float2*)&stage[r0 * BF_EPI_P + 8 * qq + 2 * t] = make_float2(acc[h][4 * q], acc[h][4 * q + 1]);
+                        *(float2*)&stage[(r0 + 8) * BF_EPI_P + 8 * qq + 2 * t] =
+                            make_float2(acc[h][4 * q + 2], acc[h][4 * q + 3]);
+                    }
+                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                    bf_epi_chunk_in(stage, mt * BF_BM + 64 * h, nt * BF_BN + ch * BF_EPI_CH, M, N, BF_EPI_ARGS);
+                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                }
+            }
+        }
+#else
         int it = 0;
         float acc[BF_ACC];
         for (int tile = t0; tile < tiles; tile += tstep) {
@@ -2197,6 +2273,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     bf_store_pair(acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1], rows[h], M, N, n0 + 8 * q, BF_EPI_ARGS);
 #endif
         }
+#endif  // BF_PP
     }
 #if BF_CLUSTER > 1
     cluster_sync_all();                 // every thread of both blocks: no block leaves while its peer arrives / copies

@@ -148,7 +148,8 @@ BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
           "epilogue-in-shared-memory": {"BF_OUT": 0, "BF_BN": 256, "BF_EPI_SMEM": 1, "PDL": 1},
           "epilogue-warpgroup-192": {"BF_OUT": 1, "BF_BN": 192, "BF_STAGES": 3, "BF_EPI_WG": 1, "PDL": 1},
           "epilogue-warpgroup-128": {"BF_OUT": 0, "BF_EPI_WG": 1},
-          "cluster-pairs": {"BF_OUT": 1, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_CLUSTER": 2, "PDL": 1}}
+          "cluster-pairs": {"BF_OUT": 1, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_CLUSTER": 2, "PDL": 1},
+          "pingpong-192": {"BF_OUT": 0, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_PP": 1, "BF_GELU_FAST": 1, "BF_RESID_PF": 1}}
 
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
@@ -214,6 +215,24 @@ def test_cluster_quads_launch_and_map_boxes():
         quads = -(-(-(-M // 128)) // 2) * -(-(-(-N // 256)) // 2)
         assert [(g, b) for _, g, b, _ in rt.launches] == [((4 * min(quads, 264 // 4), 1, 1), (384, 1, 1))]
     assert {a[4] for a in made} == {64, 128}          # A's box 128 / 2 rows, W^T's 256 / 2
+
+def test_pingpong_launch_smem_and_refusals():
+    """BF_PP=1 (session 12): the same persistent grid and 384 threads, shared memory + the two turn mbarriers; the
+    settings it cannot run (no staged epilogue, BF_EPI_WG, BF_EPI_PRE, clusters, BF_BN 256) refused before compiling."""
+    rt, lin = dry("bf16_wgmma", {"BF_PP": 1, "BF_EPI_SMEM": 1, "BF_BN": 192, "BF_STAGES": 5})
+    lin.bf_gemv = False
+    assert lin.threads == 384 and lin.smem == 5 * (128 + 192) * 64 * 2 + 16 * 5 + 1024 + 2 * 64 * 40 * 4 + 16
+    assert lin.smem <= 227 * 1024
+    A, W = rt.pool.get("a", (8192, 768), BF16), rt.pool.get("w", (2304, 768), BF16)
+    lin(A, W, rt.pool.get("c", (8192, 2304), BF16), 8192, 2304, 768, 768, 768, 2304)
+    assert [(g, b) for _, g, b, _ in rt.launches] == [((264, 1, 1), (384, 1, 1))]   # the dry run: 2 x 132 slots
+    for bad in ({"BF_EPI_SMEM": 0}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_CLUSTER": 2}, {"BF_BN": 256}):
+        rt = RecordingRuntime()
+        rt.arch = "sm_90a"
+        with pytest.raises(GPUError, match="BF_PP=1 needs"):
+            Linear(rt, "bf16_wgmma", {"BF_PP": 1, "BF_EPI_SMEM": 1, **bad}, "t")
+        assert not rt.builds
+
 
 def test_gemm_group_defines_build_their_own_linear():
     """gemm_group_defines: the group's GEMM with its constants over the variant's; other groups keep the variant's."""

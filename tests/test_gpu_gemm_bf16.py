@@ -143,6 +143,7 @@ def check_qkv_scatter(rt, lin, rng, out_bf16, B, T, H, D, pos, K, on_device=Fals
 
 # session 11's v8 epilogue options: residual groups loaded ahead, residual rows prefetched to L2, GELU on tanh.approx
 S11 = {"BF_EPI_SMEM": 1, "BF_EPI_PRE": 1, "BF_RESID_PF": 1, "BF_GELU_FAST": 1}
+S12PP = {**S11, "BF_EPI_PRE": 0, "BF_PP": 1}     # session 12's BF_PP (ping-pong consumers; no BF_EPI_PRE with it)
 # v8's maps by value (the driver launch), no wgmma group left in flight, tile widths; v9's deeper k tile
 TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 0}),
          ("bf16_wgmma", {"BF_TMA_PARAM": 0, "BF_INFLIGHT": 0}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_BN": 128}),
@@ -153,7 +154,8 @@ TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {
          ("bf16_wgmma", {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 192}),
          ("bf16_wgmma", {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 256}),
          ("bf16_wgmma", {"BF_CLUSTER": 4, "BF_EPI_SMEM": 1, "BF_BN": 256}),
-         ("bf16_wgmma", {**S11, "BF_CLUSTER": 4, "BF_BN": 192})]
+         ("bf16_wgmma", {**S11, "BF_CLUSTER": 4, "BF_BN": 192}),
+         ("bf16_wgmma", {**S12PP, "BF_BN": 192}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_STAGES": 6})]
 
 
 @pytest.mark.parametrize("version,defines", TUNED, ids=[f"{v}-{d}" for v, d in TUNED])
@@ -209,7 +211,8 @@ EPILOGUES = [("bf16_wgmma", {"BF_EPI_CALLS": 1, "BF_BN": 256}), ("bf16_mma", {"B
              ("bf16_wgmma", {"BF_EPI_WG": 1}), ("bf16_wgmma", {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3}),
              ("bf16_wgmma", {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 192}),
              ("bf16_wgmma", {**S11, "BF_BN": 192}), ("bf16_wgmma", {**S11, "BF_BN": 256, "BF_EPI_CH": 64, "BF_STAGES": 3}),
-             ("bf16_wgmma", {**S11, "BF_CLUSTER": 4, "BF_BN": 256})]
+             ("bf16_wgmma", {**S11, "BF_CLUSTER": 4, "BF_BN": 256}),
+             ("bf16_wgmma", {**S12PP, "BF_BN": 192}), ("bf16_wgmma", {**S12PP, "BF_EPI_CH": 64})]
 
 
 @pytest.mark.parametrize("version,defines", EPILOGUES, ids=[f"{v}-{d}" for v, d in EPILOGUES])
@@ -238,7 +241,9 @@ def test_epilogue_as_calls(version, defines, out_bf16, rng):
 EPI_WG = [{"BF_EPI_WG": 1}, {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3},
           {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 192}, {"BF_CLUSTER": 2, "BF_EPI_WG": 1},
           {"BF_CLUSTER": 4, "BF_EPI_SMEM": 1, "BF_BN": 192}, {**S11, "BF_CLUSTER": 4, "BF_BN": 256},
-          {**S11, "BF_CLUSTER": 2, "BF_BN": 256}]
+          {**S11, "BF_CLUSTER": 2, "BF_BN": 256},
+          {**S12PP, "BF_BN": 192}, {**S12PP, "BF_BN": 192, "BF_STAGES": 5},
+          {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 3}]
 
 
 @pytest.mark.parametrize("defines", EPI_WG, ids=[str(d) for d in EPI_WG])
@@ -260,6 +265,32 @@ def test_epilogue_warpgroup_many_tiles_per_block(defines, out_bf16, rng):
     tol = BF16_TOL if out_bf16 or defines.get("BF_GELU_FAST") else FP32_TOL
     assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)) <= tol
     check_qkv_scatter(rt, lin, rng, out_bf16, 8, 300, 12, 64, 7, 136, what="bf16 qkv scatter, epilogue warpgroup")
+
+
+# v8 BF_PP=1 (session 12): each consumer warpgroup a whole tile, the two taking turns on the ring
+PP = [{**S12PP, "BF_BN": 192}, {**S12PP, "BF_BN": 192, "BF_STAGES": 5},
+      {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 6}, {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 2}]
+
+
+@pytest.mark.parametrize("defines", PP, ids=[str(d) for d in PP])
+@pytest.mark.parametrize("blocks", [1, 3, 8])
+def test_pingpong_many_tiles_on_few_blocks(defines, blocks, rng):
+    """BF_PP with the persistent grid cut to 1, 3 or 8 blocks: each walks 5-40 tiles, its two warpgroups taking
+    turns many times (the turn barriers' parity wraps; 13 k tiles a tile, not a multiple of the ring), odd M and N,
+    bias + GELU + a bf16 residual; then fp32 out in place."""
+    from convnet.gpu.gemm import ACT_GELU, Epilogue
+    rt, lin = linear("bf16_wgmma", defines)
+    lin.cluster_slots = blocks
+    M, N, K = 1000, 770, 776
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    for out_bf16 in (True, False):
+        C = upload(rt, "test.bfC", r, out_bf16)
+        lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU, resid=C))
+        rt.synchronize("bf16 linear, ping-pong")
+        want = ref.gelu(a @ w + bias) + (round_bf16(r) if out_bf16 else r)
+        assert rel_err(result(C, out_bf16), want) <= BF16_TOL, f"out_bf16={out_bf16}"
+    check_qkv_scatter(rt, lin, rng, True, 3, 300, 12, 64, 7, 136, what="bf16 qkv scatter, ping-pong")
 
 
 def _layernorm64(x, g, b, eps):

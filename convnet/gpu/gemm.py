@@ -95,7 +95,7 @@ LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma
 # 125 vs 118, 207 vs 173); v8 beats v9 at mlp_proj (K 3072: 252 vs 186) and the LM head (N 50304: 268 vs 233)
 BF16_MMA_MAX_K, BF16_MMA_MAX_N = 1024, 4096
 BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0, "BF_EPI_CH": 32,   # v8, as gemm.cu
-               "BF_EPI_WG": 0, "BF_CLUSTER": 1}
+               "BF_EPI_WG": 0, "BF_CLUSTER": 1, "BF_PP": 0}    # BF_PP 1: a whole tile per consumer warpgroup
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_BM, BF_BK, BF9_TILE = 128, 64, 128
 MAP_SLOTS = 1024                      # v8's TMA map pairs per Linear (256 bytes each, in one device buffer)
@@ -119,10 +119,11 @@ BFM_BK = 64
 def _bf8_smem(c: dict) -> int:
     """v8's dynamic shared memory for its -D constants c: BF_STAGES x (A: 128 x 64, W^T: BF_BN x 64) bf16, their
     mbarriers, + 1 KB to align the swizzle atoms, + the epilogue's staging: BF_EPI_WG the whole 128 x BF_BN fp32 tile
-    (rows BF_BN + 8 apart), else BF_EPI_SMEM two warpgroups' 64 x BF_EPI_CH fp32 chunks (rows BF_EPI_CH + 8 apart)."""
+    (rows BF_BN + 8 apart), else BF_EPI_SMEM two warpgroups' 64 x BF_EPI_CH fp32 chunks (rows BF_EPI_CH + 8 apart);
+    BF_PP: + the warpgroups' two turn mbarriers."""
     staging = BF_BM * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
         (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
-    return c["BF_STAGES"] * (BF_BM + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + staging
+    return c["BF_STAGES"] * (BF_BM + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + staging + 16 * c["BF_PP"]
 
 
 class Linear:
@@ -208,6 +209,10 @@ class Linear:
         c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}} if version == "bf16_wgmma" else None
         if c is not None:
             need = _bf8_smem(c)
+            if c["BF_PP"] and (not c["BF_EPI_SMEM"] or c["BF_EPI_WG"] or int(d.get("BF_EPI_PRE", 0)) or c["BF_CLUSTER"] != 1
+                               or c["BF_BN"] > 192):
+                raise GPUError("GEMM v8: BF_PP=1 needs BF_EPI_SMEM=1, BF_BN 128 or 192, no BF_EPI_WG, BF_EPI_PRE or BF_CLUSTER; "
+                               f"got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
             if c["BF_CLUSTER"] not in (1, 2, 4):
                 raise GPUError(f"GEMM v8: BF_CLUSTER is 1, 2 or 4 (2 x 2) blocks per cluster, got {c['BF_CLUSTER']}")
             if need > 227 * 1024 or c["BF_BN"] not in (128, 192, 256):
