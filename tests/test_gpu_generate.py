@@ -245,7 +245,8 @@ def test_kernel_limits_refuse_other_head_sizes():
     assert "head size 256" in kernel_limits(ref.GPT2Config(1, 2, 512, 10, 8))
 
 
-@pytest.mark.parametrize("name", ["fast_bf16_s10", "fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl"])
+@pytest.mark.parametrize("name", ["fast_bf16_s10", "fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl",
+                                  "fast_bf16_lnpdl_w1", "fast_bf16_lnpdl_kt4"])
 @pytest.mark.parametrize("B", [12, 32])
 def test_bf16_greedy_batch_of_one_length(name, B):
     """fast_bf16 (issue 15; gemm.cu v12 at M > 8 since session 11; fast_bf16_s10: v8's tiles there) through the generate path at batch sizes that leave

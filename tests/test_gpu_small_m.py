@@ -343,7 +343,8 @@ def test_bf16_small_m_layernorm_statistics_between_gemms(M, N, K, N2, out_bf16, 
     assert rel_err(tb.result(out, out_bf16), want) <= (tb.BF16_TOL if out_bf16 else 2e-3)
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl"])
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl",
+                                  "fast_bf16_lnpdl_w1", "fast_bf16_lnpdl_kt4"])
 @pytest.mark.parametrize("B", [12, 33])
 def test_bf16_batched_decode_equals_full_recompute(name, B, rng):
     """fast_bf16 (v12 since session 11; fast_bf16_lns: the LayerNorm statistics handed between v12 GEMMs; _split:

@@ -1,5 +1,8 @@
 #!/bin/bash
-# Issue 14, session 12 decode helper's device call (H100): bash milestones/results/2026-11-23-s12/decode/call.sh
+# Issue 14, session 12 decode helper's device calls (H100): bash milestones/results/2026-11-23-s12/decode/call.sh
+# call 1: RUN_PRE=0 RUN_D=0 SMALLM_K=bf16_batched_decode VARIANTS=fast_s10,fast,fast_bf16,fast_bf16_split,
+#         fast_bf16_split_w1,fast_bf16_lnpdl,fast_bf16_split_lnpdl
+# call 2: RUN_A=0 RUN_F=0 SAN_SCRIPT=tests/sanitize_small_m.py SAN_PARTS=v12 SAN_V12=... PRE_T=240 (gemm.cu changed)
 # Builds precompiled on the CPU (precompile_s12.py) into build/s12dcache against a kernels/ snapshot (gemm.cu as
 # committed at abd5cbe, another helper was editing it; attention.cu / transformer.cu with this session's changes),
 # carried packed as build/s12d.tar.xz (cache + kernels snapshot); the pre step compiles only what is missing.
@@ -27,10 +30,10 @@ py B_small_m.txt ${TEST_T:-120} tests/test_gpu_small_m.py -k "${SMALLM_K:-not no
 py C_generate.txt ${TEST_T:-120} tests/test_gpu_generate.py -k "bf16" &
 [ "${RUN_D:-1}" = 1 ] && py D_split.txt ${TEST_T:-120} tests/test_gpu_decode_split.py -k "greedy or pdl" &
 [ "${RUN_S:-1}" = 1 ] && for tool in memcheck racecheck; do
-  (timeout ${SAN_T:-100} compute-sanitizer --tool $tool python3 milestones/results/2026-11-23-s12/decode/sanitize_split_bf16.py > "$OUT/S_$tool.txt" 2>&1; echo "== S_$tool rc $? ($(( $(date +%s) - t0 )) s)") &
+  (timeout ${SAN_T:-100} compute-sanitizer --tool $tool python3 ${SAN_SCRIPT:-milestones/results/2026-11-23-s12/decode/sanitize_split_bf16.py} > "$OUT/S_$tool.txt" 2>&1; echo "== S_$tool rc $? ($(( $(date +%s) - t0 )) s)") &
 done
 wait
-V=${VARIANTS:-fast_s10,fast,fast_bf16,fast_bf16_split,fast_bf16_split_w1,fast_bf16_lnpdl,fast_bf16_split_lnpdl}
+V=${VARIANTS:-fast_s10,fast,fast_bf16,fast_bf16_lnpdl,fast_bf16_split_lnpdl,fast_bf16_lnpdl_w1,fast_bf16_lnpdl_kt4}
 [ "${RUN_E:-1}" = 1 ] && timeout ${BENCH_T:-150} python3 -m convnet.gpt2 bench-generate --variants $V --repeat 2 > "$OUT/E_bench.txt" 2>&1
 echo "== E_bench rc $? ($(( $(date +%s) - t0 )) s)"
 [ "${RUN_F:-1}" = 1 ] && timeout ${CLI_T:-80} python3 -m convnet.gpt2 bench-generate --variant ${CLI_VARIANT:-auto} > "$OUT/F_cli.txt" 2>&1

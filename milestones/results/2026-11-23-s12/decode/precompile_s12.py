@@ -23,9 +23,10 @@ from convnet.gpt2.gpu_generate import GPUGenerator                   # noqa: E40
 from convnet.gpt2.model import GPT2Config, random_params             # noqa: E402
 
 PARTS = os.environ.get("PARTS", "attn,small_m,split,bf16,bench").split(",")
-BENCH = os.environ.get("VARIANTS", "fast_s10,fast,fast_bf16,fast_bf16_split,fast_bf16_split_w1,fast_bf16_lnpdl,"
-                                   "fast_bf16_split_lnpdl").split(",")
-BF16 = ["fast_bf16_s10", "fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl", "fast_bf16_lnpdl"]
+BENCH = os.environ.get("VARIANTS", "fast_s10,fast,fast_bf16,fast_bf16_lnpdl,fast_bf16_split_lnpdl,fast_bf16_lnpdl_w1,"
+                                   "fast_bf16_lnpdl_kt4").split(",")
+BF16 = ["fast_bf16_s10", "fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl", "fast_bf16_lnpdl",
+        "fast_bf16_lnpdl_kt4"]
 
 
 def collect(arch: str) -> set:
