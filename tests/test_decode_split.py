@@ -147,7 +147,7 @@ def test_fast_pdl_launches_what_fast_does_built_with_pdl():
     assert [k for k, *_ in steps["fast_s10"]].count("gemm_small_m2_nk") == 4 * CONFIG.n_layer + 1     # + the small LM head
 
 
-@pytest.mark.parametrize("name", ["fast_lns", "fast_pdl_lns", "fast_pdl_lns_red", "fast_pdl_lns_red_s5"])
+@pytest.mark.parametrize("name", ["fast_lns", "fast_pdl_lns", "fast_pdl_lns_red", "fast_pdl_lns_red_s5", "fast"])
 def test_lns_decode_step_drops_the_layernorm_kernels_between_gemms(name):
     """SMM_LNS: the residual GEMMs (attn_proj, mlp_proj) write statistics, mlp_fc and the next layers' qkv read them
     (v11 _lns builds); only layer 0's ln_1 and ln_f stay LayerNorm kernels. B <= 8 (the GEMV) and fast itself keep
@@ -212,6 +212,13 @@ def test_red_variants_launch_what_their_base_does(plain, red):
     assert [k for k, *_ in steps[plain]] == [k for k, *_ in steps[red]]
 
 
+def test_fast_takes_fast_pdl_lns_red_and_fast_s10_keeps_the_old_settings():
+    """Session 12: fast switched to fast_pdl_lns_red's constants and params; fast_s10 holds fast's earlier ones."""
+    fast, red, s10 = (catalogue.get(n, "gpt2") for n in ("fast", "fast_pdl_lns_red", "fast_s10"))
+    assert fast.defines == red.defines and fast.params == red.params and fast.main and not s10.main
+    assert "PDL" not in s10.defines and "SMM_LNS" not in s10.defines and "decode_split_waves" not in s10.params
+
+
 # -- the bf16 path (session 12) ------------------------------------------------------------------------------------
 def test_bf16_chunk_sizes_follow_the_head_size():
     assert [lanes_per_key(D, bf16=True) for D in (16, 32, 48, 64, 96, 128)] == [2, 4, 8, 8, 16, 16]
@@ -235,16 +242,18 @@ def test_bf16_decode_step_launches_the_split_kernel(B, cap):
 
 def test_bf16_split_waves_and_ln_pdl_variants_launch_like_fast_bf16():
     """fast_bf16_split_w1: one split per head at B=32 (dry run: 264 resident blocks); ln_pdl changes only how
-    layernorm_warp_bf16 is launched (the dry run launches everything plainly): the same kernels and grids."""
+    layernorm_warp_bf16 is launched (the dry run launches everything plainly): the same kernels and grids as
+    fast_bf16_s11 (whose v12 / LayerNorm settings the _lnpdl / _split variants share); fast_bf16 itself (session 12:
+    ln_pdl and BFM_MIN_KT 4) launches its LayerNorms through tma.launcher and v12 with at most 3 slices at K = 128."""
     steps = {}
-    for name in ("fast_bf16", "fast_bf16_lnpdl", "fast_bf16_split", "fast_bf16_split_lnpdl", "fast_bf16_split_w1"):
+    for name in ("fast_bf16_s11", "fast_bf16_lnpdl", "fast_bf16_split", "fast_bf16_split_lnpdl", "fast_bf16_split_w1"):
         gpu, rt = make(catalogue.get(name, "gpt2"))
         rt.launches.clear()
         gpu.enqueue(None, cap=320, last_only=True, device_step=32)
         check_arity(rt.launches)
         steps[name] = [(k, g, b) for k, g, b, _ in rt.launches]
-    assert steps["fast_bf16"] == steps["fast_bf16_lnpdl"] and steps["fast_bf16_split"] == steps["fast_bf16_split_lnpdl"]
-    assert [k for k, *_ in steps["fast_bf16"]].count("layernorm_warp_bf16") == 2 * CONFIG.n_layer + 1
+    assert steps["fast_bf16_s11"] == steps["fast_bf16_lnpdl"] and steps["fast_bf16_split"] == steps["fast_bf16_split_lnpdl"]
+    assert [k for k, *_ in steps["fast_bf16_s11"]].count("layernorm_warp_bf16") == 2 * CONFIG.n_layer + 1
     assert [g for k, g, _ in steps["fast_bf16_split_w1"] if k == "decode_attention_split_bf16"] == [(2, 128, 1)] * 2
 
 
@@ -259,3 +268,14 @@ def test_bf16_head_sizes_refused_in_one_line():
     assert sd.kernel_gap is None and sd.chunk == 64
     with pytest.raises(GPUError, match="no ragged-batch"):
         sd(None, None, None, None, 2, 2, 10, 16, 0, None, None, gap=object())
+
+
+def test_fast_bf16_takes_ln_pdl_and_min_kt4():
+    v = catalogue.get("fast_bf16", "gpt2")
+    assert v.params.get("ln_pdl") and v.defines.get("BFM_MIN_KT") == 4
+    gpu, rt = make(v)
+    assert gpu.linear.bfm_min_kt == 4
+    rt.launches.clear()
+    gpu.enqueue(None, cap=320, last_only=True, device_step=32)
+    check_arity(rt.launches)
+    assert [k for k, *_ in rt.launches].count("layernorm_warp_bf16") == 2 * CONFIG.n_layer + 1

@@ -266,7 +266,7 @@ def test_bf16_greedy_batch_of_one_length(name, B):
     assert sum(a == w for a, w in zip(alone, want[:4])) >= 3
 
 
-@pytest.mark.parametrize("plain,lnpdl", [("fast_bf16", "fast_bf16_lnpdl"), ("fast_bf16_split", "fast_bf16_split_lnpdl")])
+@pytest.mark.parametrize("plain,lnpdl", [("fast_bf16_s11", "fast_bf16_lnpdl"), ("fast_bf16_split", "fast_bf16_split_lnpdl")])
 @pytest.mark.parametrize("graph", [True, False])
 def test_bf16_ln_pdl_gives_the_same_tokens(plain, lnpdl, graph):
     """ln_pdl (session 12): layernorm_warp_bf16 launched programmatically (waiting before it reads) changes no

@@ -19,10 +19,11 @@ def decode_launches(name, B, config):
     return gpu, rt.launches
 
 
-@pytest.mark.parametrize("name,layout", [("fast", "nk"), ("fast_mma", "kn")])
+@pytest.mark.parametrize("name,layout", [("fast_s10", "nk"), ("fast_mma", "kn")])
 @pytest.mark.parametrize("B", [9, 32, 33, 64])
 def test_batched_decode_step_runs_v11_where_the_catalogue_says(name, layout, B):
-    """fast, fast_mma: v11 for 8 < B <= SMM_MAX_M and N <= SMM_MAX_N (the LM head of a 50304-token vocabulary goes to
+    """fast_s10 (fast before session 12: fast's SMM_LNS drops the LayerNorm kernels), fast_mma: v11 for
+    8 < B <= SMM_MAX_M and N <= SMM_MAX_N (the LM head of a 50304-token vocabulary goes to
     the tiles), the LayerNorm kernel before it (SMM_LN=0); the tiles above SMM_MAX_M rows."""
     config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=5000, n_ctx=32)
     gpu, launches = decode_launches(name, B, config)
