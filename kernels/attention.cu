@@ -32,7 +32,8 @@
 //                     decode_attention = "split"): decode_attention_split's plan with a key row over HEAD_DIM / 8 lanes
 //                     (16 bytes of bf16 each), fp32 p, partials and accumulators, y rounded to bf16 once; PDL=1 /
 //                     PDL_EARLY=1 as decode_attention_bf16 (PDL_EARLY: the block's older K/V rows into L2 before the
-//                     wait). Same tunables DS_THREADS, DS_KPT, DS_MIN_BLOCKS.
+//                     wait). Same tunables DS_THREADS, DS_KPT, DS_MIN_BLOCKS. The two split kernels end in one
+//                     split_decode_finish() (the partial, the ticket, the split-order combine; y as fp32 or bf16).
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
 //                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
@@ -563,6 +564,59 @@ decode_attention_gap(const float* RESTRICT q, const float* RESTRICT k, const flo
     decode_attention_body<true>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, gap);
 }
 
+#include <cuda_bf16.h>           // split_decode_store's bf16 overload
+
+// The end of a split decode block, shared by decode_attention_split (fp32 y) and decode_attention_split_bf16 (bf16 y):
+// the G key groups' output rows os[G][D] summed; one active block writes its (b, head)'s row yr itself, else it
+// writes its (m, l, o) partial and takes a ticket, and the last block adds the partials in split order.
+__device__ __forceinline__ void split_decode_store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void split_decode_store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+template <int G, int D, int THREADS, typename Out>
+__device__ __forceinline__ void split_decode_finish(const float (*os)[D], float m, float den, int active, int j, int bh,
+                                                    int BH, int S, float* RESTRICT part, unsigned* RESTRICT tickets,
+                                                    int& last, Out* RESTRICT yr) {
+    const int tid = threadIdx.x;
+    if (active == 1) {                                               // the whole softmax in this block
+        for (int d = tid; d < D; d += THREADS) {
+            float num = 0.f;
+#pragma unroll
+            for (int gg = 0; gg < G; ++gg) num += os[gg][d];
+            split_decode_store(yr + d, num / den);
+        }
+        return;
+    }
+    float* po = part + ((long long)bh * S + j) * D;
+    float* pml = part + (long long)BH * S * D + 2 * ((long long)bh * S + j);
+    for (int d = tid; d < D; d += THREADS) {
+        float num = 0.f;
+#pragma unroll
+        for (int gg = 0; gg < G; ++gg) num += os[gg][d];
+        po[d] = num;
+    }
+    if (tid == 0) { pml[0] = m; pml[1] = den; }
+    __threadfence();                                                 // the partial visible before the ticket
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(&tickets[bh], 1u) == (unsigned)(active - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float* pb = part + (long long)bh * S * D;
+    const float* mlb = part + (long long)BH * S * D + 2LL * bh * S;
+    float M = -INFINITY;
+    for (int jj = 0; jj < active; ++jj) M = fmaxf(M, __ldcg(mlb + 2 * jj));
+    for (int d = tid; d < D; d += THREADS) {
+        float num = 0.f, dd = 0.f;
+        for (int jj = 0; jj < active; ++jj) {                        // split order: deterministic
+            const float w = exp2f(__ldcg(mlb + 2 * jj) - M);         // an all-masked partial: m = -inf, w = 0
+            num = fmaf(w, __ldcg(pb + (long long)jj * D + d), num);
+            dd = fmaf(w, __ldcg(mlb + 2 * jj + 1), dd);
+        }
+        split_decode_store(yr + d, num / dd);
+    }
+    if (tid == 0) tickets[bh] = 0u;                                  // ready for the next launch
+}
+
 // ---- decode_attention_split: flash-decoding for the fp32 decode steps (issue 14, session 9) ------------------
 // decode_attention gives a (b, head) one block of 128 threads, each thread a strided share of the keys with a
 // whole K and V row per key: at B=32 x 12 heads that is 384 blocks, and each thread waits on its keys' rows one
@@ -679,44 +733,8 @@ decode_split_body(const float* RESTRICT q, const float* RESTRICT k, const float*
     float den = 0.f;
 #pragma unroll
     for (int gg = 0; gg < DS_G; ++gg) den += ls[gg];
-    if (active == 1) {                                               // the whole softmax in this block
-        for (int d = tid; d < D; d += DS_THREADS) {
-            float num = 0.f;
-#pragma unroll
-            for (int gg = 0; gg < DS_G; ++gg) num += os[gg][d];
-            y[(long long)b * H * D + h * D + d] = num / den;
-        }
-        return;
-    }
-    float* po = part + ((long long)bh * S + j) * D;
-    float* pml = part + (long long)BH * S * D + 2 * ((long long)bh * S + j);
-    for (int d = tid; d < D; d += DS_THREADS) {
-        float num = 0.f;
-#pragma unroll
-        for (int gg = 0; gg < DS_G; ++gg) num += os[gg][d];
-        po[d] = num;
-    }
-    if (tid == 0) { pml[0] = m; pml[1] = den; }
-    __threadfence();                                                 // the partial visible before the ticket
-    __syncthreads();
-    if (tid == 0) last = atomicAdd(&tickets[bh], 1u) == (unsigned)(active - 1);
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const float* pb = part + (long long)bh * S * D;
-    const float* mlb = part + (long long)BH * S * D + 2LL * bh * S;
-    float M = -INFINITY;
-    for (int jj = 0; jj < active; ++jj) M = fmaxf(M, __ldcg(mlb + 2 * jj));
-    for (int d = tid; d < D; d += DS_THREADS) {
-        float num = 0.f, dd = 0.f;
-        for (int jj = 0; jj < active; ++jj) {                        // split order: deterministic
-            const float w = exp2f(__ldcg(mlb + 2 * jj) - M);         // an all-masked partial: m = -inf, w = 0
-            num = fmaf(w, __ldcg(pb + (long long)jj * D + d), num);
-            dd = fmaf(w, __ldcg(mlb + 2 * jj + 1), dd);
-        }
-        y[(long long)b * H * D + h * D + d] = num / dd;
-    }
-    if (tid == 0) tickets[bh] = 0u;                                  // ready for the next launch
+    split_decode_finish<DS_G, D, DS_THREADS>(os, m, den, active, j, bh, BH, S, part, tickets, last,
+                                             y + (long long)b * H * D + h * D);
 }
 
 extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_BLOCKS)
@@ -1307,44 +1325,7 @@ decode_attention_split_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16
     float den = 0.f;
 #pragma unroll
     for (int gg = 0; gg < DSB_G; ++gg) den += ls[gg];
-    __nv_bfloat16* yr = y + (long long)b * H * D + h * D;
-    if (active == 1) {                                               // the whole softmax in this block
-        for (int d = tid; d < D; d += DS_THREADS) {
-            float num = 0.f;
-#pragma unroll
-            for (int gg = 0; gg < DSB_G; ++gg) num += os[gg][d];
-            yr[d] = __float2bfloat16_rn(num / den);
-        }
-        return;
-    }
-    float* po = part + ((long long)bh * S + j) * D;
-    float* pml = part + (long long)BH * S * D + 2 * ((long long)bh * S + j);
-    for (int d = tid; d < D; d += DS_THREADS) {
-        float num = 0.f;
-#pragma unroll
-        for (int gg = 0; gg < DSB_G; ++gg) num += os[gg][d];
-        po[d] = num;
-    }
-    if (tid == 0) { pml[0] = m; pml[1] = den; }
-    __threadfence();                                                 // the partial visible before the ticket
-    __syncthreads();
-    if (tid == 0) last = atomicAdd(&tickets[bh], 1u) == (unsigned)(active - 1);
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const float* pb = part + (long long)bh * S * D;
-    const float* mlb = part + (long long)BH * S * D + 2LL * bh * S;
-    float M = -INFINITY;
-    for (int jj = 0; jj < active; ++jj) M = fmaxf(M, __ldcg(mlb + 2 * jj));
-    for (int d = tid; d < D; d += DS_THREADS) {
-        float num = 0.f, dd = 0.f;
-        for (int jj = 0; jj < active; ++jj) {                        // split order: deterministic
-            const float w = exp2f(__ldcg(mlb + 2 * jj) - M);         // an all-masked partial: m = -inf, w = 0
-            num = fmaf(w, __ldcg(pb + (long long)jj * D + d), num);
-            dd = fmaf(w, __ldcg(mlb + 2 * jj + 1), dd);
-        }
-        yr[d] = __float2bfloat16_rn(num / dd);
-    }
-    if (tid == 0) tickets[bh] = 0u;                                  // ready for the next launch
+    split_decode_finish<DSB_G, D, DS_THREADS>(os, m, den, active, j, bh, BH, S, part, tickets, last,
+                                              y + (long long)b * H * D + h * D);
 }
 #endif  // decode_attention_split_bf16's head sizes
