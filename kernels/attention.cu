@@ -33,7 +33,8 @@
 //                     (16 bytes of bf16 each), fp32 p, partials and accumulators, y rounded to bf16 once; PDL=1 /
 //                     PDL_EARLY=1 as decode_attention_bf16 (PDL_EARLY: the block's older K/V rows into L2 before the
 //                     wait). Same tunables DS_THREADS, DS_KPT, DS_MIN_BLOCKS. The two split kernels end in one
-//                     split_decode_finish() (the partial, the ticket, the split-order combine; y as fp32 or bf16).
+//                     split_decode_finish() (the partial, the ticket, the split-order combine; y as fp32 or bf16),
+//                     and take each chunk's maximum with one split_chunk_max().
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory.
 //                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
@@ -566,6 +567,21 @@ decode_attention_gap(const float* RESTRICT q, const float* RESTRICT k, const flo
 
 #include <cuda_bf16.h>           // split_decode_store's bf16 overload
 
+// A split decode chunk's largest score over the block: the lane groups' maxima met by shuffles inside each warp, then
+// across the warps in red (two buffers, par flips: a thread writes red[par] again only after the next barrier).
+template <int LPK, int NW>
+__device__ __forceinline__ float split_chunk_max(float mt, float (*red)[NW], int& par, int warp) {
+#pragma unroll
+    for (int off = 16; off >= LPK; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+    if (threadIdx.x % 32 == 0) red[par][warp] = mt;
+    __syncthreads();
+    float mc = red[par][0];
+#pragma unroll
+    for (int w = 1; w < NW; ++w) mc = fmaxf(mc, red[par][w]);
+    par ^= 1;
+    return mc;
+}
+
 // The end of a split decode block, shared by decode_attention_split (fp32 y) and decode_attention_split_bf16 (bf16 y):
 // the G key groups' output rows os[G][D] summed; one active block writes its (b, head)'s row yr itself, else it
 // writes its (m, l, o) partial and takes a ticket, and the last block adds the partials in split order.
@@ -703,14 +719,7 @@ decode_split_body(const float* RESTRICT q, const float* RESTRICT k, const float*
             s[i] = ok[i] ? d : -INFINITY;
             mt = fmaxf(mt, s[i]);
         }
-#pragma unroll
-        for (int off = 16; off >= DS_LPK; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-        if (tid % 32 == 0) red[par][warp] = mt;
-        __syncthreads();                  // two buffers: a thread writes red[par] again only after the next barrier
-        float mc = red[par][0];
-#pragma unroll
-        for (int w = 1; w < NW; ++w) mc = fmaxf(mc, red[par][w]);
-        par ^= 1;
+        const float mc = split_chunk_max<DS_LPK, NW>(mt, red, par, warp);
         if (mc == -INFINITY) continue;                               // every key of the chunk masked (block-uniform)
         const float m_new = fmaxf(m, mc), alpha = exp2f(m - m_new);   // m = -inf at first: alpha 0
         float ps = 0.f;
@@ -1291,14 +1300,7 @@ decode_attention_split_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16
             s[i] = ok[i] ? d : -INFINITY;
             mt = fmaxf(mt, s[i]);
         }
-#pragma unroll
-        for (int off = 16; off >= DSB_LPK; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-        if (tid % 32 == 0) red[par][warp] = mt;
-        __syncthreads();                  // two buffers: a thread writes red[par] again only after the next barrier
-        float mc = red[par][0];
-#pragma unroll
-        for (int w = 1; w < NW; ++w) mc = fmaxf(mc, red[par][w]);
-        par ^= 1;
+        const float mc = split_chunk_max<DSB_LPK, NW>(mt, red, par, warp);
         if (mc == -INFINITY) continue;                               // every key of the chunk masked (block-uniform)
         const float m_new = fmaxf(m, mc), alpha = exp2f(m - m_new);   // m = -inf at first: alpha 0
         float ps = 0.f, pv[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
