@@ -17,6 +17,9 @@ kernel each step uses:
                     mlp_proj, lm_head), same weight layout (fast_bf16: v9 where it beats v8 at K = 768)
     gemm_group_defines  {group: {constant: value}}: that group's GEMM built with these -D constants over the
                     variant's (fast_bf16: the LM head on v8 at BF_BN 256, the rest at 192)
+    prefill_group_defines  {group: {constant: value}}: constants over the group's own for prefill calls only (the
+                    forward and prompts: more rows than the GEMV / v11 / v12 take); decode steps of any batch keep the
+                    group's builds (session 13: v8's BF_PP for the forward without touching decoding)
     dtype           "bf16" (issue 15): linear weights, the LM head and every GEMM input in bf16 (converted once
                     at load; gemm bf16_wgmma / bf16_mma), bf16 flash attention with bf16 Q and KV cache; the
                     residual stream, LayerNorm statistics, softmax, accumulators and logits stay fp32
@@ -51,7 +54,7 @@ import numpy as np
 
 from ..errors import GPUError, UsageError
 from ..gpu import tma
-from ..gpu.gemm import ACT_GELU, Epilogue, Gemm, Linear
+from ..gpu.gemm import ACT_GELU, BF16_VERSIONS, SKINNY_M, Epilogue, Gemm, Linear
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 from . import flash
 from .model import GPT2Config, check_params
@@ -103,6 +106,15 @@ class GPT2GPU:
             base = self.linears.get(group, self.linear)
             self.linears[group] = Linear(rt, base.version, {**d, **extra}, name, split_k=bool(p.get("split_k", False)),
                                          tuned=tuned)
+        # prefill_group_defines {group: {-D: value}}: on top of the group's constants, for its tiled calls only
+        self.prefill_linears = {}
+        for group, extra in dict(p.get("prefill_group_defines") or {}).items():
+            if group not in GROUPS or not isinstance(extra, dict):
+                raise GPUError(f"variant {name}: prefill_group_defines needs {{group: {{constant: value}}}} with a "
+                               f"kernel group ({', '.join(GROUPS)}); got {group!r} = {extra!r}")
+            base = self.linears.get(group, self.linear)
+            self.prefill_linears[group] = Linear(rt, base.version, {**base.defines, **extra}, name,
+                                                 split_k=bool(p.get("split_k", False)), tuned=tuned)
         self.fuse = bool(p.get("fuse_epilogue", False))
         self.head_major = bool(p.get("qkv_head_major", False))
         self.window = int(p.get("window", 0) or config.window or 0)
@@ -281,7 +293,7 @@ class GPT2GPU:
             a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C)
             if self.head_major:
                 qkv = Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap), pos_dev=pos_dev)
-                self._linear("qkv")(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, ldb(C, 3 * C),
+                self._linear("qkv", M, 3 * C)(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, ldb(C, 3 * C),
                                     3 * C, qkv, s, ln=ln)
                 self._mark("qkv")
             else:
@@ -297,7 +309,7 @@ class GPT2GPU:
                                           x, x2, buf["t"], M, C, C, "attn_proj")
             a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C)
             fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
-            self._linear("mlp_fc")(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, ldb(C, 4 * C), 4 * C,
+            self._linear("mlp_fc", M, 4 * C)(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, ldb(C, 4 * C), 4 * C,
                                    fc, s, ln=ln)
             self._mark("mlp_fc")
             if not self.fuse:
@@ -316,13 +328,25 @@ class GPT2GPU:
             self.pick(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, self.V, ln, self.w["wpe"], cfg.n_ctx,
                       self.rt.pool.get("gpt2.act.next", (B,), np.int32), idx_dev, pos_dev, buf["x"], s)
         else:
-            self._linear("lm_head")(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp),
+            self._linear("lm_head", rows, self.Vp, ln)(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp),
                                     self.Vp, Epilogue(), s, ln=ln)
         self._mark("lm_head")
         return buf["logits"], rows
 
-    def _linear(self, group) -> Linear:
-        return self.linears.get(group, self.linear)
+    def _linear(self, group, M: int = 0, N: int = 0, ln=None) -> Linear:
+        """The group's Linear; for a prefill call (M x N past the rows of the decode kernels: the GEMV, v11 / v12,
+        whatever N; no LayerNorm prologue) its prefill_group_defines build where the variant gives one. So a decode
+        step of up to SMM_MAX_M / BFM_MAX_M sequences runs the group's own builds, even on tiles (the LM head)."""
+        lin = self.linears.get(group, self.linear)
+        pre = self.prefill_linears.get(group)
+        if pre is None or not M or ln is not None:
+            return lin
+        if lin.version in BF16_VERSIONS:
+            one = lin.bf_mma if lin.version == "bf16" else lin            # version "bf16": v9's routes decide
+            decode_rows = max(SKINNY_M if one.bf_gemv else 0, one.bfm_max_m if one.bfm is not None else 0)
+        else:
+            decode_rows = max(SKINNY_M if lin.skinny is not None else 0, lin.small_max_m if lin.small else 0)
+        return lin if M <= decode_rows else pre
 
     def _layernorm_input(self, x, y, pair, rows, n_out, gemm_rows=None):
         """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
@@ -351,7 +375,7 @@ class GPT2GPU:
     def _residual_linear(self, inp, w, bias, x, x2, tmp, M, N, K, group):
         """x + inp @ w + bias: fused (pro_1, into the other residual buffer) or GEMM then add."""
         if self.fuse:
-            lin, stats = self._linear(group), None
+            lin, stats = self._linear(group, M, N), None
             if self.ln_stats and lin.stats_takes(M, N, K):       # SMM_LNS: the next LayerNorm's statistics too
                 stats = self._stats_buf = self.rt.pool.get("gpt2.act.ln_stats", lin.stats_shape(M, N))
             lin(inp, w, x2, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias, resid=x), self.stream,
@@ -359,7 +383,7 @@ class GPT2GPU:
             self._stats_of = x2 if stats is not None else None
             self._mark(group)
             return x2, x
-        self._linear(group)(inp, w, tmp, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias), self.stream)
+        self._linear(group, M, N)(inp, w, tmp, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias), self.stream)
         self._mark(group)
         self.add((cdiv(M * N, 256), 1, 1), (256, 1, 1), x, tmp, np.int64(M * N), stream=self.stream)
         self._mark("elementwise")

@@ -1,0 +1,60 @@
+"""prefill_group_defines (session 13): a group's constants for its tiled calls only; decode steps keep the group's
+builds. CPU only (the dry-run runtime records builds and launches)."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from convnet import catalogue
+from convnet.bench.dryrun import RecordingRuntime
+from convnet.errors import GPUError
+from convnet.gpt2.gpu import GPT2GPU
+from convnet.gpt2.model import GPT2Config, random_params
+
+CONFIG = GPT2Config(1, 2, 64, 300, 96)
+
+
+def model(variant, params=None):
+    v = catalogue.get(variant, "gpt2")
+    if params is not None:
+        v = dataclasses.replace(v, params={**v.params, **params})
+    rt = RecordingRuntime()
+    rt.arch = "sm_90a"
+    return GPT2GPU(random_params(CONFIG), CONFIG, v, rt)
+
+
+def test_prefill_defines_route_tiled_calls_only():
+    gpu = model("fast_bf16_ppf")
+    base_fc, base_head = gpu._linear("mlp_fc"), gpu._linear("lm_head")
+    pre_fc, pre_head = gpu._linear("mlp_fc", 8192, 256), gpu._linear("lm_head", 8192, gpu.Vp)
+    assert pre_fc is not base_fc and pre_head is not base_head
+    assert pre_fc.defines["BF_PP"] == 1 and pre_fc.defines["BF_EPI_PRE"] == 0
+    assert pre_head.defines["BF_PP"] == 1 and pre_head.defines["BF_BN"] == 192
+    assert pre_head.defines["BFS_CG"] == 8                      # the group's own constants underneath
+    assert "BF_PP" not in base_fc.defines and base_head.defines["BF_BN"] == 256
+    for M in (1, 8, 32, 64):                                    # the GEMV and v12 rows: the group's builds
+        assert gpu._linear("mlp_fc", M, 256) is base_fc
+    assert gpu._linear("mlp_fc", 65, 256) is pre_fc              # past v12's 64 rows: tiles
+    assert gpu._linear("lm_head", 32, 50304) is base_head         # a B=32 step's LM head: v8 tiles, own builds
+    assert gpu._linear("lm_head", 65, 50304) is pre_head
+    assert gpu._linear("lm_head", 1, gpu.Vp, ln=object()) is base_head     # the LayerNorm prologue: the GEMV
+    assert gpu._linear("qkv", 8192, 192) is gpu.linear           # groups without prefill defines: unchanged
+
+
+def test_prefill_defines_leave_decode_launches_alone():
+    """A decode step launches the same kernels with and without the prefill constants; the forward runs."""
+    steps = {}
+    for variant in ("fast_bf16", "fast_bf16_ppf"):
+        gpu = model(variant)
+        gpu.enqueue(np.zeros((2, 40), np.int32), cap=96)             # M = 80: the tiled path
+        gpu.rt.launches.clear()
+        gpu.enqueue(np.zeros((2, 1), np.int32), pos=40, cap=96, last_only=True)
+        steps[variant] = [(name, grid, block) for name, grid, block, _ in gpu.rt.launches]
+    assert steps["fast_bf16"] == steps["fast_bf16_ppf"] and steps["fast_bf16"]
+
+
+def test_prefill_defines_refuse_unknown_groups():
+    with pytest.raises(GPUError, match="prefill_group_defines"):
+        model("fast_bf16", {"prefill_group_defines": {"mlp": {"BF_PP": 1}}})
+    with pytest.raises(GPUError, match="prefill_group_defines"):
+        model("fast_bf16", {"prefill_group_defines": {"mlp_fc": 1}})
