@@ -241,7 +241,8 @@ def test_gemm_group_defines_build_their_own_linear():
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.model import GPT2Config, random_params
     v = catalogue.get("fast_bf16", "gpt2")
-    v = dataclasses.replace(v, params={**v.params, "gemm_group_defines": {"mlp_fc": {"BF_BN": 256, "BF_EPI_WG": 0},
+    v = dataclasses.replace(v, params={**v.params, "prefill_group_defines": {},
+                                       "gemm_group_defines": {"mlp_fc": {"BF_BN": 256, "BF_EPI_WG": 0},
                                                                           "attn_proj": {"BF_EPI_WG": 1, "BF_BN": 128}}})
     config = GPT2Config(1, 2, 64, 300, 48)
     rt = RecordingRuntime()

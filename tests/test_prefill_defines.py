@@ -24,7 +24,7 @@ def model(variant, params=None):
 
 
 def test_prefill_defines_route_tiled_calls_only():
-    gpu = model("fast_bf16_ppf")
+    gpu = model("fast_bf16")
     base_fc, base_head = gpu._linear("mlp_fc"), gpu._linear("lm_head")
     pre_fc, pre_head = gpu._linear("mlp_fc", 8192, 256), gpu._linear("lm_head", 8192, gpu.Vp)
     assert pre_fc is not base_fc and pre_head is not base_head
@@ -44,13 +44,13 @@ def test_prefill_defines_route_tiled_calls_only():
 def test_prefill_defines_leave_decode_launches_alone():
     """A decode step launches the same kernels with and without the prefill constants; the forward runs."""
     steps = {}
-    for variant in ("fast_bf16", "fast_bf16_ppf"):
+    for variant in ("fast_bf16_s12", "fast_bf16"):
         gpu = model(variant)
         gpu.enqueue(np.zeros((2, 40), np.int32), cap=96)             # M = 80: the tiled path
         gpu.rt.launches.clear()
         gpu.enqueue(np.zeros((2, 1), np.int32), pos=40, cap=96, last_only=True)
         steps[variant] = [(name, grid, block) for name, grid, block, _ in gpu.rt.launches]
-    assert steps["fast_bf16"] == steps["fast_bf16_ppf"] and steps["fast_bf16"]
+    assert steps["fast_bf16_s12"] == steps["fast_bf16"] and steps["fast_bf16"]
 
 
 def test_prefill_defines_refuse_unknown_groups():
