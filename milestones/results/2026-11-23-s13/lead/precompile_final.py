@@ -3,7 +3,7 @@
     CONVNET_CACHE=$PWD/build/f13cache SEED_FROM=build/f12cache:build/f12scache \
         .venv/bin/python milestones/results/2026-11-23-s13/lead/precompile_final.py 2 sm_90a
 
-test_gpu_bf16.py's model tests (fast_bf16 and BF16_MAIN=fast_bf16_ppf), test_gpu_generate.py (tests/precompile_generate.py; GENERATE=0 leaves it out),
+test_gpu_bf16.py's model tests (MODELS, MAINS: the variants under test), test_gpu_generate.py (tests/precompile_generate.py; GENERATE=0 leaves it out),
 test_gpu_small_m's lnpdl_w1 case, the 124M generators of bench-generate / the forward compare (VARIANTS), and the
 LeNet networks of the installed wheel and --stream (LENET)."""
 import os
@@ -40,10 +40,10 @@ def collect(arch: str) -> set:
     small = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=96)
     san = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=300, n_ctx=48)
     tiny = GPT2Config(2, 4, 64, 257, 64)
-    for name in ("fast_bf16", "fast_bf16_ppf", "fast_bf16_s9", "fast_bf16_dec", "fast_bf16_mma"):   # test_gpu_bf16's models
+    for name in [n for n in os.environ.get("MODELS", "fast_bf16,fast_bf16_s9,fast_bf16_dec,fast_bf16_mma").split(",") if n]:   # test_gpu_bf16's models
         for cfg in [*precompile_bf16.CONFIGS, small, san, tiny]:
             GPUGenerator(GPT2GPU(random_params(cfg), cfg, g(name), rt))
-    for main in ("fast_bf16", "fast_bf16_ppf"):
+    for main in [n for n in os.environ.get("MAINS", "fast_bf16").split(",") if n]:
         for setting in ({"PDL": 0}, {"ln_fuse": False}, {"decode_attention": "flash"}):
             GPT2GPU(random_params(precompile_bf16.CONFIGS[0]), precompile_bf16.CONFIGS[0], with_setting(g(main), setting), rt)
     GPUGenerator(GPT2GPU(random_params(precompile_bf16.CONFIGS[0]), precompile_bf16.CONFIGS[0],
