@@ -48,6 +48,7 @@ name = args[0] if args else "fast_bf16" if rt.arch == "sm_90a" else "fast_bf16_m
 gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get(name, "gpt2"))
 idx = rng.integers(0, config.vocab_size, (2, 19))
 print(gpu.logits(idx).shape)
+print(gpu.logits(rng.integers(0, config.vocab_size, (4, 40))).shape)   # 160 rows: v8 tiles (prefill_group_defines)
 print(gpu.generate(idx[:1, :5], 6, graph=False)[0])
 print(gpu.generate(idx[:, :3], 4, graph=False)[0])                  # B = 2: the 8-row GEMV builds with LayerNorm
 print("sanitize run done")
