@@ -139,3 +139,21 @@ def test_gpt2_precompile_covers_the_gpu_test_file():
         assert any(all(d.get(k) == v for k, v in extra.items()) for d in defines), extra
     head_dims = {d.get("HEAD_DIM", d.get("D")) for (f, _), d in zip(builds, defines) if f == "attention.cu"}
     assert head_dims >= {32, 64, 80}
+
+
+def test_seed_copies_cubins_other_caches_compiled(tmp_path, monkeypatch):
+    """convnet.bench.dryrun.seed (SEED_FROM of the precompile scripts): a build whose key another cache folder holds is
+    copied (cubin and log), one no folder holds is left to compile."""
+    from convnet.bench.dryrun import seed
+    from convnet.gpu import build
+    old, new = tmp_path / "old", tmp_path / "new"
+    have, missing = ("transformer.cu", (("LN_VEC", 6),)), ("transformer.cu", (("LN_VEC", 5),))
+    source = build.KERNELS_DIR / have[0]
+    name = f"{source.stem}-{build._key(source, [*build.BASE_FLAGS, *build.define_flags(dict(have[1]))], 'sm_90a')}"
+    (old / "cubin").mkdir(parents=True)
+    (old / "cubin" / f"{name}.cubin").write_bytes(b"cubin")
+    (old / "cubin" / f"{name}.log").write_text("log")
+    monkeypatch.setenv("CONVNET_CACHE", str(new))
+    assert seed({have, missing}, "sm_90a", [str(tmp_path / "absent"), str(old)]) == 1
+    assert (build.cubin_dir() / f"{name}.cubin").read_bytes() == b"cubin"
+    assert seed({have}, "sm_90a", []) == 1                  # already here: counted, nothing to copy

@@ -4,6 +4,7 @@ without a GPU, the benchmark compiles a sweep's kernels in parallel before timin
 drive the host side of a forward pass through it."""
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -129,9 +130,33 @@ def precompile(builds, arch: str, workers: int = 8) -> list:
         return list(pool.map(lambda fd: build.compile_cubin(fd[0], dict(fd[1]), arch)[1], sorted(builds)))
 
 
+def seed(builds: set, arch: str, caches: list) -> int:
+    """Copies into this cache ($CONVNET_CACHE) the cubins (and logs) of `builds` that other cache folders already hold
+    under the same key (same source, headers, flags, arch and nvcc); returns how many it has now."""
+    import shutil
+    out = build.cubin_dir()
+    found = 0
+    for f, d in builds:
+        source = build.KERNELS_DIR / f
+        name = f"{source.stem}-{build._key(source, [*build.BASE_FLAGS, *build.define_flags(dict(d))], arch)}"
+        if (out / f"{name}.cubin").is_file():
+            found += 1
+            continue
+        for c in caches:
+            src = Path(c) / "cubin"
+            if (src / f"{name}.cubin").is_file() and (src / f"{name}.log").is_file():
+                shutil.copy(src / f"{name}.cubin", out)
+                shutil.copy(src / f"{name}.log", out)
+                found += 1
+                break
+    return found
+
+
 def precompile_main(collect, argv=None) -> None:
     """The command line of tests/precompile_*.py: `[workers] [arch]` (16 workers; the arch defaults to this
-    machine's GPU, and naming one, e.g. sm_90a, compiles on a machine without a GPU for a cache carried there)."""
+    machine's GPU, and naming one, e.g. sm_90a, compiles on a machine without a GPU for a cache carried there).
+    SEED_FROM=dir:dir...: builds already compiled into those cache folders are copied, not compiled again."""
+    import os
     import sys
     import time
     argv = sys.argv[1:] if argv is None else argv
@@ -142,5 +167,8 @@ def precompile_main(collect, argv=None) -> None:
         arch = Runtime.get().arch
     t0 = time.perf_counter()
     builds = collect(arch)
+    if os.environ.get("SEED_FROM"):
+        print(f"seeded {seed(builds, arch, os.environ['SEED_FROM'].split(':'))} of {len(builds)} builds from "
+              f"{os.environ['SEED_FROM']}")
     precompile(builds, arch, int(argv[0]) if argv else 16)
     print(f"precompiled {len(builds)} builds for {arch} in {time.perf_counter() - t0:.0f} s")

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Lead call 1, session 13 (H100): fast_bf16_ppf (fast_bf16 + BF_PP on mlp_fc and the LM head for prefill calls only).
-# Builds precompiled on the CPU into build/f13cache (precompile_final.py, GENERATE=0 LENET=), carried packed.
+# Builds precompiled on the CPU into build/f13cache (tests/precompile_device_call.py, GENERATE=0 LENET=), carried packed.
 # T  test_gpu_bf16.py's model tests on BF16_MAIN=fast_bf16_ppf
 # G  bench-generate fast_bf16 vs fast_bf16_ppf (B=32 x 64 + 256 and B=1, 2 rounds, HF generate), then the forward
 #    B=8 T=1024 of fast_bf16, fast_bf16_ppf, fast_bf16_pp beside HF bf16 eager / torch.compile

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Lead call 2, session 13 (H100): prefill_group_defines trials over fast_bf16 (trials.toml, copied into milestones/
-# for the call), the forward B=8 T=1024 in two processes (opposite orders). Builds: build/t13cache (precompile_final.py
+# for the call), the forward B=8 T=1024 in two processes (opposite orders). Builds: build/t13cache (tests/precompile_device_call.py
 # with VARIANTS=fast_bf16,t_... MODELS= MAINS= GENERATE=0 LENET=).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 cp milestones/results/2026-11-23-s13/lead/trials.toml milestones/zz_trials.toml

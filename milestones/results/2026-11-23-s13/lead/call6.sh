@@ -2,7 +2,7 @@
 # Lead call 6, session 13 (H100): the committed tree's new fast_bf16 (prefill_group_defines) beyond call 1's model tests:
 # test_gpu_generate.py's bf16 cases (prompts of 72 and 192 rows take the BF_PP prefill builds), compute-sanitizer
 # memcheck / racecheck on sanitize_bf16.py --model-only (now with a 160-row forward), the installed wheel from /tmp
-# (gpu_check.sh installed; convnet-gpt2 generate --variant auto). Builds: build/f13bcache (precompile_final.py with
+# (gpu_check.sh installed; convnet-gpt2 generate --variant auto). Builds: build/f13bcache (tests/precompile_device_call.py with
 # VARIANTS=fast_bf16 MODELS=<the bf16 generate tests' variants> MAINS= GENERATE=0 LENET=tc_lane_hv).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 tar -C build -xJf build/f13bcache.tar.xz; export CONVNET_CACHE=$PWD/build/f13bcache
