@@ -11,18 +11,20 @@ import statistics
 import numpy as np
 
 
-def torch_median_ms(torch, fn, reps: int = 20) -> float:
-    """Median milliseconds of fn() over `reps` runs on PyTorch's current stream, after one warm-up."""
+def torch_median_ms(torch, fn, reps: int = 20, batch: int = 1) -> float:
+    """Median milliseconds of fn() over `reps` runs on PyTorch's current stream, after one warm-up; batch > 1: each
+    run is that many calls back to back, divided by it (Runtime.median_ms's batch)."""
     fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(batch):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / batch)
     return statistics.median(times)
 
 

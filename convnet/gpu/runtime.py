@@ -97,9 +97,12 @@ class Runtime:
         except self.drv.Error as e:
             raise GPUError(f"{what}: {e}") from None
 
-    def median_ms(self, fn, reps: int = 20, warmup: int = 2, stream=None, what: str = "benchmark") -> float:
+    def median_ms(self, fn, reps: int = 20, warmup: int = 2, stream=None, what: str = "benchmark",
+                  batch: int = 1) -> float:
         """Median milliseconds of fn() over `reps` runs, timed with CUDA events on `stream` after
-        `warmup` untimed runs (faults surface as a GPUError naming `what`)."""
+        `warmup` untimed runs (faults surface as a GPUError naming `what`). batch > 1: each run is that many
+        calls back to back between the events, divided by it, so that the host's launch of the first call (tens
+        of us from Python) is not charged to a kernel of tens of us."""
         import statistics
         for _ in range(warmup):
             fn()
@@ -108,10 +111,11 @@ class Runtime:
         with self.checked(what):
             for _ in range(reps):
                 start.record(stream)
-                fn()
+                for _ in range(batch):
+                    fn()
                 end.record(stream)
                 end.synchronize()
-                times.append(end.time_since(start))
+                times.append(end.time_since(start) / batch)
         return statistics.median(times)
 
     @contextmanager
