@@ -94,7 +94,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12): see each
 // version's section.
 #include "common.cuh"
@@ -1718,7 +1718,16 @@ static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_EPI_WP (BF_BN + 8)      // BF_EPI_WG's staged row pitch (the whole 128 x BF_BN tile), same bank pattern
 #define BF_EPI_BYTES (BF_EPI_WG ? BF_BM * BF_EPI_WP * 4 : BF_EPI_SMEM ? 2 * 64 * BF_EPI_P * 4 : 0)
 #define BF_THREADS (BF_EPI_WG ? 512 : 384)
+// BF_BM=256 (session 14): 256-row tiles, each consumer warpgroup 128 rows (two m64 wgmma per 16-deep k step sharing
+// W^T's descriptor, 2 x BF_BN / 2 accumulators, as BF_PP's), A's tile in two 128-row TMA boxes. A k tile brings
+// (256 + BF_BN) x 64 operands for 256 x BF_BN outputs: 110 FLOP per byte of L2 at BF_BN 192 against 77 at 128 rows,
+// where session 9's fit had v8's k loop L2-bound (~5.5 TB/s). Needs BF_EPI_SMEM=1 (its chunks inlined, per 64-row
+// half, as BF_PP's), BF_BN 128 or 192, no BF_PP, BF_EPI_WG, BF_EPI_PRE or BF_CLUSTER.
+#ifndef BF_BM
 #define BF_BM 128
+#endif
+#define BF_CR (BF_BM / 2)          // rows per consumer warpgroup (64 or 128)
+#define BF_CH (BF_CR / 64)         // its m64 wgmma per k step (1 or 2)
 #define BF_BK 64                   // one 128-byte swizzle row per operand row
 #define BF_A_BYTES (BF_BM * BF_BK * 2)
 #define BF_STAGE_BYTES ((BF_BM + BF_BN) * BF_BK * 2)
@@ -1727,6 +1736,37 @@ static_assert(BF_BN == 128 || BF_BN == 192 || BF_BN == 256, "BF_BN: 128, 192 or 
 static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES + BF_EPI_BYTES + 16 * BF_PP <= 227 * 1024,
               "BF_STAGES x stage bytes (+ BF_EPI_SMEM's or BF_EPI_WG's staging) exceed 227 KB of shared memory "
               "(BF_EPI_WG: BF_BN 128 with up to 4 stages, 192 with up to 3)");
+
+// v[0..7] (+ the 8 values at rp, when given) stored at p..p+7 as C's type: 16-byte (bf16) or two 16-byte (fp32)
+// accesses, p and rp 16-byte aligned (bf_store8's vector path, bf_epi_chunk_fast).
+__device__ __forceinline__ void bf_vec8(float (&v)[8], bf_out_t* p, const bf_out_t* rp) {
+#if BF_OUT
+    if (rp) {
+        const uint4 u = *(const uint4*)rp;
+        const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] += __uint_as_float(w[i] << 16);
+            v[2 * i + 1] += __uint_as_float(w[i] & 0xFFFF0000u);
+        }
+    }
+    uint4 o;
+    unsigned* ow = &o.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+        ow[i] = *reinterpret_cast<const unsigned*>(&h);
+    }
+    *(uint4*)p = o;
+#else
+    if (rp) {
+        const float4 r0 = *(const float4*)rp, r1 = *(const float4*)(rp + 4);
+        v[0] += r0.x; v[1] += r0.y; v[2] += r0.z; v[3] += r0.w; v[4] += r1.x; v[5] += r1.y; v[6] += r1.z; v[7] += r1.w;
+    }
+    *(float4*)p = *(const float4*)&v[0];
+    *(float4*)(p + 4) = *(const float4*)&v[4];
+#endif
+}
 
 // BF_EPI_SMEM's store of 8 consecutive columns n..n+7 (n % 8 == 0) of row m: + bias, activation, + resid, in one
 // 16-byte (bf16) or two 16-byte (fp32) stores where all 8 exist and the addresses allow, else one by one. One copy
@@ -1781,32 +1821,7 @@ __device__ __forceinline__ void bf_store8(const float* src, int m, int n, int M,
         for (int e = 0; e < 8; ++e) v[e] += (*pre)[e];
         rp = nullptr;
     }
-#if BF_OUT
-    if (rp) {
-        const uint4 u = *(const uint4*)rp;
-        const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            v[2 * i] += __uint_as_float(w[i] << 16);
-            v[2 * i + 1] += __uint_as_float(w[i] & 0xFFFF0000u);
-        }
-    }
-    uint4 o;
-    unsigned* ow = &o.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        ow[i] = *reinterpret_cast<const unsigned*>(&h);
-    }
-    *(uint4*)p = o;
-#else
-    if (rp) {
-        const float4 r0 = *(const float4*)rp, r1 = *(const float4*)(rp + 4);
-        v[0] += r0.x; v[1] += r0.y; v[2] += r0.z; v[3] += r0.w; v[4] += r1.x; v[5] += r1.y; v[6] += r1.z; v[7] += r1.w;
-    }
-    *(float4*)p = *(const float4*)&v[0];
-    *(float4*)(p + 4) = *(const float4*)&v[4];
-#endif
+    bf_vec8(v, p, rp);
 }
 
 // BF_EPI_WG: the 8 residual values bf_store8's vector path will add at (m, n..n+7), loaded ahead so that a thread has
@@ -1858,6 +1873,102 @@ __device__ __forceinline__ void bf_epi_chunk_in(const float* stage, int m0, int 
 }
 __device__ __noinline__ void bf_epi_chunk(const float* stage, int m0, int n0, int M, int N, BF_EPI_PARAMS) {
     bf_epi_chunk_in(stage, m0, n0, M, N, BF_EPI_ARGS);
+}
+
+// BF_EPI_FAST=1 (session 14): the staged epilogue with a thread's column work done once per chunk. A thread keeps its
+// 8 columns for all of its rows of a chunk, so the bias comes in registers (bf_bias8, loaded by the caller a chunk
+// ahead: Nsight Compute put 13 % of qkv's stall samples on the bias adds waiting for bf_store8's loads, which it
+// made again for every row), the head-major scatter's (which, head, d) and the batch of the chunk's first row are
+// worked out once (bf_store8: two integer divisions per row), and the residuals of all the thread's rows are loaded
+// before any is stored. Groups the 16-byte path cannot take (past N, unaligned) go through bf_store8 as before. Not
+// under BF_PP or BF_BM 256: beside their 192 live accumulators ptxas spilled (8-800 bytes).
+#ifndef BF_EPI_FAST
+#define BF_EPI_FAST 0
+#endif
+// bias[n..n+7] (zeros past N, or without bias) for the columns a thread of a staged chunk starting at n0 stores
+__device__ __forceinline__ void bf_bias8(float (&b)[8], const float* RESTRICT bias, int n0, int N) {
+    const int n = n0 + 8 * (threadIdx.x % 128 % (BF_EPI_CH / 8));
+#pragma unroll
+    for (int e = 0; e < 8; ++e) b[e] = 0.f;
+    if (!bias || n >= N) return;
+    if (n + 8 <= N && (unsigned long long)(bias + n) % 16 == 0) {
+        *(float4*)&b[0] = __ldg((const float4*)(bias + n));
+        *(float4*)&b[4] = __ldg((const float4*)(bias + n + 4));
+    } else {
+        for (int e = 0; e < 8 && n + e < N; ++e) b[e] = __ldg(bias + n + e);
+    }
+}
+
+__device__ __forceinline__ void bf_epi_chunk_fast(const float* stage, int m0, int n0, int M, int N, const float (&bv)[8],
+                                                  BF_EPI_PARAMS) {
+    constexpr int TPR = BF_EPI_CH / 8, STEP = 128 / TPR, R = 64 / STEP;   // a thread's rows: i / TPR + j STEP
+    const int i = threadIdx.x % 128, n = n0 + 8 * (i % TPR);
+    const float* src = stage + (i / TPR) * BF_EPI_P + 8 * (i % TPR);
+    if (n >= N) return;
+    const bool qkv = qkv_T > 0;
+    bool vec = n + 8 <= N && (unsigned long long)C % 16 == 0 &&
+               (qkv ? head_dim % 8 == 0 && (unsigned long long)k_out % 16 == 0 && (unsigned long long)v_out % 16 == 0
+                    : ldc % 8 == 0 && (unsigned long long)resid % 16 == 0);
+    if (!vec) {
+#pragma unroll 1
+        for (int j = 0; j < R; ++j) bf_store8(src + j * STEP * BF_EPI_P, m0 + i / TPR + j * STEP, n, M, N, BF_EPI_ARGS);
+        return;
+    }
+    float rv[R][8];
+    bool pre[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) pre[j] = bf_resid8(rv[j], m0 + i / TPR + j * STEP, n, M, N, BF_EPI_ARGS);
+    bf_out_t* col = C;                       // pro_2: row 0 of this column group's head block, its rows' count and offset
+    int cap = 0, off = 0, b0 = 0, t0 = 0;
+    if (qkv) {
+        const int C1 = n_head * head_dim, which = n >= 2 * C1 ? 2 : (n >= C1 ? 1 : 0), c = n - which * C1;
+        const int h = c / head_dim, d = c - h * head_dim;
+        cap = which ? cap_kv : cap_q;
+        off = which ? (pos_dev ? *pos_dev : pos) : 0;
+        col = (which == 0 ? C : which == 1 ? k_out : v_out) + (long long)h * cap * head_dim + d;
+        b0 = (m0 + i / TPR) / qkv_T;
+        t0 = m0 + i / TPR - b0 * qkv_T;
+    }
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const int m = m0 + i / TPR + j * STEP;
+        if (m >= M) break;
+        float v[8];
+        *(float4*)&v[0] = *(const float4*)&src[j * STEP * BF_EPI_P];
+        *(float4*)&v[4] = *(const float4*)&src[j * STEP * BF_EPI_P + 4];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += bv[e];
+        if (act == 1) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = v[e] < 0.f ? 0.f : v[e];
+        } else if (act == 2) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = bf_gelu(v[e]);
+        }
+        if (qkv) {
+            int b = b0, t = t0 + j * STEP;
+            if (t >= qkv_T) { b += t / qkv_T; t -= (t / qkv_T) * qkv_T; }   // the thread's rows cross a sequence
+            bf_vec8(v, col + ((long long)b * n_head * cap + off + t) * head_dim, nullptr);
+        } else {
+            const long long at = (long long)m * ldc + n;
+            if (pre[j]) {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) v[e] += rv[j][e];
+            }
+            bf_vec8(v, C + at, resid && !pre[j] ? resid + at : nullptr);
+        }
+    }
+}
+
+// BF_EPI_FAST: chunk ch (columns nt0 + ch BF_EPI_CH ..) of a staged 64-row half, bnext holding its bias on entry and
+// the next chunk's (the first's after the last: the second half's) on return, so each load has a chunk's work to hide in
+__device__ __forceinline__ void bf_epi_chunk_next(const float* stage, int m0, int nt0, int ch, int M, int N,
+                                                  float (&bnext)[8], BF_EPI_PARAMS) {
+    float bcur[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) bcur[e] = bnext[e];
+    bf_bias8(bnext, bias, nt0 + (ch + 1) % (BF_BN / BF_EPI_CH) * BF_EPI_CH, N);
+    bf_epi_chunk_fast(stage, m0, nt0 + ch * BF_EPI_CH, M, N, bcur, BF_EPI_ARGS);
 }
 
 struct __align__(128) TmaMap { unsigned long long opaque[16]; };  // CUtensorMap, made by the driver
@@ -1955,6 +2066,11 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
 static_assert(BF_CLUSTER == 1 || BF_CLUSTER == 2 || BF_CLUSTER == 4, "BF_CLUSTER: 1, 2 or 4");
 static_assert(!BF_PP || (BF_EPI_SMEM && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 && BF_BN <= 192),
               "BF_PP: BF_EPI_SMEM=1, no BF_EPI_WG, BF_EPI_PRE or clusters, BF_BN 128 or 192");
+static_assert(!BF_EPI_FAST || (BF_EPI_SMEM && !BF_EPI_WG && !BF_EPI_PRE && !BF_PP && BF_BM == 128),
+              "BF_EPI_FAST: BF_EPI_SMEM=1, no BF_EPI_WG, BF_EPI_PRE (it loads the residuals ahead itself), BF_PP or BF_BM 256");
+static_assert(BF_BM == 128 || (BF_BM == 256 && BF_EPI_SMEM && !BF_PP && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 &&
+                               BF_BN <= 192),
+              "BF_BM: 128, or 256 with BF_EPI_SMEM=1, BF_BN 128 or 192, no BF_PP, BF_EPI_WG, BF_EPI_PRE or clusters");
 // BF_CLUSTER=4 (session 11): 2 x 2 blocks on row tiles 2p, 2p + 1 and column tiles 2q, 2q + 1 (rank = rm + 2 rn); each
 // block loads half of its A tile (64 rows, multicast to the block of the same row tile: rank ^ 2) and half of its
 // W^T tile (BF_BN / 2 rows, to the block of the same column tile: rank ^ 1), 64 + BF_BN / 2 operand rows per k tile
@@ -2095,6 +2211,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                                    nt * BF_BN + rm * (BF_BN / 2), full + 8 * s, (unsigned short)(3u << (2 * rn)));
 #else
                     tma_load_2d(stage, map_a, kt * BF_BK, mt * BF_BM, full + 8 * s);
+#if BF_BM == 256
+                    tma_load_2d(stage + 128 * 128, map_a, kt * BF_BK, mt * BF_BM + 128, full + 8 * s);  // A's rows 128-255
+#endif
 #if BF_CLUSTER > 1
                     // this block's half of W^T's tile (the map's box is BF_BN / 2 rows) into both blocks
                     tma_load_2d_mc(stage + BF_A_BYTES + rank * (BF_BN / 2) * 128, map_b, kt * BF_BK,
@@ -2198,21 +2317,28 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         }
 #else
         int it = 0;
-        float acc[BF_ACC];
+        float acc_h[BF_CH][BF_ACC];                                // BF_BM=256: rows 0-63, 64-127 of this warpgroup's
+        float (&acc)[BF_ACC] = acc_h[0];
+        (void)acc;                                                 // (unused by BF_EPI_SMEM)
         for (int tile = t0; tile < tiles; tile += tstep) {
             int mt, nt;
             coords(tile, mt, nt);
 #pragma unroll
-            for (int i = 0; i < BF_ACC; ++i) acc[i] = 0.f;
+            for (int h = 0; h < BF_CH; ++h)
+#pragma unroll
+                for (int i = 0; i < BF_ACC; ++i) acc_h[h][i] = 0.f;
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
                 const int s = it % BF_STAGES;
                 mbar_wait(full + 8 * s, (it / BF_STAGES) & 1);
                 const unsigned stage = base + s * BF_STAGE_BYTES;
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-                for (int kk = 0; kk < BF_BK / 16; ++kk)            // + 32 bytes per 16-deep step (v7's swizzle)
-                    WgmmaBf16<BF_BN>::run(acc, wg_desc(stage + c * 64 * 128 + kk * 32),
-                                          wg_desc(stage + BF_A_BYTES + kk * 32));
+                for (int kk = 0; kk < BF_BK / 16; ++kk) {          // + 32 bytes per 16-deep step (v7's swizzle)
+                    const unsigned long long b = wg_desc(stage + BF_A_BYTES + kk * 32);
+#pragma unroll
+                    for (int h = 0; h < BF_CH; ++h)
+                        WgmmaBf16<BF_BN>::run(acc_h[h], wg_desc(stage + (c * BF_CR + 64 * h) * 128 + kk * 32), b);
+                }
                 asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #if BF_INFLIGHT
                 // one group stays in flight: the previous k tile's is done, so its stage goes back
@@ -2223,6 +2349,10 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                 if (lane == 0) bf_release(empty + 8 * s);
 #endif
             }
+#if BF_EPI_FAST
+            float bnext[8];
+            bf_bias8(bnext, bias, nt * BF_BN, N);                  // the first chunk's bias while the last MMAs run
+#endif
 #if BF_INFLIGHT
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             if (ktiles > 0 && lane == 0) bf_release(empty + 8 * ((it - 1) % BF_STAGES));
@@ -2246,20 +2376,34 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #elif BF_EPI_SMEM
             // chunks of BF_EPI_CH columns: fragments into this warpgroup's staging rows, a named barrier (the
             // warpgroup's 128 threads), 8-column stores by bf_epi_chunk, a barrier before the next chunk overwrites
+            // (BF_BM=256: per 64-row half, the chunks' stores inlined, as BF_PP's)
             {
                 float* stage = reinterpret_cast<float*>(bf_raw + (epi - raw)) + c * 64 * BF_EPI_P;
                 const int r0 = (warp % 4) * 16 + g;
 #pragma unroll
-                for (int ch = 0; ch < BF_BN / BF_EPI_CH; ++ch) {
+                for (int h = 0; h < BF_CH; ++h) {
 #pragma unroll
-                    for (int qq = 0; qq < BF_EPI_CH / 8; ++qq) {
-                        const int q = ch * (BF_EPI_CH / 8) + qq;
-                        *(float2*)&stage[r0 * BF_EPI_P + 8 * qq + 2 * t] = make_float2(acc[4 * q], acc[4 * q + 1]);
-                        *(float2*)&stage[(r0 + 8) * BF_EPI_P + 8 * qq + 2 * t] = make_float2(acc[4 * q + 2], acc[4 * q + 3]);
+                    for (int ch = 0; ch < BF_BN / BF_EPI_CH; ++ch) {
+#pragma unroll
+                        for (int qq = 0; qq < BF_EPI_CH / 8; ++qq) {
+                            const int q = ch * (BF_EPI_CH / 8) + qq;
+                            *(float2*)&stage[r0 * BF_EPI_P + 8 * qq + 2 * t] =
+                                make_float2(acc_h[h][4 * q], acc_h[h][4 * q + 1]);
+                            *(float2*)&stage[(r0 + 8) * BF_EPI_P + 8 * qq + 2 * t] =
+                                make_float2(acc_h[h][4 * q + 2], acc_h[h][4 * q + 3]);
+                        }
+                        asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+#if BF_EPI_FAST
+                        bf_epi_chunk_next(stage, mt * BF_BM + c * BF_CR + 64 * h, nt * BF_BN, ch, M, N, bnext,
+                                          BF_EPI_ARGS);
+#elif BF_BM == 256
+                        bf_epi_chunk_in(stage, mt * BF_BM + c * BF_CR + 64 * h, nt * BF_BN + ch * BF_EPI_CH, M, N,
+                                        BF_EPI_ARGS);
+#else
+                        bf_epi_chunk(stage, mt * BF_BM + c * 64, nt * BF_BN + ch * BF_EPI_CH, M, N, BF_EPI_ARGS);
+#endif
+                        asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
                     }
-                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
-                    bf_epi_chunk(stage, mt * BF_BM + c * 64, nt * BF_BN + ch * BF_EPI_CH, M, N, BF_EPI_ARGS);
-                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
                 }
             }
 #else

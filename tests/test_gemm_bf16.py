@@ -234,6 +234,45 @@ def test_pingpong_launch_smem_and_refusals():
         assert not rt.builds
 
 
+def test_256_row_tiles_launch_maps_and_refusals():
+    """BF_BM=256 (session 14): 256-row tiles (the grid counts them), A's TMA box still 128 rows (two copies per k tile),
+    shared memory for 256 + BF_BN operand rows a stage; what it cannot run with refused before compiling."""
+    made = []
+    for M, N, bn, stages in ((8192, 2304, 192, 3), (300, 136, 128, 4), (129, 770, 192, 2)):
+        rt, lin = dry("bf16_wgmma", {"BF_BM": 256, "BF_EPI_SMEM": 1, "BF_BN": bn, "BF_STAGES": stages})
+        lin.bf_gemv = False
+        lin._make_map = lambda *a: (made.append(a), bytes(128))[1]
+        assert lin.tile == (256, bn) and lin.threads == 384
+        assert lin.smem == stages * (256 + bn) * 64 * 2 + 16 * stages + 1024 + 2 * 64 * 40 * 4 <= 227 * 1024
+        A, W = rt.pool.get("a", (M, 64), BF16), rt.pool.get("w", (N, 64), BF16)
+        lin(A, W, rt.pool.get("c", (M, N), BF16), M, N, 64, 64, 64, N)
+        tiles = -(-M // 256) * -(-N // bn)
+        assert [(g, b) for _, g, b, _ in rt.launches] == [((min(tiles, 264), 1, 1), (384, 1, 1))]
+    assert {a[4] for a in made} == {128, 192}         # A's box 128 rows; W^T's the tile width
+    for bad in ({"BF_EPI_SMEM": 0}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_PP": 1}, {"BF_CLUSTER": 2},
+                {"BF_BN": 256}, {"BF_BM": 192}):
+        rt = RecordingRuntime()
+        rt.arch = "sm_90a"
+        with pytest.raises(GPUError, match="BF_BM is 128"):
+            Linear(rt, "bf16_wgmma", {"BF_BM": 256, "BF_EPI_SMEM": 1, "BF_STAGES": 3, **bad}, "t")
+        assert not rt.builds
+    rt = RecordingRuntime()
+    rt.arch = "sm_90a"
+    with pytest.raises(GPUError, match="227 KB"):                  # 4 stages of 256 + 192 rows do not fit
+        Linear(rt, "bf16_wgmma", {"BF_BM": 256, "BF_EPI_SMEM": 1, "BF_BN": 192, "BF_STAGES": 4}, "t")
+
+
+def test_fast_epilogue_refusals():
+    """BF_EPI_FAST=1 (session 14) rides on the staged epilogue; the settings it cannot run refused before compiling."""
+    dry("bf16_wgmma", {"BF_EPI_FAST": 1, "BF_EPI_SMEM": 1, "BF_BN": 192})
+    for bad in ({"BF_EPI_SMEM": 0}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_PP": 1}, {"BF_BM": 256, "BF_STAGES": 3}):
+        rt = RecordingRuntime()
+        rt.arch = "sm_90a"
+        with pytest.raises(GPUError, match="BF_EPI_FAST=1 needs"):
+            Linear(rt, "bf16_wgmma", {"BF_EPI_FAST": 1, "BF_EPI_SMEM": 1, **bad}, "t")
+        assert not rt.builds
+
+
 def test_gemm_group_defines_build_their_own_linear():
     """gemm_group_defines: the group's GEMM with its constants over the variant's; other groups keep the variant's."""
     import dataclasses

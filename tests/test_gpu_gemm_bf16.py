@@ -144,6 +144,8 @@ def check_qkv_scatter(rt, lin, rng, out_bf16, B, T, H, D, pos, K, on_device=Fals
 # session 11's v8 epilogue options: residual groups loaded ahead, residual rows prefetched to L2, GELU on tanh.approx
 S11 = {"BF_EPI_SMEM": 1, "BF_EPI_PRE": 1, "BF_RESID_PF": 1, "BF_GELU_FAST": 1}
 S12PP = {**S11, "BF_EPI_PRE": 0, "BF_PP": 1}     # session 12's BF_PP (ping-pong consumers; no BF_EPI_PRE with it)
+S14BM = {**S11, "BF_EPI_PRE": 0, "BF_BM": 256}   # session 14's 256-row tiles (no BF_EPI_PRE with them either)
+S14FAST = {**S11, "BF_EPI_PRE": 0, "BF_EPI_FAST": 1}   # session 14's epilogue with per-chunk column work
 # v8's maps by value (the driver launch), no wgmma group left in flight, tile widths; v9's deeper k tile
 TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 0}),
          ("bf16_wgmma", {"BF_TMA_PARAM": 0, "BF_INFLIGHT": 0}), ("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_BN": 128}),
@@ -155,7 +157,9 @@ TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {
          ("bf16_wgmma", {"BF_CLUSTER": 2, "BF_EPI_SMEM": 1, "BF_BN": 256}),
          ("bf16_wgmma", {"BF_CLUSTER": 4, "BF_EPI_SMEM": 1, "BF_BN": 256}),
          ("bf16_wgmma", {**S11, "BF_CLUSTER": 4, "BF_BN": 192}),
-         ("bf16_wgmma", {**S12PP, "BF_BN": 192}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_STAGES": 6})]
+         ("bf16_wgmma", {**S12PP, "BF_BN": 192}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_STAGES": 6}),
+         ("bf16_wgmma", {**S14BM, "BF_BN": 192, "BF_STAGES": 3}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BM": 256}),
+         ("bf16_wgmma", {**S14FAST, "BF_BN": 192}), ("bf16_wgmma", {**S14FAST, "BF_BN": 128, "BF_EPI_CH": 64})]
 
 
 @pytest.mark.parametrize("version,defines", TUNED, ids=[f"{v}-{d}" for v, d in TUNED])
@@ -272,12 +276,46 @@ PP = [{**S12PP, "BF_BN": 192}, {**S12PP, "BF_BN": 192, "BF_STAGES": 5},
       {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 6}, {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 2}]
 
 
-@pytest.mark.parametrize("defines", PP, ids=[str(d) for d in PP])
+# v8 BF_BM=256 (session 14): 256-row tiles, 128 rows per consumer warpgroup
+BM256 = [{**S14BM, "BF_BN": 192, "BF_STAGES": 3}, {**S14BM, "BF_BN": 128, "BF_STAGES": 4},
+         {"BF_EPI_SMEM": 1, "BF_BM": 256, "BF_BN": 192, "BF_STAGES": 2}]
+FAST = [{**S14FAST, "BF_BN": 192}, {**S14FAST, "BF_BN": 256, "BF_EPI_CH": 64, "BF_STAGES": 3}]
+
+
+@pytest.mark.parametrize("defines", FAST, ids=[str(d) for d in FAST])
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+def test_fast_epilogue_vector_paths(defines, out_bf16, rng):
+    """BF_EPI_FAST=1 (session 14) on its 16-byte paths: N = 776 (8-column groups; the last tile part-filled), bias +
+    GELU + the residual in place, then ReLU + a residual in another buffer, with 1000 rows (the last tile 24 rows
+    past M) and a grid of 3 blocks (several tiles each, the bias loaded a chunk ahead across tiles); then the
+    head-major scatter over sequences of 300 rows (a thread's rows cross a sequence inside a chunk)."""
+    from convnet.gpu.gemm import ACT_GELU, ACT_RELU, Epilogue
+    rt, lin = linear("bf16_wgmma", defines)
+    lin.cluster_slots = 3
+    M, N, K = 1000, 776, 200
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    r_dev = round_bf16(r) if out_bf16 else r
+    C = upload(rt, "test.bfC", r, out_bf16)
+    lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_GELU, resid=C))
+    rt.synchronize("bf16 linear, fast epilogue")
+    assert rel_err(result(C, out_bf16), ref.gelu(a @ w + bias) + r_dev) <= BF16_TOL
+    R = upload(rt, "test.bfR", r, out_bf16)
+    C = poisoned(rt, "test.bfC2", (M, N), out_bf16)
+    lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("test.bfbias", bias), act=ACT_RELU, resid=R))
+    rt.synchronize("bf16 linear, fast epilogue (relu)")
+    tol = BF16_TOL if out_bf16 else FP32_TOL
+    assert rel_err(result(C, out_bf16), np.maximum(a @ w + bias, 0) + r_dev) <= tol
+    check_qkv_scatter(rt, lin, rng, out_bf16, 3, 300, 12, 64, 7, 136, what="bf16 qkv scatter, fast epilogue")
+
+
+@pytest.mark.parametrize("defines", PP + BM256, ids=[str(d) for d in PP + BM256])
 @pytest.mark.parametrize("blocks", [1, 3, 8])
 def test_pingpong_many_tiles_on_few_blocks(defines, blocks, rng):
-    """BF_PP with the persistent grid cut to 1, 3 or 8 blocks: each walks 5-40 tiles, its two warpgroups taking
-    turns many times (the turn barriers' parity wraps; 13 k tiles a tile, not a multiple of the ring), odd M and N,
-    bias + GELU + a bf16 residual; then fp32 out in place."""
+    """BF_PP (and BF_BM=256) with the persistent grid cut to 1, 3 or 8 blocks: each walks 5-40 tiles (BF_PP: its two
+    warpgroups taking turns many times, the turn barriers' parity wraps; 13 k tiles a tile, not a multiple of the
+    ring), odd M and N (BF_BM 256: the last row tile 24 rows past M), bias + GELU + a bf16
+    residual; then fp32 out in place."""
     from convnet.gpu.gemm import ACT_GELU, Epilogue
     rt, lin = linear("bf16_wgmma", defines)
     lin.cluster_slots = blocks

@@ -95,9 +95,10 @@ LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma
 # 125 vs 118, 207 vs 173); v8 beats v9 at mlp_proj (K 3072: 252 vs 186) and the LM head (N 50304: 268 vs 233)
 BF16_MMA_MAX_K, BF16_MMA_MAX_N = 1024, 4096
 BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0, "BF_EPI_CH": 32,   # v8, as gemm.cu
-               "BF_EPI_WG": 0, "BF_CLUSTER": 1, "BF_PP": 0}    # BF_PP 1: a whole tile per consumer warpgroup
+               "BF_EPI_WG": 0, "BF_CLUSTER": 1, "BF_PP": 0,    # BF_PP 1: a whole tile per consumer warpgroup
+               "BF_BM": 128}                                    # BF_BM 256: 128 rows per consumer warpgroup
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
-BF_BM, BF_BK, BF9_TILE = 128, 64, 128
+BF_A_BOX, BF_BK, BF9_TILE = 128, 64, 128     # v8: A's TMA box is 128 rows (two per k tile at BF_BM 256)
 MAP_SLOTS = 1024                      # v8's TMA map pairs per Linear (256 bytes each, in one device buffer)
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 # v11 (gemm_small_m), as kernels/gemm.cu defaults them; SMM_MAX_M (rows it takes, 0 = off), SMM_MAX_N (widest output it
@@ -117,13 +118,13 @@ BFM_BK = 64
 
 
 def _bf8_smem(c: dict) -> int:
-    """v8's dynamic shared memory for its -D constants c: BF_STAGES x (A: 128 x 64, W^T: BF_BN x 64) bf16, their
+    """v8's dynamic shared memory for its -D constants c: BF_STAGES x (A: BF_BM x 64, W^T: BF_BN x 64) bf16, their
     mbarriers, + 1 KB to align the swizzle atoms, + the epilogue's staging: BF_EPI_WG the whole 128 x BF_BN fp32 tile
     (rows BF_BN + 8 apart), else BF_EPI_SMEM two warpgroups' 64 x BF_EPI_CH fp32 chunks (rows BF_EPI_CH + 8 apart);
     BF_PP: + the warpgroups' two turn mbarriers."""
-    staging = BF_BM * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
+    staging = c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
         (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
-    return c["BF_STAGES"] * (BF_BM + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + staging + 16 * c["BF_PP"]
+    return c["BF_STAGES"] * (c["BF_BM"] + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + staging + 16 * c["BF_PP"]
 
 
 class Linear:
@@ -213,6 +214,15 @@ class Linear:
                                or c["BF_BN"] > 192):
                 raise GPUError("GEMM v8: BF_PP=1 needs BF_EPI_SMEM=1, BF_BN 128 or 192, no BF_EPI_WG, BF_EPI_PRE or BF_CLUSTER; "
                                f"got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
+            if c["BF_BM"] not in (128, 256) or c["BF_BM"] == 256 and (
+                    not c["BF_EPI_SMEM"] or c["BF_EPI_WG"] or c["BF_PP"] or int(d.get("BF_EPI_PRE", 0))
+                    or c["BF_CLUSTER"] != 1 or c["BF_BN"] > 192):
+                raise GPUError("GEMM v8: BF_BM is 128, or 256 with BF_EPI_SMEM=1, BF_BN 128 or 192 and no BF_PP, BF_EPI_WG, "
+                               f"BF_EPI_PRE or BF_CLUSTER; got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
+            if int(d.get("BF_EPI_FAST", 0)) and (not c["BF_EPI_SMEM"] or c["BF_EPI_WG"] or c["BF_PP"]
+                                                 or c["BF_BM"] != 128 or int(d.get("BF_EPI_PRE", 0))):
+                raise GPUError("GEMM v8: BF_EPI_FAST=1 needs BF_EPI_SMEM=1 and no BF_EPI_WG, BF_PP, BF_BM 256 or BF_EPI_PRE "
+                               f"(it loads the residuals ahead itself); got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
             if c["BF_CLUSTER"] not in (1, 2, 4):
                 raise GPUError(f"GEMM v8: BF_CLUSTER is 1, 2 or 4 (2 x 2) blocks per cluster, got {c['BF_CLUSTER']}")
             if need > 227 * 1024 or c["BF_BN"] not in (128, 192, 256):
@@ -238,7 +248,7 @@ class Linear:
             self.bf_kernels = {out: driver_kernel(out) for out in (True, False)}
             self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)
         if c is not None:
-            self.tile, self.tflops = (BF_BM, c["BF_BN"]), 600.0
+            self.tile, self.tflops = (c["BF_BM"], c["BF_BN"]), 600.0
             self.threads = 512 if c["BF_EPI_WG"] else 384     # BF_EPI_WG: a fourth warpgroup for the epilogue
             self.smem = _bf8_smem(c)
         else:
@@ -617,7 +627,7 @@ class Linear:
         if pair is None:
             if len(self._maps) >= MAP_SLOTS:
                 self._maps.clear()
-            pair = self._maps[key] = (self._make_map(key[0], M, K, lda, BF_BM // self.cluster_mn[1], BF_BK),
+            pair = self._maps[key] = (self._make_map(key[0], M, K, lda, BF_A_BOX // self.cluster_mn[1], BF_BK),
                                       self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster_mn[0], BF_BK))
         return pair
 
@@ -632,7 +642,7 @@ class Linear:
                 self.rt.synchronize("reusing TMA map slots")
                 self._maps.clear()
             slot = self._maps[key] = len(self._maps)
-            record = self._make_map(key[0], M, K, lda, BF_BM // self.cluster_mn[1], BF_BK) + \
+            record = self._make_map(key[0], M, K, lda, BF_A_BOX // self.cluster_mn[1], BF_BK) + \
                 self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster_mn[0], BF_BK)
             store = self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8)
             self.rt.drv.memcpy_htod(int(ptr(store)) + 256 * slot, np.frombuffer(record, np.uint8))
