@@ -61,6 +61,8 @@
 //                      the producer), BF_GELU_FAST (tanh.approx), BF_GROUP 32 for attn_proj (156 vs 114 TFLOP/s).
 //                      BF_PP=1 (session 12, "ping-pong"): each consumer warpgroup takes whole tiles, alternating, so one
 //                      stores its tile while the other runs its k loop (the epilogue off the tensor cores' path).
+//                      Session 14: BF_EPI_FAST=1 (a staged chunk's column work once per chunk, the bias a chunk ahead:
+//                      qkv 96.6 -> 70.6 us in the forward at BF_EPI_CH 64, H100) and BF_BM=256 (256-row tiles: slower).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -1722,7 +1724,10 @@ static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 // W^T's descriptor, 2 x BF_BN / 2 accumulators, as BF_PP's), A's tile in two 128-row TMA boxes. A k tile brings
 // (256 + BF_BN) x 64 operands for 256 x BF_BN outputs: 110 FLOP per byte of L2 at BF_BN 192 against 77 at 128 rows,
 // where session 9's fit had v8's k loop L2-bound (~5.5 TB/s). Needs BF_EPI_SMEM=1 (its chunks inlined, per 64-row
-// half, as BF_PP's), BF_BN 128 or 192, no BF_PP, BF_EPI_WG, BF_EPI_PRE or BF_CLUSTER.
+// half, as BF_PP's), BF_BN 128 or 192, no BF_PP, BF_EPI_WG, BF_EPI_PRE or BF_CLUSTER. Measured slower (H100, session
+// 14 call 1, plain products): qkv 372 / 389 TFLOP/s at BF_BN 192 / 128 against 422 with 128-row tiles, mlp_proj 507 /
+// 453 against 567; the forward 7.43 ms with it on the four layer GEMMs against 6.71. Nsight Compute had qkv at 28 %
+// of L2 throughput (session 13): the k loop is latency-bound, not L2-bound.
 #ifndef BF_BM
 #define BF_BM 128
 #endif
@@ -1881,7 +1886,9 @@ __device__ __noinline__ void bf_epi_chunk(const float* stage, int m0, int n0, in
 // made again for every row), the head-major scatter's (which, head, d) and the batch of the chunk's first row are
 // worked out once (bf_store8: two integer divisions per row), and the residuals of all the thread's rows are loaded
 // before any is stored. Groups the 16-byte path cannot take (past N, unaligned) go through bf_store8 as before. Not
-// under BF_PP or BF_BM 256: beside their 192 live accumulators ptxas spilled (8-800 bytes).
+// under BF_PP or BF_BM 256: beside their 192 live accumulators ptxas spilled (8-800 bytes). H100, session 14 call 3
+// (Nsight Compute, layer 1 of the forward, BF_BN 192): qkv 96.6 us -> 84.5 (BF_EPI_CH 32) -> 70.6 (BF_EPI_CH 64);
+// the residual GEMMs slower than BF_EPI_PRE's path (attn_proj 41.6 -> 47.9 / 42.6, mlp_proj 77.3 -> 82.7 / 79.6).
 #ifndef BF_EPI_FAST
 #define BF_EPI_FAST 0
 #endif

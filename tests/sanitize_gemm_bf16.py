@@ -21,7 +21,8 @@ rng = np.random.default_rng(0)
 versions = ["bf16_wgmma", "bf16_mma"] if rt.arch == "sm_90a" else ["bf16_mma"]
 for version in versions:
     lin = Linear(rt, version, defines, "sanitize")
-    cases = [((129, 270, 136), True), ((7, 72, 8), False), ((200, 300, 200), False)]
+    cases = [((129, 270, 136), True), ((7, 72, 8), False), ((200, 300, 200), False),
+             ((200, 264, 136), True), ((300, 136, 64), False)]      # N % 8 == 0: 16-byte epilogue paths
     if version == "bf16_wgmma":       # more tiles than twice the resident blocks: blocks walk several (BF_EPI_WG's hand-off)
         cases.append(((2 * lin.wave_slots * 128 // 12 + 77, 12 * lin.tile[1] - 5, 64), False))
     for (M, N, K), out_bf16 in cases:
@@ -47,5 +48,14 @@ for version in versions:
     Q, Kc, Vc = (rt.pool.get(f"san.{n}", (B, H, T + 2 * pos, D), BF16) for n in "QKV")
     lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + 2 * pos, T + 2 * pos)))
     rt.synchronize(f"{version} qkv")
+    # and over 3 sequences of 100 rows, 4 heads of 64 (the tile kernels' 16-byte scatter, sequences inside a tile)
+    B, T, H, D, pos = 3, 100, 4, 64, 5
+    M, N, K = B * T, 3 * H * D, 64
+    A = rt.pool.upload("san.A", to_bf16(rng.standard_normal((M, K))), BF16)
+    W = rt.pool.upload("san.W", lin.layout(rng.standard_normal((K, N)).astype(np.float32)), BF16)
+    Q, Kc, Vc = (rt.pool.get(f"san.{n}", (B, H, T + 2 * pos, D), BF16) for n in "QKV")
+    lin(A, W, Q, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("san.b", rng.standard_normal(N).astype(np.float32)),
+                                            qkv=(Kc, Vc, T, pos, H, D, T + 2 * pos, T + 2 * pos)))
+    rt.synchronize(f"{version} qkv, 300 rows")
     print(f"{version} qkv scatter ran")
 print("sanitize run done")

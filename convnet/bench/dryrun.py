@@ -30,6 +30,7 @@ class _Buf:
 
 class _Pool:
     """Shape-only buffers, remembered by name as the real pool does (view, names, fill)."""
+    generation = 0
 
     @property
     def _bufs(self) -> dict:

@@ -37,6 +37,8 @@ kernel each step uses:
                     batched decode step's LayerNorm kernels stop breaking the chain)
     decode_pick     bf16 greedy decode steps of B <= 8 on the device: the LM head's GEMV also picks the tokens,
                     advances pos and embeds the next step's tokens (gpu/gemm.py PickHead: 3 launches fewer)
+    graph_forward   (default true where graphable) forward() and logits() replay a captured CUDA graph of a
+                    whole-sequence forward from the second call of a shape on (session 14)
 
 Keys and values always go to a cache (n_layer, B, n_head, capacity, head_size), so the same forward
 serves a full sequence (capacity T), a prompt (prefill) and one new token per step (decode).
@@ -61,6 +63,7 @@ from .model import GPT2Config, check_params
 
 GROUPS = ("embed", "layernorm", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "elementwise", "lm_head")
 VOCAB_PAD = 128                # the LM head's N is padded so every row is 16-byte aligned
+SPIN_CYCLES = 40_000_000       # ~20 ms of GPU clock: the host enqueues a forward or a decode step behind it
 
 
 class GPT2GPU:
@@ -192,6 +195,9 @@ class GPT2GPU:
         self.stream = rt.stream()
         self._marks = None
         self.ragged = None             # prompts of different lengths in one batch (gpu_generate.Ragged), or None
+        # graph_forward (default on where graphable): forward() replays a captured CUDA graph of the launches
+        self.graph_forward = self.graphable and bool(p.get("graph_forward", True)) and isinstance(rt, Runtime)
+        self._fwd_graph = None         # (B, T, pool generation, Graph, enqueue's result) of the last shape captured
 
     # -- weights -----------------------------------------------------------------------------------
     def _upload(self, params):
@@ -253,7 +259,8 @@ class GPT2GPU:
     def enqueue(self, idx_host: np.ndarray | None, pos: int = 0, cap: int | None = None, last_only: bool = False,
                 device_step: int = 0, last_rows=None, pick: bool = False):
         """Runs tokens idx_host (B, T) at positions pos.. on the stream; keys and values of earlier
-        positions must already be in the cache. Returns the logits buffer: rows (B*T or B, Vp).
+        positions must already be in the cache. Returns the logits buffer: rows (B*T or B, Vp). idx_host = (B, T),
+        a shape: the tokens are in the gpt2.act.idx buffer already (forward()'s graph: no host copy inside it).
 
         device_step=B instead runs one decode step whose B tokens and position are on the device
         (step_idx, pos): nothing comes from the host, so the step can be captured in a CUDA graph.
@@ -262,6 +269,8 @@ class GPT2GPU:
         pick (device_step, where _picks): the step's tokens are embedded already and the LM head ends it (PickHead)."""
         if device_step:
             B, T, pos_dev = device_step, 1, self.rt.pool.get("gpt2.act.pos", (1,), np.int32)
+        elif isinstance(idx_host, tuple):               # (B, T): the tokens are in gpt2.act.idx already (forward())
+            (B, T), pos_dev = idx_host, None
         else:
             (B, T), pos_dev = idx_host.shape, None
         cap = cap or T
@@ -279,7 +288,8 @@ class GPT2GPU:
             idx_dev = self.rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32)
         else:
             idx_dev = buf["idx"]
-            idx_dev.set_async(np.ascontiguousarray(idx_host, dtype=np.int32), stream=s)
+            if not isinstance(idx_host, tuple):
+                idx_dev.set_async(np.ascontiguousarray(idx_host, dtype=np.int32), stream=s)
         if device_step and self.ragged is not None:       # each sequence at its own position
             self.ragged.embed(idx_dev, self.w["wte"], self.w["wpe"], buf["x"], B, C, pos_dev, s)
         elif not pick:                                  # (pick: the previous step's LM head embedded them)
@@ -442,22 +452,60 @@ class GPT2GPU:
             raise UsageError(f"token ids must lie in [0, {self.V})")
         return idx.astype(np.int32)
 
+    def forward(self, idx):
+        """enqueue(idx) for a whole sequence (positions 0..T-1, cache capacity T), from the second call of a shape on
+        (graph_forward) as one captured CUDA graph: the host's ~100 launches per forward left 0.4 ms of gaps in the
+        GPU's 6.4 ms at B=8 T=1024 (H100, session 14). The first call runs eagerly (it makes the buffers and TMA maps,
+        which a capture cannot), then the graph is captured; a shape change or a new allocation anywhere in the pool
+        (its generation) captures again. The tokens' copy stays outside the graph."""
+        if not self.graph_forward or self.ragged is not None:
+            return self.enqueue(idx)
+        B, T = idx.shape
+        g = self._fwd_graph
+        if g is not None and g[:3] == (B, T, self.rt.pool.generation):
+            self.rt.pool.get("gpt2.act.idx", (B, T), np.int32).set_async(np.ascontiguousarray(idx, np.int32),
+                                                                         stream=self.stream)
+            g[3].launch()
+            return g[4]
+        self._fwd_graph = None
+        out = self.enqueue(idx)
+        from ..gpu.graph import Graph
+        generation = self.rt.pool.generation
+        graph = Graph.capture(self.stream)
+        try:
+            with graph:                                   # records only: the eager run above computed this call
+                captured = self.enqueue((B, T))
+        except (GPUError, self.rt.drv.Error):             # a step that cannot be captured: stay eager from now on
+            self.graph_forward = False
+            return out
+        if self.rt.pool.generation == generation:         # nothing allocated while capturing: the graph is whole
+            self._fwd_graph = (B, T, generation, graph, captured)
+        return out
+
     def logits(self, idx) -> np.ndarray:
         """Logits (B, T, vocab_size) of token ids (B, T), copied to the host."""
         idx = self.check_tokens(idx)
-        out, rows = self.enqueue(idx)
+        out, rows = self.forward(idx)
         host = out.get_async(stream=self.stream)
         self.rt.synchronize(f"GPT-2 forward (variant {self.variant.name})")
         return host.reshape(idx.shape[0], idx.shape[1], self.Vp)[..., :self.V]
 
-    def time_forward(self, idx, repeat: int = 10, warmup: int = 2) -> dict:
-        """Median forward time (ms) over `repeat` runs, and one run split into kernel groups."""
+    def time_forward(self, idx, repeat: int = 10, warmup: int = 2, queued: bool = False) -> dict:
+        """Median forward time (ms) over `repeat` runs, and one run split into kernel groups. queued: also the
+        median with the host ahead of the GPU (queued_ms: a spin kernel holds the stream while the host enqueues
+        the forward, so the kernels run back to back: the GPU's time without the host's launch gaps)."""
         idx = self.check_tokens(idx)
-        total = self.rt.median_ms(lambda: self.enqueue(idx), repeat, warmup, stream=self.stream,
-                                  what=f"GPT-2 forward (variant {self.variant.name})")
+        what = f"GPT-2 forward (variant {self.variant.name})"
+        total = self.rt.median_ms(lambda: self.forward(idx), repeat, warmup, stream=self.stream, what=what)
+        out = {}
+        if queued:
+            tokens = self.rt.pinned(idx.shape, np.int32)     # pinned: a pageable copy would wait for the spin
+            tokens[...] = idx
+            out["queued_ms"] = self.rt.median_ms(
+                lambda: self.forward(tokens), repeat, 0, stream=self.stream, what=what,
+                before=lambda: self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream))
         groups = self._grouped(lambda: self.enqueue(idx), "timed forward")
-        return {"total_ms": total, "groups_ms": groups,
-                "tokens_per_s": idx.size / (total / 1e3)}
+        return {"total_ms": total, "groups_ms": groups, "tokens_per_s": idx.size / (total / 1e3), **out}
 
     def decode_step_groups(self, cap: int) -> dict:
         """One decode step (B=1, the last position of a cache of `cap`), split into kernel groups by events
@@ -468,7 +516,7 @@ class GPT2GPU:
         def step():
             # The GPU waits ~20 ms while the host enqueues the step: the kernels then run back to back as
             # they would from a graph, and the events time them rather than the Python launch loop.
-            self.spin((1, 1, 1), (1, 1, 1), np.int64(40_000_000), stream=self.stream)
+            self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream)
             self.enqueue(token, pos=cap - 1, cap=cap, last_only=True)
         return self._grouped(step, "timed decode step")
 

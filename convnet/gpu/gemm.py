@@ -641,6 +641,7 @@ class Linear:
             if len(self._maps) >= MAP_SLOTS:       # rare: start over (after the kernels reading old slots)
                 self.rt.synchronize("reusing TMA map slots")
                 self._maps.clear()
+                self.rt.pool.generation += 1       # a captured graph may name the old slots' maps
             slot = self._maps[key] = len(self._maps)
             record = self._make_map(key[0], M, K, lda, BF_A_BOX // self.cluster_mn[1], BF_BK) + \
                 self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster_mn[0], BF_BK)

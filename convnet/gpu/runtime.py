@@ -98,11 +98,12 @@ class Runtime:
             raise GPUError(f"{what}: {e}") from None
 
     def median_ms(self, fn, reps: int = 20, warmup: int = 2, stream=None, what: str = "benchmark",
-                  batch: int = 1) -> float:
+                  batch: int = 1, before=None) -> float:
         """Median milliseconds of fn() over `reps` runs, timed with CUDA events on `stream` after
         `warmup` untimed runs (faults surface as a GPUError naming `what`). batch > 1: each run is that many
         calls back to back between the events, divided by it, so that the host's launch of the first call (tens
-        of us from Python) is not charged to a kernel of tens of us."""
+        of us from Python) is not charged to a kernel of tens of us. before(): enqueued ahead of each timed run's
+        start event (a spin kernel: the host then queues the whole run before the GPU starts it)."""
         import statistics
         for _ in range(warmup):
             fn()
@@ -110,6 +111,8 @@ class Runtime:
         start, end, times = self.event(), self.event(), []
         with self.checked(what):
             for _ in range(reps):
+                if before is not None:
+                    before()
                 start.record(stream)
                 for _ in range(batch):
                     fn()
@@ -173,6 +176,9 @@ class BufferPool:
         self.rt = rt
         self._bases: dict = {}          # name -> flat uint8 GPUArray, the allocation
         self._bufs: dict = {}           # name -> the view last handed out
+        # bumped whenever an allocation comes or goes (and when Linear reuses its TMA map slots): a CUDA graph
+        # captured in one generation holds raw pointers that the next may have freed, so it is captured again
+        self.generation = 0
 
     def get(self, name: str, shape, dtype=np.float32):
         import pycuda.gpuarray as ga
@@ -191,6 +197,7 @@ class BufferPool:
                 raise GPUError(f"out of device memory allocating {name} ({nbytes / 2**20:.0f} MB); "
                                "try a smaller --batch") from None
             self._bases[name] = base
+            self.generation += 1
         buf = ga.GPUArray(shape, dtype, gpudata=base.gpudata, base=base)
         self._bufs[name] = buf
         return buf
@@ -234,6 +241,7 @@ class BufferPool:
         """Frees a name's allocation (e.g. a one-off measurement buffer)."""
         self._bufs.pop(name, None)
         self._bases.pop(name, None)
+        self.generation += 1
 
     def free(self):
         self._bufs.clear()

@@ -1,5 +1,6 @@
 """Session 14 lead: the v8 builds of test_gpu_gemm_bf16.py's BF_BM=256 cases and BF_EPI_FAST=1 cases (TUNED's, BM256's, FAST's), compiled on the CPU
-into $CONVNET_CACHE for a device call: `CONVNET_CACHE=... python precompile_tests.py 2 sm_90a`."""
+into $CONVNET_CACHE for a device call: `CONVNET_CACHE=... [FAST_ONLY=1] python precompile_tests.py 2 sm_90a`."""
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,9 @@ def collect(arch: str) -> set:
     from test_gpu_gemm_bf16 import BM256, FAST, TUNED
     rt = RecordingRuntime()
     rt.arch = arch
-    for d in [d for v, d in TUNED if d.get("BF_BM") == 256 or d.get("BF_EPI_FAST")] + BM256 + FAST:
+    fast_only = os.environ.get("FAST_ONLY") == "1"             # call 2: the BF_EPI_FAST cases only
+    for d in [d for v, d in TUNED if d.get("BF_EPI_FAST") or (d.get("BF_BM") == 256 and not fast_only)] + \
+            ([] if fast_only else BM256) + FAST:
         Linear(rt, "bf16_wgmma", d, "test")
     return rt.builds
 

@@ -1,0 +1,46 @@
+"""GPT2GPU.forward's CUDA graph (variant param graph_forward, session 14): from the second call of a shape on the
+forward replays one captured graph; its logits equal the eager forward's exactly (same kernels, same order), a
+replay writes every logit (the buffer poisoned first), and a new shape or a new allocation captures again."""
+import numpy as np
+import pytest
+
+from convnet import catalogue
+from convnet.bench.layer import with_setting
+from convnet.gpt2.model import GPT2Config, random_params
+
+pytestmark = pytest.mark.gpu
+
+CONFIG = GPT2Config(2, 4, 128, 257, 160)       # test_gpu_bf16's small model (precompile_bf16.CONFIGS[0])
+
+
+@pytest.mark.parametrize("name", ["fast_bf16", "fast"])
+def test_graph_replays_equal_the_eager_forward(name, rng):
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu.runtime import Runtime
+    rt = Runtime.get()
+    v = catalogue.get(name, "gpt2")
+    if int(rt.arch[3:5]) < v.min_sm:
+        pytest.skip(f"{name} needs sm_{v.min_sm}; this GPU is {rt.arch}")
+    params = random_params(CONFIG)
+    shapes = [(2, 96), (2, 96), (3, 130), (2, 96), (2, 96)]
+    inputs = [rng.integers(0, CONFIG.vocab_size, s) for s in shapes]
+    eager = GPT2GPU(params, CONFIG, with_setting(v, {"graph_forward": False}))
+    assert not eager.graph_forward
+    want = [eager.logits(idx) for idx in inputs]
+    del eager
+    gpu = GPT2GPU(params, CONFIG, v)               # takes the buffers over
+    assert gpu.graph_forward
+    for i, idx in enumerate(inputs):
+        rt.pool.fill("gpt2.act.logits", np.nan)
+        got = gpu.logits(idx)
+        assert np.isfinite(got).all(), f"call {i}: logits left unwritten"
+        np.testing.assert_array_equal(got, want[i], err_msg=f"call {i} (shape {idx.shape})")
+        assert gpu._fwd_graph is not None and gpu._fwd_graph[:2] == idx.shape, f"call {i}: no graph captured"
+    replayed = gpu._fwd_graph[3]
+    gpu.logits(inputs[-1])
+    assert gpu._fwd_graph[3] is replayed                       # the same shape again: a replay, not a capture
+    rt.pool.get("test.forward_graph.grow", (1 << 20,), np.uint8)   # any new allocation: captured again
+    got = gpu.logits(inputs[-1])
+    assert gpu._fwd_graph[3] is not replayed
+    np.testing.assert_array_equal(got, want[-1])
+    rt.pool.release("test.forward_graph.grow")
