@@ -159,7 +159,8 @@ TUNED = [("bf16_wgmma", {"BF_TMA_PARAM": 1, "BF_INFLIGHT": 1}), ("bf16_wgmma", {
          ("bf16_wgmma", {**S11, "BF_CLUSTER": 4, "BF_BN": 192}),
          ("bf16_wgmma", {**S12PP, "BF_BN": 192}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_STAGES": 6}),
          ("bf16_wgmma", {**S14BM, "BF_BN": 192, "BF_STAGES": 3}), ("bf16_wgmma", {"BF_EPI_SMEM": 1, "BF_BM": 256}),
-         ("bf16_wgmma", {**S14FAST, "BF_BN": 192}), ("bf16_wgmma", {**S14FAST, "BF_BN": 128, "BF_EPI_CH": 64})]
+         ("bf16_wgmma", {**S14FAST, "BF_BN": 192}), ("bf16_wgmma", {**S14FAST, "BF_BN": 128, "BF_EPI_CH": 64}),
+         ("bf16_wgmma", {**S11, "BF_BN": 192, "BF_EPI_CH": 64}), ("bf16_wgmma", {**S12PP, "BF_BN": 192, "BF_EPI_CH": 64})]
 
 
 @pytest.mark.parametrize("version,defines", TUNED, ids=[f"{v}-{d}" for v, d in TUNED])
@@ -272,7 +273,7 @@ def test_epilogue_warpgroup_many_tiles_per_block(defines, out_bf16, rng):
 
 
 # v8 BF_PP=1 (session 12): each consumer warpgroup a whole tile, the two taking turns on the ring
-PP = [{**S12PP, "BF_BN": 192}, {**S12PP, "BF_BN": 192, "BF_STAGES": 5},
+PP = [{**S12PP, "BF_BN": 192}, {**S12PP, "BF_BN": 192, "BF_STAGES": 5}, {**S12PP, "BF_BN": 192, "BF_EPI_CH": 64},
       {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 6}, {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 2}]
 
 

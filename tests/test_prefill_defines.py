@@ -38,7 +38,8 @@ def test_prefill_defines_route_tiled_calls_only():
     assert gpu._linear("lm_head", 32, 50304) is base_head         # a B=32 step's LM head: v8 tiles, own builds
     assert gpu._linear("lm_head", 65, 50304) is pre_head
     assert gpu._linear("lm_head", 1, gpu.Vp, ln=object()) is base_head     # the LayerNorm prologue: the GEMV
-    assert gpu._linear("mlp_proj", 8192, 192) is gpu.linears["mlp_proj"]   # groups without prefill defines: unchanged
+    assert gpu._linear("mlp_proj", 64, 768) is gpu.linears["mlp_proj"]      # decode rows: the group's own builds
+    assert gpu._linear("mlp_proj", 8192, 768).defines["BF_EPI_CH"] == 64     # session 14: 64-column chunks
     pre_qkv = gpu._linear("qkv", 8192, 192)                       # session 14: qkv's forward on BF_EPI_FAST
     assert pre_qkv is not gpu.linear and pre_qkv.defines["BF_EPI_FAST"] == 1 and pre_qkv.defines["BF_EPI_CH"] == 64
     assert gpu._linear("qkv", 64, 192) is gpu.linear
