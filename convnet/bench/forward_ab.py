@@ -47,8 +47,8 @@ def run(names: list, rounds: int = 4, repeat: int = 10, B: int = 8, T: int = 102
     idx = np.random.default_rng(1).integers(0, config.vocab_size, (B, T))
     timings = {n: [] for n in names}
     device = ""
-    runs = [(r, n) for r, order in enumerate(round_orders(names, rounds)) for n in order]
-    for r, n in tqdm(runs, desc="forward A/B", unit="run"):
+    runs = [n for order in round_orders(names, rounds) for n in order]
+    for n in tqdm(runs, desc="forward A/B", unit="run"):
         gpu = GPT2GPU(params, config, variants[n])
         t = gpu.time_forward(idx, repeat=repeat, queued=True)
         timings[n].append((t["total_ms"], t["queued_ms"]))
