@@ -63,6 +63,8 @@
 //                      stores its tile while the other runs its k loop (the epilogue off the tensor cores' path).
 //                      Session 14: BF_EPI_FAST=1 (a staged chunk's column work once per chunk, the bias a chunk ahead:
 //                      qkv 96.6 -> 70.6 us in the forward at BF_EPI_CH 64, H100) and BF_BM=256 (256-row tiles: slower).
+//                      Session 15: BF_EPI_TMA=1 (the epilogue by TMA stores / reduce-adds from swizzled staging: the
+//                      warpgroups start the next tile while the TMA unit writes C).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -96,7 +98,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12): see each
 // version's section.
 #include "common.cuh"
@@ -1715,10 +1717,22 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #ifndef BF_PP
 #define BF_PP 0
 #endif
+// BF_EPI_TMA=1 (session 15): each consumer warpgroup puts its 64 x BF_BN tile (+ bias, activation), 64 columns at a
+// time, into one of its two staging buffers, in the C map's boxes (64 rows x 128 bytes: 32 fp32 or 64 bf16 columns,
+// 128-byte swizzle), and one thread hands the boxes to the TMA unit: bulk tensor stores, or with a residual (which must be C itself) reduce-adds, so
+// C += A W^T + bias in L2 (fp32: the sum rounded once, as the register path rounds it). The warpgroup goes straight
+// on to its next tile's k loop while the copies drain; the staging is reused only after they have read it
+// (cp.async.bulk.wait_group.read). Rows past M and columns past N are clipped by the unit. The third map of the
+// launcher's record is C's (maps + 2). BF_BM 128, no BF_PP, BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, BF_CLUSTER or
+// BF_TMA_PARAM; no head-major scatter and no bf16 residual (the launcher refuses both).
+#ifndef BF_EPI_TMA
+#define BF_EPI_TMA 0
+#endif
+#define BF_TMA_C_BYTES (BF_EPI_TMA ? 4 * 64 * 64 * (int)sizeof(bf_out_t) : 0)   // 2 warpgroups x 2 chunks
 static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_EPI_P (BF_EPI_CH + 8)   // staged row pitch, floats: a warp's float2 fragment stores hit 32 banks per 16 lanes
 #define BF_EPI_WP (BF_BN + 8)      // BF_EPI_WG's staged row pitch (the whole 128 x BF_BN tile), same bank pattern
-#define BF_EPI_BYTES (BF_EPI_WG ? BF_BM * BF_EPI_WP * 4 : BF_EPI_SMEM ? 2 * 64 * BF_EPI_P * 4 : 0)
+#define BF_EPI_BYTES (BF_EPI_TMA ? 0 : BF_EPI_WG ? BF_BM * BF_EPI_WP * 4 : BF_EPI_SMEM ? 2 * 64 * BF_EPI_P * 4 : 0)
 #define BF_THREADS (BF_EPI_WG ? 512 : 384)
 // BF_BM=256 (session 14): 256-row tiles, each consumer warpgroup 128 rows (two m64 wgmma per 16-deep k step sharing
 // W^T's descriptor, 2 x BF_BN / 2 accumulators, as BF_PP's), A's tile in two 128-row TMA boxes. A k tile brings
@@ -1738,7 +1752,8 @@ static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_STAGE_BYTES ((BF_BM + BF_BN) * BF_BK * 2)
 #define BF_ACC (BF_BN / 2)         // fp32 accumulators per consumer thread
 static_assert(BF_BN == 128 || BF_BN == 192 || BF_BN == 256, "BF_BN: 128, 192 or 256");
-static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES + BF_EPI_BYTES + 16 * BF_PP <= 227 * 1024,
+static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES + BF_EPI_BYTES + 16 * BF_PP +
+                  BF_TMA_C_BYTES <= 227 * 1024,
               "BF_STAGES x stage bytes (+ BF_EPI_SMEM's or BF_EPI_WG's staging) exceed 227 KB of shared memory "
               "(BF_EPI_WG: BF_BN 128 with up to 4 stages, 192 with up to 3)");
 
@@ -2059,6 +2074,17 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int
                  :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
 
+// BF_EPI_TMA: the box at src (shared memory, the map's layout) to (c0 = column, c1 = row) of C, stored or added
+// (reduce-add in L2), tracked by this thread's bulk groups.
+__device__ __forceinline__ void tma_store_2d(const TmaMap* map, unsigned src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ void tma_reduce_add_2d(const TmaMap* map, unsigned src, int c0, int c1) {
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group [%0, {%2, %3}], [%1];\n"
+                 :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+
 // BF_CLUSTER=2 (session 9; GPU tests, memcheck and racecheck pass on the H100, session 10; speed not yet measured): clusters of two blocks on row tiles 2p and 2p + 1 of one column
 // tile; each block loads its own A tile and one half of W^T's tile (BF_BN / 2 rows: the host's map box), multicast
 // into both blocks' stage at the same offset, so a block reads 128 + BF_BN / 2 instead of 128 + BF_BN operand rows
@@ -2075,6 +2101,9 @@ static_assert(!BF_PP || (BF_EPI_SMEM && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER 
               "BF_PP: BF_EPI_SMEM=1, no BF_EPI_WG, BF_EPI_PRE or clusters, BF_BN 128 or 192");
 static_assert(!BF_EPI_FAST || (BF_EPI_SMEM && !BF_EPI_WG && !BF_EPI_PRE && !BF_PP && BF_BM == 128),
               "BF_EPI_FAST: BF_EPI_SMEM=1, no BF_EPI_WG, BF_EPI_PRE (it loads the residuals ahead itself), BF_PP or BF_BM 256");
+static_assert(!BF_EPI_TMA || (BF_BM == 128 && !BF_PP && !BF_EPI_WG && !BF_EPI_FAST && !BF_EPI_PRE && BF_CLUSTER == 1 &&
+                               !BF_TMA_PARAM),
+              "BF_EPI_TMA: BF_BM 128, no BF_PP, BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, clusters or BF_TMA_PARAM");
 static_assert(BF_BM == 128 || (BF_BM == 256 && BF_EPI_SMEM && !BF_PP && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 &&
                                BF_BN <= 192),
               "BF_BM: 128, or 256 with BF_EPI_SMEM=1, BF_BN 128 or 192, no BF_PP, BF_EPI_WG, BF_EPI_PRE or clusters");
@@ -2141,11 +2170,16 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     const TmaMap* map_a = maps;
     const TmaMap* map_b = maps + 1;
 #endif
+#if BF_EPI_TMA
+    const TmaMap* map_c = maps + 2;
+#endif
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(16) unsigned char bf_raw[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(bf_raw);
     const unsigned base = (raw + 1023u) & ~1023u;                  // swizzle atoms sit on 1024-byte lines
-    const unsigned full = base + BF_STAGES * BF_STAGE_BYTES, empty = full + 8 * BF_STAGES;
+    const unsigned cstage = base + BF_STAGES * BF_STAGE_BYTES;  // BF_EPI_TMA's staging (1024-byte aligned)
+    (void)cstage;
+    const unsigned full = cstage + BF_TMA_C_BYTES, empty = full + 8 * BF_STAGES;
     const unsigned epi = empty + 8 * BF_STAGES;                 // BF_EPI_SMEM's / _WG's staging (16-byte aligned)
     const unsigned turn = epi + BF_EPI_BYTES;                   // BF_PP: the two warpgroups' turn mbarriers
     (void)turn;
@@ -2323,7 +2357,8 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             }
         }
 #else
-        int it = 0;
+        int it = 0, chunk = 0;                                     // chunk: BF_EPI_TMA's staged chunks so far
+        (void)chunk;
         float acc_h[BF_CH][BF_ACC];                                // BF_BM=256: rows 0-63, 64-127 of this warpgroup's
         float (&acc)[BF_ACC] = acc_h[0];
         (void)acc;                                                 // (unused by BF_EPI_SMEM)
@@ -2365,7 +2400,63 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             if (ktiles > 0 && lane == 0) bf_release(empty + 8 * ((it - 1) % BF_STAGES));
 #endif
             // warp w % 4 holds rows 16 (w % 4) + g and + 8; per 8 columns q: acc[4q + 0, 1], acc[4q + 2, 3]
-#if BF_EPI_WG
+#if BF_EPI_TMA
+            // (see BF_EPI_TMA) 64-column chunks, each into one of the warpgroup's two staging buffers (the one the
+            // chunk before last used: its copies must have read it); buffer box b holds the chunk's columns BOXC b ..
+            // of the warpgroup's 64 rows, a row's 16-byte piece j at piece j ^ (row % 8), so a warp's pair stores
+            // hit every bank twice per 256 bytes
+            {
+                constexpr int EB = (int)sizeof(bf_out_t), BOXC = 128 / EB, CHB = 64 * 64 * EB;
+                const bool issuer = threadIdx.x % 128 == 0;
+                const int r0 = (warp % 4) * 16 + g, row = mt * BF_BM + c * 64;
+#pragma unroll
+                for (int ch = 0; ch < BF_BN / 64; ++ch, ++chunk) {
+                    const unsigned cst = cstage + (2 * c + (chunk & 1)) * CHB;
+                    const int nc = nt * BF_BN + ch * 64;
+                    if (issuer) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+#pragma unroll
+                    for (int qq = 0; qq < 8; ++qq) {
+                        const int q = ch * 8 + qq, col = 8 * qq + 2 * t, n = nc + col;
+                        const float b0 = bias && n < N ? bias[n] : 0.f, b1 = bias && n + 1 < N ? bias[n + 1] : 0.f;
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            float v0 = acc[4 * q + 2 * h] + b0, v1 = acc[4 * q + 2 * h + 1] + b1;
+                            if (act == 1) {
+                                v0 = fmaxf(v0, 0.f);
+                                v1 = fmaxf(v1, 0.f);
+                            } else if (act == 2) {
+                                v0 = bf_gelu(v0);
+                                v1 = bf_gelu(v1);
+                            }
+                            const int r = r0 + 8 * h, cb = (col % BOXC) * EB;
+                            const unsigned at = cst + (col / BOXC) * (64 * 128) + r * 128 + ((((cb >> 4) ^ r) & 7) << 4) +
+                                                (cb & 15);
+#if BF_OUT
+                            const __nv_bfloat162 p2 = __floats2bfloat162_rn(v0, v1);
+                            asm volatile("st.shared.b32 [%0], %1;\n"
+                                         :: "r"(at), "r"(*reinterpret_cast<const unsigned*>(&p2)) : "memory");
+#else
+                            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(at), "f"(v0), "f"(v1) : "memory");
+#endif
+                        }
+                    }
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA unit
+                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                    if (issuer) {
+                        if (row < M) {
+#pragma unroll
+                            for (int b = 0; b < 64 / BOXC; ++b) {
+                                if (nc + b * BOXC >= N) break;
+                                if (resid) tma_reduce_add_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
+                                else tma_store_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
+                            }
+                        }
+                        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");  // (empty or not: one per chunk)
+                    }
+                }
+            }
+#elif BF_EPI_WG
             // the whole tile into the staging buffer once the epilogue warpgroup has drained the previous one
             // (barrier 4; not before the block's first tile), then barrier 3 hands it over and the next tile's
             // k loop starts while the epilogue warpgroup stores this one
@@ -2424,6 +2515,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     bf_store_pair(acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1], rows[h], M, N, n0 + 8 * q, BF_EPI_ARGS);
 #endif
         }
+#if BF_EPI_TMA
+        if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // C written
+#endif
 #endif  // BF_PP
     }
 #if BF_CLUSTER > 1

@@ -149,7 +149,9 @@ BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
           "epilogue-warpgroup-192": {"BF_OUT": 1, "BF_BN": 192, "BF_STAGES": 3, "BF_EPI_WG": 1, "PDL": 1},
           "epilogue-warpgroup-128": {"BF_OUT": 0, "BF_EPI_WG": 1},
           "cluster-pairs": {"BF_OUT": 1, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_CLUSTER": 2, "PDL": 1},
-          "pingpong-192": {"BF_OUT": 0, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_PP": 1, "BF_GELU_FAST": 1, "BF_RESID_PF": 1}}
+          "pingpong-192": {"BF_OUT": 0, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_PP": 1, "BF_GELU_FAST": 1, "BF_RESID_PF": 1},
+          "tma-epilogue-192": {"BF_OUT": 0, "BF_BN": 192, "BF_EPI_TMA": 1, "BF_GELU_FAST": 1, "BF_RESID_PF": 1},
+          "tma-epilogue-bf16-out": {"BF_OUT": 1, "BF_EPI_TMA": 1}}
 
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
@@ -271,6 +273,43 @@ def test_fast_epilogue_refusals():
         with pytest.raises(GPUError, match="BF_EPI_FAST=1 needs"):
             Linear(rt, "bf16_wgmma", {"BF_EPI_FAST": 1, "BF_EPI_SMEM": 1, **bad}, "t")
         assert not rt.builds
+
+
+def test_tma_epilogue_maps_smem_and_refusals():
+    """BF_EPI_TMA=1 (session 15): each launch's map record carries C's map (fp32: 64 x 32 boxes, bf16: 64 x 64) in
+    384-byte slots; shared memory holds the ring and 4 staged 64 x 64 fp32 chunks; C must be the residual itself
+    (fp32), 16-byte aligned rows, no QKV scatter; the settings it cannot run refused before compiling."""
+    rt, lin = dry("bf16_wgmma", {"BF_EPI_TMA": 1, "BF_EPI_SMEM": 1, "BF_BN": 192, "BF_EPI_PRE": 0})
+    assert lin.in_place_residual(1000, 768) and not lin.in_place_residual(4, 768)   # M <= 8: the GEMV's rows
+    lin.bf_gemv = False
+    made = []
+    lin._make_map = lambda *a: (made.append(a), bytes(128))[1]
+    assert lin.smem == 4 * (128 + 192) * 64 * 2 + 16 * 4 + 1024 + 4 * 64 * 64 * 4 <= 227 * 1024
+    M, N, K = 1000, 776, 64
+    A, W = rt.pool.get("a", (M, K), BF16), rt.pool.get("w", (N, K), BF16)
+    X, Y = rt.pool.get("x", (M, N)), rt.pool.get("y", (M, N), BF16)
+    lin(A, W, X, M, N, K, K, K, N, Epilogue(resid=X))
+    lin(A, W, Y, M, N, K, K, K, N, Epilogue(act=ACT_GELU))
+    assert [a[4:] for a in made[2::3]] == [(64, 32, True), (64, 64, False)]        # C's boxes: rows, columns, fp32
+    assert len(rt.launches) == 2
+    # (a residual elsewhere than C: the GPU test; the dry run's buffers all sit at address 0)
+    for why, call in (("in place only", lambda: lin(A, W, Y, M, N, K, K, K, N, Epilogue(resid=Y))),
+                      ("16-byte rows", lambda: lin(A, W, X, M, N - 2, K, K, K, N - 2)),
+                      ("QKV scatter", lambda: lin(A, W, Y, M, N, K, K, K, N, Epilogue(qkv=(Y, Y, M, 0, 4, 64, M, M))))):
+        with pytest.raises(GPUError, match=why):
+            call()
+    assert len(rt.launches) == 2
+    for bad in ({"BF_PP": 1}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_EPI_FAST": 1}, {"BF_CLUSTER": 2},
+                {"BF_TMA_PARAM": 1}, {"BF_BM": 256, "BF_STAGES": 3}):
+        rt = RecordingRuntime()
+        rt.arch = "sm_90a"
+        with pytest.raises(GPUError, match="BF_EPI_TMA=1 needs|BF_PP=1 needs|BF_BM is 128|BF_EPI_FAST=1 needs"):
+            Linear(rt, "bf16_wgmma", {"BF_EPI_TMA": 1, "BF_EPI_SMEM": 1, **bad}, "t")
+        assert not rt.builds
+    rt = RecordingRuntime()
+    rt.arch = "sm_90a"
+    with pytest.raises(GPUError, match="227 KB"):                  # 4 stages at 256 columns + the staging
+        Linear(rt, "bf16_wgmma", {"BF_EPI_TMA": 1, "BF_BN": 256}, "t")
 
 
 def test_gemm_group_defines_build_their_own_linear():

@@ -332,6 +332,44 @@ def test_pingpong_many_tiles_on_few_blocks(defines, blocks, rng):
     check_qkv_scatter(rt, lin, rng, True, 3, 300, 12, 64, 7, 136, what="bf16 qkv scatter, ping-pong")
 
 
+# v8 BF_EPI_TMA=1 (session 15): C written by TMA stores, the residual by TMA reduce-adds into C itself
+TMA = [{**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192}, {"BF_EPI_TMA": 1},
+       {"BF_EPI_TMA": 1, "BF_BN": 256, "BF_STAGES": 3}]
+
+
+@pytest.mark.parametrize("defines", TMA, ids=[str(d) for d in TMA])
+@pytest.mark.parametrize("blocks", [3, 132])
+def test_tma_epilogue_stores_and_in_place_residual(defines, blocks, rng):
+    """BF_EPI_TMA: 1000 x 776 (the last row tile 24 rows past M, the last column tile part-filled: the TMA unit clips
+    both), 3 blocks (many tiles each: the two staging buffers alternate across tiles) or a full grid. fp32 C +=
+    GELU(A W + b) in place; bf16 and fp32 stores of ReLU(A W + b) into NaN-poisoned buffers wider than N (ldc 784:
+    the columns past N stay NaN); a residual that is not C, and the head-major scatter, refused."""
+    from convnet.errors import GPUError
+    from convnet.gpu.gemm import ACT_GELU, ACT_RELU, Epilogue
+    rt, lin = linear("bf16_wgmma", defines)
+    lin.cluster_slots = blocks
+    M, N, K, ldc = 1000, 776, 200, 784
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias, r = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    B = rt.pool.upload("test.bfbias", bias)
+    X = rt.pool.upload("test.bfX", r)
+    lin(A, W, X, M, N, K, K, K, N, Epilogue(bias=B, act=ACT_GELU, resid=X))
+    rt.synchronize("bf16 linear, TMA reduce-add")
+    tol = BF16_TOL if defines.get("BF_GELU_FAST") else FP32_TOL
+    assert rel_err(X.get(), ref.gelu(a @ w + bias) + r) <= tol
+    for out_bf16 in (True, False):
+        C = poisoned(rt, "test.bfC", (M, ldc), out_bf16)
+        lin(A, W, C, M, N, K, K, K, ldc, Epilogue(bias=B, act=ACT_RELU))
+        rt.synchronize("bf16 linear, TMA store")
+        got = result(C, out_bf16)
+        assert np.isnan(got[:, N:]).all(), "the GEMM wrote past column N"
+        assert rel_err(got[:, :N], np.maximum(a @ w + bias, 0)) <= (BF16_TOL if out_bf16 else FP32_TOL), out_bf16
+    with pytest.raises(GPUError, match="in place only"):
+        lin(A, W, X, M, N, K, K, K, N, Epilogue(bias=B, resid=rt.pool.upload("test.bfR", r)))
+    with pytest.raises(GPUError, match="QKV scatter"):
+        check_qkv_scatter(rt, lin, rng, True, 3, 300, 12, 64, 7, 136, what="refused")
+
+
 def _layernorm64(x, g, b, eps):
     x = x.astype(np.float64)
     mu = x.mean(-1, keepdims=True)

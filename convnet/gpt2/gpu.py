@@ -388,11 +388,13 @@ class GPT2GPU:
             lin, stats = self._linear(group, M, N), None
             if self.ln_stats and lin.stats_takes(M, N, K):       # SMM_LNS: the next LayerNorm's statistics too
                 stats = self._stats_buf = self.rt.pool.get("gpt2.act.ln_stats", lin.stats_shape(M, N))
-            lin(inp, w, x2, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias, resid=x), self.stream,
+            # into the other residual buffer, or (v8's TMA epilogue: reduce-adds) into x itself
+            out = x if getattr(lin, "in_place_residual", None) and lin.in_place_residual(M, N) else x2
+            lin(inp, w, out, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias, resid=x), self.stream,
                 stats_out=stats)
-            self._stats_of = x2 if stats is not None else None
+            self._stats_of = out if stats is not None else None
             self._mark(group)
-            return x2, x
+            return (x, x2) if out is x else (x2, x)
         self._linear(group, M, N)(inp, w, tmp, M, N, K, K, self.linear.ldb(K, N), N, Epilogue(bias=bias), self.stream)
         self._mark(group)
         self.add((cdiv(M * N, 256), 1, 1), (256, 1, 1), x, tmp, np.int64(M * N), stream=self.stream)

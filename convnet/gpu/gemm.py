@@ -96,10 +96,12 @@ LINEAR_KERNELS = {"vec4": "gemm_vec4", "tf32": "gemm_tf32", "wgmma": "gemm_wgmma
 BF16_MMA_MAX_K, BF16_MMA_MAX_N = 1024, 4096
 BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0, "BF_EPI_CH": 32,   # v8, as gemm.cu
                "BF_EPI_WG": 0, "BF_CLUSTER": 1, "BF_PP": 0,    # BF_PP 1: a whole tile per consumer warpgroup
-               "BF_BM": 128}                                    # BF_BM 256: 128 rows per consumer warpgroup
+               "BF_BM": 128,                                    # BF_BM 256: 128 rows per consumer warpgroup
+               "BF_EPI_TMA": 0}                                 # BF_EPI_TMA 1: C written by TMA stores / reduce-adds
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_A_BOX, BF_BK, BF9_TILE = 128, 64, 128     # v8: A's TMA box is 128 rows (two per k tile at BF_BM 256)
-MAP_SLOTS = 1024                      # v8's TMA map pairs per Linear (256 bytes each, in one device buffer)
+MAP_SLOTS = 1024                      # v8's TMA map records per Linear (A's and W^T's maps, + C's with BF_EPI_TMA)
+BF_TMA_C_BOX = 64                     # BF_EPI_TMA: C's box is 64 rows of 128 bytes
 QKV_MAX_ROWS = 1 << 22     # the head-major scatter's float-reciprocal quotients are exact below this
 # v11 (gemm_small_m), as kernels/gemm.cu defaults them; SMM_MAX_M (rows it takes, 0 = off), SMM_MAX_N (widest output it
 # takes, 0 = any: the LM head's 50304 columns re-read A from L2 1572 times and run faster on the tiles, H100), SMM_LN (1:
@@ -121,8 +123,9 @@ def _bf8_smem(c: dict) -> int:
     """v8's dynamic shared memory for its -D constants c: BF_STAGES x (A: BF_BM x 64, W^T: BF_BN x 64) bf16, their
     mbarriers, + 1 KB to align the swizzle atoms, + the epilogue's staging: BF_EPI_WG the whole 128 x BF_BN fp32 tile
     (rows BF_BN + 8 apart), else BF_EPI_SMEM two warpgroups' 64 x BF_EPI_CH fp32 chunks (rows BF_EPI_CH + 8 apart);
-    BF_PP: + the warpgroups' two turn mbarriers."""
-    staging = c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
+    BF_PP: + the warpgroups' two turn mbarriers. BF_EPI_TMA (instead of those): two warpgroups' two 64 x 64 chunks
+    of C (fp32 counted: the larger of the two builds)."""
+    staging = 4 * 64 * 64 * 4 if c["BF_EPI_TMA"] else c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
         (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
     return c["BF_STAGES"] * (c["BF_BM"] + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + staging + 16 * c["BF_PP"]
 
@@ -223,6 +226,11 @@ class Linear:
                                                  or c["BF_BM"] != 128 or int(d.get("BF_EPI_PRE", 0))):
                 raise GPUError("GEMM v8: BF_EPI_FAST=1 needs BF_EPI_SMEM=1 and no BF_EPI_WG, BF_PP, BF_BM 256 or BF_EPI_PRE "
                                f"(it loads the residuals ahead itself); got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
+            if c["BF_EPI_TMA"] and (c["BF_BM"] != 128 or c["BF_PP"] or c["BF_EPI_WG"] or c["BF_CLUSTER"] != 1
+                                    or c["BF_TMA_PARAM"] or int(d.get("BF_EPI_FAST", 0)) or int(d.get("BF_EPI_PRE", 0))):
+                raise GPUError("GEMM v8: BF_EPI_TMA=1 needs BF_BM 128 and no BF_PP, BF_EPI_WG, BF_CLUSTER, BF_TMA_PARAM, "
+                               f"BF_EPI_FAST or BF_EPI_PRE; got {c}, BF_EPI_FAST {d.get('BF_EPI_FAST', 0)}, "
+                               f"BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
             if c["BF_CLUSTER"] not in (1, 2, 4):
                 raise GPUError(f"GEMM v8: BF_CLUSTER is 1, 2 or 4 (2 x 2) blocks per cluster, got {c['BF_CLUSTER']}")
             if need > 227 * 1024 or c["BF_BN"] not in (128, 192, 256):
@@ -232,6 +240,8 @@ class Linear:
         self.bf_kernels = {out: rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": int(out)}, self.variant)
                            for out in (True, False)}
         self.tma_param = c is not None and bool(c["BF_TMA_PARAM"])
+        self.epi_tma = c is not None and bool(c["BF_EPI_TMA"])    # C's map too: 384-byte map records
+        self.map_bytes = 384 if self.epi_tma else 256
         self.cluster = c["BF_CLUSTER"] if c is not None else 1     # BF_CLUSTER=2: block pairs, each loading half of W^T's tile
         # blocks of a cluster along the row and column tiles (BF_CLUSTER=4: 2 x 2, each also loading half of A's tile)
         self.cluster_mn = (2, 2) if self.cluster == 4 else (self.cluster, 1)
@@ -273,7 +283,7 @@ class Linear:
         self.cluster_slots = self.wave_slots // self.cluster
         if self.cluster > 1 and isinstance(rt, Runtime):
             self.cluster_slots = self.bf_kernels[True].max_active_clusters(self.threads, self.smem) or self.cluster_slots
-        self._make_map = tma.bf16_rows if isinstance(rt, Runtime) else tma.dry_map
+        self._make_map = tma.rows_map if isinstance(rt, Runtime) else tma.dry_map
         self._maps: dict = {}
         self._init_small_bf16()
 
@@ -609,8 +619,9 @@ class Linear:
             self._call_small_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         elif self.version == "bf16_wgmma":
             # persistent: at most one block per SM, each walking tiles blockIdx.x, + gridDim.x, ...
+            c_map = self._c_map_args(C, M, N, ldc, epi, out_bf16) if self.epi_tma else None
             maps = self._map_pair(A, W, M, N, K, lda, ldb) if self.tma_param else \
-                (self._maps_for(A, W, M, N, K, lda, ldb),)
+                (self._maps_for(A, W, M, N, K, lda, ldb, c_map),)
             # BF_CLUSTER=2: pairs of blocks on pairs of row tiles (the grid a multiple of 2); 4: on 2 x 2 tiles
             cl, (cm, cn) = self.cluster, self.cluster_mn
             groups = _cdiv(_cdiv(M, self.tile[0]), cm) * _cdiv(_cdiv(N, self.tile[1]), cn)
@@ -619,6 +630,25 @@ class Linear:
         else:
             fn((tiles, 1, 1), (self.threads, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
                *epi.args(C, ldc), stream=stream, shared=self.smem)
+
+    def in_place_residual(self, M: int, N: int) -> bool:
+        """Whether a residual epilogue of this M x N call must name C itself as the residual (C += A W + bias):
+        v8 with BF_EPI_TMA, whose TMA reduce-adds read the residual where they write."""
+        return self.version == "bf16_wgmma" and self.epi_tma and not (self.bf_gemv and M <= SKINNY_M) \
+            and not self.bfm_takes(M, N)
+
+    def _c_map_args(self, C, M, N, ldc, epi, out_bf16) -> tuple:
+        """BF_EPI_TMA: C's map arguments, after refusing what its TMA epilogue cannot do."""
+        size = 2 if out_bf16 else 4
+        if epi.qkv is not None:
+            raise GPUError("GEMM v8 with BF_EPI_TMA=1 has no head-major QKV scatter (the qkv group needs another build)")
+        if epi.resid is not None and (out_bf16 or int(ptr(epi.resid)) != int(ptr(C))):
+            raise GPUError("GEMM v8 with BF_EPI_TMA=1 adds a residual in place only: an fp32 C that is the residual "
+                           "itself (C += A @ W + bias)")
+        if int(ptr(C)) % 16 or (ldc * size) % 16:
+            raise GPUError(f"GEMM v8 with BF_EPI_TMA=1 needs C 16-byte aligned with 16-byte rows (ldc a multiple of "
+                           f"{16 // size}); got ldc={ldc}, C at {int(ptr(C)):#x}")
+        return int(ptr(C)), M, N, ldc, not out_bf16
 
     def _map_pair(self, A, W, M, N, K, lda, ldb) -> tuple:
         """The TMA maps of A and W^T as bytes, for by-value parameters (BF_TMA_PARAM=1), cached by address and shape."""
@@ -631,11 +661,13 @@ class Linear:
                                       self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster_mn[0], BF_BK))
         return pair
 
-    def _maps_for(self, A, W, M, N, K, lda, ldb) -> np.uintp:
-        """Device address of the TMA maps of A and W^T (256 bytes: A's, then W's), made and uploaded the first
-        time this (A address, M, lda, W address, N, ldb, K) comes: once per weight and activation buffer in a
-        forward, so the first call of a shape must not be inside a CUDA-graph capture (the upload is a copy)."""
-        key = (int(ptr(A)), M, lda, int(ptr(W)), N, ldb, K)
+    def _maps_for(self, A, W, M, N, K, lda, ldb, c_map=None) -> np.uintp:
+        """Device address of the TMA maps of A and W^T (A's, then W's; BF_EPI_TMA: then C's, c_map = (address, M, N,
+        ldc, fp32)), made and uploaded the first time this (A address, M, lda, W address, N, ldb, K, c_map) comes:
+        once per weight and activation buffer in a forward, so the first call of a shape must not be inside a
+        CUDA-graph capture (the upload is a copy)."""
+        key = (int(ptr(A)), M, lda, int(ptr(W)), N, ldb, K, c_map)
+        stride = self.map_bytes
         slot = self._maps.get(key)
         if slot is None:
             if len(self._maps) >= MAP_SLOTS:       # rare: start over (after the kernels reading old slots)
@@ -645,9 +677,13 @@ class Linear:
             slot = self._maps[key] = len(self._maps)
             record = self._make_map(key[0], M, K, lda, BF_A_BOX // self.cluster_mn[1], BF_BK) + \
                 self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster_mn[0], BF_BK)
-            store = self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8)
-            self.rt.drv.memcpy_htod(int(ptr(store)) + 256 * slot, np.frombuffer(record, np.uint8))
-        return np.uintp(int(ptr(self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, 256), np.uint8))) + 256 * slot)
+            if c_map is not None:
+                address, rows, cols, ldc, fp32 = c_map
+                record += self._make_map(address, rows, cols, ldc, BF_TMA_C_BOX, 32 if fp32 else 64, fp32)
+            store = self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, stride), np.uint8)
+            self.rt.drv.memcpy_htod(int(ptr(store)) + stride * slot, np.frombuffer(record, np.uint8))
+        return np.uintp(int(ptr(self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, stride), np.uint8)))
+                        + stride * slot)
 
 
 class PickHead:

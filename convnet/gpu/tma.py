@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import GPUError
 
+FLOAT32 = 7                        # CU_TENSOR_MAP_DATA_TYPE_FLOAT32
 BFLOAT16 = 9                       # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
 SWIZZLE_128B = 3                   # CU_TENSOR_MAP_SWIZZLE_128B
 L2_PROMOTION_256B = 3              # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
@@ -36,22 +37,25 @@ def _encoder():
     return _encode
 
 
-def bf16_rows(address: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int) -> bytes:
-    """The map of a row-major bf16 matrix (rows x cols, row stride ld elements) at `address`, copied in boxes of
-    box_rows x box_cols (box_cols * 2 = 128 bytes: the 128-byte swizzle's row), out-of-range parts zero-filled."""
-    if address % 16 or (ld * 2) % 16:
-        raise GPUError(f"TMA needs 16-byte aligned rows (address {address:#x}, row stride {ld} bf16)")
+def rows_map(address: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, fp32: bool = False) -> bytes:
+    """The map of a row-major bf16 (or fp32) matrix (rows x cols, row stride ld elements) at `address`, copied in
+    boxes of box_rows x box_cols (box_cols x element bytes = 128: the 128-byte swizzle's row); out-of-range parts
+    are zero-filled by loads and clipped by stores."""
+    size = 4 if fp32 else 2
+    if address % 16 or (ld * size) % 16:
+        raise GPUError(f"TMA needs 16-byte aligned rows (address {address:#x}, row stride {ld} "
+                       f"{'fp32' if fp32 else 'bf16'})")
     out = (ctypes.c_ubyte * (MAP_BYTES + 64))()              # the driver wants the map 64-byte aligned
     at = (ctypes.addressof(out) + 63) & ~63
     dims = (ctypes.c_uint64 * 2)(cols, rows)                 # innermost first
-    strides = (ctypes.c_uint64 * 1)(ld * 2)                  # bytes, dimensions 1.. only
+    strides = (ctypes.c_uint64 * 1)(ld * size)               # bytes, dimensions 1.. only
     box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
     step = (ctypes.c_uint32 * 2)(1, 1)
-    status = _encoder()(ctypes.c_void_p(at), BFLOAT16, 2, ctypes.c_void_p(address), dims, strides, box, step,
-                        0, SWIZZLE_128B, L2_PROMOTION_256B, 0)
+    status = _encoder()(ctypes.c_void_p(at), FLOAT32 if fp32 else BFLOAT16, 2, ctypes.c_void_p(address), dims,
+                        strides, box, step, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0)
     if status != 0:
-        raise GPUError(f"cuTensorMapEncodeTiled failed (CUresult {status}) for a {rows} x {cols} bf16 matrix, "
-                       f"row stride {ld}, box {box_rows} x {box_cols}")
+        raise GPUError(f"cuTensorMapEncodeTiled failed (CUresult {status}) for a {rows} x {cols} "
+                       f"{'fp32' if fp32 else 'bf16'} matrix, row stride {ld}, box {box_rows} x {box_cols}")
     return ctypes.string_at(at, MAP_BYTES)
 
 
