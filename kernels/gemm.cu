@@ -1728,7 +1728,15 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #ifndef BF_EPI_TMA
 #define BF_EPI_TMA 0
 #endif
-#define BF_TMA_C_BYTES (BF_EPI_TMA ? 4 * 64 * 64 * (int)sizeof(bf_out_t) : 0)   // 2 warpgroups x 2 chunks
+// BF_EPI_TMA_BUFS (session 16): staging buffers (64 x 64 chunks) per warpgroup; a chunk waits until the store of the
+// chunk BF_EPI_TMA_BUFS back has read its buffer. At BF_BN / 64 buffers a warpgroup stages a whole tile without
+// waiting on its own stores (2 makes the third chunk of a BF_BN 192 tile wait for the first one's).
+#ifndef BF_EPI_TMA_BUFS
+#define BF_EPI_TMA_BUFS 2
+#endif
+static_assert(BF_EPI_TMA_BUFS >= 2 && BF_EPI_TMA_BUFS <= 4, "BF_EPI_TMA_BUFS: 2 to 4 chunk buffers per warpgroup");
+#define BF_TMA_C_BYTES (BF_EPI_TMA ? 2 * BF_EPI_TMA_BUFS * 64 * 64 * (int)sizeof(bf_out_t) : 0)   // 2 warpgroups'
+                                                                                                 // chunk buffers
 static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_EPI_P (BF_EPI_CH + 8)   // staged row pitch, floats: a warp's float2 fragment stores hit 32 banks per 16 lanes
 #define BF_EPI_WP (BF_BN + 8)      // BF_EPI_WG's staged row pitch (the whole 128 x BF_BN tile), same bank pattern
@@ -1745,6 +1753,59 @@ static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #ifndef BF_BM
 #define BF_BM 128
 #endif
+// BF_TRACE=1 (session 16, a measurement build, convnet/bench/gemm_trace.py): the first thread of each warpgroup stamps
+// clock64 at the phases of each of its block's first BF_TRACE_TILES tiles into bf_trace: a consumer at the tile's start,
+// when its first stage is full, when its last MMA has retired and when its epilogue is done; the producer at the
+// tile's start, when it issues the tile's first and its last stage. Each block also keeps %globaltimer and clock64
+// at its start and (the latest consumer's) end, so the reader converts clocks to time. Off: the stamps compile away.
+#ifndef BF_TRACE
+#define BF_TRACE 0
+#endif
+#define BF_TRACE_BLOCKS 160
+#define BF_TRACE_TILES 64
+#define BF_TRACE_STRIDE (4 + 3 * BF_TRACE_TILES * 4)   // per block: 4 header words, 3 warpgroups x tiles x 4 phases
+#if BF_TRACE
+__device__ unsigned long long bf_trace[BF_TRACE_BLOCKS * BF_TRACE_STRIDE];
+#endif
+__device__ __forceinline__ void bf_mark(int wg, int j, int phase) {
+#if BF_TRACE
+    if (threadIdx.x % 128 == 0 && blockIdx.x < BF_TRACE_BLOCKS && j < BF_TRACE_TILES) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t) :: "memory");
+        bf_trace[blockIdx.x * BF_TRACE_STRIDE + 4 + (wg * BF_TRACE_TILES + j) * 4 + phase] = t;
+    }
+#endif
+}
+// BF_TRACE=2 / 3 (BF_EPI_SMEM without BF_PP): as 1, with the epilogue left out / staged but not stored (the
+// phases' floors; the output is not written).
+#if BF_TRACE >= 2
+__device__ float bf_trace_sink;
+#endif
+// keeps v (and what it depends on) alive in the BF_TRACE=2 / 3 builds: a store that never happens in practice
+__device__ __forceinline__ void bf_trace_keep(float v) {
+#if BF_TRACE >= 2
+    if (v == 1.2345e-37f) bf_trace_sink = v;
+#endif
+}
+// end = 0: the block's start (its first thread), 1: a consumer warpgroup's end (the latest one stays)
+__device__ __forceinline__ void bf_mark_block(int end) {
+#if BF_TRACE
+    if (threadIdx.x % 128 == 0 && blockIdx.x < BF_TRACE_BLOCKS) {
+        unsigned long long g, t;
+        asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(g) :: "memory");
+        asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t) :: "memory");
+        unsigned long long* h = bf_trace + blockIdx.x * BF_TRACE_STRIDE + 2 * end;
+        if (end) {
+            atomicMax(h, g);
+            atomicMax(h + 1, t);
+        } else {
+            h[0] = g;
+            h[1] = t;
+        }
+    }
+#endif
+}
+
 #define BF_CR (BF_BM / 2)          // rows per consumer warpgroup (64 or 128)
 #define BF_CH (BF_CR / 64)         // its m64 wgmma per k step (1 or 2)
 #define BF_BK 64                   // one 128-byte swizzle row per operand row
@@ -2184,6 +2245,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     const unsigned turn = epi + BF_EPI_BYTES;                   // BF_PP: the two warpgroups' turn mbarriers
     (void)turn;
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) bf_mark_block(0);
     const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN;
     const int ktiles = (K + BF_BK - 1) / BF_BK;
     // the tile walk: tiles t0, t0 + tstep, ... < tiles of (row tile, column tile); BF_CLUSTER=2: of row-tile pairs,
@@ -2225,6 +2287,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             for (int tile = t0; tile < tiles; tile += tstep) {
                 int mt, nt;
                 coords(tile, mt, nt);
+                bf_mark(0, (tile - t0) / tstep, 0);
 #if BF_RESID_PF
                 // the epilogue's residual rows (the stream written two kernels back: evicted from L2 by then) sent
                 // to L2 now, a k loop before the epilogue reads them (one bulk prefetch per row, 16-byte multiples)
@@ -2241,6 +2304,8 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                 for (int kt = 0; kt < ktiles; ++kt, ++it) {
                     const int s = it % BF_STAGES;
                     if (it >= BF_STAGES) mbar_wait(empty + 8 * s, ((it / BF_STAGES) + 1) & 1);
+                    if (kt == 0) bf_mark(0, (tile - t0) / tstep, 1);
+                    if (kt == ktiles - 1) bf_mark(0, (tile - t0) / tstep, 2);
                     const unsigned stage = base + s * BF_STAGE_BYTES;
                     mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);  // boxes count whole, zero-filled parts too
 #if BF_CLUSTER == 4
@@ -2313,6 +2378,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         for (int j = c; t0 + j * tstep < tiles; j += 2) {
             int mt, nt;
             coords(t0 + j * tstep, mt, nt);
+            bf_mark(1 + c, j, 0);
             if (j > 0) mbar_wait(turn + 8 * c, ((j - 1) >> 1) & 1);  // the other warpgroup saw tile j - 1's stages
             int it = j * ktiles;
 #pragma unroll
@@ -2320,6 +2386,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
                 const int s = it % BF_STAGES;
                 mbar_wait(full + 8 * s, (it / BF_STAGES) & 1);
+                if (kt == 0) bf_mark(1 + c, j, 1);
                 const unsigned stage = base + s * BF_STAGE_BYTES;
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
@@ -2336,6 +2403,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             if (lane == 0) mbar_arrive(turn + 8 * (c ^ 1));       // the other warpgroup's k loop may start
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+            bf_mark(1 + c, j, 2);
             // the epilogue as BF_EPI_SMEM's, per 64-row half: the other warpgroup's k loop runs meanwhile
             float* stage = reinterpret_cast<float*>(bf_raw + (epi - raw)) + c * 64 * BF_EPI_P;
             const int r0 = (warp % 4) * 16 + g;
@@ -2355,7 +2423,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
                 }
             }
+            bf_mark(1 + c, j, 3);
         }
+        bf_mark_block(1);
 #else
         int it = 0, chunk = 0;                                     // chunk: BF_EPI_TMA's staged chunks so far
         (void)chunk;
@@ -2365,6 +2435,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         for (int tile = t0; tile < tiles; tile += tstep) {
             int mt, nt;
             coords(tile, mt, nt);
+            const int jt = (tile - t0) / tstep;
+            (void)jt;
+            bf_mark(1 + c, jt, 0);
 #pragma unroll
             for (int h = 0; h < BF_CH; ++h)
 #pragma unroll
@@ -2372,6 +2445,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
                 const int s = it % BF_STAGES;
                 mbar_wait(full + 8 * s, (it / BF_STAGES) & 1);
+                if (kt == 0) bf_mark(1 + c, jt, 1);
                 const unsigned stage = base + s * BF_STAGE_BYTES;
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
@@ -2399,6 +2473,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             if (ktiles > 0 && lane == 0) bf_release(empty + 8 * ((it - 1) % BF_STAGES));
 #endif
+            bf_mark(1 + c, jt, 2);
             // warp w % 4 holds rows 16 (w % 4) + g and + 8; per 8 columns q: acc[4q + 0, 1], acc[4q + 2, 3]
 #if BF_EPI_TMA
             // (see BF_EPI_TMA) 64-column chunks, each into one of the warpgroup's two staging buffers (the one the
@@ -2411,9 +2486,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                 const int r0 = (warp % 4) * 16 + g, row = mt * BF_BM + c * 64;
 #pragma unroll
                 for (int ch = 0; ch < BF_BN / 64; ++ch, ++chunk) {
-                    const unsigned cst = cstage + (2 * c + (chunk & 1)) * CHB;
+                    const unsigned cst = cstage + (c * BF_EPI_TMA_BUFS + chunk % BF_EPI_TMA_BUFS) * CHB;
                     const int nc = nt * BF_BN + ch * 64;
-                    if (issuer) asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+                    if (issuer) asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(BF_EPI_TMA_BUFS - 1) : "memory");
                     asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
 #pragma unroll
                     for (int qq = 0; qq < 8; ++qq) {
@@ -2475,6 +2550,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             // chunks of BF_EPI_CH columns: fragments into this warpgroup's staging rows, a named barrier (the
             // warpgroup's 128 threads), 8-column stores by bf_epi_chunk, a barrier before the next chunk overwrites
             // (BF_BM=256: per 64-row half, the chunks' stores inlined, as BF_PP's)
+#if BF_TRACE < 2
             {
                 float* stage = reinterpret_cast<float*>(bf_raw + (epi - raw)) + c * 64 * BF_EPI_P;
                 const int r0 = (warp % 4) * 16 + g;
@@ -2491,7 +2567,11 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                                 make_float2(acc_h[h][4 * q + 2], acc_h[h][4 * q + 3]);
                         }
                         asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
-#if BF_EPI_FAST
+#if BF_TRACE == 3
+                        // (BF_TRACE=3, a measurement build: the chunks staged, none stored; one staged value read back
+                        // so the compiler keeps the stores and the MMAs)
+                        bf_trace_keep(stage[(threadIdx.x % 64) * BF_EPI_P + ch]);
+#elif BF_EPI_FAST
                         bf_epi_chunk_next(stage, mt * BF_BM + c * BF_CR + 64 * h, nt * BF_BN, ch, M, N, bnext,
                                           BF_EPI_ARGS);
 #elif BF_BM == 256
@@ -2504,6 +2584,16 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     }
                 }
             }
+#else   // (BF_TRACE=2, a measurement build: no epilogue, every accumulator summed so the MMAs stay)
+            {
+                float sum = 0.f;
+#pragma unroll
+                for (int h = 0; h < BF_CH; ++h)
+#pragma unroll
+                    for (int i = 0; i < BF_ACC; ++i) sum += acc_h[h][i];
+                bf_trace_keep(sum);
+            }
+#endif
 #else
             const int mw = mt * BF_BM + c * 64 + (warp % 4) * 16 + g, n0 = nt * BF_BN + 2 * t;
             const BfRow r0 = bf_row(min(mw, M - 1), BF_EPI_ARGS), r1 = bf_row(min(mw + 8, M - 1), BF_EPI_ARGS);
@@ -2514,7 +2604,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                 for (int h = 0; h < 2; ++h)
                     bf_store_pair(acc[4 * q + 2 * h], acc[4 * q + 2 * h + 1], rows[h], M, N, n0 + 8 * q, BF_EPI_ARGS);
 #endif
+            bf_mark(1 + c, jt, 3);
         }
+        bf_mark_block(1);
 #if BF_EPI_TMA
         if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // C written
 #endif

@@ -151,7 +151,9 @@ BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
           "cluster-pairs": {"BF_OUT": 1, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_CLUSTER": 2, "PDL": 1},
           "pingpong-192": {"BF_OUT": 0, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_PP": 1, "BF_GELU_FAST": 1, "BF_RESID_PF": 1},
           "tma-epilogue-192": {"BF_OUT": 0, "BF_BN": 192, "BF_EPI_TMA": 1, "BF_GELU_FAST": 1, "BF_RESID_PF": 1},
-          "tma-epilogue-bf16-out": {"BF_OUT": 1, "BF_EPI_TMA": 1}}
+          "tma-epilogue-bf16-out": {"BF_OUT": 1, "BF_EPI_TMA": 1},
+          "tma-epilogue-3-buffers-traced": {"BF_OUT": 0, "BF_BN": 192, "BF_STAGES": 3, "BF_EPI_TMA": 1,
+                                            "BF_EPI_TMA_BUFS": 3, "BF_TRACE": 1}}
 
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")

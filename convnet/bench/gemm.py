@@ -94,7 +94,7 @@ def run(versions, grid, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: boo
                                                                     C.gpudata, N), reps, what="cuBLAS SGEMM", batch=BATCH)))
             blas.set_math_mode(False)
         if bf16_runs:
-            out_bf16 = name in BF16_OUT_SHAPES
+            out_bf16 = name.startswith(BF16_OUT_SHAPES)
             Ah = rt.pool.upload("gemmbench.Ah", to_bf16(a), BF16)
             Wh = rt.pool.upload("gemmbench.Wh", to_bf16(np.ascontiguousarray(w.T)), BF16)       # W^T, N x K
             Ch = rt.pool.get("gemmbench.Ch", (M, N), BF16 if out_bf16 else np.float32)
@@ -128,6 +128,15 @@ def run(versions, grid, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: boo
     return report.table(headers, rows, title=title)
 
 
+def parse_shape(text: str) -> tuple:
+    """'name=MxNxK' -> (name, (M, N, K)), each a positive integer; anything else is refused in one line."""
+    name, _, dims = text.partition("=")
+    parts = dims.lower().split("x")
+    if not name or len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=MxNxK with positive integers, e.g. qkv=8192x2304x768")
+    return name, tuple(int(p) for p in parts)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m convnet.bench.gemm", description=__doc__.splitlines()[0])
     p.add_argument("--version", nargs="+", choices=tuple(LINEAR_KERNELS), default=["tf32"])
@@ -137,10 +146,13 @@ def main(argv=None) -> int:
     p.add_argument("--split-k", action="store_true", help="let req_9's heuristic split K")
     p.add_argument("--rows", type=positive_int, default=8 * 1024,
                    help="M, the rows (tokens) of every GEMM (default B=8 x T=1024; 1 = a decode step at B=1)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=MxNxK", type=parse_shape,
+                   help="time this shape instead of GPT-2's (repeatable; e.g. qkv_k6144=8192x2304x6144 shows the k "
+                        "loop's rate with the epilogue's share cut 8-fold); a NAME starting qkv or mlp_fc stores bf16")
     args = p.parse_args(argv)
 
     def go():
-        shapes = gpt2_shapes(1, args.rows)
+        shapes = dict(args.shape) if args.shape else gpt2_shapes(1, args.rows)
         grids, cur = [], []
         for item in args.sweep + ["+"]:
             if item == "+":

@@ -97,7 +97,8 @@ BF16_MMA_MAX_K, BF16_MMA_MAX_N = 1024, 4096
 BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0, "BF_EPI_CH": 32,   # v8, as gemm.cu
                "BF_EPI_WG": 0, "BF_CLUSTER": 1, "BF_PP": 0,    # BF_PP 1: a whole tile per consumer warpgroup
                "BF_BM": 128,                                    # BF_BM 256: 128 rows per consumer warpgroup
-               "BF_EPI_TMA": 0}                                 # BF_EPI_TMA 1: C written by TMA stores / reduce-adds
+               "BF_EPI_TMA": 0,                                 # BF_EPI_TMA 1: C written by TMA stores / reduce-adds
+               "BF_EPI_TMA_BUFS": 2}                            # its 64 x 64 chunk buffers per consumer warpgroup
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_A_BOX, BF_BK, BF9_TILE = 128, 64, 128     # v8: A's TMA box is 128 rows (two per k tile at BF_BM 256)
 MAP_SLOTS = 1024                      # v8's TMA map records per Linear (A's and W^T's maps, + C's with BF_EPI_TMA)
@@ -123,9 +124,9 @@ def _bf8_smem(c: dict) -> int:
     """v8's dynamic shared memory for its -D constants c: BF_STAGES x (A: BF_BM x 64, W^T: BF_BN x 64) bf16, their
     mbarriers, + 1 KB to align the swizzle atoms, + the epilogue's staging: BF_EPI_WG the whole 128 x BF_BN fp32 tile
     (rows BF_BN + 8 apart), else BF_EPI_SMEM two warpgroups' 64 x BF_EPI_CH fp32 chunks (rows BF_EPI_CH + 8 apart);
-    BF_PP: + the warpgroups' two turn mbarriers. BF_EPI_TMA (instead of those): two warpgroups' two 64 x 64 chunks
-    of C (fp32 counted: the larger of the two builds)."""
-    staging = 4 * 64 * 64 * 4 if c["BF_EPI_TMA"] else c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
+    BF_PP: + the warpgroups' two turn mbarriers. BF_EPI_TMA (instead of those): two warpgroups' BF_EPI_TMA_BUFS 64 x 64
+    chunks of C (fp32 counted: the larger of the two builds)."""
+    staging = 2 * c["BF_EPI_TMA_BUFS"] * 64 * 64 * 4 if c["BF_EPI_TMA"] else c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
         (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
     return c["BF_STAGES"] * (c["BF_BM"] + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + staging + 16 * c["BF_PP"]
 
@@ -231,6 +232,8 @@ class Linear:
                 raise GPUError("GEMM v8: BF_EPI_TMA=1 needs BF_BM 128 and no BF_PP, BF_EPI_WG, BF_CLUSTER, BF_TMA_PARAM, "
                                f"BF_EPI_FAST or BF_EPI_PRE; got {c}, BF_EPI_FAST {d.get('BF_EPI_FAST', 0)}, "
                                f"BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
+            if c["BF_EPI_TMA_BUFS"] not in (2, 3, 4):
+                raise GPUError(f"GEMM v8: BF_EPI_TMA_BUFS is 2 to 4 chunk buffers per warpgroup, got {c['BF_EPI_TMA_BUFS']}")
             if c["BF_CLUSTER"] not in (1, 2, 4):
                 raise GPUError(f"GEMM v8: BF_CLUSTER is 1, 2 or 4 (2 x 2) blocks per cluster, got {c['BF_CLUSTER']}")
             if need > 227 * 1024 or c["BF_BN"] not in (128, 192, 256):

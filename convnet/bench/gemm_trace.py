@@ -1,0 +1,129 @@
+"""Where a v8 GEMM's time goes, tile by tile: builds gemm.cu v8 with -D BF_TRACE=1 (each warpgroup stamps clock64 at
+its tiles' phases) and prints, per setting, the median phase times of the consumers' tiles and the producer's issue:
+
+    python -m convnet.bench.gemm_trace --shape qkv=8192x2304x768 --sweep BF_EPI_SMEM=1 BF_BN=192 + BF_EPI_SMEM=1 BF_PP=1
+
+Phases of a consumer tile: "wait" (tile start to its first full stage: the ring's refill after the previous tile, or
+under BF_PP the other warpgroup's turn), "k loop" (first stage to the last MMA retired), "epilogue" (to the tile's
+last store issued). Per block the stamps are converted with that SM's clock rate (clock64 against %globaltimer over
+the block's life). "span" is the kernel from the first block's start to the last block's end (globaltimer), "busy"
+the share of each block's life its consumers spend in k loops (BF_PP: either warpgroup). A measurement build: the
+stamps cost a few instructions per tile, not per k step."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import numpy as np
+
+from .. import report
+from ..errors import exit_code
+from .gemm import parse_shape
+from .layer import parse_sweep, settings as sweep_settings
+
+TRACE_BLOCKS, TRACE_TILES = 160, 64               # kernels/gemm.cu BF_TRACE_BLOCKS, BF_TRACE_TILES
+STRIDE = 4 + 3 * TRACE_TILES * 4
+
+
+def phases(trace: np.ndarray, blocks: int) -> dict:
+    """Per-phase lists (us) from the raw stamps of `blocks` blocks (gemm.cu's bf_trace layout)."""
+    out = {k: [] for k in ("wait", "wait (first tile)", "k loop", "epilogue", "producer issue", "busy")}
+    starts, ends = [], []
+    for b in range(min(blocks, TRACE_BLOCKS)):
+        h = trace[b * STRIDE:(b + 1) * STRIDE]
+        g0, c0, g1, c1 = (int(x) for x in h[:4])
+        if not g0 or g1 <= g0 or c1 <= c0:
+            continue
+        us = (g1 - g0) / 1e3 / (c1 - c0)                # microseconds per clock on this SM
+        starts.append(g0)
+        ends.append(g1)
+        st = h[4:].reshape(3, TRACE_TILES, 4).astype(np.int64)
+        # BF_PP: warpgroup c stamps the block's tiles c, c + 2, ..., so the second has no tile 0; its k loops take
+        # turns with the first's and both count as busy time. Otherwise both run every tile together: count one.
+        pingpong = not st[2, 0, 0] and bool(st[2, 1, 0])
+        loop_clk = 0
+        for wg in (1, 2):
+            first = True
+            for j in range(TRACE_TILES):
+                e = st[wg, j]
+                if not e[0] or not e[3]:
+                    continue
+                out["wait (first tile)" if first else "wait"].append((e[1] - e[0]) * us)
+                first = False
+                out["k loop"].append((e[2] - e[1]) * us)
+                out["epilogue"].append((e[3] - e[2]) * us)
+                if pingpong or wg == 1:
+                    loop_clk += e[2] - e[1]
+        for j in range(TRACE_TILES):
+            e = st[0, j]
+            if e[0] and e[2]:
+                out["producer issue"].append((e[2] - e[1]) * us)
+        out["busy"].append(100.0 * loop_clk * us / ((g1 - g0) / 1e3))
+    out["span"] = [(max(ends) - min(starts)) / 1e3] if starts else []
+    out["start skew"] = [(max(starts) - min(starts)) / 1e3] if starts else []
+    return out
+
+
+def run(shapes: dict, grid, reps: int = 5) -> str:
+    from ..gpu.bf16 import BF16, to_bf16
+    from ..gpu.gemm import Linear
+    from ..gpu.runtime import Runtime
+    rt = Runtime.get()
+    if rt.arch != "sm_90a":
+        raise SystemExit(f"gemm_trace: GEMM v8 needs a Hopper GPU (sm_90a); {rt.name} is {rt.arch}")
+    settings = [s for g in (grid if isinstance(grid, list) else [grid]) for s in sweep_settings(g)]
+    rng = np.random.default_rng(0)
+    headers = ["shape", "setting", "ms (median)", "span us", "start skew us", "wait us", "first wait us", "k loop us",
+               "epilogue us", "producer issue us", "busy %", "tiles"]
+    rows = []
+    for name, (M, N, K) in shapes.items():
+        out_bf16 = name.startswith(("qkv", "mlp_fc"))
+        a = rt.pool.upload("trace.A", to_bf16(rng.standard_normal((M, K)).astype(np.float32)), BF16)
+        w = rt.pool.upload("trace.W", to_bf16(rng.standard_normal((N, K)).astype(np.float32)), BF16)
+        c = rt.pool.get("trace.C", (M, N), BF16 if out_bf16 else np.float32)
+        for s in settings:
+            d = {"BF_TRACE": 1, **s}          # BF_TRACE=2 / 3: the epilogue left out / not stored
+            lin = Linear(rt, "bf16_wgmma", d, "gemm_trace")
+            call = lambda: lin(a, w, c, M, N, K, K, K, N)   # noqa: E731
+            ms = rt.median_ms(call, reps, what="traced GEMM", batch=10)
+            mod = rt.module("gemm.cu", {**lin.defines, "BF_OUT": int(out_bf16)})
+            ptr, size = mod.get_global("bf_trace")
+            rt.drv.memset_d8(ptr, 0, size)
+            call()
+            rt.synchronize("traced GEMM")
+            trace = np.empty(size // 8, np.uint64)
+            rt.drv.memcpy_dtoh(trace, ptr)
+            p = phases(trace, rt.sm_count)
+            med = lambda k: f"{statistics.median(p[k]):.2f}" if p[k] else "-"   # noqa: E731
+            rows.append([f"{name} {M}x{N}x{K}", " ".join(f"{k}={v}" for k, v in s.items()) or "default", f"{ms:.4f}",
+                         med("span"), med("start skew"), med("wait"), med("wait (first tile)"), med("k loop"),
+                         med("epilogue"), med("producer issue"), med("busy"), len(p["k loop"])])
+        for n in ("A", "W", "C"):
+            rt.pool.release(f"trace.{n}")
+    return report.table(headers, rows, title=f"v8 tile phases on {rt.name} (medians over tiles; BF_TRACE=1 builds)")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m convnet.bench.gemm_trace", description=__doc__.splitlines()[0])
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=MxNxK", type=parse_shape,
+                   help="shape to trace (repeatable; default qkv=8192x2304x768)")
+    p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 v8 constants; '+' starts another grid")
+    p.add_argument("--reps", type=int, default=5)
+    args = p.parse_args(argv)
+
+    def go():
+        grids, cur = [], []
+        for item in args.sweep + ["+"]:
+            if item == "+":
+                grids.append(parse_sweep(cur))
+                cur = []
+            else:
+                cur.append(item)
+        print(run(dict(args.shape) or {"qkv": (8192, 2304, 768)}, grids, args.reps))
+        return 0
+    return exit_code(p.prog, go)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
