@@ -1723,8 +1723,10 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 // C += A W^T + bias in L2 (fp32: the sum rounded once, as the register path rounds it). The warpgroup goes straight
 // on to its next tile's k loop while the copies drain; the staging is reused only after they have read it
 // (cp.async.bulk.wait_group.read). Rows past M and columns past N are clipped by the unit. The third map of the
-// launcher's record is C's (maps + 2). BF_BM 128, no BF_PP, BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, BF_CLUSTER or
-// BF_TMA_PARAM; no head-major scatter and no bf16 residual (the launcher refuses both).
+// launcher's record is C's (maps + 2); for the head-major QKV scatter (session 16: bf16, 64-wide heads, T a multiple
+// of 64, else the launcher runs the same constants without BF_EPI_TMA) Q's, K's and V's (maps + 2, 3, 4), whose rows
+// are a head's 64 values. BF_BM 128, no BF_PP, BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, BF_CLUSTER or BF_TMA_PARAM; no
+// bf16 residual (the launcher refuses it).
 #ifndef BF_EPI_TMA
 #define BF_EPI_TMA 0
 #endif
@@ -1735,8 +1737,10 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #define BF_EPI_TMA_BUFS 2
 #endif
 static_assert(BF_EPI_TMA_BUFS >= 2 && BF_EPI_TMA_BUFS <= 4, "BF_EPI_TMA_BUFS: 2 to 4 chunk buffers per warpgroup");
-#define BF_TMA_C_BYTES (BF_EPI_TMA ? 2 * BF_EPI_TMA_BUFS * 64 * 64 * (int)sizeof(bf_out_t) : 0)   // 2 warpgroups'
-                                                                                                 // chunk buffers
+// a build takes BF_EPI_TMA_BUFS buffers or as many as fit beside the ring (fp32 chunks are twice bf16's), at least 2
+#define BF_TMA_FIT ((227 * 1024 - BF_STAGES * BF_STAGE_BYTES - 1024 - 16 * BF_STAGES) / (2 * 64 * 64 * (int)sizeof(bf_out_t)))
+#define BF_TMA_BUFS (BF_EPI_TMA_BUFS < BF_TMA_FIT ? BF_EPI_TMA_BUFS : BF_TMA_FIT)
+#define BF_TMA_C_BYTES (BF_EPI_TMA ? 2 * BF_TMA_BUFS * 64 * 64 * (int)sizeof(bf_out_t) : 0)   // 2 warpgroups' buffers
 static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_EPI_P (BF_EPI_CH + 8)   // staged row pitch, floats: a warp's float2 fragment stores hit 32 banks per 16 lanes
 #define BF_EPI_WP (BF_BN + 8)      // BF_EPI_WG's staged row pitch (the whole 128 x BF_BN tile), same bank pattern
@@ -1753,6 +1757,8 @@ static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #ifndef BF_BM
 #define BF_BM 128
 #endif
+template <int V> struct BfConst { static constexpr int value = V; };   // a compile-time argument (lambdas)
+
 // BF_TRACE=1 (session 16, a measurement build, convnet/bench/gemm_trace.py): the first thread of each warpgroup stamps
 // clock64 at the phases of each of its block's first BF_TRACE_TILES tiles into bf_trace: a consumer at the tile's start,
 // when its first stage is full, when its last MMA has retired and when its epilogue is done; the producer at the
@@ -1776,6 +1782,10 @@ __device__ __forceinline__ void bf_mark(int wg, int j, int phase) {
     }
 #endif
 }
+// BF_TRACE=4 (BF_EPI_TMA): as 1, but the producer's slots hold the first consumer warpgroup's epilogue steps: its
+// issuing thread past the buffer wait, then the chunk staged, for chunks 0 and 1 (a whole tile staged at once:
+// past the wait, staged, fenced and synchronised, stores issued). BF_TRACE=5: as 1 without BF_EPI_TMA's proxy fence;
+// 6: without its bias and activation (measurement builds: the output is wrong).
 // BF_TRACE=2 / 3 (BF_EPI_SMEM without BF_PP): as 1, with the epilogue left out / staged but not stored (the
 // phases' floors; the output is not written).
 #if BF_TRACE >= 2
@@ -1817,6 +1827,8 @@ static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAG
                   BF_TMA_C_BYTES <= 227 * 1024,
               "BF_STAGES x stage bytes (+ BF_EPI_SMEM's or BF_EPI_WG's staging) exceed 227 KB of shared memory "
               "(BF_EPI_WG: BF_BN 128 with up to 4 stages, 192 with up to 3)");
+static_assert(!BF_EPI_TMA || BF_TMA_BUFS >= 2, "BF_EPI_TMA: two 64 x 64 staging chunks per warpgroup do not fit beside "
+              "this ring: fewer BF_STAGES");
 
 // v[0..7] (+ the 8 values at rp, when given) stored at p..p+7 as C's type: 16-byte (bf16) or two 16-byte (fp32)
 // accesses, p and rp 16-byte aligned (bf_store8's vector path, bf_epi_chunk_fast).
@@ -2287,7 +2299,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             for (int tile = t0; tile < tiles; tile += tstep) {
                 int mt, nt;
                 coords(tile, mt, nt);
-                bf_mark(0, (tile - t0) / tstep, 0);
+                if (BF_TRACE != 4) bf_mark(0, (tile - t0) / tstep, 0);
 #if BF_RESID_PF
                 // the epilogue's residual rows (the stream written two kernels back: evicted from L2 by then) sent
                 // to L2 now, a k loop before the epilogue reads them (one bulk prefetch per row, 16-byte multiples)
@@ -2304,8 +2316,8 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                 for (int kt = 0; kt < ktiles; ++kt, ++it) {
                     const int s = it % BF_STAGES;
                     if (it >= BF_STAGES) mbar_wait(empty + 8 * s, ((it / BF_STAGES) + 1) & 1);
-                    if (kt == 0) bf_mark(0, (tile - t0) / tstep, 1);
-                    if (kt == ktiles - 1) bf_mark(0, (tile - t0) / tstep, 2);
+                    if (kt == 0) if (BF_TRACE != 4) bf_mark(0, (tile - t0) / tstep, 1);
+                    if (kt == ktiles - 1) if (BF_TRACE != 4) bf_mark(0, (tile - t0) / tstep, 2);
                     const unsigned stage = base + s * BF_STAGE_BYTES;
                     mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);  // boxes count whole, zero-filled parts too
 #if BF_CLUSTER == 4
@@ -2476,31 +2488,40 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             bf_mark(1 + c, jt, 2);
             // warp w % 4 holds rows 16 (w % 4) + g and + 8; per 8 columns q: acc[4q + 0, 1], acc[4q + 2, 3]
 #if BF_EPI_TMA
-            // (see BF_EPI_TMA) 64-column chunks, each into one of the warpgroup's two staging buffers (the one the
-            // chunk before last used: its copies must have read it); buffer box b holds the chunk's columns BOXC b ..
-            // of the warpgroup's 64 rows, a row's 16-byte piece j at piece j ^ (row % 8), so a warp's pair stores
-            // hit every bank twice per 256 bytes
+            // (see BF_EPI_TMA) 64-column chunks, each into one of the warpgroup's staging buffers (one its stores have
+            // read); buffer box b holds the chunk's columns BOXC b .. of the warpgroup's 64 rows, a row's 16-byte piece
+            // j at piece j ^ (row % 8), so a warp's pair stores hit every bank twice per 256 bytes. With a buffer per
+            // chunk of the tile (BF_TMA_BUFS >= BF_BN / 64) the tile is staged whole, then one proxy fence, one
+            // barrier and its stores: session 16's traces (H100) had each chunk's fence + barrier take ~1.2 us, the
+            // fence waiting out the producer's loads in flight (BF_TRACE=4 / 5).
             {
                 constexpr int EB = (int)sizeof(bf_out_t), BOXC = 128 / EB, CHB = 64 * 64 * EB;
+                constexpr bool WHOLE = BF_TMA_BUFS * 64 >= BF_BN;
                 const bool issuer = threadIdx.x % 128 == 0;
                 const int r0 = (warp % 4) * 16 + g, row = mt * BF_BM + c * 64;
-#pragma unroll
-                for (int ch = 0; ch < BF_BN / 64; ++ch, ++chunk) {
-                    const unsigned cst = cstage + (c * BF_EPI_TMA_BUFS + chunk % BF_EPI_TMA_BUFS) * CHB;
+                // the chunk's bias loaded first (all its columns at once), the activation a compile-time constant:
+                // session 16 (H100) measured the loop with per-element runtime activation branches (GELU inlined 96
+                // times, ~60 instructions between stores) at 3.6 us a BF_BN 192 tile, 0.9 us without (BF_TRACE=6)
+                auto stage_chunk = [&](int ch, unsigned cst, auto actc) {
+                    constexpr int ACT = decltype(actc)::value;
                     const int nc = nt * BF_BN + ch * 64;
-                    if (issuer) asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(BF_EPI_TMA_BUFS - 1) : "memory");
-                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                    float bv[8][2];
 #pragma unroll
                     for (int qq = 0; qq < 8; ++qq) {
-                        const int q = ch * 8 + qq, col = 8 * qq + 2 * t, n = nc + col;
-                        const float b0 = bias && n < N ? bias[n] : 0.f, b1 = bias && n + 1 < N ? bias[n + 1] : 0.f;
+                        const int n = nc + 8 * qq + 2 * t;
+                        bv[qq][0] = BF_TRACE != 6 && bias && n < N ? bias[n] : 0.f;
+                        bv[qq][1] = BF_TRACE != 6 && bias && n + 1 < N ? bias[n + 1] : 0.f;
+                    }
+#pragma unroll
+                    for (int qq = 0; qq < 8; ++qq) {
+                        const int q = ch * 8 + qq, col = 8 * qq + 2 * t;
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
-                            float v0 = acc[4 * q + 2 * h] + b0, v1 = acc[4 * q + 2 * h + 1] + b1;
-                            if (act == 1) {
+                            float v0 = acc[4 * q + 2 * h] + bv[qq][0], v1 = acc[4 * q + 2 * h + 1] + bv[qq][1];
+                            if constexpr (ACT == 1) {
                                 v0 = fmaxf(v0, 0.f);
                                 v1 = fmaxf(v1, 0.f);
-                            } else if (act == 2) {
+                            } else if constexpr (ACT == 2) {
                                 v0 = bf_gelu(v0);
                                 v1 = bf_gelu(v1);
                             }
@@ -2516,20 +2537,70 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #endif
                         }
                     }
+                };
+                auto fence_and_sync = [&]() {
+#if BF_TRACE != 5
                     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA unit
+#endif                                                                  // (BF_TRACE=5, a measurement build: no fence)
                     asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
-                    if (issuer) {
-                        if (row < M) {
+                };
+                auto issue_chunk = [&](int ch, unsigned cst) {            // the issuing thread
+                    const int nc = nt * BF_BN + ch * 64;
+                    if (qkv_T > 0) {
+                        // the head-major scatter (bf16, 64-wide heads, T % 64 == 0: the launcher's tma_scatter_takes):
+                        // the chunk is head hh of Q, K or V for rows t.. of sequence b, 64 consecutive rows of its map
+                        if (row < M && nc < N) {
+                            const int C1 = n_head * 64, which = nc / C1, hh = (nc - which * C1) / 64;
+                            const int b = row / qkv_T, tt = row - b * qkv_T;
+                            const int dst = which == 0 ? (b * n_head + hh) * cap_q + tt : (b * n_head + hh) * cap_kv + pos + tt;
+                            tma_store_2d(map_c + which, cst, 0, dst);
+                        }
+                    } else if (row < M) {
 #pragma unroll
-                            for (int b = 0; b < 64 / BOXC; ++b) {
-                                if (nc + b * BOXC >= N) break;
-                                if (resid) tma_reduce_add_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
-                                else tma_store_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
+                        for (int b = 0; b < 64 / BOXC; ++b) {
+                            if (nc + b * BOXC >= N) break;
+                            if (resid) tma_reduce_add_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
+                            else tma_store_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
+                        }
+                    }
+                };
+                auto epilogue = [&](auto actc) {
+                    if constexpr (WHOLE) {
+                        if (issuer) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // last tile's read
+                        if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 0);
+                        asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+#pragma unroll
+                        for (int ch = 0; ch < BF_BN / 64; ++ch) stage_chunk(ch, cstage + (c * BF_TMA_BUFS + ch) * CHB, actc);
+                        if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 1);
+                        fence_and_sync();
+                        if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 2);
+                        if (issuer) {
+#pragma unroll
+                            for (int ch = 0; ch < BF_BN / 64; ++ch) issue_chunk(ch, cstage + (c * BF_TMA_BUFS + ch) * CHB);
+                            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                        }
+                        if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 3);
+                    } else {
+#pragma unroll
+                        for (int ch = 0; ch < BF_BN / 64; ++ch, ++chunk) {
+                            const unsigned cst = cstage + (c * BF_TMA_BUFS + chunk % BF_TMA_BUFS) * CHB;
+                            if (issuer)
+                                asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(BF_TMA_BUFS - 1) : "memory");
+                            if (BF_TRACE == 4 && c == 0 && ch < 2) bf_mark(0, jt, 2 * ch);   // (its own wait done)
+                            asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                            stage_chunk(ch, cst, actc);
+                            fence_and_sync();
+                            if (BF_TRACE == 4 && c == 0 && ch < 2) bf_mark(0, jt, 2 * ch + 1);   // (chunk staged)
+                            if (issuer) {
+                                issue_chunk(ch, cst);
+                                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");  // (empty or not: one per chunk)
                             }
                         }
-                        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");  // (empty or not: one per chunk)
                     }
-                }
+                };
+                if (BF_TRACE != 6 && act == 2) epilogue(BfConst<2>{});
+                else if (BF_TRACE != 6 && act == 1) epilogue(BfConst<1>{});
+                else epilogue(BfConst<0>{});
             }
 #elif BF_EPI_WG
             // the whole tile into the staging buffer once the epilogue warpgroup has drained the previous one

@@ -5,7 +5,8 @@ shapes, both output types and the head-major QKV scatter, for compute-sanitizer 
     compute-sanitizer --tool racecheck python tests/sanitize_gemm_bf16.py [KEY=VALUE ...]
 
 KEY=VALUE: -D constants for the builds (e.g. BF_TMA_PARAM=1, BF_EPI_WG=1, BF_CLUSTER=2). BF_EPI_TMA=1: the fp32 cases
-add the residual in place (C is the residual), the bf16 ones store without one, N a multiple of 8, no QKV scatter.
+add the residual in place (C is the residual), the bf16 ones store without one, N a multiple of 8; the scatter by TMA
+stores (T = 128 and 192, 64-wide heads: session 16) besides the cases its no_tma twin runs.
 
 Prints one line per case with its relative error against float64 (the sanitizer's summary follows)."""
 import sys
@@ -47,8 +48,17 @@ for version in versions:
         want = 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))) + (round_bf16(r) if out_bf16 else r)
         print(f"{version} {M}x{N}x{K} out {'bf16' if out_bf16 else 'fp32'}: rel err "
               f"{np.linalg.norm(got - want) / np.linalg.norm(want):.2e}")
-    if tma_epi:
-        continue
+    if tma_epi:                       # the scatter by TMA stores: 64-wide heads, T a multiple of 64 (B=3, pos 5)
+        for T in (128, 192):
+            B, H, D, pos = 3, 4, 64, 5
+            M, N, K = B * T, 3 * H * D, 136
+            A = rt.pool.upload("san.A", to_bf16(rng.standard_normal((M, K))), BF16)
+            W = rt.pool.upload("san.W", lin.layout(rng.standard_normal((K, N)).astype(np.float32)), BF16)
+            Q, Kc, Vc = (rt.pool.get(f"san.{n}", (B, H, T + 2 * pos, D), BF16) for n in "QKV")
+            lin(A, W, Q, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("san.b", rng.standard_normal(N).astype(np.float32)),
+                                                    qkv=(Kc, Vc, T, pos, H, D, T + 2 * pos, T + 2 * pos)))
+            rt.synchronize(f"{version} qkv by TMA, T = {T}")
+        print(f"{version} qkv scatter by TMA ran")
     # head-major QKV into a KV cache at position 3 (B=2, T=9, 2 heads of 16)
     B, T, H, D, pos = 2, 9, 2, 16, 3
     M, N, K = B * T, 3 * H * D, 64

@@ -279,8 +279,9 @@ def test_fast_epilogue_refusals():
 
 def test_tma_epilogue_maps_smem_and_refusals():
     """BF_EPI_TMA=1 (session 15): each launch's map record carries C's map (fp32: 64 x 32 boxes, bf16: 64 x 64) in
-    384-byte slots; shared memory holds the ring and 4 staged 64 x 64 fp32 chunks; C must be the residual itself
-    (fp32), 16-byte aligned rows, no QKV scatter; the settings it cannot run refused before compiling."""
+    640-byte slots; shared memory holds the ring and 4 staged 64 x 64 fp32 chunks; C must be the residual itself
+    (fp32), 16-byte aligned rows; a head-major QKV scatter with T a multiple of 64 carries Q's, K's and V's maps
+    (session 16), other scatters run on the no_tma twin's build; the settings it cannot run refused before compiling."""
     rt, lin = dry("bf16_wgmma", {"BF_EPI_TMA": 1, "BF_EPI_SMEM": 1, "BF_BN": 192, "BF_EPI_PRE": 0})
     assert lin.in_place_residual(1000, 768) and not lin.in_place_residual(4, 768)   # M <= 8: the GEMV's rows
     lin.bf_gemv = False
@@ -294,13 +295,24 @@ def test_tma_epilogue_maps_smem_and_refusals():
     lin(A, W, Y, M, N, K, K, K, N, Epilogue(act=ACT_GELU))
     assert [a[4:] for a in made[2::3]] == [(64, 32, True), (64, 64, False)]        # C's boxes: rows, columns, fp32
     assert len(rt.launches) == 2
+    # the scatter at T = 512 (B = 2, 12 heads of 64, pos 5): Q's, K's, V's maps, rows of one head's 64 values
+    made.clear()
+    Q = rt.pool.get("q", (2, 12, 512, 64), BF16)
+    qkv = Epilogue(qkv=(Q, Q, 512, 5, 12, 64, 512, 600))
+    lin(A, W, Q, 1024, 2304, K, K, K, 2304, qkv)
+    assert [a[1:] for a in made[2:]] == [(2 * 12 * 512, 64, 64, 64, 64, False)] + [(2 * 12 * 600, 64, 64, 64, 64, False)] * 2
+    # T = 1000 (not a multiple of 64), or pos on the device: the same constants without BF_EPI_TMA (its own maps)
+    made.clear()
+    lin(A, W, Y, M, N, K, K, K, N, Epilogue(qkv=(Y, Y, M, 0, 4, 64, M, M)))
+    lin(A, W, Q, 1024, 2304, K, K, K, 2304, Epilogue(qkv=qkv.qkv, pos_dev=Q))
+    assert not made and len(rt.launches) == 5
+    assert not lin.no_tma.epi_tma and lin.no_tma.defines["BF_EPI_SMEM"] == 1
     # (a residual elsewhere than C: the GPU test; the dry run's buffers all sit at address 0)
     for why, call in (("in place only", lambda: lin(A, W, Y, M, N, K, K, K, N, Epilogue(resid=Y))),
-                      ("16-byte rows", lambda: lin(A, W, X, M, N - 2, K, K, K, N - 2)),
-                      ("QKV scatter", lambda: lin(A, W, Y, M, N, K, K, K, N, Epilogue(qkv=(Y, Y, M, 0, 4, 64, M, M))))):
+                      ("16-byte rows", lambda: lin(A, W, X, M, N - 2, K, K, K, N - 2))):
         with pytest.raises(GPUError, match=why):
             call()
-    assert len(rt.launches) == 2
+    assert len(rt.launches) == 5
     for bad in ({"BF_PP": 1}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_EPI_FAST": 1}, {"BF_CLUSTER": 2},
                 {"BF_TMA_PARAM": 1}, {"BF_BM": 256, "BF_STAGES": 3}):
         rt = RecordingRuntime()

@@ -53,3 +53,15 @@ def test_shape_argument():
     for bad in ("qkv=8192x2304", "=1x2x3", "a=1x0x3", "a=1x2xq"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_shape(bad)
+
+
+def test_epilogue_steps_of_the_tma_build():
+    trace, [(h, st)] = stamps()
+    h[:4] = [1, 0, 10_001, 10_000]                      # 1 ns a clock
+    st[1, 0] = [1, 100, 4_100, 6_000]
+    st[2, 0] = [1, 100, 4_100, 6_000]
+    st[0, 0] = [4_200, 4_300, 5_300, 5_400]             # BF_TRACE=4: the epilogue's steps, not the producer's
+    p = phases(trace, 1, steps=True)
+    assert [p[k][0] for k in ("chunk 0 buffer", "chunk 0 staged", "chunk 1 buffer", "chunk 1 staged")] == \
+        pytest.approx([0.1, 0.2, 1.2, 1.3])
+    assert p["producer issue"] == []

@@ -334,16 +334,21 @@ def test_pingpong_many_tiles_on_few_blocks(defines, blocks, rng):
 
 # v8 BF_EPI_TMA=1 (session 15): C written by TMA stores, the residual by TMA reduce-adds into C itself
 TMA = [{**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192}, {"BF_EPI_TMA": 1},
-       {"BF_EPI_TMA": 1, "BF_BN": 256, "BF_STAGES": 3}]
+       {"BF_EPI_TMA": 1, "BF_BN": 256, "BF_STAGES": 3},
+       # session 16: a whole tile staged per warpgroup (bf16 out; the fp32 build keeps 2 buffers at 4 stages, 3 at 3)
+       {**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3},
+       {**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_STAGES": 3}]
 
 
 @pytest.mark.parametrize("defines", TMA, ids=[str(d) for d in TMA])
 @pytest.mark.parametrize("blocks", [3, 132])
 def test_tma_epilogue_stores_and_in_place_residual(defines, blocks, rng):
     """BF_EPI_TMA: 1000 x 776 (the last row tile 24 rows past M, the last column tile part-filled: the TMA unit clips
-    both), 3 blocks (many tiles each: the two staging buffers alternate across tiles) or a full grid. fp32 C +=
+    both), 3 blocks (many tiles each: the staging buffers alternate across tiles) or a full grid. fp32 C +=
     GELU(A W + b) in place; bf16 and fp32 stores of ReLU(A W + b) into NaN-poisoned buffers wider than N (ldc 784:
-    the columns past N stay NaN); a residual that is not C, and the head-major scatter, refused."""
+    the columns past N stay NaN); a residual that is not C refused. The head-major scatter by TMA stores (bf16, T = 128
+    and 192: a 128-row tile spans two sequences, pos 7 into a longer cache) and on the no_tma twin (T = 300, pos from
+    the device, fp32), everything else poisoned."""
     from convnet.errors import GPUError
     from convnet.gpu.gemm import ACT_GELU, ACT_RELU, Epilogue
     rt, lin = linear("bf16_wgmma", defines)
@@ -366,8 +371,9 @@ def test_tma_epilogue_stores_and_in_place_residual(defines, blocks, rng):
         assert rel_err(got[:, :N], np.maximum(a @ w + bias, 0)) <= (BF16_TOL if out_bf16 else FP32_TOL), out_bf16
     with pytest.raises(GPUError, match="in place only"):
         lin(A, W, X, M, N, K, K, K, N, Epilogue(bias=B, resid=rt.pool.upload("test.bfR", r)))
-    with pytest.raises(GPUError, match="QKV scatter"):
-        check_qkv_scatter(rt, lin, rng, True, 3, 300, 12, 64, 7, 136, what="refused")
+    for out_bf16, B, T, on_device in ((True, 2, 128, False), (True, 3, 192, False), (True, 3, 300, False),
+                                      (True, 2, 128, True), (False, 2, 128, False)):
+        check_qkv_scatter(rt, lin, rng, out_bf16, B, T, 12, 64, 7, 136, on_device=on_device)
 
 
 def _layernorm64(x, g, b, eps):

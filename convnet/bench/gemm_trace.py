@@ -26,9 +26,13 @@ TRACE_BLOCKS, TRACE_TILES = 160, 64               # kernels/gemm.cu BF_TRACE_BLO
 STRIDE = 4 + 3 * TRACE_TILES * 4
 
 
-def phases(trace: np.ndarray, blocks: int) -> dict:
-    """Per-phase lists (us) from the raw stamps of `blocks` blocks (gemm.cu's bf_trace layout)."""
-    out = {k: [] for k in ("wait", "wait (first tile)", "k loop", "epilogue", "producer issue", "busy")}
+STEPS = ("chunk 0 buffer", "chunk 0 staged", "chunk 1 buffer", "chunk 1 staged")   # BF_TRACE=4's epilogue steps
+
+
+def phases(trace: np.ndarray, blocks: int, steps: bool = False) -> dict:
+    """Per-phase lists (us) from the raw stamps of `blocks` blocks (gemm.cu's bf_trace layout). steps (BF_TRACE=4):
+    the producer's slots hold the first consumer warpgroup's epilogue steps (STEPS, us after its k loop)."""
+    out = {k: [] for k in ("wait", "wait (first tile)", "k loop", "epilogue", "producer issue", "busy", *STEPS)}
     starts, ends = [], []
     for b in range(min(blocks, TRACE_BLOCKS)):
         h = trace[b * STRIDE:(b + 1) * STRIDE]
@@ -57,7 +61,10 @@ def phases(trace: np.ndarray, blocks: int) -> dict:
                     loop_clk += e[2] - e[1]
         for j in range(TRACE_TILES):
             e = st[0, j]
-            if e[0] and e[2]:
+            if steps and st[1, j, 2] and e.all():
+                for name, x in zip(STEPS, e):
+                    out[name].append((x - st[1, j, 2]) * us)
+            elif not steps and e[0] and e[2]:
                 out["producer issue"].append((e[2] - e[1]) * us)
         out["busy"].append(100.0 * loop_clk * us / ((g1 - g0) / 1e3))
     out["span"] = [(max(ends) - min(starts)) / 1e3] if starts else []
@@ -65,9 +72,12 @@ def phases(trace: np.ndarray, blocks: int) -> dict:
     return out
 
 
-def run(shapes: dict, grid, reps: int = 5) -> str:
+EPILOGUES = ("plain", "bias", "gelu", "resid")     # --epilogue: + bias; + bias, GELU; + bias + C (in place, fp32 C)
+
+
+def run(shapes: dict, grid, reps: int = 5, epilogue: str = "plain") -> str:
     from ..gpu.bf16 import BF16, to_bf16
-    from ..gpu.gemm import Linear
+    from ..gpu.gemm import ACT_GELU, Epilogue, Linear
     from ..gpu.runtime import Runtime
     rt = Runtime.get()
     if rt.arch != "sm_90a":
@@ -75,17 +85,22 @@ def run(shapes: dict, grid, reps: int = 5) -> str:
     settings = [s for g in (grid if isinstance(grid, list) else [grid]) for s in sweep_settings(g)]
     rng = np.random.default_rng(0)
     headers = ["shape", "setting", "ms (median)", "span us", "start skew us", "wait us", "first wait us", "k loop us",
-               "epilogue us", "producer issue us", "busy %", "tiles"]
+               "epilogue us", "producer issue us", "busy %", "tiles", "BF_TRACE=4: " + " / ".join(STEPS) + " us"]
     rows = []
     for name, (M, N, K) in shapes.items():
-        out_bf16 = name.startswith(("qkv", "mlp_fc"))
+        out_bf16 = name.startswith(("qkv", "mlp_fc")) and epilogue != "resid"
         a = rt.pool.upload("trace.A", to_bf16(rng.standard_normal((M, K)).astype(np.float32)), BF16)
         w = rt.pool.upload("trace.W", to_bf16(rng.standard_normal((N, K)).astype(np.float32)), BF16)
         c = rt.pool.get("trace.C", (M, N), BF16 if out_bf16 else np.float32)
+        bias = rt.pool.upload("trace.bias", rng.standard_normal(N).astype(np.float32))
+        if epilogue == "resid":
+            c.set(rng.standard_normal((M, N)).astype(np.float32))
+        epi = Epilogue(bias=None if epilogue == "plain" else bias, act=ACT_GELU if epilogue == "gelu" else 0,
+                       resid=c if epilogue == "resid" else None)
         for s in settings:
             d = {"BF_TRACE": 1, **s}          # BF_TRACE=2 / 3: the epilogue left out / not stored
             lin = Linear(rt, "bf16_wgmma", d, "gemm_trace")
-            call = lambda: lin(a, w, c, M, N, K, K, K, N)   # noqa: E731
+            call = lambda: lin(a, w, c, M, N, K, K, K, N, epi)   # noqa: E731
             ms = rt.median_ms(call, reps, what="traced GEMM", batch=10)
             mod = rt.module("gemm.cu", {**lin.defines, "BF_OUT": int(out_bf16)})
             ptr, size = mod.get_global("bf_trace")
@@ -94,14 +109,16 @@ def run(shapes: dict, grid, reps: int = 5) -> str:
             rt.synchronize("traced GEMM")
             trace = np.empty(size // 8, np.uint64)
             rt.drv.memcpy_dtoh(trace, ptr)
-            p = phases(trace, rt.sm_count)
+            p = phases(trace, rt.sm_count, steps=d["BF_TRACE"] == 4)
             med = lambda k: f"{statistics.median(p[k]):.2f}" if p[k] else "-"   # noqa: E731
             rows.append([f"{name} {M}x{N}x{K}", " ".join(f"{k}={v}" for k, v in s.items()) or "default", f"{ms:.4f}",
                          med("span"), med("start skew"), med("wait"), med("wait (first tile)"), med("k loop"),
-                         med("epilogue"), med("producer issue"), med("busy"), len(p["k loop"])])
-        for n in ("A", "W", "C"):
+                         med("epilogue"), med("producer issue"), med("busy"), len(p["k loop"]),
+                         " / ".join(med(k) for k in STEPS)])
+        for n in ("A", "W", "C", "bias"):
             rt.pool.release(f"trace.{n}")
-    return report.table(headers, rows, title=f"v8 tile phases on {rt.name} (medians over tiles; BF_TRACE=1 builds)")
+    return report.table(headers, rows, title=f"v8 tile phases on {rt.name}, epilogue {epilogue} (medians over tiles; "
+                        "BF_TRACE builds)")
 
 
 def main(argv=None) -> int:
@@ -110,6 +127,8 @@ def main(argv=None) -> int:
                    help="shape to trace (repeatable; default qkv=8192x2304x768)")
     p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 v8 constants; '+' starts another grid")
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--epilogue", choices=EPILOGUES, default="plain",
+                   help="what the GEMM adds: nothing, a bias, a bias and GELU, a bias and C itself (fp32, in place)")
     args = p.parse_args(argv)
 
     def go():
@@ -120,7 +139,7 @@ def main(argv=None) -> int:
                 cur = []
             else:
                 cur.append(item)
-        print(run(dict(args.shape) or {"qkv": (8192, 2304, 768)}, grids, args.reps))
+        print(run(dict(args.shape) or {"qkv": (8192, 2304, 768)}, grids, args.reps, args.epilogue))
         return 0
     return exit_code(p.prog, go)
 

@@ -125,10 +125,12 @@ def _bf8_smem(c: dict) -> int:
     mbarriers, + 1 KB to align the swizzle atoms, + the epilogue's staging: BF_EPI_WG the whole 128 x BF_BN fp32 tile
     (rows BF_BN + 8 apart), else BF_EPI_SMEM two warpgroups' 64 x BF_EPI_CH fp32 chunks (rows BF_EPI_CH + 8 apart);
     BF_PP: + the warpgroups' two turn mbarriers. BF_EPI_TMA (instead of those): two warpgroups' BF_EPI_TMA_BUFS 64 x 64
-    chunks of C (fp32 counted: the larger of the two builds)."""
-    staging = 2 * c["BF_EPI_TMA_BUFS"] * 64 * 64 * 4 if c["BF_EPI_TMA"] else c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
+    chunks of C, or as many as fit beside the ring (at least 2; fp32 counted: the larger of the two builds)."""
+    ring = c["BF_STAGES"] * (c["BF_BM"] + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024
+    tma_bufs = min(c["BF_EPI_TMA_BUFS"], (227 * 1024 - ring) // (2 * 64 * 64 * 4))   # as gemm.cu's BF_TMA_BUFS
+    staging = 2 * max(2, tma_bufs) * 64 * 64 * 4 if c["BF_EPI_TMA"] else c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
         (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
-    return c["BF_STAGES"] * (c["BF_BM"] + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024 + staging + 16 * c["BF_PP"]
+    return ring + staging + 16 * c["BF_PP"]
 
 
 class Linear:
@@ -243,8 +245,12 @@ class Linear:
         self.bf_kernels = {out: rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": int(out)}, self.variant)
                            for out in (True, False)}
         self.tma_param = c is not None and bool(c["BF_TMA_PARAM"])
-        self.epi_tma = c is not None and bool(c["BF_EPI_TMA"])    # C's map too: 384-byte map records
-        self.map_bytes = 384 if self.epi_tma else 256
+        self.epi_tma = c is not None and bool(c["BF_EPI_TMA"])
+        # map records: A's, W^T's, then with BF_EPI_TMA C's, or Q's, K's and V's for the head-major scatter
+        self.map_bytes = 640 if self.epi_tma else 256
+        # BF_EPI_TMA: the same constants without it, for the head-major scatters its TMA stores cannot make
+        self.no_tma = Linear(rt, version, {**{k: v for k, v in d.items() if k not in ("BF_EPI_TMA", "BF_EPI_TMA_BUFS")},
+                                           "BF_EPI_SMEM": 1}, self.variant) if self.epi_tma else None
         self.cluster = c["BF_CLUSTER"] if c is not None else 1     # BF_CLUSTER=2: block pairs, each loading half of W^T's tile
         # blocks of a cluster along the row and column tiles (BF_CLUSTER=4: 2 x 2, each also loading half of A's tile)
         self.cluster_mn = (2, 2) if self.cluster == 4 else (self.cluster, 1)
@@ -621,6 +627,8 @@ class Linear:
             # batched decoding: W read once over split-K slices that fill the GPU (v12)
             self._call_small_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         elif self.version == "bf16_wgmma":
+            if self.epi_tma and epi.qkv is not None and not self.tma_scatter_takes(M, epi, out_bf16, C):
+                return self.no_tma._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
             # persistent: at most one block per SM, each walking tiles blockIdx.x, + gridDim.x, ...
             c_map = self._c_map_args(C, M, N, ldc, epi, out_bf16) if self.epi_tma else None
             maps = self._map_pair(A, W, M, N, K, lda, ldb) if self.tma_param else \
@@ -640,18 +648,36 @@ class Linear:
         return self.version == "bf16_wgmma" and self.epi_tma and not (self.bf_gemv and M <= SKINNY_M) \
             and not self.bfm_takes(M, N)
 
+    @staticmethod
+    def tma_scatter_takes(M: int, epi, out_bf16: bool, C) -> bool:
+        """Whether BF_EPI_TMA's stores make this head-major QKV scatter (else its no_tma twin runs it): bf16 Q/K/V with
+        64-wide heads, so a 64-column chunk is one head's rows, T a multiple of 64, so a consumer's 64 rows never
+        cross a sequence, pos from the host, and 16-byte aligned buffers."""
+        k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv = epi.qkv
+        return bool(out_bf16) and head_dim == 64 and T % 64 == 0 and M % T == 0 and epi.pos_dev is None and \
+            all(int(ptr(x)) % 16 == 0 for x in (C, k_out, v_out))
+
     def _c_map_args(self, C, M, N, ldc, epi, out_bf16) -> tuple:
-        """BF_EPI_TMA: C's map arguments, after refusing what its TMA epilogue cannot do."""
+        """BF_EPI_TMA: the specs (address, rows, columns, row stride, box columns, fp32) of C's map, or of Q's, K's and
+        V's (rows of 64 bf16: (b, head, t) for Q, (b, head, pos + t) for K and V) for a head-major scatter that
+        tma_scatter_takes; refuses what its TMA epilogue cannot do."""
         size = 2 if out_bf16 else 4
         if epi.qkv is not None:
-            raise GPUError("GEMM v8 with BF_EPI_TMA=1 has no head-major QKV scatter (the qkv group needs another build)")
+            if not self.tma_scatter_takes(M, epi, out_bf16, C):
+                raise GPUError("GEMM v8 with BF_EPI_TMA=1: this QKV scatter (bf16, 64-wide heads, T a multiple of 64, "
+                               "pos from the host) is its no_tma twin's")
+            k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv = epi.qkv
+            B = M // T
+            return ((int(ptr(C)), B * n_head * cap_q, 64, 64, 64, False),
+                    (int(ptr(k_out)), B * n_head * cap_kv, 64, 64, 64, False),
+                    (int(ptr(v_out)), B * n_head * cap_kv, 64, 64, 64, False))
         if epi.resid is not None and (out_bf16 or int(ptr(epi.resid)) != int(ptr(C))):
             raise GPUError("GEMM v8 with BF_EPI_TMA=1 adds a residual in place only: an fp32 C that is the residual "
                            "itself (C += A @ W + bias)")
         if int(ptr(C)) % 16 or (ldc * size) % 16:
             raise GPUError(f"GEMM v8 with BF_EPI_TMA=1 needs C 16-byte aligned with 16-byte rows (ldc a multiple of "
                            f"{16 // size}); got ldc={ldc}, C at {int(ptr(C)):#x}")
-        return int(ptr(C)), M, N, ldc, not out_bf16
+        return ((int(ptr(C)), M, N, ldc, 64 // (size // 2), not out_bf16),)
 
     def _map_pair(self, A, W, M, N, K, lda, ldb) -> tuple:
         """The TMA maps of A and W^T as bytes, for by-value parameters (BF_TMA_PARAM=1), cached by address and shape."""
@@ -665,8 +691,8 @@ class Linear:
         return pair
 
     def _maps_for(self, A, W, M, N, K, lda, ldb, c_map=None) -> np.uintp:
-        """Device address of the TMA maps of A and W^T (A's, then W's; BF_EPI_TMA: then C's, c_map = (address, M, N,
-        ldc, fp32)), made and uploaded the first time this (A address, M, lda, W address, N, ldb, K, c_map) comes:
+        """Device address of the TMA maps of A and W^T (A's, then W's; BF_EPI_TMA: then those of c_map's specs, see
+        _c_map_args), made and uploaded the first time this (A address, M, lda, W address, N, ldb, K, c_map) comes:
         once per weight and activation buffer in a forward, so the first call of a shape must not be inside a
         CUDA-graph capture (the upload is a copy)."""
         key = (int(ptr(A)), M, lda, int(ptr(W)), N, ldb, K, c_map)
@@ -680,9 +706,8 @@ class Linear:
             slot = self._maps[key] = len(self._maps)
             record = self._make_map(key[0], M, K, lda, BF_A_BOX // self.cluster_mn[1], BF_BK) + \
                 self._make_map(key[3], N, K, ldb, self.tile[1] // self.cluster_mn[0], BF_BK)
-            if c_map is not None:
-                address, rows, cols, ldc, fp32 = c_map
-                record += self._make_map(address, rows, cols, ldc, BF_TMA_C_BOX, 32 if fp32 else 64, fp32)
+            for address, rows, cols, ld, box_cols, fp32 in c_map or ():
+                record += self._make_map(address, rows, cols, ld, BF_TMA_C_BOX, box_cols, fp32)
             store = self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, stride), np.uint8)
             self.rt.drv.memcpy_htod(int(ptr(store)) + stride * slot, np.frombuffer(record, np.uint8))
         return np.uintp(int(ptr(self.rt.pool.get(f"bf16.tma.{id(self)}", (MAP_SLOTS, stride), np.uint8)))
