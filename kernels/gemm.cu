@@ -64,7 +64,13 @@
 //                      Session 14: BF_EPI_FAST=1 (a staged chunk's column work once per chunk, the bias a chunk ahead:
 //                      qkv 96.6 -> 70.6 us in the forward at BF_EPI_CH 64, H100) and BF_BM=256 (256-row tiles: slower).
 //                      Session 15: BF_EPI_TMA=1 (the epilogue by TMA stores / reduce-adds from swizzled staging: the
-//                      warpgroups start the next tile while the TMA unit writes C).
+//                      warpgroups start the next tile while the TMA unit writes C). Session 16: BF_TRACE (each
+//                      warpgroup stamps its tiles' phases; convnet/bench/gemm_trace.py) showed the k loop near the
+//                      tensor peak (5.2 us for 12 k tiles of a 128 x 192 tile, H100) and the epilogue at 3.1-4.4 us
+//                      whichever way it stored: BF_EPI_TMA's staging loop carried the activation as a runtime branch
+//                      per element (GELU inlined 96 times); with it a compile-time constant, the bias loaded per
+//                      chunk, the whole tile staged (BF_EPI_TMA_BUFS) and the head-major QKV scatter by TMA stores,
+//                      the epilogue takes 0.9-2.5 us and fast_bf16's forward 5.20 ms instead of 5.77 (H100).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the

@@ -17,6 +17,19 @@ from convnet.gpu.bf16 import BF16, from_bf16, round_bf16, to_bf16
 from convnet.gpu.gemm import ACT_GELU, Epilogue, Linear
 from convnet.gpu.runtime import Runtime
 
+
+
+def scatter(lin, B, T, H, D, pos, K, bias):
+    """lin's head-major QKV of B sequences of T rows (H heads of D) into Q and a KV cache at pos (+ a bias)."""
+    M, N = B * T, 3 * H * D
+    A = rt.pool.upload("san.A", to_bf16(rng.standard_normal((M, K))), BF16)
+    W = rt.pool.upload("san.W", lin.layout(rng.standard_normal((K, N)).astype(np.float32)), BF16)
+    Q, Kc, Vc = (rt.pool.get(f"san.{n}", (B, H, T + 2 * pos, D), BF16) for n in "QKV")
+    b = rt.pool.upload("san.b", rng.standard_normal(N).astype(np.float32)) if bias else None
+    lin(A, W, Q, M, N, K, K, K, N, Epilogue(bias=b, qkv=(Kc, Vc, T, pos, H, D, T + 2 * pos, T + 2 * pos)))
+    rt.synchronize(f"{lin.version} qkv, B={B} T={T} H={H} D={D}")
+
+
 rt = Runtime.get()
 defines = {k: int(v) for k, v in (a.split("=") for a in sys.argv[1:])}
 rng = np.random.default_rng(0)
@@ -50,31 +63,10 @@ for version in versions:
               f"{np.linalg.norm(got - want) / np.linalg.norm(want):.2e}")
     if tma_epi:                       # the scatter by TMA stores: 64-wide heads, T a multiple of 64 (B=3, pos 5)
         for T in (128, 192):
-            B, H, D, pos = 3, 4, 64, 5
-            M, N, K = B * T, 3 * H * D, 136
-            A = rt.pool.upload("san.A", to_bf16(rng.standard_normal((M, K))), BF16)
-            W = rt.pool.upload("san.W", lin.layout(rng.standard_normal((K, N)).astype(np.float32)), BF16)
-            Q, Kc, Vc = (rt.pool.get(f"san.{n}", (B, H, T + 2 * pos, D), BF16) for n in "QKV")
-            lin(A, W, Q, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("san.b", rng.standard_normal(N).astype(np.float32)),
-                                                    qkv=(Kc, Vc, T, pos, H, D, T + 2 * pos, T + 2 * pos)))
-            rt.synchronize(f"{version} qkv by TMA, T = {T}")
+            scatter(lin, 3, T, 4, 64, 5, 136, bias=True)
         print(f"{version} qkv scatter by TMA ran")
-    # head-major QKV into a KV cache at position 3 (B=2, T=9, 2 heads of 16)
-    B, T, H, D, pos = 2, 9, 2, 16, 3
-    M, N, K = B * T, 3 * H * D, 64
-    A = rt.pool.upload("san.A", to_bf16(rng.standard_normal((M, K))), BF16)
-    W = rt.pool.upload("san.W", lin.layout(rng.standard_normal((K, N)).astype(np.float32)), BF16)
-    Q, Kc, Vc = (rt.pool.get(f"san.{n}", (B, H, T + 2 * pos, D), BF16) for n in "QKV")
-    lin(A, W, Q, M, N, K, K, K, N, Epilogue(qkv=(Kc, Vc, T, pos, H, D, T + 2 * pos, T + 2 * pos)))
-    rt.synchronize(f"{version} qkv")
+    scatter(lin, 2, 9, 2, 16, 3, 64, bias=False)       # into a KV cache at position 3 (B=2, T=9, 2 heads of 16)
     # and over 3 sequences of 100 rows, 4 heads of 64 (the tile kernels' 16-byte scatter, sequences inside a tile)
-    B, T, H, D, pos = 3, 100, 4, 64, 5
-    M, N, K = B * T, 3 * H * D, 64
-    A = rt.pool.upload("san.A", to_bf16(rng.standard_normal((M, K))), BF16)
-    W = rt.pool.upload("san.W", lin.layout(rng.standard_normal((K, N)).astype(np.float32)), BF16)
-    Q, Kc, Vc = (rt.pool.get(f"san.{n}", (B, H, T + 2 * pos, D), BF16) for n in "QKV")
-    lin(A, W, Q, M, N, K, K, K, N, Epilogue(bias=rt.pool.upload("san.b", rng.standard_normal(N).astype(np.float32)),
-                                            qkv=(Kc, Vc, T, pos, H, D, T + 2 * pos, T + 2 * pos)))
-    rt.synchronize(f"{version} qkv, 300 rows")
+    scatter(lin, 3, 100, 4, 64, 5, 64, bias=True)
     print(f"{version} qkv scatter ran")
 print("sanitize run done")

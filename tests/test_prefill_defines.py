@@ -28,10 +28,10 @@ def test_prefill_defines_route_tiled_calls_only():
     base_fc, base_head = gpu._linear("mlp_fc"), gpu._linear("lm_head")
     pre_fc, pre_head = gpu._linear("mlp_fc", 8192, 256), gpu._linear("lm_head", 8192, gpu.Vp)
     assert pre_fc is not base_fc and pre_head is not base_head
-    assert pre_fc.defines["BF_PP"] == 1 and pre_fc.defines["BF_EPI_PRE"] == 0
+    assert pre_fc.defines["BF_EPI_TMA"] == 1 and pre_fc.defines["BF_EPI_PRE"] == 0    # session 16: TMA stores
     assert pre_head.defines["BF_PP"] == 1 and pre_head.defines["BF_BN"] == 192
     assert pre_head.defines["BFS_CG"] == 8                      # the group's own constants underneath
-    assert "BF_PP" not in base_fc.defines and base_head.defines["BF_BN"] == 256
+    assert "BF_EPI_TMA" not in base_fc.defines and base_head.defines["BF_BN"] == 256
     for M in (1, 8, 32, 64):                                    # the GEMV and v12 rows: the group's builds
         assert gpu._linear("mlp_fc", M, 256) is base_fc
     assert gpu._linear("mlp_fc", 65, 256) is pre_fc              # past v12's 64 rows: tiles
@@ -39,9 +39,12 @@ def test_prefill_defines_route_tiled_calls_only():
     assert gpu._linear("lm_head", 65, 50304) is pre_head
     assert gpu._linear("lm_head", 1, gpu.Vp, ln=object()) is base_head     # the LayerNorm prologue: the GEMV
     assert gpu._linear("mlp_proj", 64, 768) is gpu.linears["mlp_proj"]      # decode rows: the group's own builds
-    assert gpu._linear("mlp_proj", 8192, 768).defines["BF_EPI_CH"] == 64     # session 14: 64-column chunks
-    pre_qkv = gpu._linear("qkv", 8192, 192)                       # session 14: qkv's forward on BF_EPI_FAST
-    assert pre_qkv is not gpu.linear and pre_qkv.defines["BF_EPI_FAST"] == 1 and pre_qkv.defines["BF_EPI_CH"] == 64
+    pre_proj = gpu._linear("mlp_proj", 8192, 768)                 # session 16: whole tiles staged for TMA stores
+    assert pre_proj.defines["BF_EPI_TMA"] == 1 and pre_proj.defines["BF_EPI_TMA_BUFS"] == 3
+    assert pre_proj.in_place_residual(8192, 768) and not gpu.linears["mlp_proj"].in_place_residual(8192, 768)
+    pre_qkv = gpu._linear("qkv", 8192, 192)                       # session 16: qkv's scatter by TMA stores
+    assert pre_qkv is not gpu.linear and pre_qkv.defines["BF_EPI_TMA"] == 1 and pre_qkv.no_tma is not None
+    assert "BF_EPI_TMA" not in pre_qkv.no_tma.defines
     assert gpu._linear("qkv", 64, 192) is gpu.linear
 
 

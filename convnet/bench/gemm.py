@@ -31,7 +31,7 @@ from .. import report
 from ..cmdline import positive_int
 from ..errors import exit_code
 from .autotune import gpt2_shapes
-from .layer import parse_sweep, settings as sweep_settings
+from .layer import parse_grids, settings as sweep_settings
 from ..gpu.gemm import BF16_VERSIONS, LINEAR_KERNELS, Linear
 
 # GPT-2 124M at B=8, T=1024 (M = 8192 rows): c_attn, attn c_proj, c_fc, mlp c_proj, LM head (padded vocab).
@@ -153,13 +153,7 @@ def main(argv=None) -> int:
 
     def go():
         shapes = dict(args.shape) if args.shape else gpt2_shapes(1, args.rows)
-        grids, cur = [], []
-        for item in args.sweep + ["+"]:
-            if item == "+":
-                grids.append(parse_sweep(cur))
-                cur = []
-            else:
-                cur.append(item)
+        grids = parse_grids(args.sweep)
         print(run(args.version, grids, args.reps, shapes=shapes, split_k=args.split_k))
         return 0
     return exit_code(p.prog, go)

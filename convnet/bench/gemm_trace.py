@@ -20,7 +20,7 @@ import numpy as np
 from .. import report
 from ..errors import exit_code
 from .gemm import parse_shape
-from .layer import parse_sweep, settings as sweep_settings
+from .layer import parse_grids, settings as sweep_settings
 
 TRACE_BLOCKS, TRACE_TILES = 160, 64               # kernels/gemm.cu BF_TRACE_BLOCKS, BF_TRACE_TILES
 STRIDE = 4 + 3 * TRACE_TILES * 4
@@ -132,13 +132,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     def go():
-        grids, cur = [], []
-        for item in args.sweep + ["+"]:
-            if item == "+":
-                grids.append(parse_sweep(cur))
-                cur = []
-            else:
-                cur.append(item)
+        grids = parse_grids(args.sweep)
         print(run(dict(args.shape) or {"qkv": (8192, 2304, 768)}, grids, args.reps, args.epilogue))
         return 0
     return exit_code(p.prog, go)

@@ -30,6 +30,18 @@ def parse_sweep(items):
     return grid
 
 
+def parse_grids(items) -> list:
+    """--sweep items with '+' between grids (timed one after another in one run) -> a list of parse_sweep grids."""
+    grids, cur = [], []
+    for item in list(items) + ["+"]:
+        if item == "+":
+            grids.append(parse_sweep(cur))
+            cur = []
+        else:
+            cur.append(item)
+    return grids
+
+
 def settings(grid: dict) -> list:
     """Every combination of a sweep grid as a dict (one empty setting for an empty grid)."""
     return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
