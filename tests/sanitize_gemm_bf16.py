@@ -6,7 +6,7 @@ shapes, both output types and the head-major QKV scatter, for compute-sanitizer 
 
 KEY=VALUE: -D constants for the builds (e.g. BF_TMA_PARAM=1, BF_EPI_WG=1, BF_CLUSTER=2). BF_EPI_TMA=1: the fp32 cases
 add the residual in place (C is the residual), the bf16 ones store without one, N a multiple of 8; the scatter by TMA
-stores (T = 128 and 192, 64-wide heads: session 16) besides the cases its no_tma twin runs.
+stores (T = 128 and 192, 64-wide heads: session 16) besides the cases its no_tma_twin runs.
 
 Prints one line per case with its relative error against float64 (the sanitizer's summary follows)."""
 import sys

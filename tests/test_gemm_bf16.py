@@ -281,7 +281,7 @@ def test_tma_epilogue_maps_smem_and_refusals():
     """BF_EPI_TMA=1 (session 15): each launch's map record carries C's map (fp32: 64 x 32 boxes, bf16: 64 x 64) in
     640-byte slots; shared memory holds the ring and 4 staged 64 x 64 fp32 chunks; C must be the residual itself
     (fp32), 16-byte aligned rows; a head-major QKV scatter with T a multiple of 64 carries Q's, K's and V's maps
-    (session 16), other scatters run on the no_tma twin's build; the settings it cannot run refused before compiling."""
+    (session 16), other scatters run on no_tma_twin's build; the settings it cannot run refused before compiling."""
     rt, lin = dry("bf16_wgmma", {"BF_EPI_TMA": 1, "BF_EPI_SMEM": 1, "BF_BN": 192, "BF_EPI_PRE": 0})
     assert lin.in_place_residual(1000, 768) and not lin.in_place_residual(4, 768)   # M <= 8: the GEMV's rows
     lin.bf_gemv = False
@@ -306,7 +306,7 @@ def test_tma_epilogue_maps_smem_and_refusals():
     lin(A, W, Y, M, N, K, K, K, N, Epilogue(qkv=(Y, Y, M, 0, 4, 64, M, M)))
     lin(A, W, Q, 1024, 2304, K, K, K, 2304, Epilogue(qkv=qkv.qkv, pos_dev=Q))
     assert not made and len(rt.launches) == 5
-    assert not lin.no_tma.epi_tma and lin.no_tma.defines["BF_EPI_SMEM"] == 1
+    assert not lin.no_tma_twin().epi_tma and lin.no_tma_twin().defines["BF_EPI_SMEM"] == 1
     # (a residual elsewhere than C: the GPU test; the dry run's buffers all sit at address 0)
     for why, call in (("in place only", lambda: lin(A, W, Y, M, N, K, K, K, N, Epilogue(resid=Y))),
                       ("16-byte rows", lambda: lin(A, W, X, M, N - 2, K, K, K, N - 2))):

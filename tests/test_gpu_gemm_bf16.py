@@ -347,7 +347,7 @@ def test_tma_epilogue_stores_and_in_place_residual(defines, blocks, rng):
     both), 3 blocks (many tiles each: the staging buffers alternate across tiles) or a full grid. fp32 C +=
     GELU(A W + b) in place; bf16 and fp32 stores of ReLU(A W + b) into NaN-poisoned buffers wider than N (ldc 784:
     the columns past N stay NaN); a residual that is not C refused. The head-major scatter by TMA stores (bf16, T = 128
-    and 192: a 128-row tile spans two sequences, pos 7 into a longer cache) and on the no_tma twin (T = 300, pos from
+    and 192: a 128-row tile spans two sequences, pos 7 into a longer cache) and on the no_tma_twin (T = 300, pos from
     the device, fp32), everything else poisoned."""
     from convnet.errors import GPUError
     from convnet.gpu.gemm import ACT_GELU, ACT_RELU, Epilogue

@@ -43,8 +43,9 @@ def test_prefill_defines_route_tiled_calls_only():
     assert pre_proj.defines["BF_EPI_TMA"] == 1 and pre_proj.defines["BF_EPI_TMA_BUFS"] == 3
     assert pre_proj.in_place_residual(8192, 768) and not gpu.linears["mlp_proj"].in_place_residual(8192, 768)
     pre_qkv = gpu._linear("qkv", 8192, 192)                       # session 16: qkv's scatter by TMA stores
-    assert pre_qkv is not gpu.linear and pre_qkv.defines["BF_EPI_TMA"] == 1 and pre_qkv.no_tma is not None
-    assert "BF_EPI_TMA" not in pre_qkv.no_tma.defines
+    assert pre_qkv is not gpu.linear and pre_qkv.defines["BF_EPI_TMA"] == 1 and pre_qkv._no_tma is not None
+    assert "BF_EPI_TMA" not in pre_qkv.no_tma_twin().defines
+    assert pre_proj._no_tma is None                               # no scatter there: no twin built
     assert gpu._linear("qkv", 64, 192) is gpu.linear
 
 

@@ -118,6 +118,9 @@ class GPT2GPU:
             base = self.linears.get(group, self.linear)
             self.prefill_linears[group] = Linear(rt, base.version, {**base.defines, **extra}, name,
                                                  split_k=bool(p.get("split_k", False)), tuned=tuned)
+        for lin in (self.linears.get("qkv", self.linear), self.prefill_linears.get("qkv")):
+            if getattr(lin, "epi_tma", False):            # v8's TMA epilogue: its twin for the scatters it cannot make
+                lin.no_tma_twin()
         self.fuse = bool(p.get("fuse_epilogue", False))
         self.head_major = bool(p.get("qkv_head_major", False))
         self.window = int(p.get("window", 0) or config.window or 0)

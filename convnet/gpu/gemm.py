@@ -248,9 +248,7 @@ class Linear:
         self.epi_tma = c is not None and bool(c["BF_EPI_TMA"])
         # map records: A's, W^T's, then with BF_EPI_TMA C's, or Q's, K's and V's for the head-major scatter
         self.map_bytes = 640 if self.epi_tma else 256
-        # BF_EPI_TMA: the same constants without it, for the head-major scatters its TMA stores cannot make
-        self.no_tma = Linear(rt, version, {**{k: v for k, v in d.items() if k not in ("BF_EPI_TMA", "BF_EPI_TMA_BUFS")},
-                                           "BF_EPI_SMEM": 1}, self.variant) if self.epi_tma else None
+        self._no_tma = None                                        # BF_EPI_TMA's twin (no_tma_twin), made on demand
         self.cluster = c["BF_CLUSTER"] if c is not None else 1     # BF_CLUSTER=2: block pairs, each loading half of W^T's tile
         # blocks of a cluster along the row and column tiles (BF_CLUSTER=4: 2 x 2, each also loading half of A's tile)
         self.cluster_mn = (2, 2) if self.cluster == 4 else (self.cluster, 1)
@@ -628,7 +626,7 @@ class Linear:
             self._call_small_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         elif self.version == "bf16_wgmma":
             if self.epi_tma and epi.qkv is not None and not self.tma_scatter_takes(M, epi, out_bf16, C):
-                return self.no_tma._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
+                return self.no_tma_twin()._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
             # persistent: at most one block per SM, each walking tiles blockIdx.x, + gridDim.x, ...
             c_map = self._c_map_args(C, M, N, ldc, epi, out_bf16) if self.epi_tma else None
             maps = self._map_pair(A, W, M, N, K, lda, ldb) if self.tma_param else \
@@ -648,9 +646,18 @@ class Linear:
         return self.version == "bf16_wgmma" and self.epi_tma and not (self.bf_gemv and M <= SKINNY_M) \
             and not self.bfm_takes(M, N)
 
+    def no_tma_twin(self) -> "Linear":
+        """BF_EPI_TMA: the same constants without it, for the head-major scatters its TMA stores cannot make. Made on
+        first use (only a qkv GEMM scatters: GPT2GPU makes its qkv twin up front, so a dry run compiles it, and the
+        other groups' TMA builds bring no unused builds)."""
+        if self._no_tma is None:
+            d = {k: v for k, v in self.defines.items() if k not in ("BF_EPI_TMA", "BF_EPI_TMA_BUFS")}
+            self._no_tma = Linear(self.rt, self.version, {**d, "BF_EPI_SMEM": 1}, self.variant)
+        return self._no_tma
+
     @staticmethod
     def tma_scatter_takes(M: int, epi, out_bf16: bool, C) -> bool:
-        """Whether BF_EPI_TMA's stores make this head-major QKV scatter (else its no_tma twin runs it): bf16 Q/K/V with
+        """Whether BF_EPI_TMA's stores make this head-major QKV scatter (else no_tma_twin runs it): bf16 Q/K/V with
         64-wide heads, so a 64-column chunk is one head's rows, T a multiple of 64, so a consumer's 64 rows never
         cross a sequence, pos from the host, and 16-byte aligned buffers."""
         k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv = epi.qkv
@@ -665,7 +672,7 @@ class Linear:
         if epi.qkv is not None:
             if not self.tma_scatter_takes(M, epi, out_bf16, C):
                 raise GPUError("GEMM v8 with BF_EPI_TMA=1: this QKV scatter (bf16, 64-wide heads, T a multiple of 64, "
-                               "pos from the host) is its no_tma twin's")
+                               "pos from the host) is no_tma_twin's")
             k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv = epi.qkv
             B = M // T
             return ((int(ptr(C)), B * n_head * cap_q, 64, 64, 64, False),
