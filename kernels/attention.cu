@@ -23,7 +23,8 @@
 //                     2.4e-6 from float64, 0.40-0.41 ms vs the SIMT kernel's 0.44-0.46, H200). FT_KV_BUFS=1:
 //                     single-buffered K/V, 3 blocks per SM (TF32: 0.185-0.195 vs 0.207-0.218 ms).
 //   flash_attention_bf16  bf16 q, k, v, y (the bf16 variants, issue 15): FA2 on mma.sync m16n8k16, P kept in
-//                     registers, fp32 softmax and accumulators; described at the kernel.
+//                     registers, fp32 softmax and accumulators; described at the kernel. FB_PDL=1 (session 17):
+//                     launched as a programmatic dependent launch, waiting (griddepcontrol) before any access.
 //   decode_attention_bf16  Tq = 1 over the bf16 KV cache (the bf16 variants' decode steps): decode_attention's plan
 //                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
 //                     previous kernel (programmatic dependent launch) before reading anything; PDL_EARLY=1
@@ -869,6 +870,12 @@ static_assert(FB_STAGES >= 2 && FB_STAGES <= 4, "FB_STAGES: 2..4");
 #ifndef FB_QS
 #define FB_QS (FB_MT == 2)        // Q fragments from shared memory (1) or registers (0)
 #endif
+// FB_PDL=1 (session 17): a programmatic dependent launch (convnet/gpt2/flash.py launches it through tma.PdlKernel).
+// Every block signals its dependents first (they launch once all blocks of this grid have started: the last wave),
+// then waits for the kernel before it (q, the cache, pos) before reading or writing anything.
+#ifndef FB_PDL
+#define FB_PDL 0
+#endif
 
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
@@ -909,6 +916,10 @@ extern "C" __global__ void __launch_bounds__(32 * FB_WARPS, FB_MIN_BLOCKS)
 flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
                      const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tq, int Tk, int cap_q,
                      int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
+#if FB_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // FB_PDL: see above
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
     if (pos_dev) Tk = *pos_dev + Tq;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     constexpr int D = HEAD_DIM, NT = 32 * FB_WARPS, MT = FB_MT, DK = D / 16, NJ = FB_BC / 8, DN = D / 8,
@@ -1084,6 +1095,213 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
             for (int n = 0; n < DN; ++n)
                 *(unsigned*)&yr[8 * n] = pack_bf16x2(o[i][n][2 * r] * inv, o[i][n][2 * r + 1] * inv);
         }
+}
+
+// ---- flash_attention_bf16_wg: flash_attention_bf16's plan on Hopper's warpgroup MMA (session 17) -----------------
+// HEAD_DIM 64, full causal attention (no window). A block = FW_WG warpgroups, each 64 queries (FW_BR = 64 FW_WG per
+// block); keys in FW_BC-key tiles through a FW_STAGES-deep cp.async ring that every thread fills. Q, K and V sit in
+// shared memory in the 128-byte-swizzled layout wgmma reads (a 128-byte row per query or key: 16-byte piece j of
+// row r at piece j ^ (r % 8), rows of a tile from a 1024-byte boundary). Per key tile and warpgroup:
+//   S = Q K^T   wgmma m64nFW_BCk16, A (Q) and B (K) from shared memory, both K-major (d contiguous), 4 steps;
+//   the online softmax on S's fragments (fp32, log2 units; the m16n8 layout per warp, as mma.sync's), P to bf16;
+//   O += P V    wgmma m64n64k16 with A = P from registers (wgmma's register A fragment is the accumulator layout of
+//               two 8-column groups, as for mma.sync) and B = V from shared memory as stored, N-major (imm-trans-b:
+//               d contiguous; its 8-key groups 1024 bytes apart, the same descriptor as K-major's).
+// The writes by cp.async are made visible to wgmma (the async proxy) by fence.proxy.async before the block barrier.
+// Rows past Tq read zeros and store nothing; keys past Tk read zeros and are masked. FB_PDL as the mma.sync kernel.
+#ifndef FW_BC
+#define FW_BC 64                  // keys per tile: 64 or 128
+#endif
+#ifndef FW_STAGES
+#define FW_STAGES 2               // K/V tile slots
+#endif
+#ifndef FW_WG
+#define FW_WG 2                   // warpgroups per block (64 queries each)
+#endif
+#ifndef FW_MIN_BLOCKS
+#define FW_MIN_BLOCKS 2
+#endif
+#define FW_BR (64 * FW_WG)
+static_assert(FW_BC == 64 || FW_BC == 128, "FW_BC: 64 or 128");
+static_assert(FW_STAGES >= 2 && FW_STAGES <= 4, "FW_STAGES: 2..4");
+static_assert(FW_WG >= 1 && FW_WG <= 3, "FW_WG: 1..3");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// 128-byte swizzle, 8-row groups 1024 bytes apart (K-major: rows; N-major: the k groups), leading offset unused.
+__device__ __forceinline__ unsigned long long fw_desc(unsigned smem_addr) {
+    return (unsigned long long)((smem_addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+#define FW_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                 "+f"(d[i + 6]), "+f"(d[i + 7])
+#define FW_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define FW_R32 FW_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+// S (64 x FW_BC) += Q (64 x 16) K^T (16 x FW_BC): both from shared memory, K-major.
+template <int N> struct FwQK;
+template <> struct FwQK<64> {
+    static __device__ __forceinline__ void run(float (&d)[32], unsigned long long a, unsigned long long b) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FW_R32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : FW_D8(0), FW_D8(8), FW_D8(16), FW_D8(24) : "l"(a), "l"(b), "r"(1));
+    }
+};
+template <> struct FwQK<128> {
+    static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a, unsigned long long b) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" FW_R32 ", %32, %33, %34, %35, %36, "
+                     "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
+                     "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : FW_D8(0), FW_D8(8), FW_D8(16), FW_D8(24), FW_D8(32), FW_D8(40), FW_D8(48), FW_D8(56)
+                     : "l"(a), "l"(b), "r"(1));
+    }
+};
+// O (64 x 64) += P (64 x 16, registers: the A fragment) V (16 x 64, shared memory, N-major).
+__device__ __forceinline__ void fw_pv(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FW_R32 "}, {%32, %33, %34, %35}, %36, p, "
+                 "1, 1, 1;\n}\n"
+                 : FW_D8(0), FW_D8(8), FW_D8(16), FW_D8(24)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+#endif
+
+// Rows r0.. of a head's rows (64 bf16 = 128 bytes each) into a swizzled tile at dst (1024-byte aligned): ROWS rows,
+// zeros from row `valid` on.
+template <int ROWS, int NT>
+__device__ __forceinline__ void fw_copy_rows(unsigned char* dst, const __nv_bfloat16* RESTRICT src, int r0, int valid,
+                                             int tid) {
+#pragma unroll
+    for (int e = tid; e < ROWS * 8; e += NT) {
+        const int r = e / 8, j = e % 8;
+        const bool ok = r0 + r < valid;
+        cp_async16(dst + r * 128 + ((j ^ (r & 7)) << 4), ok ? src + (long long)(r0 + r) * 64 + 8 * j : src, ok);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128 * FW_WG, FW_MIN_BLOCKS)
+flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
+                        const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tq, int Tk, int cap_q,
+                        int cap_kv, float scale_log2, const int* RESTRICT pos_dev) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if FB_PDL
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+    if (pos_dev) Tk = *pos_dev + Tq;
+    constexpr int NT = 128 * FW_WG, NJ = FW_BC / 8, PK = FW_BC / 16, TILE = FW_BC * 128;
+    extern __shared__ __align__(16) unsigned char fw_raw[];
+    unsigned char* smem = fw_raw + ((1024 - ((unsigned)__cvta_generic_to_shared(fw_raw) & 1023)) & 1023);
+    unsigned char* Qs = smem;                                    // FW_BR rows
+    unsigned char* Ks = Qs + FW_BR * 128;                        // [FW_STAGES][FW_BC rows]
+    unsigned char* Vs = Ks + FW_STAGES * TILE;
+    const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * FW_BR, shift = Tk - Tq;   // heaviest query blocks first
+    const __nv_bfloat16* qh = q + (long long)bh * cap_q * 64;
+    const __nv_bfloat16* kh = k + (long long)bh * cap_kv * 64;
+    const __nv_bfloat16* vh = v + (long long)bh * cap_kv * 64;
+    const int key_hi = min(shift + min(q0 + FW_BR, Tq) - 1, Tk - 1);    // the block's last visible key
+    const int w0 = q0 + 64 * wg;                                 // this warpgroup's first query row
+    const bool wg_live = w0 < Tq;
+    const int wq_lo = shift + w0, wq_hi = shift + min(w0 + 64, Tq) - 1;
+    const int r0 = w0 + 16 * warp + g;                           // this thread's rows r0, r0 + 8
+
+    fw_copy_rows<FW_BR, NT>(Qs, qh, q0, Tq, tid);                // Q with the first group
+#pragma unroll
+    for (int st = 0; st < FW_STAGES - 1; ++st) {
+        const int kt = st * FW_BC;
+        if (kt <= key_hi) {
+            fw_copy_rows<FW_BC, NT>(Ks + st * TILE, kh, kt, Tk, tid);
+            fw_copy_rows<FW_BC, NT>(Vs + st * TILE, vh, kt, Tk, tid);
+        }
+        cp_async_commit();
+    }
+    float o[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[i] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    const unsigned qa = (unsigned)__cvta_generic_to_shared(Qs) + wg * 64 * 128;
+    int slot = 0;
+    for (int kt = 0; kt <= key_hi; kt += FW_BC) {
+        cp_async_wait<FW_STAGES - 2>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // cp.async's writes, visible to wgmma
+        __syncthreads();                                         // tile kt landed for all; tile kt - 1 consumed
+        const int nkt = kt + (FW_STAGES - 1) * FW_BC, nslot = slot == 0 ? FW_STAGES - 1 : slot - 1;
+        if (nkt <= key_hi) {
+            fw_copy_rows<FW_BC, NT>(Ks + nslot * TILE, kh, nkt, Tk, tid);
+            fw_copy_rows<FW_BC, NT>(Vs + nslot * TILE, vh, nkt, Tk, tid);
+        }
+        cp_async_commit();
+        if (wg_live && kt <= wq_hi) {                            // (warpgroup-uniform)
+            const unsigned ka = (unsigned)__cvta_generic_to_shared(Ks + slot * TILE);
+            const unsigned va = (unsigned)__cvta_generic_to_shared(Vs + slot * TILE);
+            float s[FW_BC / 2];
+#pragma unroll
+            for (int i = 0; i < FW_BC / 2; ++i) s[i] = 0.f;
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) FwQK<FW_BC>::run(s, fw_desc(qa + kk * 32), fw_desc(ka + kk * 32));
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            const bool full = kt + FW_BC - 1 <= wq_lo && kt + FW_BC <= Tk;
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if (!full && !visible(kt + 8 * j + 2 * t + (e & 1), shift + r0 + 8 * (e >> 1), Tk, 0))
+                        s[4 * j + e] = -INFINITY;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+                }
+            float alpha[2], base[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                const float m_new = fmaxf(m_run[r], mx[r] * scale_log2);      // log2 units
+                base[r] = m_new == -INFINITY ? 0.f : m_new;                   // a row with nothing visible yet
+                alpha[r] = exp2_ftz(m_run[r] - base[r]);
+                m_run[r] = m_new;
+            }
+            unsigned pa[PK][4];
+#pragma unroll
+            for (int j = 0; j < NJ; ++j) {
+                const float p0 = exp2_ftz(fmaf(s[4 * j], scale_log2, -base[0]));
+                const float p1 = exp2_ftz(fmaf(s[4 * j + 1], scale_log2, -base[0]));
+                const float p2 = exp2_ftz(fmaf(s[4 * j + 2], scale_log2, -base[1]));
+                const float p3 = exp2_ftz(fmaf(s[4 * j + 3], scale_log2, -base[1]));
+                sum[0] += p0 + p1;
+                sum[1] += p2 + p3;
+                pa[j / 2][(j & 1) * 2] = pack_bf16x2(p0, p1);
+                pa[j / 2][(j & 1) * 2 + 1] = pack_bf16x2(p2, p3);
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];     // this lane's share
+#pragma unroll
+            for (int n = 0; n < 8; ++n) {
+                o[4 * n] *= alpha[0]; o[4 * n + 1] *= alpha[0]; o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+            }
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int kk = 0; kk < PK; ++kk) fw_pv(o, pa[kk], fw_desc(va + kk * 2048));   // keys 16 kk ..: 16 rows
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        }
+        slot = slot + 1 == FW_STAGES ? 0 : slot + 1;
+    }
+    cp_async_wait<0>();
+    const int C = H * 64;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+        const int row = r0 + 8 * r;
+        if (row >= Tq) continue;
+        const float inv = 1.f / l_run[r];
+        __nv_bfloat16* yr = y + ((long long)b * Tq + row) * C + h * 64 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) *(unsigned*)&yr[8 * n] = pack_bf16x2(o[4 * n + 2 * r] * inv, o[4 * n + 2 * r + 1] * inv);
+    }
+#endif
 }
 
 // ---- decode_attention_bf16: one query per sequence over the bf16 KV cache (the bf16 variants' decode steps) --------

@@ -71,6 +71,7 @@
 //                      per element (GELU inlined 96 times); with it a compile-time constant, the bias loaded per
 //                      chunk, the whole tile staged (BF_EPI_TMA_BUFS) and the head-major QKV scatter by TMA stores,
 //                      the epilogue takes 0.9-2.5 us and fast_bf16's forward 5.20 ms instead of 5.77 (H100).
+//                      Session 17: BF_PDL=1 (programmatic dependent launch: W^T's first stages before the wait).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -104,7 +105,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA BF_EPI_TMA_BUFS BF_PDL BF_TRACE (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12): see each
 // version's section.
 #include "common.cuh"
@@ -2191,6 +2192,23 @@ static_assert(BF_BM == 128 || (BF_BM == 256 && BF_EPI_SMEM && !BF_PP && !BF_EPI_
 // W^T tile (BF_BN / 2 rows, to the block of the same column tile: rank ^ 1), 64 + BF_BN / 2 operand rows per k tile
 // instead of 128 + BF_BN; a stage is refilled when this block's, its A peer's and its W peer's consumers gave it back
 // (24 warps' arrives). The host's A map box is then 64 rows.
+// BF_PDL=1 (session 17): v8 as a programmatic dependent launch (the launcher goes through tma.PdlKernel), so its
+// launch and set-up overlap the kernel before it in the stream. Each block signals its dependents at once (they
+// launch when every block of this grid has started, so they take only SMs this grid no longer needs); the producer
+// prefetches the maps (uploaded by the host, written by no kernel) and requests W^T's boxes of its first tile's first
+// stages (weights: written by no kernel) before griddepcontrol.wait, then A's; the consumers wait before their first
+// global access (residual, pos, C). Without clusters only (the multicast loads keep their order).
+#ifndef BF_PDL
+#define BF_PDL 0
+#endif
+static_assert(!BF_PDL || BF_CLUSTER == 1, "BF_PDL: no clusters");
+#if BF_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define BF8_WAIT() asm volatile("griddepcontrol.wait;\n" ::: "memory")
+#define BF8_LAUNCH_NEXT() asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#else
+#define BF8_WAIT() do { } while (0)
+#define BF8_LAUNCH_NEXT() do { } while (0)
+#endif
 #define BF_CM (BF_CLUSTER == 4 ? 2 : BF_CLUSTER)   // blocks along the row tiles
 #define BF_CN (BF_CLUSTER == 4 ? 2 : 1)            // blocks along the column tiles
 
@@ -2296,12 +2314,26 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #else
     __syncthreads();
 #endif
+    BF8_LAUNCH_NEXT();                                             // BF_PDL: the next kernel may launch
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
             asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_a) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_b) : "memory");
             int it = 0;                                            // k tiles issued so far (all tiles)
+            int pre = 0;                                           // BF_PDL: stages whose W^T box went out pre-wait
+#if BF_PDL
+            if (t0 < tiles) {
+                int mt, nt;
+                coords(t0, mt, nt);
+                pre = min(BF_STAGES, ktiles);
+                for (int s = 0; s < pre; ++s) {
+                    mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);
+                    tma_load_2d(base + s * BF_STAGE_BYTES + BF_A_BYTES, map_b, s * BF_BK, nt * BF_BN, full + 8 * s);
+                }
+            }
+            BF8_WAIT();                                            // A (and, for the epilogue, C / the residual)
+#endif
             for (int tile = t0; tile < tiles; tile += tstep) {
                 int mt, nt;
                 coords(tile, mt, nt);
@@ -2325,7 +2357,8 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     if (BF_TRACE != 4 && kt == 0) bf_mark(0, (tile - t0) / tstep, 1);
                     if (BF_TRACE != 4 && kt == ktiles - 1) bf_mark(0, (tile - t0) / tstep, 2);
                     const unsigned stage = base + s * BF_STAGE_BYTES;
-                    mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);  // boxes count whole, zero-filled parts too
+                    if (it >= pre) mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);  // boxes count whole, zero-filled
+                                                                   // parts too (pre: done before the wait)
 #if BF_CLUSTER == 4
                     // this block's half of A's tile (64 rows) into both blocks of its row tile (ranks rm, rm + 2), its
                     // half of W^T's tile (BF_BN / 2 rows) into both blocks of its column tile (ranks 2 rn, 2 rn + 1)
@@ -2343,7 +2376,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     tma_load_2d_mc(stage + BF_A_BYTES + rank * (BF_BN / 2) * 128, map_b, kt * BF_BK,
                                    nt * BF_BN + (int)rank * (BF_BN / 2), full + 8 * s, (unsigned short)3);
 #else
-                    tma_load_2d(stage + BF_A_BYTES, map_b, kt * BF_BK, nt * BF_BN, full + 8 * s);
+                    if (it >= pre) tma_load_2d(stage + BF_A_BYTES, map_b, kt * BF_BK, nt * BF_BN, full + 8 * s);
 #endif
 #endif
                 }
@@ -2358,6 +2391,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         // hazards (H100, session 9; details not kept); with bar.sync the epilogue warpgroup idles at barrier 4
         // until the consumers finish the next k loop, which costs nothing while its stores take less time.
         // (keeps the 128 registers it starts with)
+        BF8_WAIT();
         const float* stage = reinterpret_cast<const float*>(bf_raw + (epi - raw));
         constexpr int GPR = BF_BN / 8, J = BF_BM * GPR / 128, U = 4;   // groups per row; per thread; loaded ahead
         static_assert(J % U == 0, "BF_EPI_WG: a thread's groups in batches of 4");
@@ -2387,6 +2421,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     } else {
         // BF_EPI_WG: 128 x 40 (producer) + 128 x 128 (epilogue) + 256 x 168 registers <= 64 K
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(BF_EPI_WG ? 168 : 232));
+        BF8_WAIT();                                                // BF_PDL: before the epilogue's global accesses
         const int c = wg - 1;                                      // rows 64c .. 64c + 63 of the tile
         const int g = lane / 4, t = lane % 4;
 #if BF_PP

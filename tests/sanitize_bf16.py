@@ -1,6 +1,6 @@
 """Run under compute-sanitizer (memcheck, racecheck) on the GPU machine: the bf16 path (issue 15) on a small
-model: flash_attention_bf16 on odd shapes (a prompt into a longer cache, one query, partial tiles), then
-decode_attention_bf16 (plain and PDL launches), then fast_bf16 (fast_bf16_mma off Hopper) forward, prefill and
+model: flash_attention_bf16 and (Hopper) flash_attention_bf16_wg on odd shapes (a prompt into a longer cache,
+one query, partial tiles), then decode_attention_bf16 (plain and PDL launches), then fast_bf16 (fast_bf16_mma off Hopper) forward, prefill and
 decode steps (B = 1 and 2): embed_bf16, layernorm_warp_bf16, the bf16 GEMMs and v10's GEMVs with the LayerNorm
 prologue, programmatic dependent launches on Hopper. An argument names the variant (default fast_bf16 on Hopper, else fast_bf16_mma);
 --model-only skips the attention kernels' own cases (the model's part alone, e.g. for a variant's new settings)."""
@@ -20,14 +20,17 @@ rng = np.random.default_rng(0)
 args = [a for a in sys.argv[1:] if a != "--model-only"]
 attention_cases = "--model-only" not in sys.argv[1:]
 FLASH_CASES = ((64, 1, 2, 70, 70, {}), (64, 2, 1, 3, 130, {}), (16, 1, 1, 1, 9, {}), (128, 1, 1, 65, 65, {}),
-               (64, 1, 1, 150, 150, dict(strips=1, key_tile=128)), (64, 1, 1, 200, 200, dict(warps=4, strips=1, stages=3)))
+               (64, 1, 1, 150, 150, dict(strips=1, key_tile=128)), (64, 1, 1, 200, 200, dict(warps=4, strips=1, stages=3)),
+               (64, 1, 2, 200, 200, dict(wgmma=True)), (64, 2, 1, 3, 130, dict(wgmma=True)),   # flash_attention_bf16_wg
+               (64, 1, 1, 150, 150, dict(wgmma=True, defines={"FW_BC": 128, "FW_STAGES": 3, "FW_MIN_BLOCKS": 1})))
 for D, B, H, Tq, Tk, tile in FLASH_CASES if attention_cases else ():
     cap = Tk + 2
     q = rt.pool.upload("san.q", to_bf16(rng.standard_normal((B, H, Tq, D))), BF16)
     k = rt.pool.upload("san.k", to_bf16(rng.standard_normal((B, H, cap, D))), BF16)
     v = rt.pool.upload("san.v", to_bf16(rng.standard_normal((B, H, cap, D))), BF16)
     y = rt.pool.get("san.y", (B, Tq, H * D), BF16)
-    FlashAttentionBF16(rt, D, {}, "sanitize", **tile)(q, k, v, y, B, H, Tq, Tk, Tq, cap)
+    FlashAttentionBF16(rt, D, tile.get("defines", {}), "sanitize",
+                       **{n: x for n, x in tile.items() if n != "defines"})(q, k, v, y, B, H, Tq, Tk, Tq, cap)
 rt.synchronize("sanitize bf16 flash attention")
 import math                                                         # decode_attention_bf16 (Tq = 1), plain and PDL
 from convnet.gpu import tma

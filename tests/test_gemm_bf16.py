@@ -152,6 +152,7 @@ BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
           "pingpong-192": {"BF_OUT": 0, "BF_BN": 192, "BF_EPI_SMEM": 1, "BF_PP": 1, "BF_GELU_FAST": 1, "BF_RESID_PF": 1},
           "tma-epilogue-192": {"BF_OUT": 0, "BF_BN": 192, "BF_EPI_TMA": 1, "BF_GELU_FAST": 1, "BF_RESID_PF": 1},
           "tma-epilogue-bf16-out": {"BF_OUT": 1, "BF_EPI_TMA": 1},
+          "programmatic-launch": {"BF_OUT": 0, "BF_PDL": 1, "BF_STAGES": 6},
           "tma-epilogue-3-buffers-traced": {"BF_OUT": 0, "BF_BN": 192, "BF_STAGES": 3, "BF_EPI_TMA": 1,
                                             "BF_EPI_TMA_BUFS": 3, "BF_TRACE": 1}}
 
@@ -204,6 +205,16 @@ def test_cluster_pairs_launch_and_map_box():
     assert {a[4] for a in made} == {128, 96}          # A's box 128 rows, W^T's 192 / 2
     with pytest.raises(GPUError, match="BF_CLUSTER"):
         dry("bf16_wgmma", {"BF_CLUSTER": 3})
+
+
+def test_programmatic_launch_takes_no_clusters():
+    """BF_PDL=1 (session 17): refused with clusters in one line before compiling; otherwise the same launch."""
+    rt = RecordingRuntime()
+    with pytest.raises(GPUError, match="BF_PDL") as e:
+        Linear(rt, "bf16_wgmma", {"BF_PDL": 1, "BF_CLUSTER": 2, "BF_BN": 192, "BF_EPI_SMEM": 1}, "t")
+    assert "\n" not in str(e.value) and not rt.builds
+    rt, lin = dry("bf16_wgmma", {"BF_PDL": 1, "BF_EPI_TMA": 1, "BF_BN": 192})
+    assert lin.pdl and all(dict(d)["BF_PDL"] == 1 for _, d in rt.builds)
 
 
 def test_cluster_quads_launch_and_map_boxes():

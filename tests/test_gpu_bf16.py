@@ -168,10 +168,12 @@ class _AttentionCase:
         assert rel_max_err(got, want) <= max_bound
 
 
-def _bf16_attention_case(rng, B, H, Tq, Tk, D, window=0, **tile):
+def _bf16_attention_case(rng, B, H, Tq, Tk, D, window=0, defines=None, **tile):
     from convnet.gpt2.flash import FlashAttentionBF16
     case = _AttentionCase(rng, B, H, Tq, Tk, D, window, "fb")
-    fa = FlashAttentionBF16(case.rt, D, {}, "test", **tile)
+    fa = FlashAttentionBF16(case.rt, D, defines or {}, "test", **tile)
+    if tile.get("wgmma") and fa.wg is None:
+        pytest.skip(f"flash_attention_bf16_wg needs sm_90a; this GPU is {case.rt.arch}")
     b = case.bufs
     fa(b["q"], b["k"], b["v"], case.y, B, H, Tq, Tk, Tq, case.cap, window)
     # P rounded to bf16 before P V (8-bit mantissa, ~2e-3 per element, averaged over keys) and the output
@@ -191,6 +193,28 @@ def test_bf16_flash_attention_matches_float64(T, D, rng):
                                           (65, 300, 0)])
 def test_bf16_flash_attention_prompts_decode_and_windows(Tq, Tk, window, rng):
     _bf16_attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=64, window=window)
+
+
+# flash_attention_bf16_wg (session 17): wgmma, head size 64; its tunables' other settings
+FW_TILES = {"bc64": {}, "bc128": {"FW_BC": 128, "FW_MIN_BLOCKS": 1}, "3stages": {"FW_STAGES": 3},
+            "1wg": {"FW_WG": 1}, "3wg_pdl": {"FW_WG": 3, "FW_MIN_BLOCKS": 1, "FB_PDL": 1}}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", FW_TILES.values(), ids=FW_TILES.keys())
+@pytest.mark.parametrize("Tq,Tk,B,H", [(1000, 1000, 2, 3), (1, 1, 1, 2), (7, 7, 1, 1), (129, 129, 1, 2), (1, 300, 2, 1),
+                                       (5, 130, 1, 2), (65, 300, 1, 1), (200, 1000, 1, 1), (256, 256, 8, 12)])
+def test_bf16_wgmma_flash_attention_matches_float64(tile, Tq, Tk, B, H, rng):
+    """Prompts of 1..1000 queries, alone (Tq = Tk) or after earlier keys in a longer cache, partial query blocks and
+    key tiles; y poisoned beforehand."""
+    _bf16_attention_case(rng, B=B, H=H, Tq=Tq, Tk=Tk, D=64, defines=tile, wgmma=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("Tq,Tk", [(1000, 1000), (65, 300)])
+def test_bf16_flash_attention_as_a_programmatic_launch(Tq, Tk, rng):
+    """FB_PDL=1 (session 17): the kernel waits (griddepcontrol) and is launched through tma.PdlKernel on Hopper."""
+    _bf16_attention_case(rng, B=2, H=3, Tq=Tq, Tk=Tk, D=64, defines={"FB_PDL": 1})
 
 
 # (warps, 16-row strips per warp, Q from shared memory): the benchmark's other builds

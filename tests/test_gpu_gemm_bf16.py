@@ -376,6 +376,59 @@ def test_tma_epilogue_stores_and_in_place_residual(defines, blocks, rng):
         check_qkv_scatter(rt, lin, rng, out_bf16, B, T, 12, 64, 7, 136, on_device=on_device)
 
 
+# v8 BF_PDL=1 (session 17): programmatic dependent launches; fast_bf16's prefill builds (TMA epilogue, BF_PP) and
+# the defaults with a ring deeper than the k loop (W^T's boxes of every stage requested before the wait)
+PDL = [{**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_PDL": 1},
+       {**S12PP, "BF_BN": 192, "BF_EPI_CH": 64, "BF_PDL": 1}, {"BF_PDL": 1}, {**S11, "BF_BN": 192, "BF_PDL": 1}]
+
+
+@pytest.mark.parametrize("defines", PDL, ids=[str(d) for d in PDL])
+def test_pdl_chain_reads_what_the_kernel_before_wrote(defines, rng):
+    """Three BF_PDL GEMMs in a row on one stream, each reading the one before's output (NaN-poisoned beforehand) and
+    the first behind a slow GEMM: a block that read A, or wrote C, before griddepcontrol.wait would show as NaN or a
+    wrong sum. H = A W0 (K 3072), H2 = H W1 (bf16 outs), X += H2 W2 + b in place (fp32, K 136: 3 k tiles, fewer than
+    the ring's stages), X written by a fill just before; then the same chain captured in a CUDA graph."""
+    from convnet.gpu.gemm import Epilogue
+    from convnet.gpu.graph import Graph
+    rt, lin = linear("bf16_wgmma", defines)
+    M, K0, N0, N1, N2 = 1000, 3072, 776, 136, 200
+    a = rng.standard_normal((M, K0)).astype(np.float32)
+    ws = [rng.standard_normal(shape).astype(np.float32) / np.sqrt(shape[0]) for shape in ((K0, N0), (N0, N1), (N1, N2))]
+    bias, r = rng.standard_normal(N2).astype(np.float32), rng.standard_normal((M, N2)).astype(np.float32)
+    A = rt.pool.upload("test.pdlA", to_bf16(a), BF16)
+    W = [rt.pool.upload(f"test.pdlW{i}", lin.layout(w), lin.w_dtype) for i, w in enumerate(ws)]
+    B = rt.pool.upload("test.pdlbias", bias)
+    h = round_bf16(round_bf16(a).astype(np.float64) @ round_bf16(ws[0]))
+    h2 = round_bf16(h @ round_bf16(ws[1]))
+    want = h2 @ round_bf16(ws[2]).astype(np.float64) + bias + r
+    s = rt.stream()
+
+    def chain(H, H2, X):
+        lin(A, W[0], H, M, N0, K0, K0, K0, N0, Epilogue(), s)
+        lin(H, W[1], H2, M, N1, N0, N0, N0, N1, Epilogue(), s)
+        lin(H2, W[2], X, M, N2, N1, N1, N1, N2, Epilogue(bias=B, resid=X), s)
+
+    for graph in (False, True):
+        H, H2 = poisoned(rt, "test.pdlH", (M, N0), True), poisoned(rt, "test.pdlH2", (M, N1), True)
+        X = rt.pool.upload("test.pdlX", r)
+        rt.synchronize("poisoned buffers")
+        if graph:
+            chain(H, H2, X)                            # the maps' uploads happen outside the capture
+            rt.synchronize("bf16 PDL chain, before the capture")
+            H.fill(BF16(BF16_NAN))
+            H2.fill(BF16(BF16_NAN))
+            X.set(r)
+            rt.synchronize("poisoned buffers")
+            with Graph.capture(s) as g:
+                chain(H, H2, X)
+            g.launch()
+        else:
+            chain(H, H2, X)
+        s.synchronize()
+        assert rel_err(from_bf16(H.get()), h) <= BF16_TOL, f"H, graph={graph}"
+        assert rel_err(X.get(), want) <= BF16_TOL, f"X, graph={graph}"
+
+
 def _layernorm64(x, g, b, eps):
     x = x.astype(np.float64)
     mu = x.mean(-1, keepdims=True)

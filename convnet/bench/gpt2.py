@@ -167,6 +167,12 @@ FLASH_BF16_BENCH = {
                                                                                            key_tile=128),
     "bf16 tensor cores (m16n8k16): 8 warps x 1 strip, Q in registers, 128-key tiles, 3 stages": dict(
         warps=8, strips=1, key_tile=128, stages=3),
+    # session 17: flash_attention_bf16_wg (wgmma m64n64k16 / m64n128k16, 64 queries per warpgroup; head size 64)
+    "bf16 wgmma: 2 warpgroups x 64 queries, 64-key tiles": dict(wgmma=True),
+    "bf16 wgmma: 2 warpgroups, 64-key tiles, 3 stages": dict(wgmma=True, defines={"FW_STAGES": 3}),
+    "bf16 wgmma: 2 warpgroups, 128-key tiles": dict(wgmma=True, defines={"FW_BC": 128, "FW_MIN_BLOCKS": 1}),
+    "bf16 wgmma: 3 warpgroups, 64-key tiles": dict(wgmma=True, defines={"FW_WG": 3, "FW_MIN_BLOCKS": 1}),
+    "bf16 wgmma: 1 warpgroup, 64-key tiles, 4 blocks/SM": dict(wgmma=True, defines={"FW_WG": 1, "FW_MIN_BLOCKS": 4}),
 }
 
 
@@ -195,8 +201,11 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
     bf16_ok = D <= 128                                  # flash_attention_bf16's registers
     dev16 = {n: rt.pool.upload(f"bench.{n}16", to_bf16(a), BF16) for n, a in host.items()} if bf16_ok else {}
     y16 = rt.pool.get("bench.y16", (B, T, H * D), BF16)
-    flashes16 = {label: FlashAttentionBF16(rt, D, {}, "bench", **cfg) for label, cfg in FLASH_BF16_BENCH.items()
-                 if D <= 64 or cfg.get("strips") != 2} if bf16_ok else {}
+    flashes16 = {label: FlashAttentionBF16(rt, D, cfg.get("defines", {}), "bench",
+                                           **{k: v for k, v in cfg.items() if k != "defines"})
+                 for label, cfg in FLASH_BF16_BENCH.items() if D <= 64 or cfg.get("strips") != 2} if bf16_ok else {}
+    flashes16 = {label: fa for label, fa in flashes16.items()            # wgmma builds: where they run (Hopper, D 64)
+                 if not FLASH_BF16_BENCH[label].get("wgmma") or fa.wg is not None}
 
     gemm = Gemm(rt, "regtile", {}, "bench")
     soft = rt.kernel("attention.cu", "softmax_rows_warp", {}, "bench")

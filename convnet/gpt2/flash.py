@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ..errors import GPUError
+from ..gpu import tma
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 
 FT_BC = 64                     # keys per tile of the tensor-core kernel (kernels/attention.cu)
@@ -65,7 +66,8 @@ class FlashAttentionBF16:
     of FlashAttention's call."""
 
     def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, warps: int = 4, min_blocks: int = 1,
-                 strips: int | None = None, q_shared: bool | None = None, stages: int = 2, key_tile: int = 64):
+                 strips: int | None = None, q_shared: bool | None = None, stages: int = 2, key_tile: int = 64,
+                 wgmma: bool = False):
         if head_dim % 16 or not 16 <= head_dim <= 128:
             raise GPUError(f"bf16 flash attention needs a head size that is a multiple of 16 up to 128, got {head_dim}")
         strips = strips or (2 if head_dim <= 64 else 1)
@@ -81,11 +83,30 @@ class FlashAttentionBF16:
         self.smem = (2 * stages * key_tile + (self.block_rows if q_shared else 0)) * (head_dim + 8) * 2
         d = {**defines, "HEAD_DIM": head_dim, "FB_WARPS": warps, "FB_MIN_BLOCKS": min_blocks, "FB_MT": strips,
              "FB_QS": int(q_shared), "FB_STAGES": stages, "FB_BC": key_tile}
-        self.fn = rt.kernel("attention.cu", "flash_attention_bf16", d, variant)
+        # FB_PDL=1 (Hopper): a programmatic dependent launch (tma.PdlKernel), waiting in the kernel for the one before
+        self.fn = tma.launcher(rt, "attention.cu", "flash_attention_bf16", d, variant, flag="FB_PDL")
         self.fn.allow_shared(self.smem)
         self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))
+        # wgmma (param flash_wgmma, session 17): flash_attention_bf16_wg where it applies (Hopper, head size 64, no
+        # window); this kernel (mma.sync) runs the rest. Its tunables: FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS (-D)
+        self.wg = None
+        if wgmma and head_dim == 64 and getattr(rt, "arch", "") == "sm_90a":
+            c = {"FW_BC": 64, "FW_STAGES": 2, "FW_WG": 2, "FW_MIN_BLOCKS": 2}
+            c.update({key: int(defines[key]) for key in c if key in defines})
+            if c["FW_BC"] not in (64, 128) or not 2 <= c["FW_STAGES"] <= 4 or not 1 <= c["FW_WG"] <= 3:
+                raise GPUError(f"bf16 wgmma flash attention: FW_BC 64 or 128, FW_STAGES 2..4, FW_WG 1..3; got {c}")
+            self.wg_rows, self.wg_threads = 64 * c["FW_WG"], 128 * c["FW_WG"]
+            # Q's rows and the K/V ring, 128 bytes a row, + 1024 bytes to align the swizzled tiles
+            self.wg_smem = 1024 + (self.wg_rows + 2 * c["FW_STAGES"] * c["FW_BC"]) * 128
+            self.wg = tma.launcher(rt, "attention.cu", "flash_attention_bf16_wg", {**d, **c}, variant, flag="FB_PDL")
+            self.wg.allow_shared(self.wg_smem)
 
     def __call__(self, q, k, v, y, B, H, Tq, Tk, cap_q, cap_kv, window=0, pos_dev=None, stream=None):
+        if self.wg is not None and not window:
+            self.wg((B * H, cdiv(Tq, self.wg_rows), 1), (self.wg_threads, 1, 1), ptr(q), ptr(k), ptr(v), ptr(y), i32(H),
+                    i32(Tq), i32(Tk), i32(cap_q), i32(cap_kv), self.scale_log2, ptr(pos_dev), stream=stream,
+                    shared=self.wg_smem)
+            return
         self.fn((B * H, cdiv(Tq, self.block_rows), 1), (self.threads, 1, 1), ptr(q), ptr(k), ptr(v), ptr(y),
                 i32(H), i32(Tq), i32(Tk), i32(cap_q), i32(cap_kv), i32(window), self.scale_log2, ptr(pos_dev),
                 stream=stream, shared=self.smem)
@@ -96,7 +117,8 @@ def from_params(rt: Runtime, head_dim: int, defines: dict, variant):
     if p.get("dtype") == "bf16":
         return FlashAttentionBF16(rt, head_dim, defines, variant.name, int(p.get("flash_warps", 4)),
                                   int(p.get("flash_min_blocks", 1)), p.get("flash_strips"), p.get("flash_q_shared"),
-                                  int(p.get("flash_stages", 2)), int(p.get("flash_key_tile", 64)))
+                                  int(p.get("flash_stages", 2)), int(p.get("flash_key_tile", 64)),
+                                  bool(p.get("flash_wgmma", False)))
     return FlashAttention(rt, head_dim, defines, variant.name, int(p.get("flash_rows_per_thread", 4)),
                           int(p.get("flash_thread_rows", 16)), bool(p.get("flash_tf32", False)),
                           int(p.get("flash_warps", 4)), int(p.get("flash_kv_buffers", 2)),

@@ -98,7 +98,8 @@ BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0
                "BF_EPI_WG": 0, "BF_CLUSTER": 1, "BF_PP": 0,    # BF_PP 1: a whole tile per consumer warpgroup
                "BF_BM": 128,                                    # BF_BM 256: 128 rows per consumer warpgroup
                "BF_EPI_TMA": 0,                                 # BF_EPI_TMA 1: C written by TMA stores / reduce-adds
-               "BF_EPI_TMA_BUFS": 2}                            # its 64 x 64 chunk buffers per consumer warpgroup
+               "BF_EPI_TMA_BUFS": 2,                            # its 64 x 64 chunk buffers per consumer warpgroup
+               "BF_PDL": 0}                                     # BF_PDL 1: programmatic dependent launches
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_A_BOX, BF_BK, BF9_TILE = 128, 64, 128     # v8: A's TMA box is 128 rows (two per k tile at BF_BM 256)
 MAP_SLOTS = 1024                      # v8's TMA map records per Linear (A's and W^T's maps, + C's with BF_EPI_TMA)
@@ -234,6 +235,9 @@ class Linear:
                 raise GPUError("GEMM v8: BF_EPI_TMA=1 needs BF_BM 128 and no BF_PP, BF_EPI_WG, BF_CLUSTER, BF_TMA_PARAM, "
                                f"BF_EPI_FAST or BF_EPI_PRE; got {c}, BF_EPI_FAST {d.get('BF_EPI_FAST', 0)}, "
                                f"BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
+            if c["BF_PDL"] and c["BF_CLUSTER"] != 1:
+                raise GPUError(f"GEMM v8: BF_PDL=1 (programmatic dependent launch) takes no clusters; got BF_CLUSTER "
+                               f"{c['BF_CLUSTER']}")
             if c["BF_EPI_TMA_BUFS"] not in (2, 3, 4):
                 raise GPUError(f"GEMM v8: BF_EPI_TMA_BUFS is 2 to 4 chunk buffers per warpgroup, got {c['BF_EPI_TMA_BUFS']}")
             if c["BF_CLUSTER"] not in (1, 2, 4):
@@ -252,7 +256,8 @@ class Linear:
         self.cluster = c["BF_CLUSTER"] if c is not None else 1     # BF_CLUSTER=2: block pairs, each loading half of W^T's tile
         # blocks of a cluster along the row and column tiles (BF_CLUSTER=4: 2 x 2, each also loading half of A's tile)
         self.cluster_mn = (2, 2) if self.cluster == 4 else (self.cluster, 1)
-        if (self.tma_param or self.cluster > 1) and isinstance(rt, Runtime):
+        self.pdl = c is not None and bool(c["BF_PDL"])             # BF_PDL=1: programmatic launches (tma.PdlKernel)
+        if (self.tma_param or self.cluster > 1 or self.pdl) and isinstance(rt, Runtime):
             # launched through the driver, same cubins: by-value tensor maps in the kernelParams (tma.DriverKernel),
             # and the cluster shape as a launch attribute (tma.ClusterKernel, a DriverKernel: it takes both)
             from . import build
@@ -261,6 +266,8 @@ class Linear:
                 cubin = build.compile_cubin("gemm.cu", {**d, "BF_OUT": int(out)}, rt.arch)[0]
                 if self.cluster > 1:
                     return tma.ClusterKernel(cubin, BF16_KERNELS[version], self.variant, self.cluster)
+                if self.pdl:
+                    return tma.PdlKernel(cubin, BF16_KERNELS[version], self.variant)
                 return tma.DriverKernel(cubin, BF16_KERNELS[version], self.variant)
             self.bf_kernels = {out: driver_kernel(out) for out in (True, False)}
             self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)

@@ -119,7 +119,8 @@ class PdlKernel(DriverKernel):
     griddepcontrol.launch_dependents, instead of when that kernel has finished (a CUDA graph captured from the
     stream keeps these programmatic edges). The kernel must run griddepcontrol.wait before it reads anything an
     earlier kernel wrote or writes anything an earlier kernel reads (kernels built with -D PDL=1: gemm.cu v10,
-    decode_attention_bf16, transformer.cu's embed_bf16, argmax_rows and decode_advance)."""
+    decode_attention_bf16, transformer.cu's embed_bf16, argmax_rows and decode_advance; v8 with BF_PDL=1,
+    flash_attention_bf16 with FB_PDL=1)."""
 
     _loaded: dict = {}                 # (cubin digest, name) -> (module, function): each build loaded once
 
@@ -183,12 +184,13 @@ class ClusterKernel(PdlKernel):
         super().__call__(grid, block, *args, stream=stream, shared=shared)
 
 
-def launcher(rt, kernel_file: str, name: str, defines: dict, variant: str):
-    """rt.kernel(...), or a PdlKernel of the same build where defines has PDL=1, rt is a real Runtime (not the dry
-    run's recorder) and the GPU is a Hopper (sm_90a); the cubin comes from the same disk cache."""
+def launcher(rt, kernel_file: str, name: str, defines: dict, variant: str, flag: str = "PDL"):
+    """rt.kernel(...), or a PdlKernel of the same build where defines sets `flag` (PDL, or a kernel's own switch such
+    as FB_PDL) to 1, rt is a real Runtime (not the dry run's recorder) and the GPU is a Hopper (sm_90a); the cubin
+    comes from the same disk cache."""
     from . import build
     from .runtime import Runtime
-    if not int(defines.get("PDL", 0)) or not isinstance(rt, Runtime) or rt.arch != "sm_90a":
+    if not int(defines.get(flag, 0)) or not isinstance(rt, Runtime) or rt.arch != "sm_90a":
         return rt.kernel(kernel_file, name, defines, variant)
     rt.kernel(kernel_file, name, defines, variant)          # the PyCUDA module too: it checks the name exists
     return PdlKernel(build.compile_cubin(kernel_file, defines, rt.arch)[0], name, variant)
