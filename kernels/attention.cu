@@ -1121,10 +1121,14 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 #ifndef FW_MIN_BLOCKS
 #define FW_MIN_BLOCKS 2
 #endif
+#ifndef FW_PIPE
+#define FW_PIPE 0                 // 1: S of tile j and P V of tile j - 1 in flight together (see the kernel)
+#endif
 #define FW_BR (64 * FW_WG)
 static_assert(FW_BC == 64 || FW_BC == 128, "FW_BC: 64 or 128");
 static_assert(FW_STAGES >= 2 && FW_STAGES <= 4, "FW_STAGES: 2..4");
 static_assert(FW_WG >= 1 && FW_WG <= 3, "FW_WG: 1..3");
+static_assert(!FW_PIPE || FW_STAGES == 2, "FW_PIPE: two-slot K and V rings (FW_STAGES 2)");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // 128-byte swizzle, 8-row groups 1024 bytes apart (K-major: rows; N-major: the k groups), leading offset unused.
@@ -1163,6 +1167,14 @@ __device__ __forceinline__ void fw_pv(float (&d)[32], const unsigned (&a)[4], un
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 #endif
+
+// Pins registers an asynchronous wgmma reads or writes: the compiler may not move their uses across this point
+// (a wait_group names no registers).
+template <int N>
+__device__ __forceinline__ void fw_fence_operands(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
 
 // Rows r0.. of a head's rows (64 bf16 = 128 bytes each) into a swizzled tile at dst (1024-byte aligned): ROWS rows,
 // zeros from row `valid` on.
@@ -1205,6 +1217,133 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
     const int wq_lo = shift + w0, wq_hi = shift + min(w0 + 64, Tq) - 1;
     const int r0 = w0 + 16 * warp + g;                           // this thread's rows r0, r0 + 8
 
+    float o[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[i] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+    const unsigned qa = (unsigned)__cvta_generic_to_shared(Qs) + wg * 64 * 128;
+    const unsigned ks0 = (unsigned)__cvta_generic_to_shared(Ks), vs0 = (unsigned)__cvta_generic_to_shared(Vs);
+    // S = Q K^T of the key tile at ka (issued, not waited for)
+    auto issue_qk = [&](float (&sc)[FW_BC / 2], unsigned ka) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) FwQK<FW_BC>::run(sc, fw_desc(qa + kk * 32), fw_desc(ka + kk * 32));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    };
+    auto issue_pv = [&](const unsigned (&pv)[PK][4], unsigned va) {     // O += P V, keys 16 kk ..: 16 rows
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) fw_pv(o, pv[kk], fw_desc(va + kk * 2048));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    };
+    // the online softmax of tile kt's scores: masked (diagonal and keys past Tk), the running max and this lane's
+    // share of the sums updated, P into pv; returns the factors for O's rows (alpha)
+    auto softmax = [&](float (&sc)[FW_BC / 2], int kt, unsigned (&pv)[PK][4], float (&alpha)[2]) {
+        const bool full = kt + FW_BC - 1 <= wq_lo && kt + FW_BC <= Tk;
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (!full && !visible(kt + 8 * j + 2 * t + (e & 1), shift + r0 + 8 * (e >> 1), Tk, 0))
+                    sc[4 * j + e] = -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], sc[4 * j + e]);
+            }
+        float base[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float m_new = fmaxf(m_run[r], mx[r] * scale_log2);      // log2 units
+            base[r] = m_new == -INFINITY ? 0.f : m_new;                   // a row with nothing visible yet
+            alpha[r] = exp2_ftz(m_run[r] - base[r]);
+            m_run[r] = m_new;
+        }
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            const float p0 = exp2_ftz(fmaf(sc[4 * j], scale_log2, -base[0]));
+            const float p1 = exp2_ftz(fmaf(sc[4 * j + 1], scale_log2, -base[0]));
+            const float p2 = exp2_ftz(fmaf(sc[4 * j + 2], scale_log2, -base[1]));
+            const float p3 = exp2_ftz(fmaf(sc[4 * j + 3], scale_log2, -base[1]));
+            sum[0] += p0 + p1;
+            sum[1] += p2 + p3;
+            pv[j / 2][(j & 1) * 2] = pack_bf16x2(p0, p1);
+            pv[j / 2][(j & 1) * 2 + 1] = pack_bf16x2(p2, p3);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
+    };
+    auto rescale = [&](const float (&alpha)[2]) {
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+            o[4 * n] *= alpha[0]; o[4 * n + 1] *= alpha[0]; o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
+        }
+    };
+    auto landed = [&]() {                                        // every thread's copies so far, visible to wgmma
+        cp_async_wait<0>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // cp.async's writes (generic proxy)
+        __syncthreads();
+    };
+#if FW_PIPE
+    // FW_PIPE=1 (FA3's intra-warpgroup overlap): tile j's S = Q K_j^T and tile j - 1's O += P V_{j-1} go out together;
+    // the softmax of S_j runs while P V_{j-1} is on the tensor cores, and O is rescaled once that is done. K and V
+    // in 2-slot rings a tile apart: iteration j loads K_{j+1} and V_j (V_j is read at iteration j + 1).
+    fw_copy_rows<FW_BR, NT>(Qs, qh, q0, Tq, tid);
+    fw_copy_rows<FW_BC, NT>(Ks, kh, 0, Tk, tid);
+    cp_async_commit();
+    unsigned pprev[PK][4];
+    bool pending = false;                                        // pprev's P V_{j-1} not yet issued
+    int j = 0;
+    for (int kt = 0; kt <= key_hi; kt += FW_BC, ++j) {
+        landed();                                                // K_j, V_{j-1}; tile j - 1's MMAs all done
+        if (kt + FW_BC <= key_hi)
+            fw_copy_rows<FW_BC, NT>(Ks + ((j + 1) & 1) * TILE, kh, kt + FW_BC, Tk, tid);
+        fw_copy_rows<FW_BC, NT>(Vs + (j & 1) * TILE, vh, kt, Tk, tid);
+        cp_async_commit();
+        const unsigned vprev = vs0 + ((j + 1) & 1) * TILE;        // V_{j-1}'s slot
+        if (wg_live && kt <= wq_hi) {                            // (warpgroup-uniform)
+            float sc[FW_BC / 2];
+#pragma unroll
+            for (int i = 0; i < FW_BC / 2; ++i) sc[i] = 0.f;
+            fw_fence_operands(o);
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            issue_qk(sc, ks0 + (j & 1) * TILE);
+            float alpha[2];
+            unsigned pnow[PK][4];
+            if (pending) {
+                issue_pv(pprev, vprev);
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");     // S_j (P V_{j-1} may run on)
+                fw_fence_operands(sc);
+                softmax(sc, kt, pnow, alpha);
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            } else {
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                fw_fence_operands(sc);
+                softmax(sc, kt, pnow, alpha);
+            }
+            fw_fence_operands(o);
+            rescale(alpha);
+#pragma unroll
+            for (int a = 0; a < PK; ++a)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) pprev[a][e] = pnow[a][e];
+            pending = true;
+        } else if (pending) {                                    // this warpgroup's keys end: its last P V
+            fw_fence_operands(o);
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            issue_pv(pprev, vprev);
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            fw_fence_operands(o);
+            pending = false;
+        }
+    }
+    landed();                                                    // the last V
+    if (pending) {
+        fw_fence_operands(o);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        issue_pv(pprev, vs0 + ((j + 1) & 1) * TILE);
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        fw_fence_operands(o);
+    }
+#else
     fw_copy_rows<FW_BR, NT>(Qs, qh, q0, Tq, tid);                // Q with the first group
 #pragma unroll
     for (int st = 0; st < FW_STAGES - 1; ++st) {
@@ -1215,11 +1354,6 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
         }
         cp_async_commit();
     }
-    float o[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) o[i] = 0.f;
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-    const unsigned qa = (unsigned)__cvta_generic_to_shared(Qs) + wg * 64 * 128;
     int slot = 0;
     for (int kt = 0; kt <= key_hi; kt += FW_BC) {
         cp_async_wait<FW_STAGES - 2>();
@@ -1232,62 +1366,26 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
         }
         cp_async_commit();
         if (wg_live && kt <= wq_hi) {                            // (warpgroup-uniform)
-            const unsigned ka = (unsigned)__cvta_generic_to_shared(Ks + slot * TILE);
-            const unsigned va = (unsigned)__cvta_generic_to_shared(Vs + slot * TILE);
-            float s[FW_BC / 2];
+            float sc[FW_BC / 2];
 #pragma unroll
-            for (int i = 0; i < FW_BC / 2; ++i) s[i] = 0.f;
+            for (int i = 0; i < FW_BC / 2; ++i) sc[i] = 0.f;
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) FwQK<FW_BC>::run(s, fw_desc(qa + kk * 32), fw_desc(ka + kk * 32));
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            issue_qk(sc, ks0 + slot * TILE);
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            const bool full = kt + FW_BC - 1 <= wq_lo && kt + FW_BC <= Tk;
-            float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int j = 0; j < NJ; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    if (!full && !visible(kt + 8 * j + 2 * t + (e & 1), shift + r0 + 8 * (e >> 1), Tk, 0))
-                        s[4 * j + e] = -INFINITY;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
-                }
-            float alpha[2], base[2], sum[2] = {0.f, 0.f};
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                const float m_new = fmaxf(m_run[r], mx[r] * scale_log2);      // log2 units
-                base[r] = m_new == -INFINITY ? 0.f : m_new;                   // a row with nothing visible yet
-                alpha[r] = exp2_ftz(m_run[r] - base[r]);
-                m_run[r] = m_new;
-            }
-            unsigned pa[PK][4];
-#pragma unroll
-            for (int j = 0; j < NJ; ++j) {
-                const float p0 = exp2_ftz(fmaf(s[4 * j], scale_log2, -base[0]));
-                const float p1 = exp2_ftz(fmaf(s[4 * j + 1], scale_log2, -base[0]));
-                const float p2 = exp2_ftz(fmaf(s[4 * j + 2], scale_log2, -base[1]));
-                const float p3 = exp2_ftz(fmaf(s[4 * j + 3], scale_log2, -base[1]));
-                sum[0] += p0 + p1;
-                sum[1] += p2 + p3;
-                pa[j / 2][(j & 1) * 2] = pack_bf16x2(p0, p1);
-                pa[j / 2][(j & 1) * 2 + 1] = pack_bf16x2(p2, p3);
-            }
-#pragma unroll
-            for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];     // this lane's share
-#pragma unroll
-            for (int n = 0; n < 8; ++n) {
-                o[4 * n] *= alpha[0]; o[4 * n + 1] *= alpha[0]; o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];
-            }
+            fw_fence_operands(sc);
+            float alpha[2];
+            unsigned pv[PK][4];
+            softmax(sc, kt, pv, alpha);
+            rescale(alpha);
+            fw_fence_operands(o);
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int kk = 0; kk < PK; ++kk) fw_pv(o, pa[kk], fw_desc(va + kk * 2048));   // keys 16 kk ..: 16 rows
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            issue_pv(pv, vs0 + slot * TILE);
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            fw_fence_operands(o);
         }
         slot = slot + 1 == FW_STAGES ? 0 : slot + 1;
     }
+#endif
     cp_async_wait<0>();
     const int C = H * 64;
 #pragma unroll

@@ -22,7 +22,9 @@ attention_cases = "--model-only" not in sys.argv[1:]
 FLASH_CASES = ((64, 1, 2, 70, 70, {}), (64, 2, 1, 3, 130, {}), (16, 1, 1, 1, 9, {}), (128, 1, 1, 65, 65, {}),
                (64, 1, 1, 150, 150, dict(strips=1, key_tile=128)), (64, 1, 1, 200, 200, dict(warps=4, strips=1, stages=3)),
                (64, 1, 2, 200, 200, dict(wgmma=True)), (64, 2, 1, 3, 130, dict(wgmma=True)),   # flash_attention_bf16_wg
-               (64, 1, 1, 150, 150, dict(wgmma=True, defines={"FW_BC": 128, "FW_STAGES": 3, "FW_MIN_BLOCKS": 1})))
+               (64, 1, 1, 150, 150, dict(wgmma=True, defines={"FW_BC": 128, "FW_STAGES": 3, "FW_MIN_BLOCKS": 1})),
+               (64, 1, 2, 200, 200, dict(wgmma=True, defines={"FW_PIPE": 1})),
+               (64, 2, 1, 3, 130, dict(wgmma=True, defines={"FW_PIPE": 1, "FW_BC": 128, "FW_MIN_BLOCKS": 1})))
 for D, B, H, Tq, Tk, tile in FLASH_CASES if attention_cases else ():
     cap = Tk + 2
     q = rt.pool.upload("san.q", to_bf16(rng.standard_normal((B, H, Tq, D))), BF16)

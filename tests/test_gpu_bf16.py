@@ -197,7 +197,10 @@ def test_bf16_flash_attention_prompts_decode_and_windows(Tq, Tk, window, rng):
 
 # flash_attention_bf16_wg (session 17): wgmma, head size 64; its tunables' other settings
 FW_TILES = {"bc64": {}, "bc128": {"FW_BC": 128, "FW_MIN_BLOCKS": 1}, "3stages": {"FW_STAGES": 3},
-            "1wg": {"FW_WG": 1}, "3wg_pdl": {"FW_WG": 3, "FW_MIN_BLOCKS": 1, "FB_PDL": 1}}
+            "1wg": {"FW_WG": 1}, "3wg_pdl": {"FW_WG": 3, "FW_MIN_BLOCKS": 1, "FB_PDL": 1},
+            # FW_PIPE: S of tile j and P V of tile j - 1 in flight together
+            "pipe": {"FW_PIPE": 1}, "pipe_bc128": {"FW_PIPE": 1, "FW_BC": 128, "FW_MIN_BLOCKS": 1},
+            "pipe_1wg": {"FW_PIPE": 1, "FW_WG": 1, "FW_MIN_BLOCKS": 4}}
 
 
 @pytest.mark.gpu

@@ -173,6 +173,11 @@ FLASH_BF16_BENCH = {
     "bf16 wgmma: 2 warpgroups, 128-key tiles": dict(wgmma=True, defines={"FW_BC": 128, "FW_MIN_BLOCKS": 1}),
     "bf16 wgmma: 3 warpgroups, 64-key tiles": dict(wgmma=True, defines={"FW_WG": 3, "FW_MIN_BLOCKS": 1}),
     "bf16 wgmma: 1 warpgroup, 64-key tiles, 4 blocks/SM": dict(wgmma=True, defines={"FW_WG": 1, "FW_MIN_BLOCKS": 4}),
+    "bf16 wgmma, S(j) with P V(j-1): 2 warpgroups, 64-key tiles": dict(wgmma=True, defines={"FW_PIPE": 1}),
+    "bf16 wgmma, S(j) with P V(j-1): 2 warpgroups, 128-key tiles": dict(
+        wgmma=True, defines={"FW_PIPE": 1, "FW_BC": 128, "FW_MIN_BLOCKS": 1}),
+    "bf16 wgmma, S(j) with P V(j-1): 1 warpgroup, 64-key tiles, 4 blocks/SM": dict(
+        wgmma=True, defines={"FW_PIPE": 1, "FW_WG": 1, "FW_MIN_BLOCKS": 4}),
 }
 
 

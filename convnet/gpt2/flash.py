@@ -91,10 +91,12 @@ class FlashAttentionBF16:
         # window); this kernel (mma.sync) runs the rest. Its tunables: FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS (-D)
         self.wg = None
         if wgmma and head_dim == 64 and getattr(rt, "arch", "") == "sm_90a":
-            c = {"FW_BC": 64, "FW_STAGES": 2, "FW_WG": 2, "FW_MIN_BLOCKS": 2}
+            c = {"FW_BC": 64, "FW_STAGES": 2, "FW_WG": 2, "FW_MIN_BLOCKS": 2, "FW_PIPE": 0}
             c.update({key: int(defines[key]) for key in c if key in defines})
-            if c["FW_BC"] not in (64, 128) or not 2 <= c["FW_STAGES"] <= 4 or not 1 <= c["FW_WG"] <= 3:
-                raise GPUError(f"bf16 wgmma flash attention: FW_BC 64 or 128, FW_STAGES 2..4, FW_WG 1..3; got {c}")
+            if (c["FW_BC"] not in (64, 128) or not 2 <= c["FW_STAGES"] <= 4 or not 1 <= c["FW_WG"] <= 3
+                    or c["FW_PIPE"] and c["FW_STAGES"] != 2):
+                raise GPUError(f"bf16 wgmma flash attention: FW_BC 64 or 128, FW_STAGES 2..4 (2 with FW_PIPE), FW_WG "
+                               f"1..3; got {c}")
             self.wg_rows, self.wg_threads = 64 * c["FW_WG"], 128 * c["FW_WG"]
             # Q's rows and the K/V ring, 128 bytes a row, + 1024 bytes to align the swizzled tiles
             self.wg_smem = 1024 + (self.wg_rows + 2 * c["FW_STAGES"] * c["FW_BC"]) * 128
@@ -115,6 +117,8 @@ class FlashAttentionBF16:
 def from_params(rt: Runtime, head_dim: int, defines: dict, variant):
     p = variant.params
     if p.get("dtype") == "bf16":
+        # flash_defines (session 17): -D constants for the flash builds only (the wgmma kernel's FW_*)
+        defines = {**defines, **dict(p.get("flash_defines") or {})}
         return FlashAttentionBF16(rt, head_dim, defines, variant.name, int(p.get("flash_warps", 4)),
                                   int(p.get("flash_min_blocks", 1)), p.get("flash_strips"), p.get("flash_q_shared"),
                                   int(p.get("flash_stages", 2)), int(p.get("flash_key_tile", 64)),
