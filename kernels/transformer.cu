@@ -20,6 +20,10 @@
 //                      layernorm_warp_bf16 too (session 12, issue 14): launched programmatically where the variant
 //                      sets param ln_pdl (gpt2/gpu.py), so the batched decode step's 25 LayerNorms no longer break
 //                      the PDL chain of the v12 GEMMs and attention around them
+//   LN_STRIDE=1        layernorm_warp(_bf16) over a grid of resident blocks (session 17, param ln_resident): each
+//                      warp takes rows row, row + warps, ... and sends its next row to L2 (prefetch) before
+//                      normalising this one, so every row's reads are in flight from the start; the per-row
+//                      arithmetic is layernorm_row's, unchanged (the same output bit for bit)
 //   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
 //                      enqueues behind it run back to back and events between them time the GPU, not
 //                      the Python launch loop
@@ -34,6 +38,9 @@
 #endif
 #ifndef PDL
 #define PDL 0
+#endif
+#ifndef LN_STRIDE
+#define LN_STRIDE 0                   // 1: warps stride over the rows (a grid of resident blocks), next row prefetched
 #endif
 #ifndef EMB_VEC
 #define EMB_VEC 1                     // embed_bf16's columns per thread: 1 or 8
@@ -80,8 +87,7 @@ template <typename Out>
 __device__ __forceinline__ void layernorm_warp_body(const float* RESTRICT x, const float* RESTRICT w,
                                                     const float* RESTRICT b, Out* RESTRICT y, int rows, int C,
                                                     float eps) {
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= rows) return;
+    const int lane = threadIdx.x % 32;
 #if LN_CONST
     const float* gw = c_ln;
     const float* gb = c_ln + C;
@@ -89,7 +95,25 @@ __device__ __forceinline__ void layernorm_warp_body(const float* RESTRICT x, con
     const float* gw = w;
     const float* gb = b;
 #endif
+#if LN_STRIDE
+    // the LayerNorm of a whole forward is one wave of blocks only if they fit at once (H100, session 17: 5 blocks
+    // of 256 threads per SM by registers, 1.55 waves for 8192 rows); resident blocks instead, rows strided
+    const int warps = gridDim.x * (blockDim.x / 32);
+    for (int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
+        if (row + warps < rows) {
+            const float4* nx = (const float4*)(x + (long long)(row + warps) * C);
+#pragma unroll
+            for (int i = 0; i < LN_VEC; ++i)
+                if ((lane & 7) == 0 && lane + 32 * i < C / 4)        // one lane per 128-byte line
+                    asm volatile("prefetch.global.L2 [%0];" :: "l"(nx + lane + 32 * i));
+        }
+        layernorm_row<LN_VEC, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
+    }
+#else
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= rows) return;
     layernorm_row<LN_VEC, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
+#endif
 }
 
 extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,

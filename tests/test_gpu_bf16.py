@@ -195,6 +195,45 @@ def test_bf16_flash_attention_prompts_decode_and_windows(Tq, Tk, window, rng):
     _bf16_attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=64, window=window)
 
 
+# layernorm_warp_bf16 with LN_STRIDE=1 (session 17, param ln_resident): warps stride over the rows of a smaller grid
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,C", [(1, 768), (7, 64), (1000, 768), (8193, 768), (300, 1600)])
+def test_layernorm_over_resident_blocks_writes_the_same_bits(rows, C, rng):
+    """The strided kernel (the resident grid, 3 blocks, 1 block; one case launched programmatically) writes exactly
+    the one-row-per-warp kernel's bf16 output, which is within bf16 rounding of float64; y NaN-poisoned each time.
+    Rows with a large mean and an outlier column (the variance about the mean is what counts)."""
+    from convnet.gpu import tma
+    from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16
+    from convnet.gpu.runtime import Runtime, cdiv, f32, i32, ptr
+    rt = Runtime.get()
+    x = (5.0 + 2.0 * rng.standard_normal((rows, C))).astype(np.float32)
+    x[:, C // 3] *= 40.0
+    g, b = rng.standard_normal(C).astype(np.float32), rng.standard_normal(C).astype(np.float32)
+    X, P = rt.pool.upload("test.lnx", x), rt.pool.upload("test.lnpair", np.concatenate([g, b]))
+    Y = rt.pool.get("test.lny", (rows, C), BF16)
+    d = {"LN_VEC": cdiv(C, 128), "LN_CONST": 0}
+
+    def run(fn, blocks):
+        Y.fill(BF16(BF16_NAN))
+        rt.synchronize("poisoned y")
+        fn((blocks, 1, 1), (256, 1, 1), ptr(X), ptr(P), ptr(P, C), ptr(Y), i32(rows), i32(C), f32(1e-5))
+        rt.synchronize("layernorm_warp_bf16")
+        return Y.get().copy()
+
+    want = run(rt.kernel("transformer.cu", "layernorm_warp_bf16", d, "test"), cdiv(rows, 8))
+    xd = x.astype(np.float64)
+    mu = xd.mean(-1, keepdims=True)
+    ref64 = (xd - mu) / np.sqrt(((xd - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b
+    assert rel_err(from_bf16(want), ref64) <= 4e-3
+    strided = rt.kernel("transformer.cu", "layernorm_warp_bf16", {**d, "LN_STRIDE": 1}, "test")
+    resident = strided.blocks_per_sm(256, 0) * rt.sm_count
+    for fn, blocks in ((strided, min(cdiv(rows, 8), resident)), (strided, 3), (strided, 1),
+                       (tma.launcher(rt, "transformer.cu", "layernorm_warp_bf16", {**d, "LN_STRIDE": 1, "PDL": 1},
+                                     "test"), 5)):
+        got = run(fn, blocks)
+        assert np.array_equal(got, want), f"{blocks} blocks: {np.count_nonzero(got != want)} values differ"
+
+
 # flash_attention_bf16_wg (session 17): wgmma, head size 64; its tunables' other settings
 FW_TILES = {"bc64": {}, "bc128": {"FW_BC": 128, "FW_MIN_BLOCKS": 1}, "3stages": {"FW_STAGES": 3},
             "1wg": {"FW_WG": 1}, "3wg_pdl": {"FW_WG": 3, "FW_MIN_BLOCKS": 1, "FB_PDL": 1},

@@ -33,6 +33,8 @@ kernel each step uses:
     -D PDL=1        bf16 on Hopper: the decode step's kernels (embedding, v10 GEMVs, decode attention, argmax,
                     advance) go out as programmatic dependent launches (tma.PdlKernel); -D PDL_EARLY=1: they also
                     read their biases, LayerNorm parameters, pos and older KV rows before the wait
+    ln_resident     (session 17) the warp LayerNorm on a grid of resident blocks, warps striding over the rows with
+                    the next row prefetched (transformer.cu LN_STRIDE; the same output)
     ln_pdl          bf16 with PDL=1 (session 12): layernorm_warp_bf16 as a programmatic dependent launch too (the
                     batched decode step's LayerNorm kernels stop breaking the chain)
     decode_pick     bf16 greedy decode steps of B <= 8 on the device: the LM head's GEMV also picks the tokens,
@@ -166,7 +168,11 @@ class GPT2GPU:
         self.ln_const = bool(p.get("ln_const", False))
         if self.ln_const and (not self.ln_warp or C > 4096):
             raise GPUError("ln_const needs the warp LayerNorm, n_embd a multiple of 4 and at most 4096")
+        # ln_resident (session 17): warps stride over the rows of a grid of resident blocks, the next row prefetched
+        self.ln_resident = self.ln_warp and bool(p.get("ln_resident", False))
         td = {**d, "LN_VEC": cdiv(C, 128), "LN_CONST": int(self.ln_const)} if self.ln_warp else d
+        if self.ln_resident:
+            td = {**td, "LN_STRIDE": 1}
         ln_kernel = ("layernorm_warp_bf16" if self.bf16 else "layernorm_warp") if self.ln_warp else "layernorm_naive"
         if self.bf16 and self.ln_warp and p.get("ln_pdl"):    # a programmatic dependent launch where PDL=1
             self.layernorm = tma.launcher(rt, "transformer.cu", ln_kernel, td, name)
@@ -174,6 +180,8 @@ class GPT2GPU:
             self.layernorm = rt.kernel("transformer.cu", ln_kernel, td, name)
         if self.ln_const:
             self.c_ln, _ = rt.module("transformer.cu", td).get_global("c_ln")
+        self.ln_blocks = (rt.kernel("transformer.cu", ln_kernel, td, name).blocks_per_sm(256, 0) * rt.sm_count
+                          if self.ln_resident else 0)          # ln_resident: the grid's blocks at most
         # the decode step's kernels: with PDL=1 (bf16 on Hopper) programmatic dependent launches (tma.launcher)
         self.embed = tma.launcher(rt, "transformer.cu", "embed_bf16", d, name) if self.bf16 else \
             rt.kernel("transformer.cu", "embed", d, name)
@@ -379,7 +387,8 @@ class GPT2GPU:
             self.rt.drv.memcpy_dtod_async(self.c_ln, pair.gpudata, 2 * C * 4, s)
         beta = ptr(pair, C)
         if self.ln_warp:
-            self.layernorm((cdiv(rows, 8), 1, 1), (256, 1, 1), x, pair, beta, y, i32(rows), i32(C),
+            blocks = min(cdiv(rows, 8), self.ln_blocks) if self.ln_resident else cdiv(rows, 8)
+            self.layernorm((blocks, 1, 1), (256, 1, 1), x, pair, beta, y, i32(rows), i32(C),
                            f32(self.cfg.layer_norm_epsilon), stream=s)
         else:
             self.layernorm((cdiv(rows, 128), 1, 1), (128, 1, 1), x, pair, beta, y, i32(rows), i32(C),
