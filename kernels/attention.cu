@@ -25,6 +25,9 @@
 //   flash_attention_bf16  bf16 q, k, v, y (the bf16 variants, issue 15): FA2 on mma.sync m16n8k16, P kept in
 //                     registers, fp32 softmax and accumulators; described at the kernel. FB_PDL=1 (session 17):
 //                     launched as a programmatic dependent launch, waiting (griddepcontrol) before any access.
+//   flash_attention_bf16_wg  the same plan on Hopper's wgmma (session 17, head size 64): S = Q K^T from shared
+//                     memory, O += P V with P from registers and V read N-major; FW_PIPE=1 overlaps tile j's
+//                     softmax with tile j - 1's P V (slower); described at the kernel.
 //   decode_attention_bf16  Tq = 1 over the bf16 KV cache (the bf16 variants' decode steps): decode_attention's plan
 //                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
 //                     previous kernel (programmatic dependent launch) before reading anything; PDL_EARLY=1
@@ -1109,6 +1112,8 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 //               d contiguous; its 8-key groups 1024 bytes apart, the same descriptor as K-major's).
 // The writes by cp.async are made visible to wgmma (the async proxy) by fence.proxy.async before the block barrier.
 // Rows past Tq read zeros and store nothing; keys past Tk read zeros and are masked. FB_PDL as the mma.sync kernel.
+// Session 17 (H100, B=8 H=12 T=1024, same runs): 0.077-0.090 ms against 0.089-0.103 for the mma.sync kernel and
+// 0.062-0.063 for PyTorch's SDPA in bf16; Nsight Compute: issue-bound at 2 blocks per SM (registers and shared memory).
 #ifndef FW_BC
 #define FW_BC 64                  // keys per tile: 64 or 128
 #endif

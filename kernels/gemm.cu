@@ -71,7 +71,8 @@
 //                      per element (GELU inlined 96 times); with it a compile-time constant, the bias loaded per
 //                      chunk, the whole tile staged (BF_EPI_TMA_BUFS) and the head-major QKV scatter by TMA stores,
 //                      the epilogue takes 0.9-2.5 us and fast_bf16's forward 5.20 ms instead of 5.77 (H100).
-//                      Session 17: BF_PDL=1 (programmatic dependent launch: W^T's first stages before the wait).
+//                      Session 17: BF_PDL=1 (programmatic dependent launch: W^T's first stages before the wait):
+//                      no gain inside the forward's CUDA graph (H100: 5.198 vs 5.175 ms), off in fast_bf16.
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the

@@ -33,6 +33,9 @@ kernel each step uses:
     -D PDL=1        bf16 on Hopper: the decode step's kernels (embedding, v10 GEMVs, decode attention, argmax,
                     advance) go out as programmatic dependent launches (tma.PdlKernel); -D PDL_EARLY=1: they also
                     read their biases, LayerNorm parameters, pos and older KV rows before the wait
+    flash_wgmma     (session 17) bf16 prompts' attention on flash_attention_bf16_wg (wgmma; head size 64, no window;
+                    else the mma.sync kernel); flash_defines {constant: value}: -D constants for the flash builds only
+                    (FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS, FW_PIPE, FB_PDL)
     ln_resident     (session 17) the warp LayerNorm on a grid of resident blocks, warps striding over the rows with
                     the next row prefetched (transformer.cu LN_STRIDE; the same output)
     ln_pdl          bf16 with PDL=1 (session 12): layernorm_warp_bf16 as a programmatic dependent launch too (the
