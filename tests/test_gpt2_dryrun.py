@@ -95,6 +95,46 @@ def test_flash_attention_settings_are_checked():
         FlashAttention(rt, 64, {}, "t", key_tile=40)
 
 
+def test_wgmma_flash_attention_routing_and_refusals():
+    """flash_wgmma (session 17): flash_attention_bf16_wg for prompts with head size 64 on Hopper, the mma.sync kernel
+    for a window, positions on the device, other head sizes and other GPUs; its settings checked in one line before
+    anything compiles; flash_defines reach the flash builds only."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.errors import GPUError
+    from convnet.gpt2.flash import FlashAttentionBF16
+    rt = RecordingRuntime()
+    fa = FlashAttentionBF16(rt, 64, {}, "t", wgmma=True)
+    assert fa.wg is not None and (fa.wg_rows, fa.wg_threads) == (128, 256)
+    assert fa.wg_smem == 1024 + (128 + 2 * 2 * 64) * 128 <= 227 * 1024
+    fa(None, None, None, None, 8, 12, 1024, 1024, 1024, 1024)
+    fa(None, None, None, None, 2, 3, 5, 130, 5, 133)
+    fa(None, None, None, None, 1, 2, 200, 200, 200, 200, window=37)
+    fa(None, None, None, None, 2, 3, 1, 40, 1, 64, pos_dev=rt.pool.get("pos", (1,), np.int32))
+    assert [(k, g, b) for k, g, b, _ in rt.launches] == [
+        ("flash_attention_bf16_wg", (96, 8, 1), (256, 1, 1)), ("flash_attention_bf16_wg", (6, 1, 1), (256, 1, 1)),
+        ("flash_attention_bf16", (2, 2, 1), (128, 1, 1)), ("flash_attention_bf16", (6, 1, 1), (128, 1, 1))]
+    assert FlashAttentionBF16(rt, 32, {}, "t", wgmma=True).wg is None
+    other = RecordingRuntime()
+    other.arch = "sm_80"
+    assert FlashAttentionBF16(other, 64, {}, "t", wgmma=True).wg is None
+    for bad in ({"FW_BC": 96}, {"FW_PIPE": 1, "FW_STAGES": 3}, {"FW_WG": 4}):
+        rt = RecordingRuntime()
+        with pytest.raises(GPUError, match="wgmma flash attention") as e:
+            FlashAttentionBF16(rt, 64, bad, "t", wgmma=True)
+        assert "\n" not in str(e.value) and not rt.builds
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpt2.model import GPT2Config, random_params
+    cfg = GPT2Config(n_layer=1, n_head=2, n_embd=128, vocab_size=257, n_ctx=64)
+    rt = RecordingRuntime()
+    v = with_setting(catalogue.get("fast_bf16", "gpt2"), {"flash_defines": {"FW_STAGES": 3}})
+    GPT2GPU(random_params(cfg), cfg, v, rt)
+    fw = [dict(d) for f, d in rt.builds if f == "attention.cu" and "FW_BC" in dict(d)]
+    assert fw and all(d["FW_STAGES"] == 3 for d in fw)
+    assert all("FW_STAGES" not in dict(d) for f, d in rt.builds if f == "gemm.cu")
+
+
 def test_split_k_heuristic_per_version():
     """req_9 on a 132-SM GPU with two resident blocks per SM (dry run): v4 counts waves per SM, so GPT-2's
     N = 768 projections (384 tiles, 2.9 waves of SMs) run unsplit (measured faster since session 5);

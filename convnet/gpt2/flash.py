@@ -77,6 +77,18 @@ class FlashAttentionBF16:
             raise GPUError(f"bf16 flash attention: warps 1..16, min blocks 1..16, strips 1 or 2 (2 up to head size "
                            f"64), stages 2..4, key tile 64 or 128; got {warps}, {min_blocks}, {strips}, {stages}, "
                            f"{key_tile} at head size {head_dim}")
+        # wgmma (param flash_wgmma, session 17): flash_attention_bf16_wg where it applies (Hopper, head size 64, no
+        # window, positions from the host: the prompts'); the mma.sync kernel runs the rest. Its tunables (-D):
+        # FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS, FW_PIPE, checked here before anything compiles
+        self.wg, self.wg_settings = None, None
+        if wgmma and head_dim == 64 and getattr(rt, "arch", "") == "sm_90a":
+            c = {"FW_BC": 64, "FW_STAGES": 2, "FW_WG": 2, "FW_MIN_BLOCKS": 2, "FW_PIPE": 0}
+            c.update({key: int(defines[key]) for key in c if key in defines})
+            if (c["FW_BC"] not in (64, 128) or not 2 <= c["FW_STAGES"] <= 4 or not 1 <= c["FW_WG"] <= 3
+                    or c["FW_PIPE"] and c["FW_STAGES"] != 2):
+                raise GPUError(f"bf16 wgmma flash attention: FW_BC 64 or 128, FW_STAGES 2..4 (2 with FW_PIPE), FW_WG "
+                               f"1..3; got {c}")
+            self.wg_settings = c
         self.D, self.tf32, self.split = head_dim, False, 1
         self.threads, self.block_rows = 32 * warps, 16 * strips * warps
         # K and V, `stages` slots each, and (q_shared) the block's Q rows; rows of D + 8 bf16
@@ -87,16 +99,8 @@ class FlashAttentionBF16:
         self.fn = tma.launcher(rt, "attention.cu", "flash_attention_bf16", d, variant, flag="FB_PDL")
         self.fn.allow_shared(self.smem)
         self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))
-        # wgmma (param flash_wgmma, session 17): flash_attention_bf16_wg where it applies (Hopper, head size 64, no
-        # window); this kernel (mma.sync) runs the rest. Its tunables: FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS (-D)
-        self.wg = None
-        if wgmma and head_dim == 64 and getattr(rt, "arch", "") == "sm_90a":
-            c = {"FW_BC": 64, "FW_STAGES": 2, "FW_WG": 2, "FW_MIN_BLOCKS": 2, "FW_PIPE": 0}
-            c.update({key: int(defines[key]) for key in c if key in defines})
-            if (c["FW_BC"] not in (64, 128) or not 2 <= c["FW_STAGES"] <= 4 or not 1 <= c["FW_WG"] <= 3
-                    or c["FW_PIPE"] and c["FW_STAGES"] != 2):
-                raise GPUError(f"bf16 wgmma flash attention: FW_BC 64 or 128, FW_STAGES 2..4 (2 with FW_PIPE), FW_WG "
-                               f"1..3; got {c}")
+        if self.wg_settings is not None:
+            c = self.wg_settings
             self.wg_rows, self.wg_threads = 64 * c["FW_WG"], 128 * c["FW_WG"]
             # Q's rows and the K/V ring, 128 bytes a row, + 1024 bytes to align the swizzled tiles
             self.wg_smem = 1024 + (self.wg_rows + 2 * c["FW_STAGES"] * c["FW_BC"]) * 128
@@ -104,7 +108,7 @@ class FlashAttentionBF16:
             self.wg.allow_shared(self.wg_smem)
 
     def __call__(self, q, k, v, y, B, H, Tq, Tk, cap_q, cap_kv, window=0, pos_dev=None, stream=None):
-        if self.wg is not None and not window:
+        if self.wg is not None and not window and pos_dev is None:     # (positions on the device: the mma.sync kernel)
             self.wg((B * H, cdiv(Tq, self.wg_rows), 1), (self.wg_threads, 1, 1), ptr(q), ptr(k), ptr(v), ptr(y), i32(H),
                     i32(Tq), i32(Tk), i32(cap_q), i32(cap_kv), self.scale_log2, ptr(pos_dev), stream=stream,
                     shared=self.wg_smem)
