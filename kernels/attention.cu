@@ -1136,12 +1136,6 @@ static_assert(FW_WG >= 1 && FW_WG <= 3, "FW_WG: 1..3");
 static_assert(!FW_PIPE || FW_STAGES == 2, "FW_PIPE: two-slot K and V rings (FW_STAGES 2)");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// 128-byte swizzle, 8-row groups 1024 bytes apart (K-major: rows; N-major: the k groups), leading offset unused.
-__device__ __forceinline__ unsigned long long fw_desc(unsigned smem_addr) {
-    return (unsigned long long)((smem_addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-#define FW_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-                 "+f"(d[i + 6]), "+f"(d[i + 7])
 #define FW_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define FW_R32 FW_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 // S (64 x FW_BC) += Q (64 x 16) K^T (16 x FW_BC): both from shared memory, K-major.
@@ -1150,7 +1144,7 @@ template <> struct FwQK<64> {
     static __device__ __forceinline__ void run(float (&d)[32], unsigned long long a, unsigned long long b) {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FW_R32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                     : FW_D8(0), FW_D8(8), FW_D8(16), FW_D8(24) : "l"(a), "l"(b), "r"(1));
+                     : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24) : "l"(a), "l"(b), "r"(1));
     }
 };
 template <> struct FwQK<128> {
@@ -1159,7 +1153,7 @@ template <> struct FwQK<128> {
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" FW_R32 ", %32, %33, %34, %35, %36, "
                      "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
                      "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                     : FW_D8(0), FW_D8(8), FW_D8(16), FW_D8(24), FW_D8(32), FW_D8(40), FW_D8(48), FW_D8(56)
+                     : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
                      : "l"(a), "l"(b), "r"(1));
     }
 };
@@ -1168,7 +1162,7 @@ __device__ __forceinline__ void fw_pv(float (&d)[32], const unsigned (&a)[4], un
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FW_R32 "}, {%32, %33, %34, %35}, %36, p, "
                  "1, 1, 1;\n}\n"
-                 : FW_D8(0), FW_D8(8), FW_D8(16), FW_D8(24)
+                 : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 #endif
@@ -1231,12 +1225,12 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
     // S = Q K^T of the key tile at ka (issued, not waited for)
     auto issue_qk = [&](float (&sc)[FW_BC / 2], unsigned ka) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) FwQK<FW_BC>::run(sc, fw_desc(qa + kk * 32), fw_desc(ka + kk * 32));
+        for (int kk = 0; kk < 4; ++kk) FwQK<FW_BC>::run(sc, wg_desc(qa + kk * 32), wg_desc(ka + kk * 32));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     };
     auto issue_pv = [&](const unsigned (&pv)[PK][4], unsigned va) {     // O += P V, keys 16 kk ..: 16 rows
 #pragma unroll
-        for (int kk = 0; kk < PK; ++kk) fw_pv(o, pv[kk], fw_desc(va + kk * 2048));
+        for (int kk = 0; kk < PK; ++kk) fw_pv(o, pv[kk], wg_desc(va + kk * 2048));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     };
     // the online softmax of tile kt's scores: masked (diagonal and keys past Tk), the running max and this lane's

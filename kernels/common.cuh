@@ -123,3 +123,13 @@ template <bool ROUND> struct Tf32Mma<3, ROUND> {
         mma_3xtf32(d, a, b0, b1);
     }
 };
+
+// wgmma shared-memory matrix descriptor (gemm.cu v7-v8, attention.cu's flash_attention_bf16_wg): start address / 16
+// (bits 0-13), leading byte offset 1 (unused by 128-byte-swizzled layouts), stride byte offset 1024 / 16 between
+// 8-row atoms (bits 32-45: K-major rows, or an N-major operand's 8-deep k groups), 128-byte swizzle (bit 62).
+__device__ __forceinline__ unsigned long long wg_desc(unsigned smem_addr) {
+    return (unsigned long long)((smem_addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+// eight "+f" operands d[i..i+7] of a wgmma accumulator array d
+#define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),      \
+                 "+f"(d[i + 6]), "+f"(d[i + 7])

@@ -1319,11 +1319,6 @@ gemm_small_m4_nk_lns(SMM_PARAMS, EPI_PARAMS, SMM_LNS_PARAMS) { small_m<4, true, 
 #define WG_STAGE_BYTES ((WG_BM + WG_BN) * WG_BK * 4)
 static_assert(WG_BN % 128 == 0 && WG_STAGES >= 2 + WG_INFLIGHT, "WG_BN: 128 or 256; WG_STAGES >= 2 + WG_INFLIGHT");
 
-// Shared-memory matrix descriptor: start address / 16 (bits 0-13), leading byte offset (unused by swizzled
-// K-major layouts; 1), stride byte offset 1024 / 16 between 8-row atoms (bits 32-45), 128-byte swizzle (62).
-__device__ __forceinline__ unsigned long long wg_desc(unsigned smem_addr) {
-    return (unsigned long long)((smem_addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // D (64 x 128, fp32, the m16n8 fragment layout per warp and 8 columns) += A (64 x 8) B (8 x 128).
@@ -2076,8 +2071,6 @@ __device__ __forceinline__ void bf_epi_chunk_next(const float* stage, int m0, in
 
 struct __align__(128) TmaMap { unsigned long long opaque[16]; };  // CUtensorMap, made by the driver
 
-#define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),      \
-                 "+f"(d[i + 6]), "+f"(d[i + 7])
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // D (64 x N, fp32, v7's fragment layout) += A (64 x 16) B (16 x N), both bf16, K-major, from shared memory.
 template <int N> struct WgmmaBf16;
