@@ -1716,7 +1716,9 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 // (the epilogue off the tensor cores' critical path). A "turn" mbarrier per warpgroup orders the k loops: warpgroup c
 // starts tile j once the other has seen every full barrier of tile j - 1 (a ring wait must never run a phase ahead:
 // mbarrier parity names only two phases). Needs BF_EPI_SMEM=1 (each warpgroup stages its tile in two 64-row halves,
-// the chunks' stores inlined: called, or with BF_EPI_PRE's residual groups, ptxas spilled beside the 192 accumulators).
+// the chunks' stores inlined: called, or with BF_EPI_PRE's residual groups, ptxas spilled beside the 192 accumulators)
+// or BF_EPI_TMA=1 (session 18: each half staged for the TMA unit as a cooperative warpgroup's 64 rows, so a tile's
+// epilogue costs its warpgroup the staging, not the stores, and hides under the other's k loop).
 #ifndef BF_PP
 #define BF_PP 0
 #endif
@@ -1728,8 +1730,8 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 // (cp.async.bulk.wait_group.read). Rows past M and columns past N are clipped by the unit. The third map of the
 // launcher's record is C's (maps + 2); for the head-major QKV scatter (session 16: bf16, 64-wide heads, T a multiple
 // of 64, else the launcher runs the same constants without BF_EPI_TMA) Q's, K's and V's (maps + 2, 3, 4), whose rows
-// are a head's 64 values. BF_BM 128, no BF_PP, BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, BF_CLUSTER or BF_TMA_PARAM; no
-// bf16 residual (the launcher refuses it).
+// are a head's 64 values. BF_BM 128, no BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, BF_CLUSTER or BF_TMA_PARAM; no bf16
+// residual (the launcher refuses it). With BF_PP (session 18) a warpgroup's tile goes out as two 64-row halves.
 #ifndef BF_EPI_TMA
 #define BF_EPI_TMA 0
 #endif
@@ -1741,7 +1743,8 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #endif
 static_assert(BF_EPI_TMA_BUFS >= 2 && BF_EPI_TMA_BUFS <= 4, "BF_EPI_TMA_BUFS: 2 to 4 chunk buffers per warpgroup");
 // a build takes BF_EPI_TMA_BUFS buffers or as many as fit beside the ring (fp32 chunks are twice bf16's), at least 2
-#define BF_TMA_FIT ((227 * 1024 - BF_STAGES * BF_STAGE_BYTES - 1024 - 16 * BF_STAGES) / (2 * 64 * 64 * (int)sizeof(bf_out_t)))
+#define BF_TMA_FIT ((227 * 1024 - BF_STAGES * BF_STAGE_BYTES - 1024 - 16 * BF_STAGES - 16 * BF_PP) / \
+                    (2 * 64 * 64 * (int)sizeof(bf_out_t)))
 #define BF_TMA_BUFS (BF_EPI_TMA_BUFS < BF_TMA_FIT ? BF_EPI_TMA_BUFS : BF_TMA_FIT)
 #define BF_TMA_C_BYTES (BF_EPI_TMA ? 2 * BF_TMA_BUFS * 64 * 64 * (int)sizeof(bf_out_t) : 0)   // 2 warpgroups' buffers
 static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
@@ -2171,13 +2174,13 @@ __device__ __forceinline__ void tma_reduce_add_2d(const TmaMap* map, unsigned sr
 #define BF_CLUSTER 1               // 1 or 2 blocks per cluster (the launcher's cluster shape must agree)
 #endif
 static_assert(BF_CLUSTER == 1 || BF_CLUSTER == 2 || BF_CLUSTER == 4, "BF_CLUSTER: 1, 2 or 4");
-static_assert(!BF_PP || (BF_EPI_SMEM && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 && BF_BN <= 192),
-              "BF_PP: BF_EPI_SMEM=1, no BF_EPI_WG, BF_EPI_PRE or clusters, BF_BN 128 or 192");
+static_assert(!BF_PP || ((BF_EPI_SMEM || BF_EPI_TMA) && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 && BF_BN <= 192),
+              "BF_PP: BF_EPI_SMEM=1 or BF_EPI_TMA=1, no BF_EPI_WG, BF_EPI_PRE or clusters, BF_BN 128 or 192");
 static_assert(!BF_EPI_FAST || (BF_EPI_SMEM && !BF_EPI_WG && !BF_EPI_PRE && !BF_PP && BF_BM == 128),
               "BF_EPI_FAST: BF_EPI_SMEM=1, no BF_EPI_WG, BF_EPI_PRE (it loads the residuals ahead itself), BF_PP or BF_BM 256");
-static_assert(!BF_EPI_TMA || (BF_BM == 128 && !BF_PP && !BF_EPI_WG && !BF_EPI_FAST && !BF_EPI_PRE && BF_CLUSTER == 1 &&
+static_assert(!BF_EPI_TMA || (BF_BM == 128 && !BF_EPI_WG && !BF_EPI_FAST && !BF_EPI_PRE && BF_CLUSTER == 1 &&
                                !BF_TMA_PARAM),
-              "BF_EPI_TMA: BF_BM 128, no BF_PP, BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, clusters or BF_TMA_PARAM");
+              "BF_EPI_TMA: BF_BM 128, no BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, clusters or BF_TMA_PARAM");
 static_assert(BF_BM == 128 || (BF_BM == 256 && BF_EPI_SMEM && !BF_PP && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 &&
                                BF_BN <= 192),
               "BF_BM: 128, or 256 with BF_EPI_SMEM=1, BF_BN 128 or 192, no BF_PP, BF_EPI_WG, BF_EPI_PRE or clusters");
@@ -2418,6 +2421,129 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         BF8_WAIT();                                                // BF_PDL: before the epilogue's global accesses
         const int c = wg - 1;                                      // rows 64c .. 64c + 63 of the tile
         const int g = lane / 4, t = lane % 4;
+#if BF_EPI_TMA
+        // (see BF_EPI_TMA) the epilogue of 64 rows (row ..) x BF_BN columns (column tile nt) held in accp, in 64-column
+        // chunks, each into one of the warpgroup's staging buffers (one its stores have read); buffer box b holds the
+        // chunk's columns BOXC b .. of the 64 rows, a row's 16-byte piece j at piece j ^ (row % 8), so a warp's pair
+        // stores hit every bank twice per 256 bytes. With a buffer per chunk (BF_TMA_BUFS >= BF_BN / 64) the 64 rows
+        // are staged whole, then one proxy fence, one barrier and their stores (session 16's steps, BF_TRACE=4, H100:
+        // the fence and barrier took 0.02 us; the staging loop was what cost, see stage_chunk). Called once per tile
+        // (the warpgroup's 64 rows), under BF_PP twice (its tile's two 64-row halves, the other warpgroup's k loop
+        // running meanwhile).
+        int chunk = 0;                                             // chunks staged so far (the buffers' rotation)
+        auto tma_epilogue = [&](float (&accp)[BF_ACC], const int row, const int nt, const int jt) {
+            constexpr int EB = (int)sizeof(bf_out_t), BOXC = 128 / EB, CHB = 64 * 64 * EB;
+            constexpr bool WHOLE = BF_TMA_BUFS * 64 >= BF_BN;
+            const bool issuer = threadIdx.x % 128 == 0;
+            const int r0 = (warp % 4) * 16 + g;
+            // the chunk's bias loaded first (all its columns at once), the activation a compile-time constant:
+            // session 16 (H100) measured the loop with per-element runtime activation branches (GELU inlined 96
+            // times, ~60 instructions between stores) at 3.6 us a BF_BN 192 tile, 0.9 us without (BF_TRACE=6)
+            // (BF_PP: each pair of bias values loaded where it is added; its 192 live accumulators leave no room for
+            // 16 more registers: ptxas spilled)
+            auto stage_chunk = [&](int ch, unsigned cst, auto actc) {
+                constexpr int ACT = decltype(actc)::value;
+                const int nc = nt * BF_BN + ch * 64;
+                auto bias_at = [&](int n) { return BF_TRACE != 6 && bias && n < N ? bias[n] : 0.f; };
+                float bv[BF_PP ? 1 : 8][2];
+#pragma unroll
+                for (int qq = 0; qq < (BF_PP ? 0 : 8); ++qq) {
+                    bv[qq][0] = bias_at(nc + 8 * qq + 2 * t);
+                    bv[qq][1] = bias_at(nc + 8 * qq + 2 * t + 1);
+                }
+#pragma unroll
+                for (int qq = 0; qq < 8; ++qq) {
+                    const int q = ch * 8 + qq, col = 8 * qq + 2 * t;
+                    const float b0 = BF_PP ? bias_at(nc + col) : bv[BF_PP ? 0 : qq][0];
+                    const float b1 = BF_PP ? bias_at(nc + col + 1) : bv[BF_PP ? 0 : qq][1];
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        float v0 = accp[4 * q + 2 * h] + b0, v1 = accp[4 * q + 2 * h + 1] + b1;
+                        if constexpr (ACT == 1) {
+                            v0 = fmaxf(v0, 0.f);
+                            v1 = fmaxf(v1, 0.f);
+                        } else if constexpr (ACT == 2) {
+                            v0 = bf_gelu(v0);
+                            v1 = bf_gelu(v1);
+                        }
+                        const int r = r0 + 8 * h, cb = (col % BOXC) * EB;
+                        const unsigned at = cst + (col / BOXC) * (64 * 128) + r * 128 + ((((cb >> 4) ^ r) & 7) << 4) +
+                                            (cb & 15);
+#if BF_OUT
+                        const __nv_bfloat162 p2 = __floats2bfloat162_rn(v0, v1);
+                        asm volatile("st.shared.b32 [%0], %1;\n"
+                                     :: "r"(at), "r"(*reinterpret_cast<const unsigned*>(&p2)) : "memory");
+#else
+                        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(at), "f"(v0), "f"(v1) : "memory");
+#endif
+                    }
+                }
+            };
+            auto fence_and_sync = [&]() {
+#if BF_TRACE != 5
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA unit
+#endif                                                              // (BF_TRACE=5, a measurement build: no fence)
+                asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+            };
+            auto issue_chunk = [&](int ch, unsigned cst) {            // the issuing thread
+                const int nc = nt * BF_BN + ch * 64;
+                if (qkv_T > 0) {
+                    // the head-major scatter (bf16, 64-wide heads, T % 64 == 0: the launcher's tma_scatter_takes):
+                    // the chunk is head hh of Q, K or V for rows t.. of sequence b, 64 consecutive rows of its map
+                    if (row < M && nc < N) {
+                        const int C1 = n_head * 64, which = nc / C1, hh = (nc - which * C1) / 64;
+                        const int b = row / qkv_T, tt = row - b * qkv_T;
+                        const int dst = which == 0 ? (b * n_head + hh) * cap_q + tt : (b * n_head + hh) * cap_kv + pos + tt;
+                        tma_store_2d(map_c + which, cst, 0, dst);
+                    }
+                } else if (row < M) {
+#pragma unroll
+                    for (int b = 0; b < 64 / BOXC; ++b) {
+                        if (nc + b * BOXC >= N) break;
+                        if (resid) tma_reduce_add_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
+                        else tma_store_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
+                    }
+                }
+            };
+            auto epilogue = [&](auto actc) {
+                if constexpr (WHOLE) {
+                    if (issuer) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the last rows' read
+                    if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 0);
+                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+#pragma unroll
+                    for (int ch = 0; ch < BF_BN / 64; ++ch) stage_chunk(ch, cstage + (c * BF_TMA_BUFS + ch) * CHB, actc);
+                    if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 1);
+                    fence_and_sync();
+                    if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 2);
+                    if (issuer) {
+#pragma unroll
+                        for (int ch = 0; ch < BF_BN / 64; ++ch) issue_chunk(ch, cstage + (c * BF_TMA_BUFS + ch) * CHB);
+                        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                    }
+                    if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 3);
+                } else {
+#pragma unroll
+                    for (int ch = 0; ch < BF_BN / 64; ++ch, ++chunk) {
+                        const unsigned cst = cstage + (c * BF_TMA_BUFS + chunk % BF_TMA_BUFS) * CHB;
+                        if (issuer)
+                            asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(BF_TMA_BUFS - 1) : "memory");
+                        if (BF_TRACE == 4 && c == 0 && ch < 2) bf_mark(0, jt, 2 * ch);   // (its own wait done)
+                        asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
+                        stage_chunk(ch, cst, actc);
+                        fence_and_sync();
+                        if (BF_TRACE == 4 && c == 0 && ch < 2) bf_mark(0, jt, 2 * ch + 1);   // (chunk staged)
+                        if (issuer) {
+                            issue_chunk(ch, cst);
+                            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");  // (empty or not: one per chunk)
+                        }
+                    }
+                }
+            };
+            if (BF_TRACE != 6 && act == 2) epilogue(BfConst<2>{});
+            else if (BF_TRACE != 6 && act == 1) epilogue(BfConst<1>{});
+            else epilogue(BfConst<0>{});
+        };
+#endif
 #if BF_PP
         // BF_PP: this warpgroup's tiles j = c, c + 2, ... of the block's walk, whole; its k tiles are ring slots
         // j ktiles .. (j + 1) ktiles - 1 (the producer's count)
@@ -2451,6 +2577,10 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
             bf_mark(1 + c, j, 2);
+#if BF_EPI_TMA
+            tma_epilogue(acc[0], mt * BF_BM, nt, j);      // the other warpgroup's k loop runs meanwhile
+            tma_epilogue(acc[1], mt * BF_BM + 64, nt, j);
+#else
             // the epilogue as BF_EPI_SMEM's, per 64-row half: the other warpgroup's k loop runs meanwhile
             float* stage = reinterpret_cast<float*>(bf_raw + (epi - raw)) + c * 64 * BF_EPI_P;
             const int r0 = (warp % 4) * 16 + g;
@@ -2470,12 +2600,15 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
                 }
             }
+#endif
             bf_mark(1 + c, j, 3);
         }
         bf_mark_block(1);
+#if BF_EPI_TMA
+        if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // C written
+#endif
 #else
-        int it = 0, chunk = 0;                                     // chunk: BF_EPI_TMA's staged chunks so far
-        (void)chunk;
+        int it = 0;
         float acc_h[BF_CH][BF_ACC];                                // BF_BM=256: rows 0-63, 64-127 of this warpgroup's
         float (&acc)[BF_ACC] = acc_h[0];
         (void)acc;                                                 // (unused by BF_EPI_SMEM)
@@ -2523,120 +2656,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             bf_mark(1 + c, jt, 2);
             // warp w % 4 holds rows 16 (w % 4) + g and + 8; per 8 columns q: acc[4q + 0, 1], acc[4q + 2, 3]
 #if BF_EPI_TMA
-            // (see BF_EPI_TMA) 64-column chunks, each into one of the warpgroup's staging buffers (one its stores have
-            // read); buffer box b holds the chunk's columns BOXC b .. of the warpgroup's 64 rows, a row's 16-byte piece
-            // j at piece j ^ (row % 8), so a warp's pair stores hit every bank twice per 256 bytes. With a buffer per
-            // chunk of the tile (BF_TMA_BUFS >= BF_BN / 64) the tile is staged whole, then one proxy fence, one
-            // barrier and its stores (session 16's steps, BF_TRACE=4, H100: the fence and barrier took 0.02 us; the
-            // staging loop was what cost, see stage_chunk).
-            {
-                constexpr int EB = (int)sizeof(bf_out_t), BOXC = 128 / EB, CHB = 64 * 64 * EB;
-                constexpr bool WHOLE = BF_TMA_BUFS * 64 >= BF_BN;
-                const bool issuer = threadIdx.x % 128 == 0;
-                const int r0 = (warp % 4) * 16 + g, row = mt * BF_BM + c * 64;
-                // the chunk's bias loaded first (all its columns at once), the activation a compile-time constant:
-                // session 16 (H100) measured the loop with per-element runtime activation branches (GELU inlined 96
-                // times, ~60 instructions between stores) at 3.6 us a BF_BN 192 tile, 0.9 us without (BF_TRACE=6)
-                auto stage_chunk = [&](int ch, unsigned cst, auto actc) {
-                    constexpr int ACT = decltype(actc)::value;
-                    const int nc = nt * BF_BN + ch * 64;
-                    float bv[8][2];
-#pragma unroll
-                    for (int qq = 0; qq < 8; ++qq) {
-                        const int n = nc + 8 * qq + 2 * t;
-                        bv[qq][0] = BF_TRACE != 6 && bias && n < N ? bias[n] : 0.f;
-                        bv[qq][1] = BF_TRACE != 6 && bias && n + 1 < N ? bias[n + 1] : 0.f;
-                    }
-#pragma unroll
-                    for (int qq = 0; qq < 8; ++qq) {
-                        const int q = ch * 8 + qq, col = 8 * qq + 2 * t;
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            float v0 = acc[4 * q + 2 * h] + bv[qq][0], v1 = acc[4 * q + 2 * h + 1] + bv[qq][1];
-                            if constexpr (ACT == 1) {
-                                v0 = fmaxf(v0, 0.f);
-                                v1 = fmaxf(v1, 0.f);
-                            } else if constexpr (ACT == 2) {
-                                v0 = bf_gelu(v0);
-                                v1 = bf_gelu(v1);
-                            }
-                            const int r = r0 + 8 * h, cb = (col % BOXC) * EB;
-                            const unsigned at = cst + (col / BOXC) * (64 * 128) + r * 128 + ((((cb >> 4) ^ r) & 7) << 4) +
-                                                (cb & 15);
-#if BF_OUT
-                            const __nv_bfloat162 p2 = __floats2bfloat162_rn(v0, v1);
-                            asm volatile("st.shared.b32 [%0], %1;\n"
-                                         :: "r"(at), "r"(*reinterpret_cast<const unsigned*>(&p2)) : "memory");
-#else
-                            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(at), "f"(v0), "f"(v1) : "memory");
-#endif
-                        }
-                    }
-                };
-                auto fence_and_sync = [&]() {
-#if BF_TRACE != 5
-                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to the TMA unit
-#endif                                                                  // (BF_TRACE=5, a measurement build: no fence)
-                    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
-                };
-                auto issue_chunk = [&](int ch, unsigned cst) {            // the issuing thread
-                    const int nc = nt * BF_BN + ch * 64;
-                    if (qkv_T > 0) {
-                        // the head-major scatter (bf16, 64-wide heads, T % 64 == 0: the launcher's tma_scatter_takes):
-                        // the chunk is head hh of Q, K or V for rows t.. of sequence b, 64 consecutive rows of its map
-                        if (row < M && nc < N) {
-                            const int C1 = n_head * 64, which = nc / C1, hh = (nc - which * C1) / 64;
-                            const int b = row / qkv_T, tt = row - b * qkv_T;
-                            const int dst = which == 0 ? (b * n_head + hh) * cap_q + tt : (b * n_head + hh) * cap_kv + pos + tt;
-                            tma_store_2d(map_c + which, cst, 0, dst);
-                        }
-                    } else if (row < M) {
-#pragma unroll
-                        for (int b = 0; b < 64 / BOXC; ++b) {
-                            if (nc + b * BOXC >= N) break;
-                            if (resid) tma_reduce_add_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
-                            else tma_store_2d(map_c, cst + b * (64 * 128), nc + b * BOXC, row);
-                        }
-                    }
-                };
-                auto epilogue = [&](auto actc) {
-                    if constexpr (WHOLE) {
-                        if (issuer) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // last tile's read
-                        if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 0);
-                        asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
-#pragma unroll
-                        for (int ch = 0; ch < BF_BN / 64; ++ch) stage_chunk(ch, cstage + (c * BF_TMA_BUFS + ch) * CHB, actc);
-                        if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 1);
-                        fence_and_sync();
-                        if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 2);
-                        if (issuer) {
-#pragma unroll
-                            for (int ch = 0; ch < BF_BN / 64; ++ch) issue_chunk(ch, cstage + (c * BF_TMA_BUFS + ch) * CHB);
-                            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-                        }
-                        if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 3);
-                    } else {
-#pragma unroll
-                        for (int ch = 0; ch < BF_BN / 64; ++ch, ++chunk) {
-                            const unsigned cst = cstage + (c * BF_TMA_BUFS + chunk % BF_TMA_BUFS) * CHB;
-                            if (issuer)
-                                asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(BF_TMA_BUFS - 1) : "memory");
-                            if (BF_TRACE == 4 && c == 0 && ch < 2) bf_mark(0, jt, 2 * ch);   // (its own wait done)
-                            asm volatile("bar.sync %0, 128;\n" :: "r"(1 + c) : "memory");
-                            stage_chunk(ch, cst, actc);
-                            fence_and_sync();
-                            if (BF_TRACE == 4 && c == 0 && ch < 2) bf_mark(0, jt, 2 * ch + 1);   // (chunk staged)
-                            if (issuer) {
-                                issue_chunk(ch, cst);
-                                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");  // (empty or not: one per chunk)
-                            }
-                        }
-                    }
-                };
-                if (BF_TRACE != 6 && act == 2) epilogue(BfConst<2>{});
-                else if (BF_TRACE != 6 && act == 1) epilogue(BfConst<1>{});
-                else epilogue(BfConst<0>{});
-            }
+            tma_epilogue(acc, mt * BF_BM + c * 64, nt, jt);
 #elif BF_EPI_WG
             // the whole tile into the staging buffer once the epilogue warpgroup has drained the previous one
             // (barrier 4; not before the block's first tile), then barrier 3 hands it over and the next tile's

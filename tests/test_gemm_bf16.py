@@ -154,7 +154,11 @@ BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
           "tma-epilogue-bf16-out": {"BF_OUT": 1, "BF_EPI_TMA": 1},
           "programmatic-launch": {"BF_OUT": 0, "BF_PDL": 1, "BF_STAGES": 6},
           "tma-epilogue-3-buffers-traced": {"BF_OUT": 0, "BF_BN": 192, "BF_STAGES": 3, "BF_EPI_TMA": 1,
-                                            "BF_EPI_TMA_BUFS": 3, "BF_TRACE": 1}}
+                                            "BF_EPI_TMA_BUFS": 3, "BF_TRACE": 1},
+          "pingpong-tma-192-fp32": {"BF_OUT": 0, "BF_BN": 192, "BF_PP": 1, "BF_EPI_TMA": 1, "BF_EPI_SMEM": 1,
+                                    "BF_GELU_FAST": 1, "BF_RESID_PF": 1},
+          "pingpong-tma-192-bf16-traced": {"BF_OUT": 1, "BF_BN": 192, "BF_PP": 1, "BF_EPI_TMA": 1, "BF_STAGES": 3,
+                                           "BF_EPI_TMA_BUFS": 4, "BF_GELU_FAST": 1, "BF_TRACE": 1}}
 
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
@@ -233,7 +237,8 @@ def test_cluster_quads_launch_and_map_boxes():
 
 def test_pingpong_launch_smem_and_refusals():
     """BF_PP=1 (session 12): the same persistent grid and 384 threads, shared memory + the two turn mbarriers; the
-    settings it cannot run (no staged epilogue, BF_EPI_WG, BF_EPI_PRE, clusters, BF_BN 256) refused before compiling."""
+    settings it cannot run (no staged epilogue, BF_EPI_WG, BF_EPI_PRE, clusters, BF_BN 256) refused before compiling;
+    with BF_EPI_TMA (session 18) its staging chunks instead of BF_EPI_SMEM's."""
     rt, lin = dry("bf16_wgmma", {"BF_PP": 1, "BF_EPI_SMEM": 1, "BF_BN": 192, "BF_STAGES": 5})
     lin.bf_gemv = False
     assert lin.threads == 384 and lin.smem == 5 * (128 + 192) * 64 * 2 + 16 * 5 + 1024 + 2 * 64 * 40 * 4 + 16
@@ -247,6 +252,12 @@ def test_pingpong_launch_smem_and_refusals():
         with pytest.raises(GPUError, match="BF_PP=1 needs"):
             Linear(rt, "bf16_wgmma", {"BF_PP": 1, "BF_EPI_SMEM": 1, **bad}, "t")
         assert not rt.builds
+    # session 18: BF_PP with BF_EPI_TMA's staging instead of BF_EPI_SMEM's (2 fp32 chunks a warpgroup beside 4 stages,
+    # 3 beside 3), C's map in the record as without BF_PP
+    for stages, bufs in ((4, 2), (3, 3)):
+        rt, lin = dry("bf16_wgmma", {"BF_PP": 1, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_STAGES": stages, "BF_EPI_TMA_BUFS": 4})
+        assert lin.epi_tma and lin.map_bytes == 640
+        assert lin.smem == stages * ((128 + 192) * 64 * 2 + 16) + 1024 + 2 * bufs * 64 * 64 * 4 + 16 <= 227 * 1024
 
 
 def test_256_row_tiles_launch_maps_and_refusals():
@@ -324,7 +335,7 @@ def test_tma_epilogue_maps_smem_and_refusals():
         with pytest.raises(GPUError, match=why):
             call()
     assert len(rt.launches) == 5
-    for bad in ({"BF_PP": 1}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_EPI_FAST": 1}, {"BF_CLUSTER": 2},
+    for bad in ({"BF_PP": 1, "BF_BN": 256}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_EPI_FAST": 1}, {"BF_CLUSTER": 2},
                 {"BF_TMA_PARAM": 1}, {"BF_BM": 256, "BF_STAGES": 3}):
         rt = RecordingRuntime()
         rt.arch = "sm_90a"

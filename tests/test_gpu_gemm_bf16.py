@@ -337,7 +337,11 @@ TMA = [{**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192}, {"BF_EPI_TMA": 1
        {"BF_EPI_TMA": 1, "BF_BN": 256, "BF_STAGES": 3},
        # session 16: a whole tile staged per warpgroup (bf16 out; the fp32 build keeps 2 buffers at 4 stages, 3 at 3)
        {**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3},
-       {**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_STAGES": 3}]
+       {**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_STAGES": 3},
+       # session 18: with BF_PP (a warpgroup's whole tile as two 64-row halves: chunk buffers rotating across halves
+       # and tiles at 2, each half staged whole at 3 or at BF_BN 128)
+       {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192}, {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_STAGES": 3},
+       {"BF_EPI_TMA": 1, "BF_PP": 1}]
 
 
 @pytest.mark.parametrize("defines", TMA, ids=[str(d) for d in TMA])

@@ -128,7 +128,7 @@ def _bf8_smem(c: dict) -> int:
     BF_PP: + the warpgroups' two turn mbarriers. BF_EPI_TMA (instead of those): two warpgroups' BF_EPI_TMA_BUFS 64 x 64
     chunks of C, or as many as fit beside the ring (at least 2; fp32 counted: the larger of the two builds)."""
     ring = c["BF_STAGES"] * (c["BF_BM"] + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024
-    tma_bufs = min(c["BF_EPI_TMA_BUFS"], (227 * 1024 - ring) // (2 * 64 * 64 * 4))   # as gemm.cu's BF_TMA_BUFS
+    tma_bufs = min(c["BF_EPI_TMA_BUFS"], (227 * 1024 - ring - 16 * c["BF_PP"]) // (2 * 64 * 64 * 4))  # gemm.cu's BF_TMA_BUFS
     staging = 2 * max(2, tma_bufs) * 64 * 64 * 4 if c["BF_EPI_TMA"] else c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
         (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
     return ring + staging + 16 * c["BF_PP"]
@@ -217,9 +217,10 @@ class Linear:
         c = {**BF_DEFAULTS, **{k: int(v) for k, v in d.items() if k in BF_DEFAULTS}} if version == "bf16_wgmma" else None
         if c is not None:
             need = _bf8_smem(c)
-            if c["BF_PP"] and (not c["BF_EPI_SMEM"] or c["BF_EPI_WG"] or int(d.get("BF_EPI_PRE", 0)) or c["BF_CLUSTER"] != 1
-                               or c["BF_BN"] > 192):
-                raise GPUError("GEMM v8: BF_PP=1 needs BF_EPI_SMEM=1, BF_BN 128 or 192, no BF_EPI_WG, BF_EPI_PRE or BF_CLUSTER; "
+            if c["BF_PP"] and (not (c["BF_EPI_SMEM"] or c["BF_EPI_TMA"]) or c["BF_EPI_WG"] or int(d.get("BF_EPI_PRE", 0))
+                               or c["BF_CLUSTER"] != 1 or c["BF_BN"] > 192):
+                raise GPUError("GEMM v8: BF_PP=1 needs BF_EPI_SMEM=1 or BF_EPI_TMA=1, BF_BN 128 or 192, no BF_EPI_WG, "
+                               "BF_EPI_PRE or BF_CLUSTER; "
                                f"got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
             if c["BF_BM"] not in (128, 256) or c["BF_BM"] == 256 and (
                     not c["BF_EPI_SMEM"] or c["BF_EPI_WG"] or c["BF_PP"] or int(d.get("BF_EPI_PRE", 0))
@@ -230,9 +231,9 @@ class Linear:
                                                  or c["BF_BM"] != 128 or int(d.get("BF_EPI_PRE", 0))):
                 raise GPUError("GEMM v8: BF_EPI_FAST=1 needs BF_EPI_SMEM=1 and no BF_EPI_WG, BF_PP, BF_BM 256 or BF_EPI_PRE "
                                f"(it loads the residuals ahead itself); got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
-            if c["BF_EPI_TMA"] and (c["BF_BM"] != 128 or c["BF_PP"] or c["BF_EPI_WG"] or c["BF_CLUSTER"] != 1
+            if c["BF_EPI_TMA"] and (c["BF_BM"] != 128 or c["BF_EPI_WG"] or c["BF_CLUSTER"] != 1
                                     or c["BF_TMA_PARAM"] or int(d.get("BF_EPI_FAST", 0)) or int(d.get("BF_EPI_PRE", 0))):
-                raise GPUError("GEMM v8: BF_EPI_TMA=1 needs BF_BM 128 and no BF_PP, BF_EPI_WG, BF_CLUSTER, BF_TMA_PARAM, "
+                raise GPUError("GEMM v8: BF_EPI_TMA=1 needs BF_BM 128 and no BF_EPI_WG, BF_CLUSTER, BF_TMA_PARAM, "
                                f"BF_EPI_FAST or BF_EPI_PRE; got {c}, BF_EPI_FAST {d.get('BF_EPI_FAST', 0)}, "
                                f"BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
             if c["BF_PDL"] and c["BF_CLUSTER"] != 1:
