@@ -73,6 +73,9 @@
 //                      the epilogue takes 0.9-2.5 us and fast_bf16's forward 5.20 ms instead of 5.77 (H100).
 //                      Session 17: BF_PDL=1 (programmatic dependent launch: W^T's first stages before the wait):
 //                      no gain inside the forward's CUDA graph (H100: 5.198 vs 5.175 ms), off in fast_bf16.
+//                      Session 18: BF_PP with BF_EPI_TMA (a warpgroup's whole tile staged for the TMA unit in two
+//                      64-row halves while the other warpgroup runs its k loop). GEMM alone, H100: qkv 47.8 vs 56.5 us,
+//                      mlp_fc 67.6 vs 74.5, attn_proj 33.5 vs 35.5, the LM head 1.072 vs 1.150 ms; mlp_proj no faster.
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -1737,7 +1740,8 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #endif
 // BF_EPI_TMA_BUFS (session 16): staging buffers (64 x 64 chunks) per warpgroup; a chunk waits until the store of the
 // chunk BF_EPI_TMA_BUFS back has read its buffer. At BF_BN / 64 buffers a warpgroup stages a whole tile without
-// waiting on its own stores (2 makes the third chunk of a BF_BN 192 tile wait for the first one's).
+// waiting on its own stores (2 makes the third chunk of a BF_BN 192 tile wait for the first one's); under BF_PP, a
+// 64-row half (the second half waits for the first half's stores to have read the buffers).
 #ifndef BF_EPI_TMA_BUFS
 #define BF_EPI_TMA_BUFS 2
 #endif
