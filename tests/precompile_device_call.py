@@ -11,6 +11,9 @@ What it collects, each an environment variable (a comma list; empty leaves it ou
   MAINS     (fast_bf16)   BF16_MAIN candidates: also their PDL=0, ln_fuse=False and decode_attention=flash settings
   GENERATE  (1)           test_gpu_generate.py's fp32 builds (tests/precompile_generate.py)
   LENET     (tc_lane_hv)  LeNet networks (the installed wheel's convnet / convnet-predict, --stream)
+  GEMM      (0)           1: test_gpu_gemm_bf16.py's v8 / v9 sets (TUNED, EPILOGUES, EPI_WG, FAST, PP, BM256, TMA with
+                          the no_tma_twin builds its scatters fall back to, PDL): session 18's device calls timed out
+                          compiling these one by one
 SEED_FROM copies what earlier caches compiled under the same key (convnet.bench.dryrun.seed)."""
 import os
 import sys
@@ -24,6 +27,17 @@ from convnet.bench.dryrun import RecordingRuntime, kernels_of, precompile_main  
 
 def names(key: str, default: str) -> list:
     return [n for n in os.environ.get(key, default).split(",") if n]
+
+
+def builds_of_gemm_tests(rt) -> None:
+    """test_gpu_gemm_bf16.py's GEMM builds into rt (a RecordingRuntime of the device's arch)."""
+    import test_gpu_gemm_bf16 as t
+    from convnet.gpu.gemm import Linear
+    sets = t.TUNED + t.EPILOGUES + [("bf16_wgmma", d) for d in t.EPI_WG + t.FAST + t.PP + t.BM256 + t.TMA + t.PDL]
+    for version, d in sets:
+        lin = Linear(rt, version, d, "test")
+        if getattr(lin, "epi_tma", False):
+            lin.no_tma_twin()
 
 
 def collect(arch: str) -> set:
@@ -48,6 +62,8 @@ def collect(arch: str) -> set:
     for main in names("MAINS", "fast_bf16"):
         for setting in ({"PDL": 0}, {"ln_fuse": False}, {"decode_attention": "flash"}):
             GPT2GPU(random_params(precompile_bf16.CONFIGS[0]), precompile_bf16.CONFIGS[0], with_setting(g(main), setting), rt)
+    if os.environ.get("GEMM", "0") == "1":
+        builds_of_gemm_tests(rt)
     builds = rt.builds | (precompile_generate.collect(arch) if os.environ.get("GENERATE", "1") == "1" else set())
     lenet = names("LENET", "tc_lane_hv")
     w = wio.load() if lenet else None

@@ -417,3 +417,23 @@ def test_decode_pick_step_launches(B):
     rt = RecordingRuntime()
     gpu = GPT2GPU(random_params(config), config, catalogue.get("fast_bf16_dec", "gpt2"), rt)
     assert gpu._picks(8) and not gpu._picks(9)
+
+
+def test_device_call_precompile_collects_the_gemm_tests_builds(monkeypatch):
+    """tests/precompile_device_call.py with GEMM=1 (session 18): test_gpu_gemm_bf16's v8 sets, both output types, and
+    for BF_EPI_TMA sets the no_tma_twin builds their scatters fall back to (else compiled one by one on the device)."""
+    import precompile_device_call
+    from test_gpu_gemm_bf16 import TMA
+    for key in ("VARIANTS", "MODELS", "MAINS", "LENET"):
+        monkeypatch.setenv(key, "")
+    monkeypatch.setenv("GENERATE", "0")
+    monkeypatch.setenv("GEMM", "1")
+    builds = {(f, dict(d).get("BF_OUT"), frozenset((k, v) for k, v in d if k != "BF_OUT")) for f, d in
+              precompile_device_call.collect("sm_90a")}
+    for tma in (TMA[0], next(d for d in TMA if d.get("BF_PP"))):
+        twin = {k: v for k, v in tma.items() if k not in ("BF_EPI_TMA", "BF_EPI_TMA_BUFS")} | {"BF_EPI_SMEM": 1}
+        for d in (tma, twin):
+            for out in (0, 1):
+                assert ("gemm.cu", out, frozenset(d.items())) in builds, (d, out)
+    monkeypatch.setenv("GEMM", "0")
+    assert not precompile_device_call.collect("sm_90a")
