@@ -2449,17 +2449,19 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                 constexpr int ACT = decltype(actc)::value;
                 const int nc = nt * BF_BN + ch * 64;
                 auto bias_at = [&](int n) { return BF_TRACE != 6 && bias && n < N ? bias[n] : 0.f; };
-                float bv[BF_PP ? 1 : 8][2];
+                float bv[8][2];                                    // (BF_PP: unused)
+                if constexpr (!BF_PP) {
 #pragma unroll
-                for (int qq = 0; qq < (BF_PP ? 0 : 8); ++qq) {
-                    bv[qq][0] = bias_at(nc + 8 * qq + 2 * t);
-                    bv[qq][1] = bias_at(nc + 8 * qq + 2 * t + 1);
+                    for (int qq = 0; qq < 8; ++qq) {
+                        bv[qq][0] = bias_at(nc + 8 * qq + 2 * t);
+                        bv[qq][1] = bias_at(nc + 8 * qq + 2 * t + 1);
+                    }
                 }
 #pragma unroll
                 for (int qq = 0; qq < 8; ++qq) {
                     const int q = ch * 8 + qq, col = 8 * qq + 2 * t;
-                    const float b0 = BF_PP ? bias_at(nc + col) : bv[BF_PP ? 0 : qq][0];
-                    const float b1 = BF_PP ? bias_at(nc + col + 1) : bv[BF_PP ? 0 : qq][1];
+                    const float b0 = BF_PP ? bias_at(nc + col) : bv[qq][0];
+                    const float b1 = BF_PP ? bias_at(nc + col + 1) : bv[qq][1];
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         float v0 = accp[4 * q + 2 * h] + b0, v1 = accp[4 * q + 2 * h + 1] + b1;
