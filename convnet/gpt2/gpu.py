@@ -55,6 +55,7 @@ another), and the device holds one model's weights however many variants are com
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 
 import numpy as np
@@ -523,6 +524,18 @@ class GPT2GPU:
                 before=lambda: self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream))
         groups = self._grouped(lambda: self.enqueue(idx), "timed forward")
         return {"total_ms": total, "groups_ms": groups, "tokens_per_s": idx.size / (total / 1e3), **out}
+
+    def queued_groups(self, idx, passes: int = 5) -> dict:
+        """Milliseconds per kernel group of the forward of tokens idx (B, T), each pass enqueued behind a spin kernel
+        (the GPU's own time, as queued_ms: no host launch gaps), the median of `passes` passes per group."""
+        tokens = self.rt.pinned(idx.shape, np.int32)
+        tokens[...] = self.check_tokens(idx)
+
+        def run():
+            self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream)
+            self.enqueue(tokens)
+        runs = [self._grouped(run, "queued forward") for _ in range(passes)]
+        return {g: statistics.median(r[g] for r in runs) for g in GROUPS}
 
     def decode_step_groups(self, cap: int) -> dict:
         """One decode step (B=1, the last position of a cache of `cap`), split into kernel groups by events

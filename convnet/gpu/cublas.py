@@ -87,12 +87,14 @@ class CuBLAS:
             self.handle, ta, tb, m, n, k, ctypes.byref(self._one), int(A), lda, sa, int(B), ldb, sb,
             ctypes.byref(self._zero), int(C), ldc, sc, batch), "cublasSgemmStridedBatched")
 
-    def gemm_ex(self, ta, tb, m, n, k, A, a_type, lda, B, b_type, ldb, C, c_type, ldc):
-        """C = op(A) op(B) with the given storage types (CUDA_R_16BF, ...), fp32 accumulation and scalars."""
+    def gemm_ex(self, ta, tb, m, n, k, A, a_type, lda, B, b_type, ldb, C, c_type, ldc, accumulate: bool = False):
+        """C = op(A) op(B) (accumulate: C += op(A) op(B), beta = 1) with the given storage types (CUDA_R_16BF, ...),
+        fp32 accumulation and scalars."""
         fn = self.lib.cublasGemmEx
         if fn.argtypes is None:
             vp, i32 = ctypes.c_void_p, ctypes.c_int
             fn.argtypes = [vp, i32, i32, i32, i32, i32, vp, vp, i32, i32, vp, i32, i32, vp, vp, i32, i32, i32, i32]
         self._check(fn(self.handle, ta, tb, m, n, k, ctypes.byref(self._one), int(A), a_type, lda, int(B), b_type, ldb,
-                       ctypes.byref(self._zero), int(C), c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       ctypes.byref(self._one if accumulate else self._zero), int(C), c_type, ldc, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT),
                     "cublasGemmEx")
