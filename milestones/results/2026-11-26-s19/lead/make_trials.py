@@ -24,6 +24,20 @@ TRIALS = {   # name: (title, {group: {constant: value}} added to fast_bf16's pre
     "t19h": ("attn_proj's tiles in groups of 64 row tiles", {"attn_proj": {"BF_GROUP": 64}}),
     "t19i": ("attn_proj at BF_BN 128 (5 stages, 2 chunk buffers a warpgroup)",
              {"attn_proj": {"BF_BN": 128, "BF_STAGES": 5, "BF_EPI_TMA_BUFS": 2}}),
+    # session 19 call 5: the LM head's tile order. At BF_GROUP 8 the 132 tiles in flight are 8 row tiles x ~16
+    # column tiles, and W^T's 77 MB come from DRAM once per group of 8 row tiles (8 times); at 64, once.
+    "t19j": ("the LM head's tiles in one group of 64 row tiles (W^T from DRAM once)", {"lm_head": {"BF_GROUP": 64}}),
+    "t19k": ("the LM head's tiles in groups of 32 row tiles", {"lm_head": {"BF_GROUP": 32}}),
+    "t19l": ("the LM head's tiles in groups of 16 row tiles", {"lm_head": {"BF_GROUP": 16}}),
+    # session 19 call 6: no spilling builds (the ping-pong projections without BF_RESID_PF spill 32 bytes: ptxas keeps
+    # two tile counts in local memory), so attn_proj back to session 18's setting, mlp_proj cooperative without the
+    # residual prefetch; the LM head in groups of 16 / 12 / 24 row tiles
+    "t19m": ("attn_proj as session 18, mlp_proj cooperative without BF_RESID_PF, the LM head in groups of 16",
+             {"attn_proj": {"BF_RESID_PF": 1}, "mlp_proj": {"BF_PP": 0, "BF_EPI_TMA_BUFS": 3}, "lm_head": {"BF_GROUP": 16}}),
+    "t19n": ("t19m with the LM head in groups of 12",
+             {"attn_proj": {"BF_RESID_PF": 1}, "mlp_proj": {"BF_PP": 0, "BF_EPI_TMA_BUFS": 3}, "lm_head": {"BF_GROUP": 12}}),
+    "t19o": ("t19m with the LM head in groups of 24",
+             {"attn_proj": {"BF_RESID_PF": 1}, "mlp_proj": {"BF_PP": 0, "BF_EPI_TMA_BUFS": 3}, "lm_head": {"BF_GROUP": 24}}),
 }
 
 
