@@ -44,3 +44,24 @@ def test_graph_replays_equal_the_eager_forward(name, rng):
     assert gpu._fwd_graph[3] is not replayed
     np.testing.assert_array_equal(got, want[-1])
     rt.pool.release("test.forward_graph.grow")
+
+
+@pytest.mark.parametrize("name", ["fast_bf16", "fast"])
+def test_queued_groups_split_the_forward(name, rng):
+    """GPT2GPU.queued_groups (session 19: the kernel-group split of time_forward, gemm_groups and run_milestone):
+    every group of GROUPS, none negative; the forward's kernels land in their groups (the embedding, the four GEMM
+    groups, attention and the LM head all take time); the logits stay those of an eager forward."""
+    from convnet.gpt2.gpu import GROUPS, GPT2GPU
+    from convnet.gpu.runtime import Runtime
+    rt = Runtime.get()
+    v = catalogue.get(name, "gpt2")
+    if int(rt.arch[3:5]) < v.min_sm:
+        pytest.skip(f"{name} needs sm_{v.min_sm}; this GPU is {rt.arch}")
+    idx = rng.integers(0, CONFIG.vocab_size, (2, 96))
+    gpu = GPT2GPU(random_params(CONFIG), CONFIG, with_setting(v, {"graph_forward": False}))
+    want = gpu.logits(idx)
+    groups = gpu.queued_groups(idx, passes=3)
+    assert set(groups) == set(GROUPS) and min(groups.values()) >= 0.0, groups
+    for g in ("embed", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "lm_head"):
+        assert groups[g] > 0.0, f"group {g} got no time: {groups}"
+    np.testing.assert_array_equal(gpu.logits(idx), want)

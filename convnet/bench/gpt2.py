@@ -96,12 +96,12 @@ def _format(results, anchors, what, B, T, failed) -> str:
         r = results[0]
         rows = [[g, r["groups_ms"][g], f"{100 * r['groups_ms'][g] / max(sum(r['groups_ms'].values()), 1e-9):.1f}%"]
                 for g in GROUPS]
-        lines.append(report.table(["kernel group (one timed pass)", "ms", "share"], rows,
+        lines.append(report.table(["kernel group (GPU time, median of 3 queued passes)", "ms", "share"], rows,
                                   title=f"variant {r['variant']} ({r['precision']})"))
     elif len(results) <= 4:                          # a few variants side by side: where each one's time goes
         rows = [[g] + [r["groups_ms"][g] for r in results] for g in GROUPS]
         rows.append(["sum of groups"] + [sum(r["groups_ms"].values()) for r in results])
-        lines.append(report.table(["kernel group (one timed pass, ms)"] + [r["variant"] for r in results], rows))
+        lines.append(report.table(["kernel group (GPU time, median of 3 queued passes, ms)"] + [r["variant"] for r in results], rows))
     rows = []
     for r in results:
         ok = "ok" if r["rel_err"] <= r["tolerance"] else "TOO LARGE"

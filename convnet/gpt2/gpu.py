@@ -509,9 +509,10 @@ class GPT2GPU:
         return host.reshape(idx.shape[0], idx.shape[1], self.Vp)[..., :self.V]
 
     def time_forward(self, idx, repeat: int = 10, warmup: int = 2, queued: bool = False) -> dict:
-        """Median forward time (ms) over `repeat` runs, and one run split into kernel groups. queued: also the
-        median with the host ahead of the GPU (queued_ms: a spin kernel holds the stream while the host enqueues
-        the forward, so the kernels run back to back: the GPU's time without the host's launch gaps)."""
+        """Median forward time (ms) over `repeat` runs, and the forward split into kernel groups (queued_groups: the
+        GPU's time per group, median of 3 passes; session 19: one pass as the host launched it put the host's launch
+        gaps into the groups). queued: also the median with the host ahead of the GPU (queued_ms: a spin kernel holds
+        the stream while the host enqueues the forward, so the kernels run back to back)."""
         idx = self.check_tokens(idx)
         what = f"GPT-2 forward (variant {self.variant.name})"
         total = self.rt.median_ms(lambda: self.forward(idx), repeat, warmup, stream=self.stream, what=what)
@@ -522,7 +523,7 @@ class GPT2GPU:
             out["queued_ms"] = self.rt.median_ms(
                 lambda: self.forward(tokens), repeat, 0, stream=self.stream, what=what,
                 before=lambda: self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream))
-        groups = self._grouped(lambda: self.enqueue(idx), "timed forward")
+        groups = self.queued_groups(idx, passes=3)
         return {"total_ms": total, "groups_ms": groups, "tokens_per_s": idx.size / (total / 1e3), **out}
 
     def queued_groups(self, idx, passes: int = 5) -> dict:
