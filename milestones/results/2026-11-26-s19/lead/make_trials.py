@@ -38,6 +38,11 @@ TRIALS = {   # name: (title, {group: {constant: value}} added to fast_bf16's pre
              {"attn_proj": {"BF_RESID_PF": 1}, "mlp_proj": {"BF_PP": 0, "BF_EPI_TMA_BUFS": 3}, "lm_head": {"BF_GROUP": 12}}),
     "t19o": ("t19m with the LM head in groups of 24",
              {"attn_proj": {"BF_RESID_PF": 1}, "mlp_proj": {"BF_PP": 0, "BF_EPI_TMA_BUFS": 3}, "lm_head": {"BF_GROUP": 24}}),
+    # session 19 call 9, on fast_bf16 as committed (12eda3a): the other groups' tile order at 16 row tiles a group
+    "t19p": ("mlp_fc in groups of 16 row tiles", {"mlp_fc": {"BF_GROUP": 16}}),
+    "t19q": ("mlp_proj in groups of 16 row tiles", {"mlp_proj": {"BF_GROUP": 16}}),
+    "t19r": ("qkv in groups of 16 row tiles", {"qkv": {"BF_GROUP": 16}}),
+    "t19s": ("attn_proj in groups of 16 row tiles (not 32)", {"attn_proj": {"BF_GROUP": 16}}),
 }
 
 
