@@ -38,13 +38,18 @@ def summarize(names: list, timings: dict) -> list:
             for n in names]
 
 
+def random_124m(B: int, T: int) -> tuple:
+    """(config, params, idx): GPT-2 124M's shape with random weights and a B x T batch of random tokens, as the
+    forward benchmarks (this one, convnet.bench.gemm_groups) time it."""
+    from ..gpt2.model import GPT2Config, random_params
+    config = GPT2Config(12, 12, 768, 50257, 1024)
+    return config, random_params(config), np.random.default_rng(1).integers(0, config.vocab_size, (B, T))
+
+
 def run(names: list, rounds: int = 4, repeat: int = 10, B: int = 8, T: int = 1024) -> str:
     from ..gpt2.gpu import GPT2GPU
-    from ..gpt2.model import GPT2Config, random_params
     variants = {n: catalogue.get(n, "gpt2") for n in names}
-    config = GPT2Config(12, 12, 768, 50257, 1024)
-    params = random_params(config)
-    idx = np.random.default_rng(1).integers(0, config.vocab_size, (B, T))
+    config, params, idx = random_124m(B, T)
     timings = {n: [] for n in names}
     device = ""
     runs = [n for order in round_orders(names, rounds) for n in order]

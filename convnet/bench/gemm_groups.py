@@ -27,25 +27,24 @@ from .. import catalogue, report
 from ..cmdline import positive_int
 from ..errors import exit_code
 from .autotune import gpt2_shapes
+from .forward_ab import random_124m
 
 GEMM_GROUPS = ("qkv", "attn_proj", "mlp_fc", "mlp_proj", "lm_head")
 RESIDUAL_GROUPS = ("attn_proj", "mlp_proj")     # ours reduce-add into the fp32 residual stream
 BATCH = 10                                      # anchor calls per timed run
+LAYERS = 12                                     # random_124m's layers: each group but the LM head runs once a layer
 
 
 def ours(names: list, passes: int, B: int, T: int) -> tuple[dict, str]:
     """{variant: {group: ms per call}} from each variant's queued forward, and the device's name."""
     from ..gpt2.gpu import GPT2GPU
-    from ..gpt2.model import GPT2Config, random_params
-    config = GPT2Config(12, 12, 768, 50257, 1024)
-    params = random_params(config)
-    idx = np.random.default_rng(1).integers(0, config.vocab_size, (B, T))
+    config, params, idx = random_124m(B, T)
     out, device = {}, ""
     for n in tqdm(names, desc="variants", unit="variant"):
         gpu = GPT2GPU(params, config, catalogue.get(n, "gpt2"))
         gpu.forward(idx)                                           # warm-up: builds, buffers, maps
         groups = gpu.queued_groups(idx, passes)
-        out[n] = {g: groups[g] / (1 if g == "lm_head" else config.n_layer) for g in GEMM_GROUPS}
+        out[n] = {g: groups[g] / (1 if g == "lm_head" else LAYERS) for g in GEMM_GROUPS}
         out[n]["other"] = {g: ms for g, ms in groups.items() if g not in GEMM_GROUPS}   # per forward
         device = gpu.rt.name
         del gpu
@@ -97,8 +96,8 @@ def table(mine: dict, anchor: dict, shapes: dict, device: str, B: int, T: int) -
         rows.append([f"{g} ({M} x {N} x {K})"] + [f"{1e3 * mine[n][g]:.1f}" for n in names] +
                     [f"{1e3 * anchor[g][k]:.1f}" if k in anchor[g] else "-" for k in kinds] +
                     [f"{2 * M * N * K / (ms * 1e9):.0f}", f"{100 * best / ms:.0f} %" if best else "-"])
-    # the forward's GEMMs: 12 layers' four groups and the LM head once
-    total = {n: 12 * sum(mine[n][g] for g in GEMM_GROUPS if g != "lm_head") + mine[n]["lm_head"] for n in names}
+    # the forward's GEMMs: each layer's four groups and the LM head once
+    total = {n: LAYERS * sum(mine[n][g] for g in GEMM_GROUPS if g != "lm_head") + mine[n]["lm_head"] for n in names}
     text = report.table(headers, rows, title=f"GEMM groups of GPT-2 124M B={B} T={T} on {device} (ours: per call, "
                         "in the queued forward; the forward's GEMMs: " +
                         ", ".join(f"{n} {total[n]:.3f} ms" for n in names) + ")")

@@ -522,9 +522,14 @@ class GPT2GPU:
             tokens[...] = idx
             out["queued_ms"] = self.rt.median_ms(
                 lambda: self.forward(tokens), repeat, 0, stream=self.stream, what=what,
-                before=lambda: self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream))
+                before=self._hold)
         groups = self.queued_groups(idx, passes=3)
         return {"total_ms": total, "groups_ms": groups, "tokens_per_s": idx.size / (total / 1e3), **out}
+
+    def _hold(self):
+        """A spin kernel (~20 ms) on the stream: the host enqueues what follows while the GPU waits, so those kernels
+        then run back to back, as from a graph, and events time them rather than the Python launch loop."""
+        self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream)
 
     def queued_groups(self, idx, passes: int = 5) -> dict:
         """Milliseconds per kernel group of the forward of tokens idx (B, T), each pass enqueued behind a spin kernel
@@ -533,7 +538,7 @@ class GPT2GPU:
         tokens[...] = self.check_tokens(idx)
 
         def run():
-            self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream)
+            self._hold()
             self.enqueue(tokens)
         runs = [self._grouped(run, "queued forward") for _ in range(passes)]
         return {g: statistics.median(r[g] for r in runs) for g in GROUPS}
@@ -545,9 +550,7 @@ class GPT2GPU:
         token[0, 0] = 0
 
         def step():
-            # The GPU waits ~20 ms while the host enqueues the step: the kernels then run back to back as
-            # they would from a graph, and the events time them rather than the Python launch loop.
-            self.spin((1, 1, 1), (1, 1, 1), np.int64(SPIN_CYCLES), stream=self.stream)
+            self._hold()
             self.enqueue(token, pos=cap - 1, cap=cap, last_only=True)
         return self._grouped(step, "timed decode step")
 
