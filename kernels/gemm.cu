@@ -76,6 +76,10 @@
 //                      Session 18: BF_PP with BF_EPI_TMA (a warpgroup's whole tile staged for the TMA unit in two
 //                      64-row halves while the other warpgroup runs its k loop). GEMM alone, H100: qkv 47.8 vs 56.5 us,
 //                      mlp_fc 67.6 vs 74.5, attn_proj 33.5 vs 35.5, the LM head 1.072 vs 1.150 ms; mlp_proj no faster.
+//                      Session 20: the ping-pong consumers work out the tile walk per tile (BfWalk from bf_fresh(M, N)):
+//                      counted once for the whole kernel, ptxas kept two counts in local memory (32 bytes of spill) in
+//                      the builds without BF_RESID_PF; fast_bf16's projections take those builds (H100, in the forward:
+//                      attn_proj 34.1 -> 32.8 us, mlp_proj 71.7 -> 67.9).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -2253,6 +2257,35 @@ __device__ __forceinline__ void cluster_sync_all() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
+// v8's tile walk: tiles t0, t0 + tstep, ... < tiles of (row tile, column tile); BF_CLUSTER=2: of row-tile pairs,
+// this block taking row tile 2 p + rank of pair p. Each role (producer, consumers, BF_EPI_WG's warpgroup) builds its
+// own after its setmaxnreg (session 20): counted once before the roles split, the counts stayed live across the
+// producer's setmaxnreg.dec 40, and ptxas kept two of them in local memory in the ping-pong builds without
+// BF_RESID_PF (32 bytes of spill traffic, reloaded once per tile).
+// v, through an opaque move: what is computed from it is not hoisted out of the loop that calls this (a kernel
+// parameter costs a constant-bank load there, not a register held across the loop)
+__device__ __forceinline__ int bf_fresh(int v) {
+    int r;
+    asm volatile("mov.b32 %0, %1;\n" : "=r"(r) : "r"(v));
+    return r;
+}
+struct BfWalk {
+    int mgroups, ngroups, tiles, rm, rn;
+    __device__ __forceinline__ BfWalk(int M, int N, unsigned rank) {
+        const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN;
+        rm = (int)rank % BF_CM;                                     // this block's place in the cluster
+        rn = (int)rank / BF_CM;
+        mgroups = (mtiles + BF_CM - 1) / BF_CM;
+        ngroups = (ntiles + BF_CN - 1) / BF_CN;
+        tiles = mgroups * ngroups;
+    }
+    __device__ __forceinline__ void coords(int tile, int& mt, int& nt) const {
+        bf_tile_coords(tile, mgroups, ngroups, mt, nt);
+        mt = mt * BF_CM + rm;
+        nt = nt * BF_CN + rn;
+    }
+};
+
 #if BF_TMA_PARAM
 #define BF_MAP_PARAMS const __grid_constant__ TmaMap tm_a, const __grid_constant__ TmaMap tm_b
 #else
@@ -2283,20 +2316,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     (void)turn;
     const int wg = threadIdx.x / 128, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) bf_mark_block(0);
-    const int mtiles = (M + BF_BM - 1) / BF_BM, ntiles = (N + BF_BN - 1) / BF_BN;
     const int ktiles = (K + BF_BK - 1) / BF_BK;
-    // the tile walk: tiles t0, t0 + tstep, ... < tiles of (row tile, column tile); BF_CLUSTER=2: of row-tile pairs,
-    // this block taking row tile 2 p + rank of pair p
     const unsigned rank = bf_cluster_rank();
-    const int rm = (int)rank % BF_CM, rn = (int)rank / BF_CM;     // this block's place in the cluster
-    const int mgroups = (mtiles + BF_CM - 1) / BF_CM, ngroups = (ntiles + BF_CN - 1) / BF_CN;
     const int t0 = blockIdx.x / BF_CLUSTER, tstep = gridDim.x / BF_CLUSTER;
-    const int tiles = mgroups * ngroups;
-    auto coords = [&](int tile, int& mt, int& nt) {
-        bf_tile_coords(tile, mgroups, ngroups, mt, nt);
-        mt = mt * BF_CM + rm;
-        nt = nt * BF_CN + rn;
-    };
     if (threadIdx.x == 0) {
         for (int s = 0; s < BF_STAGES; ++s) {
             mbar_init(full + 8 * s, 1);                            // the producer's arrive (+ the copies' bytes)
@@ -2318,15 +2340,16 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
     BF8_LAUNCH_NEXT();                                             // BF_PDL: the next kernel may launch
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        const BfWalk walk(M, N, rank);
         if (threadIdx.x == 0) {
             asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_a) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_b) : "memory");
             int it = 0;                                            // k tiles issued so far (all tiles)
             int pre = 0;                                           // BF_PDL: stages whose W^T box went out pre-wait
 #if BF_PDL
-            if (t0 < tiles) {
+            if (t0 < walk.tiles) {
                 int mt, nt;
-                coords(t0, mt, nt);
+                walk.coords(t0, mt, nt);
                 pre = min(BF_STAGES, ktiles);
                 for (int s = 0; s < pre; ++s) {
                     mbar_expect_tx(full + 8 * s, BF_STAGE_BYTES);
@@ -2335,9 +2358,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             }
             BF8_WAIT();                                            // A (and, for the epilogue, C / the residual)
 #endif
-            for (int tile = t0; tile < tiles; tile += tstep) {
+            for (int tile = t0; tile < walk.tiles; tile += tstep) {
                 int mt, nt;
-                coords(tile, mt, nt);
+                walk.coords(tile, mt, nt);
                 if (BF_TRACE != 4) bf_mark(0, (tile - t0) / tstep, 0);
 #if BF_RESID_PF
                 // the epilogue's residual rows (the stream written two kernels back: evicted from L2 by then) sent
@@ -2393,12 +2416,13 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         // until the consumers finish the next k loop, which costs nothing while its stores take less time.
         // (keeps the 128 registers it starts with)
         BF8_WAIT();
+        const BfWalk walk(M, N, rank);
         const float* stage = reinterpret_cast<const float*>(bf_raw + (epi - raw));
         constexpr int GPR = BF_BN / 8, J = BF_BM * GPR / 128, U = 4;   // groups per row; per thread; loaded ahead
         static_assert(J % U == 0, "BF_EPI_WG: a thread's groups in batches of 4");
-        for (int tile = t0; tile < tiles; tile += tstep) {
+        for (int tile = t0; tile < walk.tiles; tile += tstep) {
             int mt, nt;
-            coords(tile, mt, nt);
+            walk.coords(tile, mt, nt);
             asm volatile("bar.sync 3, 384;\n" ::: "memory");
 #pragma unroll 1
             for (int j0 = 0; j0 < J; j0 += U) {
@@ -2416,7 +2440,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                               &rv[u], pre[u]);
                 }
             }
-            if (tile + tstep < tiles) asm volatile("bar.sync 4, 384;\n" ::: "memory");
+            if (tile + tstep < walk.tiles) asm volatile("bar.sync 4, 384;\n" ::: "memory");
         }
 #endif
     } else {
@@ -2554,9 +2578,13 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         // BF_PP: this warpgroup's tiles j = c, c + 2, ... of the block's walk, whole; its k tiles are ring slots
         // j ktiles .. (j + 1) ktiles - 1 (the producer's count)
         float acc[2][BF_ACC];                                      // rows 0-63, 64-127 of the tile
-        for (int j = c; t0 + j * tstep < tiles; j += 2) {
+        for (int j = c;; j += 2) {
+            // the walk worked out again for each tile from M and N as the parameters hold them (bf_fresh): beside
+            // the 192 accumulators and the staging state, ptxas kept the counts in local memory (8-32 bytes of spill)
+            const BfWalk tw(bf_fresh(M), bf_fresh(N), rank);
+            if (t0 + j * tstep >= tw.tiles) break;
             int mt, nt;
-            coords(t0 + j * tstep, mt, nt);
+            tw.coords(t0 + j * tstep, mt, nt);
             bf_mark(1 + c, j, 0);
             if (j > 0) mbar_wait(turn + 8 * c, ((j - 1) >> 1) & 1);  // the other warpgroup saw tile j - 1's stages
             int it = j * ktiles;
@@ -2614,13 +2642,14 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // C written
 #endif
 #else
+        const BfWalk walk(M, N, rank);
         int it = 0;
         float acc_h[BF_CH][BF_ACC];                                // BF_BM=256: rows 0-63, 64-127 of this warpgroup's
         float (&acc)[BF_ACC] = acc_h[0];
         (void)acc;                                                 // (unused by BF_EPI_SMEM)
-        for (int tile = t0; tile < tiles; tile += tstep) {
+        for (int tile = t0; tile < walk.tiles; tile += tstep) {
             int mt, nt;
-            coords(tile, mt, nt);
+            walk.coords(tile, mt, nt);
             const int jt = (tile - t0) / tstep;
             (void)jt;
             bf_mark(1 + c, jt, 0);

@@ -102,8 +102,8 @@ def test_load_hf_missing_files(tmp_path):
     (lambda t: t.pop("transformer.h.1.mlp.c_fc.bias"), "missing h.1.mlp.c_fc.bias"),
     (lambda t: t.update({"transformer.h.0.attn.c_proj.weight": np.zeros((64, 63), np.float32)}),
      r"h.0.attn.c_proj.weight has shape \(64, 63\), expected \(64, 64\)"),
-    (lambda t: t.update({"transformer.ln_f.bias": np.zeros(64, np.float16)}),
-     "ln_f.bias has dtype float16"),
+    (lambda t: t.update({"transformer.ln_f.bias": np.zeros(64, np.int32)}),
+     "ln_f.bias has dtype int32"),
 ], ids=["missing", "shape", "dtype"])
 def test_load_hf_says_which_tensor_is_wrong(tmp_path, st, fixture_tensors, change, match):
     tensors = dict(fixture_tensors)
@@ -122,6 +122,83 @@ def test_load_hf_truncated_safetensors(tmp_path, st, keep):
     expect_error(DataError, path, "truncated or corrupt", ckpt.load_hf, directory)
 
 
+def bf16_bits(a):
+    """float32 -> bfloat16 bit patterns, rounded to nearest even (what torch's .bfloat16() does)."""
+    u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """A safetensors file written by hand: {name: (dtype string, array of the stored bytes' type)}."""
+    header, blobs, offset = {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, (dtype, arr) in tensors.items():
+        raw = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header).encode()
+    path.write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
+    return path
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16"])
+def test_load_hf_half_precision_checkpoint(tmp_path, st, fixture_tensors, dtype):
+    """A checkpoint saved in bfloat16 or float16 loads, each value widened exactly to float32."""
+    if dtype == "BF16":
+        stored = {k: ("BF16", bf16_bits(v)) for k, v in fixture_tensors.items()}
+        widened = {k: (bf16_bits(v).astype(np.uint32) << 16).view(np.float32) for k, v in fixture_tensors.items()}
+    else:
+        stored = {k: ("F16", v.astype(np.float16)) for k, v in fixture_tensors.items()}
+        widened = {k: v.astype(np.float16).astype(np.float32) for k, v in fixture_tensors.items()}
+    half = tmp_path / "half"
+    half.mkdir()
+    shutil.copy(FIXTURE / "config.json", half)
+    write_safetensors(half / "model.safetensors", stored, metadata={"format": "pt"})
+    params, config = ckpt.load_hf(half)
+    expected, _ = ckpt.load_hf(write_hf(tmp_path / "widened", st, widened))
+    full, _ = ckpt.load_hf(FIXTURE)
+    assert set(params) == set(full)
+    for name in full:
+        assert params[name].dtype == np.float32 and params[name].flags.writeable, name
+        np.testing.assert_array_equal(params[name], expected[name])
+        assert rel_err(params[name], full[name]) < (4e-3 if dtype == "BF16" else 5e-4), name
+
+
+def test_reader_agrees_with_the_safetensors_package(st, fixture_tensors):
+    from convnet.gpt2.safetensors_reader import read_safetensors
+    ours = read_safetensors(FIXTURE / "model.safetensors")
+    assert set(ours) == set(fixture_tensors)
+    for name, arr in fixture_tensors.items():
+        assert ours[name].dtype == arr.dtype
+        np.testing.assert_array_equal(ours[name], arr)
+
+
+@pytest.mark.parametrize("tensors,match", [
+    ({"x": ("F8_E4M3", np.zeros(4, np.uint8))}, "tensor x is stored as F8_E4M3, which this loader does not read"),
+    ({"x": ("F32", np.zeros(4, np.uint8))}, "tensor x: bytes 0..4 for 4 x F32"),
+], ids=["dtype", "size"])
+def test_reader_refuses_bad_tensors(tmp_path, tensors, match):
+    from convnet.gpt2.safetensors_reader import read_safetensors
+    path = write_safetensors(tmp_path / "bad.safetensors", tensors)
+    expect_error(DataError, path, match, read_safetensors, path)
+
+
+@pytest.mark.parametrize("data,match", [
+    (b"\x05\0\0\0\0\0\0\0{bad}", "header"),
+    (b"\x02\0\0\0\0\0\0\0[]", "not a JSON object"),
+    (b"\xff\xff\0\0\0\0\0\0{}", "header in a"),
+    (len(b := b'{"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}}').to_bytes(8, "little") + b + bytes(8),
+     "bad header entry"),
+], ids=["json", "array", "length", "entry"])
+def test_reader_refuses_corrupt_headers(tmp_path, data, match):
+    from convnet.gpt2.safetensors_reader import read_safetensors
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(data)
+    expect_error(DataError, path, match, read_safetensors, path)
+
+
 # --- llm.c ----------------------------------------------------------------------------------
 
 def test_llmc_round_trip_is_exact(tmp_path, rng):
@@ -135,6 +212,28 @@ def test_llmc_round_trip_is_exact(tmp_path, rng):
         np.testing.assert_array_equal(loaded[name], params[name])
     idx = rng.integers(0, TINY.vocab_size, size=(2, TINY.n_ctx))
     np.testing.assert_array_equal(gpt2.forward(loaded, config, idx), gpt2.forward(params, TINY, idx))
+
+
+def test_llmc_bfloat16_file_loads_widened(tmp_path, rng):
+    """llm.c's version 5 (gpt2_124M_bf16.bin): the float32 file's layout with 2-byte bfloat16 params."""
+    params = gpt2.random_params(TINY, seed=6)
+    ckpt.save_llmc(params, TINY, tmp_path / "f32.bin")
+    data = (tmp_path / "f32.bin").read_bytes()
+    header = np.frombuffer(data[:1024], "<i4").copy()
+    header[1] = 5
+    body = np.frombuffer(data[1024:], "<f4")
+    (tmp_path / "bf16.bin").write_bytes(header.tobytes() + bf16_bits(body).tobytes())
+    loaded, config = ckpt.load_llmc(tmp_path / "bf16.bin")
+    assert config == TINY and set(loaded) == set(params)
+    for name in params:
+        assert loaded[name].dtype == np.float32
+        widened = (bf16_bits(params[name]).astype(np.uint32) << 16).view(np.float32)
+        np.testing.assert_array_equal(loaded[name], widened)
+    idx = rng.integers(0, TINY.vocab_size, size=(2, TINY.n_ctx))
+    assert rel_err(gpt2.forward(loaded, config, idx), gpt2.forward(params, TINY, idx)) < 2e-2
+    short = tmp_path / "short.bin"
+    short.write_bytes((tmp_path / "bf16.bin").read_bytes()[:-2])
+    expect_error(DataError, short, "truncated", ckpt.load_llmc, short)
 
 
 def test_llmc_file_has_llmc_layout(tmp_path):
@@ -180,13 +279,14 @@ def header_int(data, index, value):
 
 @pytest.mark.parametrize("change,match", [
     (lambda d: header_int(d, 0, 20240327), "wrong magic 20240327, expected 20240326"),
-    (lambda d: header_int(d, 1, 5), "version 5 is not supported"),
+    (lambda d: header_int(d, 1, 4), "version 4 is not supported"),
+    (lambda d: header_int(d, 1, 5), "has trailing bytes"),          # a float32 body under the bfloat16 version
     (lambda d: d[:1000], "truncated, 1000 bytes is shorter than the 1024-byte llm.c header"),
     (lambda d: d[:-4], "truncated"),
     (lambda d: d + b"\0" * 4, "trailing bytes"),
     (lambda d: header_int(d, 5, 3), "bad llm.c header"),
     (lambda d: header_int(d, 7, 49), "padded vocab 49 < vocab 50"),
-], ids=["magic", "version", "short-header", "short-params", "trailing", "n_head", "padded-vocab"])
+], ids=["magic", "version", "bf16-version-f32-body", "short-header", "short-params", "trailing", "n_head", "padded-vocab"])
 def test_load_llmc_bad_files(tmp_path, llmc_bytes, change, match):
     path = tmp_path / "bad.bin"
     path.write_bytes(bytes(change(llmc_bytes)))

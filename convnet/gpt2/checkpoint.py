@@ -1,7 +1,8 @@
 """GPT-2 checkpoints: read a Hugging Face directory or an llm.c .bin; write the llm.c format.
 
 Both loaders return (params, GPT2Config), params in model.py's layout: float32, every linear
-weight (in, out). Hugging Face's Conv1D weights already are (in, out) and are kept as stored;
+weight (in, out). Half-precision checkpoints (safetensors F16 / BF16, llm.c's bfloat16 version 5)
+widen to float32 exactly; a bf16 variant rounds them back to the same bf16 values. Hugging Face's Conv1D weights already are (in, out) and are kept as stored;
 llm.c's are (out, in), like torch.nn.Linear, and are transposed on load and on save.
 
 Errors name the file in one line: DataError when a file is missing, unreadable, truncated or
@@ -20,9 +21,11 @@ import numpy as np
 
 from ..errors import DataError, WeightsError
 from .model import GPT2Config, check_params, param_shapes
+from .safetensors_reader import bf16_to_f32, read_safetensors
 
 LLMC_MAGIC = 20240326
-LLMC_FP32 = 3                 # version 5 holds bfloat16, which numpy has no type for
+LLMC_FP32 = 3                 # llm.c's model file versions: float32 params
+LLMC_BF16 = 5                 # bfloat16 params (widened to float32 on load)
 LLMC_HEADER_INTS = 256
 LLMC_VOCAB_MULTIPLE = 128     # llm.c pads the vocab rows of wte to this for its GPU kernels
 
@@ -48,7 +51,7 @@ def load_hf(directory: str | os.PathLike) -> tuple[dict[str, np.ndarray], GPT2Co
     directory = Path(directory)
     config = _hf_config(directory / "config.json")
     path = directory / "model.safetensors"
-    tensors = _read_safetensors(path)
+    tensors = read_safetensors(path)
     params, lm_head = {}, None
     for key, arr in tensors.items():
         name = key.removeprefix("transformer.")
@@ -88,21 +91,6 @@ def _hf_config(path: Path) -> GPT2Config:
         raise DataError(f"{path}: {e}") from None
 
 
-def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
-    if not path.is_file():
-        raise DataError(f"{path}: not found")
-    try:
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file
-    except ImportError:
-        raise DataError(f"{path}: reading it needs the safetensors package "
-                        "(pip install safetensors)") from None
-    try:
-        return load_file(path)
-    except (SafetensorError, OSError) as e:
-        raise DataError(f"{path}: not a readable safetensors file, truncated or corrupt ({e})") from None
-
-
 def _llmc_layout(config: GPT2Config, padded_vocab: int) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of every tensor of an llm.c file, in file order, with llm.c's shapes."""
     ours = param_shapes(config)
@@ -114,7 +102,8 @@ def _llmc_layout(config: GPT2Config, padded_vocab: int) -> list[tuple[str, tuple
 
 
 def load_llmc(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], GPT2Config]:
-    """Reads llm.c's float32 model file (gpt2_124M.bin): a header of 256 int32, the params."""
+    """Reads llm.c's model file (gpt2_124M.bin: float32; gpt2_124M_bf16.bin: bfloat16, widened):
+    a header of 256 int32, the params."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: not found")
@@ -130,9 +119,10 @@ def load_llmc(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], GPT2Confi
             if magic != LLMC_MAGIC:
                 raise DataError(f"{path}: wrong magic {magic}, expected {LLMC_MAGIC} "
                                 "(not an llm.c GPT-2 model file)")
-            if version != LLMC_FP32:
+            if version not in (LLMC_FP32, LLMC_BF16):
                 raise DataError(f"{path}: llm.c model version {version} is not supported, only "
-                                f"version {LLMC_FP32} (float32); version 5 is bfloat16")
+                                f"version {LLMC_FP32} (float32) and {LLMC_BF16} (bfloat16)")
+            width = 4 if version == LLMC_FP32 else 2
             try:
                 config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd,
                                     vocab_size=vocab, n_ctx=max_t)
@@ -142,14 +132,16 @@ def load_llmc(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], GPT2Confi
                 raise DataError(f"{path}: bad llm.c header: padded vocab {padded_vocab} < vocab {vocab}")
             layout = _llmc_layout(config, padded_vocab)
             count = sum(math.prod(shape) for _, shape in layout)
-            expected = 4 * (LLMC_HEADER_INTS + count)
+            expected = 4 * LLMC_HEADER_INTS + width * count
             if size != expected:
                 what = "truncated" if size < expected else "has trailing bytes"
                 raise DataError(f"{path}: {what}, {size} bytes where the header announces {expected}")
-            data = np.fromfile(f, dtype="<f4", count=count)
+            data = np.fromfile(f, dtype="<f4" if width == 4 else "<u2", count=count)
     except OSError as e:
         raise DataError(f"{path}: cannot be read ({e.strerror or e})") from None
 
+    if width == 2:
+        data = bf16_to_f32(data)
     params, offset = {}, 0
     for name, shape in layout:
         arr = data[offset:offset + math.prod(shape)].reshape(shape)
