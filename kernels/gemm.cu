@@ -2386,6 +2386,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #if BF_CLUSTER == 4
                     // this block's half of A's tile (64 rows) into both blocks of its row tile (ranks rm, rm + 2), its
                     // half of W^T's tile (BF_BN / 2 rows) into both blocks of its column tile (ranks 2 rn, 2 rn + 1)
+                    const int rm = walk.rm, rn = walk.rn;
                     tma_load_2d_mc(stage + rn * 64 * 128, map_a, kt * BF_BK, mt * BF_BM + rn * 64, full + 8 * s,
                                    (unsigned short)(5u << rm));
                     tma_load_2d_mc(stage + BF_A_BYTES + rm * (BF_BN / 2) * 128, map_b, kt * BF_BK,

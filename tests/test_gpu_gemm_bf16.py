@@ -341,7 +341,9 @@ TMA = [{**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192}, {"BF_EPI_TMA": 1
        # session 18: with BF_PP (a warpgroup's whole tile as two 64-row halves: chunk buffers rotating across halves
        # and tiles at 2, each half staged whole at 3 or at BF_BN 128)
        {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192}, {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_STAGES": 3},
-       {"BF_EPI_TMA": 1, "BF_PP": 1}]
+       {"BF_EPI_TMA": 1, "BF_PP": 1},
+       # session 20: fast_bf16's projections (BF_PP without BF_RESID_PF: the tile walk worked out per tile)
+       {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 4, "BF_RESID_PF": 0}]
 
 
 @pytest.mark.parametrize("defines", TMA, ids=[str(d) for d in TMA])
