@@ -9,7 +9,7 @@ rounded to bf16 and gamma folded into the weights once, and finishes the LayerNo
 Both are emulated in float32 numpy with bf16 rounding where the kernels round (GEMM inputs, Q / K / V, P, the
 attention output, the GELU output) and compared with the float64 reference's logits, on GPT-2 124M's shape with random
 weights, and with a few residual dimensions pushed to large values through wpe (trained GPT-2 has such outlier
-dimensions: then the mean is no longer ~0). Usage: python ln_fold_numerics.py [layers] [T]"""
+dimensions: then the mean is no longer ~0). Usage: python ln_fold_numerics.py [layers] [T] [B]"""
 import math
 import sys
 
@@ -63,10 +63,10 @@ def forward(p, config, idx, fold, fold_head):
     return ln_linear(x, p["ln_f.weight"], p["ln_f.bias"], p["wte"].T, 0.0, eps, fold_head)
 
 
-def main(layers=12, T=128):
+def main(layers=12, T=128, B=2):
     config = ref.GPT2Config(n_layer=layers, n_head=12, n_embd=768, vocab_size=50257, n_ctx=1024)
     rng = np.random.default_rng(0)
-    idx = rng.integers(0, config.vocab_size, (2, T))
+    idx = rng.integers(0, config.vocab_size, (B, T))
     base = ref.random_params(config, seed=1)
     for g in ("ln_1", "ln_2"):          # gamma and beta away from (1, 0), as trained weights have them
         for i in range(layers):
