@@ -2257,11 +2257,6 @@ __device__ __forceinline__ void cluster_sync_all() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
-// v8's tile walk: tiles t0, t0 + tstep, ... < tiles of (row tile, column tile); BF_CLUSTER=2: of row-tile pairs,
-// this block taking row tile 2 p + rank of pair p. Each role (producer, consumers, BF_EPI_WG's warpgroup) builds its
-// own after its setmaxnreg (session 20): counted once before the roles split, the counts stayed live across the
-// producer's setmaxnreg.dec 40, and ptxas kept two of them in local memory in the ping-pong builds without
-// BF_RESID_PF (32 bytes of spill traffic, reloaded once per tile).
 // v, through an opaque move: what is computed from it is not hoisted out of the loop that calls this (a kernel
 // parameter costs a constant-bank load there, not a register held across the loop)
 __device__ __forceinline__ int bf_fresh(int v) {
@@ -2269,6 +2264,12 @@ __device__ __forceinline__ int bf_fresh(int v) {
     asm volatile("mov.b32 %0, %1;\n" : "=r"(r) : "r"(v));
     return r;
 }
+
+// v8's tile walk: tiles t0, t0 + tstep, ... < tiles of (row tile, column tile); BF_CLUSTER=2: of row-tile pairs,
+// this block taking row tile 2 p + rank of pair p. Each role (producer, consumers, BF_EPI_WG's warpgroup) builds its
+// own after its setmaxnreg, the ping-pong consumers once per tile (session 20): counted once before the roles split,
+// the counts stayed live across the producer's setmaxnreg.dec 40, and ptxas kept two of them in local memory in the
+// ping-pong builds without BF_RESID_PF (32 bytes of spill traffic, reloaded once per tile).
 struct BfWalk {
     int mgroups, ngroups, tiles, rm, rn;
     __device__ __forceinline__ BfWalk(int M, int N, unsigned rank) {
