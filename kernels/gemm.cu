@@ -1787,6 +1787,14 @@ template <int V> struct BfConst { static constexpr int value = V; };   // a comp
 #if BF_TRACE
 __device__ unsigned long long bf_trace[BF_TRACE_BLOCKS * BF_TRACE_STRIDE];
 #endif
+// The registers setmaxnreg gives each role (per thread; the block starts at 168 x 384): producer 40, consumers 232
+// (BF_EPI_WG: 40 + 128 for the epilogue warpgroup + 168 for the consumers, <= 64 K). The BF_TRACE builds without
+// clusters or BF_EPI_WG move 16 more to each consumer (producer 24, consumers 240: 128 x 24 + 256 x 240 = 168 x 384):
+// the stamps' live values spilled 4 bytes in the ping-pong build (session 20), and the production builds keep
+// 40 / 232 (no spill there; changing them changes their code).
+#define BF_TRACE_REGS (BF_TRACE && !BF_EPI_WG && BF_CLUSTER == 1)
+#define BF_PRODUCER_REGS (BF_TRACE_REGS ? 24 : 40)
+#define BF_CONSUMER_REGS (BF_EPI_WG ? 168 : BF_TRACE_REGS ? 240 : 232)
 __device__ __forceinline__ void bf_mark(int wg, int j, int phase) {
 #if BF_TRACE
     if (threadIdx.x % 128 == 0 && blockIdx.x < BF_TRACE_BLOCKS && j < BF_TRACE_TILES) {
@@ -2340,7 +2348,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #endif
     BF8_LAUNCH_NEXT();                                             // BF_PDL: the next kernel may launch
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(BF_PRODUCER_REGS));
         const BfWalk walk(M, N, rank);
         if (threadIdx.x == 0) {
             asm volatile("prefetch.tensormap [%0];\n" :: "l"(map_a) : "memory");
@@ -2446,8 +2454,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         }
 #endif
     } else {
-        // BF_EPI_WG: 128 x 40 (producer) + 128 x 128 (epilogue) + 256 x 168 registers <= 64 K
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(BF_EPI_WG ? 168 : 232));
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(BF_CONSUMER_REGS));
         BF8_WAIT();                                                // BF_PDL: before the epilogue's global accesses
         const int c = wg - 1;                                      // rows 64c .. 64c + 63 of the tile
         const int g = lane / 4, t = lane % 4;

@@ -40,12 +40,13 @@ def test_prefill_defines_route_tiled_calls_only():
     assert gpu._linear("lm_head", 1, gpu.Vp, ln=object()) is base_head     # the LayerNorm prologue: the GEMV
     assert gpu._linear("mlp_proj", 64, 768) is gpu.linears["mlp_proj"]      # decode rows: the group's own builds
     pre_proj = gpu._linear("mlp_proj", 8192, 768)                 # session 16: whole tiles staged for TMA stores
-    assert pre_proj.defines["BF_EPI_TMA"] == 1 and pre_proj.defines["BF_EPI_TMA_BUFS"] == 3
-    # session 19: no per-row residual prefetch by mlp_proj's producer (the variant's BF_RESID_PF holds for the decode
-    # builds underneath and for attn_proj, whose ping-pong build spills without it); the LM head in groups of 16 rows
-    assert "BF_PP" not in pre_proj.defines and pre_proj.defines["BF_RESID_PF"] == 0
+    assert pre_proj.defines["BF_EPI_TMA"] == 1 and pre_proj.defines["BF_EPI_TMA_BUFS"] == 4
+    # session 20: both projections' prefill on the ping-pong consumers without the producer's per-row residual
+    # prefetch (the variant's BF_RESID_PF holds for the decode builds underneath); the LM head in groups of 16 rows
+    assert pre_proj.defines["BF_PP"] == 1 and pre_proj.defines["BF_RESID_PF"] == 0
     assert gpu.linears["mlp_proj"].defines["BF_RESID_PF"] == 1
-    assert gpu._linear("attn_proj", 8192, 768).defines["BF_RESID_PF"] == 1
+    pre_attn = gpu._linear("attn_proj", 8192, 768)
+    assert pre_attn.defines["BF_PP"] == 1 and pre_attn.defines["BF_RESID_PF"] == 0
     assert pre_head.defines["BF_GROUP"] == 16 and "BF_GROUP" not in base_head.defines
     assert pre_proj.in_place_residual(8192, 768) and not gpu.linears["mlp_proj"].in_place_residual(8192, 768)
     pre_qkv = gpu._linear("qkv", 8192, 192)                       # session 16: qkv's scatter by TMA stores
