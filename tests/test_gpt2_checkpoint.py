@@ -9,6 +9,7 @@ import pytest
 from convnet.errors import DataError, WeightsError
 from convnet.gpt2 import checkpoint as ckpt
 from convnet.gpt2 import model as gpt2
+from convnet.gpu.bf16 import round_bf16, to_bf16
 from helpers import rel_err
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gpt2_tiny"
@@ -122,12 +123,6 @@ def test_load_hf_truncated_safetensors(tmp_path, st, keep):
     expect_error(DataError, path, "truncated or corrupt", ckpt.load_hf, directory)
 
 
-def bf16_bits(a):
-    """float32 -> bfloat16 bit patterns, rounded to nearest even (what torch's .bfloat16() does)."""
-    u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
 def write_safetensors(path, tensors, metadata=None):
     """A safetensors file written by hand: {name: (dtype string, array of the stored bytes' type)}."""
     header, blobs, offset = {}, [], 0
@@ -147,8 +142,8 @@ def write_safetensors(path, tensors, metadata=None):
 def test_load_hf_half_precision_checkpoint(tmp_path, st, fixture_tensors, dtype):
     """A checkpoint saved in bfloat16 or float16 loads, each value widened exactly to float32."""
     if dtype == "BF16":
-        stored = {k: ("BF16", bf16_bits(v)) for k, v in fixture_tensors.items()}
-        widened = {k: (bf16_bits(v).astype(np.uint32) << 16).view(np.float32) for k, v in fixture_tensors.items()}
+        stored = {k: ("BF16", to_bf16(v)) for k, v in fixture_tensors.items()}
+        widened = {k: round_bf16(v) for k, v in fixture_tensors.items()}
     else:
         stored = {k: ("F16", v.astype(np.float16)) for k, v in fixture_tensors.items()}
         widened = {k: v.astype(np.float16).astype(np.float32) for k, v in fixture_tensors.items()}
@@ -222,13 +217,12 @@ def test_llmc_bfloat16_file_loads_widened(tmp_path, rng):
     header = np.frombuffer(data[:1024], "<i4").copy()
     header[1] = 5
     body = np.frombuffer(data[1024:], "<f4")
-    (tmp_path / "bf16.bin").write_bytes(header.tobytes() + bf16_bits(body).tobytes())
+    (tmp_path / "bf16.bin").write_bytes(header.tobytes() + to_bf16(body).tobytes())
     loaded, config = ckpt.load_llmc(tmp_path / "bf16.bin")
     assert config == TINY and set(loaded) == set(params)
     for name in params:
         assert loaded[name].dtype == np.float32
-        widened = (bf16_bits(params[name]).astype(np.uint32) << 16).view(np.float32)
-        np.testing.assert_array_equal(loaded[name], widened)
+        np.testing.assert_array_equal(loaded[name], round_bf16(params[name]))
     idx = rng.integers(0, TINY.vocab_size, size=(2, TINY.n_ctx))
     assert rel_err(gpt2.forward(loaded, config, idx), gpt2.forward(params, TINY, idx)) < 2e-2
     short = tmp_path / "short.bin"

@@ -1,9 +1,10 @@
 """GPT-2 checkpoints: read a Hugging Face directory or an llm.c .bin; write the llm.c format.
 
 Both loaders return (params, GPT2Config), params in model.py's layout: float32, every linear
-weight (in, out). Half-precision checkpoints (safetensors F16 / BF16, llm.c's bfloat16 version 5)
-widen to float32 exactly; a bf16 variant rounds them back to the same bf16 values. Hugging Face's Conv1D weights already are (in, out) and are kept as stored;
+weight (in, out). Hugging Face's Conv1D weights already are (in, out) and are kept as stored;
 llm.c's are (out, in), like torch.nn.Linear, and are transposed on load and on save.
+Half-precision checkpoints (safetensors F16 / BF16, llm.c's bfloat16 version 5) widen to float32
+exactly; a bf16 variant rounds them back to the same bf16 values.
 
 Errors name the file in one line: DataError when a file is missing, unreadable, truncated or
 not of the expected format; WeightsError when it reads but its tensors or settings do not
@@ -21,7 +22,8 @@ import numpy as np
 
 from ..errors import DataError, WeightsError
 from .model import GPT2Config, check_params, param_shapes
-from .safetensors_reader import bf16_to_f32, read_safetensors
+from ..gpu.bf16 import from_bf16
+from .safetensors_reader import read_safetensors
 
 LLMC_MAGIC = 20240326
 LLMC_FP32 = 3                 # llm.c's model file versions: float32 params
@@ -141,7 +143,7 @@ def load_llmc(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], GPT2Confi
         raise DataError(f"{path}: cannot be read ({e.strerror or e})") from None
 
     if width == 2:
-        data = bf16_to_f32(data)
+        data = from_bf16(data)
     params, offset = {}, 0
     for name, shape in layout:
         arr = data[offset:offset + math.prod(shape)].reshape(shape)

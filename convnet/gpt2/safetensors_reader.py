@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..gpu.bf16 import from_bf16
 
 # safetensors dtype -> (numpy type of the stored bytes, little-endian)
 _STORED = {
@@ -22,11 +23,6 @@ _STORED = {
     "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?",
 }
 _MAX_HEADER = 100 * 1024 * 1024     # the format's own limit on the JSON header
-
-
-def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
-    """bfloat16 bit patterns (uint16) -> float32: a bfloat16 is the top half of a float32."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
@@ -73,7 +69,7 @@ def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
                           f"in a {len(body)}-byte body")
         arr = np.frombuffer(body[start:end], dtype=stored).reshape(shape)
         if dtype == "BF16":
-            arr = bf16_to_f32(arr)
+            arr = from_bf16(arr)
         elif dtype in ("F16", "F64"):
             arr = arr.astype(np.float32)
         else:

@@ -16,12 +16,10 @@ import sys
 import numpy as np
 
 from convnet.gpt2 import model as ref
+from convnet.gpu.bf16 import round_bf16
 
 
-def bf(a):
-    """float32 -> the nearest bfloat16 (ties to even), as float32."""
-    u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+bf = round_bf16                    # x rounded to the nearest bfloat16 (ties to even), as float32
 
 
 def stats(x, eps):
