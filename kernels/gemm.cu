@@ -80,6 +80,10 @@
 //                      counted once for the whole kernel, ptxas kept two counts in local memory (32 bytes of spill) in
 //                      the builds without BF_RESID_PF; fast_bf16's projections take those builds (H100, in the forward:
 //                      attn_proj 34.1 -> 32.8 us, mlp_proj 71.7 -> 67.9).
+//                      Session 21: BF_LNS (the LayerNorm fold, param ln_fold): the residual GEMMs write bf16(x gamma) and
+//                      per-tile row statistics, the GEMM after each LayerNorm finishes it in its epilogue (see BF_LNS).
+//                      Correct, one LayerNorm kernel per forward instead of 25, but slower (H100, s21 calls 4-6: forward
+//                      5.26 vs 4.69 ms; each fold GEMM 8-20 us slower than its plain build, the LM head 19 %).
 //   gemm_bf16_mma  v9  bf16 mma.sync m16n8k16 (sm_80+): v5's structure with ldmatrix for both operands (W^T rows
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
@@ -113,7 +117,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA BF_EPI_TMA_BUFS BF_PDL BF_TRACE (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA BF_EPI_TMA_BUFS BF_PDL BF_TRACE BF_LNS BF_LNS_PART BF_LNS_REGS (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12): see each
 // version's section.
 #include "common.cuh"
@@ -1750,11 +1754,60 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 #define BF_EPI_TMA_BUFS 2
 #endif
 static_assert(BF_EPI_TMA_BUFS >= 2 && BF_EPI_TMA_BUFS <= 4, "BF_EPI_TMA_BUFS: 2 to 4 chunk buffers per warpgroup");
+// BF_LNS (session 21, "LayerNorm fold"; BF_EPI_TMA builds): the LayerNorm between a residual GEMM and the GEMM after
+// it moves into their epilogues, so no LayerNorm kernel reads the residual stream back (convnet/gpt2/ln_fold.py has
+// the algebra and its float64 oracle).
+//   BF_LNS=1, the residual GEMMs (attn_proj, mlp_proj; fp32 C = the residual, in place; BF_PP at BF_BN 128 or the
+//     cooperative consumers: ping-pong at 192 spilled): each chunk's residual is loaded by TMA into its staging buffer
+//     (the tile's first chunks at its start, the rest sent to L2 then), x = acc + bias + resid stored back by TMA, and
+//     xg = bf16(x * g[n]) (g = lns_vec: the next LayerNorm's gamma) through the map at maps + 3; per row and column
+//     tile nt, the tile's mean and M2 (sum of squares about it) of x go to lns_stats[nt * M + row] (each thread's
+//     values summed about its first one, merged over the quad).
+//   BF_LNS=2, the GEMM after a LayerNorm (qkv, mlp_fc, the LM head; BF_PP), A = xg: with mean m and rstd r of the row
+//     (Chan's merge of the BF_LNS_PART-column tiles' statistics, eps = lns_eps),
+//       LN(x) W + b = r (xg W - m s) + b',  s[n] = sum_k g[k] W[k, n] (lns_vec),  b' = b + sum_k beta[k] W[k, n] (bias)
+//     since xg[k] = x[k] g[k]: gamma folds into the copy, beta and the mean into two column vectors. The accumulators
+//     start at -m s (so the epilogue only scales by r and adds b').
+// A call with lns_stats == nullptr runs the build's plain epilogue (a residual reduce-add, or no LayerNorm).
+#ifndef BF_LNS
+#define BF_LNS 0
+#endif
+#ifndef BF_LNS_PART
+#define BF_LNS_PART 192                // BF_LNS=2: the producer's column tile (its statistics' width)
+#endif
+static_assert(BF_LNS == 0 || (BF_EPI_TMA && (BF_LNS == 1 || (BF_LNS == 2 && BF_PP))),
+              "BF_LNS: 1 (statistics out; BF_EPI_TMA=1) or 2 (in; BF_EPI_TMA=1 and BF_PP=1)");
+#define BF_LNS_XG (BF_LNS == 1 ? 64 * 64 * 2 : 0)   // BF_LNS=1: a bf16 xg chunk beside each staging chunk
 // a build takes BF_EPI_TMA_BUFS buffers or as many as fit beside the ring (fp32 chunks are twice bf16's), at least 2
-#define BF_TMA_FIT ((227 * 1024 - BF_STAGES * BF_STAGE_BYTES - 1024 - 16 * BF_STAGES - 16 * BF_PP) / \
-                    (2 * 64 * 64 * (int)sizeof(bf_out_t)))
+#define BF_TMA_FIT ((227 * 1024 - BF_STAGES * BF_STAGE_BYTES - 1024 - 16 * BF_STAGES - 16 * BF_PP - 64 * (BF_LNS == 1) - \
+                    1024 * (BF_LNS == 2)) / \
+                    (2 * (64 * 64 * (int)sizeof(bf_out_t) + BF_LNS_XG)))
 #define BF_TMA_BUFS (BF_EPI_TMA_BUFS < BF_TMA_FIT ? BF_EPI_TMA_BUFS : BF_TMA_FIT)
-#define BF_TMA_C_BYTES (BF_EPI_TMA ? 2 * BF_TMA_BUFS * 64 * 64 * (int)sizeof(bf_out_t) : 0)   // 2 warpgroups' buffers
+#define BF_TMA_C_BYTES (BF_EPI_TMA ? 2 * BF_TMA_BUFS * (64 * 64 * (int)sizeof(bf_out_t) + BF_LNS_XG) : 0)  // 2 warpgroups'
+// BF_LNS=1: an mbarrier per staging chunk (its load); BF_LNS=2: the rstd of each consumer warpgroup's 128 rows
+#define BF_LNS_BAR_BYTES (BF_LNS == 1 ? 16 * BF_TMA_BUFS : BF_LNS == 2 ? 2 * 128 * 4 : 0)
+#define BF_LNS_MAXP 8                  // column tiles of statistics a row may have (K <= 8 BF_LNS_PART: the launcher)
+#if BF_LNS == 2
+// BF_LNS=2: row m's LayerNorm mean and rstd from the producer's column tiles' (mean, M2) at stats[p * M + m], K columns
+// in tiles of BF_LNS_PART (Chan et al.: M2 = sum M2_p + n_p (mean_p - mean)^2); the loads all go out at once (one
+// round trip, not one per tile: session 21's first build, with a runtime loop, doubled qkv's time)
+__device__ __forceinline__ float2 bf_lns_row(const float2* stats, int m, int M, int K, float eps) {
+    const int parts = (K + BF_LNS_PART - 1) / BF_LNS_PART;
+    float2 st[BF_LNS_MAXP];
+#pragma unroll
+    for (int p = 0; p < BF_LNS_MAXP; ++p) st[p] = p < parts ? stats[p * M + m] : make_float2(0.f, 0.f);
+    float sum = 0.f, m2 = 0.f;
+#pragma unroll
+    for (int p = 0; p < BF_LNS_MAXP; ++p) sum += (float)max(0, min(BF_LNS_PART, K - p * BF_LNS_PART)) * st[p].x;
+    const float mean = sum / (float)K;
+#pragma unroll
+    for (int p = 0; p < BF_LNS_MAXP; ++p) {
+        const float d = st[p].x - mean;
+        m2 += st[p].y + (float)max(0, min(BF_LNS_PART, K - p * BF_LNS_PART)) * d * d;
+    }
+    return make_float2(mean, rsqrtf(m2 / (float)K + eps));
+}
+#endif
 static_assert(BF_EPI_CH == 32 || BF_EPI_CH == 64, "BF_EPI_CH: 32 or 64");
 #define BF_EPI_P (BF_EPI_CH + 8)   // staged row pitch, floats: a warp's float2 fragment stores hit 32 banks per 16 lanes
 #define BF_EPI_WP (BF_BN + 8)      // BF_EPI_WG's staged row pitch (the whole 128 x BF_BN tile), same bank pattern
@@ -1791,8 +1844,12 @@ __device__ unsigned long long bf_trace[BF_TRACE_BLOCKS * BF_TRACE_STRIDE];
 // (BF_EPI_WG: 40 + 128 for the epilogue warpgroup + 168 for the consumers, <= 64 K). The BF_TRACE builds without
 // clusters or BF_EPI_WG move 16 more to each consumer (producer 24, consumers 240: 128 x 24 + 256 x 240 = 168 x 384):
 // the stamps' live values spilled 4 bytes in the ping-pong build (session 20), and the production builds keep
-// 40 / 232 (no spill there; changing them changes their code).
-#define BF_TRACE_REGS (BF_TRACE && !BF_EPI_WG && BF_CLUSTER == 1)
+// 40 / 232 (no spill there; changing them changes their code). The BF_LNS builds (session 21) take 24 / 240 too
+// unless BF_LNS_REGS=0.
+#ifndef BF_LNS_REGS
+#define BF_LNS_REGS 1
+#endif
+#define BF_TRACE_REGS ((BF_TRACE || (BF_LNS && BF_LNS_REGS)) && !BF_EPI_WG && BF_CLUSTER == 1)
 #define BF_PRODUCER_REGS (BF_TRACE_REGS ? 24 : 40)
 #define BF_CONSUMER_REGS (BF_EPI_WG ? 168 : BF_TRACE_REGS ? 240 : 232)
 __device__ __forceinline__ void bf_mark(int wg, int j, int phase) {
@@ -1846,7 +1903,7 @@ __device__ __forceinline__ void bf_mark_block(int end) {
 #define BF_ACC (BF_BN / 2)         // fp32 accumulators per consumer thread
 static_assert(BF_BN == 128 || BF_BN == 192 || BF_BN == 256, "BF_BN: 128, 192 or 256");
 static_assert(BF_STAGES >= 2 && BF_STAGES * BF_STAGE_BYTES + 1024 + 16 * BF_STAGES + BF_EPI_BYTES + 16 * BF_PP +
-                  BF_TMA_C_BYTES <= 227 * 1024,
+                  BF_TMA_C_BYTES + BF_LNS_BAR_BYTES <= 227 * 1024,
               "BF_STAGES x stage bytes (+ BF_EPI_SMEM's or BF_EPI_WG's staging) exceed 227 KB of shared memory "
               "(BF_EPI_WG: BF_BN 128 with up to 4 stages, 192 with up to 3)");
 static_assert(!BF_EPI_TMA || BF_TMA_BUFS >= 2, "BF_EPI_TMA: two 64 x 64 staging chunks per warpgroup do not fit beside "
@@ -2302,7 +2359,8 @@ struct BfWalk {
 #endif
 
 extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
-gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
+gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS, const float* RESTRICT lns_vec,
+                float2* RESTRICT lns_stats, float lns_eps) {                // (the BF_LNS arguments; unused without it)
 #if BF_TMA_PARAM
     const TmaMap* map_a = &tm_a;
     const TmaMap* map_b = &tm_b;
@@ -2338,6 +2396,9 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
 #if BF_PP
         mbar_init(turn, 4);                                        // BF_PP: warpgroup 1 may start (4 warps' arrives)
         mbar_init(turn + 8, 4);                                    // warpgroup 2 may start
+#endif
+#if BF_LNS == 1
+        for (int b = 0; b < 2 * BF_TMA_BUFS; ++b) mbar_init(turn + 16 * BF_PP + 8 * b, 1);   // the residual chunks' loads
 #endif
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -2468,6 +2529,58 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         // (the warpgroup's 64 rows), under BF_PP twice (its tile's two 64-row halves, the other warpgroup's k loop
         // running meanwhile).
         int chunk = 0;                                             // chunks staged so far (the buffers' rotation)
+#if BF_LNS
+        // BF_LNS: the column vectors (bias and gamma, or s) and the row statistics of tile (mt_, nt_) sent to L1 ahead,
+        // one 128-byte line per thread, so the epilogue's (or the tile start's) loads of them are L1 hits, not L2 round
+        // trips (session 21, call 4: the fold's GEMMs 15-25 % slower than their plain builds with the round trips)
+        auto lns_l1 = [&](int mt_, int nt_) {
+            constexpr int VL = BF_BN / 32;                         // lines of a BF_BN-float column slice
+            const int i = threadIdx.x % 128, n = nt_ * BF_BN + 32 * (i % VL);
+            const float* v = nullptr;
+            if (i < 2 * VL) {
+                v = BF_LNS == 1 && i < VL ? bias : lns_vec;        // BF_LNS=1: bias and gamma; 2: s (and no bias)
+                if (BF_LNS == 2 && i >= VL) v = nullptr;
+                if (v && n < N) asm volatile("prefetch.global.L1 [%0];\n" :: "l"(v + n));
+            }
+            if (BF_LNS == 2 && lns_stats && i >= VL) {            // 8 lines (128 rows) per statistics tile
+                const int k = i - VL, p = k / 8, row = mt_ * BF_BM + 16 * (k % 8);
+                if (p < (K + BF_LNS_PART - 1) / BF_LNS_PART && p < BF_LNS_MAXP && row < M)
+                    asm volatile("prefetch.global.L1 [%0];\n" :: "l"(lns_stats + p * M + row));
+            }
+        };
+#endif
+#if BF_LNS == 1 && !BF_OUT
+        // BF_LNS=1: chunk seq of the warpgroup's tile stream (see lns_out) loaded into its buffer (the issuing thread)
+        int lns_a0 = 0;                                            // `chunk` at the tile's start
+        auto lns_load = [&](int seq, int wrow0, int nt, int nv) {
+            const int hh = seq / nv, nc = nt * BF_BN + (seq % nv) * 64, row = wrow0 + 64 * hh;
+            const int sl = c * BF_TMA_BUFS + (lns_a0 + seq) % BF_TMA_BUFS;
+            const unsigned bar = turn + 16 * BF_PP + 8 * sl, dst = cstage + sl * 64 * 64 * 4;
+            mbar_expect_tx(bar, (nc + 32 < N ? 2 : 1) * 64 * 32 * 4);
+            tma_load_2d(dst, map_c, nc, row, bar);
+            if (nc + 32 < N) tma_load_2d(dst + 64 * 128, map_c, nc + 32, row, bar);
+        };
+        // at a tile's start: its first BF_TMA_BUFS chunks, once the warpgroup's earlier stores have read the buffers
+        auto lns_prefetch = [&](int wrow0, int nt) {
+            lns_a0 = chunk;
+            if (!lns_stats || threadIdx.x % 128 != 0) return;
+            const int nv = min(BF_BN / 64, (N - nt * BF_BN + 63) / 64);
+            asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#pragma unroll
+            for (int seq = 0; seq < BF_TMA_BUFS; ++seq)
+                if (seq / nv < (BF_PP ? 2 : 1) && wrow0 + 64 * (seq / nv) < M) lns_load(seq, wrow0, nt, nv);
+            // the later chunks into L2 meanwhile (their loads then wait for L2, not memory)
+            for (int seq = BF_TMA_BUFS; seq < (BF_PP ? 2 : 1) * nv; ++seq) {
+                const int row = wrow0 + 64 * (seq / nv), nc = nt * BF_BN + (seq % nv) * 64;
+                if (row >= M) break;
+                asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];\n"
+                             :: "l"(map_c), "r"(nc), "r"(row) : "memory");
+                if (nc + 32 < N)
+                    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];\n"
+                                 :: "l"(map_c), "r"(nc + 32), "r"(row) : "memory");
+            }
+        };
+#endif
         auto tma_epilogue = [&](float (&accp)[BF_ACC], const int row, const int nt, const int jt) {
             constexpr int EB = (int)sizeof(bf_out_t), BOXC = 128 / EB, CHB = 64 * 64 * EB;
             constexpr bool WHOLE = BF_TMA_BUFS * 64 >= BF_BN;
@@ -2478,6 +2591,18 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             // times, ~60 instructions between stores) at 3.6 us a BF_BN 192 tile, 0.9 us without (BF_TRACE=6)
             // (BF_PP: each pair of bias values loaded where it is added; its 192 live accumulators leave no room for
             // 16 more registers: ptxas spilled)
+#if BF_LNS == 2
+            // BF_LNS=2: the rows' rstd, staged by the quad's first lane at the tile's start (see the k loop); 1 without
+            // statistics. Read once per half: a load per element cost the LM head 40 % (s21 call 2, H100)
+            float rsh[2] = {1.f, 1.f};
+            if (lns_stats) {
+                __syncwarp();
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(rsh[h])
+                                 : "r"(turn + 16 * BF_PP + 4 * (c * 128 + (row % BF_BM) + r0 + 8 * h)) : "memory");
+            }
+#endif
             auto stage_chunk = [&](int ch, unsigned cst, auto actc) {
                 constexpr int ACT = decltype(actc)::value;
                 const int nc = nt * BF_BN + ch * 64;
@@ -2497,7 +2622,12 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     const float b1 = BF_PP ? bias_at(nc + col + 1) : bv[qq][1];
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
+#if BF_LNS == 2
+                        // (the accumulators started at -mean s: see the k loop)
+                        float v0 = fmaf(rsh[h], accp[4 * q + 2 * h], b0), v1 = fmaf(rsh[h], accp[4 * q + 2 * h + 1], b1);
+#else
                         float v0 = accp[4 * q + 2 * h] + b0, v1 = accp[4 * q + 2 * h + 1] + b1;
+#endif
                         if constexpr (ACT == 1) {
                             v0 = fmaxf(v0, 0.f);
                             v1 = fmaxf(v1, 0.f);
@@ -2544,7 +2674,101 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
                     }
                 }
             };
+#if BF_LNS == 1 && !BF_OUT
+            // BF_LNS=1 (see BF_LNS; fp32 C only, the launcher's check): lns_out stores one 64-row half of the warpgroup's
+            // tile (BF_PP: halves 0 and 1 of its tile; else its own 64 rows, half 0). The chunks of its halves form one
+            // stream (seq = half * nv + chunk, nv the tile's chunks inside N); chunk a = lns_a0 + seq of the kernel sits
+            // in buffer a % BF_TMA_BUFS, its residual loaded by TMA on that buffer's mbarrier (phase a / BF_TMA_BUFS).
+            // The first BF_TMA_BUFS loads go out at the tile's start (lns_prefetch, while the k loop runs), each later
+            // one once the chunk BF_TMA_BUFS back has been stored. x replaces the residual in the buffer and in accp;
+            // xg = bf16(x g) goes to the chunk's bf16 buffer.
+            auto lns_out = [&]() {
+                constexpr int NCH = BF_BN / 64, XB = 64 * 64 * 2;
+                const unsigned xstage = cstage + 2 * BF_TMA_BUFS * CHB, lbar = turn + 16 * BF_PP;
+                const int hh = BF_PP ? (row % BF_BM) / 64 : 0, nv = min(NCH, (N - nt * BF_BN + 63) / 64);
+                const int wrow0 = row - 64 * hh;
+                float sh[2] = {0.f, 0.f}, s1[2] = {0.f, 0.f}, s2[2] = {0.f, 0.f};   // shift, sums of x - sh, (x - sh)^2
+#pragma unroll
+                for (int ch = 0; ch < NCH; ++ch) {
+                    const int nc = nt * BF_BN + ch * 64, seq = hh * nv + ch;
+                    if (ch >= nv) break;                           // (uniform: N % 64 need not hold)
+                    const int sl = c * BF_TMA_BUFS + (lns_a0 + seq) % BF_TMA_BUFS;
+                    const unsigned cst = cstage + sl * CHB, xst = xstage + sl * XB;
+                    // the chunk's bias and gamma pairs first, all at once (one round trip; BF_LNS=1 runs on builds
+                    // with room for them: 96 or 128 live accumulators)
+                    float2 bb[8], gg[8];
+#pragma unroll
+                    for (int qq = 0; qq < 8; ++qq) {
+                        const int n = nc + 8 * qq + 2 * t;
+                        bb[qq] = bias && n < N ? *(const float2*)(bias + n) : make_float2(0.f, 0.f);
+                        gg[qq] = n < N ? *(const float2*)(lns_vec + n) : make_float2(0.f, 0.f);
+                    }
+                    mbar_wait(lbar + 8 * sl, ((lns_a0 + seq) / BF_TMA_BUFS) & 1);
+#pragma unroll
+                    for (int qq = 0; qq < 8; ++qq) {
+                        const int q = ch * 8 + qq, col = 8 * qq + 2 * t, n = nc + col;
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int r = r0 + 8 * h, cb = (col % BOXC) * EB, xb = col * 2;
+                            const unsigned at = cst + (col / BOXC) * (64 * 128) + r * 128 + ((((cb >> 4) ^ r) & 7) << 4) +
+                                                (cb & 15);
+                            const unsigned xat = xst + r * 128 + ((((xb >> 4) ^ r) & 7) << 4) + (xb & 15);
+                            float r0v, r1v;
+                            asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(r0v), "=f"(r1v) : "r"(at) : "memory");
+                            const float v0 = (accp[4 * q + 2 * h] + bb[qq].x) + r0v, v1 = (accp[4 * q + 2 * h + 1] + bb[qq].y) + r1v;
+                            if (ch == 0 && qq == 0) sh[h] = v0;            // (column nc < N: in range)
+                            if (n < N) {
+                                const float d0 = v0 - sh[h], d1 = v1 - sh[h];
+                                s1[h] += d0 + d1;
+                                s2[h] += d0 * d0 + d1 * d1;
+                            }
+                            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" :: "r"(at), "f"(v0), "f"(v1) : "memory");
+                            const __nv_bfloat162 p2 = __floats2bfloat162_rn(v0 * gg[qq].x, v1 * gg[qq].y);
+                            asm volatile("st.shared.b32 [%0], %1;\n"
+                                         :: "r"(xat), "r"(*reinterpret_cast<const unsigned*>(&p2)) : "memory");
+                        }
+                    }
+                    fence_and_sync();
+                    if (issuer) {
+                        tma_store_2d(map_c, cst, nc, row);
+                        if (nc + BOXC < N) tma_store_2d(map_c, cst + 64 * 128, nc + BOXC, row);
+                        tma_store_2d(map_c + 1, xst, nc, row);
+                        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                        const int next = seq + BF_TMA_BUFS, nh = next / nv;
+                        if (nh < (BF_PP ? 2 : 1) && wrow0 + 64 * nh < M) {
+                            asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");   // its buffer read
+                            lns_load(next, wrow0, nt, nv);
+                        }
+                    }
+                    ++chunk;
+                }
+                // the tile's row statistics: each thread's n = n_t / 4 values as sums about its first one (sh), then
+                // merged over the quad (equal counts: mean = (ma + mb) / 2, M2 = M2a + M2b + n / 2 (ma - mb)^2)
+                const int n_t = min(BF_BN, N - nt * BF_BN);
+                float n = (float)(n_t / 4);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    float mean = sh[h] + s1[h] / n, m2 = s2[h] - s1[h] * s1[h] / n, cnt = n;
+#pragma unroll
+                    for (int off = 1; off <= 2; off <<= 1) {
+                        const float om = __shfl_xor_sync(0xffffffffu, mean, off), o2 = __shfl_xor_sync(0xffffffffu, m2, off);
+                        const float d = om - mean;
+                        m2 += o2 + 0.5f * cnt * d * d;
+                        mean = 0.5f * (mean + om);
+                        cnt *= 2.f;
+                    }
+                    const int m = row + r0 + 8 * h;
+                    if (t == 0 && m < M) lns_stats[nt * M + m] = make_float2(mean, m2);
+                }
+            };
+#endif
             auto epilogue = [&](auto actc) {
+#if BF_LNS == 1 && !BF_OUT
+                if (lns_stats) {                                   // (uniform) the LayerNorm fold's residual epilogue
+                    if (row < M) lns_out();
+                    return;
+                }
+#endif
                 if constexpr (WHOLE) {
                     if (issuer) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");  // the last rows' read
                     if (BF_TRACE == 4 && c == 0) bf_mark(0, jt, 0);
@@ -2595,10 +2819,60 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
             int mt, nt;
             tw.coords(t0 + j * tstep, mt, nt);
             bf_mark(1 + c, j, 0);
-            if (j > 0) mbar_wait(turn + 8 * c, ((j - 1) >> 1) & 1);  // the other warpgroup saw tile j - 1's stages
-            int it = j * ktiles;
+#if BF_LNS
+            if (lns_stats) {                                       // this tile's vectors (the first), the next one's
+                if (j < 2) lns_l1(mt, nt);
+                if (t0 + (j + 2) * tstep < tw.tiles) {
+                    int mt2, nt2;
+                    tw.coords(t0 + (j + 2) * tstep, mt2, nt2);
+                    lns_l1(mt2, nt2);
+                }
+            }
+#endif
+#if BF_LNS == 1 && !BF_OUT
+            lns_prefetch(mt * BF_BM, nt);                          // the first residual chunks, while waiting
+#endif
+#if BF_LNS == 2
+            const unsigned lnsr = turn + 16 * BF_PP + c * 128 * 4;   // this warpgroup's rows' rstd
+            // BF_LNS=2: the accumulators start at -mean s[n], so the epilogue is rstd acc + b' (rstd staged in shared
+            // memory: no register held over the k loop beside the 192 accumulators); before the turn, so the
+            // statistics' round trip overlaps the other warpgroup's k loop
+            {                                                      // (no branch around the accumulators' first
+                float mus[2][2] = {{0.f, 0.f}, {0.f, 0.f}};        // values: ptxas serialised the wgmma, C7515)
+                __syncwarp();                                      // (the previous tile's reads of the same warp)
+                if (lns_stats) {
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int m = mt * BF_BM + 64 * hh + (warp % 4) * 16 + g + 8 * h;
+                            const float2 mr = m < M ? bf_lns_row(lns_stats, m, M, K, lns_eps) : make_float2(0.f, 1.f);
+                            mus[hh][h] = mr.x;
+                            if (t == 0)                           // read by the quad's lanes in the epilogue
+                                asm volatile("st.shared.f32 [%0], %1;\n"
+                                             :: "r"(lnsr + 4 * (64 * hh + (warp % 4) * 16 + g + 8 * h)), "f"(mr.y) : "memory");
+                        }
+                }
+                __syncwarp();
+#pragma unroll
+                for (int q = 0; q < BF_BN / 8; ++q) {
+                    const int n = nt * BF_BN + 8 * q + 2 * t;
+                    const float2 ss = lns_vec && n < N ? *(const float2*)(lns_vec + n) : make_float2(0.f, 0.f);
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            acc[hh][4 * q + 2 * h] = -mus[hh][h] * ss.x;
+                            acc[hh][4 * q + 2 * h + 1] = -mus[hh][h] * ss.y;
+                        }
+                }
+            }
+#else
 #pragma unroll
             for (int i = 0; i < BF_ACC; ++i) acc[0][i] = acc[1][i] = 0.f;
+#endif
+            if (j > 0) mbar_wait(turn + 8 * c, ((j - 1) >> 1) & 1);  // the other warpgroup saw tile j - 1's stages
+            int it = j * ktiles;
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
                 const int s = it % BF_STAGES;
                 mbar_wait(full + 8 * s, (it / BF_STAGES) & 1);
@@ -2659,6 +2933,17 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS) {
         for (int tile = t0; tile < walk.tiles; tile += tstep) {
             int mt, nt;
             walk.coords(tile, mt, nt);
+#if BF_LNS == 1 && !BF_OUT
+            if (lns_stats) {                                       // this tile's vectors (the first), the next one's
+                if (tile == t0) lns_l1(mt, nt);
+                if (tile + tstep < walk.tiles) {
+                    int mt2, nt2;
+                    walk.coords(tile + tstep, mt2, nt2);
+                    lns_l1(mt2, nt2);
+                }
+            }
+            lns_prefetch(mt * BF_BM + c * 64, nt);                 // the first residual chunks, before the k loop
+#endif
             const int jt = (tile - t0) / tstep;
             (void)jt;
             bf_mark(1 + c, jt, 0);

@@ -20,6 +20,9 @@
 //                      layernorm_warp_bf16 too (session 12, issue 14): launched programmatically where the variant
 //                      sets param ln_pdl (gpt2/gpu.py), so the batched decode step's 25 LayerNorms no longer break
 //                      the PDL chain of the v12 GEMMs and attention around them
+//   layernorm_fold_bf16   the LayerNorm fold's entry (session 21, param ln_fold): xg = bf16(x gamma) and the row
+//                      statistics per column tile that gemm.cu's BF_LNS=2 GEMMs normalise with (the later LayerNorms
+//                      come from the BF_LNS=1 residual GEMMs' epilogues)
 //   LN_STRIDE=1        layernorm_warp(_bf16) over a grid of resident blocks (session 17, param ln_resident): each
 //                      warp takes rows row, row + warps, ... and sends its next row to L2 (prefetch) before
 //                      normalising this one, so every row's reads are in flight from the start; the per-row
@@ -126,6 +129,60 @@ extern "C" __global__ void layernorm_warp_bf16(const float* RESTRICT x, const fl
                                                float eps) {
     TR_PDL();                         // PDL=1: x written by the kernel before, y read by an earlier GEMM
     layernorm_warp_body<__nv_bfloat16>(x, w, b, y, rows, C, eps);
+}
+
+// The LayerNorm fold's entry (session 21, param ln_fold; gemm.cu BF_LNS): for the first LayerNorm of a forward, what a
+// BF_LNS=1 GEMM writes for the others: xg = bf16(x * gamma) and, per tile of `part` columns, the row's mean and M2
+// (sum of squares about that mean) at stats[p * rows + row], two passes over the registers. One warp per row.
+extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const float* RESTRICT w,
+                                               __nv_bfloat16* RESTRICT xg, float2* RESTRICT stats, int rows, int C,
+                                               int part) {
+    TR_PDL();
+    const int lane = threadIdx.x % 32, row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const float4* xr = (const float4*)(x + (long long)row * C);
+    const int C4 = C / 4, parts = (C + part - 1) / part;
+    float4 v[LN_VEC];
+#pragma unroll
+    for (int i = 0; i < LN_VEC; ++i) {
+        const int c = lane + 32 * i;
+        v[i] = c < C4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    for (int p = 0; p < parts; ++p) {                  // part % 4 == 0: a float4 lies in one part
+        const int lo = p * part, n = min(part, C - lo);
+        float sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < LN_VEC; ++i) {
+            const int k = 4 * (lane + 32 * i);
+            if (k < C && k >= lo && k < lo + n) sum += v[i].x + v[i].y + v[i].z + v[i].w;
+        }
+        for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        const float mean = sum / n;
+        float m2 = 0.f;
+#pragma unroll
+        for (int i = 0; i < LN_VEC; ++i) {
+            const int k = 4 * (lane + 32 * i);
+            if (k < C && k >= lo && k < lo + n) {
+                const float a = v[i].x - mean, b = v[i].y - mean, c = v[i].z - mean, d = v[i].w - mean;
+                m2 += a * a + b * b + c * c + d * d;
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) m2 += __shfl_xor_sync(0xffffffffu, m2, off);
+        if (lane == 0) stats[(long long)p * rows + row] = make_float2(mean, m2);
+    }
+#pragma unroll
+    for (int i = 0; i < LN_VEC; ++i) {
+        const int c = lane + 32 * i;
+        if (c < C4) {
+            const int k = 4 * c;
+            const __nv_bfloat162 lo = __floats2bfloat162_rn(v[i].x * w[k], v[i].y * w[k + 1]),
+                                 hi = __floats2bfloat162_rn(v[i].z * w[k + 2], v[i].w * w[k + 3]);
+            uint2 u;
+            u.x = *reinterpret_cast<const unsigned*>(&lo);
+            u.y = *reinterpret_cast<const unsigned*>(&hi);
+            ((uint2*)(xg + (long long)row * C))[c] = u;
+        }
+    }
 }
 
 // x[b, t] = bf16 wte[idx[b, t]] (the LM head's rows) + fp32 wpe[pos + t], into the fp32 residual stream.

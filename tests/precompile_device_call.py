@@ -11,8 +11,8 @@ What it collects, each an environment variable (a comma list; empty leaves it ou
   MAINS     (fast_bf16)   BF16_MAIN candidates: also their PDL=0, ln_fuse=False and decode_attention=flash settings
   GENERATE  (1)           test_gpu_generate.py's fp32 builds (tests/precompile_generate.py)
   LENET     (tc_lane_hv)  LeNet networks (the installed wheel's convnet / convnet-predict, --stream)
-  GEMM      (0)           1: test_gpu_gemm_bf16.py's v8 / v9 sets (TUNED, EPILOGUES, EPI_WG, FAST, PP, BM256, TMA with
-                          the no_tma_twin builds its scatters fall back to, PDL): session 18's device calls timed out
+  GEMM      (0)           lns: test_gpu_gemm_bf16.py's LNS_OUT and LNS_IN builds only; 1: its v8 / v9 sets (TUNED, EPILOGUES, EPI_WG, FAST, PP, BM256, TMA with
+                          the no_tma_twin builds its scatters fall back to, PDL, LNS_OUT, LNS_IN): session 18's device calls timed out
                           compiling these one by one
 SEED_FROM copies what earlier caches compiled under the same key (convnet.bench.dryrun.seed)."""
 import os
@@ -33,7 +33,8 @@ def builds_of_gemm_tests(rt) -> None:
     """test_gpu_gemm_bf16.py's GEMM builds into rt (a RecordingRuntime of the device's arch)."""
     import test_gpu_gemm_bf16 as t
     from convnet.gpu.gemm import Linear
-    sets = t.TUNED + t.EPILOGUES + [("bf16_wgmma", d) for d in t.EPI_WG + t.FAST + t.PP + t.BM256 + t.TMA + t.PDL]
+    sets = t.TUNED + t.EPILOGUES + [("bf16_wgmma", d) for d in t.EPI_WG + t.FAST + t.PP + t.BM256 + t.TMA + t.PDL +
+                                    t.LNS_OUT + t.LNS_IN]
     for version, d in sets:
         lin = Linear(rt, version, d, "test")
         if getattr(lin, "epi_tma", False):
@@ -64,6 +65,11 @@ def collect(arch: str) -> set:
             GPT2GPU(random_params(precompile_bf16.CONFIGS[0]), precompile_bf16.CONFIGS[0], with_setting(g(main), setting), rt)
     if os.environ.get("GEMM", "0") == "1":
         builds_of_gemm_tests(rt)
+    elif os.environ.get("GEMM") == "lns":                   # the LayerNorm fold's GEMM tests only (LNS_OUT, LNS_IN)
+        import test_gpu_gemm_bf16 as t
+        from convnet.gpu.gemm import Linear
+        for d in t.LNS_OUT + t.LNS_IN:
+            Linear(rt, "bf16_wgmma", d, "test")
     builds = rt.builds | (precompile_generate.collect(arch) if os.environ.get("GENERATE", "1") == "1" else set())
     lenet = names("LENET", "tc_lane_hv")
     w = wio.load() if lenet else None

@@ -56,4 +56,9 @@ print(gpu.logits(idx).shape)
 print(gpu.logits(rng.integers(0, config.vocab_size, (4, 40))).shape)   # 160 rows: v8 tiles (prefill_group_defines)
 print(gpu.generate(idx[:1, :5], 6, graph=False)[0])
 print(gpu.generate(idx[:, :3], 4, graph=False)[0])                  # B = 2: the 8-row GEMV builds with LayerNorm
+# 64-wide heads, T a multiple of 64 and more rows than the decode kernels take: the LayerNorm fold where the variant
+# has it (param ln_fold: the BF_LNS builds and layernorm_fold_bf16), two layers so one residual GEMM feeds the next
+config = ref.GPT2Config(n_layer=2, n_head=2, n_embd=128, vocab_size=300, n_ctx=128)
+gpu = GPT2GPU(ref.random_params(config, 1), config, catalogue.get(name, "gpt2"))
+print(gpu.logits(rng.integers(0, config.vocab_size, (2, 64))).shape)
 print("sanitize run done")

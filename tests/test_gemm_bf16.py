@@ -86,12 +86,12 @@ def test_grids(M, N, K):
     tiles = -(-M // 128) * -(-N // 128)
     # persistent: one block per tile up to the resident blocks (the dry run says 2 per SM, 132 SMs)
     assert [(g, b) for _, g, b, _ in rt.launches] == [((min(tiles, 264), 1, 1), (384, 1, 1))] * 2
-    # the tensor maps' address, M, N, K and Linear's 14 epilogue arguments
-    assert rt.launches[0][3] == 1 + 3 + 14
+    # the tensor maps' address, M, N, K, Linear's 14 epilogue arguments and the 3 of the LayerNorm fold (BF_LNS)
+    assert rt.launches[0][3] == 1 + 3 + 14 + 3
     rtp, linp = dry("bf16_wgmma", {"BF_TMA_PARAM": 1})          # maps by value: two 128-byte arguments
     linp.bf_gemv = False
     linp(A, W, rtp.pool.get("c", (M, N), BF16), M, N, K, K, K, N)
-    assert rtp.launches[0][3] == 2 + 3 + 14
+    assert rtp.launches[0][3] == 2 + 3 + 14 + 3
     rt9, lin9 = dry("bf16_mma")
     lin9.bf_gemv = False
     lin9(A, W, rt9.pool.get("c", (M, N), BF16), M, N, K, K, K, N)

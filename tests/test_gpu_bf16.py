@@ -90,6 +90,22 @@ def test_bf16_variant_refuses_a_windowed_model():
         GPT2GPU(ref.random_params(config), config, catalogue.get("fast_bf16", "gpt2"), RecordingRuntime())
 
 
+def test_ln_fold_needs_the_fold_builds_in_one_line():
+    """Param ln_fold without gemm.cu's BF_LNS prefill builds (or with statistics tiles of another width than the
+    residual GEMMs' BF_BN): one line naming what is missing."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.bench.layer import with_setting
+    from convnet.gpt2.gpu import GPT2GPU
+    lnf = catalogue.get("fast_bf16_lnf", "gpt2")
+    groups = {**lnf.params["prefill_group_defines"]}
+    groups["qkv"] = {**groups["qkv"], "BF_LNS_PART": 192}
+    for variant in (with_setting(catalogue.get("fast_bf16", "gpt2"), {"ln_fold": True}),
+                    with_setting(lnf, {"prefill_group_defines": groups})):
+        with pytest.raises(GPUError, match="ln_fold needs") as e:
+            GPT2GPU(ref.random_params(SMALL), SMALL, variant, RecordingRuntime())
+        assert "\n" not in str(e.value)
+
+
 def test_bf16_embedding_width_refused_before_compiling():
     """EMB_VEC (embed_bf16's columns per thread) other than 1 or 8: one line, nothing built."""
     from convnet.bench.dryrun import RecordingRuntime
@@ -370,6 +386,37 @@ def test_bf16_124m_shape_matches_float64(name, model_124m):
     got = _logits(name, params, GPT2_124M, idx)
     err = rel_max_err(got, want)
     print(f"{name}: 124M random, rel. max err {err:.2e}")
+    assert err <= BOUND
+    check_argmax(got, want)
+
+
+FOLD = ref.GPT2Config(n_layer=2, n_head=2, n_embd=128, vocab_size=257, n_ctx=192)     # 64-wide heads
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", ["124m", "small", "small_t67"])
+def test_bf16_ln_fold_matches_float64(shape, model_124m, rng):
+    """fast_bf16_lnf (the LayerNorm fold, gemm.cu BF_LNS) on the 124M shape (B=2, T=128) and a 2-layer model with
+    64-wide heads at B=3, T=192 (the fold runs: asserted), and at T=67 (it does not: fast_bf16's path with the same
+    builds); logits against float64 within issue 15's bounds."""
+    from convnet.gpt2.gpu import GPT2GPU
+    if shape == "124m":
+        params, idx, want = model_124m
+        config = GPT2_124M
+    else:
+        config = FOLD
+        params = _small_params(config)
+        idx = rng.integers(0, config.vocab_size, (3, 192) if shape == "small" else (2, 67))
+        want = ref.forward(params, config, idx, dtype=np.float64)
+    name = "fast_bf16_lnf"
+    gpu = GPT2GPU(params, config, catalogue.get(name, "gpt2"), runtime_for(name))
+    B, T = idx.shape
+    assert gpu._fold_takes(B * T, T, None) == (shape != "small_t67")
+    gpu.logits(idx)
+    poison(gpu.rt)
+    got = gpu.logits(idx)
+    err = rel_max_err(got, want)
+    print(f"{name} {shape}: rel. max err {err:.2e}")
     assert err <= BOUND
     check_argmax(got, want)
 

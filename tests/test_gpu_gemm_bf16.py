@@ -382,6 +382,91 @@ def test_tma_epilogue_stores_and_in_place_residual(defines, blocks, rng):
         check_qkv_scatter(rt, lin, rng, out_bf16, B, T, 12, 64, 7, 136, on_device=on_device)
 
 
+# v8 BF_LNS (session 21, the LayerNorm fold): the residual side (BF_LNS=1) on ping-pong at BF_BN 128 and cooperative at
+# 192 (3 stages), as trials t21a / t21b run them; the GEMM after the LayerNorm (BF_LNS=2) on ping-pong at 192 with the
+# statistics in tiles of 192 or 128
+S21 = {**S12PP, "BF_GELU_FAST": 0, "BF_RESID_PF": 0, "BF_EPI_TMA": 1}
+LNS_OUT = [{**S21, "BF_BN": 128, "BF_EPI_TMA_BUFS": 4, "BF_LNS": 1},
+           {**S21, "BF_PP": 0, "BF_BN": 192, "BF_STAGES": 3, "BF_EPI_TMA_BUFS": 4, "BF_LNS": 1}]
+LNS_IN = [{**S21, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_LNS": 2},
+          {**S21, "BF_BN": 192, "BF_EPI_TMA_BUFS": 4, "BF_LNS": 2, "BF_LNS_PART": 128}]
+
+
+@pytest.mark.parametrize("defines", LNS_OUT, ids=[str(d) for d in LNS_OUT])
+@pytest.mark.parametrize("blocks", [3, 132])
+def test_ln_fold_residual_side(defines, blocks, rng):
+    """BF_LNS=1 at M x N = 1000 x 776 (the last row tile 24 rows past M, the last column tile part-filled): x = resid + A W
+    + b in place, xg = bf16(x gamma) and each column tile's row (mean, M2) into NaN-poisoned buffers, against float64;
+    the same build without statistics is the plain reduce-add; a bf16 C or a missing xg refused."""
+    from convnet.errors import GPUError
+    from convnet.gpt2.ln_fold import tile_stats
+    from convnet.gpu.gemm import Epilogue
+    rt, lin = linear("bf16_wgmma", defines)
+    lin.cluster_slots = blocks
+    M, N, K = 1000, 776, 200
+    A, W, a, w = operands(rt, lin, rng, M, N, K)
+    bias, r = rng.standard_normal(N).astype(np.float32), (3 + rng.standard_normal((M, N))).astype(np.float32)
+    gamma = (1 + 0.5 * rng.standard_normal(N)).astype(np.float32)
+    B, G = rt.pool.upload("test.bfbias", bias), rt.pool.upload("test.lnsG", gamma)
+    X = rt.pool.upload("test.bfX", r)
+    XG = poisoned(rt, "test.lnsXG", (M, N), True)
+    S = rt.pool.get("test.lnsS", lin.lns_shape(M, N))
+    S.fill(np.float32("nan"))
+    lin(A, W, X, M, N, K, K, K, N, Epilogue(bias=B, resid=X, lns=(G, S, XG, 1e-5)))
+    rt.synchronize("bf16 linear, LayerNorm fold residual side")
+    x = a @ w + bias + r
+    assert rel_err(X.get(), x) <= FP32_TOL
+    assert rel_err(from_bf16(XG.get()), x * gamma) <= BF16_TOL
+    want = tile_stats(x, lin.tile[1])
+    got = S.get()
+    assert rel_err(got[:, :, 0], want[:, :, 0]) <= FP32_TOL and rel_err(got[:, :, 1], want[:, :, 1]) <= FP32_TOL
+    X.set(r)
+    lin(A, W, X, M, N, K, K, K, N, Epilogue(bias=B, resid=X))
+    rt.synchronize("bf16 linear, BF_LNS=1 build without statistics")
+    assert rel_err(X.get(), x) <= FP32_TOL
+    with pytest.raises(GPUError, match="BF_LNS=1"):
+        lin(A, W, X, M, N, K, K, K, N, Epilogue(bias=B, resid=X, lns=(G, S, None, 1e-5)))
+
+
+@pytest.mark.parametrize("defines", LNS_IN, ids=[str(d) for d in LNS_IN])
+@pytest.mark.parametrize("out_bf16,act", [(False, 0), (True, 2)], ids=["fp32_out", "bf16_gelu"])
+@pytest.mark.parametrize("blocks", [3, 132])
+def test_ln_fold_layernorm_side(defines, out_bf16, act, blocks, rng):
+    """BF_LNS=2 at M x N x K = 1000 x 776 x 776 (K not a whole number of statistics tiles): A = bf16(x gamma) with x's
+    rows off zero (mean 3: the fold's cancellation), the statistics as the residual side writes them, s and b' from
+    fold_vectors; against the fold's float64 oracle of the same inputs (tight) and LayerNorm(x) W + b (bf16 bound);
+    without statistics the build is the plain product."""
+    from convnet.gpt2.ln_fold import fold_vectors, folded_linear, tile_stats
+    from convnet.gpu.gemm import Epilogue
+    rt, lin = linear("bf16_wgmma", defines)
+    lin.cluster_slots = blocks
+    M, N, K, part, eps = 1000, 776, 776, lin.lns_part, 1e-5
+    x = (3 + rng.standard_normal((M, K))).astype(np.float32)
+    gamma, beta = (1 + 0.5 * rng.standard_normal(K)).astype(np.float32), rng.standard_normal(K).astype(np.float32)
+    w32, bias = rng.standard_normal((K, N)).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+    w = round_bf16(w32).astype(np.float64)
+    s, bp = fold_vectors(gamma, beta, w, bias)
+    xg = round_bf16(x * gamma)
+    stats = tile_stats(x, part).astype(np.float32)
+    A = rt.pool.upload("test.bfA", to_bf16(xg), BF16)
+    W = rt.pool.upload("test.bfW", lin.layout(w32), lin.w_dtype)
+    S, SV, BP = rt.pool.upload("test.lnsS", stats), rt.pool.upload("test.lnsSV", s), rt.pool.upload("test.lnsBP", bp)
+    C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+    lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=BP, act=act, lns=(SV, S, None, eps)))
+    rt.synchronize("bf16 linear, LayerNorm fold")
+    f = ref.gelu if act else (lambda v: v)
+    oracle = f(folded_linear(xg, stats.astype(np.float64), s, bp, w, part, eps))
+    tol = BF16_TOL if out_bf16 else FP32_TOL
+    assert rel_err(result(C, out_bf16), oracle) <= tol
+    mean, var = x.astype(np.float64).mean(1, keepdims=True), x.astype(np.float64).var(1, keepdims=True)
+    exact = f(((x - mean) / np.sqrt(var + eps) * gamma + beta) @ w + bias)
+    assert rel_err(result(C, out_bf16), exact) <= 2e-2
+    C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+    lin(A, W, C, M, N, K, K, K, N, Epilogue(bias=BP, act=act))
+    rt.synchronize("bf16 linear, BF_LNS=2 build without statistics")
+    assert rel_err(result(C, out_bf16), f(xg @ w + bp)) <= tol
+
+
 # v8 BF_PDL=1 (session 17): programmatic dependent launches; fast_bf16's prefill builds (TMA epilogue, BF_PP) and
 # the defaults with a ring deeper than the k loop (W^T's boxes of every stage requested before the wait)
 PDL = [{**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_PDL": 1},

@@ -42,6 +42,10 @@ kernel each step uses:
                     batched decode step's LayerNorm kernels stop breaking the chain)
     decode_pick     bf16 greedy decode steps of B <= 8 on the device: the LM head's GEMV also picks the tokens,
                     advances pos and embeds the next step's tokens (gpu/gemm.py PickHead: 3 launches fewer)
+    ln_fold         (session 21) bf16 forwards and prompts on v8's tiles: the LayerNorms fold into the GEMMs
+                    (gpt2/ln_fold.py; gemm.cu BF_LNS): the residual GEMMs (prefill_group_defines BF_LNS=1) write
+                    bf16(x gamma) and per-tile row statistics, qkv, mlp_fc and the LM head (BF_LNS=2) finish the
+                    LayerNorm in their epilogue; one LayerNorm kernel (layernorm_fold_bf16) per forward instead of 25
     graph_forward   (default true where graphable) forward() and logits() replay a captured CUDA graph of a
                     whole-sequence forward from the second call of a shape on (session 14)
 
@@ -62,9 +66,11 @@ import numpy as np
 
 from ..errors import GPUError, UsageError
 from ..gpu import tma
+from ..gpu.bf16 import round_bf16
 from ..gpu.gemm import ACT_GELU, BF16_VERSIONS, SKINNY_M, Epilogue, Gemm, Linear
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 from . import flash
+from .ln_fold import fold_vectors
 from .model import GPT2Config, check_params
 
 GROUPS = ("embed", "layernorm", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "elementwise", "lm_head")
@@ -205,6 +211,9 @@ class GPT2GPU:
         self.ln_stats = self.fuse and (self.linear.small_lns is not None
                                        or getattr(self.linear, "bfm_lns", None) is not None)
         self._stats_of = None
+        self.ln_fold = bool(p.get("ln_fold", False))
+        if self.ln_fold:
+            self._init_ln_fold(td, name)
         self.spin = rt.kernel("transformer.cu", "spin", d, name)
         self._upload(params)
         self.stream = rt.stream()
@@ -213,6 +222,19 @@ class GPT2GPU:
         # graph_forward (default on where graphable): forward() replays a captured CUDA graph of the launches
         self.graph_forward = self.graphable and bool(p.get("graph_forward", True)) and isinstance(rt, Runtime)
         self._fwd_graph = None         # (B, T, pool generation, Graph, enqueue's result) of the last shape captured
+
+    def _init_ln_fold(self, td, name):
+        """ln_fold: the groups' prefill builds must be the fold's two sides, with one statistics tile width."""
+        want = {"qkv": 2, "attn_proj": 1, "mlp_fc": 2, "mlp_proj": 1, "lm_head": 2}
+        got = {g: getattr(self.prefill_linears.get(g), "lns", 0) for g in want}
+        parts = {self.prefill_linears[g].tile[1] for g in ("attn_proj", "mlp_proj") if got[g] == 1} | \
+            {self.prefill_linears[g].lns_part for g in ("qkv", "mlp_fc", "lm_head") if got[g] == 2}
+        if not self.bf16 or got != want or len(parts) != 1 or self.C % 8:
+            raise GPUError(f"variant {name}: ln_fold needs the bf16 path, n_embd a multiple of 8 and prefill builds with "
+                           f"BF_LNS {want} (the consumers' BF_LNS_PART the residual GEMMs' BF_BN); got BF_LNS {got}, "
+                           f"tile widths {sorted(parts)}")
+        self.fold_part = parts.pop()
+        self.fold_entry = tma.launcher(self.rt, "transformer.cu", "layernorm_fold_bf16", td, name)
 
     # -- weights -----------------------------------------------------------------------------------
     def _upload(self, params):
@@ -248,6 +270,15 @@ class GPT2GPU:
         wte_t = np.zeros((self.C, self.Vp), np.float32)
         wte_t[:, :self.V] = params["wte"].T
         self.w["lm_head"] = self.w["wte"] = put("lm_head", self.linear.layout(wte_t), self.linear.w_dtype)
+        if self.ln_fold:                # ln_fold: s and b' of each GEMM after a LayerNorm, from its bf16 weight
+            def fold(key, ln, w_kn, bias):
+                s_vec, b_vec = fold_vectors(params[ln + ".weight"], params[ln + ".bias"], round_bf16(w_kn), bias)
+                self.w[key + ".fold_s"], self.w[key + ".fold_b"] = put(key + ".fold_s", s_vec), put(key + ".fold_b", b_vec)
+            for i in range(self.cfg.n_layer):
+                h = f"h.{i}."
+                fold(h + "attn.c_attn", h + "ln_1", params[h + "attn.c_attn.weight"], params[h + "attn.c_attn.bias"])
+                fold(h + "mlp.c_fc", h + "ln_2", params[h + "mlp.c_fc.weight"], params[h + "mlp.c_fc.bias"])
+            fold("lm_head", "ln_f", wte_t, None)
 
     # -- buffers -----------------------------------------------------------------------------------
     def _buffers(self, B, T, cap, logit_rows=None):
@@ -312,12 +343,26 @@ class GPT2GPU:
         self._mark("embed")
         x, x2 = buf["x"], buf["x2"]
         layer_kv = B * H * cap * D
+        fold = self.ln_fold and not device_step and last_rows is None and self._fold_takes(M, T, pos_dev)
+        eps = cfg.layer_norm_epsilon
+        if fold:                       # ln_fold: xg and the statistics of the first LayerNorm; the GEMMs do the rest
+            stats = self.rt.pool.get("gpt2.act.lns", (cdiv(C, self.fold_part), M, 2))
+            self.fold_entry((cdiv(M, 8), 1, 1), (256, 1, 1), x, self.w["h.0.ln_1.pair"], buf["a"], stats, i32(M), i32(C),
+                            i32(self.fold_part), stream=s)
+            self._mark("layernorm")
         for i in range(cfg.n_layer):
             h = f"h.{i}."
             kc, vc = ptr(buf["k"], i * layer_kv), ptr(buf["v"], i * layer_kv)
-            a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C)
+            next_ln = self.w[f"h.{i + 1}.ln_1.pair" if i + 1 < cfg.n_layer else "ln_f.pair"]
+            if fold:
+                a, ln = buf["a"], None
+            else:
+                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C)
             if self.head_major:
                 qkv = Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap), pos_dev=pos_dev)
+                if fold:
+                    qkv = Epilogue(bias=self.w[h + "attn.c_attn.fold_b"], qkv=qkv.qkv,
+                                   lns=(self.w[h + "attn.c_attn.fold_s"], stats, None, eps))
                 self._linear("qkv", M, 3 * C)(a, self.w[h + "attn.c_attn.weight"], buf["q"], M, 3 * C, C, C, ldb(C, 3 * C),
                                     3 * C, qkv, s, ln=ln)
                 self._mark("qkv")
@@ -331,9 +376,15 @@ class GPT2GPU:
             self._attention(buf, kc, vc, B, T, pos + T, cap, pos_dev)
             self._mark("attention")
             x, x2 = self._residual_linear(buf["y"], self.w[h + "attn.c_proj.weight"], self.w[h + "attn.c_proj.bias"],
-                                          x, x2, buf["t"], M, C, C, "attn_proj")
-            a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C)
-            fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
+                                          x, x2, buf["t"], M, C, C, "attn_proj",
+                                          lns=(self.w[h + "ln_2.pair"], stats, buf["a"], eps) if fold else None)
+            if fold:
+                a, ln = buf["a"], None
+                fc = Epilogue(bias=self.w[h + "mlp.c_fc.fold_b"], act=ACT_GELU,
+                              lns=(self.w[h + "mlp.c_fc.fold_s"], stats, None, eps))
+            else:
+                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C)
+                fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
             self._linear("mlp_fc", M, 4 * C)(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, ldb(C, 4 * C), 4 * C,
                                    fc, s, ln=ln)
             self._mark("mlp_fc")
@@ -341,11 +392,17 @@ class GPT2GPU:
                 self.gelu((cdiv(M * 4 * C, 256), 1, 1), (256, 1, 1), buf["h"], np.int64(M * 4 * C), stream=s)
                 self._mark("elementwise")
             x, x2 = self._residual_linear(buf["h"], self.w[h + "mlp.c_proj.weight"], self.w[h + "mlp.c_proj.bias"],
-                                          x, x2, buf["t"], M, C, 4 * C, "mlp_proj")
+                                          x, x2, buf["t"], M, C, 4 * C, "mlp_proj",
+                                          lns=(next_ln, stats, buf["a"], eps) if fold else None)
         if last_rows is not None:                       # right-padded prompts: each sequence's own last row
             x, M, T = self.ragged.gather(x, last_rows, buf["t"], B, C, s), B, 1
         rows = B if last_only else M                    # only the last position's logits: decode needs no more
-        a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, self.Vp, gemm_rows=rows)
+        head = Epilogue()
+        if fold and not last_only and self._linear("lm_head", M, self.Vp) is self.prefill_linears["lm_head"]:
+            a, ln = buf["a"], None                      # ln_fold: the LM head finishes ln_f
+            head = Epilogue(bias=self.w["lm_head.fold_b"], lns=(self.w["lm_head.fold_s"], stats, None, eps))
+        else:
+            a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, self.Vp, gemm_rows=rows)
         a_ld = C
         if last_only:
             a_ld, a = T * C, ptr(a, (T - 1) * C)
@@ -354,7 +411,7 @@ class GPT2GPU:
                       self.rt.pool.get("gpt2.act.next", (B,), np.int32), idx_dev, pos_dev, buf["x"], s)
         else:
             self._linear("lm_head", rows, self.Vp, ln)(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp),
-                                    self.Vp, Epilogue(), s, ln=ln)
+                                    self.Vp, head, s, ln=ln)
         self._mark("lm_head")
         return buf["logits"], rows
 
@@ -372,6 +429,14 @@ class GPT2GPU:
         else:
             decode_rows = max(SKINNY_M if lin.skinny is not None else 0, lin.small_max_m if lin.small else 0)
         return lin if M <= decode_rows else pre
+
+    def _fold_takes(self, M: int, T: int, pos_dev) -> bool:
+        """ln_fold: whether this call's GEMMs all run the fold's prefill builds (more rows than the decode kernels take)
+        and qkv scatters by TMA stores (T a multiple of 64, 64-wide heads, pos from the host; else no_tma_twin)."""
+        C = self.C
+        return (pos_dev is None and T % 64 == 0 and self.D == 64 and C <= 8 * self.fold_part and
+                all(self._linear(g, M, n) is self.prefill_linears[g]
+                    for g, n in (("qkv", 3 * C), ("attn_proj", C), ("mlp_fc", 4 * C), ("mlp_proj", C))))
 
     def _layernorm_input(self, x, y, pair, rows, n_out, gemm_rows=None):
         """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
@@ -398,8 +463,14 @@ class GPT2GPU:
             self.layernorm((cdiv(rows, 128), 1, 1), (128, 1, 1), x, pair, beta, y, i32(rows), i32(C),
                            f32(self.cfg.layer_norm_epsilon), stream=s)
 
-    def _residual_linear(self, inp, w, bias, x, x2, tmp, M, N, K, group):
-        """x + inp @ w + bias: fused (pro_1, into the other residual buffer) or GEMM then add."""
+    def _residual_linear(self, inp, w, bias, x, x2, tmp, M, N, K, group, lns=None):
+        """x + inp @ w + bias: fused (pro_1, into the other residual buffer) or GEMM then add. lns (ln_fold): the
+        next LayerNorm's (gamma, statistics, xg, eps), written by the v8 BF_LNS=1 build in place."""
+        if lns is not None:
+            self._linear(group, M, N)(inp, w, x, M, N, K, K, self.linear.ldb(K, N), N,
+                                      Epilogue(bias=bias, resid=x, lns=lns), self.stream)
+            self._mark(group)
+            return x, x2
         if self.fuse:
             lin, stats = self._linear(group, M, N), None
             if self.ln_stats and lin.stats_takes(M, N, K):       # SMM_LNS: the next LayerNorm's statistics too

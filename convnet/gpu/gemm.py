@@ -69,6 +69,10 @@ class Epilogue:
     resid: object = None
     qkv: tuple | None = None
     pos_dev: object = None           # qkv: read pos from this device int instead (decode steps in a graph)
+    # the LayerNorm fold (v8 BF_LNS builds): (vec, stats, xg, eps). BF_LNS=1 (C the fp32 residual, in place): vec = the
+    # next LayerNorm's gamma, xg (bf16, M x N) receives bf16(x gamma), stats ((N / BF_BN) x M x 2 floats) each column
+    # tile's row mean and M2; BF_LNS=2 (A = such an xg): vec = s[n] = sum_k gamma[k] W[k, n], stats as written, bias = b'
+    lns: tuple | None = None
 
     def args(self, C, ldc):
         k_out, v_out, T, pos, n_head, head_dim, cap_q, cap_kv = self.qkv or (None, None, 0, 0, 0, 0, 0, 0)
@@ -99,7 +103,9 @@ BF_DEFAULTS = {"BF_BN": 128, "BF_STAGES": 4, "BF_TMA_PARAM": 0, "BF_EPI_SMEM": 0
                "BF_BM": 128,                                    # BF_BM 256: 128 rows per consumer warpgroup
                "BF_EPI_TMA": 0,                                 # BF_EPI_TMA 1: C written by TMA stores / reduce-adds
                "BF_EPI_TMA_BUFS": 2,                            # its 64 x 64 chunk buffers per consumer warpgroup
-               "BF_PDL": 0}                                     # BF_PDL 1: programmatic dependent launches
+               "BF_PDL": 0,                                     # BF_PDL 1: programmatic dependent launches
+               "BF_LNS": 0,                                     # BF_LNS 1 / 2: the LayerNorm fold's out / in side
+               "BF_LNS_PART": 192}                              # BF_LNS 2: the statistics' column tile (producer's BF_BN)
 BF9_DEFAULTS = {"BF9_STAGES": 4, "BF9_BK": 32}        # v9
 BF_A_BOX, BF_BK, BF9_TILE = 128, 64, 128     # v8: A's TMA box is 128 rows (two per k tile at BF_BM 256)
 MAP_SLOTS = 1024                      # v8's TMA map records per Linear (A's and W^T's maps, + C's with BF_EPI_TMA)
@@ -128,10 +134,14 @@ def _bf8_smem(c: dict) -> int:
     BF_PP: + the warpgroups' two turn mbarriers. BF_EPI_TMA (instead of those): two warpgroups' BF_EPI_TMA_BUFS 64 x 64
     chunks of C, or as many as fit beside the ring (at least 2; fp32 counted: the larger of the two builds)."""
     ring = c["BF_STAGES"] * (c["BF_BM"] + c["BF_BN"]) * BF_BK * 2 + 16 * c["BF_STAGES"] + 1024
-    tma_bufs = min(c["BF_EPI_TMA_BUFS"], (227 * 1024 - ring - 16 * c["BF_PP"]) // (2 * 64 * 64 * 4))  # gemm.cu's BF_TMA_BUFS
-    staging = 2 * max(2, tma_bufs) * 64 * 64 * 4 if c["BF_EPI_TMA"] else c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else \
-        (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
-    return ring + staging + 16 * c["BF_PP"]
+    lns, xg = c["BF_LNS"], (64 * 64 * 2 if c["BF_LNS"] == 1 else 0)     # BF_LNS=1: a bf16 xg chunk per staging chunk
+    fixed = {1: 64, 2: 1024}.get(lns, 0)
+    tma_bufs = min(c["BF_EPI_TMA_BUFS"],                                # gemm.cu's BF_TMA_BUFS
+                   (227 * 1024 - ring - 16 * c["BF_PP"] - fixed) // (2 * (64 * 64 * 4 + xg)))
+    staging = 2 * max(2, tma_bufs) * (64 * 64 * 4 + xg) if c["BF_EPI_TMA"] else \
+        c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
+    lns_bytes = 16 * max(2, tma_bufs) if lns == 1 else 1024 if lns == 2 else 0   # its mbarriers / rstd rows
+    return ring + staging + 16 * c["BF_PP"] + lns_bytes
 
 
 class Linear:
@@ -239,6 +249,11 @@ class Linear:
             if c["BF_PDL"] and c["BF_CLUSTER"] != 1:
                 raise GPUError(f"GEMM v8: BF_PDL=1 (programmatic dependent launch) takes no clusters; got BF_CLUSTER "
                                f"{c['BF_CLUSTER']}")
+            if c["BF_LNS"] not in (0, 1, 2) or c["BF_LNS"] and not c["BF_EPI_TMA"] or c["BF_LNS"] == 2 and not c["BF_PP"] \
+                    or c["BF_LNS_PART"] % 8 or c["BF_LNS_PART"] < 8:
+                raise GPUError(f"GEMM v8: BF_LNS is 0, 1 (the LayerNorm fold's statistics out; BF_EPI_TMA=1) or 2 (in; "
+                               f"BF_EPI_TMA=1 and BF_PP=1), BF_LNS_PART a multiple of 8; got BF_LNS {c['BF_LNS']}, "
+                               f"BF_LNS_PART {c['BF_LNS_PART']}, BF_EPI_TMA {c['BF_EPI_TMA']}, BF_PP {c['BF_PP']}")
             if c["BF_EPI_TMA_BUFS"] not in (2, 3, 4):
                 raise GPUError(f"GEMM v8: BF_EPI_TMA_BUFS is 2 to 4 chunk buffers per warpgroup, got {c['BF_EPI_TMA_BUFS']}")
             if c["BF_CLUSTER"] not in (1, 2, 4):
@@ -251,6 +266,8 @@ class Linear:
                            for out in (True, False)}
         self.tma_param = c is not None and bool(c["BF_TMA_PARAM"])
         self.epi_tma = c is not None and bool(c["BF_EPI_TMA"])
+        self.lns = c["BF_LNS"] if c is not None else 0             # BF_LNS: the LayerNorm fold's side (Epilogue.lns)
+        self.lns_part = c["BF_LNS_PART"] if c is not None else 0
         # map records: A's, W^T's, then with BF_EPI_TMA C's, or Q's, K's and V's for the head-major scatter
         self.map_bytes = 640 if self.epi_tma else 256
         self._no_tma = None                                        # BF_EPI_TMA's twin (no_tma_twin), made on demand
@@ -618,6 +635,10 @@ class Linear:
             raise GPUError(f"GEMM {self.version} needs 16-byte aligned A and W (offsets by multiples of 8 elements)")
         fn = self.bf_kernels[bool(out_bf16)]
         tiles = _cdiv(M, self.tile[0]) * _cdiv(N, self.tile[1])
+        if epi.lns is not None and (ln is not None or (self.bf_gemv and M <= SKINNY_M) or self.bfm_takes(M, N)
+                                    or self.version != "bf16_wgmma"):
+            raise GPUError(f"GEMM {self.version}: the LayerNorm fold (Epilogue.lns) runs on v8's tiles only; this call "
+                           f"(M={M}, N={N}) goes to the GEMV or v12")
         if ln is not None:
             gamma, beta, eps = ln
             skinny, skinny1 = self.bf_skinny_ln[bool(out_bf16)]
@@ -633,6 +654,8 @@ class Linear:
             # batched decoding: W read once over split-K slices that fill the GPU (v12)
             self._call_small_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         elif self.version == "bf16_wgmma":
+            if epi.lns is not None:
+                self._check_lns(M, N, K, epi, out_bf16, C)
             if self.epi_tma and epi.qkv is not None and not self.tma_scatter_takes(M, epi, out_bf16, C):
                 return self.no_tma_twin()._call_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
             # persistent: at most one block per SM, each walking tiles blockIdx.x, + gridDim.x, ...
@@ -642,11 +665,31 @@ class Linear:
             # BF_CLUSTER=2: pairs of blocks on pairs of row tiles (the grid a multiple of 2); 4: on 2 x 2 tiles
             cl, (cm, cn) = self.cluster, self.cluster_mn
             groups = _cdiv(_cdiv(M, self.tile[0]), cm) * _cdiv(_cdiv(N, self.tile[1]), cn)
+            vec, stats, _, eps = epi.lns or (None, None, None, 0.0)
             fn((cl * min(groups, max(1, self.cluster_slots)), 1, 1), (self.threads, 1, 1), *maps, i32(M), i32(N), i32(K),
-               *epi.args(C, ldc), stream=stream, shared=self.smem)
+               *epi.args(C, ldc), ptr(vec), ptr(stats), np.float32(eps), stream=stream, shared=self.smem)
         else:
             fn((tiles, 1, 1), (self.threads, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
                *epi.args(C, ldc), stream=stream, shared=self.smem)
+
+    def _check_lns(self, M, N, K, epi, out_bf16, C):
+        """Refuses a LayerNorm-fold call this build cannot make (one line, before the launch)."""
+        vec, stats, xg, eps = epi.lns
+        if not self.lns or vec is None or stats is None:
+            raise GPUError(f"GEMM v8: Epilogue.lns needs a BF_LNS build and both its vector and statistics; this build "
+                           f"has BF_LNS={self.lns}")
+        if self.lns == 1 and (out_bf16 or epi.resid is None or int(ptr(epi.resid)) != int(ptr(C)) or epi.qkv is not None
+                              or xg is None or N % 8 or epi.act):
+            raise GPUError(f"GEMM v8 BF_LNS=1 writes the LayerNorm fold's xg and statistics from a residual epilogue: fp32 "
+                           f"C that is the residual itself, no activation or QKV scatter, an xg buffer and N a multiple "
+                           f"of 8; got N={N}, out_bf16={bool(out_bf16)}")
+        if self.lns == 2 and (K % 8 or K > 8 * self.lns_part):
+            raise GPUError(f"GEMM v8 BF_LNS=2 needs K a multiple of 8 and at most 8 statistics tiles ({8 * self.lns_part} "
+                           f"columns at BF_LNS_PART {self.lns_part}); got K={K}")
+
+    def lns_shape(self, M: int, N: int) -> tuple:
+        """The statistics a BF_LNS=1 call of M x N writes: (column tiles, M, 2) floats (each tile's row mean and M2)."""
+        return (_cdiv(N, self.tile[1]), M, 2)
 
     def in_place_residual(self, M: int, N: int) -> bool:
         """Whether a residual epilogue of this M x N call must name C itself as the residual (C += A W + bias):
@@ -659,7 +702,7 @@ class Linear:
         first use (only a qkv GEMM scatters: GPT2GPU makes its qkv twin up front, so a dry run compiles it, and the
         other groups' TMA builds bring no unused builds)."""
         if self._no_tma is None:
-            d = {k: v for k, v in self.defines.items() if k not in ("BF_EPI_TMA", "BF_EPI_TMA_BUFS")}
+            d = {k: v for k, v in self.defines.items() if k not in ("BF_EPI_TMA", "BF_EPI_TMA_BUFS", "BF_LNS")}
             self._no_tma = Linear(self.rt, self.version, {**d, "BF_EPI_SMEM": 1}, self.variant)
         return self._no_tma
 
@@ -692,7 +735,13 @@ class Linear:
         if int(ptr(C)) % 16 or (ldc * size) % 16:
             raise GPUError(f"GEMM v8 with BF_EPI_TMA=1 needs C 16-byte aligned with 16-byte rows (ldc a multiple of "
                            f"{16 // size}); got ldc={ldc}, C at {int(ptr(C)):#x}")
-        return ((int(ptr(C)), M, N, ldc, 64 // (size // 2), not out_bf16),)
+        c_map = ((int(ptr(C)), M, N, ldc, 64 // (size // 2), not out_bf16),)
+        if epi.lns is not None and self.lns == 1:               # the LayerNorm fold's xg (bf16 M x N): maps + 3
+            xg = epi.lns[2]
+            if int(ptr(xg)) % 16:
+                raise GPUError("GEMM v8 BF_LNS=1: the xg buffer must be 16-byte aligned")
+            c_map += ((int(ptr(xg)), M, N, N, 64, False),)
+        return c_map
 
     def _map_pair(self, A, W, M, N, K, lda, ldb) -> tuple:
         """The TMA maps of A and W^T as bytes, for by-value parameters (BF_TMA_PARAM=1), cached by address and shape."""
