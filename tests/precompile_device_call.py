@@ -29,15 +29,16 @@ def names(key: str, default: str) -> list:
     return [n for n in os.environ.get(key, default).split(",") if n]
 
 
-def builds_of_gemm_tests(rt) -> None:
-    """test_gpu_gemm_bf16.py's GEMM builds into rt (a RecordingRuntime of the device's arch)."""
+def builds_of_gemm_tests(rt, lns_only: bool = False) -> None:
+    """test_gpu_gemm_bf16.py's GEMM builds into rt (a RecordingRuntime of the device's arch); lns_only: the LayerNorm
+    fold's (LNS_OUT, LNS_IN) alone."""
     import test_gpu_gemm_bf16 as t
     from convnet.gpu.gemm import Linear
-    sets = t.TUNED + t.EPILOGUES + [("bf16_wgmma", d) for d in t.EPI_WG + t.FAST + t.PP + t.BM256 + t.TMA + t.PDL +
-                                    t.LNS_OUT + t.LNS_IN]
+    v8 = t.LNS_OUT + t.LNS_IN if lns_only else t.EPI_WG + t.FAST + t.PP + t.BM256 + t.TMA + t.PDL + t.LNS_OUT + t.LNS_IN
+    sets = ([] if lns_only else t.TUNED + t.EPILOGUES) + [("bf16_wgmma", d) for d in v8]
     for version, d in sets:
         lin = Linear(rt, version, d, "test")
-        if getattr(lin, "epi_tma", False):
+        if getattr(lin, "epi_tma", False) and not lns_only:      # (the fold's tests make no QKV scatter)
             lin.no_tma_twin()
 
 
@@ -63,13 +64,8 @@ def collect(arch: str) -> set:
     for main in names("MAINS", "fast_bf16"):
         for setting in ({"PDL": 0}, {"ln_fuse": False}, {"decode_attention": "flash"}):
             GPT2GPU(random_params(precompile_bf16.CONFIGS[0]), precompile_bf16.CONFIGS[0], with_setting(g(main), setting), rt)
-    if os.environ.get("GEMM", "0") == "1":
-        builds_of_gemm_tests(rt)
-    elif os.environ.get("GEMM") == "lns":                   # the LayerNorm fold's GEMM tests only (LNS_OUT, LNS_IN)
-        import test_gpu_gemm_bf16 as t
-        from convnet.gpu.gemm import Linear
-        for d in t.LNS_OUT + t.LNS_IN:
-            Linear(rt, "bf16_wgmma", d, "test")
+    if os.environ.get("GEMM", "0") in ("1", "lns"):
+        builds_of_gemm_tests(rt, lns_only=os.environ["GEMM"] == "lns")
     builds = rt.builds | (precompile_generate.collect(arch) if os.environ.get("GENERATE", "1") == "1" else set())
     lenet = names("LENET", "tc_lane_hv")
     w = wio.load() if lenet else None
