@@ -5,6 +5,8 @@
 //                    variance about the mean from registers) into fp32 or bf16 (rounded once): transformer.cu's
 //                    layernorm_warp / layernorm_warp_bf16 and gemm.cu v10's LayerNorm prologue, so the fused
 //                    prologue sees exactly the values the LayerNorm kernel writes
+//   bf16x4_pack      4 floats -> 4 bf16 (round to nearest even) in one uint2, for an 8-byte store: layernorm_row and
+//                    transformer.cu's layernorm_fold_bf16
 #pragma once
 #include <cuda_bf16.h>
 #include "common.cuh"
@@ -16,6 +18,14 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float (&f)[8]) {
         f[2 * i] = __uint_as_float(w[i] << 16);
         f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
     }
+}
+
+__device__ __forceinline__ uint2 bf16x4_pack(float a, float b, float c, float d) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+    uint2 u;
+    u.x = *reinterpret_cast<const unsigned*>(&lo);
+    u.y = *reinterpret_cast<const unsigned*>(&hi);
+    return u;
 }
 
 // y = (x - mean) / sqrt(var + eps) * gw + gb over one row of C floats (C % 4 == 0, C <= 128 * VEC), by one warp.
@@ -57,11 +67,7 @@ __device__ __forceinline__ void layernorm_row(const float* RESTRICT x, int C, co
             if constexpr (sizeof(Out) == 4) {
                 ((float4*)y)[c] = o;
             } else {                              // 4 bf16 = one 8-byte store
-                const __nv_bfloat162 lo = __floats2bfloat162_rn(o.x, o.y), hi = __floats2bfloat162_rn(o.z, o.w);
-                uint2 u;
-                u.x = *reinterpret_cast<const unsigned*>(&lo);
-                u.y = *reinterpret_cast<const unsigned*>(&hi);
-                ((uint2*)y)[c] = u;
+                ((uint2*)y)[c] = bf16x4_pack(o.x, o.y, o.z, o.w);
             }
         }
     }

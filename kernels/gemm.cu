@@ -117,7 +117,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA BF_EPI_TMA_BUFS BF_PDL BF_TRACE BF_LNS BF_LNS_PART BF_LNS_REGS (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA BF_EPI_TMA_BUFS BF_PDL BF_TRACE BF_LNS BF_LNS_PART (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12): see each
 // version's section.
 #include "common.cuh"
@@ -1845,11 +1845,8 @@ __device__ unsigned long long bf_trace[BF_TRACE_BLOCKS * BF_TRACE_STRIDE];
 // clusters or BF_EPI_WG move 16 more to each consumer (producer 24, consumers 240: 128 x 24 + 256 x 240 = 168 x 384):
 // the stamps' live values spilled 4 bytes in the ping-pong build (session 20), and the production builds keep
 // 40 / 232 (no spill there; changing them changes their code). The BF_LNS builds (session 21) take 24 / 240 too
-// unless BF_LNS_REGS=0.
-#ifndef BF_LNS_REGS
-#define BF_LNS_REGS 1
-#endif
-#define BF_TRACE_REGS ((BF_TRACE || (BF_LNS && BF_LNS_REGS)) && !BF_EPI_WG && BF_CLUSTER == 1)
+// (40 / 232 measured no faster there: s21 call 6, H100).
+#define BF_TRACE_REGS ((BF_TRACE || BF_LNS) && !BF_EPI_WG && BF_CLUSTER == 1)
 #define BF_PRODUCER_REGS (BF_TRACE_REGS ? 24 : 40)
 #define BF_CONSUMER_REGS (BF_EPI_WG ? 168 : BF_TRACE_REGS ? 240 : 232)
 __device__ __forceinline__ void bf_mark(int wg, int j, int phase) {
@@ -2529,26 +2526,6 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS, const float* 
         // (the warpgroup's 64 rows), under BF_PP twice (its tile's two 64-row halves, the other warpgroup's k loop
         // running meanwhile).
         int chunk = 0;                                             // chunks staged so far (the buffers' rotation)
-#if BF_LNS
-        // BF_LNS: the column vectors (bias and gamma, or s) and the row statistics of tile (mt_, nt_) sent to L1 ahead,
-        // one 128-byte line per thread, so the epilogue's (or the tile start's) loads of them are L1 hits, not L2 round
-        // trips (session 21, call 4: the fold's GEMMs 15-25 % slower than their plain builds with the round trips)
-        auto lns_l1 = [&](int mt_, int nt_) {
-            constexpr int VL = BF_BN / 32;                         // lines of a BF_BN-float column slice
-            const int i = threadIdx.x % 128, n = nt_ * BF_BN + 32 * (i % VL);
-            const float* v = nullptr;
-            if (i < 2 * VL) {
-                v = BF_LNS == 1 && i < VL ? bias : lns_vec;        // BF_LNS=1: bias and gamma; 2: s (and no bias)
-                if (BF_LNS == 2 && i >= VL) v = nullptr;
-                if (v && n < N) asm volatile("prefetch.global.L1 [%0];\n" :: "l"(v + n));
-            }
-            if (BF_LNS == 2 && lns_stats && i >= VL) {            // 8 lines (128 rows) per statistics tile
-                const int k = i - VL, p = k / 8, row = mt_ * BF_BM + 16 * (k % 8);
-                if (p < (K + BF_LNS_PART - 1) / BF_LNS_PART && p < BF_LNS_MAXP && row < M)
-                    asm volatile("prefetch.global.L1 [%0];\n" :: "l"(lns_stats + p * M + row));
-            }
-        };
-#endif
 #if BF_LNS == 1 && !BF_OUT
         // BF_LNS=1: chunk seq of the warpgroup's tile stream (see lns_out) loaded into its buffer (the issuing thread)
         int lns_a0 = 0;                                            // `chunk` at the tile's start
@@ -2819,16 +2796,6 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS, const float* 
             int mt, nt;
             tw.coords(t0 + j * tstep, mt, nt);
             bf_mark(1 + c, j, 0);
-#if BF_LNS
-            if (lns_stats) {                                       // this tile's vectors (the first), the next one's
-                if (j < 2) lns_l1(mt, nt);
-                if (t0 + (j + 2) * tstep < tw.tiles) {
-                    int mt2, nt2;
-                    tw.coords(t0 + (j + 2) * tstep, mt2, nt2);
-                    lns_l1(mt2, nt2);
-                }
-            }
-#endif
 #if BF_LNS == 1 && !BF_OUT
             lns_prefetch(mt * BF_BM, nt);                          // the first residual chunks, while waiting
 #endif
@@ -2934,14 +2901,6 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS, const float* 
             int mt, nt;
             walk.coords(tile, mt, nt);
 #if BF_LNS == 1 && !BF_OUT
-            if (lns_stats) {                                       // this tile's vectors (the first), the next one's
-                if (tile == t0) lns_l1(mt, nt);
-                if (tile + tstep < walk.tiles) {
-                    int mt2, nt2;
-                    walk.coords(tile + tstep, mt2, nt2);
-                    lns_l1(mt2, nt2);
-                }
-            }
             lns_prefetch(mt * BF_BM + c * 64, nt);                 // the first residual chunks, before the k loop
 #endif
             const int jt = (tile - t0) / tstep;

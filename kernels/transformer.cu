@@ -175,12 +175,8 @@ extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const fl
         const int c = lane + 32 * i;
         if (c < C4) {
             const int k = 4 * c;
-            const __nv_bfloat162 lo = __floats2bfloat162_rn(v[i].x * w[k], v[i].y * w[k + 1]),
-                                 hi = __floats2bfloat162_rn(v[i].z * w[k + 2], v[i].w * w[k + 3]);
-            uint2 u;
-            u.x = *reinterpret_cast<const unsigned*>(&lo);
-            u.y = *reinterpret_cast<const unsigned*>(&hi);
-            ((uint2*)(xg + (long long)row * C))[c] = u;
+            ((uint2*)(xg + (long long)row * C))[c] =
+                bf16x4_pack(v[i].x * w[k], v[i].y * w[k + 1], v[i].z * w[k + 2], v[i].w * w[k + 3]);
         }
     }
 }

@@ -11,9 +11,10 @@ What it collects, each an environment variable (a comma list; empty leaves it ou
   MAINS     (fast_bf16)   BF16_MAIN candidates: also their PDL=0, ln_fuse=False and decode_attention=flash settings
   GENERATE  (1)           test_gpu_generate.py's fp32 builds (tests/precompile_generate.py)
   LENET     (tc_lane_hv)  LeNet networks (the installed wheel's convnet / convnet-predict, --stream)
-  GEMM      (0)           lns: test_gpu_gemm_bf16.py's LNS_OUT and LNS_IN builds only; 1: its v8 / v9 sets (TUNED, EPILOGUES, EPI_WG, FAST, PP, BM256, TMA with
-                          the no_tma_twin builds its scatters fall back to, PDL, LNS_OUT, LNS_IN): session 18's device calls timed out
-                          compiling these one by one
+  GEMM      (0)           1: test_gpu_gemm_bf16.py's v8 / v9 sets (TUNED, EPILOGUES, EPI_WG, FAST, PP, BM256, TMA with
+                          the no_tma_twin builds its scatters fall back to, PDL, LNS_OUT, LNS_IN): session 18's device
+                          calls timed out compiling these one by one; lns: LNS_OUT and LNS_IN only; or v8 set names
+                          joined by + (PDL+LNS_OUT), those sets only
 SEED_FROM copies what earlier caches compiled under the same key (convnet.bench.dryrun.seed)."""
 import os
 import sys
@@ -29,16 +30,18 @@ def names(key: str, default: str) -> list:
     return [n for n in os.environ.get(key, default).split(",") if n]
 
 
-def builds_of_gemm_tests(rt, lns_only: bool = False) -> None:
-    """test_gpu_gemm_bf16.py's GEMM builds into rt (a RecordingRuntime of the device's arch); lns_only: the LayerNorm
-    fold's (LNS_OUT, LNS_IN) alone."""
+V8_SETS = ("EPI_WG", "FAST", "PP", "BM256", "TMA", "PDL", "LNS_OUT", "LNS_IN")
+
+
+def builds_of_gemm_tests(rt, sets=None) -> None:
+    """test_gpu_gemm_bf16.py's GEMM builds into rt (a RecordingRuntime of the device's arch): all of them, or only the
+    v8 sets named (e.g. ("LNS_OUT", "LNS_IN"), the LayerNorm fold's) with no twins."""
     import test_gpu_gemm_bf16 as t
     from convnet.gpu.gemm import Linear
-    v8 = t.LNS_OUT + t.LNS_IN if lns_only else t.EPI_WG + t.FAST + t.PP + t.BM256 + t.TMA + t.PDL + t.LNS_OUT + t.LNS_IN
-    sets = ([] if lns_only else t.TUNED + t.EPILOGUES) + [("bf16_wgmma", d) for d in v8]
-    for version, d in sets:
+    v8 = [d for name in (sets or V8_SETS) for d in getattr(t, name)]
+    for version, d in ([] if sets else t.TUNED + t.EPILOGUES) + [("bf16_wgmma", d) for d in v8]:
         lin = Linear(rt, version, d, "test")
-        if getattr(lin, "epi_tma", False) and not lns_only:      # (the fold's tests make no QKV scatter)
+        if getattr(lin, "epi_tma", False) and not sets:          # (only the TMA set's tests make QKV scatters)
             lin.no_tma_twin()
 
 
@@ -64,8 +67,9 @@ def collect(arch: str) -> set:
     for main in names("MAINS", "fast_bf16"):
         for setting in ({"PDL": 0}, {"ln_fuse": False}, {"decode_attention": "flash"}):
             GPT2GPU(random_params(precompile_bf16.CONFIGS[0]), precompile_bf16.CONFIGS[0], with_setting(g(main), setting), rt)
-    if os.environ.get("GEMM", "0") in ("1", "lns"):
-        builds_of_gemm_tests(rt, lns_only=os.environ["GEMM"] == "lns")
+    gemm = os.environ.get("GEMM", "0")
+    if gemm != "0":
+        builds_of_gemm_tests(rt, None if gemm == "1" else ("LNS_OUT", "LNS_IN") if gemm == "lns" else gemm.split("+"))
     builds = rt.builds | (precompile_generate.collect(arch) if os.environ.get("GENERATE", "1") == "1" else set())
     lenet = names("LENET", "tc_lane_hv")
     w = wio.load() if lenet else None

@@ -435,5 +435,10 @@ def test_device_call_precompile_collects_the_gemm_tests_builds(monkeypatch):
         for d in (tma, twin):
             for out in (0, 1):
                 assert ("gemm.cu", out, frozenset(d.items())) in builds, (d, out)
+    from test_gpu_gemm_bf16 import LNS_IN, PDL
+    monkeypatch.setenv("GEMM", "PDL+LNS_IN")                       # named sets alone, without twins
+    assert {(f, dict(d).get("BF_OUT"), frozenset((k, v) for k, v in d if k != "BF_OUT")) for f, d in
+            precompile_device_call.collect("sm_90a")} == {("gemm.cu", out, frozenset(d.items())) for d in PDL + LNS_IN
+                                                           for out in (0, 1)}
     monkeypatch.setenv("GEMM", "0")
     assert not precompile_device_call.collect("sm_90a")

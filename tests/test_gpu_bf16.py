@@ -421,6 +421,44 @@ def test_bf16_ln_fold_matches_float64(shape, model_124m, rng):
     check_argmax(got, want)
 
 
+# GPT-2 medium's and XL's widths (64-wide heads; one layer and a small vocabulary keep the float64 oracle quick)
+WIDE = {"medium": ref.GPT2Config(n_layer=1, n_head=16, n_embd=1024, vocab_size=300, n_ctx=160),
+        "xl": ref.GPT2Config(n_layer=1, n_head=25, n_embd=1600, vocab_size=300, n_ctx=160)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", [MAIN, "fast_bf16_lnf"])
+@pytest.mark.parametrize("width", WIDE)
+def test_bf16_wider_models_match_float64(name, width, rng):
+    """Widths the 124M tests do not reach (K and N = 1024 / 1600 and their multiples, 16 or 25 heads): a B=2 x T=128
+    prompt (the TMA epilogues and their head-major scatter; the LayerNorm fold runs at 1024 and steps aside at 1600:
+    asserted), a T=67 prompt (partial tiles, no_tma_twin) and two decode steps after a 9-token prompt in a longer cache
+    (the GEMV and decode attention), each against the float64 forward, outputs poisoned first."""
+    from convnet.gpt2.gpu import GPT2GPU
+    config = WIDE[width]
+    params = _small_params(config)
+    gpu = GPT2GPU(params, config, catalogue.get(name, "gpt2"), runtime_for(name))
+    if name == "fast_bf16_lnf":
+        assert gpu._fold_takes(2 * 128, 128, None) == (width == "medium")
+    for T in (128, 67):
+        idx = rng.integers(0, config.vocab_size, (2, T))
+        gpu.logits(idx)                                        # (its buffers made, then poisoned)
+        poison(gpu.rt)
+        got = gpu.logits(idx)
+        want = ref.forward(params, config, idx, dtype=np.float64)
+        err = rel_max_err(got, want)
+        print(f"{name} {width} T={T}: rel. max err {err:.2e}")
+        assert err <= BOUND, f"T={T}"
+        check_argmax(got, want)
+    seq = rng.integers(0, config.vocab_size, (2, 11))
+    poison(gpu.rt)
+    gpu.enqueue(seq[:, :9], pos=0, cap=16, last_only=True)
+    for t in (9, 10):
+        out, _ = gpu.enqueue(seq[:, t:t + 1], pos=t, cap=16, last_only=True)
+        want = ref.forward(params, config, seq[:, :t + 1], dtype=np.float64)[:, -1]
+        assert rel_max_err(out.get()[:, :config.vocab_size], want) <= BOUND, f"decode step at position {t}"
+
+
 @pytest.mark.gpu
 def test_bf16_no_worse_than_hf_bf16(model_124m, gpt2_fixture):
     """Our bf16 error against float64 is at most HF transformers' own bf16 model's (same weights and input),
