@@ -1,13 +1,11 @@
 """Session 22 lead: trial variants = fast_bf16 with extra prefill_group_defines, written to trials.toml beside this
-file (copied into milestones/zz_trials.toml for the device calls only)."""
-import copy
-import json
+file (copied into milestones/zz_trials.toml for the device calls only; convnet.bench.trials writes it)."""
 import sys
-import tomllib
 from pathlib import Path
 
+from convnet.bench.trials import write_trials
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[3]
 TRIALS = {   # name: (title, {group: {constant: value}} added to fast_bf16's prefill_group_defines, params added)
     # session 22: the residual GEMMs' TMA reduce-adds miss L2 in the forward (the stream was written two kernels back);
     # BF_RESID_PF=2 sends each tile's residual boxes to L2 over the k loop's last k tiles, one box per k tile
@@ -23,29 +21,6 @@ TRIALS = {   # name: (title, {group: {constant: value}} added to fast_bf16's pre
 }
 
 
-def toml_value(v):
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return json.dumps(v)
-
-
-def main(names):
-    base = tomllib.loads((ROOT / "milestones/gpt2.toml").read_text())["variant"]["fast_bf16"]
-    out = ["# Session 22 lead trials; copied into milestones/zz_trials.toml for the device calls only", 'model = "gpt2"', ""]
-    for name in names or TRIALS:
-        title, extra, params = TRIALS[name]
-        v = copy.deepcopy(base)
-        for g, d in extra.items():
-            v["params"]["prefill_group_defines"].setdefault(g, {}).update(d)
-        v["params"].update(params)
-        v.update(title=f"fast_bf16 trial: {title} (s22 lead)", changes="trial", expected="-")
-        out.append(f"[variant.{name}]")
-        out += [f"{k} = {toml_value(x)}" for k, x in v.items()]
-        out.append("")
-    (HERE / "trials.toml").write_text("\n".join(out))
-
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    write_trials("fast_bf16", TRIALS, HERE / "trials.toml", "Session 22 lead", sys.argv[1:])
