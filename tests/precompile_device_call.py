@@ -14,7 +14,7 @@ What it collects, each an environment variable (a comma list; empty leaves it ou
   GEMM      (0)           1: test_gpu_gemm_bf16.py's v8 / v9 sets (TUNED, EPILOGUES, EPI_WG, FAST, PP, BM256, TMA with
                           the no_tma_twin builds its scatters fall back to, PDL, LNS_OUT, LNS_IN): session 18's device
                           calls timed out compiling these one by one; lns: LNS_OUT and LNS_IN only; or v8 set names
-                          joined by + (PDL+LNS_OUT), those sets only
+                          joined by + (PDL+LNS_OUT), those sets only (TMA with its twins)
 SEED_FROM copies what earlier caches compiled under the same key (convnet.bench.dryrun.seed)."""
 import os
 import sys
@@ -35,14 +35,17 @@ V8_SETS = ("EPI_WG", "FAST", "PP", "BM256", "TMA", "PDL", "LNS_OUT", "LNS_IN")
 
 def builds_of_gemm_tests(rt, sets=None) -> None:
     """test_gpu_gemm_bf16.py's GEMM builds into rt (a RecordingRuntime of the device's arch): all of them, or only the
-    v8 sets named (e.g. ("LNS_OUT", "LNS_IN"), the LayerNorm fold's) with no twins."""
+    v8 sets named (e.g. ("LNS_OUT", "LNS_IN"), the LayerNorm fold's); the TMA set with the no_tma_twin builds its
+    tests' scatters fall back to."""
     import test_gpu_gemm_bf16 as t
     from convnet.gpu.gemm import Linear
-    v8 = [d for name in (sets or V8_SETS) for d in getattr(t, name)]
-    for version, d in ([] if sets else t.TUNED + t.EPILOGUES) + [("bf16_wgmma", d) for d in v8]:
-        lin = Linear(rt, version, d, "test")
-        if getattr(lin, "epi_tma", False) and not sets:          # (only the TMA set's tests make QKV scatters)
-            lin.no_tma_twin()
+    for version, d in [] if sets else t.TUNED + t.EPILOGUES:
+        Linear(rt, version, d, "test")
+    for name in sets or V8_SETS:
+        for d in getattr(t, name):
+            lin = Linear(rt, "bf16_wgmma", d, "test")
+            if name == "TMA":
+                lin.no_tma_twin()
 
 
 def collect(arch: str) -> set:

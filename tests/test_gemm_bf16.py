@@ -302,7 +302,7 @@ def test_fast_epilogue_refusals():
 def test_tma_epilogue_maps_smem_and_refusals():
     """BF_EPI_TMA=1 (session 15): each launch's map record carries C's map (fp32: 64 x 32 boxes, bf16: 64 x 64) in
     640-byte slots; shared memory holds the ring and 4 staged 64 x 64 fp32 chunks; C must be the residual itself
-    (fp32), 16-byte aligned rows; a head-major QKV scatter with T a multiple of 64 carries Q's, K's and V's maps
+    (fp32, or bf16 since session 22), 16-byte aligned rows; a head-major QKV scatter with T a multiple of 64 carries Q's, K's and V's maps
     (session 16), other scatters run on no_tma_twin's build; the settings it cannot run refused before compiling."""
     rt, lin = dry("bf16_wgmma", {"BF_EPI_TMA": 1, "BF_EPI_SMEM": 1, "BF_BN": 192, "BF_EPI_PRE": 0})
     assert lin.in_place_residual(1000, 768) and not lin.in_place_residual(4, 768)   # M <= 8: the GEMV's rows
@@ -329,12 +329,14 @@ def test_tma_epilogue_maps_smem_and_refusals():
     lin(A, W, Q, 1024, 2304, K, K, K, 2304, Epilogue(qkv=qkv.qkv, pos_dev=Q))
     assert not made and len(rt.launches) == 5
     assert not lin.no_tma_twin().epi_tma and lin.no_tma_twin().defines["BF_EPI_SMEM"] == 1
-    # (a residual elsewhere than C: the GPU test; the dry run's buffers all sit at address 0)
-    for why, call in (("in place only", lambda: lin(A, W, Y, M, N, K, K, K, N, Epilogue(resid=Y))),
-                      ("16-byte rows", lambda: lin(A, W, X, M, N - 2, K, K, K, N - 2))):
-        with pytest.raises(GPUError, match=why):
-            call()
-    assert len(rt.launches) == 5
+    # a bf16 C reduce-adds in place too (session 22), with C's bf16 boxes; (a residual elsewhere than C: the GPU
+    # test; the dry run's buffers all sit at address 0)
+    lin(A, W, Y, M, N, K, K, K, N, Epilogue(resid=Y))
+    assert [a[3:] for a in lin._c_map_args(Y, M, N, N, Epilogue(resid=Y), True)] == [(N, 64, False)]
+    assert len(rt.launches) == 6
+    with pytest.raises(GPUError, match="16-byte rows"):
+        lin(A, W, X, M, N - 2, K, K, K, N - 2)
+    assert len(rt.launches) == 6
     for bad in ({"BF_PP": 1, "BF_BN": 256}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_EPI_FAST": 1}, {"BF_CLUSTER": 2},
                 {"BF_TMA_PARAM": 1}, {"BF_BM": 256, "BF_STAGES": 3}):
         rt = RecordingRuntime()

@@ -351,7 +351,7 @@ TMA = [{**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192}, {"BF_EPI_TMA": 1
 def test_tma_epilogue_stores_and_in_place_residual(defines, blocks, rng):
     """BF_EPI_TMA: 1000 x 776 (the last row tile 24 rows past M, the last column tile part-filled: the TMA unit clips
     both), 3 blocks (many tiles each: the staging buffers alternate across tiles) or a full grid. fp32 C +=
-    GELU(A W + b) in place; bf16 and fp32 stores of ReLU(A W + b) into NaN-poisoned buffers wider than N (ldc 784:
+    GELU(A W + b) in place, and bf16 C += the same (session 22); bf16 and fp32 stores of ReLU(A W + b) into NaN-poisoned buffers wider than N (ldc 784:
     the columns past N stay NaN); a residual that is not C refused. The head-major scatter by TMA stores (bf16, T = 128
     and 192: a 128-row tile spans two sequences, pos 7 into a longer cache) and on the no_tma_twin (T = 300, pos from
     the device, fp32), everything else poisoned."""
@@ -368,6 +368,11 @@ def test_tma_epilogue_stores_and_in_place_residual(defines, blocks, rng):
     rt.synchronize("bf16 linear, TMA reduce-add")
     tol = BF16_TOL if defines.get("BF_GELU_FAST") else FP32_TOL
     assert rel_err(X.get(), ref.gelu(a @ w + bias) + r) <= tol
+    # a bf16 residual in place (session 22): the bf16 tile reduce-added into bf16 C, rounded once
+    X16 = upload(rt, "test.bfX16", r, True)
+    lin(A, W, X16, M, N, K, K, K, N, Epilogue(bias=B, act=ACT_GELU, resid=X16))
+    rt.synchronize("bf16 linear, TMA reduce-add into bf16")
+    assert rel_err(result(X16, True), ref.gelu(a @ w + bias) + round_bf16(r)) <= BF16_TOL
     for out_bf16 in (True, False):
         C = poisoned(rt, "test.bfC", (M, ldc), out_bf16)
         lin(A, W, C, M, N, K, K, K, ldc, Epilogue(bias=B, act=ACT_RELU))

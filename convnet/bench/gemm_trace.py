@@ -72,7 +72,7 @@ def phases(trace: np.ndarray, blocks: int, steps: bool = False) -> dict:
     return out
 
 
-EPILOGUES = ("plain", "bias", "gelu", "resid")     # --epilogue: + bias; + bias, GELU; + bias + C (in place, fp32 C)
+EPILOGUES = ("plain", "bias", "gelu", "resid", "resid_bf16")   # + bias; + bias, GELU; + bias + C in place (fp32, bf16)
 
 
 def run(shapes: dict, grid, reps: int = 5, epilogue: str = "plain") -> str:
@@ -88,15 +88,17 @@ def run(shapes: dict, grid, reps: int = 5, epilogue: str = "plain") -> str:
                "epilogue us", "producer issue us", "busy %", "tiles", "BF_TRACE=4: " + " / ".join(STEPS) + " us"]
     rows = []
     for name, (M, N, K) in shapes.items():
-        out_bf16 = name.startswith(("qkv", "mlp_fc")) and epilogue != "resid"
+        resid = epilogue.startswith("resid")
+        out_bf16 = epilogue == "resid_bf16" or name.startswith(("qkv", "mlp_fc")) and not resid
         a = rt.pool.upload("trace.A", to_bf16(rng.standard_normal((M, K)).astype(np.float32)), BF16)
         w = rt.pool.upload("trace.W", to_bf16(rng.standard_normal((N, K)).astype(np.float32)), BF16)
         c = rt.pool.get("trace.C", (M, N), BF16 if out_bf16 else np.float32)
         bias = rt.pool.upload("trace.bias", rng.standard_normal(N).astype(np.float32))
-        if epilogue == "resid":
-            c.set(rng.standard_normal((M, N)).astype(np.float32))
+        if resid:
+            r = rng.standard_normal((M, N)).astype(np.float32)
+            c.set(to_bf16(r) if out_bf16 else r)
         epi = Epilogue(bias=None if epilogue == "plain" else bias, act=ACT_GELU if epilogue == "gelu" else 0,
-                       resid=c if epilogue == "resid" else None)
+                       resid=c if resid else None)
         for s in settings:
             d = {"BF_TRACE": 1, **s}          # BF_TRACE=2 / 3: the epilogue left out / not stored
             lin = Linear(rt, "bf16_wgmma", d, "gemm_trace")
@@ -128,7 +130,8 @@ def main(argv=None) -> int:
     p.add_argument("--sweep", nargs="*", default=[], help="KEY=v1,v2 v8 constants; '+' starts another grid")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--epilogue", choices=EPILOGUES, default="plain",
-                   help="what the GEMM adds: nothing, a bias, a bias and GELU, a bias and C itself (fp32, in place)")
+                   help="what the GEMM adds: nothing, a bias, a bias and GELU, a bias and C itself (in place: fp32, "
+                        "or bf16 for resid_bf16)")
     args = p.parse_args(argv)
 
     def go():

@@ -729,9 +729,10 @@ class Linear:
             return ((int(ptr(C)), B * n_head * cap_q, 64, 64, 64, False),
                     (int(ptr(k_out)), B * n_head * cap_kv, 64, 64, 64, False),
                     (int(ptr(v_out)), B * n_head * cap_kv, 64, 64, 64, False))
-        if epi.resid is not None and (out_bf16 or int(ptr(epi.resid)) != int(ptr(C))):
-            raise GPUError("GEMM v8 with BF_EPI_TMA=1 adds a residual in place only: an fp32 C that is the residual "
-                           "itself (C += A @ W + bias)")
+        # the residual by TMA reduce-adds into C itself: fp32, or bf16 (the L2 adds the bf16 tile and rounds once)
+        if epi.resid is not None and int(ptr(epi.resid)) != int(ptr(C)):
+            raise GPUError("GEMM v8 with BF_EPI_TMA=1 adds a residual in place only: a C that is the residual itself "
+                           "(C += A @ W + bias, fp32 or bf16)")
         if int(ptr(C)) % 16 or (ldc * size) % 16:
             raise GPUError(f"GEMM v8 with BF_EPI_TMA=1 needs C 16-byte aligned with 16-byte rows (ldc a multiple of "
                            f"{16 // size}); got ldc={ldc}, C at {int(ptr(C)):#x}")
