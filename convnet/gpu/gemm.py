@@ -635,8 +635,7 @@ class Linear:
             raise GPUError(f"GEMM {self.version} needs 16-byte aligned A and W (offsets by multiples of 8 elements)")
         fn = self.bf_kernels[bool(out_bf16)]
         tiles = _cdiv(M, self.tile[0]) * _cdiv(N, self.tile[1])
-        if epi.lns is not None and (ln is not None or (self.bf_gemv and M <= SKINNY_M) or self.bfm_takes(M, N)
-                                    or self.version != "bf16_wgmma"):
+        if epi.lns is not None and (ln is not None or not self.on_v8_tiles(M, N)):
             raise GPUError(f"GEMM {self.version}: the LayerNorm fold (Epilogue.lns) runs on v8's tiles only; this call "
                            f"(M={M}, N={N}) goes to the GEMV or v12")
         if ln is not None:
@@ -691,11 +690,14 @@ class Linear:
         """The statistics a BF_LNS=1 call of M x N writes: (column tiles, M, 2) floats (each tile's row mean and M2)."""
         return (_cdiv(N, self.tile[1]), M, 2)
 
+    def on_v8_tiles(self, M: int, N: int) -> bool:
+        """Whether an M x N call (without a LayerNorm prologue) runs v8's tiles: not the GEMV's rows, not v12's."""
+        return self.version == "bf16_wgmma" and not (self.bf_gemv and M <= SKINNY_M) and not self.bfm_takes(M, N)
+
     def in_place_residual(self, M: int, N: int) -> bool:
         """Whether a residual epilogue of this M x N call must name C itself as the residual (C += A W + bias):
         v8 with BF_EPI_TMA, whose TMA reduce-adds read the residual where they write."""
-        return self.version == "bf16_wgmma" and self.epi_tma and not (self.bf_gemv and M <= SKINNY_M) \
-            and not self.bfm_takes(M, N)
+        return self.on_v8_tiles(M, N) and self.epi_tma
 
     def no_tma_twin(self) -> "Linear":
         """BF_EPI_TMA: the same constants without it, for the head-major scatters its TMA stores cannot make. Made on
