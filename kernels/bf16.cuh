@@ -1,10 +1,12 @@
 // bf16.cuh: device helpers the bf16 kernels share (issue 15).
 //   bf16x8_to_f32    8 bf16 (one 16-byte load) -> 8 floats (a bf16 is the top half of an fp32): gemm.cu v10's
 //                    GEMV and attention.cu's decode_attention_bf16
-//   layernorm_row    one warp normalises one fp32 row (lane-strided float4 in registers, xor-shuffle sums, the
-//                    variance about the mean from registers) into fp32 or bf16 (rounded once): transformer.cu's
-//                    layernorm_warp / layernorm_warp_bf16 and gemm.cu v10's LayerNorm prologue, so the fused
-//                    prologue sees exactly the values the LayerNorm kernel writes
+//   row_load         one warp's lane-strided float4 registers of an fp32 or bf16 row (zeros past its end) and the
+//                    lane's sum: the layout layernorm_row and transformer.cu's layernorm_fold_bf16 work on
+//   layernorm_row    one warp normalises one fp32 or bf16 row (row_load, xor-shuffle sums, the variance about the
+//                    mean from registers) into fp32 or bf16 (rounded once): transformer.cu's layernorm_warp,
+//                    layernorm_warp_bf16 and layernorm_warp_bf16_xb (a bf16 residual stream) and gemm.cu v10's
+//                    LayerNorm prologue, so the fused prologue sees exactly the values the LayerNorm kernel writes
 //   bf16x4_pack      4 floats -> 4 bf16 (round to nearest even) in one uint2, for an 8-byte store: layernorm_row and
 //                    transformer.cu's layernorm_fold_bf16
 #pragma once
@@ -28,21 +30,36 @@ __device__ __forceinline__ uint2 bf16x4_pack(float a, float b, float c, float d)
     return u;
 }
 
-// y = (x - mean) / sqrt(var + eps) * gw + gb over one row of C floats (C % 4 == 0, C <= 128 * VEC), by one warp.
-// Out = float or __nv_bfloat16 (4 bf16 per 8-byte store). gw, gb: global, constant or shared memory.
-template <int VEC, typename Out>
-__device__ __forceinline__ void layernorm_row(const float* RESTRICT x, int C, const float* RESTRICT gw,
-                                              const float* RESTRICT gb, float eps, Out* RESTRICT y, int lane) {
-    const float4* xr = (const float4*)x;
+// v[i] = columns 4 (lane + 32 i) .. + 3 of a row of C values (C % 4 == 0, C <= 128 * VEC), zeros past C: float4
+// loads of an fp32 row, 8-byte loads of a bf16 row (8-byte aligned) widened exactly. Returns this lane's sum of them.
+template <int VEC, typename In>
+__device__ __forceinline__ float row_load(const In* RESTRICT x, int C, int lane, float4 (&v)[VEC]) {
     const int C4 = C / 4;
-    float4 v[VEC];
     float sum = 0.f;
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
         const int c = lane + 32 * i;
-        v[i] = c < C4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+        if constexpr (sizeof(In) == 4) {
+            v[i] = c < C4 ? reinterpret_cast<const float4*>(x)[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+        } else {
+            const uint2 u = c < C4 ? reinterpret_cast<const uint2*>(x)[c] : make_uint2(0u, 0u);
+            v[i] = make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xFFFF0000u),
+                               __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xFFFF0000u));
+        }
         sum += v[i].x + v[i].y + v[i].z + v[i].w;
     }
+    return sum;
+}
+
+// y = (x - mean) / sqrt(var + eps) * gw + gb over one row of C values (C % 4 == 0, C <= 128 * VEC), by one warp.
+// In = float or __nv_bfloat16 (the row, row_load); Out = float or __nv_bfloat16 (4 bf16 per 8-byte store). gw, gb:
+// global, constant or shared memory.
+template <int VEC, typename Out, typename In>
+__device__ __forceinline__ void layernorm_row(const In* RESTRICT x, int C, const float* RESTRICT gw,
+                                              const float* RESTRICT gb, float eps, Out* RESTRICT y, int lane) {
+    const int C4 = C / 4;
+    float4 v[VEC];
+    float sum = row_load<VEC>(x, C, lane, v);
     for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     const float mean = sum / C;
     float sq = 0.f;

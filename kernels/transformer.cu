@@ -12,6 +12,9 @@
 //   embed_bf16, layernorm_warp_bf16   the bf16 variants (issue 15): the residual stream stays fp32 (embed_bf16
 //                      reads the bf16 wte the LM head shares and the fp32 wpe), LayerNorm statistics in fp32,
 //                      its output (the next GEMM's A operand) rounded to bf16
+//   embed_bf16_xb, layernorm_warp_bf16_xb   the same over a bf16 residual stream (session 23, param residual =
+//                      "bf16"): the embedding's sum rounded once to bf16, the LayerNorm reading bf16 rows (statistics
+//                      still fp32); the residual GEMMs reduce-add into that stream in place (gemm.cu v8, BF_EPI_TMA)
 //   EMB_VEC=8          embed_bf16 with 8 columns per thread (session 11): one 16-byte wte load, two float4 wpe loads
 //                      and stores, 32-bit index arithmetic (the launcher's grid is M C / 8 threads; C % 8 == 0)
 //   PDL=1              embed_bf16, argmax_rows and decode_advance wait for the previous kernel (griddepcontrol)
@@ -24,8 +27,8 @@
 //                      statistics per column tile that gemm.cu's BF_LNS=2 GEMMs normalise with (the later LayerNorms
 //                      come from the BF_LNS=1 residual GEMMs' epilogues)
 //   LN_STRIDE=1        layernorm_warp(_bf16) over a grid of resident blocks (session 17, param ln_resident): each
-//                      warp takes rows row, row + warps, ... and sends its next row to L2 (prefetch) before
-//                      normalising this one, so every row's reads are in flight from the start; the per-row
+//                      warp takes rows row, row + warps, ... and sends its next row's 128-byte lines to L2
+//                      (prefetch) before normalising this one, so every row's reads are in flight from the start; the per-row
 //                      arithmetic is layernorm_row's, unchanged (the same output bit for bit)
 //   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
 //                      enqueues behind it run back to back and events between them time the GPU, not
@@ -84,10 +87,11 @@ extern "C" __global__ void layernorm_naive(const float* RESTRICT x, const float*
 #ifndef LN_VEC
 #define LN_VEC 8                          // float4 per lane: C up to 1024
 #endif
-// Out = float (layernorm_warp) or __nv_bfloat16 (layernorm_warp_bf16: statistics in fp32, output rounded once);
-// one warp per row, bf16.cuh's layernorm_row (gemm.cu v10's LayerNorm prologue runs the same function).
-template <typename Out>
-__device__ __forceinline__ void layernorm_warp_body(const float* RESTRICT x, const float* RESTRICT w,
+// In = float, or __nv_bfloat16 for a bf16 residual stream (layernorm_warp_bf16_xb); Out = float (layernorm_warp) or
+// __nv_bfloat16 (layernorm_warp_bf16(_xb): statistics in fp32, output rounded once); one warp per row, bf16.cuh's
+// layernorm_row (gemm.cu v10's LayerNorm prologue runs the same function).
+template <typename In, typename Out>
+__device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const float* RESTRICT w,
                                                     const float* RESTRICT b, Out* RESTRICT y, int rows, int C,
                                                     float eps) {
     const int lane = threadIdx.x % 32;
@@ -103,12 +107,10 @@ __device__ __forceinline__ void layernorm_warp_body(const float* RESTRICT x, con
     // of 256 threads per SM by registers, 1.55 waves for 8192 rows); resident blocks instead, rows strided
     const int warps = gridDim.x * (blockDim.x / 32);
     for (int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
-        if (row + warps < rows) {
-            const float4* nx = (const float4*)(x + (long long)(row + warps) * C);
-#pragma unroll
-            for (int i = 0; i < LN_VEC; ++i)
-                if ((lane & 7) == 0 && lane + 32 * i < C / 4)        // one lane per 128-byte line
-                    asm volatile("prefetch.global.L2 [%0];" :: "l"(nx + lane + 32 * i));
+        if (row + warps < rows) {                                  // one lane per 128-byte line of the next row
+            const char* nx = (const char*)(x + (long long)(row + warps) * C);
+            for (int off = 128 * lane; off < C * (int)sizeof(In); off += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" :: "l"(nx + off));
         }
         layernorm_row<LN_VEC, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
     }
@@ -121,14 +123,22 @@ __device__ __forceinline__ void layernorm_warp_body(const float* RESTRICT x, con
 
 extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,
                                           float* RESTRICT y, int rows, int C, float eps) {
-    layernorm_warp_body<float>(x, w, b, y, rows, C, eps);
+    layernorm_warp_body<float, float>(x, w, b, y, rows, C, eps);
 }
 
 extern "C" __global__ void layernorm_warp_bf16(const float* RESTRICT x, const float* RESTRICT w,
                                                const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
                                                float eps) {
     TR_PDL();                         // PDL=1: x written by the kernel before, y read by an earlier GEMM
-    layernorm_warp_body<__nv_bfloat16>(x, w, b, y, rows, C, eps);
+    layernorm_warp_body<float, __nv_bfloat16>(x, w, b, y, rows, C, eps);
+}
+
+// over a bf16 residual stream (param residual = "bf16"): rows of C bf16, 16-byte aligned (C % 8 == 0)
+extern "C" __global__ void layernorm_warp_bf16_xb(const __nv_bfloat16* RESTRICT x, const float* RESTRICT w,
+                                                  const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
+                                                  float eps) {
+    TR_PDL();
+    layernorm_warp_body<__nv_bfloat16, __nv_bfloat16>(x, w, b, y, rows, C, eps);
 }
 
 // The LayerNorm fold's entry (session 21, param ln_fold; gemm.cu BF_LNS): for the first LayerNorm of a forward, what a
@@ -140,21 +150,16 @@ extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const fl
     TR_PDL();
     const int lane = threadIdx.x % 32, row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
-    const float4* xr = (const float4*)(x + (long long)row * C);
     const int C4 = C / 4, parts = (C + part - 1) / part;
     float4 v[LN_VEC];
-#pragma unroll
-    for (int i = 0; i < LN_VEC; ++i) {
-        const int c = lane + 32 * i;
-        v[i] = c < C4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+    row_load<LN_VEC>(x + (long long)row * C, C, lane, v);
     for (int p = 0; p < parts; ++p) {                  // part % 4 == 0: a float4 lies in one part
         const int lo = p * part, n = min(part, C - lo);
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < LN_VEC; ++i) {
             const int k = 4 * (lane + 32 * i);
-            if (k < C && k >= lo && k < lo + n) sum += v[i].x + v[i].y + v[i].z + v[i].w;
+            if (k >= lo && k < lo + n) sum += v[i].x + v[i].y + v[i].z + v[i].w;
         }
         for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
         const float mean = sum / n;
@@ -162,7 +167,7 @@ extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const fl
 #pragma unroll
         for (int i = 0; i < LN_VEC; ++i) {
             const int k = 4 * (lane + 32 * i);
-            if (k < C && k >= lo && k < lo + n) {
+            if (k >= lo && k < lo + n) {
                 const float a = v[i].x - mean, b = v[i].y - mean, c = v[i].z - mean, d = v[i].w - mean;
                 m2 += a * a + b * b + c * c + d * d;
             }
@@ -181,11 +186,12 @@ extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const fl
     }
 }
 
-// x[b, t] = bf16 wte[idx[b, t]] (the LM head's rows) + fp32 wpe[pos + t], into the fp32 residual stream.
-extern "C" __global__ void embed_bf16(const int* RESTRICT idx, const __nv_bfloat16* RESTRICT wte,
-                                      const float* RESTRICT wpe, float* RESTRICT x, int rows, int T, int C, int pos,
-                                      const int* RESTRICT pos_dev) {
-    TR_PDL();
+// x[b, t] = bf16 wte[idx[b, t]] (the LM head's rows) + fp32 wpe[pos + t], summed in fp32, into the residual stream:
+// Out = float (embed_bf16) or __nv_bfloat16 (embed_bf16_xb, the sum rounded once).
+template <typename Out>
+__device__ __forceinline__ void embed_bf16_body(const int* RESTRICT idx, const __nv_bfloat16* RESTRICT wte,
+                                                const float* RESTRICT wpe, Out* RESTRICT x, int rows, int T, int C,
+                                                int pos, const int* RESTRICT pos_dev) {
 #if EMB_VEC == 8
     const int groups = C / 8, e = blockIdx.x * blockDim.x + threadIdx.x;   // rows * C / 8 < 2^31 (the launcher)
     if (e >= rows * groups) return;
@@ -194,18 +200,41 @@ extern "C" __global__ void embed_bf16(const int* RESTRICT idx, const __nv_bfloat
     const uint4 w = __ldg(reinterpret_cast<const uint4*>(wte + (long long)idx[row] * C + c));
     const float* pe = wpe + (long long)(pos + t) * C + c;
     const float4 p0 = __ldg(reinterpret_cast<const float4*>(pe)), p1 = __ldg(reinterpret_cast<const float4*>(pe + 4));
-    float4* out = reinterpret_cast<float4*>(x + (long long)row * C + c);
-    out[0] = make_float4(__uint_as_float(w.x << 16) + p0.x, __uint_as_float(w.x & 0xFFFF0000u) + p0.y,
-                         __uint_as_float(w.y << 16) + p0.z, __uint_as_float(w.y & 0xFFFF0000u) + p0.w);
-    out[1] = make_float4(__uint_as_float(w.z << 16) + p1.x, __uint_as_float(w.z & 0xFFFF0000u) + p1.y,
-                         __uint_as_float(w.w << 16) + p1.z, __uint_as_float(w.w & 0xFFFF0000u) + p1.w);
+    const float4 o0 = make_float4(__uint_as_float(w.x << 16) + p0.x, __uint_as_float(w.x & 0xFFFF0000u) + p0.y,
+                                  __uint_as_float(w.y << 16) + p0.z, __uint_as_float(w.y & 0xFFFF0000u) + p0.w);
+    const float4 o1 = make_float4(__uint_as_float(w.z << 16) + p1.x, __uint_as_float(w.z & 0xFFFF0000u) + p1.y,
+                                  __uint_as_float(w.w << 16) + p1.z, __uint_as_float(w.w & 0xFFFF0000u) + p1.w);
+    if constexpr (sizeof(Out) == 4) {
+        float4* out = reinterpret_cast<float4*>(x + (long long)row * C + c);
+        out[0] = o0;
+        out[1] = o1;
+    } else {                                              // 8 bf16: one 16-byte store
+        const uint2 lo = bf16x4_pack(o0.x, o0.y, o0.z, o0.w), hi = bf16x4_pack(o1.x, o1.y, o1.z, o1.w);
+        *reinterpret_cast<uint4*>(x + (long long)row * C + c) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+    }
 #else
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (long long)rows * C) return;
     if (pos_dev) pos = *pos_dev;
     const int row = (int)(e / C), c = (int)(e % C), t = row % T;
-    x[e] = __bfloat162float(wte[(long long)idx[row] * C + c]) + wpe[(long long)(pos + t) * C + c];
+    const float o = __bfloat162float(wte[(long long)idx[row] * C + c]) + wpe[(long long)(pos + t) * C + c];
+    if constexpr (sizeof(Out) == 4) x[e] = o;
+    else x[e] = __float2bfloat16_rn(o);
 #endif
+}
+
+extern "C" __global__ void embed_bf16(const int* RESTRICT idx, const __nv_bfloat16* RESTRICT wte,
+                                      const float* RESTRICT wpe, float* RESTRICT x, int rows, int T, int C, int pos,
+                                      const int* RESTRICT pos_dev) {
+    TR_PDL();
+    embed_bf16_body(idx, wte, wpe, x, rows, T, C, pos, pos_dev);
+}
+
+extern "C" __global__ void embed_bf16_xb(const int* RESTRICT idx, const __nv_bfloat16* RESTRICT wte,
+                                         const float* RESTRICT wpe, __nv_bfloat16* RESTRICT x, int rows, int T, int C,
+                                         int pos, const int* RESTRICT pos_dev) {
+    TR_PDL();
+    embed_bf16_body(idx, wte, wpe, x, rows, T, C, pos, pos_dev);
 }
 
 extern "C" __global__ void gelu_inplace(float* RESTRICT x, long long n) {

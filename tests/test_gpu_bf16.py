@@ -157,6 +157,59 @@ def test_bf16_kernel_plan_on_the_dry_run():
     assert len(step) == 5 * L + 1                              # 5 per layer, the LM head
 
 
+def test_bf16_residual_stream_plan_on_the_dry_run():
+    """fast_bf16_xb (residual_dtype "bf16"): a forward on v8's TMA tiles embeds into the bf16 stream and runs its
+    2 L + 1 LayerNorms on it, both residual GEMMs reduce-adding into that one buffer (a bf16 C that is the residual);
+    a 10-row prompt (v12's rows) and a decode step keep the fp32 stream and its kernels."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu import gemm
+    rt = RecordingRuntime()
+    gpu = GPT2GPU(ref.random_params(SMALL), SMALL, catalogue.get("fast_bf16_xb", "gpt2"), rt)
+    L, calls = SMALL.n_layer, []
+    real = gemm.Linear._call_bf16
+
+    def spy(lin, A, W, C, M, N, K, lda, ldb, ldc, epi, *rest, **kw):
+        calls.append((M, N, C.dtype, epi.resid is C))
+        return real(lin, A, W, C, M, N, K, lda, ldb, ldc, epi, *rest, **kw)
+    gemm.Linear._call_bf16 = spy
+    try:
+        gpu.enqueue(np.zeros((2, 40), np.int32), cap=48)      # M = 80: the tile GEMMs
+        full = [k for k, *_ in rt.launches]
+        assert full.count("embed_bf16_xb") == 1 and full.count("layernorm_warp_bf16_xb") == 2 * L + 1
+        assert not {"embed_bf16", "layernorm_warp_bf16"} & set(full)
+        xb = rt.pool.view("gpt2.act.xb")
+        assert xb.dtype == np.uint16 and xb.shape == (80, SMALL.n_embd)
+        resid = [c for c in calls if c[1] == SMALL.n_embd]
+        assert len(resid) == 2 * L and all(c[2] == np.uint16 and c[3] for c in resid)
+        for prompt in (np.zeros((2, 5), np.int32), None):      # 10 rows (v12), then a decode step
+            rt.launches.clear()
+            if prompt is None:
+                gpu._device_step(2, 48)
+            else:
+                gpu.enqueue(prompt, cap=48, last_only=True)
+            kernels = {k for k, *_ in rt.launches}
+            assert not {"embed_bf16_xb", "layernorm_warp_bf16_xb"} & kernels
+            assert not gpu._stream_takes_bf16(10 if prompt is not None else 2)
+    finally:
+        gemm.Linear._call_bf16 = real
+
+
+@pytest.mark.parametrize("params", [{"residual_dtype": "fp16"}, {"residual_dtype": "bf16", "ln_fold": True},
+                                    {"residual_dtype": "bf16", "dtype": "fp32"}])
+def test_bf16_residual_stream_refusals_in_one_line(params):
+    """residual_dtype other than fp32 / bf16, or bf16 with the LayerNorm fold or off the bf16 path: one line, nothing
+    built."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.bench.layer import with_setting
+    from convnet.gpt2.gpu import GPT2GPU
+    rt = RecordingRuntime()
+    with pytest.raises(GPUError, match="residual_dtype") as e:
+        GPT2GPU(ref.random_params(SMALL), SMALL, with_setting(catalogue.get("fast_bf16", "gpt2"), params), rt)
+    assert "\n" not in str(e.value)
+    assert not rt.builds
+
+
 # ---- flash_attention_bf16 --------------------------------------------------------------------------------
 class _AttentionCase:
     """Random bf16 q (B, H, Tq, D) and a K/V cache of Tk + 3 rows (longer than the keys in use) on the device, a
@@ -211,21 +264,28 @@ def test_bf16_flash_attention_prompts_decode_and_windows(Tq, Tk, window, rng):
     _bf16_attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=64, window=window)
 
 
-# layernorm_warp_bf16 with LN_STRIDE=1 (session 17, param ln_resident): warps stride over the rows of a smaller grid
+# layernorm_warp_bf16 with LN_STRIDE=1 (session 17, param ln_resident): warps stride over the rows of a smaller grid;
+# layernorm_warp_bf16_xb (session 23): the same over bf16 rows (a bf16 residual stream)
 @pytest.mark.gpu
+@pytest.mark.parametrize("stream", ["fp32", "bf16"])
 @pytest.mark.parametrize("rows,C", [(1, 768), (7, 64), (1000, 768), (8193, 768), (300, 1600)])
-def test_layernorm_over_resident_blocks_writes_the_same_bits(rows, C, rng):
+def test_layernorm_over_resident_blocks_writes_the_same_bits(rows, C, stream, rng):
     """The strided kernel (the resident grid, 3 blocks, 1 block; one case launched programmatically) writes exactly
     the one-row-per-warp kernel's bf16 output, which is within bf16 rounding of float64; y NaN-poisoned each time.
-    Rows with a large mean and an outlier column (the variance about the mean is what counts)."""
+    Rows with a large mean and an outlier column (the variance about the mean is what counts). stream bf16: x in
+    bf16 (layernorm_warp_bf16_xb), the float64 reference over the same bf16 values."""
     from convnet.gpu import tma
-    from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16
+    from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16, to_bf16
     from convnet.gpu.runtime import Runtime, cdiv, f32, i32, ptr
     rt = Runtime.get()
     x = (5.0 + 2.0 * rng.standard_normal((rows, C))).astype(np.float32)
     x[:, C // 3] *= 40.0
     g, b = rng.standard_normal(C).astype(np.float32), rng.standard_normal(C).astype(np.float32)
-    X, P = rt.pool.upload("test.lnx", x), rt.pool.upload("test.lnpair", np.concatenate([g, b]))
+    kernel = "layernorm_warp_bf16" if stream == "fp32" else "layernorm_warp_bf16_xb"
+    if stream == "bf16":
+        x = from_bf16(to_bf16(x))
+    X = rt.pool.upload("test.lnx", x) if stream == "fp32" else rt.pool.upload("test.lnxb", to_bf16(x), BF16)
+    P = rt.pool.upload("test.lnpair", np.concatenate([g, b]))
     Y = rt.pool.get("test.lny", (rows, C), BF16)
     d = {"LN_VEC": cdiv(C, 128), "LN_CONST": 0}
 
@@ -236,15 +296,15 @@ def test_layernorm_over_resident_blocks_writes_the_same_bits(rows, C, rng):
         rt.synchronize("layernorm_warp_bf16")
         return Y.get().copy()
 
-    want = run(rt.kernel("transformer.cu", "layernorm_warp_bf16", d, "test"), cdiv(rows, 8))
+    want = run(rt.kernel("transformer.cu", kernel, d, "test"), cdiv(rows, 8))
     xd = x.astype(np.float64)
     mu = xd.mean(-1, keepdims=True)
     ref64 = (xd - mu) / np.sqrt(((xd - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b
     assert rel_err(from_bf16(want), ref64) <= 4e-3
-    strided = rt.kernel("transformer.cu", "layernorm_warp_bf16", {**d, "LN_STRIDE": 1}, "test")
+    strided = rt.kernel("transformer.cu", kernel, {**d, "LN_STRIDE": 1}, "test")
     resident = strided.blocks_per_sm(256, 0) * rt.sm_count
     for fn, blocks in ((strided, min(cdiv(rows, 8), resident)), (strided, 3), (strided, 1),
-                       (tma.launcher(rt, "transformer.cu", "layernorm_warp_bf16", {**d, "LN_STRIDE": 1, "PDL": 1},
+                       (tma.launcher(rt, "transformer.cu", kernel, {**d, "LN_STRIDE": 1, "PDL": 1},
                                      "test"), 5)):
         got = run(fn, blocks)
         assert np.array_equal(got, want), f"{blocks} blocks: {np.count_nonzero(got != want)} values differ"
@@ -421,13 +481,49 @@ def test_bf16_ln_fold_matches_float64(shape, model_124m, rng):
     check_argmax(got, want)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", ["124m", "small_t67"])
+def test_bf16_residual_stream_matches_float64(shape, model_124m, rng):
+    """fast_bf16_xb (the residual stream in bf16; asserted taken) on the 124M shape (B=2, T=128) and on a 2-layer
+    model at T=67 (partial tiles): logits against float64 within issue 15's bounds; then, after a 72-token prompt on
+    the bf16 stream into a longer cache, three decode steps (fp32 stream, the GEMVs) against float64."""
+    from convnet.gpt2.gpu import GPT2GPU
+    name = "fast_bf16_xb"
+    if shape == "124m":
+        (params, idx, want), config = model_124m, GPT2_124M
+    else:
+        config, params = SMALL, _small_params(SMALL)
+        idx = rng.integers(0, config.vocab_size, (2, 67))
+        want = ref.forward(params, config, idx, dtype=np.float64)
+    gpu = GPT2GPU(params, config, catalogue.get(name, "gpt2"), runtime_for(name))
+    B, T = idx.shape
+    assert gpu._stream_takes_bf16(B * T) and not gpu._stream_takes_bf16(B)
+    gpu.logits(idx)
+    poison(gpu.rt)
+    got = gpu.logits(idx)
+    err = rel_max_err(got, want)
+    print(f"{name} {shape}: rel. max err {err:.2e}")
+    assert err <= BOUND
+    check_argmax(got, want)
+    if shape != "124m":
+        seq = rng.integers(0, config.vocab_size, (2, 75))
+        poison(gpu.rt)
+        out, _ = gpu.enqueue(seq[:, :72], pos=0, cap=80, last_only=True)
+        want = ref.forward(params, config, seq[:, :72], dtype=np.float64)[:, -1]
+        assert rel_max_err(out.get()[:, :config.vocab_size], want) <= BOUND, "prompt's last position"
+        for t in (72, 73, 74):
+            out, _ = gpu.enqueue(seq[:, t:t + 1], pos=t, cap=80, last_only=True)
+            want = ref.forward(params, config, seq[:, :t + 1], dtype=np.float64)[:, -1]
+            assert rel_max_err(out.get()[:, :config.vocab_size], want) <= BOUND, f"decode step at position {t}"
+
+
 # GPT-2 medium's and XL's widths (64-wide heads; one layer and a small vocabulary keep the float64 oracle quick)
 WIDE = {"medium": ref.GPT2Config(n_layer=1, n_head=16, n_embd=1024, vocab_size=300, n_ctx=160),
         "xl": ref.GPT2Config(n_layer=1, n_head=25, n_embd=1600, vocab_size=300, n_ctx=160)}
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", [MAIN, "fast_bf16_lnf"])
+@pytest.mark.parametrize("name", [MAIN, "fast_bf16_lnf", "fast_bf16_xb"])
 @pytest.mark.parametrize("width", WIDE)
 def test_bf16_wider_models_match_float64(name, width, rng):
     """Widths the 124M tests do not reach (K and N = 1024 / 1600 and their multiples, 16 or 25 heads): a B=2 x T=128
@@ -460,11 +556,14 @@ def test_bf16_wider_models_match_float64(name, width, rng):
 
 
 @pytest.mark.gpu
-def test_bf16_no_worse_than_hf_bf16(model_124m, gpt2_fixture):
+@pytest.mark.parametrize("hopper_name", [MAIN, "fast_bf16_xb"])
+def test_bf16_no_worse_than_hf_bf16(hopper_name, model_124m, gpt2_fixture):
     """Our bf16 error against float64 is at most HF transformers' own bf16 model's (same weights and input),
-    on the 124M shape and on the tiny fixture."""
+    on the 124M shape and on the tiny fixture; fast_bf16_xb keeps a bf16 residual stream as HF does."""
     from convnet.gpu.runtime import Runtime
-    name = MAIN if Runtime.get().arch == "sm_90a" else "fast_bf16_mma"
+    if hopper_name != MAIN and Runtime.get().arch != "sm_90a":
+        pytest.skip(f"{hopper_name} needs sm_90a")
+    name = hopper_name if Runtime.get().arch == "sm_90a" else "fast_bf16_mma"
     params, idx, want = model_124m
     fparams, fconfig, ftokens, _ = gpt2_fixture
     fwant = ref.forward(fparams, fconfig, ftokens, dtype=np.float64)

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 CONFIG = GPT2Config(2, 4, 128, 257, 160)       # test_gpu_bf16's small model (precompile_bf16.CONFIGS[0])
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "fast"])
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast"])
 def test_graph_replays_equal_the_eager_forward(name, rng):
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpu.runtime import Runtime
@@ -46,7 +46,7 @@ def test_graph_replays_equal_the_eager_forward(name, rng):
     rt.pool.release("test.forward_graph.grow")
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "fast"])
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast"])
 def test_queued_groups_split_the_forward(name, rng):
     """GPT2GPU.queued_groups (session 19: the kernel-group split of time_forward, gemm_groups and run_milestone):
     every group of GROUPS, none negative; the forward's kernels land in their groups (the embedding, the four GEMM

@@ -46,6 +46,10 @@ kernel each step uses:
                     (gpt2/ln_fold.py; gemm.cu BF_LNS): the residual GEMMs (prefill_group_defines BF_LNS=1) write
                     bf16(x gamma) and per-tile row statistics, qkv, mlp_fc and the LM head (BF_LNS=2) finish the
                     LayerNorm in their epilogue; one LayerNorm kernel (layernorm_fold_bf16) per forward instead of 25
+    residual_dtype  (session 23) "bf16": bf16 forwards and prompts whose residual GEMMs reduce-add in place on v8's
+                    TMA epilogue run the residual stream in bf16 ("gpt2.act.xb": embed_bf16_xb rounds the embedding
+                    once, layernorm_warp_bf16_xb reads it, each projection's x += A W + b rounds once in L2), as HF's
+                    bf16 model does; other calls and every decode step keep the fp32 stream. Default "fp32"
     graph_forward   (default true where graphable) forward() and logits() replay a captured CUDA graph of a
                     whole-sequence forward from the second call of a shape on (session 14)
 
@@ -89,6 +93,7 @@ class GPT2GPU:
         self.Vp = cdiv(self.V, VOCAB_PAD) * VOCAB_PAD
         p, name = variant.params, variant.name
         d = dict(variant.defines)
+        _check_residual_dtype(p, name)
         self.emb_vec = int(d.get("EMB_VEC", 1)) if p.get("dtype") == "bf16" else 1   # embed_bf16's columns per thread
         if self.emb_vec not in (1, 8):
             raise GPUError(f"variant {name}: EMB_VEC is embed_bf16's columns per thread, 1 or 8; got {self.emb_vec}")
@@ -214,6 +219,7 @@ class GPT2GPU:
         self.ln_fold = bool(p.get("ln_fold", False))
         if self.ln_fold:
             self._init_ln_fold(td, name)
+        self.resid_bf16 = self._init_residual_dtype(p.get("residual_dtype", "fp32"), ln_kernel, td, name)
         self.spin = rt.kernel("transformer.cu", "spin", d, name)
         self._upload(params)
         self.stream = rt.stream()
@@ -235,6 +241,23 @@ class GPT2GPU:
                            f"tile widths {sorted(parts)}")
         self.fold_part = parts.pop()
         self.fold_entry = tma.launcher(self.rt, "transformer.cu", "layernorm_fold_bf16", td, name)
+
+    def _init_residual_dtype(self, dtype, ln_kernel, td, name) -> bool:
+        """residual_dtype "bf16": the kernels of a bf16 residual stream (the fold's residual GEMMs write fp32 x)."""
+        if dtype == "fp32":                 # (refused before any build: _check_residual_dtype)
+            return False
+        ln_xb = ln_kernel + "_xb"                      # layernorm_warp_bf16_xb, launched as layernorm_warp_bf16 is
+        self.layernorm_xb = tma.launcher(self.rt, "transformer.cu", ln_xb, td, name) if self.variant.params.get("ln_pdl") \
+            else self.rt.kernel("transformer.cu", ln_xb, td, name)
+        self.embed_xb = tma.launcher(self.rt, "transformer.cu", "embed_bf16_xb", dict(self.variant.defines), name)
+        return True
+
+    def _stream_takes_bf16(self, M: int) -> bool:
+        """residual_dtype "bf16": whether an M-row call's residual GEMMs both reduce-add into x in place (v8's TMA
+        epilogue, which adds into a bf16 C as well), so the whole stream can be bf16; else it stays fp32."""
+        return self.resid_bf16 and all(
+            getattr(self._linear(g, M, self.C), "in_place_residual", None) is not None and
+            self._linear(g, M, self.C).in_place_residual(M, self.C) for g in ("attn_proj", "mlp_proj"))
 
     # -- weights -----------------------------------------------------------------------------------
     def _upload(self, params):
@@ -327,6 +350,8 @@ class GPT2GPU:
                            "by the bf16 path yet; give prompts of one length, or use variant fast")
         buf = self._buffers(B, T, cap, B if last_only else None)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
+        if not device_step and last_rows is None and self._stream_takes_bf16(M):   # residual_dtype "bf16"
+            buf["x"] = buf["x2"] = self.rt.pool.get("gpt2.act.xb", (M, C), np.uint16)
         self._stats_of = None
         ldb = self.linear.ldb
         self._mark(None)
@@ -442,6 +467,10 @@ class GPT2GPU:
         """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
         (over gemm_rows of them, default all) normalises it itself (decoding: the skinny GEMV's
         prologue), else (y, None) after running the LayerNorm."""
+        if _is_bf16(x):                                 # a bf16 residual stream: the GEMV prologues read fp32 rows
+            self._layernorm(x, y, pair, rows)
+            self._mark("layernorm")
+            return y, None
         if self._stats_of is x and gemm_rows is None and self.linear.stats_takes(rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon, self._stats_buf)   # SMM_LNS
         if self.ln_fuse and not self.ln_const and self.linear.fuses_layernorm(gemm_rows or rows, n_out, self.C):
@@ -457,7 +486,7 @@ class GPT2GPU:
         beta = ptr(pair, C)
         if self.ln_warp:
             blocks = min(cdiv(rows, 8), self.ln_blocks) if self.ln_resident else cdiv(rows, 8)
-            self.layernorm((blocks, 1, 1), (256, 1, 1), x, pair, beta, y, i32(rows), i32(C),
+            (self.layernorm_xb if _is_bf16(x) else self.layernorm)((blocks, 1, 1), (256, 1, 1), x, pair, beta, y, i32(rows), i32(C),
                            f32(self.cfg.layer_norm_epsilon), stream=s)
         else:
             self.layernorm((cdiv(rows, 128), 1, 1), (128, 1, 1), x, pair, beta, y, i32(rows), i32(C),
@@ -655,7 +684,7 @@ class GPT2GPU:
 
     def _embed(self, idx, x, M, T, pos, pos_dev, stream):
         """x (M, C) = wte[idx] + wpe[position]: positions pos.. for T tokens per sequence, or *pos_dev where given."""
-        self.embed((cdiv(M * self.C // self.emb_vec, 256), 1, 1), (256, 1, 1), idx, self.w["wte"], self.w["wpe"], x, i32(M), i32(T),
+        (self.embed_xb if _is_bf16(x) else self.embed)((cdiv(M * self.C // self.emb_vec, 256), 1, 1), (256, 1, 1), idx, self.w["wte"], self.w["wpe"], x, i32(M), i32(T),
                    i32(self.C), i32(pos), ptr(pos_dev), stream=stream)
 
     def _picks(self, B) -> bool:
@@ -732,3 +761,19 @@ class GPT2GPU:
         rate = steps / (end.time_since(start) / 1e3) if steps > 0 else float("nan")
         self.rt.synchronize(f"GPT-2 generation (variant {self.variant.name})")
         return host.T.copy(), rate
+
+
+def _is_bf16(buf) -> bool:
+    """A pool buffer of bf16 (stored as uint16): the residual stream of residual_dtype "bf16"."""
+    return np.dtype(getattr(buf, "dtype", np.float32)) == np.uint16
+
+
+def _check_residual_dtype(p: dict, name: str) -> None:
+    """Param residual_dtype, refused in one line before any build: "fp32", or "bf16" on the bf16 path with fused
+    epilogues and without ln_fold (its residual GEMMs write an fp32 x) or ln_const."""
+    dtype = p.get("residual_dtype", "fp32")
+    if dtype == "fp32":
+        return
+    if dtype != "bf16" or p.get("dtype") != "bf16" or not p.get("fuse_epilogue") or p.get("ln_fold") or p.get("ln_const"):
+        raise GPUError(f"variant {name}: residual_dtype is \"fp32\" or \"bf16\"; \"bf16\" needs dtype \"bf16\" with fused "
+                       f"epilogues, without ln_fold or ln_const; got {dtype!r}")
