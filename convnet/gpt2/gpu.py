@@ -22,7 +22,8 @@ kernel each step uses:
                     group's builds (session 13: v8's BF_PP for the forward without touching decoding)
     dtype           "bf16" (issue 15): linear weights, the LM head and every GEMM input in bf16 (converted once
                     at load; gemm bf16_wgmma / bf16_mma), bf16 flash attention with bf16 Q and KV cache; the
-                    residual stream, LayerNorm statistics, softmax, accumulators and logits stay fp32
+                    residual stream (unless residual_dtype), LayerNorm statistics, softmax, accumulators and logits
+                    stay fp32
     ln_fuse         (default true) LayerNorm inside the GEMV where the GEMM allows it (decoding: v6's and v10's
                     prologue); false runs the LayerNorm kernel
     decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16), "split" (flash-decoding,

@@ -1,0 +1,27 @@
+"""Session 23 lead: trial variants = fast_bf16_xb (the bf16 residual stream) with extra prefill_group_defines, written
+to trials.toml beside this file (copied into milestones/zz_trials.toml for the device calls only; convnet.bench.trials
+writes it). With a bf16 C the projections' reduce-adds stage and move half the bytes, so their constants, tuned on an
+fp32 C, are tried again."""
+import sys
+from pathlib import Path
+
+from convnet.bench.trials import write_trials
+
+HERE = Path(__file__).resolve().parent
+TRIALS = {   # name: (title, {group: {constant: value}} added to fast_bf16_xb's prefill_group_defines, params added)
+    "t23a": ("both projections with 3 epilogue chunk buffers", {"attn_proj": {"BF_EPI_TMA_BUFS": 3},
+                                                                "mlp_proj": {"BF_EPI_TMA_BUFS": 3}}, {}),
+    "t23b": ("attn_proj in groups of 16 row tiles", {"attn_proj": {"BF_GROUP": 16}}, {}),
+    "t23c": ("mlp_proj in groups of 32 row tiles", {"mlp_proj": {"BF_GROUP": 32}}, {}),
+    # the producer's per-row L2 prefetch of the tile's residual (session 11; taken out of the projections' prefill builds
+    # in session 19 with an fp32 C): half the bytes now
+    "t23d": ("both projections with BF_RESID_PF=1", {"attn_proj": {"BF_RESID_PF": 1}, "mlp_proj": {"BF_RESID_PF": 1}}, {}),
+    # (call 5, H100: t23a-c within 0.3 % of fast_bf16_xb queued, t23d 3.6 % slower (attn_proj 29.3 vs 24.3 us); none kept)
+    # the 25 LayerNorms take 0.383 ms a forward, about twice their bytes' time at HBM rate: session 17's resident grid
+    # (warps striding over the rows, the next row prefetched), now over bf16 rows
+    "t23e": ("LayerNorm on a grid of resident blocks (ln_resident)", {}, {"ln_resident": True}),
+    # (call 6, H100: 0.993x of fast_bf16_xb queued, LayerNorms 0.378 vs 0.388 ms a forward; not kept)
+}
+
+if __name__ == "__main__":
+    write_trials("fast_bf16_xb", TRIALS, HERE / "trials.toml", "Session 23 lead", sys.argv[1:])
