@@ -256,9 +256,10 @@ class GPT2GPU:
     def _stream_takes_bf16(self, M: int) -> bool:
         """residual_dtype "bf16": whether an M-row call's residual GEMMs both reduce-add into x in place (v8's TMA
         epilogue, which adds into a bf16 C as well), so the whole stream can be bf16; else it stays fp32."""
-        return self.resid_bf16 and all(
-            getattr(self._linear(g, M, self.C), "in_place_residual", None) is not None and
-            self._linear(g, M, self.C).in_place_residual(M, self.C) for g in ("attn_proj", "mlp_proj"))
+        if not self.resid_bf16:
+            return False
+        lins = [self._linear(g, M, self.C) for g in ("attn_proj", "mlp_proj")]
+        return all(hasattr(lin, "in_place_residual") and lin.in_place_residual(M, self.C) for lin in lins)
 
     # -- weights -----------------------------------------------------------------------------------
     def _upload(self, params):
@@ -352,6 +353,7 @@ class GPT2GPU:
         buf = self._buffers(B, T, cap, B if last_only else None)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
         if not device_step and last_rows is None and self._stream_takes_bf16(M):   # residual_dtype "bf16"
+            # one bf16 buffer: both residual GEMMs add into it in place (so x2, the other buffer, is never written)
             buf["x"] = buf["x2"] = self.rt.pool.get("gpt2.act.xb", (M, C), np.uint16)
         self._stats_of = None
         ldb = self.linear.ldb
