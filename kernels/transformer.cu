@@ -26,6 +26,9 @@
 //   layernorm_fold_bf16   the LayerNorm fold's entry (session 21, param ln_fold): xg = bf16(x gamma) and the row
 //                      statistics per column tile that gemm.cu's BF_LNS=2 GEMMs normalise with (the later LayerNorms
 //                      come from the BF_LNS=1 residual GEMMs' epilogues)
+//   LN_SMEM_GB=1       (default where LN_VEC <= 32; session 23) layernorm_warp(_bf16(_xb)) stage gamma and beta in shared
+//                      memory once per block, the warp's first row sent to L2 meanwhile, instead of reading them from
+//                      global memory in the output loop (the same arithmetic, the same output bit for bit)
 //   LN_STRIDE=1        layernorm_warp(_bf16) over a grid of resident blocks (session 17, param ln_resident): each
 //                      warp takes rows row, row + warps, ... and sends its next row's 128-byte lines to L2
 //                      (prefetch) before normalising this one, so every row's reads are in flight from the start; the per-row
@@ -87,6 +90,9 @@ extern "C" __global__ void layernorm_naive(const float* RESTRICT x, const float*
 #ifndef LN_VEC
 #define LN_VEC 8                          // float4 per lane: C up to 1024
 #endif
+#ifndef LN_SMEM_GB
+#define LN_SMEM_GB (LN_VEC <= 32)         // gamma and beta through shared memory (2 C floats: 32 KB at C = 4096)
+#endif
 // In = float, or __nv_bfloat16 for a bf16 residual stream (layernorm_warp_bf16_xb); Out = float (layernorm_warp) or
 // __nv_bfloat16 (layernorm_warp_bf16(_xb): statistics in fp32, output rounded once); one warp per row, bf16.cuh's
 // layernorm_row (gemm.cu v10's LayerNorm prologue runs the same function).
@@ -98,6 +104,23 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
 #if LN_CONST
     const float* gw = c_ln;
     const float* gb = c_ln + C;
+#elif LN_SMEM_GB
+    // gamma and beta staged once per block in shared memory (session 23). Read from global memory per element, each of
+    // a row's LN_VEC output groups waited on its own loads after the two reductions (ncu, H100: 16 us for the 12.6 MB
+    // of a bf16 forward's LayerNorm, DRAM 23 % busy). The warp's first row goes to L2 first, under the staging.
+    __shared__ __align__(16) float s_gb[2 * 128 * LN_VEC];
+    const int first = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (first < rows) {                                        // one lane per 128-byte line of the row
+        const char* fx = (const char*)(x + (long long)first * C);
+        for (int off = 128 * lane; off < C * (int)sizeof(In); off += 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" :: "l"(fx + off));
+    }
+    for (int i = threadIdx.x; i < C / 2; i += blockDim.x)     // 2C floats as float4 (w, b 16-byte aligned, C % 4 == 0)
+        reinterpret_cast<float4*>(s_gb)[i] = i < C / 4 ? reinterpret_cast<const float4*>(w)[i]
+                                                       : reinterpret_cast<const float4*>(b)[i - C / 4];
+    __syncthreads();
+    const float* gw = s_gb;
+    const float* gb = s_gb + C;
 #else
     const float* gw = w;
     const float* gb = b;

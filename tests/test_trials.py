@@ -23,5 +23,14 @@ def test_trials_parse_as_variants_with_the_constants_merged(tmp_path):
     assert base.params["prefill_group_defines"]["attn_proj"].get("BF_BN") != 128     # the catalogue's copy untouched
 
 
+def test_upper_case_trial_keys_are_the_variants_constants(tmp_path):
+    out = write_trials("fast_bf16", {"tz": ("no staging", {}, {"LN_SMEM_GB": 0, "ln_pdl": False})}, tmp_path / "t.toml",
+                       "test")
+    v = catalogue._parse("tz", tomllib.loads(out.read_text())["variant"]["tz"], out.name, "gpt2")
+    base = catalogue.get("fast_bf16", "gpt2")
+    assert v.defines == {**base.defines, "LN_SMEM_GB": 0} and v.params["ln_pdl"] is False
+    assert "LN_SMEM_GB" not in v.params and "LN_SMEM_GB" not in base.defines
+
+
 def test_toml_values():
     assert toml_value({"a": {"b": True, "c": 1.5}, "d": "x"}) == '{ a = { b = true, c = 1.5 }, d = "x" }'

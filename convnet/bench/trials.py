@@ -7,7 +7,8 @@ that forward_ab, gemm_groups and the tests can name the trials like any variant.
                  label="s22 lead")
 
 Each trial is (title, {group: {constant: value}} merged into the base's prefill_group_defines, {param: value} merged
-into its params). The session's own script keeps the list of what it tried; this module is the writing."""
+into its params; upper-case keys there are the variant's own -D constants, as bench.layer.with_setting takes them).
+The session's own script keeps the list of what it tried; this module is the writing."""
 import copy
 import json
 import tomllib
@@ -30,7 +31,8 @@ def trial_variant(base_name: str, base: dict, title: str, groups: dict, params: 
     v = copy.deepcopy(base)
     for group, defines in groups.items():
         v["params"].setdefault("prefill_group_defines", {}).setdefault(group, {}).update(defines)
-    v["params"].update(params)
+    v["params"].update({k: x for k, x in params.items() if k.islower()})
+    v["defines"] = {**v.get("defines", {}), **{k: x for k, x in params.items() if not k.islower()}}
     v.update(title=f"{base_name} trial: {title} ({label})", changes="trial", expected="-")
     return v
 

@@ -21,7 +21,14 @@ TRIALS = {   # name: (title, {group: {constant: value}} added to fast_bf16_xb's 
     # (warps striding over the rows, the next row prefetched), now over bf16 rows
     "t23e": ("LayerNorm on a grid of resident blocks (ln_resident)", {}, {"ln_resident": True}),
     # (call 6, H100: 0.993x of fast_bf16_xb queued, LayerNorms 0.378 vs 0.388 ms a forward; not kept)
+    # call 10 (ncu): layernorm_warp_bf16_xb takes 16.1 us for 12.6 MB, DRAM 23 % busy: gamma and beta came from global
+    # memory in the output loop. transformer.cu LN_SMEM_GB=1 (now the default) stages them in shared memory; these two
+    # trials are the LayerNorm as it was, for the A/B
+    "t23f": ("the LayerNorm without the shared-memory gamma / beta (LN_SMEM_GB=0, as before session 23)", {},
+             {"LN_SMEM_GB": 0}),
 }
 
 if __name__ == "__main__":
     write_trials("fast_bf16_xb", TRIALS, HERE / "trials.toml", "Session 23 lead", sys.argv[1:])
+    # the same LayerNorm trial over fast_bf16 (fp32 rows)
+    write_trials("fast_bf16", {"t23g": TRIALS["t23f"]}, HERE / "trials_fp32_stream.toml", "Session 23 lead")
