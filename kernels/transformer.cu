@@ -12,7 +12,7 @@
 //   embed_bf16, layernorm_warp_bf16   the bf16 variants (issue 15): the residual stream stays fp32 (embed_bf16
 //                      reads the bf16 wte the LM head shares and the fp32 wpe), LayerNorm statistics in fp32,
 //                      its output (the next GEMM's A operand) rounded to bf16
-//   embed_bf16_xb, layernorm_warp_bf16_xb   the same over a bf16 residual stream (session 23, param residual =
+//   embed_bf16_xb, layernorm_warp_bf16_xb   the same over a bf16 residual stream (session 23, param residual_dtype
 //                      "bf16"): the embedding's sum rounded once to bf16, the LayerNorm reading bf16 rows (statistics
 //                      still fp32); the residual GEMMs reduce-add into that stream in place (gemm.cu v8, BF_EPI_TMA)
 //   EMB_VEC=8          embed_bf16 with 8 columns per thread (session 11): one 16-byte wte load, two float4 wpe loads
@@ -26,13 +26,13 @@
 //   layernorm_fold_bf16   the LayerNorm fold's entry (session 21, param ln_fold): xg = bf16(x gamma) and the row
 //                      statistics per column tile that gemm.cu's BF_LNS=2 GEMMs normalise with (the later LayerNorms
 //                      come from the BF_LNS=1 residual GEMMs' epilogues)
-//   LN_SMEM_GB=1       (default where LN_VEC <= 32; session 23) layernorm_warp(_bf16(_xb)) stage gamma and beta in shared
-//                      memory once per block, the warp's first row sent to L2 meanwhile, instead of reading them from
+//   LN_SMEM_GB=1       (default where LN_VEC <= 32; session 23) layernorm_warp(_bf16(_xb)) stage gamma and beta in
+//                      shared memory once per block, the warp's first row sent to L2 meanwhile, instead of reading them from
 //                      global memory in the output loop (the same arithmetic, the same output bit for bit)
 //   LN_STRIDE=1        layernorm_warp(_bf16) over a grid of resident blocks (session 17, param ln_resident): each
 //                      warp takes rows row, row + warps, ... and sends its next row's 128-byte lines to L2
-//                      (prefetch) before normalising this one, so every row's reads are in flight from the start; the per-row
-//                      arithmetic is layernorm_row's, unchanged (the same output bit for bit)
+//                      (prefetch) before normalising this one, so every row's reads are in flight from the start;
+//                      the per-row arithmetic is layernorm_row's, unchanged (the same output bit for bit)
 //   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
 //                      enqueues behind it run back to back and events between them time the GPU, not
 //                      the Python launch loop
@@ -156,7 +156,7 @@ extern "C" __global__ void layernorm_warp_bf16(const float* RESTRICT x, const fl
     layernorm_warp_body<float, __nv_bfloat16>(x, w, b, y, rows, C, eps);
 }
 
-// over a bf16 residual stream (param residual = "bf16"): rows of C bf16, 16-byte aligned (C % 8 == 0)
+// over a bf16 residual stream (param residual_dtype "bf16"): rows of C bf16, 16-byte aligned (C % 8 == 0)
 extern "C" __global__ void layernorm_warp_bf16_xb(const __nv_bfloat16* RESTRICT x, const float* RESTRICT w,
                                                   const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
                                                   float eps) {

@@ -248,8 +248,10 @@ class GPT2GPU:
         if dtype == "fp32":                 # (refused before any build: _check_residual_dtype)
             return False
         ln_xb = ln_kernel + "_xb"                      # layernorm_warp_bf16_xb, launched as layernorm_warp_bf16 is
-        self.layernorm_xb = tma.launcher(self.rt, "transformer.cu", ln_xb, td, name) if self.variant.params.get("ln_pdl") \
-            else self.rt.kernel("transformer.cu", ln_xb, td, name)
+        if self.variant.params.get("ln_pdl"):
+            self.layernorm_xb = tma.launcher(self.rt, "transformer.cu", ln_xb, td, name)
+        else:
+            self.layernorm_xb = self.rt.kernel("transformer.cu", ln_xb, td, name)
         self.embed_xb = tma.launcher(self.rt, "transformer.cu", "embed_bf16_xb", dict(self.variant.defines), name)
         return True
 
@@ -489,8 +491,9 @@ class GPT2GPU:
         beta = ptr(pair, C)
         if self.ln_warp:
             blocks = min(cdiv(rows, 8), self.ln_blocks) if self.ln_resident else cdiv(rows, 8)
-            (self.layernorm_xb if _is_bf16(x) else self.layernorm)((blocks, 1, 1), (256, 1, 1), x, pair, beta, y, i32(rows), i32(C),
-                           f32(self.cfg.layer_norm_epsilon), stream=s)
+            kernel = self.layernorm_xb if _is_bf16(x) else self.layernorm
+            kernel((blocks, 1, 1), (256, 1, 1), x, pair, beta, y, i32(rows), i32(C), f32(self.cfg.layer_norm_epsilon),
+                   stream=s)
         else:
             self.layernorm((cdiv(rows, 128), 1, 1), (128, 1, 1), x, pair, beta, y, i32(rows), i32(C),
                            f32(self.cfg.layer_norm_epsilon), stream=s)
@@ -687,8 +690,9 @@ class GPT2GPU:
 
     def _embed(self, idx, x, M, T, pos, pos_dev, stream):
         """x (M, C) = wte[idx] + wpe[position]: positions pos.. for T tokens per sequence, or *pos_dev where given."""
-        (self.embed_xb if _is_bf16(x) else self.embed)((cdiv(M * self.C // self.emb_vec, 256), 1, 1), (256, 1, 1), idx, self.w["wte"], self.w["wpe"], x, i32(M), i32(T),
-                   i32(self.C), i32(pos), ptr(pos_dev), stream=stream)
+        kernel = self.embed_xb if _is_bf16(x) else self.embed
+        kernel((cdiv(M * self.C // self.emb_vec, 256), 1, 1), (256, 1, 1), idx, self.w["wte"], self.w["wpe"], x, i32(M),
+               i32(T), i32(self.C), i32(pos), ptr(pos_dev), stream=stream)
 
     def _picks(self, B) -> bool:
         """Whether greedy device steps of B sequences end in the LM head's pick (decode_pick; LayerNorm in the GEMV)."""
@@ -777,6 +781,7 @@ def _check_residual_dtype(p: dict, name: str) -> None:
     dtype = p.get("residual_dtype", "fp32")
     if dtype == "fp32":
         return
-    if dtype != "bf16" or p.get("dtype") != "bf16" or not p.get("fuse_epilogue") or p.get("ln_fold") or p.get("ln_const"):
-        raise GPUError(f"variant {name}: residual_dtype is \"fp32\" or \"bf16\"; \"bf16\" needs dtype \"bf16\" with fused "
-                       f"epilogues, without ln_fold or ln_const; got {dtype!r}")
+    bf16_path = p.get("dtype") == "bf16" and p.get("fuse_epilogue") and not (p.get("ln_fold") or p.get("ln_const"))
+    if dtype != "bf16" or not bf16_path:
+        raise GPUError(f"variant {name}: residual_dtype is \"fp32\" or \"bf16\"; \"bf16\" needs dtype \"bf16\" with "
+                       f"fused epilogues, without ln_fold or ln_const; got {dtype!r}")
