@@ -26,9 +26,16 @@ TRIALS = {   # name: (title, {group: {constant: value}} added to fast_bf16_xb's 
     # trials are the LayerNorm as it was, for the A/B
     "t23f": ("the LayerNorm without the shared-memory gamma / beta (LN_SMEM_GB=0, as before session 23)", {},
              {"LN_SMEM_GB": 0}),
+    # (call 11, H100: fast_bf16_xb 4.374 vs t23f 4.438 ms queued; fast_bf16 4.672 vs t23g 4.678; LN_SMEM_GB kept)
+    # ncu, call 10: 43-48 registers hold the LayerNorm at 5 blocks of 256 an SM (1.55 waves for 8192 rows); with launch
+    # bounds of 6 blocks ptxas fits it in 40 registers without spilling (1.29 waves)
+    "t23h": ("the LayerNorm at launch bounds (256, 6)", {}, {"LN_MIN_BLOCKS": 6}),
+    # (call 14, H100: t23h 0.999x of fast_bf16_xb queued, t23i 1.003x of fast_bf16; ncu 14.4-14.8 us a LayerNorm at 40
+    # registers and 6 blocks: occupancy is not what holds it. LN_MIN_BLOCKS taken out again: ln_min_blocks.diff)
 }
 
 if __name__ == "__main__":
     write_trials("fast_bf16_xb", TRIALS, HERE / "trials.toml", "Session 23 lead", sys.argv[1:])
     # the same LayerNorm trial over fast_bf16 (fp32 rows)
-    write_trials("fast_bf16", {"t23g": TRIALS["t23f"]}, HERE / "trials_fp32_stream.toml", "Session 23 lead")
+    write_trials("fast_bf16", {"t23g": TRIALS["t23f"], "t23i": TRIALS["t23h"]}, HERE / "trials_fp32_stream.toml",
+                 "Session 23 lead")
