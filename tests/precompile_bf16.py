@@ -21,7 +21,7 @@ def collect(arch: str) -> set:
     from convnet.bench.gpt2 import FLASH_BENCH, FLASH_BF16_BENCH
     sm = int(arch[3:5])
     rt = RecordingRuntime()
-    for name in ("fast_bf16", "fast_bf16_s9", "fast_bf16_dec", "fast_bf16_mma", "fast"):
+    for name in ("fast_bf16", "fast_bf16_xb", "fast_bf16_s9", "fast_bf16_dec", "fast_bf16_mma", "fast"):
         v = catalogue.get(name, "gpt2")
         if v.min_sm <= sm:
             for config in CONFIGS:
@@ -33,8 +33,8 @@ def collect(arch: str) -> set:
         FlashAttentionBF16(rt, 64, {}, "test", **tile)
     for cfg in FLASH_BENCH.values():
         FlashAttention(rt, 64, {}, "bench", **cfg)
-    for cfg in FLASH_BF16_BENCH.values():
-        FlashAttentionBF16(rt, 64, {}, "bench", **cfg)
+    for cfg in FLASH_BF16_BENCH.values():              # as bench-attention builds them (a config's own -D constants)
+        FlashAttentionBF16(rt, 64, cfg.get("defines", {}), "bench", **{k: v for k, v in cfg.items() if k != "defines"})
     # test_gpu_bf16's decode-step comparisons (PDL off, the LayerNorm kernel, the flash kernel at Tq = 1)
     from convnet.bench.layer import with_setting
     for setting in ({"PDL": 0}, {"ln_fuse": False}, {"decode_attention": "flash"}):

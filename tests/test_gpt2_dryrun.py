@@ -181,6 +181,18 @@ def test_gpt2_precompile_covers_the_gpu_test_file():
     assert head_dims >= {32, 64, 80}
 
 
+def test_bf16_precompile_collects_without_a_gpu():
+    """tests/precompile_bf16.py collects the bf16 tests' and bench-attention's builds on a machine without a GPU (its
+    bench-attention part once passed a config's own defines twice), fast_bf16_xb's among them."""
+    import precompile_bf16
+    from convnet.bench.dryrun import kernels_of
+    from convnet.gpt2.gpu import GPT2GPU
+    builds = precompile_bf16.collect("sm_90a")
+    assert {f for f, _ in builds} == {"attention.cu", "gemm.cu", "transformer.cu"}
+    cfg = precompile_bf16.CONFIGS[0]
+    assert kernels_of(lambda rt: GPT2GPU(random_params(cfg), cfg, catalogue.get("fast_bf16_xb", "gpt2"), rt)) <= builds
+
+
 def test_seed_copies_cubins_other_caches_compiled(tmp_path, monkeypatch):
     """convnet.bench.dryrun.seed (SEED_FROM of the precompile scripts): a build whose key another cache folder holds is
     copied (cubin and log), one no folder holds is left to compile."""
