@@ -93,6 +93,14 @@ extern "C" __global__ void layernorm_naive(const float* RESTRICT x, const float*
 #ifndef LN_SMEM_GB
 #define LN_SMEM_GB (LN_VEC <= 32)         // gamma and beta through shared memory (2 C floats: 32 KB at C = 4096)
 #endif
+// A row of C values sent to L2, one lane per 128-byte line (fire and forget: its loads come later).
+template <typename In>
+__device__ __forceinline__ void row_to_l2(const In* row, int C, int lane) {
+    const char* p = (const char*)row;
+    for (int off = 128 * lane; off < C * (int)sizeof(In); off += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" :: "l"(p + off));
+}
+
 // In = float, or __nv_bfloat16 for a bf16 residual stream (layernorm_warp_bf16_xb); Out = float (layernorm_warp) or
 // __nv_bfloat16 (layernorm_warp_bf16(_xb): statistics in fp32, output rounded once); one warp per row, bf16.cuh's
 // layernorm_row (gemm.cu v10's LayerNorm prologue runs the same function).
@@ -110,11 +118,7 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
     // of a bf16 forward's LayerNorm, DRAM 23 % busy). The warp's first row goes to L2 first, under the staging.
     __shared__ __align__(16) float s_gb[2 * 128 * LN_VEC];
     const int first = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (first < rows) {                                        // one lane per 128-byte line of the row
-        const char* fx = (const char*)(x + (long long)first * C);
-        for (int off = 128 * lane; off < C * (int)sizeof(In); off += 32 * 128)
-            asm volatile("prefetch.global.L2 [%0];" :: "l"(fx + off));
-    }
+    if (first < rows) row_to_l2(x + (long long)first * C, C, lane);
     for (int i = threadIdx.x; i < C / 2; i += blockDim.x)     // 2C floats as float4 (w, b 16-byte aligned, C % 4 == 0)
         reinterpret_cast<float4*>(s_gb)[i] = i < C / 4 ? reinterpret_cast<const float4*>(w)[i]
                                                        : reinterpret_cast<const float4*>(b)[i - C / 4];
@@ -130,11 +134,7 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
     // of 256 threads per SM by registers, 1.55 waves for 8192 rows); resident blocks instead, rows strided
     const int warps = gridDim.x * (blockDim.x / 32);
     for (int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
-        if (row + warps < rows) {                                  // one lane per 128-byte line of the next row
-            const char* nx = (const char*)(x + (long long)(row + warps) * C);
-            for (int off = 128 * lane; off < C * (int)sizeof(In); off += 32 * 128)
-                asm volatile("prefetch.global.L2 [%0];" :: "l"(nx + off));
-        }
+        if (row + warps < rows) row_to_l2(x + (long long)(row + warps) * C, C, lane);      // the next row
         layernorm_row<LN_VEC, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
     }
 #else

@@ -66,6 +66,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from functools import partial
 
 import numpy as np
 
@@ -190,10 +191,14 @@ class GPT2GPU:
         if self.ln_resident:
             td = {**td, "LN_STRIDE": 1}
         ln_kernel = ("layernorm_warp_bf16" if self.bf16 else "layernorm_warp") if self.ln_warp else "layernorm_naive"
-        if self.bf16 and self.ln_warp and p.get("ln_pdl"):    # a programmatic dependent launch where PDL=1
-            self.layernorm = tma.launcher(rt, "transformer.cu", ln_kernel, td, name)
-        else:
-            self.layernorm = rt.kernel("transformer.cu", ln_kernel, td, name)
+        # ln_pdl: the LayerNorms as programmatic dependent launches where PDL=1
+        launch_ln = partial(tma.launcher, rt) if self.bf16 and self.ln_warp and p.get("ln_pdl") else rt.kernel
+        self.layernorm = launch_ln("transformer.cu", ln_kernel, td, name)
+        # residual_dtype "bf16" (refused up front where it cannot run: _check_residual_dtype): the bf16 stream's kernels
+        self.resid_bf16 = p.get("residual_dtype", "fp32") == "bf16"
+        if self.resid_bf16:
+            self.layernorm_xb = launch_ln("transformer.cu", ln_kernel + "_xb", td, name)   # layernorm_warp_bf16_xb
+            self.embed_xb = tma.launcher(rt, "transformer.cu", "embed_bf16_xb", d, name)
         if self.ln_const:
             self.c_ln, _ = rt.module("transformer.cu", td).get_global("c_ln")
         self.ln_blocks = (rt.kernel("transformer.cu", ln_kernel, td, name).blocks_per_sm(256, 0) * rt.sm_count
@@ -220,7 +225,6 @@ class GPT2GPU:
         self.ln_fold = bool(p.get("ln_fold", False))
         if self.ln_fold:
             self._init_ln_fold(td, name)
-        self.resid_bf16 = self._init_residual_dtype(p.get("residual_dtype", "fp32"), ln_kernel, td, name)
         self.spin = rt.kernel("transformer.cu", "spin", d, name)
         self._upload(params)
         self.stream = rt.stream()
@@ -243,25 +247,11 @@ class GPT2GPU:
         self.fold_part = parts.pop()
         self.fold_entry = tma.launcher(self.rt, "transformer.cu", "layernorm_fold_bf16", td, name)
 
-    def _init_residual_dtype(self, dtype, ln_kernel, td, name) -> bool:
-        """residual_dtype "bf16": the kernels of a bf16 residual stream (the fold's residual GEMMs write fp32 x)."""
-        if dtype == "fp32":                 # (refused before any build: _check_residual_dtype)
-            return False
-        ln_xb = ln_kernel + "_xb"                      # layernorm_warp_bf16_xb, launched as layernorm_warp_bf16 is
-        if self.variant.params.get("ln_pdl"):
-            self.layernorm_xb = tma.launcher(self.rt, "transformer.cu", ln_xb, td, name)
-        else:
-            self.layernorm_xb = self.rt.kernel("transformer.cu", ln_xb, td, name)
-        self.embed_xb = tma.launcher(self.rt, "transformer.cu", "embed_bf16_xb", dict(self.variant.defines), name)
-        return True
-
     def _stream_takes_bf16(self, M: int) -> bool:
         """residual_dtype "bf16": whether an M-row call's residual GEMMs both reduce-add into x in place (v8's TMA
         epilogue, which adds into a bf16 C as well), so the whole stream can be bf16; else it stays fp32."""
-        if not self.resid_bf16:
-            return False
-        lins = [self._linear(g, M, self.C) for g in ("attn_proj", "mlp_proj")]
-        return all(hasattr(lin, "in_place_residual") and lin.in_place_residual(M, self.C) for lin in lins)
+        return self.resid_bf16 and all(self._linear(g, M, self.C).in_place_residual(M, self.C)
+                                       for g in ("attn_proj", "mlp_proj"))
 
     # -- weights -----------------------------------------------------------------------------------
     def _upload(self, params):
@@ -308,11 +298,14 @@ class GPT2GPU:
             fold("lm_head", "ln_f", wte_t, None)
 
     # -- buffers -----------------------------------------------------------------------------------
-    def _buffers(self, B, T, cap, logit_rows=None):
+    def _buffers(self, B, T, cap, logit_rows=None, bf16_stream=False):
         g, C, H, D, L = self.rt.pool.get, self.C, self.H, self.D, self.cfg.n_layer
         lo = np.uint16 if self.bf16 else np.float32    # what GEMMs and attention read: bf16 (gpu/bf16.py) there
-        bufs = {"idx": g("gpt2.act.idx", (B, T), np.int32), "x": g("gpt2.act.x", (B * T, C)),
-                "x2": g("gpt2.act.x2", (B * T, C)), "a": g("gpt2.act.a", (B * T, C), lo),
+        if bf16_stream:           # residual_dtype "bf16": one buffer, both residual GEMMs add into it in place
+            x = x2 = g("gpt2.act.xb", (B * T, C), np.uint16)
+        else:
+            x, x2 = g("gpt2.act.x", (B * T, C)), g("gpt2.act.x2", (B * T, C))
+        bufs = {"idx": g("gpt2.act.idx", (B, T), np.int32), "x": x, "x2": x2, "a": g("gpt2.act.a", (B * T, C), lo),
                 "y": g("gpt2.act.y", (B * T, C), lo), "t": g("gpt2.act.t", (B * T, C)),
                 "h": g("gpt2.act.h", (B * T, 4 * C), lo), "q": g("gpt2.act.q", (B, H, T, D), lo),
                 "k": g("gpt2.act.kcache", (L, B, H, cap, D), lo), "v": g("gpt2.act.vcache", (L, B, H, cap, D), lo),
@@ -352,11 +345,9 @@ class GPT2GPU:
         if self.bf16 and self.ragged is not None:
             raise GPUError(f"variant {self.variant.name}: prompts of different lengths in one batch are not supported "
                            "by the bf16 path yet; give prompts of one length, or use variant fast")
-        buf = self._buffers(B, T, cap, B if last_only else None)
+        bf16_stream = not device_step and last_rows is None and self._stream_takes_bf16(B * T)
+        buf = self._buffers(B, T, cap, B if last_only else None, bf16_stream)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
-        if not device_step and last_rows is None and self._stream_takes_bf16(M):   # residual_dtype "bf16"
-            # one bf16 buffer: both residual GEMMs add into it in place (so x2, the other buffer, is never written)
-            buf["x"] = buf["x2"] = self.rt.pool.get("gpt2.act.xb", (M, C), np.uint16)
         self._stats_of = None
         ldb = self.linear.ldb
         self._mark(None)
