@@ -27,7 +27,10 @@
 //                     launched as a programmatic dependent launch, waiting (griddepcontrol) before any access.
 //   flash_attention_bf16_wg  the same plan on Hopper's wgmma (session 17, head size 64): S = Q K^T from shared
 //                     memory, O += P V with P from registers and V read N-major; FW_PIPE=1 overlaps tile j's
-//                     softmax with tile j - 1's P V (slower); described at the kernel.
+//                     softmax with tile j - 1's P V (slower); described at the kernel. FW_LEAN=1 (session 24, default):
+//                     fewer instructions in the key loop (Nsight Compute: issue slots 55 % busy, the integer pipe the
+//                     busiest): K / V copies at compile-time steps, the causal mask as a branch only diagonal tiles
+//                     take, O's rescale skipped while no row maximum grows (the same output bit for bit).
 //   decode_attention_bf16  Tq = 1 over the bf16 KV cache (the bf16 variants' decode steps): decode_attention's plan
 //                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
 //                     previous kernel (programmatic dependent launch) before reading anything; PDL_EARLY=1
@@ -1126,6 +1129,9 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 #ifndef FW_MIN_BLOCKS
 #define FW_MIN_BLOCKS 2
 #endif
+#ifndef FW_LEAN
+#define FW_LEAN 1                 // 0: the key loop's instructions as in session 23 (see fw_copy_rows, softmax, rescale)
+#endif
 #ifndef FW_PIPE
 #define FW_PIPE 0                 // 1: S of tile j and P V of tile j - 1 in flight together (see the kernel)
 #endif
@@ -1176,16 +1182,31 @@ __device__ __forceinline__ void fw_fence_operands(float (&r)[N]) {
 }
 
 // Rows r0.. of a head's rows (64 bf16 = 128 bytes each) into a swizzled tile at dst (1024-byte aligned): ROWS rows,
-// zeros from row `valid` on.
+// zeros from row `valid` on. FW_LEAN: the thread's 16-byte pieces at compile-time steps of NT (the loop from tid had a
+// trip count ptxas could not know: every copy in the key loop became a 4-way unrolled loop with its remainder).
 template <int ROWS, int NT>
 __device__ __forceinline__ void fw_copy_rows(unsigned char* dst, const __nv_bfloat16* RESTRICT src, int r0, int valid,
                                              int tid) {
+#if FW_LEAN
+    static_assert(NT % 8 == 0, "a thread keeps its piece column j at every step");
+    constexpr int PIECES = ROWS * 8, STEPS = (PIECES + NT - 1) / NT;
+    const int j = tid % 8;
+#pragma unroll
+    for (int st = 0; st < STEPS; ++st) {
+        const int e = tid + st * NT, r = e / 8;
+        if (PIECES % NT == 0 || e < PIECES) {
+            const bool ok = r0 + r < valid;
+            cp_async16(dst + r * 128 + ((j ^ (r & 7)) << 4), ok ? src + (long long)(r0 + r) * 64 + 8 * j : src, ok);
+        }
+    }
+#else
 #pragma unroll
     for (int e = tid; e < ROWS * 8; e += NT) {
         const int r = e / 8, j = e % 8;
         const bool ok = r0 + r < valid;
         cp_async16(dst + r * 128 + ((j ^ (r & 7)) << 4), ok ? src + (long long)(r0 + r) * 64 + 8 * j : src, ok);
     }
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(128 * FW_WG, FW_MIN_BLOCKS)
@@ -1238,6 +1259,22 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
     auto softmax = [&](float (&sc)[FW_BC / 2], int kt, unsigned (&pv)[PK][4], float (&alpha)[2]) {
         const bool full = kt + FW_BC - 1 <= wq_lo && kt + FW_BC <= Tk;
         float mx[2] = {-INFINITY, -INFINITY};
+#if FW_LEAN
+        // the mask as a branch (warp-uniform): the tiles wholly below the diagonal, most of them, skip its ~100
+        // predicated instructions, which ptxas issued on every tile with the test inside the max loop
+        if (!full) {
+#pragma unroll
+            for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (!visible(kt + 8 * j + 2 * t + (e & 1), shift + r0 + 8 * (e >> 1), Tk, 0))
+                        sc[4 * j + e] = -INFINITY;
+        }
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], sc[4 * j + e]);
+#else
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
@@ -1246,6 +1283,7 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
                     sc[4 * j + e] = -INFINITY;
                 mx[e >> 1] = fmaxf(mx[e >> 1], sc[4 * j + e]);
             }
+#endif
         float base[2], sum[2] = {0.f, 0.f};
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -1270,7 +1308,10 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
 #pragma unroll
         for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
     };
+    // O's rows times alpha; FW_LEAN: skipped while no row of the warp has a new maximum (alpha exactly 1, the same
+    // bits), as on most tiles after the first few
     auto rescale = [&](const float (&alpha)[2]) {
+        if (FW_LEAN && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
             o[4 * n] *= alpha[0]; o[4 * n + 1] *= alpha[0]; o[4 * n + 2] *= alpha[1]; o[4 * n + 3] *= alpha[1];

@@ -33,6 +33,9 @@
 //                      warp takes rows row, row + warps, ... and sends its next row's 128-byte lines to L2
 //                      (prefetch) before normalising this one, so every row's reads are in flight from the start;
 //                      the per-row arithmetic is layernorm_row's, unchanged (the same output bit for bit)
+//   LN_GB_EARLY=1      (session 24) a programmatic LayerNorm (PDL=1) stages gamma and beta (LN_SMEM_GB) before its
+//                      griddepcontrol.wait instead of after it: weights no kernel writes, loaded under the previous
+//                      kernel's tail
 //   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
 //                      enqueues behind it run back to back and events between them time the GPU, not
 //                      the Python launch loop
@@ -51,12 +54,16 @@
 #ifndef LN_STRIDE
 #define LN_STRIDE 0                   // 1: warps stride over the rows (a grid of resident blocks), next row prefetched
 #endif
+#ifndef LN_GB_EARLY
+#define LN_GB_EARLY 1                 // a programmatic LayerNorm stages gamma / beta before its griddepcontrol.wait
+#endif
 #ifndef EMB_VEC
 #define EMB_VEC 1                     // embed_bf16's columns per thread: 1 or 8
 #endif
 static_assert(EMB_VEC == 1 || EMB_VEC == 8, "EMB_VEC: 1 or 8");
 #if PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define TR_PDL() asm volatile("griddepcontrol.wait;\n" ::: "memory"); asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory")
+#define TR_PDL() do { asm volatile("griddepcontrol.wait;\n" ::: "memory"); \
+                      asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); } while (0)
 #else
 #define TR_PDL() do { } while (0)
 #endif
@@ -103,29 +110,36 @@ __device__ __forceinline__ void row_to_l2(const In* row, int C, int lane) {
 
 // In = float, or __nv_bfloat16 for a bf16 residual stream (layernorm_warp_bf16_xb); Out = float (layernorm_warp) or
 // __nv_bfloat16 (layernorm_warp_bf16(_xb): statistics in fp32, output rounded once); one warp per row, bf16.cuh's
-// layernorm_row (gemm.cu v10's LayerNorm prologue runs the same function).
-template <typename In, typename Out>
+// layernorm_row (gemm.cu v10's LayerNorm prologue runs the same function). Pdl: a programmatic
+// dependent launch (PDL=1), which waits for the kernel before it (griddepcontrol) before reading x or writing y.
+template <typename In, typename Out, bool Pdl>
 __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const float* RESTRICT w,
                                                     const float* RESTRICT b, Out* RESTRICT y, int rows, int C,
                                                     float eps) {
     const int lane = threadIdx.x % 32;
 #if LN_CONST
+    if (Pdl) TR_PDL();
     const float* gw = c_ln;
     const float* gb = c_ln + C;
 #elif LN_SMEM_GB
     // gamma and beta staged once per block in shared memory (session 23). Read from global memory per element, each of
     // a row's LN_VEC output groups waited on its own loads after the two reductions (ncu, H100: 16 us for the 12.6 MB
     // of a bf16 forward's LayerNorm, DRAM 23 % busy). The warp's first row goes to L2 first, under the staging.
+    // LN_GB_EARLY=1 (session 24): a programmatic launch stages them before its wait (they are weights, which no kernel
+    // writes), so a block that starts under the previous kernel's tail has them when that kernel ends.
     __shared__ __align__(16) float s_gb[2 * 128 * LN_VEC];
+    if (Pdl && !LN_GB_EARLY) TR_PDL();
     const int first = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (first < rows) row_to_l2(x + (long long)first * C, C, lane);
+    if (!(Pdl && LN_GB_EARLY) && first < rows) row_to_l2(x + (long long)first * C, C, lane);
     for (int i = threadIdx.x; i < C / 2; i += blockDim.x)     // 2C floats as float4 (w, b 16-byte aligned, C % 4 == 0)
         reinterpret_cast<float4*>(s_gb)[i] = i < C / 4 ? reinterpret_cast<const float4*>(w)[i]
                                                        : reinterpret_cast<const float4*>(b)[i - C / 4];
+    if (Pdl && LN_GB_EARLY) TR_PDL();
     __syncthreads();
     const float* gw = s_gb;
     const float* gb = s_gb + C;
 #else
+    if (Pdl) TR_PDL();
     const float* gw = w;
     const float* gb = b;
 #endif
@@ -146,22 +160,21 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
 
 extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,
                                           float* RESTRICT y, int rows, int C, float eps) {
-    layernorm_warp_body<float, float>(x, w, b, y, rows, C, eps);
+    layernorm_warp_body<float, float, false>(x, w, b, y, rows, C, eps);
 }
 
+// PDL=1: x written by the kernel before, y read by an earlier GEMM
 extern "C" __global__ void layernorm_warp_bf16(const float* RESTRICT x, const float* RESTRICT w,
                                                const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
                                                float eps) {
-    TR_PDL();                         // PDL=1: x written by the kernel before, y read by an earlier GEMM
-    layernorm_warp_body<float, __nv_bfloat16>(x, w, b, y, rows, C, eps);
+    layernorm_warp_body<float, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);
 }
 
 // over a bf16 residual stream (param residual_dtype "bf16"): rows of C bf16, 16-byte aligned (C % 8 == 0)
 extern "C" __global__ void layernorm_warp_bf16_xb(const __nv_bfloat16* RESTRICT x, const float* RESTRICT w,
                                                   const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
                                                   float eps) {
-    TR_PDL();
-    layernorm_warp_body<__nv_bfloat16, __nv_bfloat16>(x, w, b, y, rows, C, eps);
+    layernorm_warp_body<__nv_bfloat16, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);
 }
 
 // The LayerNorm fold's entry (session 21, param ln_fold; gemm.cu BF_LNS): for the first LayerNorm of a forward, what a

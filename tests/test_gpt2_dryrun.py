@@ -73,6 +73,20 @@ def test_full_forward_runs_every_layernorm():
     assert "gemm_skinny" not in kernels
 
 
+def test_ln_defines_reach_the_layernorm_builds_only():
+    """ln_defines (session 24): -D constants for the warp LayerNorm's builds, so a LayerNorm trial shares its variant's
+    GEMM and attention builds."""
+    from convnet.bench.dryrun import kernels_of
+    from convnet.bench.layer import with_setting
+    from convnet.gpt2.gpu import GPT2GPU
+    base = catalogue.get("fast_bf16_xb", "gpt2")
+    trial = with_setting(base, {"ln_defines": {"LN_GB_EARLY": 0}})
+    plain, tried = (kernels_of(lambda rt: GPT2GPU(random_params(CONFIG), CONFIG, v, rt)) for v in (base, trial))
+    ln = {(f, d) for f, d in tried if dict(d).get("LN_GB_EARLY") == 0}
+    assert ln and all(f == "transformer.cu" and "LN_VEC" in dict(d) for f, d in ln)
+    assert tried - ln == plain - {(f, d) for f, d in plain if f == "transformer.cu" and "LN_VEC" in dict(d)}
+
+
 def test_flash_attention_settings_are_checked():
     from convnet.errors import GPUError
     from convnet.gpt2.flash import FlashAttention
@@ -117,7 +131,7 @@ def test_wgmma_flash_attention_routing_and_refusals():
     other = RecordingRuntime()
     other.arch = "sm_80"
     assert FlashAttentionBF16(other, 64, {}, "t", wgmma=True).wg is None
-    for bad in ({"FW_BC": 96}, {"FW_PIPE": 1, "FW_STAGES": 3}, {"FW_WG": 4}):
+    for bad in ({"FW_BC": 96}, {"FW_PIPE": 1, "FW_STAGES": 3}, {"FW_WG": 4}, {"FW_LEAN": 2}):
         rt = RecordingRuntime()
         with pytest.raises(GPUError, match="wgmma flash attention") as e:
             FlashAttentionBF16(rt, 64, bad, "t", wgmma=True)

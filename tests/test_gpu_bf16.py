@@ -262,13 +262,15 @@ def test_bf16_flash_attention_prompts_decode_and_windows(Tq, Tk, window, rng):
 
 
 # layernorm_warp_bf16 with LN_STRIDE=1 (session 17, param ln_resident): warps stride over the rows of a smaller grid;
-# layernorm_warp_bf16_xb (session 23): the same over bf16 rows (a bf16 residual stream)
+# layernorm_warp_bf16_xb (session 23): the same over bf16 rows (a bf16 residual stream); programmatic launches with
+# gamma / beta staged before (LN_GB_EARLY, session 24) and after the wait
 @pytest.mark.gpu
 @pytest.mark.parametrize("stream", ["fp32", "bf16"])
 @pytest.mark.parametrize("rows,C", [(1, 768), (7, 64), (1000, 768), (8193, 768), (300, 1600)])
 def test_layernorm_over_resident_blocks_writes_the_same_bits(rows, C, stream, rng):
-    """The strided kernel (the resident grid, 3 blocks, 1 block; one case launched programmatically) writes exactly
-    the one-row-per-warp kernel's bf16 output, which is within bf16 rounding of float64; y NaN-poisoned each time.
+    """The strided kernel (the resident grid, 3 blocks, 1 block; one case launched programmatically) and the
+    one-row kernel launched programmatically (gamma / beta staged before its wait, and after it) write exactly the
+    one-row-per-warp kernel's plain bf16 output, which is within bf16 rounding of float64; y NaN-poisoned each time.
     Rows with a large mean and an outlier column (the variance about the mean is what counts). stream bf16: x in
     bf16 (layernorm_warp_bf16_xb), the float64 reference over the same bf16 values."""
     from convnet.gpu import tma
@@ -302,7 +304,12 @@ def test_layernorm_over_resident_blocks_writes_the_same_bits(rows, C, stream, rn
     resident = strided.blocks_per_sm(256, 0) * rt.sm_count
     for fn, blocks in ((strided, min(cdiv(rows, 8), resident)), (strided, 3), (strided, 1),
                        (tma.launcher(rt, "transformer.cu", kernel, {**d, "LN_STRIDE": 1, "PDL": 1},
-                                     "test"), 5)):
+                                     "test"), 5),
+                       # session 24: gamma / beta staged before a programmatic launch's wait (LN_GB_EARLY, the
+                       # default) and after it, as before
+                       (tma.launcher(rt, "transformer.cu", kernel, {**d, "PDL": 1}, "test"), cdiv(rows, 8)),
+                       (tma.launcher(rt, "transformer.cu", kernel, {**d, "PDL": 1, "LN_GB_EARLY": 0}, "test"),
+                        cdiv(rows, 8))):
         got = run(fn, blocks)
         assert np.array_equal(got, want), f"{blocks} blocks: {np.count_nonzero(got != want)} values differ"
 
@@ -323,6 +330,30 @@ def test_bf16_wgmma_flash_attention_matches_float64(tile, Tq, Tk, B, H, rng):
     """Prompts of 1..1000 queries, alone (Tq = Tk) or after earlier keys in a longer cache, partial query blocks and
     key tiles; y poisoned beforehand."""
     _bf16_attention_case(rng, B=B, H=H, Tq=Tq, Tk=Tk, D=64, defines=tile, wgmma=True)
+
+
+# FW_LEAN (session 24, the default): the key loop's instructions trimmed (copies at compile-time steps, the causal mask
+# as a branch, O's rescale skipped at alpha 1); the arithmetic is the same, so the output is too
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", ["bc64", "bc128", "1wg", "3wg_pdl", "pipe"])
+@pytest.mark.parametrize("Tq,Tk,B,H", [(1000, 1000, 2, 3), (65, 300, 1, 1), (129, 129, 1, 2), (7, 7, 1, 1)])
+def test_bf16_wgmma_flash_attention_lean_writes_the_same_bits(tile, Tq, Tk, B, H, rng):
+    """FW_LEAN=1 against FW_LEAN=0 (session 23's key loop), same inputs, y poisoned before each: equal bit for bit."""
+    from convnet.gpt2.flash import FlashAttentionBF16
+    from convnet.gpu.bf16 import BF16_NAN
+    case = _AttentionCase(rng, B, H, Tq, Tk, 64, 0, "lean")
+    outs = []
+    for lean in (0, 1):
+        fa = FlashAttentionBF16(case.rt, 64, {**FW_TILES[tile], "FW_LEAN": lean}, "test", wgmma=True)
+        if fa.wg is None:
+            pytest.skip(f"flash_attention_bf16_wg needs sm_90a; this GPU is {case.rt.arch}")
+        case.y.fill(np.uint16(BF16_NAN))
+        b = case.bufs
+        fa(b["q"], b["k"], b["v"], case.y, B, H, Tq, Tk, Tq, case.cap, 0)
+        case.rt.synchronize(f"flash_attention_bf16_wg FW_LEAN={lean}")
+        outs.append(case.y.get().copy())
+    case.check("flash_attention_bf16_wg FW_LEAN=1", 6e-3, 3e-2)
+    assert np.array_equal(outs[0], outs[1]), f"{np.count_nonzero(outs[0] != outs[1])} values differ"
 
 
 @pytest.mark.gpu

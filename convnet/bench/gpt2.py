@@ -169,6 +169,9 @@ FLASH_BF16_BENCH = {
         warps=8, strips=1, key_tile=128, stages=3),
     # session 17: flash_attention_bf16_wg (wgmma m64n64k16 / m64n128k16, 64 queries per warpgroup; head size 64)
     "bf16 wgmma: 2 warpgroups x 64 queries, 64-key tiles": dict(wgmma=True),
+    # session 24: the same with session 23's key loop (FW_LEAN=0: more integer instructions, the mask on every tile)
+    "bf16 wgmma: 2 warpgroups, 64-key tiles, session 23's key loop (FW_LEAN=0)": dict(wgmma=True,
+                                                                                    defines={"FW_LEAN": 0}),
     "bf16 wgmma: 2 warpgroups, 64-key tiles, 3 stages": dict(wgmma=True, defines={"FW_STAGES": 3}),
     "bf16 wgmma: 2 warpgroups, 128-key tiles": dict(wgmma=True, defines={"FW_BC": 128, "FW_MIN_BLOCKS": 1}),
     "bf16 wgmma: 3 warpgroups, 64-key tiles": dict(wgmma=True, defines={"FW_WG": 3, "FW_MIN_BLOCKS": 1}),

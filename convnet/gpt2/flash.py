@@ -79,15 +79,15 @@ class FlashAttentionBF16:
                            f"{key_tile} at head size {head_dim}")
         # wgmma (param flash_wgmma, session 17): flash_attention_bf16_wg where it applies (Hopper, head size 64, no
         # window, positions from the host: the prompts'); the mma.sync kernel runs the rest. Its tunables (-D):
-        # FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS, FW_PIPE, checked here before anything compiles
+        # FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS, FW_PIPE, FW_LEAN, checked here before anything compiles
         self.wg, self.wg_settings = None, None
         if wgmma and head_dim == 64 and getattr(rt, "arch", "") == "sm_90a":
-            c = {"FW_BC": 64, "FW_STAGES": 2, "FW_WG": 2, "FW_MIN_BLOCKS": 2, "FW_PIPE": 0}
+            c = {"FW_BC": 64, "FW_STAGES": 2, "FW_WG": 2, "FW_MIN_BLOCKS": 2, "FW_PIPE": 0, "FW_LEAN": 1}
             c.update({key: int(defines[key]) for key in c if key in defines})
             if (c["FW_BC"] not in (64, 128) or not 2 <= c["FW_STAGES"] <= 4 or not 1 <= c["FW_WG"] <= 3
-                    or c["FW_PIPE"] and c["FW_STAGES"] != 2):
+                    or c["FW_PIPE"] and c["FW_STAGES"] != 2 or c["FW_LEAN"] not in (0, 1)):
                 raise GPUError(f"bf16 wgmma flash attention: FW_BC 64 or 128, FW_STAGES 2..4 (2 with FW_PIPE), FW_WG "
-                               f"1..3; got {c}")
+                               f"1..3, FW_LEAN 0 or 1; got {c}")
             self.wg_settings = c
         self.D, self.tf32, self.split = head_dim, False, 1
         self.threads, self.block_rows = 32 * warps, 16 * strips * warps

@@ -39,6 +39,8 @@ kernel each step uses:
                     (FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS, FW_PIPE, FB_PDL)
     ln_resident     (session 17) the warp LayerNorm on a grid of resident blocks, warps striding over the rows with
                     the next row prefetched (transformer.cu LN_STRIDE; the same output)
+    ln_defines      {constant: value}: -D constants for the warp LayerNorm's builds only (transformer.cu's LN_*, e.g.
+                    LN_GB_EARLY), so a trial of them shares every other build of its variant
     ln_pdl          bf16 with PDL=1 (session 12): layernorm_warp_bf16 as a programmatic dependent launch too (the
                     batched decode step's LayerNorm kernels stop breaking the chain)
     decode_pick     bf16 greedy decode steps of B <= 8 on the device: the LM head's GEMV also picks the tokens,
@@ -187,7 +189,8 @@ class GPT2GPU:
             raise GPUError("ln_const needs the warp LayerNorm, n_embd a multiple of 4 and at most 4096")
         # ln_resident (session 17): warps stride over the rows of a grid of resident blocks, the next row prefetched
         self.ln_resident = self.ln_warp and bool(p.get("ln_resident", False))
-        td = {**d, "LN_VEC": cdiv(C, 128), "LN_CONST": int(self.ln_const)} if self.ln_warp else d
+        td = {**d, "LN_VEC": cdiv(C, 128), "LN_CONST": int(self.ln_const), **p.get("ln_defines", {})} \
+            if self.ln_warp else d
         if self.ln_resident:
             td = {**td, "LN_STRIDE": 1}
         ln_kernel = ("layernorm_warp_bf16" if self.bf16 else "layernorm_warp") if self.ln_warp else "layernorm_naive"
