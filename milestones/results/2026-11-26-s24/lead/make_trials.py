@@ -25,6 +25,17 @@ TRIALS = {   # name: (title, {group: {constant: value}} added to prefill_group_d
     # call 2's ncu of flash_attention_bf16_wg: issue slots 55 % busy, the integer pipe the busiest (50 %). attention.cu
     # FW_LEAN=1 (now the default) trims the key loop; this is the loop as before, for the A/B
     "t24h": ("attention's key loop as in session 23 (FW_LEAN=0)", {}, {"flash_defines": {"FW_LEAN": 0}}),
+    # (call 3, H100: fast_bf16_xb 4.274 vs t24h 4.401 ms queued (1.030x), fast_bf16 4.533 vs t24i 4.654 (1.027x);
+    # bench-attention 0.078 vs 0.089 ms, SDPA bf16 0.093: FW_LEAN kept. Then FW_LEAN's descriptors as base + offset)
+    # a tile's P V left running under the next tile's barrier, copies and S (FW_PV_DEFER; 3 or 4 K / V slots)
+    "t24j": ("attention: P V waited at the next S, 3 stages (FW_PV_DEFER)", {},
+             {"flash_defines": {"FW_STAGES": 3, "FW_PV_DEFER": 1}}),
+    "t24k": ("attention: P V waited at the next S, 4 stages (FW_PV_DEFER)", {},
+             {"flash_defines": {"FW_STAGES": 4, "FW_PV_DEFER": 1}}),
+    "t24l": ("attention: 3 stages (the control for t24j)", {}, {"flash_defines": {"FW_STAGES": 3}}),
+    # (call 4, H100: fast_bf16_xb 4.237 ms queued, t24h 0.970x, t24j 0.997x, t24k 0.995x, t24l 0.999x: FW_PV_DEFER does
+    # not pay and is taken out again (pv_defer.diff); the descriptors as base + offset stay (every attention.cu build of
+    # the tree afterwards has the SASS call 4 tested, function by function)
 }
 
 if __name__ == "__main__":
