@@ -25,7 +25,7 @@ fi
 timeout 150 python3 -m convnet.bench.forward_ab --variants fast_bf16_xb t24a t24b t24c fast_bf16 t24d t24e --rounds 3 \
   --repeat 10 > "$OUT/05_ab.txt" 2>&1
 stamp forward_ab $?
-D=milestones/results/2026-11-26-s24/lead
+D=milestones/results/2026-11-26-s23/lead   # its ln_profile.py (these calls ran a copy, since removed)
 for v in fast_bf16_xb t24c; do
   timeout 60 ncu --kernel-name regex:"layernorm" --launch-skip 25 --launch-count 25 \
     --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread \

@@ -22,7 +22,7 @@ done
 timeout 120 python3 -m convnet.bench.forward_ab --variants fast_bf16_xb t24f fast_bf16 t24g --rounds 3 \
   --repeat 10 > "$OUT/05_ab.txt" 2>&1
 stamp forward_ab $?
-D=milestones/results/2026-11-26-s24/lead
+D=milestones/results/2026-11-26-s23/lead   # its ln_profile.py (these calls ran a copy, since removed)
 NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
 echo "nsys: $NSYS" >> "$OUT/00_device.txt"
 if [ -n "$NSYS" ]; then

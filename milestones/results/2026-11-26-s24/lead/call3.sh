@@ -23,7 +23,7 @@ timeout 120 python3 -m convnet.bench.forward_ab --variants fast_bf16_xb t24h fas
 stamp forward_ab $?
 timeout 150 python3 -m convnet.gpt2 bench-attention > "$OUT/04_attention.txt" 2>&1
 stamp bench_attention $?
-D=milestones/results/2026-11-26-s24/lead
+D=milestones/results/2026-11-26-s23/lead   # its ln_profile.py (these calls ran a copy, since removed)
 timeout 90 ncu --kernel-name flash_attention_bf16_wg --launch-skip 12 --launch-count 1 --section SpeedOfLight \
   --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
   python3 $D/ln_profile.py fast_bf16_xb > "$OUT/12_ncu_attention.txt" 2>&1
