@@ -1243,37 +1243,31 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
     const unsigned qa = (unsigned)__cvta_generic_to_shared(Qs) + wg * 64 * 128;
     const unsigned ks0 = (unsigned)__cvta_generic_to_shared(Ks), vs0 = (unsigned)__cvta_generic_to_shared(Vs);
+    // the wgmma operands' descriptors: Q's k step kk, and those of the K / V tiles at shared addresses ka / va
 #if FW_LEAN
     // a descriptor as its base's low word plus the offset in 16-byte units (no carry out of the 14-bit address field:
     // shared memory lies under 2^18 bytes), not rebuilt from each address (mask, shift, or: ~5 instructions an operand)
     const unsigned q_lo = (unsigned)wg_desc(qa), k_lo = (unsigned)wg_desc(ks0), v_lo = (unsigned)wg_desc(vs0);
     const unsigned long long DESC_HI = wg_desc(0) & 0xFFFFFFFF00000000ull;     // (folded: a constant)
-    // S = Q K^T of the key tile at ka (issued, not waited for)
-    auto issue_qk = [&](float (&sc)[FW_BC / 2], unsigned ka) {
-        const unsigned kd = k_lo + ((ka - ks0) >> 4);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) FwQK<FW_BC>::run(sc, DESC_HI | (q_lo + 2 * kk), DESC_HI | (kd + 2 * kk));
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    };
-    auto issue_pv = [&](const unsigned (&pv)[PK][4], unsigned va) {     // O += P V, keys 16 kk ..: 16 rows
-        const unsigned vd = v_lo + ((va - vs0) >> 4);
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk) fw_pv(o, pv[kk], DESC_HI | (vd + 128 * kk));
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    };
+    auto q_desc = [&](int kk) { return DESC_HI | (q_lo + 2 * kk); };
+    auto k_desc = [&](unsigned ka, int kk) { return DESC_HI | (k_lo + ((ka - ks0) >> 4) + 2 * kk); };
+    auto v_desc = [&](unsigned va, int kk) { return DESC_HI | (v_lo + ((va - vs0) >> 4) + 128 * kk); };
 #else
+    auto q_desc = [&](int kk) { return wg_desc(qa + kk * 32); };
+    auto k_desc = [&](unsigned ka, int kk) { return wg_desc(ka + kk * 32); };
+    auto v_desc = [&](unsigned va, int kk) { return wg_desc(va + kk * 2048); };
+#endif
     // S = Q K^T of the key tile at ka (issued, not waited for)
     auto issue_qk = [&](float (&sc)[FW_BC / 2], unsigned ka) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) FwQK<FW_BC>::run(sc, wg_desc(qa + kk * 32), wg_desc(ka + kk * 32));
+        for (int kk = 0; kk < 4; ++kk) FwQK<FW_BC>::run(sc, q_desc(kk), k_desc(ka, kk));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     };
     auto issue_pv = [&](const unsigned (&pv)[PK][4], unsigned va) {     // O += P V, keys 16 kk ..: 16 rows
 #pragma unroll
-        for (int kk = 0; kk < PK; ++kk) fw_pv(o, pv[kk], wg_desc(va + kk * 2048));
+        for (int kk = 0; kk < PK; ++kk) fw_pv(o, pv[kk], v_desc(va, kk));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     };
-#endif
     // the online softmax of tile kt's scores: masked (diagonal and keys past Tk), the running max and this lane's
     // share of the sums updated, P into pv; returns the factors for O's rows (alpha)
     auto softmax = [&](float (&sc)[FW_BC / 2], int kt, unsigned (&pv)[PK][4], float (&alpha)[2]) {

@@ -117,29 +117,30 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
                                                     const float* RESTRICT b, Out* RESTRICT y, int rows, int C,
                                                     float eps) {
     const int lane = threadIdx.x % 32;
+    // LN_GB_EARLY=1 (session 24): a programmatic launch stages gamma / beta (LN_SMEM_GB) before its wait (they are
+    // weights, which no kernel writes), so a block that starts under the previous kernel's tail has them when that
+    // kernel ends; every other launch waits first
+    constexpr bool early = Pdl && !LN_CONST && LN_SMEM_GB && LN_GB_EARLY;
+    if (Pdl && !early) TR_PDL();
 #if LN_CONST
-    if (Pdl) TR_PDL();
     const float* gw = c_ln;
     const float* gb = c_ln + C;
 #elif LN_SMEM_GB
     // gamma and beta staged once per block in shared memory (session 23). Read from global memory per element, each of
     // a row's LN_VEC output groups waited on its own loads after the two reductions (ncu, H100: 16 us for the 12.6 MB
-    // of a bf16 forward's LayerNorm, DRAM 23 % busy). The warp's first row goes to L2 first, under the staging.
-    // LN_GB_EARLY=1 (session 24): a programmatic launch stages them before its wait (they are weights, which no kernel
-    // writes), so a block that starts under the previous kernel's tail has them when that kernel ends.
+    // of a bf16 forward's LayerNorm, DRAM 23 % busy). The warp's first row goes to L2 first, under the staging (not
+    // where the staging comes before the wait: the kernel before writes that row).
     __shared__ __align__(16) float s_gb[2 * 128 * LN_VEC];
-    if (Pdl && !LN_GB_EARLY) TR_PDL();
     const int first = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (!(Pdl && LN_GB_EARLY) && first < rows) row_to_l2(x + (long long)first * C, C, lane);
+    if (!early && first < rows) row_to_l2(x + (long long)first * C, C, lane);
     for (int i = threadIdx.x; i < C / 2; i += blockDim.x)     // 2C floats as float4 (w, b 16-byte aligned, C % 4 == 0)
         reinterpret_cast<float4*>(s_gb)[i] = i < C / 4 ? reinterpret_cast<const float4*>(w)[i]
                                                        : reinterpret_cast<const float4*>(b)[i - C / 4];
-    if (Pdl && LN_GB_EARLY) TR_PDL();
+    if (early) TR_PDL();
     __syncthreads();
     const float* gw = s_gb;
     const float* gb = s_gb + C;
 #else
-    if (Pdl) TR_PDL();
     const float* gw = w;
     const float* gb = b;
 #endif
