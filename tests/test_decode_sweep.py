@@ -64,6 +64,9 @@ def test_sweep_runs_rounds_in_both_orders_and_splits_a_step(monkeypatch):
             self.variant, self.rt = v, type("rt", (), {"name": "Fake GPU"})()
             order.append(v.name)
 
+        def decode_step_groups(self, cap, B=1):
+            return {g: 1e-3 for g in GROUPS}
+
     class FakeGen:
         def __init__(self, gpu):
             self.gpu = gpu
@@ -78,7 +81,6 @@ def test_sweep_runs_rounds_in_both_orders_and_splits_a_step(monkeypatch):
     monkeypatch.setattr(bg, "load_model", lambda c: ({}, None, "fake model"))
     monkeypatch.setattr(bg, "bench_prompts", lambda config, b, t: ([[0]], [[0]] * b))
     monkeypatch.setattr(bg, "generation_rates", fake_rates)
-    monkeypatch.setattr(bg, "_step_groups", lambda gpu, b, cap: {g: 1e-3 for g in GROUPS})
     monkeypatch.setattr(gg, "GPT2GPU", FakeGPU)
     monkeypatch.setattr(gen, "GPUGenerator", FakeGen)
     out = decode_sweep.sweep_benchmark("fast,fast_pdl", batch=4, repeat=1, hf=False, rounds=2)

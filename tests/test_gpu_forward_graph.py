@@ -65,3 +65,26 @@ def test_queued_groups_split_the_forward(name, rng):
     for g in ("embed", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "lm_head"):
         assert groups[g] > 0.0, f"group {g} got no time: {groups}"
     np.testing.assert_array_equal(gpu.logits(idx), want)
+
+
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast"])
+@pytest.mark.parametrize("B", [1, 3])
+def test_decode_step_groups_split_a_step(name, B, rng):
+    """GPT2GPU.decode_step_groups (bench-decode's and bench-generate's step split; session 25: a warm-up pass, then
+    the median of passes): every group of GROUPS, none negative, the decode step's kernels in their groups; the
+    timed steps leave the model as it was (the same greedy tokens after them)."""
+    from convnet.gpt2.gpu import GROUPS, GPT2GPU
+    from convnet.gpu.runtime import Runtime
+    rt = Runtime.get()
+    v = catalogue.get(name, "gpt2")
+    if int(rt.arch[3:5]) < v.min_sm:
+        pytest.skip(f"{name} needs sm_{v.min_sm}; this GPU is {rt.arch}")
+    prompt = rng.integers(0, CONFIG.vocab_size, (B, 16))
+    gpu = GPT2GPU(random_params(CONFIG), CONFIG, v)
+    want, _ = gpu.generate(prompt, 8)
+    groups = gpu.decode_step_groups(16 + 8, B=B, passes=2)
+    assert set(groups) == set(GROUPS) and min(groups.values()) >= 0.0, groups
+    for g in ("embed", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "lm_head"):
+        assert groups[g] > 0.0, f"group {g} got no time: {groups}"
+    got, _ = gpu.generate(prompt, 8)
+    np.testing.assert_array_equal(got, want)

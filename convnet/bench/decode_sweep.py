@@ -60,7 +60,7 @@ def sweep_benchmark(names: str, batch: int = 32, prompt_len: int = 64, new_token
     from ..gpt2.generate import Sampling
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.gpu_generate import GPUGenerator
-    from .gpt2 import _step_groups, bench_prompts, generation_rates, load_model
+    from .gpt2 import bench_prompts, generation_rates, load_model
     params, config, what = load_model(None)
     one, many = bench_prompts(config, batch, prompt_len)
     runs = {v.name: {"batched": [], "one": []} for v in variants}     # per round: (steady, wall)
@@ -78,7 +78,7 @@ def sweep_benchmark(names: str, batch: int = 32, prompt_len: int = 64, new_token
                 same.setdefault((v.name, key), ids)
             if r == 0 and step_split:
                 try:
-                    groups[v.name] = _step_groups(gpu, batch, prompt_len + new_tokens)
+                    groups[v.name] = gpu.decode_step_groups(prompt_len + new_tokens, B=batch)
                 except Exception as e:                        # the rates stand without the split
                     print(f"{v.name}: no step split ({type(e).__name__}: {e})", flush=True)
             print(f"round {r + 1}, {v.name}: B={batch} {runs[v.name]['batched'][-1][0]:.0f} tok/s steady, "

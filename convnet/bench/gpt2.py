@@ -397,20 +397,10 @@ def generate_benchmark(variant_name: str = "auto", batch: int = 32, prompt_len: 
     table = report.table(["run", "wall tok/s", "steady tok/s", "steady / bench-decode"], rows,
                          title=f"variant {v.name} on {gpu.rt.name}, {what}, {new_tokens} new tokens, "
                                f"median of {repeat} runs")
-    split = {b: _step_groups(gpu, b, prompt_len + new_tokens) for b in (1, batch)}
+    split = {b: gpu.decode_step_groups(prompt_len + new_tokens, B=b) for b in (1, batch)}
     from ..gpt2.gpu import GROUPS
     return table + "\n" + report.table(
         ["kernel group"] + [f"B={b}" for b in split], [[g] + [split[b][g] * 1e3 for b in split] for g in GROUPS],
         title=f"one decode step at position {prompt_len + new_tokens - 1}, event-separated kernel groups (us)")
 
 
-def _step_groups(gpu, B: int, cap: int) -> dict:
-    """One decode step of B sequences at the last position of a cache of `cap`, split into kernel groups (ms),
-    as GPT2GPU.decode_step_groups does for one."""
-    token = gpu.rt.pinned((B, 1), np.int32)
-    token[:] = 0
-
-    def step():
-        gpu.spin((1, 1, 1), (1, 1, 1), np.int64(40_000_000), stream=gpu.stream)
-        gpu.enqueue(token, pos=cap - 1, cap=cap, last_only=True)
-    return gpu._grouped(step, f"timed decode step (B={B})")

@@ -640,19 +640,27 @@ class GPT2GPU:
         def run():
             self._hold()
             self.enqueue(tokens)
-        runs = [self._grouped(run, "queued forward") for _ in range(passes)]
-        return {g: statistics.median(r[g] for r in runs) for g in GROUPS}
+        return self._median_groups(run, "queued forward", passes)
 
-    def decode_step_groups(self, cap: int) -> dict:
-        """One decode step (B=1, the last position of a cache of `cap`), split into kernel groups by events
-        (ms): where a token's time goes. Reuses the buffers a generate() of the same cap allocated."""
-        token = self.rt.pinned((1, 1), np.int32)        # pinned: a pageable copy would wait for the spin
-        token[0, 0] = 0
+    def decode_step_groups(self, cap: int, B: int = 1, passes: int = 5) -> dict:
+        """One decode step (B sequences at the last position of a cache of `cap`), split into kernel groups by
+        events (ms), the median of `passes` passes after a warm-up: where a token's time goes. Reuses the buffers a
+        generate() of the same B and cap allocated."""
+        token = self.rt.pinned((B, 1), np.int32)        # pinned: a pageable copy would wait for the spin
+        token[:] = 0
 
         def step():
             self._hold()
             self.enqueue(token, pos=cap - 1, cap=cap, last_only=True)
-        return self._grouped(step, "timed decode step")
+        return self._median_groups(step, f"timed decode step (B={B})", passes)
+
+    def _median_groups(self, run, what: str, passes: int) -> dict:
+        """_grouped(run) after one untimed pass, the median of `passes` passes per group. The untimed pass matters:
+        a first pass's host work (module loads, buffer allocations) can outlast the spin, and the events then time
+        the host's launch gaps (session 25: a decode step's first pass read 6x its steady time)."""
+        self._grouped(run, what)
+        runs = [self._grouped(run, what) for _ in range(passes)]
+        return {g: statistics.median(r[g] for r in runs) for g in GROUPS}
 
     def _grouped(self, run, what: str) -> dict:
         """run() once with an event after each kernel group; milliseconds per group."""
