@@ -493,7 +493,11 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
 // registers), then the block merges the DA_THREADS partial states through shared memory.
 // decode_attention_gap: the same for prompts of different lengths in one batch (sequence b's keys in slots
 // gap[2b]..gap[2b+1]-1 are padding: skipped).
+// DA_PARTS (session 25): a head size whose DA_THREADS partial states would pass the 48 KB of static shared memory
+// (D >= 96: ptxas refused the whole file before Hopper) merges in two rounds: the upper half of the threads hands its
+// states to the lower half first, so the buffer holds half the rows.
 #define DA_THREADS 128
+#define DA_PARTS ((DA_THREADS * (HEAD_DIM + 1) + HEAD_DIM + 2 * DA_THREADS) * 4 > 48 * 1024 ? 2 : 1)
 template <bool GAP>
 __device__ __forceinline__ void
 decode_attention_body(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
@@ -503,7 +507,8 @@ decode_attention_body(const float* RESTRICT q, const float* RESTRICT k, const fl
     constexpr int D = HEAD_DIM;
     __shared__ __align__(16) float qs[D];
     __shared__ float ms[DA_THREADS], ls[DA_THREADS];
-    __shared__ float os[DA_THREADS][D + 1];
+    constexpr int ROWS = DA_THREADS / DA_PARTS;             // partial states the merge buffer holds
+    __shared__ float os[ROWS][D + 1];
     const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x;
     const float* kh = k + (long long)bh * cap_kv * D;
     const float* vh = v + (long long)bh * cap_kv * D;
@@ -547,14 +552,33 @@ decode_attention_body(const float* RESTRICT q, const float* RESTRICT k, const fl
 #pragma unroll
     for (int w = 1; w < DA_THREADS / 32; ++w) mx = fmaxf(mx, ms[w]);
     const float scale = m == -INFINITY ? 0.f : exp2f(m - mx);         // a thread that saw no key adds 0
-    ls[tid] = l * scale;
+    float lsc = l * scale;
 #pragma unroll
-    for (int d = 0; d < D; ++d) os[tid][d] = o[d] * scale;
+    for (int d = 0; d < D; ++d) o[d] *= scale;
+    for (int part = DA_PARTS - 1; part > 0; --part) {            // DA_PARTS 2: the upper rows into the lower ones
+        if (tid / ROWS == part) {
+            ls[tid % ROWS] = lsc;
+#pragma unroll
+            for (int d = 0; d < D; ++d) os[tid % ROWS][d] = o[d];
+        }
+        __syncthreads();
+        if (tid < ROWS) {
+            lsc += ls[tid];
+#pragma unroll
+            for (int d = 0; d < D; ++d) o[d] += os[tid][d];
+        }
+        __syncthreads();
+    }
+    if (tid < ROWS) {
+        ls[tid] = lsc;
+#pragma unroll
+        for (int d = 0; d < D; ++d) os[tid][d] = o[d];
+    }
     __syncthreads();
     for (int d = tid; d < D; d += DA_THREADS) {
         float num[4] = {0.f, 0.f, 0.f, 0.f}, den[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 8
-        for (int t = 0; t < DA_THREADS; ++t) { num[t % 4] += os[t][d]; den[t % 4] += ls[t]; }
+        for (int t = 0; t < ROWS; ++t) { num[t % 4] += os[t][d]; den[t % 4] += ls[t]; }
         y[(long long)b * H * D + h * D + d] = ((num[0] + num[1]) + (num[2] + num[3])) / ((den[0] + den[1]) + (den[2] + den[3]));
     }
 }
@@ -882,6 +906,12 @@ static_assert(FB_STAGES >= 2 && FB_STAGES <= 4, "FB_STAGES: 2..4");
 #ifndef FB_PDL
 #define FB_PDL 0
 #endif
+// FB_LEAN=1 (session 25, default): FW_LEAN's three trims in this kernel: K / V / Q copies at compile-time steps, the
+// mask as a branch only diagonal (and edge) tiles take, O's rescale skipped while no row of the warp has a new maximum
+// (alpha exactly 1). The same output bit for bit; 0: the loop as before.
+#ifndef FB_LEAN
+#define FB_LEAN 1
+#endif
 
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
@@ -905,17 +935,34 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<const unsigned*>(&v);
 }
 
-// Keys kt..kt+BC-1 of a head's K or V rows (D bf16 each) into shared rows FB_P apart; zeros past Tk.
-template <int NT>
-__device__ __forceinline__ void copy_rows_bf16(__nv_bfloat16* dst, const __nv_bfloat16* RESTRICT src, int kt, int Tk,
+// Rows r0..r0+ROWS-1 of a head's Q, K or V rows (D bf16 each) into shared rows FB_P apart; zeros from row `valid`
+// on. FB_LEAN: at compile-time steps of NT, the thread's 16-byte column fixed where a row's pieces divide NT (from
+// tid, ptxas made each copy a 4-way unrolled loop with its remainder: its trip count was unknown).
+template <int ROWS, int NT>
+__device__ __forceinline__ void copy_rows_bf16(__nv_bfloat16* dst, const __nv_bfloat16* RESTRICT src, int r0, int valid,
                                                int tid) {
-    constexpr int CPR = HEAD_DIM / 8;                         // 16-byte chunks per row
+    constexpr int CPR = HEAD_DIM / 8, PIECES = ROWS * CPR;    // 16-byte pieces per row, per tile
+#if FB_LEAN
+    constexpr int STEPS = (PIECES + NT - 1) / NT;
+    constexpr bool FIXED = NT % CPR == 0;                     // a thread keeps its column at every step
+    const int r_t = tid / CPR, d_t = (tid % CPR) * 8;
 #pragma unroll
-    for (int e = tid; e < FB_BC * CPR; e += NT) {
-        const int c = e / CPR, d = (e % CPR) * 8;
-        const bool ok = kt + c < Tk;
-        cp_async16(&dst[c * FB_P + d], ok ? src + (long long)(kt + c) * HEAD_DIM + d : src, ok);
+    for (int st = 0; st < STEPS; ++st) {
+        const int e = tid + st * NT;
+        if (PIECES % NT == 0 || e < PIECES) {
+            const int r = FIXED ? r_t + st * (NT / CPR) : e / CPR, d = FIXED ? d_t : (e % CPR) * 8;
+            const bool ok = r0 + r < valid;
+            cp_async16(&dst[r * FB_P + d], ok ? src + (long long)(r0 + r) * HEAD_DIM + d : src, ok);
+        }
     }
+#else
+#pragma unroll
+    for (int e = tid; e < PIECES; e += NT) {
+        const int r = e / CPR, d = (e % CPR) * 8;
+        const bool ok = r0 + r < valid;
+        cp_async16(&dst[r * FB_P + d], ok ? src + (long long)(r0 + r) * HEAD_DIM + d : src, ok);
+    }
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(32 * FB_WARPS, FB_MIN_BLOCKS)
@@ -949,11 +996,15 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 #if FB_QS
     const int q_off = (8 * (mi & 1) + mr) * FB_P + 8 * (mi >> 1);      // Q: rows 16i + .., dims 16kk + ..
     const __nv_bfloat16* Qw = Qs + warp * 16 * MT * FB_P;
-    for (int e = tid; e < FB_BR * (D / 8); e += NT) {  // the block's rows into Qs, zeros past Tq (first group)
+#if FB_LEAN
+    copy_rows_bf16<FB_BR, NT>(Qs, qh, q0, Tq, tid);    // the block's rows into Qs, zeros past Tq (first group)
+#else
+    for (int e = tid; e < FB_BR * (D / 8); e += NT) {
         const int r = e / (D / 8), d = (e % (D / 8)) * 8;
         const bool ok = q0 + r < Tq;
         cp_async16(&Qs[r * FB_P + d], ok ? qh + (long long)(q0 + r) * D + d : qh, ok);
     }
+#endif
 #else
     unsigned qa[MT][DK][4];                              // Q's A fragments; rows past Tq are zero
 #pragma unroll
@@ -1011,6 +1062,20 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
         for (int i = 0; i < MT; ++i) {
             const int r0 = w0 + 16 * i + g, r1 = r0 + 8;
             float mx[2] = {-INFINITY, -INFINITY};
+#if FB_LEAN
+            if (!full) {                                   // (warp-uniform: most tiles skip the mask's instructions)
+#pragma unroll
+                for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        if (!visible(kt + 8 * j + 2 * t + (e & 1), shift + (e < 2 ? r0 : r1), Tk, window))
+                            sc[i][j][e] = -INFINITY;
+            }
+#pragma unroll
+            for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], sc[i][j][e]);
+#else
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
@@ -1019,6 +1084,7 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
                         sc[i][j][e] = -INFINITY;
                     mx[e >> 1] = fmaxf(mx[e >> 1], sc[i][j][e]);
                 }
+#endif
             float alpha[2], base[2], sum[2] = {0.f, 0.f};
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
@@ -1042,6 +1108,7 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
             }
 #pragma unroll
             for (int r = 0; r < 2; ++r) l_run[i][r] = l_run[i][r] * alpha[r] + sum[r];   // this lane's share
+            if (FB_LEAN && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) continue;   // O as it is
 #pragma unroll
             for (int n = 0; n < DN; ++n) {
                 o[i][n][0] *= alpha[0]; o[i][n][1] *= alpha[0]; o[i][n][2] *= alpha[1]; o[i][n][3] *= alpha[1];
@@ -1068,8 +1135,8 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
     for (int st = 0; st < FB_STAGES - 1; ++st) {
         const int kt = kt0 + st * FB_BC;
         if (kt <= key_hi) {
-            copy_rows_bf16<NT>(Kbuf + st * FB_BC * FB_P, kh, kt, Tk, tid);
-            copy_rows_bf16<NT>(Vbuf + st * FB_BC * FB_P, vh, kt, Tk, tid);
+            copy_rows_bf16<FB_BC, NT>(Kbuf + st * FB_BC * FB_P, kh, kt, Tk, tid);
+            copy_rows_bf16<FB_BC, NT>(Vbuf + st * FB_BC * FB_P, vh, kt, Tk, tid);
         }
         cp_async_commit();
     }
@@ -1079,8 +1146,8 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
         __syncthreads();                                   // tile it landed for everyone; tile it - 1 consumed
         const int nkt = kt + (FB_STAGES - 1) * FB_BC, nslot = slot == 0 ? FB_STAGES - 1 : slot - 1;
         if (nkt <= key_hi) {                               // into tile it - 1's slot
-            copy_rows_bf16<NT>(Kbuf + nslot * FB_BC * FB_P, kh, nkt, Tk, tid);
-            copy_rows_bf16<NT>(Vbuf + nslot * FB_BC * FB_P, vh, nkt, Tk, tid);
+            copy_rows_bf16<FB_BC, NT>(Kbuf + nslot * FB_BC * FB_P, kh, nkt, Tk, tid);
+            copy_rows_bf16<FB_BC, NT>(Vbuf + nslot * FB_BC * FB_P, vh, nkt, Tk, tid);
         }
         cp_async_commit();
         tile(kt, Kbuf + slot * FB_BC * FB_P, Vbuf + slot * FB_BC * FB_P);

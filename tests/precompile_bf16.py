@@ -28,9 +28,12 @@ def collect(arch: str) -> set:
                 GPT2GPU(random_params(config), config, v, rt)
     for D in (16, 32, 64, 128):
         FlashAttentionBF16(rt, D, {}, "test")
-    from test_gpu_bf16 import BF16_TILES
+    from test_gpu_bf16 import BF16_TILES, FB_LEAN_TILES
     for tile in BF16_TILES.values():
         FlashAttentionBF16(rt, 64, {}, "test", **tile)
+    for D, kw, defines in FB_LEAN_TILES.values():       # FB_LEAN=0 (and the default) beside each other
+        for lean in ({"FB_LEAN": 0}, {}):
+            FlashAttentionBF16(rt, D, {**defines, **lean}, "test", **kw)
     for cfg in FLASH_BENCH.values():
         FlashAttention(rt, 64, {}, "bench", **cfg)
     for cfg in FLASH_BF16_BENCH.values():              # as bench-attention builds them (a config's own -D constants)

@@ -59,7 +59,13 @@ def collect(arch: str) -> set:
             b = rt.pool.get("x", (1,))
             for Tq, Tk in ((1, 300), (17, 17)):
                 fa(b, b, b, b, 1, 2, Tq, Tk, Tq, Tk, 0)
-    for D in (32, 64, 80):
+    for tile in t.WIDE_TILES.values():
+        for D in (96, 128):
+            fa = FlashAttention(rt, D, {}, "test", **tile)
+            b = rt.pool.get("x", (1,))
+            for Tq, Tk in ((1, 300), (17, 17)):
+                fa(b, b, b, b, 1, 2, Tq, Tk, Tq, Tk, 0)
+    for D in (32, 64, 80, 96, 128):
         rt.kernel("attention.cu", "decode_attention", {"HEAD_DIM": D}, "test")
     return builds | rt.builds
 

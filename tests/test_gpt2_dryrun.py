@@ -136,6 +136,10 @@ def test_wgmma_flash_attention_routing_and_refusals():
         with pytest.raises(GPUError, match="wgmma flash attention") as e:
             FlashAttentionBF16(rt, 64, bad, "t", wgmma=True)
         assert "\n" not in str(e.value) and not rt.builds
+    rt = RecordingRuntime()
+    with pytest.raises(GPUError, match="FB_LEAN 0 or 1") as e:
+        FlashAttentionBF16(rt, 64, {"FB_LEAN": 2}, "t")
+    assert "\n" not in str(e.value) and not rt.builds
     from convnet import catalogue
     from convnet.bench.layer import with_setting
     from convnet.gpt2.gpu import GPT2GPU

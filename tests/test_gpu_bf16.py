@@ -379,6 +379,37 @@ def test_bf16_flash_attention_other_block_sizes(tile, Tq, Tk, window, rng):
     _bf16_attention_case(rng, B=2, H=2, Tq=Tq, Tk=Tk, D=64, window=window, **tile)
 
 
+# FB_LEAN (session 25, the default): flash_attention_bf16's loop trimmed as FW_LEAN trims the wgmma kernel's (copies at
+# compile-time steps, the mask as a branch, O's rescale skipped at alpha 1): the same output bit for bit. Head sizes 48
+# and 96: rows of 6 and 12 16-byte pieces, which do not divide the threads (the copies' other path).
+FB_LEAN_TILES = {"4w2s": (64, {}, {}), "4w1s": (64, dict(warps=4, strips=1), {}),
+                 "8w1s_128keys_3st": (64, BF16_TILES["8w1s_128keys_3st"], {}), "2w2s3st": (64, BF16_TILES["2w2s3st"], {}),
+                 "d48": (48, {}, {}), "d96": (96, {}, {}), "d128_pdl": (128, {}, {"FB_PDL": 1})}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", FB_LEAN_TILES.values(), ids=FB_LEAN_TILES.keys())
+@pytest.mark.parametrize("Tq,Tk,B,H,window", [(1000, 1000, 2, 3, 0), (65, 300, 1, 1, 0), (150, 150, 1, 2, 40),
+                                              (7, 7, 1, 1, 0), (1, 300, 2, 1, 0)])
+def test_bf16_flash_attention_lean_writes_the_same_bits(tile, Tq, Tk, B, H, window, rng):
+    """FB_LEAN=1 against FB_LEAN=0 (the loop before session 25), same inputs, y poisoned before each: equal bit for
+    bit, and within the float64 bounds."""
+    from convnet.gpt2.flash import FlashAttentionBF16
+    from convnet.gpu.bf16 import BF16_NAN
+    D, kw, defines = tile
+    case = _AttentionCase(rng, B, H, Tq, Tk, D, window, "fblean")
+    outs = []
+    for lean in (0, 1):
+        fa = FlashAttentionBF16(case.rt, D, {**defines, **({"FB_LEAN": 0} if lean == 0 else {})}, "test", **kw)
+        case.y.fill(np.uint16(BF16_NAN))
+        b = case.bufs
+        fa(b["q"], b["k"], b["v"], case.y, B, H, Tq, Tk, Tq, case.cap, window)
+        case.rt.synchronize(f"flash_attention_bf16 FB_LEAN={lean}")
+        outs.append(case.y.get().copy())
+    case.check("flash_attention_bf16 FB_LEAN=1", 6e-3, 3e-2)
+    assert np.array_equal(outs[0], outs[1]), f"{np.count_nonzero(outs[0] != outs[1])} values differ"
+
+
 # ---- decode_attention_bf16 (Tq = 1) --------------------------------------------------------------------------
 def _decode_attention_case(rng, B, H, Tk, D, window=0, on_device=False, pdl=False, early=False):
     import math

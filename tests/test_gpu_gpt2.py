@@ -171,10 +171,22 @@ def test_flash_attention_decode_shapes_and_windows(Tq, Tk, window, tile, rng):
     _attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=64, window=window, tile=tile)
 
 
-@pytest.mark.parametrize("D", [32, 64, 80])
+# head sizes 96 and 128 (session 25): the wide heads GPT2GPU takes, on the fp32 kernels' common tiles
+WIDE_TILES = {k: FLASH_TILES[k] for k in ("4rows", "8rows_64q_1buf", "tf32_1buf_3blocks", "3xtf32")}
+
+
+@pytest.mark.parametrize("tile", WIDE_TILES.values(), ids=WIDE_TILES.keys())
+@pytest.mark.parametrize("D", [96, 128])
+@pytest.mark.parametrize("Tq,Tk", [(257, 257), (1, 300), (5, 130)])
+def test_flash_attention_wide_heads(Tq, Tk, D, tile, rng):
+    _attention_case(rng, B=1, H=2, Tq=Tq, Tk=Tk, D=D, window=0, tile=tile)
+
+
+@pytest.mark.parametrize("D", [32, 64, 80, 96, 128])
 @pytest.mark.parametrize("Tk,window", [(1, 0), (5, 0), (300, 0), (1000, 0), (700, 129)])
 def test_decode_attention_matches_reference(Tk, window, D, rng):
-    """One query per sequence (decoding) against keys 0..Tk-1 of a longer cache."""
+    """One query per sequence (decoding) against keys 0..Tk-1 of a longer cache; head sizes 96 and 128 merge the
+    threads' states in two rounds (DA_PARTS 2, session 25)."""
     from convnet.gpu.runtime import Runtime, f32, i32
     rt = Runtime.get()
     da = rt.kernel("attention.cu", "decode_attention", {"HEAD_DIM": D}, "test")

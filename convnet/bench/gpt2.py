@@ -156,6 +156,9 @@ FLASH_BENCH = {
 FLASH_BF16_BENCH = {
     "bf16 tensor cores (m16n8k16): 4 warps x 2 strips of 16 queries, Q from shared": dict(warps=4, strips=2),
     "bf16 tensor cores (m16n8k16): 4 warps x 2 strips, Q from shared, 3 stages": dict(warps=4, strips=2, stages=3),
+    # session 25: the same with the key loop before FB_LEAN (copies from tid, the mask on every tile, O always rescaled)
+    "bf16 tensor cores (m16n8k16): 4 warps x 2 strips, Q from shared, 3 stages, FB_LEAN=0": dict(
+        warps=4, strips=2, stages=3, defines={"FB_LEAN": 0}),
     "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q in registers": dict(warps=4, strips=1),
     "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q in registers, 3 stages": dict(warps=4, strips=1, stages=3),
     "bf16 tensor cores (m16n8k16): 4 warps x 1 strip, Q from shared, 3 stages, 4 blocks/SM": dict(
@@ -184,14 +187,32 @@ FLASH_BF16_BENCH = {
 }
 
 
-def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, reps: int = 50, rounds: int = 3) -> str:
+def flash_builds(only: str | None = None) -> tuple[dict, dict]:
+    """FLASH_BENCH's and FLASH_BF16_BENCH's entries whose labels the regular expression `only` matches (a
+    case-insensitive search; all without it); refused in one line when it is not one or matches none."""
+    import re
+    try:
+        keep = re.compile(only or "", re.I).search
+    except re.error as e:
+        raise UsageError(f"--only: not a regular expression ({e}): {only!r}") from None
+    picked = tuple({label: cfg for label, cfg in table.items() if keep(label)}
+                   for table in (FLASH_BENCH, FLASH_BF16_BENCH))
+    if not any(picked):
+        raise UsageError(f"--only {only!r} matches no flash build")
+    return picked
+
+
+def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, reps: int = 50, rounds: int = 3,
+                        only: str | None = None) -> str:
     """Causal attention alone, q/k/v (B, H, T, D) fp32 on the device: each flash build, our naive path
     (scores in memory) and PyTorch SDPA (fp32) when importable, same inputs, same run; the bf16 flash builds
     and SDPA in bf16 on the same inputs rounded to bf16. CUDA events; each build's median over `reps` runs,
     taken `rounds` times round-robin (so drifting clocks favour none) and the median of those reported.
-    Errors: against float64 (of the fp32 inputs) on batch 0, and against SDPA of the same precision."""
+    Errors: against float64 (of the fp32 inputs) on batch 0, and against SDPA of the same precision.
+    only: a regular expression (case-insensitive); only the flash builds whose label it matches are timed."""
     import math
     import statistics
+    fp32_builds, bf16_builds = flash_builds(only)
     from ..gpu.gemm import Gemm
     from ..gpu.runtime import Runtime, cdiv, f32, i32
     from ..gpt2.flash import FlashAttention, FlashAttentionBF16
@@ -205,13 +226,13 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
         dev[n] = rt.pool.get(f"bench.{n}", a.shape)
         dev[n].set(a)
     y = rt.pool.get("bench.y", (B, T, H * D))
-    flashes = {label: FlashAttention(rt, D, {}, "bench", **cfg) for label, cfg in FLASH_BENCH.items()}
+    flashes = {label: FlashAttention(rt, D, {}, "bench", **cfg) for label, cfg in fp32_builds.items()}
     bf16_ok = D <= 128                                  # flash_attention_bf16's registers
     dev16 = {n: rt.pool.upload(f"bench.{n}16", to_bf16(a), BF16) for n, a in host.items()} if bf16_ok else {}
     y16 = rt.pool.get("bench.y16", (B, T, H * D), BF16)
     flashes16 = {label: FlashAttentionBF16(rt, D, cfg.get("defines", {}), "bench",
                                            **{k: v for k, v in cfg.items() if k != "defines"})
-                 for label, cfg in FLASH_BF16_BENCH.items() if D <= 64 or cfg.get("strips") != 2} if bf16_ok else {}
+                 for label, cfg in bf16_builds.items() if D <= 64 or cfg.get("strips") != 2} if bf16_ok else {}
     flashes16 = {label: fa for label, fa in flashes16.items()            # wgmma builds: where they run (Hopper, D 64)
                  if not FLASH_BF16_BENCH[label].get("wgmma") or fa.wg is not None}
 
@@ -273,12 +294,13 @@ def attention_benchmark(B: int = 8, H: int = 12, T: int = 1024, D: int = 64, rep
         sdpa_label = sdpa_anchor(qt, kt, vt, "fp32", [label for label in outs if label not in flashes16])
         if flashes16:
             sdpa16_label = sdpa_anchor(*(t.bfloat16() for t in (qt, kt, vt)), "bf16", list(flashes16))
-    fastest_fp32 = min((label for label in flashes if label.startswith("fp32")), key=ms.get)
+    fastest_fp32 = min((label for label in flashes if label.startswith("fp32")), key=ms.get, default=None)
     rows = []
     for label, t in ms.items():
         e = errs.get(label, [])
         sdpa_ref = sdpa16_label if label in flashes16 or label == sdpa16_label else sdpa_label
-        rows.append([label, t, f"{t / ms[fastest_fp32]:.2f}x", f"{t / ms[sdpa_ref]:.2f}x" if sdpa_ref else "",
+        rows.append([label, t, f"{t / ms[fastest_fp32]:.2f}x" if fastest_fp32 else "",
+                     f"{t / ms[sdpa_ref]:.2f}x" if sdpa_ref else "",
                      f"{e[0]:.1e}" if e else "", f"{e[1]:.1e}" if len(e) > 1 else ""])
     note = "" if sdpa_label else "\n(PyTorch with CUDA not importable: no SDPA comparison)"
     if not bf16_ok:

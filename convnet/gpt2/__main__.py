@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "PyTorch SDPA (when importable)")
     for name, default in (("--batch", 8), ("--heads", 12), ("--seq", 1024), ("--head-size", 64)):
         a.add_argument(name, type=int, default=default, help=f"(default {default})")
+    a.add_argument("--only", metavar="REGEX", help="time only the flash builds whose label matches (case-insensitive), "
+                                                   "e.g. 'wgmma|m16n8k16.*3 stages'; naive and SDPA always run")
     d = commands.add_parser("bench-decode", help="greedy decode rate (B=1, random 124M weights) of variants, "
                                                  "or of one variant under swept -D constants / params")
     d.add_argument("--variants", nargs="+", default=["fast_fp32", "fast_mma", "fast"])
@@ -239,7 +241,7 @@ def _bench_attention(args) -> int:
     from ..bench.gpt2 import attention_benchmark
     if min(args.batch, args.heads, args.seq, args.head_size) < 1 or args.head_size % 16:
         raise UsageError("sizes must be positive and --head-size a multiple of 16")
-    print(attention_benchmark(args.batch, args.heads, args.seq, args.head_size))
+    print(attention_benchmark(args.batch, args.heads, args.seq, args.head_size, only=args.only))
     return 0
 
 

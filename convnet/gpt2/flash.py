@@ -77,6 +77,8 @@ class FlashAttentionBF16:
             raise GPUError(f"bf16 flash attention: warps 1..16, min blocks 1..16, strips 1 or 2 (2 up to head size "
                            f"64), stages 2..4, key tile 64 or 128; got {warps}, {min_blocks}, {strips}, {stages}, "
                            f"{key_tile} at head size {head_dim}")
+        if int(defines.get("FB_LEAN", 1)) not in (0, 1):        # (session 25: the mma.sync kernel's trimmed loop)
+            raise GPUError(f"bf16 flash attention: FB_LEAN 0 or 1, got {defines['FB_LEAN']}")
         # wgmma (param flash_wgmma, session 17): flash_attention_bf16_wg where it applies (Hopper, head size 64, no
         # window, positions from the host: the prompts'); the mma.sync kernel runs the rest. Its tunables (-D):
         # FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS, FW_PIPE, FW_LEAN, checked here before anything compiles
