@@ -37,6 +37,7 @@
 //                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
 //                     previous kernel (programmatic dependent launch) before reading anything; PDL_EARLY=1
 //                     (session 10, fast_bf16) reads pos and sends the older K/V rows to L2 before that wait.
+//                     _gap (session 25): ragged batches, each sequence's padding slots skipped.
 //   decode_attention_split_bf16  Tq = 1, flash-decoding over the bf16 KV cache (issue 14, session 12; bf16 param
 //                     decode_attention = "split"): decode_attention_split's plan with a key row over HEAD_DIM / 8 lanes
 //                     (16 bytes of bf16 each), fp32 p, partials and accumulators, y rounded to bf16 once; PDL=1 /
@@ -1562,10 +1563,14 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
 // Built where HEAD_DIM / 8 is a power of two from 2 to 32 (the launcher takes the flash kernel at other head sizes).
 #if HEAD_DIM % 8 == 0 && (DB_LPK & (DB_LPK - 1)) == 0 && DB_LPK >= 2 && DB_LPK <= 32
 
-extern "C" __global__ void __launch_bounds__(DB_THREADS)
-decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
-                      const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q, int cap_kv,
-                      int window, float scale_log2, const int* RESTRICT pos_dev) {
+// decode_attention_bf16_gap (session 25): the same for prompts of different lengths in one batch, sequence b's padding
+// slots gap[2b]..gap[2b+1]-1 skipped (decode_attention_gap's contract on the bf16 cache).
+template <bool GAP>
+__device__ __forceinline__ void
+decode_attention_bf16_body(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
+                           const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q,
+                           int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
+                           const int* RESTRICT gap) {
     constexpr int D = HEAD_DIM;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x, grp = tid / DB_LPK, sub = tid % DB_LPK;
 #if PDL && PDL_EARLY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -1593,6 +1598,8 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
 #pragma unroll
     for (int e = 0; e < 8; ++e) qf[e] *= scale_log2;
     const int query = Tk - 1, lo = window > 0 ? max(0, query - window + 1) : 0;
+    const int gap_lo = GAP ? gap[2 * b] : 0, gap_hi = GAP ? gap[2 * b + 1] : 0;
+    auto live = [&](int key) { return key <= query && !(GAP && key >= gap_lo && key < gap_hi); };
     float m = -INFINITY, l = 0.f, o[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     // The trip count is the block's (kb, not kb + grp): every lane reaches the group shuffles, which name the whole
     // warp (a group with no key left rides along masked).
@@ -1602,7 +1609,7 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
 #pragma unroll
         for (int u = 0; u < DB_KU; ++u) {
             const int key = k0 + u * DB_GROUPS;
-            const bool ok = key <= query;
+            const bool ok = live(key);
             ku[u] = ok ? *(const uint4*)(kh + (long long)key * D) : make_uint4(0u, 0u, 0u, 0u);
             vu[u] = ok ? *(const uint4*)(vh + (long long)key * D) : make_uint4(0u, 0u, 0u, 0u);
         }
@@ -1615,7 +1622,7 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
             for (int e = 0; e < 8; ++e) s = fmaf(qf[e], kf[e], s);
 #pragma unroll
             for (int off = DB_LPK / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-            if (k0 + u * DB_GROUPS <= query) {               // the same for the group's lanes
+            if (live(k0 + u * DB_GROUPS)) {                 // the same for the group's lanes
                 const float m_new = fmaxf(m, s), alpha = exp2f(m - m_new), p = exp2f(s - m_new);
                 l = l * alpha + p;
                 m = m_new;
@@ -1642,6 +1649,21 @@ decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
         for (int g2 = 0; g2 < DB_GROUPS; ++g2) { num += os[g2][d]; den += ls[g2]; }
         y[(long long)b * H * D + h * D + d] = __float2bfloat16_rn(num / den);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(DB_THREADS)
+decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
+                      const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q, int cap_kv,
+                      int window, float scale_log2, const int* RESTRICT pos_dev) {
+    decode_attention_bf16_body<false>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, nullptr);
+}
+
+extern "C" __global__ void __launch_bounds__(DB_THREADS)
+decode_attention_bf16_gap(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
+                          const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q,
+                          int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
+                          const int* RESTRICT gap) {
+    decode_attention_bf16_body<true>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, gap);
 }
 #endif  // decode_attention_bf16's head sizes
 

@@ -31,12 +31,14 @@
 //                    eos_id is done, its token is marked seen (repetition penalty), pos and step += 1.
 //   embed_ragged     decode-step embedding for prompts of different lengths: sequence b's prompt fills slots
 //                    0..len_b-1 of the cache and slots len_b..T-1 are padding it skips (gap[b] = {len_b, T}),
-//                    so the token in slot s sits at position s - (T - len_b).
+//                    so the token in slot s sits at position s - (T - len_b). embed_ragged_bf16 (session 25): the
+//                    same from the bf16 variants' bf16 table.
 //   gather_rows      y[b] = x[rows[b]]: each prompt's last position before the LM head (right-padded prefill).
 // Tunables (-D): SM_THREADS (threads per block, a multiple of 32, at most 1024), SM_RADIX_BITS (4 or 8);
 // TP_BINS, TP_SCALE, TP_CAND, TP_SLICES (sample_top_p: distance bins, bins per unit of z, boundary candidates
 // kept in shared memory, most slices per row).
 #include "common.cuh"
+#include <cuda_bf16.h>            // embed_ragged_bf16
 
 #ifndef SM_THREADS
 #define SM_THREADS 1024
@@ -552,14 +554,30 @@ extern "C" __global__ void advance_tokens(const int* RESTRICT next, int* RESTRIC
     }
 }
 
-extern "C" __global__ void embed_ragged(const int* RESTRICT idx, const float* RESTRICT wte, const float* RESTRICT wpe,
-                                        float* RESTRICT x, int Bn, int C, const int* RESTRICT pos_dev,
-                                        const int* RESTRICT gap) {
+__device__ __forceinline__ float to_f32(__nv_bfloat16 w) { return __bfloat162float(w); }   // (common.cuh: float, half)
+
+template <typename W>
+__device__ __forceinline__ void embed_ragged_body(const int* RESTRICT idx, const W* RESTRICT wte,
+                                                  const float* RESTRICT wpe, float* RESTRICT x, int Bn, int C,
+                                                  const int* RESTRICT pos_dev, const int* RESTRICT gap) {
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (long long)Bn * C) return;
     const int b = (int)(e / C), c = (int)(e % C);
     const int position = *pos_dev - (gap[2 * b + 1] - gap[2 * b]);
-    x[e] = wte[(long long)idx[b] * C + c] + wpe[(long long)position * C + c];
+    x[e] = to_f32(wte[(long long)idx[b] * C + c]) + wpe[(long long)position * C + c];
+}
+
+extern "C" __global__ void embed_ragged(const int* RESTRICT idx, const float* RESTRICT wte, const float* RESTRICT wpe,
+                                        float* RESTRICT x, int Bn, int C, const int* RESTRICT pos_dev,
+                                        const int* RESTRICT gap) {
+    embed_ragged_body(idx, wte, wpe, x, Bn, C, pos_dev, gap);
+}
+
+// embed_ragged_bf16 (session 25): the bf16 variants' table (the LM head's bf16 rows), summed in fp32 as embed_bf16 does
+extern "C" __global__ void embed_ragged_bf16(const int* RESTRICT idx, const __nv_bfloat16* RESTRICT wte,
+                                             const float* RESTRICT wpe, float* RESTRICT x, int Bn, int C,
+                                             const int* RESTRICT pos_dev, const int* RESTRICT gap) {
+    embed_ragged_body(idx, wte, wpe, x, Bn, C, pos_dev, gap);
 }
 
 extern "C" __global__ void gather_rows(const float* RESTRICT x, const int* RESTRICT rows, float* RESTRICT y, int Bn,

@@ -486,17 +486,22 @@ def dry_runtime():
     return DryRun()
 
 
-@pytest.mark.parametrize("name,lens", [("fast_fp32", (3, 3)), ("fast_fp32", (2, 5, 1)), ("baseline", (2, 5, 5))])
-def test_generation_launches_match_their_kernels(name, lens):
+@pytest.mark.parametrize("name,lens,C", [("fast_fp32", (3, 3), 128), ("fast_fp32", (2, 5, 1), 128),
+                                         ("baseline", (2, 5, 5), 128), ("fast_bf16", (3, 3), 128),
+                                         ("fast_bf16", (2, 5, 1), 128), ("fast_bf16_xb", (2, 5, 1), 128),
+                                         ("fast_bf16_split", (4, 1), 128), ("fast_bf16", (2, 5, 1), 192)])
+def test_generation_launches_match_their_kernels(name, lens, C):
     """Every launch of prefill, sampling, advance and decode steps (prompts of one or several lengths) passes as
     many arguments as its kernel declares; ragged batches take embed_ragged, gather_rows and
-    decode_attention_gap, and variants without flash attention one batch per prompt length."""
+    decode_attention_gap (the bf16 variants, session 25: embed_ragged_bf16 and decode_attention_bf16_gap, whatever
+    their decode attention), and variants without flash attention, or bf16 ones at a head size decode_attention_bf16
+    does not build for (48: C = 192), one batch per prompt length."""
     from convnet import catalogue
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpt2.generate import Sampling
     from helpers import declared_arity
-    config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=32)
+    config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=C, vocab_size=257, n_ctx=32)
     rt = dry_runtime()
     gen = GPUGenerator(GPT2GPU(gpt2.random_params(config), config, catalogue.get(name, "gpt2"), rt))
     steps = []
@@ -507,8 +512,15 @@ def test_generation_launches_match_their_kernels(name, lens):
     for kernel, grid, block, nargs in rt.launches:
         assert nargs == arity[kernel], f"{kernel}: {nargs} arguments passed, {arity[kernel]} declared"
     kernels = [k for k, *_ in rt.launches]
-    ragged = len(set(lens)) > 1 and name != "baseline"
-    assert ("decode_attention_gap" in kernels) == ragged and ("embed_ragged" in kernels) == ragged
+    bf16 = "bf16" in name
+    ragged = len(set(lens)) > 1 and name != "baseline" and not (bf16 and C == 192)
+    attn, embed = ("decode_attention_bf16_gap", "embed_ragged_bf16") if bf16 else ("decode_attention_gap",
+                                                                                  "embed_ragged")
+    assert (attn in kernels) == ragged and (embed in kernels) == ragged
+    if ragged:                                           # every decode step's attention skips the padding
+        assert kernels.count(attn) == config.n_layer * 3 and not {"decode_attention_bf16", "decode_attention_split_bf16",
+                                                                  "decode_attention", "flash_attention_bf16"} & \
+            set(kernels[kernels.index(embed):])
     assert kernels.count("gather_rows") == int(ragged)
     groups = 1 if ragged or len(set(lens)) == 1 else len(set(lens))
     assert kernels.count("sample_tokens") == kernels.count("advance_tokens") == 4 * groups

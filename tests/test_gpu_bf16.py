@@ -449,6 +449,43 @@ def test_bf16_decode_attention_early_reads(Tk, window, on_device, rng):
     _decode_attention_case(rng, B=2, H=12, Tk=Tk, D=64, window=window, on_device=on_device, pdl=True, early=True)
 
 
+# decode_attention_bf16_gap (session 25): ragged batches' decode steps, sequence b's padding slots [lo_b, hi_b) skipped;
+# the padding holds NaN, so a slot read into the math shows
+@pytest.mark.gpu
+@pytest.mark.parametrize("D", [32, 64, 128])
+@pytest.mark.parametrize("Tk,gaps,on_device", [(40, [(3, 39), (39, 39), (10, 20)], True),
+                                               (300, [(1, 299), (150, 299), (299, 299), (0, 0)], False),
+                                               (1025, [(5, 1000), (1000, 1000)], True)])
+def test_bf16_decode_attention_gap_skips_each_padding(Tk, gaps, on_device, D, rng):
+    import math
+    from convnet.gpu import tma
+    from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16, to_bf16
+    from convnet.gpu.runtime import Runtime, f32, i32, ptr
+    rt = Runtime.get()
+    B, H, cap = len(gaps), 3, Tk + 2
+    q = to_bf16(rng.standard_normal((B, H, 1, D)))
+    k, v = (to_bf16(rng.standard_normal((B, H, cap, D))) for _ in range(2))
+    for b, (lo, hi) in enumerate(gaps):
+        k[b, :, lo:hi] = v[b, :, lo:hi] = BF16_NAN
+    bufs = {n: rt.pool.upload(f"test.dbg.{n}", a, BF16) for n, a in (("q", q), ("k", k), ("v", v))}
+    gap = rt.pool.upload("test.dbg.gap", np.array(gaps, np.int32), np.int32)
+    y = rt.pool.get("test.dbg.y", (B, 1, H * D), BF16)
+    y.fill(np.uint16(BF16_NAN))
+    fn = tma.launcher(rt, "attention.cu", "decode_attention_bf16_gap", {"HEAD_DIM": D, "PDL": 1, "PDL_EARLY": 1},
+                      "test")
+    pos = rt.pool.upload("test.dbg.pos", np.array([Tk - 1], np.int32), np.int32) if on_device else None
+    fn((B * H, 1, 1), (128, 1, 1), ptr(bufs["q"]), ptr(bufs["k"]), ptr(bufs["v"]), ptr(y), i32(H),
+       i32(0 if on_device else Tk), i32(1), i32(cap), i32(0), f32(math.log2(math.e) / math.sqrt(D)), ptr(pos), gap)
+    rt.synchronize("test decode_attention_bf16_gap")
+    got = from_bf16(y.get()).reshape(B, H, D)
+    for b, (lo, hi) in enumerate(gaps):
+        keys = [i for i in range(Tk) if not lo <= i < hi]
+        q64, k64, v64 = (from_bf16(a).astype(np.float64) for a in (q[b], k[b][:, keys], v[b][:, keys]))
+        want = ref.attention(q64[None], k64[None], v64[None])[0, :, 0]     # the query sees every kept key
+        assert rel_err(got[b], want) <= 4e-3, (b, lo, hi)
+        assert rel_max_err(got[b], want) <= 1.5e-2, (b, lo, hi)
+
+
 # ---- the model ------------------------------------------------------------------------------------------
 def _logits(name, params, config, idx):
     from convnet.gpt2.gpu import GPT2GPU

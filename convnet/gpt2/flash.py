@@ -120,6 +120,12 @@ class FlashAttentionBF16:
                 stream=stream, shared=self.smem)
 
 
+def decode_bf16_builds(D: int) -> bool:
+    """Whether attention.cu builds decode_attention_bf16 (and its _gap twin) at head size D: D / 8 a power of two
+    from 2 to 32 (a key row over D / 8 lanes of a warp)."""
+    return D % 8 == 0 and D // 8 in (2, 4, 8, 16, 32)
+
+
 def from_params(rt: Runtime, head_dim: int, defines: dict, variant):
     p = variant.params
     if p.get("dtype") == "bf16":

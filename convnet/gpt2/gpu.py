@@ -165,7 +165,7 @@ class GPT2GPU:
                                                 bf16=True)
             # decode steps (Tq = 1): decode_attention_bf16 where HEAD_DIM / 8 is a power of two (param
             # decode_attention = "flash" keeps the flash kernel); PDL=1 launches it programmatically (tma.launcher)
-            if p.get("decode_attention", "decode") == "decode" and self.D % 8 == 0 and (self.D // 8) in (2, 4, 8, 16, 32):
+            if p.get("decode_attention", "decode") == "decode" and flash.decode_bf16_builds(self.D):
                 self.decode_attn_bf16 = tma.launcher(rt, "attention.cu", "decode_attention_bf16",
                                                      {**d, "HEAD_DIM": self.D}, name)
         elif self.flash:
@@ -345,9 +345,6 @@ class GPT2GPU:
         cap = cap or T
         if pos + T > cap:
             raise UsageError(f"positions {pos}..{pos + T - 1} exceed the KV cache's capacity of {cap}")
-        if self.bf16 and self.ragged is not None:
-            raise GPUError(f"variant {self.variant.name}: prompts of different lengths in one batch are not supported "
-                           "by the bf16 path yet; give prompts of one length, or use variant fast")
         bf16_stream = not device_step and last_rows is None and self._stream_takes_bf16(B * T)
         buf = self._buffers(B, T, cap, B if last_only else None, bf16_stream)
         C, H, D, M, s, cfg = self.C, self.H, self.D, B * T, self.stream, self.cfg
@@ -519,6 +516,9 @@ class GPT2GPU:
 
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
+        if self.bf16 and Tq == 1 and self.ragged is not None:      # skipping each sequence's padding
+            self.ragged.attention(ptr(buf["q"]), ptr(kc), ptr(vc), ptr(buf["y"]), B, H, Tk, cap, self.window, pos_dev, s)
+            return
         if self.bf16 and Tq == 1 and self.decode_split is not None:
             self.decode_split(buf["q"], kc, vc, buf["y"], B, H, Tk, cap, self.window, pos_dev, s)
             return

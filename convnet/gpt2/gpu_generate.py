@@ -9,7 +9,8 @@ Prompts of different lengths (variants with flash attention) run as one batch: r
 T tokens. The prefill's causal mask already keeps a prompt from its padding; each prompt's first new token
 comes from its own last row (gather_rows), and decode steps write every sequence's keys and values at the
 shared slot T + n while its position is len_b + n (embed_ragged), attention skipping its padding slots
-len_b..T-1 (decode_attention_gap). Other variants run one batch per prompt length.
+len_b..T-1 (decode_attention_gap; the bf16 variants, session 25: embed_ragged_bf16 and decode_attention_bf16_gap,
+at the head sizes decode_attention_bf16 builds for). Other variants run one batch per prompt length.
 
 Top-p without top-k (SplitTopP) runs over several blocks per sequence (sample_prep, sample_top_p: a histogram of
 each slice's mass by distance below the maximum, the exact radix select over the one boundary bin's tokens); every
@@ -23,6 +24,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..gpu.runtime import cdiv, f32, i32, ptr
+from .flash import decode_bf16_builds
 from .generate import Sampling
 
 SAMPLE_THREADS = 1024
@@ -35,10 +37,13 @@ class Ragged:
     """The per-sequence pieces of a batch of prompts of different lengths (GPT2GPU.ragged during a run)."""
 
     def __init__(self, gpu, lens: list[int], T: int):
+        from ..gpu import tma
         rt, d, name = gpu.rt, dict(gpu.variant.defines), gpu.variant.name
-        self.embed_k = rt.kernel("sampling.cu", "embed_ragged", d, name)
+        bf16 = getattr(gpu, "bf16", False)      # bf16 table (the LM head's rows) and KV cache; fp32 decode rows
+        self.embed_k = rt.kernel("sampling.cu", "embed_ragged_bf16" if bf16 else "embed_ragged", d, name)
         self.gather_k = rt.kernel("sampling.cu", "gather_rows", d, name)
-        self.attn_k = rt.kernel("attention.cu", "decode_attention_gap", {**d, "HEAD_DIM": gpu.D}, name)
+        self.attn_k = (tma.launcher(rt, "attention.cu", "decode_attention_bf16_gap", {**d, "HEAD_DIM": gpu.D}, name)
+                       if bf16 else rt.kernel("attention.cu", "decode_attention_gap", {**d, "HEAD_DIM": gpu.D}, name))
         B = len(lens)
         self.gap = rt.pool.get("gpt2.gen.gap", (B, 2), np.int32)
         self.gap.set(np.array([[n, T] for n in lens], np.int32))
@@ -129,8 +134,9 @@ class GPUGenerator:
         if self.z_smem:
             self.sample_k.allow_shared(self.z_smem)
         self.split = SplitTopP(rt, d, name, gpu.V) if split_top_p else None
-        # bf16 (issue 15) has no per-sequence embedding yet: its prompts of different lengths run per length
-        self.ragged_ok = gpu.graphable and not gpu.window and not getattr(gpu, "bf16", False)
+        # bf16 (session 25): where decode_attention_bf16 builds (HEAD_DIM / 8 a power of two), the ragged batch's
+        # kernels are its _gap twin and embed_ragged_bf16; other head sizes run one batch per length
+        self.ragged_ok = gpu.graphable and not gpu.window and (not getattr(gpu, "bf16", False) or decode_bf16_builds(gpu.D))
         self.last_rate = float("nan")
 
     # -- memory ----------------------------------------------------------------------------------------
