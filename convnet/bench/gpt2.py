@@ -335,7 +335,9 @@ def decode_benchmark(names, sweep_items=(), new_tokens: int = 256, repeat: int =
     split = report.table(["kernel group"] + [label for label, _ in steps],
                          [[g] + [groups[g] * 1e3 for _, groups in steps] for g in GROUPS],
                          title=f"one decode step at position {DECODE_PROMPT + new_tokens - 1}, event-separated "
-                               "kernel groups (us; events add a little to each)")
+                               "kernel groups, median of 5 after a warm-up (us; an event after each group breaks PDL's "
+                               "overlap and adds a few us a kernel: the split sums to about twice the step the rate "
+                               "implies, so read it for proportions)")
     return report.table(["variant", "setting", "tok/s (median)", "min", "max"], rows,
                         title=f"greedy decode, B=1, {DECODE_PROMPT}-token prompt, {new_tokens} new tokens, {what}, "
                               f"on {device}, {repeat} runs each") + "\n" + split
