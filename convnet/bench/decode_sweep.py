@@ -99,12 +99,12 @@ def sweep_benchmark(names: str, batch: int = 32, prompt_len: int = 64, new_token
     anchors = {}
     from . import hf_anchor
     if hf and hf_anchor.available():
-        tf32 = variants[0].precision == "tf32"
-        label = "TF32" if tf32 else "fp32"
+        tf32, bf16 = variants[0].precision == "tf32", variants[0].precision == "bf16"   # the first variant's
+        label = "bf16" if bf16 else "TF32" if tf32 else "fp32"
         anchors[f"HF generate ({label}), B={batch} x {prompt_len} greedy (wall)"] = hf_anchor.time_generate(
-            params, config, many, new_tokens, tf32)
+            params, config, many, new_tokens, tf32, bf16=bf16)
         anchors[f"HF generate ({label}), B=1 greedy (wall)"] = hf_anchor.time_generate(params, config, one,
-                                                                                      new_tokens, tf32)
+                                                                                      new_tokens, tf32, bf16=bf16)
     elif hf:
         anchors["(torch + transformers not importable: no HF anchor)"] = float("nan")
     order = f" in each of {rounds} rounds (variant order forward, reversed, ...)" if rounds > 1 else ""

@@ -397,6 +397,14 @@ def generate_benchmark(variant_name: str = "auto", batch: int = 32, prompt_len: 
     top_k_p = cli_path(one, Sampling(1.0, top_k=50, top_p=0.9, seed=1))
     batched = cli_path(many, Sampling())
     batched_p = cli_path(many, Sampling(1.0, top_p=0.9, seed=1))
+    # prompts of different lengths (1 .. prompt_len tokens): one right-padded batch where the variant takes them
+    # (gpu_generate's module doc), and the same prompts one batch per length, as other variants run them
+    ragged = [p[:max(1, (i + 1) * prompt_len // batch)] for i, p in enumerate(many)]
+    ragged_ok = gen.ragged_ok
+    mixed = cli_path(ragged, Sampling()) if ragged_ok else None
+    gen.ragged_ok = False
+    per_length = cli_path(ragged, Sampling())
+    gen.ragged_ok = ragged_ok
     rows = [["bench-decode loop (GPT2GPU.generate), B=1 greedy", "-", f"{decode:.0f}", "1.00x"],
             ["generate path, B=1 greedy", f"{greedy[0]:.0f}", f"{greedy[1]:.0f}", f"{greedy[1] / decode:.3f}x"],
             ["generate path, B=1 top-p 0.9", f"{top_p[0]:.0f}", f"{top_p[1]:.0f}", f"{top_p[1] / decode:.3f}x"],
@@ -405,17 +413,23 @@ def generate_benchmark(variant_name: str = "auto", batch: int = 32, prompt_len: 
             [f"generate path, B={batch} x {prompt_len}-token prompts, greedy", f"{batched[0]:.0f}",
              f"{batched[1]:.0f}", "-"],
             [f"generate path, B={batch} x {prompt_len}-token prompts, top-p 0.9", f"{batched_p[0]:.0f}",
-             f"{batched_p[1]:.0f}", "-"]]
+             f"{batched_p[1]:.0f}", "-"],
+            [f"generate path, B={batch} prompts of 1..{prompt_len} tokens, greedy, one batch",
+             f"{mixed[0]:.0f}" if mixed else "(not this variant)", f"{mixed[1]:.0f}" if mixed else "-", "-"],
+            ["generate path, the same prompts, greedy, one batch per length", f"{per_length[0]:.0f}", "-", "-"]]
     from . import hf_anchor
     if hf_anchor.available():
-        tf32 = v.precision == "tf32"
-        label = "TF32" if tf32 else "fp32"
-        hf1 = hf_anchor.time_generate(params, config, one, new_tokens, tf32)
-        hfb = hf_anchor.time_generate(params, config, many, new_tokens, tf32)
-        hfbp = hf_anchor.time_generate(params, config, many, new_tokens, tf32, do_sample=True, top_p=0.9)
+        tf32, bf16 = v.precision == "tf32", v.precision == "bf16"     # HF in the variant's precision
+        label = "bf16" if bf16 else "TF32" if tf32 else "fp32"
+        hf1 = hf_anchor.time_generate(params, config, one, new_tokens, tf32, bf16=bf16)
+        hfb = hf_anchor.time_generate(params, config, many, new_tokens, tf32, bf16=bf16)
+        hfbp = hf_anchor.time_generate(params, config, many, new_tokens, tf32, do_sample=True, top_p=0.9, bf16=bf16)
+        hfr = hf_anchor.time_generate(params, config, ragged, new_tokens, tf32, bf16=bf16)
         rows += [[f"HF generate ({label}), B=1 greedy", f"{hf1:.0f}", "-", "-"],
                  [f"HF generate ({label}), B={batch} x {prompt_len}, greedy", f"{hfb:.0f}", "-", "-"],
-                 [f"HF generate ({label}), B={batch} x {prompt_len}, top-p 0.9", f"{hfbp:.0f}", "-", "-"]]
+                 [f"HF generate ({label}), B={batch} x {prompt_len}, top-p 0.9", f"{hfbp:.0f}", "-", "-"],
+                 [f"HF generate ({label}), B={batch} prompts of 1..{prompt_len} (left-padded), greedy", f"{hfr:.0f}",
+                  "-", "-"]]
     else:
         rows.append(["(torch + transformers not importable: no HF comparison)", "-", "-", "-"])
     table = report.table(["run", "wall tok/s", "steady tok/s", "steady / bench-decode"], rows,

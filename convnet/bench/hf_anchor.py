@@ -77,14 +77,21 @@ def time_decode(params: dict, config, prompt, new_tokens: int, tf32: bool) -> fl
 
 
 def time_generate(params: dict, config, prompts, new_tokens: int, tf32: bool, do_sample: bool = False,
-                  top_p: float | None = None, reps: int = 1) -> float:
-    """HF generate on a batch of equal-length prompts (B, T), KV cache: new tokens per second over the batch
+                  top_p: float | None = None, reps: int = 1, bf16: bool = False) -> float:
+    """HF generate on a batch of prompts (token id lists; of different lengths: left-padded with an attention mask, as
+    HF batches them), KV cache, the model in fp32 / TF32 or (bf16) cast to bf16: new tokens per second over the batch
     (B * new_tokens / seconds, the median of `reps` after a warm-up)."""
     import statistics
     import torch
     model = hf_model(params, config, "cuda", tf32)
-    x = torch.as_tensor(prompts, device="cuda")
-    kw = dict(do_sample=do_sample, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0)
+    if bf16:
+        model = model.to(torch.bfloat16)
+    prompts = [list(map(int, p)) for p in prompts]
+    T = max(len(p) for p in prompts)
+    x = torch.as_tensor([[0] * (T - len(p)) + p for p in prompts], device="cuda")
+    mask = torch.as_tensor([[0] * (T - len(p)) + [1] * len(p) for p in prompts], device="cuda")
+    kw = dict(do_sample=do_sample, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0,
+              attention_mask=mask)
     if do_sample:
         kw.update(temperature=1.0, top_p=top_p, top_k=0)
     times = []
@@ -96,4 +103,6 @@ def time_generate(params: dict, config, prompts, new_tokens: int, tf32: bool, do
             model.generate(x, **kw)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
-    return x.shape[0] * new_tokens / statistics.median(times)
+    model = None                                    # free the model's memory before the next anchor
+    torch.cuda.empty_cache()
+    return len(prompts) * new_tokens / statistics.median(times)
