@@ -489,7 +489,8 @@ def dry_runtime():
 @pytest.mark.parametrize("name,lens,C", [("fast_fp32", (3, 3), 128), ("fast_fp32", (2, 5, 1), 128),
                                          ("baseline", (2, 5, 5), 128), ("fast_bf16", (3, 3), 128),
                                          ("fast_bf16", (2, 5, 1), 128), ("fast_bf16_xb", (2, 5, 1), 128),
-                                         ("fast_bf16_split", (4, 1), 128), ("fast_bf16", (2, 5, 1), 192)])
+                                         ("fast_bf16_split", (4, 1), 128), ("fast_bf16_mma", (3, 1, 3), 128),
+                                         ("fast_bf16", (2, 5, 1), 192)])
 def test_generation_launches_match_their_kernels(name, lens, C):
     """Every launch of prefill, sampling, advance and decode steps (prompts of one or several lengths) passes as
     many arguments as its kernel declares; ragged batches take embed_ragged, gather_rows and
