@@ -6,7 +6,8 @@ from convnet.bench import gpt2 as bg
 from convnet.gpt2.__main__ import main
 
 
-@pytest.mark.parametrize("pattern,why", [("(", "not a regular expression"), ("no such build", "matches no flash build")])
+@pytest.mark.parametrize("pattern,why", [("(", "not a regular expression"),
+                                         ("no such build", "matches no flash build")])
 def test_only_refuses_in_one_line_before_the_gpu(pattern, why, monkeypatch, capsys):
     import convnet.gpu.runtime as runtime
     monkeypatch.setattr(runtime.Runtime, "get", classmethod(lambda cls: pytest.fail("reached the GPU")), raising=False)

@@ -383,7 +383,8 @@ def test_bf16_flash_attention_other_block_sizes(tile, Tq, Tk, window, rng):
 # compile-time steps, the mask as a branch, O's rescale skipped at alpha 1): the same output bit for bit. Head sizes 48
 # and 96: rows of 6 and 12 16-byte pieces, which do not divide the threads (the copies' other path).
 FB_LEAN_TILES = {"4w2s": (64, {}, {}), "4w1s": (64, dict(warps=4, strips=1), {}),
-                 "8w1s_128keys_3st": (64, BF16_TILES["8w1s_128keys_3st"], {}), "2w2s3st": (64, BF16_TILES["2w2s3st"], {}),
+                 "8w1s_128keys_3st": (64, BF16_TILES["8w1s_128keys_3st"], {}),
+                 "2w2s3st": (64, BF16_TILES["2w2s3st"], {}),
                  "d48": (48, {}, {}), "d96": (96, {}, {}), "d128_pdl": (128, {}, {"FB_PDL": 1})}
 
 

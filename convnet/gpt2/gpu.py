@@ -517,7 +517,8 @@ class GPT2GPU:
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
         if self.bf16 and Tq == 1 and self.ragged is not None:      # skipping each sequence's padding
-            self.ragged.attention(ptr(buf["q"]), ptr(kc), ptr(vc), ptr(buf["y"]), B, H, Tk, cap, self.window, pos_dev, s)
+            self.ragged.attention(ptr(buf["q"]), ptr(kc), ptr(vc), ptr(buf["y"]), B, H, Tk, cap, self.window, pos_dev,
+                                  s)
             return
         if self.bf16 and Tq == 1 and self.decode_split is not None:
             self.decode_split(buf["q"], kc, vc, buf["y"], B, H, Tk, cap, self.window, pos_dev, s)

@@ -136,7 +136,8 @@ class GPUGenerator:
         self.split = SplitTopP(rt, d, name, gpu.V) if split_top_p else None
         # bf16 (session 25): where decode_attention_bf16 builds (HEAD_DIM / 8 a power of two), the ragged batch's
         # kernels are its _gap twin and embed_ragged_bf16; other head sizes run one batch per length
-        self.ragged_ok = gpu.graphable and not gpu.window and (not getattr(gpu, "bf16", False) or decode_bf16_builds(gpu.D))
+        self.ragged_ok = (gpu.graphable and not gpu.window
+                          and (not getattr(gpu, "bf16", False) or decode_bf16_builds(gpu.D)))
         self.last_rate = float("nan")
 
     # -- memory ----------------------------------------------------------------------------------------
