@@ -939,6 +939,27 @@ __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<const unsigned*>(&v);
 }
 
+// A 16-query strip's scores in mma.sync's m16n8 layout (NJ groups of 8 keys; a lane's 4 values: queries q_lo and
+// q_hi = q_lo + 8, keys kt + 8j + 2t and + 1) masked where the key is not visible, then each of the lane's two rows'
+// maximum into mx. The mask is a warp-uniform branch that only tiles not wholly visible (`full`: diagonal, edge,
+// window) take; with the test inside the max loop ptxas if-converted it onto every tile (FB_LEAN's and FW_LEAN's
+// softmax).
+template <int NJ>
+__device__ __forceinline__ void mask_and_max(float (&sc)[NJ][4], bool full, int kt, int t, int q_lo, int q_hi, int Tk,
+                                             int window, float (&mx)[2]) {
+    if (!full) {
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (!visible(kt + 8 * j + 2 * t + (e & 1), e < 2 ? q_lo : q_hi, Tk, window)) sc[j][e] = -INFINITY;
+    }
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], sc[j][e]);
+}
+
 // Rows r0..r0+ROWS-1 of a head's Q, K or V rows (D bf16 each) into shared rows FB_P apart; zeros from row `valid`
 // on. FB_LEAN: at compile-time steps of NT, the thread's 16-byte column fixed where a row's pieces divide NT (from
 // tid, ptxas made each copy a 4-way unrolled loop with its remainder: its trip count was unknown).
@@ -1067,18 +1088,7 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
             const int r0 = w0 + 16 * i + g, r1 = r0 + 8;
             float mx[2] = {-INFINITY, -INFINITY};
 #if FB_LEAN
-            if (!full) {                                   // (warp-uniform: most tiles skip the mask's instructions)
-#pragma unroll
-                for (int j = 0; j < NJ; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        if (!visible(kt + 8 * j + 2 * t + (e & 1), shift + (e < 2 ? r0 : r1), Tk, window))
-                            sc[i][j][e] = -INFINITY;
-            }
-#pragma unroll
-            for (int j = 0; j < NJ; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], sc[i][j][e]);
+            mask_and_max<NJ>(sc[i], full, kt, t, shift + r0, shift + r1, Tk, window, mx);
 #else
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
@@ -1345,20 +1355,8 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
         const bool full = kt + FW_BC - 1 <= wq_lo && kt + FW_BC <= Tk;
         float mx[2] = {-INFINITY, -INFINITY};
 #if FW_LEAN
-        // the mask as a branch (warp-uniform): the tiles wholly below the diagonal, most of them, skip its ~100
-        // predicated instructions, which ptxas issued on every tile with the test inside the max loop
-        if (!full) {
-#pragma unroll
-            for (int j = 0; j < NJ; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    if (!visible(kt + 8 * j + 2 * t + (e & 1), shift + r0 + 8 * (e >> 1), Tk, 0))
-                        sc[4 * j + e] = -INFINITY;
-        }
-#pragma unroll
-        for (int j = 0; j < NJ; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], sc[4 * j + e]);
+        // (sc is the strip's m16n8 fragments as mask_and_max takes them, flat: sc[4j + e] is [j][e])
+        mask_and_max<NJ>(reinterpret_cast<float (&)[NJ][4]>(sc), full, kt, t, shift + r0, shift + r0 + 8, Tk, 0, mx);
 #else
 #pragma unroll
         for (int j = 0; j < NJ; ++j)

@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from ..errors import UsageError
+from ..gpu import tma
 from ..gpu.runtime import cdiv, f32, i32, ptr
 from .flash import decode_bf16_builds
 from .generate import Sampling
@@ -37,7 +38,6 @@ class Ragged:
     """The per-sequence pieces of a batch of prompts of different lengths (GPT2GPU.ragged during a run)."""
 
     def __init__(self, gpu, lens: list[int], T: int):
-        from ..gpu import tma
         rt, d, name = gpu.rt, dict(gpu.variant.defines), gpu.variant.name
         bf16 = getattr(gpu, "bf16", False)      # bf16 table (the LM head's rows) and KV cache; fp32 decode rows
         self.embed_k = rt.kernel("sampling.cu", "embed_ragged_bf16" if bf16 else "embed_ragged", d, name)
