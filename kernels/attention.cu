@@ -498,10 +498,13 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
 // decode_attention_gap: the same for prompts of different lengths in one batch (sequence b's keys in slots
 // gap[2b]..gap[2b+1]-1 are padding: skipped).
 // DA_PARTS (session 25): a head size whose DA_THREADS partial states would pass the 48 KB of static shared memory
-// (D >= 96: ptxas refused the whole file before Hopper) merges in two rounds: the upper half of the threads hands its
-// states to the lower half first, so the buffer holds half the rows.
+// (D >= 96: ptxas refused the whole file before Hopper) merges in rounds: the upper part of the threads hands its
+// states to the lower ones first, so the buffer holds 1 / DA_PARTS of the rows (2 parts up to D = 128; session 26:
+// 4 from 192, the fp32 variants' heads up to 256).
 #define DA_THREADS 128
-#define DA_PARTS ((DA_THREADS * (HEAD_DIM + 1) + HEAD_DIM + 2 * DA_THREADS) * 4 > 48 * 1024 ? 2 : 1)
+#define DA_BYTES(P) ((DA_THREADS / (P) * (HEAD_DIM + 1) + HEAD_DIM + 2 * DA_THREADS) * 4)
+#define DA_PARTS (DA_BYTES(1) <= 48 * 1024 ? 1 : DA_BYTES(2) <= 48 * 1024 ? 2 : 4)
+static_assert(DA_BYTES(DA_PARTS) <= 48 * 1024, "decode_attention: HEAD_DIM past what 4 merge rounds hold");
 template <bool GAP>
 __device__ __forceinline__ void
 decode_attention_body(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
@@ -898,7 +901,6 @@ extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y,
 #endif
 static_assert(FB_BC % 16 == 0, "FB_BC: a multiple of 16");
 #define FB_P (HEAD_DIM + 8)       // K and V row pitch, bf16
-static_assert(HEAD_DIM % 16 == 0 && HEAD_DIM <= 128, "flash_attention_bf16: HEAD_DIM a multiple of 16 up to 128");
 static_assert(FB_MT == 1 || FB_MT == 2, "FB_MT: 1 or 2");
 static_assert(FB_STAGES >= 2 && FB_STAGES <= 4, "FB_STAGES: 2..4");
 #ifndef FB_QS
@@ -990,6 +992,9 @@ __device__ __forceinline__ void copy_rows_bf16(__nv_bfloat16* dst, const __nv_bf
 #endif
 }
 
+// Built at head sizes that are multiples of 16 up to 128 (registers); past 128 the file still compiles for the fp32
+// and TF32 kernels above (their variants take wider heads), as the launcher refuses this kernel there in one line.
+#if HEAD_DIM % 16 == 0 && HEAD_DIM <= 128
 extern "C" __global__ void __launch_bounds__(32 * FB_WARPS, FB_MIN_BLOCKS)
 flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
                      const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tq, int Tk, int cap_q,
@@ -1183,6 +1188,7 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
                 *(unsigned*)&yr[8 * n] = pack_bf16x2(o[i][n][2 * r] * inv, o[i][n][2 * r + 1] * inv);
         }
 }
+#endif
 
 // ---- flash_attention_bf16_wg: flash_attention_bf16's plan on Hopper's warpgroup MMA (session 17) -----------------
 // HEAD_DIM 64, full causal attention (no window). A block = FW_WG warpgroups, each 64 queries (FW_BR = 64 FW_WG per

@@ -13,6 +13,13 @@ def rel_err(got, ref) -> float:
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
+def rel_max_err(got, want) -> float:
+    """max |got - want| / max |want| (float64); NaN anywhere fails."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape and np.isfinite(got).all(), "unwritten (NaN) or misshaped output"
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
 def tolerance(variant) -> float:
     """The bound a variant's output is held to against float64: 1e-5 for fp32, else the catalogue's."""
     return variant.tolerance if variant.precision != "fp32" else 1e-5

@@ -12,7 +12,7 @@ import pytest
 from convnet import catalogue
 from convnet.errors import GPUError
 from convnet.gpt2 import model as ref
-from helpers import gpt2_small_params as _small_params, rel_err
+from helpers import gpt2_small_params as _small_params, rel_err, rel_max_err
 
 # the Hopper variant under test: fast_bf16, or on the GPU machine a candidate for its settings (BF16_MAIN=name)
 MAIN = os.environ.get("BF16_MAIN", "fast_bf16")
@@ -25,13 +25,6 @@ BOUND, ARGMAX = 2e-2, 0.99             # issue 15's accuracy bound: relative max
 MARGIN, RAW_ARGMAX = 1e-2, 0.95
 SMALL = ref.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=160)
 GPT2_124M = ref.GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_ctx=1024)
-
-
-def rel_max_err(got, want) -> float:
-    """max |got - want| / max |want| (float64); NaN anywhere fails."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape and np.isfinite(got).all(), "unwritten (NaN) or misshaped output"
-    return float(np.abs(got - want).max() / np.abs(want).max())
 
 
 def argmax_agreement(got, want, margin: float = 0.0) -> float:

@@ -14,6 +14,18 @@ from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 FT_BC = 64                     # keys per tile of the tensor-core kernel (kernels/attention.cu)
 
 
+def _check_shared(rt, nbytes: int, what: str):
+    """Refuses, before any build, a kernel whose tiles need more shared memory than this GPU gives a block (wide
+    heads: the fp32 kernels' tiles grow with the head size)."""
+    device = getattr(rt, "device", None)
+    if device is None:
+        return                                                       # dry run
+    limit = device.get_attribute(rt.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    if nbytes > limit:
+        raise GPUError(f"{what} needs {nbytes} bytes of shared memory a block; {rt.name} allows {limit}: a variant "
+                       "with naive attention (baseline) runs such heads")
+
+
 class FlashAttention:
     """fp32 kernel: rows_per_thread (FA_RT), thread_rows (FA_TY), key_tile (FA_BC); tensor-core kernel
     (tf32=True): warps (FT_WARPS), split (FT_SPLIT: 1 TF32, 3 3xTF32); both: kv_buffers (K/V tile buffers, 1
@@ -48,6 +60,7 @@ class FlashAttention:
             # Qs[BR][D+4] + Ks[bufs][BC][D+4] + Vs[bufs][BC][D] + Ps[BR][BC+4], floats
             BR, nb, BC = self.block_rows, kv_buffers, key_tile
             self.smem = 4 * (BR * (head_dim + 4) + nb * BC * (head_dim + 4) + nb * BC * head_dim + BR * (BC + 4))
+        _check_shared(rt, self.smem, f"flash attention ({'tensor cores' if tf32 else 'fp32'}) at head size {head_dim}")
         self.fn = rt.kernel("attention.cu", "flash_attention_tf32" if tf32 else "flash_attention", d, variant)
         self.fn.allow_shared(self.smem)
         self.scale_log2 = f32(math.log2(math.e) / math.sqrt(head_dim))

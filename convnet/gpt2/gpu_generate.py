@@ -2,8 +2,9 @@
 device (kernels/sampling.cu), several prompts in one batch, end-of-text per sequence.
 
 A decode step (forward of each sequence's newest token, the choice, the advance) reads its inputs from device
-memory only, so steps after the first replay one captured CUDA graph; the host only copies each step's token
-ids back and decides, a step or two behind the device, whether every sequence has finished.
+memory only, so steps after the first replay one captured CUDA graph, kept for the next run of the same batch,
+capacity and sampling (which then replays it from its first step); the host only copies each step's token ids back
+and decides, a step or two behind the device, whether every sequence has finished.
 
 Prompts of different lengths (variants with flash attention) run as one batch: right-padded to the longest,
 T tokens. The prefill's causal mask already keeps a prompt from its padding; each prompt's first new token
@@ -139,6 +140,10 @@ class GPUGenerator:
         self.ragged_ok = (gpu.graphable and not gpu.window
                           and (not getattr(gpu, "bf16", False) or decode_bf16_builds(gpu.D)))
         self.last_rate = float("nan")
+        # (key, pool generation, Graph): the decode step the last run captured, replayed from the first step of the
+        # next run with the same key (batch, capacity, sampling, buffers): the eager step and the capture it saves
+        # are two of a short generate call's three host-launched forwards
+        self._step_graph = None
 
     # -- memory ----------------------------------------------------------------------------------------
     def bytes_needed(self, B: int, T: int, N: int) -> int:
@@ -241,6 +246,8 @@ class GPUGenerator:
 
         ragged = len(set(lens)) > 1
         gpu.ragged = Ragged(gpu, lens, T) if ragged else None
+        # what a captured step's launches bake in besides pool buffers (their addresses: the pool's generation)
+        step_key = (B, cap, s, pad, split is not None, seen is not None, done is not None, ragged)
         try:
             host = rt.pinned((N, B), np.int32)
             events = [rt.event() for _ in range(N)]
@@ -268,14 +275,19 @@ class GPUGenerator:
                     break
                 if n == timed_from:
                     start.record(st)
+                if step_graph is None and on_device and graph:
+                    step_graph = self._cached_step(step_key)
                 if step_graph is not None:
                     step_graph.launch()
                 elif on_device:
                     device_step()
                     if graph:                                   # buffers exist now: capture the next steps
+                        generation = pool.generation
                         step_graph = Graph.capture(st)
                         with step_graph:
                             device_step()
+                        whole = pool.generation == generation   # nothing allocated while capturing
+                        self._step_graph = (step_key, generation, step_graph) if whole else None
                 else:
                     logits, _ = gpu.enqueue(host[n - 1].reshape(B, 1), pos=T + n - 1, cap=cap, last_only=True)
                     choose(logits)
@@ -292,6 +304,14 @@ class GPUGenerator:
             rt.synchronize(f"GPT-2 generation (variant {gpu.variant.name})")
         finally:
             gpu.ragged = None
+
+    def _cached_step(self, key):
+        """The last run's captured step where it fits this run: same key, and no pool allocation came or went since
+        it was captured (its launches hold the buffers' addresses)."""
+        c = self._step_graph
+        if c is not None and c[0] == key and c[1] == self.gpu.rt.pool.generation:
+            return c[2]
+        return None
 
     @staticmethod
     def _process(events, host, n, rows, on_step) -> bool:
