@@ -312,11 +312,14 @@ def test_bf16_ln_pdl_gives_the_same_tokens(plain, lnpdl, graph):
 
 
 @pytest.mark.parametrize("name", ["fast_fp32", "fast_bf16", "fast_bf16_xb"])
-def test_next_run_of_the_same_shape_replays_the_kept_step_graph(name, monkeypatch):
-    """Session 26: a run keeps its captured decode step; the next run with the same batch, capacity and sampling
-    replays it from its first step (only the prompt is launched from the host), with the same tokens as the run that
-    captured it and as eager steps; other prompts of the same shapes (one length, then different lengths) get their
-    own tokens from it; other sampling, or an allocation in the pool since the capture, captures anew."""
+def test_next_runs_of_the_same_shape_replay_the_kept_graphs(name, monkeypatch):
+    """Session 26: a run keeps its captured decode step, and the next run with the same batch, capacity and sampling
+    replays it from its first step; a run whose prompt key (that and the prompt length) repeats the previous run's
+    captures its prompt too (forward and first choice), replayed by the runs after it. Each run's tokens equal those
+    of eager launches (graph=False: the same kernels) and, for the same prompts, the first run's; other prompts of the
+    same shapes (one length, then different lengths) get their own tokens from the graphs; other sampling, or an
+    allocation in the pool since a capture, captures anew. (Each entry of `calls` is one forward launched from the
+    host: 0 the prompt's, 2 a decode step's.)"""
     params = small_params(SMALL)
     gen = make_generator(name, params, SMALL)
     rt = gen.gpu.rt
@@ -326,22 +329,16 @@ def test_next_run_of_the_same_shape_replays_the_kept_step_graph(name, monkeypatc
     prompts = [[5, 9, 2], [7, 1, 4]]
     first = run(gen, prompts, 12)
     assert calls == [0, 2, 2]                                   # prompt, eager step, captured step
-    kept = gen._step_graph
-    assert kept is not None
-    # (prompts, whether the run finds its step kept): one length twice, then different lengths (another key: the
-    # ragged step is captured and kept) twice
-    for other, replays in ((prompts, True), ([[100, 3, 3], [250, 9, 1]], True), ([[5, 9, 2], [7]], False),
-                           ([[8], [30, 31, 32]], True)):
+    # (prompts, the host's launches): the prompt key seen again (captured), then replayed; different lengths (another
+    # key: captured anew, the ragged step kept) twice
+    for other, launched in ((prompts, [0, 0]), ([[100, 3, 3], [250, 9, 1]], []), ([[5, 9, 2], [7]], [0, 2, 2]),
+                            ([[8], [30, 31, 32]], [0, 0]), ([[9], [31, 32, 33]], [])):
         calls.clear()
         rt.pool.fill("gpt2.act.", np.nan, np.float32)
         rt.pool.fill("gpt2.act.", 0x7FC0, np.uint16)          # bf16 NaN
         got = run(gen, other, 12)
-        if replays:
-            assert calls == [0] and gen._step_graph is kept     # the prompt only: every step replayed the kept graph
-        else:
-            assert calls == [0, 2, 2] and gen._step_graph is not kept
-            kept = gen._step_graph
-        assert got == run(gen, other, 12, graph=False), other   # eager steps: the same kernels, the same tokens
+        assert calls == launched, other
+        assert got == run(gen, other, 12, graph=False), other   # eager launches: the same kernels, the same tokens
         if other is prompts:
             assert got == first
     calls.clear()
