@@ -227,3 +227,17 @@ def test_seed_copies_cubins_other_caches_compiled(tmp_path, monkeypatch):
     assert seed({have, missing}, "sm_90a", [str(tmp_path / "absent"), str(old)]) == 1
     assert (build.cubin_dir() / f"{name}.cubin").read_bytes() == b"cubin"
     assert seed({have}, "sm_90a", []) == 1                  # already here: counted, nothing to copy
+
+
+@pytest.mark.parametrize("n_embd,n_head,split", [(128, 4, True), (256, 2, True), (320, 2, False), (256, 1, False)])
+def test_split_decode_steps_aside_past_head_size_128(n_embd, n_head, split):
+    """fast (decode_attention = "split"): flash-decoding where a key row fits a warp (head sizes up to 128); past it
+    the decode steps take the one-block decode_attention (session 26: such models were refused), every build of
+    attention.cu at the model's head size."""
+    from convnet.bench.dryrun import kernels_of
+    from convnet.gpt2.gpu import GPT2GPU
+    config = GPT2Config(n_layer=1, n_head=n_head, n_embd=n_embd, vocab_size=100, n_ctx=64)
+    made = []
+    built = kernels_of(lambda rt: made.append(GPT2GPU(random_params(config), config, catalogue.get("fast", "gpt2"), rt)))
+    assert {dict(d)["HEAD_DIM"] for f, d in built if f == "attention.cu"} == {n_embd // n_head}
+    assert (made[0].decode_split is not None) == split

@@ -171,7 +171,9 @@ class GPT2GPU:
         elif self.flash:
             self.fa = flash.from_params(rt, self.D, d, variant)
             self.decode_attn = rt.kernel("attention.cu", "decode_attention", {**d, "HEAD_DIM": self.D}, name)
-            if split_decode:                                            # flash-decoding for the decode steps
+            # flash-decoding for the decode steps; past head size 128 (a key row over more than a warp) the steps
+            # keep the one-block kernel, as variants without the param do
+            if split_decode and self.D <= 128:
                 from .decode_split import SplitDecode
                 self.decode_split = SplitDecode(rt, self.D, d, name, waves=int(p.get("decode_split_waves", 0)))
         else:
