@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import GPUError, UsageError
 from ..gpu import tma
 from ..gpu.runtime import cdiv, f32, i32, ptr
 from .flash import decode_bf16_builds
@@ -325,7 +325,6 @@ class GPUGenerator:
     def _launch_prompt(self, prompt, key, graph: bool):
         """prompt() on the stream: replayed from the kept graph where it was captured with this key in this pool
         generation; launched, and captured for the next run when the previous run had the same key."""
-        from ..errors import GPUError
         from ..gpu.graph import Graph
         pool = self.gpu.rt.pool
         c = self._prompt_graph
