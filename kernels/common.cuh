@@ -4,6 +4,7 @@
 //   USE_HALF=1      activations are stored as __half (variant op_5); arithmetic stays fp32.
 //   OUT_HALF        the output's storage where it differs (out_t; default: as USE_HALF).
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #ifndef USE_RESTRICT
@@ -41,6 +42,7 @@ __device__ __forceinline__ float gelu_tanh(float v) {
 
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ void store_act(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_act(__half* p, float v) { *p = __float2half_rn(v); }
 // four consecutive activations in one store (p 16-byte aligned for float, 8-byte for __half)

@@ -37,8 +37,7 @@
 // Tunables (-D): SM_THREADS (threads per block, a multiple of 32, at most 1024), SM_RADIX_BITS (4 or 8);
 // TP_BINS, TP_SCALE, TP_CAND, TP_SLICES (sample_top_p: distance bins, bins per unit of z, boundary candidates
 // kept in shared memory, most slices per row).
-#include "common.cuh"
-#include <cuda_bf16.h>            // embed_ragged_bf16
+#include "common.cuh"               // (cuda_bf16.h: embed_ragged_bf16)
 
 #ifndef SM_THREADS
 #define SM_THREADS 1024
@@ -553,8 +552,6 @@ extern "C" __global__ void advance_tokens(const int* RESTRICT next, int* RESTRIC
         if (step) *step += 1;
     }
 }
-
-__device__ __forceinline__ float to_f32(__nv_bfloat16 w) { return __bfloat162float(w); }   // (common.cuh: float, half)
 
 template <typename W>
 __device__ __forceinline__ void embed_ragged_body(const int* RESTRICT idx, const W* RESTRICT wte,

@@ -84,7 +84,7 @@ def _hf(params, config, idx, results) -> dict:
         except Exception as e:                      # torch.compile needs a working Triton/C compiler: say why
             out["bf16_compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     if any("decode_tok_s" in r for r in results):
-        out["decode_tok_s"] = hf_anchor.time_decode(params, config, idx[:1, :DECODE_PROMPT], DECODE_NEW, tf32=False)
+        out["decode_tok_s"] = hf_anchor.time_generate(params, config, idx[:1, :DECODE_PROMPT], DECODE_NEW, tf32=False)
     return out
 
 

@@ -60,22 +60,6 @@ def time_forward(params: dict, config, idx, tf32: bool, reps: int = 10, bf16: bo
     return out
 
 
-def time_decode(params: dict, config, prompt, new_tokens: int, tf32: bool) -> float:
-    """Greedy generate with HF's KV cache: new tokens per second (B=1)."""
-    import torch
-    model = hf_model(params, config, "cuda", tf32)
-    x = torch.as_tensor(prompt, device="cuda")
-    kw = dict(do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0)
-    with torch.no_grad():
-        model.generate(x, **kw)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        model.generate(x, **kw)
-        torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
-    return new_tokens / dt
-
-
 def time_generate(params: dict, config, prompts, new_tokens: int, tf32: bool, do_sample: bool = False,
                   top_p: float | None = None, reps: int = 1, bf16: bool = False) -> float:
     """HF generate on a batch of prompts (token id lists; of different lengths: left-padded with an attention mask, as
