@@ -317,9 +317,9 @@ def test_next_runs_of_the_same_shape_replay_the_kept_graphs(name, monkeypatch):
     replays it from its first step; a run whose prompt key (that and the prompt length) repeats the previous run's
     captures its prompt too (forward and first choice), replayed by the runs after it. Each run's tokens equal those
     of eager launches (graph=False: the same kernels) and, for the same prompts, the first run's; other prompts of the
-    same shapes (one length, then different lengths) get their own tokens from the graphs; other sampling, or an
-    allocation in the pool since a capture, captures anew. (Each entry of `calls` is one forward launched from the
-    host: 0 the prompt's, 2 a decode step's.)"""
+    same shapes (one length, then different lengths) get their own tokens from the graphs; other sampling, an
+    allocation in the pool since a capture, or forget() captures anew. (Each entry of `calls` is one forward launched
+    from the host: 0 the prompt's, 2 a decode step's.)"""
     params = small_params(SMALL)
     gen = make_generator(name, params, SMALL)
     rt = gen.gpu.rt
@@ -345,5 +345,8 @@ def test_next_runs_of_the_same_shape_replay_the_kept_graphs(name, monkeypatch):
     run(gen, prompts, 12, Sampling(0.7, seed=3))
     assert calls == [0, 2, 2]                                   # other sampling: captured anew
     gen.gpu.logits(np.zeros((3, 90), np.int32))                 # larger buffers: the pool's generation moves on
+    calls.clear()
+    assert run(gen, prompts, 12) == first and calls == [0, 2, 2]
+    gen.forget()                                                # as a first call: captured anew
     calls.clear()
     assert run(gen, prompts, 12) == first and calls == [0, 2, 2]

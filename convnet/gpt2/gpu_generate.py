@@ -315,6 +315,11 @@ class GPUGenerator:
         finally:
             gpu.ragged = None
 
+    def forget(self):
+        """Drops what runs keep for the next (the decode step's and the prompt's graphs, the pinned token rows): the
+        next run captures anew, as a first call of its shape does."""
+        self._step_graph = self._prompt_graph = self._last_prompt_key = self._host = None
+
     def _host_tokens(self, N: int, B: int):
         """Pinned host rows for N steps' B token ids: the last run's buffer where it is large enough (pinning costs
         ~1 ms a run)."""
