@@ -94,6 +94,8 @@ def test_flash_attention_settings_are_checked():
     rt = RecordingRuntime()
     with pytest.raises(GPUError, match="multiple of 16"):
         FlashAttention(rt, 40, {}, "t")
+    with pytest.raises(GPUError, match="up to 256, got 272"):                     # (session 26)
+        FlashAttention(rt, 272, {}, "t", tf32=True)
     with pytest.raises(GPUError, match="K/V buffers 1 or 2"):
         FlashAttention(rt, 64, {}, "t", 8, 8, kv_buffers=3)
     fa = FlashAttention(rt, 64, {}, "t", 8, 8, kv_buffers=1)

@@ -56,3 +56,20 @@ def test_compile_error_is_reported(tmp_path, monkeypatch):
     (tmp_path / "broken.cu").write_text("__global__ void k() { this is not C++; }\n")
     with pytest.raises(GPUError, match="nvcc failed on broken.cu"):
         b.compile_cubin("broken.cu", {}, "sm_90")
+
+
+@pytest.mark.parametrize("name,n_head,n_embd", [("fast_fp32", 1, 256), ("fast_mma", 2, 320)])
+def test_wide_head_attention_compiles(name, n_head, n_embd):
+    """The fp32 / TF32 flash variants take heads past 128 (up to 256): their attention.cu builds compile for Hopper
+    and for sm_80 (session 26: the bf16 mma.sync kernel's static_assert stopped the whole file there, and
+    decode_attention's merge buffer passed 48 KB of static shared memory at 256)."""
+    from convnet.bench import dryrun
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpt2.model import GPT2Config, random_params
+    config = GPT2Config(n_layer=1, n_head=n_head, n_embd=n_embd, vocab_size=64, n_ctx=64)
+    builds = dryrun.kernels_of(lambda rt: GPT2GPU(random_params(config), config, catalogue.get(name, "gpt2"), rt))
+    attention = [dict(d) for f, d in sorted(builds) if f == "attention.cu"]
+    assert attention and all(d["HEAD_DIM"] == n_embd // n_head for d in attention)
+    for defines in attention:
+        for arch in ("sm_90a", "sm_80"):
+            build.compile_cubin("attention.cu", defines, arch)

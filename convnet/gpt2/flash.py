@@ -34,8 +34,8 @@ class FlashAttention:
     def __init__(self, rt: Runtime, head_dim: int, defines: dict, variant: str, rows_per_thread: int = 4,
                  thread_rows: int = 16, tf32: bool = False, warps: int = 4, kv_buffers: int = 2,
                  key_tile: int = 64, min_blocks: int = 1, split: int = 1):
-        if head_dim % 16:
-            raise GPUError(f"flash attention needs a head size that is a multiple of 16, got {head_dim}")
+        if head_dim % 16 or not 16 <= head_dim <= 256:      # (decode_attention's merge buffer: 4 rounds up to 256)
+            raise GPUError(f"flash attention needs a head size that is a multiple of 16 up to 256, got {head_dim}")
         if rows_per_thread % 4 or not 16 * thread_rows <= 1024 or not 1 <= warps <= 32 or kv_buffers not in (1, 2):
             raise GPUError(f"flash attention: rows per thread must be a multiple of 4, thread rows at most 64, "
                            f"warps 1..32 and K/V buffers 1 or 2, got {rows_per_thread}, {thread_rows}, {warps}, "
