@@ -201,6 +201,17 @@ def test_gpt2_precompile_covers_the_gpu_test_file():
     assert head_dims >= {32, 64, 80}
 
 
+def test_configs_precompile_covers_every_head_size():
+    """tests/precompile_gpt2_configs.py collects test_gpu_gpt2_configs.py's builds without a GPU: attention.cu at every
+    head size the file tests (16 to 256), bf16 and fp32 variants among them."""
+    import precompile_gpt2_configs
+    import test_gpu_gpt2_configs as t
+    builds = precompile_gpt2_configs.collect("sm_90a")
+    heads = {dict(d).get("HEAD_DIM") for f, d in builds if f == "attention.cu"} - {None}   # (naive: no HEAD_DIM)
+    assert heads == {c.n_embd // c.n_head for c in t.CONFIGS.values()} == {16, 48, 80, 96, 128, 160, 256}
+    assert any(f == "gemm.cu" and dict(d).get("BF_BN") for f, d in builds)          # the bf16 variants' GEMMs
+
+
 def test_bf16_precompile_collects_without_a_gpu():
     """tests/precompile_bf16.py collects the bf16 tests' and bench-attention's builds on a machine without a GPU (its
     bench-attention part once passed a config's own defines twice), fast_bf16_xb's among them."""
@@ -239,7 +250,7 @@ def test_split_decode_steps_aside_past_head_size_128(n_embd, n_head, split):
     from convnet.bench.dryrun import kernels_of
     from convnet.gpt2.gpu import GPT2GPU
     config = GPT2Config(n_layer=1, n_head=n_head, n_embd=n_embd, vocab_size=100, n_ctx=64)
-    made = []
-    built = kernels_of(lambda rt: made.append(GPT2GPU(random_params(config), config, catalogue.get("fast", "gpt2"), rt)))
+    made, fast = [], catalogue.get("fast", "gpt2")
+    built = kernels_of(lambda rt: made.append(GPT2GPU(random_params(config), config, fast, rt)))
     assert {dict(d)["HEAD_DIM"] for f, d in built if f == "attention.cu"} == {n_embd // n_head}
     assert (made[0].decode_split is not None) == split

@@ -11,19 +11,16 @@ from convnet.bench.dryrun import RecordingRuntime, precompile_main        # noqa
 
 
 def collect(arch: str) -> set:
-    import test_gpu_gpt2_configs as t
+    import precompile_gpt2_configs
+    import test_gpu_generate as g                   # the kept step graph's test
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpt2.model import random_params
     rt = RecordingRuntime()
     rt.arch = arch
-    for c, v in t.CASES:
-        cfg = t.CONFIGS[c]
-        GPUGenerator(GPT2GPU(random_params(cfg), cfg, catalogue.get(v, "gpt2"), rt))
-    import test_gpu_generate as g                   # the kept step graph's test
     for v in ("fast_fp32", "fast_bf16", "fast_bf16_xb"):
         GPUGenerator(GPT2GPU(random_params(g.SMALL), g.SMALL, catalogue.get(v, "gpt2"), rt))
-    return rt.builds
+    return rt.builds | precompile_gpt2_configs.collect(arch)
 
 
 if __name__ == "__main__":
