@@ -13,6 +13,14 @@ def rel_err(got, ref) -> float:
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
+def poison(rt, prefixes=("gpt2.act.",)):
+    """NaN into every fp32 and bf16 pool buffer under these name prefixes: an element a kernel forgets stays NaN."""
+    from convnet.gpu.bf16 import BF16, BF16_NAN
+    for prefix in prefixes:
+        rt.pool.fill(prefix, np.nan, np.float32)
+        rt.pool.fill(prefix, BF16_NAN, BF16)
+
+
 def rel_max_err(got, want) -> float:
     """max |got - want| / max |want| (float64); NaN anywhere fails."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)

@@ -526,3 +526,23 @@ def test_generation_launches_match_their_kernels(name, lens, C):
     assert kernels.count("sample_tokens") == kernels.count("advance_tokens") == 4 * groups
     assert len(steps) == 4 * groups and sorted({r for s in steps for r in s}) == list(range(len(lens)))
     assert gen.gpu.ragged is None                      # cleared after the run
+
+
+def test_kept_graph_fits_the_same_key_in_the_same_pool_generation():
+    """GPUGenerator._kept (CPU: no graph launched): a kept (key, generation, graph) is replayed only for an equal key
+    (batch, capacity, sampling, ...) while the pool has allocated nothing since its capture."""
+    from types import SimpleNamespace
+    from convnet.gpt2.generate import Sampling
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    gen = object.__new__(GPUGenerator)
+    pool = SimpleNamespace(generation=3)
+    gen.gpu = SimpleNamespace(rt=SimpleNamespace(pool=pool))
+    graph = object()
+    key = (2, 40, Sampling(), -1, False, False, False, False)
+    kept = (key, 3, graph)
+    assert gen._kept(kept, key) is graph
+    assert gen._kept(kept, (2, 40, Sampling(0.7, seed=3), -1, False, False, False, False)) is None
+    assert gen._kept(kept, key + (12,)) is None
+    assert gen._kept(None, key) is None
+    pool.generation = 4                                   # an allocation since the capture
+    assert gen._kept(kept, key) is None

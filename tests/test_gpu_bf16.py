@@ -12,7 +12,7 @@ import pytest
 from convnet import catalogue
 from convnet.errors import GPUError
 from convnet.gpt2 import model as ref
-from helpers import gpt2_small_params as _small_params, rel_err, rel_max_err
+from helpers import gpt2_small_params as _small_params, poison as poison_buffers, rel_err, rel_max_err
 
 # the Hopper variant under test: fast_bf16, or on the GPU machine a candidate for its settings (BF16_MAIN=name)
 MAIN = os.environ.get("BF16_MAIN", "fast_bf16")
@@ -53,10 +53,7 @@ def runtime_for(variant_name):
 
 
 def poison(rt):
-    from convnet.gpu.bf16 import BF16, BF16_NAN
-    for prefix in ("gpt2.act.", "test."):
-        rt.pool.fill(prefix, np.nan, np.float32)
-        rt.pool.fill(prefix, BF16_NAN, BF16)
+    poison_buffers(rt, ("gpt2.act.", "test."))
 
 
 # ---- refusals (CPU: before any build) -----------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from convnet import catalogue
 from convnet.gpt2 import model as ref
 from convnet.gpt2.generate import Sampling, choose, float_keys, generate, kept, run_generation, scaled_logits
-from helpers import gpt2_small_params
+from helpers import gpt2_small_params, poison
 
 pytestmark = pytest.mark.gpu
 
@@ -281,8 +281,7 @@ def test_bf16_greedy_batch_of_different_lengths(name, graph, monkeypatch):
     attention = gpu_generate.Ragged.attention
     monkeypatch.setattr(gpu_generate.Ragged, "attention", lambda self, *a: calls.append(a[4]) or attention(self, *a))
     prompts = PROMPTS + [[int(x) for x in np.arange(1, n + 1) * (7 + 2 * n) % 257] for n in (2, 11, 25, 40)]
-    gen.gpu.rt.pool.fill("gpt2.act.", np.nan, np.float32)
-    gen.gpu.rt.pool.fill("gpt2.act.", 0x7FC0, np.uint16)         # bf16 NaN
+    poison(gen.gpu.rt)
     got = run(gen, prompts, 14, graph=graph)
     assert calls and set(calls) == {len(prompts)}                 # ragged steps of the whole batch ran
     assert all(len(ids) == 14 for ids in got)
@@ -334,8 +333,7 @@ def test_next_runs_of_the_same_shape_replay_the_kept_graphs(name, monkeypatch):
     for other, launched in ((prompts, [0, 0]), ([[100, 3, 3], [250, 9, 1]], []), ([[5, 9, 2], [7]], [0, 2, 2]),
                             ([[8], [30, 31, 32]], [0, 0]), ([[9], [31, 32, 33]], [])):
         calls.clear()
-        rt.pool.fill("gpt2.act.", np.nan, np.float32)
-        rt.pool.fill("gpt2.act.", 0x7FC0, np.uint16)          # bf16 NaN
+        poison(rt)
         got = run(gen, other, 12)
         assert calls == launched, other
         assert got == run(gen, other, 12, graph=False), other   # eager launches: the same kernels, the same tokens

@@ -15,7 +15,7 @@ from convnet import catalogue
 from convnet.errors import GPUError
 from convnet.gpt2 import model as ref
 from convnet.gpt2.generate import Sampling, generate, run_generation
-from helpers import gpt2_small_params, rel_err, rel_max_err
+from helpers import gpt2_small_params, poison, rel_err, rel_max_err
 
 pytestmark = pytest.mark.gpu
 
@@ -44,12 +44,6 @@ def held(variant, got, want, label):
     else:
         err, bound = rel_err(got, want), 1e-4 if variant.precision == "fp32" else variant.tolerance
     assert err <= bound, f"{label}: error {err:.2e} over {bound:.0e}"
-
-
-def poison(rt):
-    from convnet.gpu.bf16 import BF16, BF16_NAN
-    rt.pool.fill("gpt2.act.", np.nan, np.float32)
-    rt.pool.fill("gpt2.act.", BF16_NAN, BF16)
 
 
 def model(name, params, config):

@@ -286,7 +286,7 @@ class GPUGenerator:
                 if n == timed_from:
                     start.record(st)
                 if step_graph is None and on_device and graph:
-                    step_graph = self._cached_step(step_key)
+                    step_graph = self._kept(self._step_graph, step_key)
                 if step_graph is not None:
                     step_graph.launch()
                 elif on_device:
@@ -332,9 +332,9 @@ class GPUGenerator:
         generation; launched, and captured for the next run when the previous run had the same key."""
         from ..gpu.graph import Graph
         pool = self.gpu.rt.pool
-        c = self._prompt_graph
-        if graph and c is not None and c[0] == key and c[1] == pool.generation:
-            c[2].launch()
+        kept = self._kept(self._prompt_graph, key) if graph else None
+        if kept is not None:
+            kept.launch()
             return
         prompt()
         if not graph:
@@ -349,12 +349,11 @@ class GPUGenerator:
             self._prompt_graph = (key, generation, g) if g is not None and pool.generation == generation else None
         self._last_prompt_key = key
 
-    def _cached_step(self, key):
-        """The last run's captured step where it fits this run: same key, and no pool allocation came or went since
-        it was captured (its launches hold the buffers' addresses)."""
-        c = self._step_graph
-        if c is not None and c[0] == key and c[1] == self.gpu.rt.pool.generation:
-            return c[2]
+    def _kept(self, kept, key):
+        """The Graph of a kept (key, pool generation, Graph) where it fits this run: the same key, and no pool
+        allocation came or went since it was captured (its launches hold the buffers' addresses); else None."""
+        if kept is not None and kept[:2] == (key, self.gpu.rt.pool.generation):
+            return kept[2]
         return None
 
     @staticmethod
