@@ -40,13 +40,61 @@ def cache_dir() -> Path:
     return Path(base) / "convnet"
 
 
-def clear_cache() -> tuple[Path, int]:
-    """Deletes the cache folder; returns (its path, the bytes it held)."""
+# The cache folder's own entries: what clear_cache may delete. The marker says the project made (or adopted) the
+# folder; without it nothing is deleted, whatever CONVNET_CACHE names.
+CACHE_MARKER = ".convnet-cache"
+CACHE_SUBFOLDERS = ("cubin", "autotune", "roofline")
+CACHE_FILE_PATTERNS = ("fashion-*.npy", "fashion-*.json", "fashion-*.tmp.*")
+
+
+def _own_entry(entry: Path) -> bool:
+    return entry.name == CACHE_MARKER or (entry.name in CACHE_SUBFOLDERS and entry.is_dir() and not entry.is_symlink()) \
+        or (entry.is_file() and not entry.is_symlink() and any(entry.match(p) for p in CACHE_FILE_PATTERNS))
+
+
+def prepare_cache(sub: str | None = None) -> Path:
+    """cache_dir() (or its sub-folder `sub`), created if missing, with the marker written where the project made the
+    folder or where it holds nothing but the project's entries. Raises OSError where it cannot be made."""
     root = cache_dir()
-    if not root.is_dir():
+    if not (root / CACHE_MARKER).is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        if all(_own_entry(e) for e in root.iterdir()):
+            (root / CACHE_MARKER).write_text("This folder is convnet's cache: `convnet --clear-cache` empties it.\n")
+    if sub is None:
+        return root
+    (root / sub).mkdir(exist_ok=True)
+    return root / sub
+
+
+def clear_cache() -> tuple[Path, int]:
+    """Deletes the cache's own entries (CACHE_SUBFOLDERS, CACHE_FILE_PATTERNS, the marker), then the folder if nothing
+    else is left in it; returns (its path, the bytes removed). Refuses, deleting nothing, where the folder has no
+    marker; a file that cannot be removed is one line (UsageError)."""
+    from .errors import UsageError
+    root = cache_dir()
+    if not root.exists():
         return root, 0
-    size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
-    shutil.rmtree(root)
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a folder, so not a convnet cache: nothing removed (check CONVNET_CACHE)")
+    if not (root / CACHE_MARKER).is_file():
+        raise UsageError(f"{root} has no {CACHE_MARKER} marker, so convnet did not make it: nothing removed "
+                         f"(check CONVNET_CACHE; to delete the folder anyway, remove it by hand)")
+    size = 0
+    try:
+        own = [e for e in root.iterdir() if _own_entry(e) and e.name != CACHE_MARKER]
+        for entry in own:
+            files = [entry] if entry.is_file() else [f for f in entry.rglob("*") if f.is_file() and not f.is_symlink()]
+            size += sum(f.stat().st_size for f in files)
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        if not root.is_symlink() and all(e.name == CACHE_MARKER for e in root.iterdir()):
+            (root / CACHE_MARKER).unlink()
+            root.rmdir()
+    except OSError as e:
+        raise UsageError(f"cannot clear the cache {root}: {e.strerror or e}"
+                         f"{f' ({e.filename})' if getattr(e, 'filename', None) else ''}") from None
     return root, size
 
 

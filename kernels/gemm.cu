@@ -156,6 +156,7 @@ __device__ __forceinline__ float epilogue(float v, const float* RESTRICT bias, i
     return activation(v, act);
 }
 
+#if !KERNEL_SUBSET || KERNELS_TILED
 extern "C" __global__ void gemm_tiled(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT C,
                                       const float* RESTRICT bias, int M, int N, int K,
                                       int sam, int sak, long long sbk, long long sbn, long long scm, long long scn,
@@ -181,6 +182,7 @@ extern "C" __global__ void gemm_tiled(const float* RESTRICT A, const float* REST
         C[at] = epilogue(acc, bias, bias_mode, act, row, (int)col) + (resid ? resid[at] : 0.f);
     }
 }
+#endif
 
 // The register-tiled inner product shared by v2 and v3: As is stored k-major (As[k][m]).
 // A thread's TN columns are spaced NTX apart so that a warp reads consecutive shared-memory words.
@@ -200,6 +202,7 @@ __device__ __forceinline__ void micro_tile(const float (*As)[BM], const float (*
     }
 }
 
+#if !KERNEL_SUBSET || KERNELS_REGTILE
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 gemm_regtile(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT C, const float* RESTRICT bias,
              int M, int N, int K, int sam, int sak, long long sbk, long long sbn, long long scm, long long scn,
@@ -240,6 +243,7 @@ gemm_regtile(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT C
         }
     }
 }
+#endif
 
 // ---- v3: implicit-GEMM convolution ---------------------------------------------------------------
 // GEMM view: A = weights (M x C*K*K), B[k, n] = x[b, c, oy+p, ox+q] with k = (c, p, q), n = (b, oy, ox),
@@ -257,6 +261,7 @@ gemm_regtile(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT C
 __constant__ float c_weights[MAX_CONST_WEIGHTS];
 #endif
 
+#if !KERNEL_SUBSET || KERNELS_IMPLICIT
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 conv_implicit(const float* RESTRICT x, const float* RESTRICT w, float* RESTRICT y,
               int Bn, int M, int C_, int H_, int W_, int K_) {
@@ -343,6 +348,7 @@ conv_implicit(const float* RESTRICT x, const float* RESTRICT w, float* RESTRICT 
         }
     }
 }
+#endif
 
 // ---- GPT-2 epilogue (v4, v5, v7, splitk_reduce) --------------------------------------------------------
 #define EPI_PARAMS float* RESTRICT C, long long ldc, const float* RESTRICT bias, int act,                  \
@@ -498,6 +504,7 @@ __device__ __forceinline__ void v4_store(const float (&acc)[8][8], int m0, int n
 }
 
 // Two blocks per SM (at most 128 registers): the occupancy v4's latency hiding is built for.
+#if !KERNEL_SUBSET || KERNELS_VEC4
 extern "C" __global__ void __launch_bounds__(256, 2)
 gemm_vec4(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
           int lda, int ldb, int k_split, EPI_PARAMS) {
@@ -511,8 +518,10 @@ gemm_vec4(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
     v4_tile(A, B, M, N, lda, ldb, m0, n0, kb, ke, acc, As, Bs);
     v4_store(acc, m0, n0, M, N, ws, EPI_ARGS);
 }
+#endif
 
 // Split-K: out[m, n] = epilogue(sum over slices of ws[slice][m][n]); 4 columns per thread.
+#if !KERNEL_SUBSET || KERNELS_SPLITK_REDUCE
 extern "C" __global__ void splitk_reduce(const float* RESTRICT ws, int splits, int M, int N, EPI_PARAMS) {
     const long long e = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 4;
     if (e >= (long long)M * N) return;
@@ -524,6 +533,7 @@ extern "C" __global__ void splitk_reduce(const float* RESTRICT ws, int splits, i
     }
     epi_store4(v, m, n, EPI_ARGS);
 }
+#endif
 
 // ---- v6: skinny GEMM (M <= SK_M rows: decoding) ----------------------------------------------------------
 // Bandwidth-bound: every W element is read once, as part of a float4 row segment. A block of 256 threads
@@ -644,17 +654,21 @@ __device__ __forceinline__ void skinny(const float* RESTRICT A, const float* RES
 
 // M <= 8 rows, and a build for one row (B = 1 decoding): acc and the reductions shrink to one row, so
 // four blocks fit an SM and even the 384 blocks of the MLP's first layer run in one wave.
+#if !KERNEL_SUBSET || KERNELS_SKINNY
 extern "C" __global__ void __launch_bounds__(256)
 gemm_skinny(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
             const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
     skinny<SK_M>(A, B, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
 }
+#endif
 
+#if !KERNEL_SUBSET || KERNELS_SKINNY
 extern "C" __global__ void __launch_bounds__(256, 4)
 gemm_skinny1(const float* RESTRICT A, const float* RESTRICT B, int M, int N, int K, int lda, int ldb,
              const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
     skinny<1>(A, B, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
 }
+#endif
 
 // v6 for W stored transposed (Bt: N x K, v7's layout). A block of 256 threads makes SKN_CG groups of 4
 // consecutive columns (one epi_store4 each). A group's 256 / SKN_CG threads split K, each reading 16 bytes of
@@ -715,18 +729,22 @@ __device__ __forceinline__ void skinny_nk(const float* RESTRICT A, const float* 
     if (grp < SKN_CG && m < M && n < N) store_partials(&red[grp * WG][m], MR, WG, m, n, EPI_ARGS);
 }
 
+#if !KERNEL_SUBSET || KERNELS_SKINNY
 extern "C" __global__ void __launch_bounds__(256)
 gemm_skinny_nk(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
                const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
     skinny_nk<SK_M>(A, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
 }
+#endif
 
 // One row (B = 1 decoding), as gemm_skinny1: fewer registers, four blocks per SM.
+#if !KERNEL_SUBSET || KERNELS_SKINNY
 extern "C" __global__ void __launch_bounds__(256, 4)
 gemm_skinny_nk1(const float* RESTRICT A, const float* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
                 const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, EPI_PARAMS) {
     skinny_nk<1>(A, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, EPI_ARGS);
 }
+#endif
 
 // ---- v5: TF32 tensor cores, mma.sync m16n8k8 ----------------------------------------------------------
 // V5_BM x V5_BN block tile (128 or 256 each) cut into warp tiles of V5_WM x V5_WN (each warp: (WM/16) x (WN/8) mma per 8-deep
@@ -786,6 +804,7 @@ __device__ __forceinline__ void copy_tile_async(float* dst, const float* RESTRIC
 
 typedef Tf32Mma<V5_SPLIT, V5_ROUND != 0> V5;            // operands and mma of v5 (common.cuh)
 
+#if !KERNEL_SUBSET || KERNELS_TF32
 extern "C" __global__ void __launch_bounds__(V5_THREADS)
 gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, int M, int N, int K,
           int lda, int ldb, int k_split, EPI_PARAMS) {
@@ -875,6 +894,7 @@ gemm_tf32(const float* RESTRICT A, const float* RESTRICT B, float* RESTRICT ws, 
             }
         }
 }
+#endif
 
 // ---- v11: small-M GEMM (8 < M <= 64: batched decoding) on TF32 tensor cores ---------------------------------
 // Between the GEMV (v6, M <= 8) and the 128-row tiles (v4/v5/v7), whose tiles are 2-16x padding there and
@@ -1261,6 +1281,7 @@ __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RE
                    const float* RESTRICT ln_b, float ln_eps
 #define SMM_ARGS A, W, ws, tickets, M, N, K, lda, ldb, k_split, ln_w, ln_b, ln_eps
 // gemm_small_m<MF>_<layout>: rows up to 16 * MF; W^T rows (nk) or W (kn)
+#if !KERNEL_SUBSET || KERNELS_SMALL_M
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m1_nk(SMM_PARAMS, EPI_PARAMS) { small_m<1, true>(SMM_ARGS, EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
@@ -1277,12 +1298,14 @@ extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m3_kn(SMM_PARAMS, EPI_PARAMS) { small_m<3, false>(SMM_ARGS, EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m4_kn(SMM_PARAMS, EPI_PARAMS) { small_m<4, false>(SMM_ARGS, EPI_ARGS); }
+#endif
 // SMM_LNS=1 (session 9; first run on the H100 in session 10): _nk_lns builds also write each column tile's per-row (mean, M2) of C
 // (stats_out: split-K's last block, after the epilogue) and normalise A from such statistics (stats_in, K / SMM_BN
 // tiles of the GEMM that wrote A) instead of reading all of A: a residual GEMM hands the next LayerNorm's
 // statistics to the GEMM after it, and the LayerNorm kernel between them goes.
 #if defined(SMM_LNS) && SMM_LNS
 #define SMM_LNS_PARAMS float* RESTRICT stats_out, const float* RESTRICT stats_in
+#if !KERNEL_SUBSET || KERNELS_SMALL_M
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m1_nk_lns(SMM_PARAMS, EPI_PARAMS, SMM_LNS_PARAMS) { small_m<1, true, true>(SMM_ARGS, EPI_ARGS, stats_out, stats_in); }
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
@@ -1291,6 +1314,7 @@ extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m3_nk_lns(SMM_PARAMS, EPI_PARAMS, SMM_LNS_PARAMS) { small_m<3, true, true>(SMM_ARGS, EPI_ARGS, stats_out, stats_in); }
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m4_nk_lns(SMM_PARAMS, EPI_PARAMS, SMM_LNS_PARAMS) { small_m<4, true, true>(SMM_ARGS, EPI_ARGS, stats_out, stats_in); }
+#endif
 #endif  // (W^T rows only: the _kn builds spilled at SMM_BN 16 / PDL=1; the launcher refuses SMM_LNS for W as K x N)
 
 // ---- v7: Hopper warpgroup MMA (wgmma), TF32 ------------------------------------------------------------
@@ -1476,6 +1500,7 @@ __device__ __forceinline__ void wg_store(const float (&acc)[WG_NT][64], int m0, 
 }
 
 // 128-wide tiles are register-bounded for two blocks per SM (their 3 x 32 KB rings fit twice).
+#if !KERNEL_SUBSET || KERNELS_WGMMA
 extern "C" __global__ void __launch_bounds__(256, WG_NT == 1 ? 2 : 1)
 gemm_wgmma(const float* RESTRICT A, const float* RESTRICT Bt, float* RESTRICT ws, int M, int N, int K,
            int lda, int ldb, int k_split, int raster_m, EPI_PARAMS) {
@@ -1522,6 +1547,7 @@ gemm_wgmma(const float* RESTRICT A, const float* RESTRICT Bt, float* RESTRICT ws
     __trap();                                                    // built without sm_90a: the launcher refuses
 #endif
 }
+#endif
 
 // ---- bf16 (v8, v9): operands bf16, accumulation fp32, output bf16 or fp32 ------------------------------------
 // A is row-major (M x K, lda), B comes as W^T (N x K, ldb): both K-major, K, lda, ldb multiples of 8 (16-byte
@@ -2355,6 +2381,7 @@ struct BfWalk {
 #define BF_MAP_PARAMS const TmaMap* RESTRICT maps
 #endif
 
+#if !KERNEL_SUBSET || KERNELS_BF16_WGMMA
 extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
 gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS, const float* RESTRICT lns_vec,
                 float2* RESTRICT lns_stats, float lns_eps) {                // (the BF_LNS arguments; unused without it)
@@ -3033,6 +3060,7 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS, const float* 
     __trap();                                                      // built without sm_90a: the launcher refuses
 #endif
 }
+#endif
 
 // ---- v9: bf16 mma.sync m16n8k16 (sm_80+), the fallback off Hopper ---------------------------------------------
 // v5's structure for bf16: a 128 x 128 block tile of eight 64 x 32 warp tiles, BF9_BK deep, a BF9_STAGES-deep
@@ -3078,6 +3106,7 @@ __device__ __forceinline__ void bf9_copy(__nv_bfloat16* dst, const __nv_bfloat16
     }
 }
 
+#if !KERNEL_SUBSET || KERNELS_BF16_MMA
 extern "C" __global__ void __launch_bounds__(256)
 gemm_bf16_mma(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
               int ldb, BF_EPI_PARAMS) {
@@ -3144,6 +3173,7 @@ gemm_bf16_mma(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt,
                 bf_store_pair(acc[i][j][2 * h], acc[i][j][2 * h + 1], row, M, N, n0 + wn + j * 8 + 2 * t, BF_EPI_ARGS);
         }
 }
+#endif
 
 // ---- v10: bf16 GEMV for decoding (M <= 8 rows), W^T read once ---------------------------------------------------
 // Bandwidth-bound like v6: a block of 256 threads makes BFS_CG groups of 4 consecutive columns; a group's
@@ -3386,37 +3416,46 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     if constexpr (PICK) bfs_pick_tail<MR>(key, grp, m_e, M, K, Bt, ldb, *pick);
 }
 
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
 extern "C" __global__ void __launch_bounds__(256)
 gemm_skinny_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
                  int ldb, BF_EPI_PARAMS) {
     skinny_bf16<8, false>(A, Bt, M, N, K, lda, ldb, nullptr, nullptr, 0.f, BF_EPI_ARGS);
 }
+#endif
 
 // One row (B = 1 decoding): fewer registers, four blocks per SM.
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
 extern "C" __global__ void __launch_bounds__(256, 4)
 gemm_skinny_bf16_1(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
                    int ldb, BF_EPI_PARAMS) {
     skinny_bf16<1, false>(A, Bt, M, N, K, lda, ldb, nullptr, nullptr, 0.f, BF_EPI_ARGS);
 }
+#endif
 
 // With the LayerNorm prologue: X fp32 (M x K, row stride lda, 16-byte rows), gamma ln_w and beta ln_b (K fp32).
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
 extern "C" __global__ void __launch_bounds__(256)
 gemm_skinny_bf16_ln(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
                     const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS) {
     skinny_bf16<8, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS);
 }
+#endif
 
 // 3 blocks per SM (85 registers: the LayerNorm row in registers, no spills); 396 slots still cover mlp_fc's 384 blocks.
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
 extern "C" __global__ void __launch_bounds__(256, 3)
 gemm_skinny_bf16_ln1(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
                      const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS) {
     skinny_bf16<1, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS);
 }
+#endif
 
 // The LM head ending a decode step (BfsPick above): _ln's and _ln1's arguments, then the pick's. fp32 logits only.
 #if !BF_OUT
 #define BFS_PICK_PARAMS int V, unsigned long long* pick_keys, unsigned* pick_ticket, int* next_tok, int* step_idx,      \
                         int* pos_io, const float* RESTRICT wpe, float* x_next, int n_ctx
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
 extern "C" __global__ void __launch_bounds__(256)
 gemm_skinny_bf16_ln_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
                          int ldb, const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS,
@@ -3424,7 +3463,9 @@ gemm_skinny_bf16_ln_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT 
     const BfsPick pk{V, pick_keys, pick_ticket, next_tok, step_idx, pos_io, wpe, x_next, n_ctx};
     skinny_bf16<8, true, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS, &pk);
 }
+#endif
 
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
 extern "C" __global__ void __launch_bounds__(256, 3)
 gemm_skinny_bf16_ln1_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
                           int ldb, const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS,
@@ -3432,6 +3473,7 @@ gemm_skinny_bf16_ln1_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT
     const BfsPick pk{V, pick_keys, pick_ticket, next_tok, step_idx, pos_io, wpe, x_next, n_ctx};
     skinny_bf16<1, true, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS, &pk);
 }
+#endif
 #endif
 
 // ---- v12: bf16 small-M GEMM (8 < M <= 64: batched decoding on the bf16 path) -----------------------------------
@@ -3670,6 +3712,7 @@ __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, co
                    unsigned* RESTRICT tickets, int M, int N, int K, int lda, int ldb, int k_split
 #define BFM_ARGS A, Bt, ws, tickets, M, N, K, lda, ldb, k_split
 // gemm_small_m<MF>_bf16: rows up to 16 * MF
+#if !KERNEL_SUBSET || KERNELS_SMALL_M_BF16
 extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m1_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<1>(BFM_ARGS, BF_EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(BFM_THREADS)
@@ -3678,6 +3721,7 @@ extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m3_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<3>(BFM_ARGS, BF_EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m4_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<4>(BFM_ARGS, BF_EPI_ARGS); }
+#endif
 
 // v12 _lnsin / _lnsout builds (BFM_LNS=1, session 11; GPU-tested on an H200 in the lead's call): v11's SMM_LNS for the bf16 path. _lnsout
 // (the residual GEMMs: fp32 C = x + A W + b) also writes each BFM_BN-column tile's per-row (mean, M2) of C from the
@@ -3889,6 +3933,7 @@ __device__ __forceinline__ void small_m_bf16_lns(const void* RESTRICT Av, const 
                        const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, float* RESTRICT stats_out,  \
                        const float* RESTRICT stats_in
 #define BFM_LNS_ARGS A, Bt, ws, tickets, M, N, K, lda, ldb, k_split, ln_w, ln_b, ln_eps, stats_out, stats_in
+#if !KERNEL_SUBSET || KERNELS_SMALL_M_BF16
 extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m1_bf16_lnsin(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<1, true>(BFM_LNS_ARGS, BF_EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(BFM_THREADS)
@@ -3905,5 +3950,6 @@ extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m3_bf16_lnsout(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<3, false>(BFM_LNS_ARGS, BF_EPI_ARGS); }
 extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m4_bf16_lnsout(BFM_LNS_PARAMS, BF_EPI_PARAMS) { small_m_bf16_lns<4, false>(BFM_LNS_ARGS, BF_EPI_ARGS); }
+#endif
 #endif  // BFM_LNS
 #endif  // defined(BF_OUT): v8, v9, v10, v12

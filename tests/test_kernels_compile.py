@@ -1,27 +1,35 @@
-"""Every kernel, under every GPU variant's -D constants for both LeNet layers, compiles with nvcc for
-sm_90a (the Hopper target the runtime uses) without register spills. Runs without a GPU (skips where nvcc is absent)."""
+"""Every kernel, under every GPU variant's -D constants for both LeNet layers and GPT-2, compiles with nvcc for
+sm_90a (the Hopper target the runtime uses) without register spills, and every kernel a variant takes from a build
+is in it. Runs without a GPU (skips where nvcc is absent). The distinct builds of all variants are compiled once,
+in parallel on every core, before the per-variant checks read their reports."""
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from convnet import catalogue, weights as wio
+from convnet.errors import GPUError
 from convnet.gpu import build
 
 pytestmark = pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
 
-GPU_VARIANTS = [v for m in catalogue.MODELS for v in catalogue.load_all(m).values() if v.needs_gpu]
+# the current catalogue and the archive: every variant a user can name still builds
+GPU_VARIANTS = [v for m in catalogue.MODELS for v in catalogue.load_all(m, archive=True).values()
+                if v.needs_gpu]
 
 
-def kernels_of(variant):
+def entries_of(variant) -> dict:
+    """{(kernel file, defines): kernel names the variant takes from that build}."""
     from convnet.bench import dryrun
     if variant.model == "gpt2":
         # GPT-2 124M's kernel constants (head size 64, n_embd 768) with a one-layer, small-vocabulary model.
         from convnet.gpt2.gpu import GPT2GPU
         from convnet.gpt2.model import GPT2Config, random_params
         config = GPT2Config(n_layer=1, n_head=12, n_embd=768, vocab_size=64, n_ctx=64)
-        return dryrun.kernels_of(lambda rt: GPT2GPU(random_params(config), config, variant, rt))
+        return dryrun.entries_of(lambda rt: GPT2GPU(random_params(config), config, variant, rt))
     from convnet.gpu import lenet
-    return dryrun.kernels_of(lambda rt: lenet.GPULeNet(variant, wio.load(), rt))
+    return dryrun.entries_of(lambda rt: lenet.GPULeNet(variant, wio.load(), rt))
 
 
 def spills(ptxas_log: str) -> dict:
@@ -37,20 +45,52 @@ def spills(ptxas_log: str) -> dict:
     return out
 
 
+@pytest.fixture(scope="module")
+def reports():
+    """{build: ptxas report, or the GPUError nvcc gave} for the distinct builds of every GPU variant."""
+    from tqdm import tqdm
+    builds = sorted({b for v in GPU_VARIANTS for b in entries_of(v)})
+
+    def compile_one(b):
+        try:
+            return b, build.compile_cubin(b[0], dict(b[1]), "sm_90a")[1]
+        except GPUError as e:
+            return b, e
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        done = tqdm(pool.map(compile_one, builds), total=len(builds), desc="compile test: distinct builds",
+                    unit=" build", disable=None)
+        return dict(done)
+
+
 @pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[f"{v.model}-{v.name}" for v in GPU_VARIANTS])
-def test_variant_kernels_compile_without_spills(variant):
-    builds = kernels_of(variant)
-    assert builds, "the variant builds no kernel"
-    for kernel_file, defines in sorted(builds):
-        _, log = build.compile_cubin(kernel_file, dict(defines), "sm_90a")
+def test_variant_kernels_compile_without_spills(variant, reports):
+    entries = entries_of(variant)
+    assert entries, "the variant builds no kernel"
+    for (kernel_file, defines), names in sorted(entries.items()):
+        log = reports[(kernel_file, defines)]
+        if isinstance(log, GPUError):
+            raise log
         found = spills(log)
         assert found, f"no ptxas report for {kernel_file}"
+        missing = names - set(found)
+        assert not missing, f"{kernel_file} {dict(defines)} lacks the kernels {sorted(missing)} the variant launches"
         spilled = {k: v for k, v in found.items() if v}
         assert not spilled, f"{kernel_file} {dict(defines)} spills registers: {spilled}"
 
 
+def test_a_family_build_holds_its_family_alone():
+    """gemm.cu marks its kernel families: the build of one kernel compiles that family only, and a build asked for
+    no kernel compiles them all."""
+    d = build.kernel_defines("gemm.cu", {"TILE": 16}, "gemm_tiled")
+    assert d == {"TILE": 16, "KERNEL_SUBSET": 1, "KERNELS_TILED": 1}
+    assert set(spills(build.compile_cubin("gemm.cu", d, "sm_90a")[1])) == {"gemm_tiled"}
+    assert build.kernel_defines("gemm.cu", {"TILE": 16}) == {"TILE": 16}
+    families = build._families(build.KERNELS_DIR / "gemm.cu", 0)
+    assert len(families) == 43 and families["gemm_skinny_bf16_ln1_pick"] == "KERNELS_SKINNY_BF16"
+    assert build.kernel_defines("ops.cu", {}, "relu_maxpool") == {}       # a file without families: as given
+
+
 def test_compile_error_is_reported(tmp_path, monkeypatch):
-    from convnet.errors import GPUError
     from convnet.gpu import build as b
     monkeypatch.setattr(b, "KERNELS_DIR", tmp_path)
     (tmp_path / "broken.cu").write_text("__global__ void k() { this is not C++; }\n")
@@ -61,7 +101,7 @@ def test_compile_error_is_reported(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name,n_head,n_embd", [("fast_fp32", 1, 256), ("fast_mma", 2, 320)])
 def test_wide_head_attention_compiles(name, n_head, n_embd):
     """The fp32 / TF32 flash variants take heads past 128 (up to 256): their attention.cu builds compile for Hopper
-    and for sm_80 (session 26: the bf16 mma.sync kernel's static_assert stopped the whole file there, and
+    and for sm_80 (the bf16 mma.sync kernel's static_assert once stopped the whole file there, and
     decode_attention's merge buffer passed 48 KB of static shared memory at 256)."""
     from convnet.bench import dryrun
     from convnet.gpt2.gpu import GPT2GPU
@@ -70,6 +110,6 @@ def test_wide_head_attention_compiles(name, n_head, n_embd):
     builds = dryrun.kernels_of(lambda rt: GPT2GPU(random_params(config), config, catalogue.get(name, "gpt2"), rt))
     attention = [dict(d) for f, d in sorted(builds) if f == "attention.cu"]
     assert attention and all(d["HEAD_DIM"] == n_embd // n_head for d in attention)
-    for defines in attention:
-        for arch in ("sm_90a", "sm_80"):
-            build.compile_cubin("attention.cu", defines, arch)
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(lambda job: build.compile_cubin("attention.cu", *job),
+                      [(d, arch) for d in attention for arch in ("sm_90a", "sm_80")]))

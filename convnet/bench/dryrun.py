@@ -92,16 +92,20 @@ class RecordingRuntime:
 
     def __init__(self):
         self.builds = set()
+        self.entries = {}           # build -> the kernel names taken from it (the compile test checks each is there)
         self.launches = []          # (kernel name, grid, block, number of arguments) per launch
         self.pool = _Pool()
         self.drv = _Drv()
 
-    def module(self, kernel_file, defines):
-        self.builds.add((kernel_file, tuple(sorted(defines.items()))))
+    def module(self, kernel_file, defines, kernel=None):
+        build_key = (kernel_file, tuple(sorted(build.kernel_defines(kernel_file, defines, kernel).items())))
+        self.builds.add(build_key)
+        self.entries.setdefault(build_key, set())
         return _Module()
 
     def kernel(self, kernel_file, name, defines, variant):
-        self.module(kernel_file, defines)
+        self.module(kernel_file, defines, name)
+        self.entries[(kernel_file, tuple(sorted(build.kernel_defines(kernel_file, defines, name).items())))].add(name)
         return _Kernel(name, self.launches)
 
     def stream(self):
@@ -112,8 +116,9 @@ class RecordingRuntime:
         yield
 
 
-def kernels_of(make) -> set:
-    """The (kernel file, defines) pairs that make(runtime) builds, without touching CUDA."""
+def entries_of(make) -> dict:
+    """{(kernel file, defines): the kernel names taken from that build} for what make(runtime) builds, without
+    touching CUDA."""
     from ..gpu import cublas
     rt = RecordingRuntime()
     real_get = cublas.CuBLAS.get
@@ -122,12 +127,19 @@ def kernels_of(make) -> set:
         make(rt)
     finally:
         cublas.CuBLAS.get = real_get
-    return rt.builds
+    return rt.entries
 
 
-def precompile(builds, arch: str, workers: int = 8) -> list:
-    """Compiles (file, defines) pairs in parallel into the disk cache; returns the ptxas reports."""
-    with ThreadPoolExecutor(workers) as pool:
+def kernels_of(make) -> set:
+    """The (kernel file, defines) pairs that make(runtime) builds, without touching CUDA."""
+    return set(entries_of(make))
+
+
+def precompile(builds, arch: str, workers: int | None = None) -> list:
+    """Compiles (file, defines) pairs in parallel (one nvcc per core by default) into the disk cache; returns the
+    ptxas reports."""
+    import os
+    with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
         return list(pool.map(lambda fd: build.compile_cubin(fd[0], dict(fd[1]), arch)[1], sorted(builds)))
 
 

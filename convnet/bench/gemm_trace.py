@@ -104,7 +104,7 @@ def run(shapes: dict, grid, reps: int = 5, epilogue: str = "plain") -> str:
             lin = Linear(rt, "bf16_wgmma", d, "gemm_trace")
             call = lambda: lin(a, w, c, M, N, K, K, K, N, epi)   # noqa: E731
             ms = rt.median_ms(call, reps, what="traced GEMM", batch=10)
-            mod = rt.module("gemm.cu", {**lin.defines, "BF_OUT": int(out_bf16)})
+            mod = rt.module("gemm.cu", {**lin.defines, "BF_OUT": int(out_bf16)}, "gemm_bf16_wgmma")
             ptr, size = mod.get_global("bf_trace")
             rt.drv.memset_d8(ptr, 0, size)
             call()

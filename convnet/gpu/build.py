@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import GPUError
-from ..paths import KERNELS_DIR, cache_dir
+from ..paths import KERNELS_DIR, cache_dir, prepare_cache
 
 BASE_FLAGS = ("-O3", "-std=c++17")
 
@@ -42,6 +43,37 @@ def nvcc_version() -> str:
 
 def define_flags(defines: dict) -> list[str]:
     return [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
+
+
+# A kernel file may wrap each kernel in `#if !KERNEL_SUBSET || KERNELS_<FAMILY>`: a build asked for one kernel then
+# compiles that kernel's family alone (gemm.cu holds 13 families; all of them took nvcc ~25 s a build, one 1-18 s).
+_FAMILY_GUARD = re.compile(r"^#if !KERNEL_SUBSET \|\| (KERNELS_\w+)\s*$", re.M)
+_KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(')
+
+
+@lru_cache(maxsize=None)
+def _families(source: Path, mtime_ns: int) -> dict:
+    """kernel name -> the KERNELS_<FAMILY> switch guarding it, for the kernels of a file that marks families."""
+    text = source.read_text()
+    guards = [(m.start(), m.group(1)) for m in _FAMILY_GUARD.finditer(text)]
+    out = {}
+    for m in _KERNEL.finditer(text):
+        opened = [g for at, g in guards if at < m.start()]
+        if opened and text.rfind("#endif", 0, m.start()) < text.rfind("#if !KERNEL_SUBSET", 0, m.start()):
+            out[m.group(1)] = opened[-1]
+    return out
+
+
+def kernel_defines(kernel_file: str, defines: dict, kernel: str | None = None) -> dict:
+    """The -D constants of the build that serves `kernel` of kernel_file: defines, plus KERNEL_SUBSET and the kernel's
+    family switch where the file marks families (only that family is compiled); defines as given otherwise."""
+    if kernel is None:
+        return dict(defines)
+    source = KERNELS_DIR / kernel_file
+    if not source.is_file():
+        raise GPUError(f"kernel source {source} not found")
+    family = _families(source, source.stat().st_mtime_ns).get(kernel)
+    return {**defines, "KERNEL_SUBSET": 1, family: 1} if family else dict(defines)
 
 
 def _key(source: Path, flags: list[str], arch: str) -> str:
@@ -78,7 +110,9 @@ def cubin_dir() -> Path:
 @lru_cache(maxsize=None)
 def _usable_cubin_dir(out: Path) -> Path:
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        if out != cache_dir() / "cubin":       # kept per folder: a test may point cache_dir() elsewhere meanwhile
+            raise OSError("the cache moved")
+        prepare_cache("cubin")
         with tempfile.TemporaryFile(dir=out):
             pass
         return out

@@ -84,8 +84,8 @@ class ConvLayer:
         for z0 in range(0, batch, GRID_Z_MAX):
             launch(ptr(x, z0 * per_x), ptr(y, z0 * per_y), min(GRID_Z_MAX, batch - z0))
 
-    def _to_constant(self, file, defines, symbol, values):
-        mod = self.rt.module(file, defines)
+    def _to_constant(self, file, defines, symbol, values, kernel):
+        mod = self.rt.module(file, defines, kernel)      # the module of the kernel that reads the symbol
         dev_ptr, size = mod.get_global(symbol)
         if values.nbytes > size:
             raise GPUError(f"{self.name}: {values.nbytes} bytes of weights exceed the constant buffer ({size})")
@@ -210,7 +210,7 @@ class Implicit(ConvLayer):
         self.d = d
         self.fn = self.kernel("gemm.cu", "conv_implicit", d)
         if const:
-            self._to_constant("gemm.cu", d, "c_weights", self.w.ravel())
+            self._to_constant("gemm.cu", d, "c_weights", self.w.ravel(), "conv_implicit")
         self._upload_weights()
 
     def __call__(self, x, y, batch, stream=None, slot=0):
@@ -303,7 +303,7 @@ class Direct(ConvLayer):
             wt[:, :self.M] = self.w.reshape(self.M, -1).T
             self.w_gpu = self.rt.pool.upload(f"{self.name}.wt", wt)
         else:
-            self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel())
+            self._to_constant("conv_direct.cu", self.d, "c_w", self.w.ravel(), "conv_direct")
             self._upload_weights()
 
     def input_elems(self) -> int:

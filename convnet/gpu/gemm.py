@@ -281,7 +281,9 @@ class Linear:
             from . import build
 
             def driver_kernel(out):
-                cubin = build.compile_cubin("gemm.cu", {**d, "BF_OUT": int(out)}, rt.arch)[0]
+                name = BF16_KERNELS[version]
+                cubin = build.compile_cubin("gemm.cu", build.kernel_defines("gemm.cu", {**d, "BF_OUT": int(out)}, name),
+                                            rt.arch)[0]
                 if self.cluster > 1:
                     return tma.ClusterKernel(cubin, BF16_KERNELS[version], self.variant, self.cluster)
                 if self.pdl:

@@ -30,7 +30,8 @@ class Runtime:
         try:
             import pycuda.driver as drv
         except ImportError:
-            raise GPUUnavailable("PyCUDA is not installed (pip install -e '.[gpu]')") from None
+            from . import available
+            raise GPUUnavailable(available()[1]) from None
         self.drv = drv
         try:
             drv.init()
@@ -59,7 +60,10 @@ class Runtime:
         except Exception:       # interpreter shutdown: the driver may already be gone
             pass
 
-    def module(self, kernel_file: str, defines: dict):
+    def module(self, kernel_file: str, defines: dict, kernel: str | None = None):
+        """The loaded build of kernel_file under defines; with `kernel`, the build of that kernel's family alone
+        where the file marks families (build.kernel_defines)."""
+        defines = build.kernel_defines(kernel_file, defines, kernel)
         key = (kernel_file, tuple(sorted(defines.items())))
         if key not in self._modules:
             cubin, _ = build.compile_cubin(kernel_file, defines, self.arch)
@@ -70,7 +74,7 @@ class Runtime:
         return self._modules[key]
 
     def kernel(self, kernel_file: str, name: str, defines: dict, variant: str) -> "Kernel":
-        mod = self.module(kernel_file, defines)
+        mod = self.module(kernel_file, defines, name)
         try:
             fn = mod.get_function(name)
         except self.drv.Error:
