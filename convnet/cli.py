@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import __version__, catalogue, report, weights as wio
 from .errors import GPUUnavailable, UsageError, exit_code
+from .outputs import STDOUT, check_distinct, check_output
 from .gpu import available as gpu_available
 from .cmdline import OneLineParser, positive_int
 from .runner import load_inputs, resolve_variant, run_variant, runs_here
@@ -31,7 +32,9 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None, help="folder with t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz "
                                                     "(default: the copy bundled under datasets/fashion-mnist)")
     p.add_argument("--weights", default=str(wio.WEIGHTS_FILE), help="weights .npz (default: the shipped ones)")
-    p.add_argument("--list", action="store_true", help="list every variant and whether it can run here")
+    p.add_argument("--list", action="store_true", help="list the current variants and whether each runs here")
+    p.add_argument("--all", action="store_true",
+                   help="--list: the archived variants too (earlier states and ablations, kept to compare against)")
     p.add_argument("--compare", nargs="*", metavar="VARIANT",
                    help="run several variants in one process and print the comparison table (none named: all GPU variants)")
     p.add_argument("--repeat", type=int, default=None,
@@ -66,19 +69,20 @@ def device_list(text: str):
         raise argparse.ArgumentTypeError(str(e).removeprefix("--devices ")) from None
 
 
-def list_variants(model: str = "lenet86") -> str:
+def list_variants(model: str = "lenet86", archive: bool = False) -> str:
     rows = []
-    for v in catalogue.load_all(model).values():
+    for v in catalogue.load_all(model, archive).values():
         ok, why = runs_here(v)
         if model == "gpt2" and not v.needs_gpu:       # the --model gpt2 benchmark times GPU variants only
             ok, why = False, "run_milestone.py --model gpt2 times GPU variants; convnet-gpt2 generate runs this one"
-        rows.append([v.name, v.milestone, v.backend, v.precision, "yes" if ok else f"no: {why}", v.title])
+        rows.append([v.name + (" (archive)" if v.archived else ""), v.milestone, v.backend, v.precision,
+                     "yes" if ok else f"no: {why}", v.title])
     return report.table(["variant", "milestone", "backend", "precision", "runs here", "title"], rows)
 
 
 def run_gpt2(args) -> int:
     if args.list:
-        print(list_variants("gpt2"))
+        print(list_variants("gpt2", args.all))
         return 0
     names = args.compare if args.compare is not None else [args.variant]
     for n in names:
@@ -106,7 +110,8 @@ def run_gpt2(args) -> int:
 ONLY_WITH = {"plot": ("roofline", "--plot needs --roofline"),
              "predictions": ("json", "--predictions needs --json"),
              "chunk": ("stream", "--chunk needs --stream"),
-             "devices": ("stream", "--devices needs --stream")}
+             "devices": ("stream", "--devices needs --stream"),
+             "all": ("list", "--all needs --list")}
 LENET_ONLY = ("stream", "roofline", "data_dir", "predictions", "devices")
 GPT2_ONLY = ("checkpoint", "seq")
 
@@ -129,10 +134,14 @@ def check_options(args) -> None:
         raise UsageError("--list does not combine with --compare or --stream")
     if args.predictions and args.stream is not None:
         raise UsageError("--predictions does not apply to --stream (its --json carries the predictions' digest)")
-    if args.json:
-        report.check_writable(args.json, "--json")
-    if args.plot:
-        report.check_writable(args.plot, "--plot")
+    if args.plot == STDOUT:
+        raise UsageError("--plot writes a PNG: give a file name")
+    inputs = (args.weights, args.checkpoint)                # what the run reads: never overwritten
+    folders = (args.data_dir, args.checkpoint)
+    for opt, path in (("--json", args.json), ("--plot", args.plot)):
+        if path:
+            check_output(path, opt, inputs, folders)
+    check_distinct({"--json": args.json, "--plot": args.plot})
 
 
 def _main(argv) -> int:
@@ -148,7 +157,7 @@ def _main(argv) -> int:
     args.batch = args.batch or 10000
     args.repeat = args.repeat or 1
     if args.list:
-        print(list_variants())
+        print(list_variants(archive=args.all))
         return 0
     if args.stream is not None:
         if args.devices is not None:

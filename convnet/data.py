@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataError
-from .paths import BUNDLED_DATA_DIR, SYSTEM_DATA_DIR, cache_dir
+from .paths import BUNDLED_DATA_DIR, SYSTEM_DATA_DIR, cache_dir, prepare_cache
 
 SRC_SIZE = 28
 DST_SIZE = 86
@@ -139,19 +139,23 @@ def _digest(arr: np.ndarray) -> str:
     return hashlib.blake2b(arr.tobytes(), digest_size=16).hexdigest()
 
 
-def preprocessed(raw: RawSplit, use_cache: bool = True, progress: bool = False) -> np.ndarray:
-    """The upscaled images of `raw`, from the cache when its key and content check out. A cache folder that
-    cannot be written (a file in the way, read-only, full disk) costs one warning, never the run."""
+def preprocessed(raw: RawSplit, use_cache: bool = True, progress: bool = False, limit: int | None = None) -> np.ndarray:
+    """The upscaled images of `raw` (the first `limit`), from the cache when its key and content check out. The
+    cache holds the whole split: it is written only when the whole split is asked for, and a smaller `limit`
+    without it upscales just those images. A cache folder that cannot be written (a file in the way, read-only,
+    full disk) costs one warning, never the run."""
+    n = raw.images.shape[0] if limit is None else min(limit, raw.images.shape[0])
     if not use_cache:
-        return _upscale_with_progress(raw.images, progress)
+        return _upscale_with_progress(raw.images[:n], progress)
     key = _cache_key(raw)
     npy = cache_dir() / f"fashion-{key}.npy"
     meta = npy.with_suffix(".json")
-    cached = _load_cache(npy, meta, raw.images.shape[0])
+    cached = _load_cache(npy, meta, raw.images.shape[0]) if npy.is_file() else None
     if cached is not None:
-        return cached
-    arr = _upscale_with_progress(raw.images, progress)
-    _save_cache(arr, npy, meta)
+        return cached[:n]
+    arr = _upscale_with_progress(raw.images[:n], progress)
+    if n == raw.images.shape[0]:
+        _save_cache(arr, npy, meta)
     return arr
 
 
@@ -162,7 +166,7 @@ def _save_cache(arr: np.ndarray, npy: Path, meta: Path) -> None:
     tmp_meta = meta.with_suffix(f".{os.getpid()}.tmp.json")
     placed = []
     try:
-        npy.parent.mkdir(parents=True, exist_ok=True)
+        prepare_cache()
         np.save(tmp, arr)
         tmp_meta.write_text(json.dumps({"digest": _digest(arr), "shape": list(arr.shape)}))
         os.replace(tmp, npy)
@@ -221,6 +225,5 @@ def load(split: str = "test", data_dir=None, limit: int | None = None,
          use_cache: bool = True, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(images (N,1,86,86) float32, labels (N,) int64) of a split, the first `limit` of them."""
     raw = load_raw(split, data_dir)
-    x = preprocessed(raw, use_cache=use_cache, progress=progress)
-    n = raw.labels.shape[0] if limit is None else limit
-    return x[:n], raw.labels[:n].astype(np.int64)
+    x = preprocessed(raw, use_cache=use_cache, progress=progress, limit=limit)
+    return x, raw.labels[:len(x)].astype(np.int64)

@@ -37,3 +37,16 @@ def exit_code(prog: str, command, *args) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:         # `convnet --list | head -1`: the reader left; end quietly, as `cat` does
+        _detach_stdout()
+        return 141
+
+
+def _detach_stdout() -> None:
+    """Points stdout at /dev/null so that the interpreter's last flush does not fail again on the closed pipe."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

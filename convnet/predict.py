@@ -38,14 +38,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, data, network, reference, report, weights as wio
+from . import __version__, data, network, reference, weights as wio
 from .cmdline import OneLineParser, positive_int
 from .errors import DataError, UsageError, exit_code
+from .outputs import check_distinct, check_output, write_output
 
 PROG = "convnet-predict"
 SIZE = data.SRC_SIZE
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pbm",
                   ".pnm"}
+MAX_PIXELS = 50_000_000   # a picture past this is refused from its header (decoding alone would take minutes)
 MIN_PER_TASK = 16          # images per pool task at least: below, inter-process traffic costs more than decoding
 
 
@@ -167,6 +169,7 @@ def decode_files(paths: list[str], invert: bool) -> tuple[list[str], np.ndarray,
     done, images, problems = [], [], []
     for p in paths:
         try:
+            _check_pixels(p)
             images.append(to_fashion(np.asarray(imread(p)), p))
             done.append(p)
         except DataError as e:
@@ -174,6 +177,20 @@ def decode_files(paths: list[str], invert: bool) -> tuple[list[str], np.ndarray,
         except Exception as e:       # noqa: BLE001 -- whatever a file holds, it is named and skipped
             problems.append(f"{p}: not a readable image ({_why(e)})")
     return done, _finish(images, invert), problems
+
+
+def _check_pixels(path: str) -> None:
+    """Refuses a picture of more than MAX_PIXELS from its header, before decoding it (a 100-megapixel PNG took
+    minutes to decode and resize to 28 x 28)."""
+    from PIL import Image
+    try:
+        with Image.open(path) as im:
+            width, height = im.size
+    except Exception:                # noqa: BLE001 -- not a format Pillow reads: scikit-image decides
+        return
+    if width * height > MAX_PIXELS:
+        raise DataError(f"{path}: {width} x {height} is {width * height / 1e6:.0f} megapixels, more than the "
+                        f"{MAX_PIXELS / 1e6:.0f} convnet-predict takes; shrink it first (it becomes 28 x 28)")
 
 
 def _why(e: Exception) -> str:
@@ -462,11 +479,11 @@ def _main(argv) -> int:
     args = build_parser().parse_args(argv)
     if args.top > len(data.CLASS_NAMES):
         raise UsageError(f"--top {args.top}: there are {len(data.CLASS_NAMES)} classes")
-    outputs = {opt: report.check_writable(path, opt) if path else None        # before any work
+    items = collect(args.paths, args.recursive)           # names the pictures only: nothing is decoded yet
+    inputs = [*args.paths, *(i.source for i in items), args.weights]
+    outputs = {opt: check_output(path, opt, inputs) if path else None       # before any work
                for opt, path in (("--json", args.json), ("--csv", args.csv))}
-    if args.json and args.csv and outputs["--json"].resolve() == outputs["--csv"].resolve():
-        raise UsageError("--json and --csv name the same file")
-    items = collect(args.paths, args.recursive)
+    check_distinct(outputs)
     weights = wio.load(args.weights)
     from .runner import resolve_variant
     variant = resolve_variant(args.variant)
@@ -479,9 +496,9 @@ def _main(argv) -> int:
     if done == 0:
         raise DataError(f"no picture could be classified ({total} tried)")
     if outputs["--json"]:
-        report.write_atomically(outputs["--json"], to_json(res, variant.name, net.device))
+        write_output(outputs["--json"], to_json(res, variant.name, net.device))
     if outputs["--csv"]:
-        report.write_atomically(outputs["--csv"], to_csv(res, args.top))
+        write_output(outputs["--csv"], to_csv(res, args.top))
     wall = time.perf_counter() - t0
     skipped = f", {total - done} skipped" if total > done else ""
     print(f"{PROG}: {done} pictures on {variant.name} ({net.device}) in {wall:.2f} s "

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
-from .errors import UsageError
+from .outputs import write_output
 
 
 @dataclass
@@ -62,33 +60,6 @@ def metadata() -> dict:
             "gpu": describe() or None}
 
 
-def check_writable(path, option: str) -> Path:
-    """Refuses, before any work, an output path that cannot be written: a folder, a missing or read-only
-    parent folder. `option` names the flag in the message (e.g. --json)."""
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{option} {path}: is a directory; give a file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{option} {path}: not writable")
-    return p
-
-
-def write_atomically(path, text: str) -> None:
-    """Writes through a temporary file in the same folder and renames it: a failure leaves nothing
-    half-written (and no temporary file)."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        tmp.replace(p)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
-
-
 def as_dict(r: RunResult) -> dict:
     """A run's figures for JSON (the per-image predictions are written only on request)."""
     d = asdict(r)
@@ -101,4 +72,4 @@ def save_json(path, payload) -> None:
         if isinstance(o, RunResult):
             return as_dict(o)
         return o.tolist() if hasattr(o, "tolist") else str(o)
-    write_atomically(path, json.dumps(payload, indent=2, default=default))
+    write_output(path, json.dumps(payload, indent=2, default=default))

@@ -78,16 +78,6 @@ def test_json_carries_version_time_gpu_and_predictions(tmp_path):
     assert not [f for f in tmp_path.iterdir() if f.name != "r.json"], "a temporary file was left behind"
 
 
-def test_clear_cache_removes_the_cache_folder(tmp_path):
-    cache = tmp_path / "cache"
-    (cache / "cubin").mkdir(parents=True)
-    (cache / "cubin" / "k.cubin").write_bytes(b"x" * 2048)
-    p = subprocess.run([sys.executable, str(ROOT / "run_milestone.py"), "--clear-cache"], capture_output=True,
-                       text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "CONVNET_CACHE": str(cache)})
-    assert p.returncode == 0, p.stderr
-    assert f"removed {cache}" in p.stdout and not cache.exists()
-
-
 def test_unusable_kernel_cache_warns_once_and_compiles_elsewhere(tmp_path, monkeypatch, capsys):
     """CONVNET_CACHE pointing at a file: the cubin cache falls back to a temporary folder, with one warning."""
     from convnet.gpu import build

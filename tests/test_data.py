@@ -195,3 +195,18 @@ def test_full_disk_leaves_no_temporary_file(small_split, tmp_path, monkeypatch, 
     assert _no_leftovers(cache) == [] and list(cache.glob("fashion-*")) == []
     err = capsys.readouterr().err
     assert err.count("warning: data cache") == 1 and "No space left on device" in err
+
+
+def test_a_small_batch_preprocesses_only_its_images(tmp_path, monkeypatch):
+    """--batch 50 on a fresh cache upscales 50 images and writes no 300 MB cache file; with the whole split cached,
+    the same 50 come from it."""
+    from convnet import data
+    monkeypatch.setenv("CONVNET_CACHE", str(tmp_path))
+    calls = []
+    real = data.upscale
+    monkeypatch.setattr(data, "upscale", lambda images: calls.append(len(images)) or real(images))
+    x, labels = data.load("test", limit=50)
+    assert x.shape == (50, 1, 86, 86) and labels.shape == (50,) and calls == [50]
+    assert not list(tmp_path.glob("fashion-*.npy"))
+    raw = data.load_raw("test")
+    np.testing.assert_array_equal(x, real(raw.images[:50]))

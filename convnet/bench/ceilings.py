@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ..paths import device_cache_file
+from ..paths import device_cache_file, prepare_cache
 
 
 def measure(rt) -> dict:
@@ -76,6 +76,9 @@ def get(rt) -> dict:
         except ValueError:
             pass                                   # corrupt: measure again
     c = measure(rt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(c, indent=1))
+    try:                                           # the cache is an optimisation: measured again next time
+        prepare_cache("roofline")
+        path.write_text(json.dumps(c, indent=1))
+    except OSError:
+        pass
     return c

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
 from ..cmdline import OneLineParser
-from ..errors import UsageError, exit_code
+from ..errors import GPUUnavailable, UsageError, exit_code
+from ..outputs import check_output, write_output
 
 PROG = "python -m convnet.gpt2"
 
@@ -115,8 +115,6 @@ def _check_args(args):
         raise UsageError("--eos-id and --ignore-eos contradict each other")
     if any(x == "" for x in args.stop):
         raise UsageError("--stop takes a non-empty string")
-    if not math.isfinite(args.temperature) or args.temperature < 0:
-        raise UsageError(f"--temperature must be a finite number >= 0 (0 = greedy), got {args.temperature}")
     for flag, value in (("--top-k", args.top_k), ("--top-p", args.top_p)):
         if value is not None and args.temperature == 0:
             raise UsageError(f"{flag} applies to sampling; --temperature 0 (the default) is greedy: "
@@ -128,13 +126,8 @@ def _check_args(args):
     except UsageError as e:
         raise UsageError(str(e).replace("top_k", "--top-k").replace("repetition_penalty", "--repetition-penalty")
                          .replace("seed", "--seed")) from None
-    if args.json and args.json != "-":
-        out = Path(args.json)
-        if out.is_dir():
-            raise UsageError(f"--json {out}: is a directory")
-        parent = out.parent if str(out.parent) else Path(".")
-        if not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise UsageError(f"--json {out}: the folder {parent} does not exist or is not writable")
+    if args.json:
+        check_output(args.json, "--json", (args.checkpoint, args.prompts_file), (args.checkpoint,))
     if not (args.prompt or args.tokens or args.prompts_file):
         raise UsageError("give a prompt: --prompt TEXT, --tokens IDS or --prompts-file FILE")
     if args.prompt.count("-") + (args.prompts_file == "-") > 1:
@@ -180,6 +173,8 @@ def _generate(args) -> int:
     sampling = _check_args(args)
     texts = _prompt_texts(args)
     path = resolve_checkpoint(args.checkpoint)
+    if args.json:                                   # a hub name is a folder of the cache now: not written into
+        check_output(args.json, "--json", (path,), (path,) if path.is_dir() else ())
     params, config = load_checkpoint(path)
     tokenizer = load_tokenizer(path if path.is_dir() else path.parent)
     if texts and tokenizer is None:
@@ -227,13 +222,7 @@ def _generate(args) -> int:
                "completions": [{"prompt_index": c.prompt_index, "sample": c.sample, "prompt_ids": c.prompt_ids,
                                 "ids": c.ids, "text": c.text, "finish_reason": c.finish_reason}
                                for c in completions]}
-        text = json.dumps(doc, indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            tmp = Path(args.json + ".tmp")
-            tmp.write_text(text)
-            tmp.replace(args.json)
+        write_output(args.json, json.dumps(doc, indent=1))
     return 0
 
 
@@ -254,6 +243,10 @@ def _bench_decode(args) -> int:
 
 
 def _bench_generate(args) -> int:
+    from ..gpu import available
+    ok, why = available()
+    if not ok:
+        raise GPUUnavailable(f"bench-generate times the GPU's generate path and needs a GPU: {why}")
     from ..bench.gpt2 import generate_benchmark
     if min(args.batch, args.prompt_len, args.repeat) < 1 or args.new_tokens < 2:
         raise UsageError("--batch, --prompt-len and --repeat must be positive, --new-tokens at least 2")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -74,6 +75,10 @@ FIXED_ONE = 2 ** 40                 # the likeliest token's weight as a fixed-po
 _MASK64 = (1 << 64) - 1
 
 
+# what a temperature and a repetition penalty may be: fp32 logits (|l| < 1e4) divided or multiplied by them stay finite
+SCALE_RANGE = (1e-4, 1e4)
+
+
 @dataclass(frozen=True)
 class Sampling:
     """How the next token is chosen. temperature 0 = greedy (argmax); else a seeded draw from
@@ -88,8 +93,9 @@ class Sampling:
 
     def checked(self) -> "Sampling":
         t = self.temperature
-        if not (isinstance(t, (int, float)) and math.isfinite(t) and t >= 0):
-            raise UsageError(f"temperature must be a finite number >= 0 (0 = greedy), got {t}")
+        if not (isinstance(t, (int, float)) and (t == 0 or SCALE_RANGE[0] <= t <= SCALE_RANGE[1])):
+            raise UsageError(f"temperature must be 0 (greedy) or lie in [{SCALE_RANGE[0]:g}, {SCALE_RANGE[1]:g}] "
+                             f"(fp32 logits divided by it stay finite), got {t}")
         if self.top_k is not None and self.top_k < 1:
             raise UsageError(f"top_k must be at least 1, got {self.top_k}")
         if self.top_p is not None and not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
@@ -98,8 +104,8 @@ class Sampling:
             which = "top_k" if self.top_k is not None else "top_p"
             raise UsageError(f"{which} applies to sampling; temperature 0 is greedy (give a temperature > 0)")
         r = self.repetition_penalty
-        if not (math.isfinite(r) and r > 0):
-            raise UsageError(f"repetition_penalty must be a finite number > 0 (1 = none), got {r}")
+        if not (math.isfinite(r) and SCALE_RANGE[0] <= r <= SCALE_RANGE[1]):
+            raise UsageError(f"repetition_penalty must lie in [{SCALE_RANGE[0]:g}, {SCALE_RANGE[1]:g}] (1 = none), got {r}")
         if not 0 <= self.seed < 2 ** 64:
             raise UsageError(f"seed must lie in [0, 2^64), got {self.seed}")
         return self
@@ -338,8 +344,13 @@ def run_generation(backend, prompts: list, max_new_tokens: int, s: Sampling, eos
     completions = [Completion(i, j, list(p)) for i, p in enumerate(prompts) for j in range(num_samples)]
     stream = on_text if len(completions) == 1 else None
     watches = [_Watch(c, tokenizer, list(stop), eos_id, max_new_tokens, stream) for c in completions]
+    # where no text streams (several completions, or --json -), a long decode shows its steps on a terminal
+    from tqdm import tqdm
+    progress = tqdm(total=max_new_tokens, desc="generating", unit=" step", file=sys.stderr, leave=False,
+                    disable=True if stream is not None else None)
 
     def on_step(rows, tokens) -> bool:
+        progress.update(1)
         for r, t in zip(rows, tokens):
             w = watches[r]
             if w.c.finish_reason is None and w.add(t) and on_done is not None:
@@ -347,7 +358,10 @@ def run_generation(backend, prompts: list, max_new_tokens: int, s: Sampling, eos
         return all(watches[r].c.finish_reason is not None for r in rows)
 
     t0 = time.perf_counter()
-    backend([c.prompt_ids for c in completions], max_new_tokens, s, eos_id, list(range(len(completions))), on_step)
+    try:
+        backend([c.prompt_ids for c in completions], max_new_tokens, s, eos_id, list(range(len(completions))), on_step)
+    finally:
+        progress.close()
     seconds = time.perf_counter() - t0
     new = sum(len(c.ids) for c in completions)
     return completions, {"new_tokens": new, "seconds": seconds, "tokens_per_s": new / seconds if seconds else 0.0}

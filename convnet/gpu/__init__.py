@@ -11,7 +11,9 @@ def available() -> tuple[bool, str]:
     try:
         import pycuda.driver as drv
     except ImportError:
-        return False, "PyCUDA is not installed (pip install -e '.[gpu]')"
+        if not _nvidia_driver_present():
+            return False, "no NVIDIA GPU here"
+        return False, f"an NVIDIA GPU is present but PyCUDA is not installed ({_pycuda_hint()})"
     try:
         drv.init()
         if drv.Device.count() == 0:
@@ -19,6 +21,20 @@ def available() -> tuple[bool, str]:
         return True, drv.Device(0).name()
     except drv.Error as e:
         return False, f"CUDA unavailable ({e})"
+
+
+def _nvidia_driver_present() -> bool:
+    """Whether this host has an NVIDIA driver (a GPU), judged without CUDA: its kernel module or nvidia-smi."""
+    import os
+    import shutil
+    return os.path.exists("/proc/driver/nvidia/version") or shutil.which("nvidia-smi") is not None
+
+
+def _pycuda_hint() -> str:
+    """How to add PyCUDA to this install: the checkout's editable extra, or the installed package's."""
+    from ..paths import BUNDLED_IN_PACKAGE
+    return "pip install pycuda, with the CUDA toolkit's nvcc and cuda.h" if BUNDLED_IN_PACKAGE.is_dir() \
+        else "make GPU=1, or pip install -e '.[gpu]' with the CUDA toolkit"
 
 
 @lru_cache(maxsize=1)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import DataError
-from ..paths import device_cache_file
+from ..paths import device_cache_file, prepare_cache
 
 
 def cache_file(device_name: str) -> Path:
@@ -32,7 +32,7 @@ def save(device_name: str, variant: str, winners: dict) -> Path:
     table = load(device_name)
     table[variant] = winners
     path = cache_file(device_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    prepare_cache("autotune")
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
     tmp.replace(path)
