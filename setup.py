@@ -11,7 +11,7 @@ from setuptools.command.build_py import build_py
 
 BUNDLED = {
     "kernels": ("*.cu", "*.cuh"),
-    "milestones": ("*.toml",),
+    "milestones": ("*.toml", "archive/*.toml"),
     "datasets": ("fashion-mnist/*", "lenet86/*"),
 }
 

@@ -34,17 +34,40 @@ class Variant:
     fallback: str = ""        # GPU: the variant `auto` takes instead where this one's min_sm is not met
     source: str = ""          # the catalogue file it came from
     model: str = "lenet86"    # the network it runs: lenet86 or gpt2
+    base: str = ""            # the variant this one states its changes against (its keys are inherited)
+    archived: bool = False    # from milestones/archive/: listed with --list --all, compile-tested only
 
     @property
     def needs_gpu(self) -> bool:
         return self.backend == "gpu"
 
 
-def _parse(name: str, table: dict, source: str, model: str) -> Variant:
+# keys a variant does not take from its base: only one variant is `main`, and a base's fallback is its own
+NOT_INHERITED = ("main", "fallback", "base")
+
+
+def _resolve(name: str, tables: dict, source: str, seen=()) -> dict:
+    """A variant's table with its `base` chain applied: the base's keys, then the variant's own (defines and
+    params merged key by key; everything else replaced)."""
+    table = tables[name]
+    base = table.get("base")
+    if base is None:
+        return dict(table)
+    if base not in tables:
+        raise ValueError(f"{source}: variant {name!r} names an unknown base {base!r}")
+    if base in seen or base == name:
+        raise ValueError(f"{source}: variant {name!r}: its base chain loops through {base!r}")
+    merged = {k: v for k, v in _resolve(base, tables, source, (*seen, name)).items() if k not in NOT_INHERITED}
+    for key, value in table.items():
+        merged[key] = {**merged.get(key, {}), **value} if key in ("defines", "params") else value
+    return merged
+
+
+def _parse(name: str, table: dict, source: str, model: str, archived: bool) -> Variant:
     missing = [k for k in REQUIRED if k not in table]
     if missing:
         raise ValueError(f"{source}: variant {name!r} lacks {', '.join(missing)}")
-    known = set(Variant.__dataclass_fields__) - {"name", "source", "model"}
+    known = set(Variant.__dataclass_fields__) - {"name", "source", "model", "archived"}
     unknown = set(table) - known
     if unknown:
         raise ValueError(f"{source}: variant {name!r} has unknown keys {sorted(unknown)}")
@@ -52,33 +75,46 @@ def _parse(name: str, table: dict, source: str, model: str) -> Variant:
         raise ValueError(f"{source}: variant {name!r} has backend {table['backend']!r}")
     if table.get("min_sm", 0) and table.get("main") and not table.get("fallback"):
         raise ValueError(f"{source}: main variant {name!r} needs sm {table['min_sm']} but names no fallback")
-    return Variant(name=name, source=source, model=model, **table)
+    return Variant(name=name, source=source, model=model, archived=archived, **table)
 
 
 MODELS = ("lenet86", "gpt2")
+ARCHIVE_DIR = "archive"       # milestones/archive/*.toml: snapshots and ablations kept to compare against
 
 
 @lru_cache(maxsize=None)
-def load_all(model: str = "lenet86") -> dict[str, Variant]:
+def _load(model: str) -> dict[str, Variant]:
+    """Every variant of `model`, current and archived (an archived one may name a current one as its base)."""
     if model not in MODELS:
         raise UsageError(f"unknown model {model!r}; known models: {', '.join(MODELS)}")
-    variants: dict[str, Variant] = {}
-    for path in sorted(MILESTONES_DIR.glob("*.toml")):
+    tables, where = {}, {}
+    files = [(p, False) for p in sorted(MILESTONES_DIR.glob("*.toml"))] + \
+            [(p, True) for p in sorted((MILESTONES_DIR / ARCHIVE_DIR).glob("*.toml"))]
+    for path, archived in files:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
         if doc.get("model", "lenet86") != model:
             continue
         for name, table in doc.get("variant", {}).items():
-            if name in variants:
-                raise ValueError(f"{path.name}: variant {name!r} already defined in {variants[name].source}")
-            variants[name] = _parse(name, table, path.name, model)
-    return variants
+            if name in tables:
+                raise ValueError(f"{path.name}: variant {name!r} already defined in {where[name][0]}")
+            tables[name], where[name] = table, (path.name, archived)
+    return {name: _parse(name, _resolve(name, tables, where[name][0]), where[name][0], model, where[name][1])
+            for name in tables}
+
+
+def load_all(model: str = "lenet86", archive: bool = False) -> dict[str, Variant]:
+    """The current catalogue of `model` (what a user chooses between); with archive=True the archived
+    snapshots and ablations too."""
+    return {n: v for n, v in _load(model).items() if archive or not v.archived}
 
 
 def get(name: str, model: str = "lenet86") -> Variant:
-    variants = load_all(model)
+    """A variant by name, current or archived."""
+    variants = _load(model)
     if name not in variants:
-        raise UsageError(f"unknown {model} variant {name!r}; known variants: {', '.join(variants)}")
+        raise UsageError(f"unknown {model} variant {name!r}; known variants: {', '.join(load_all(model))} "
+                         f"(archived ones: --list --all)")
     return variants[name]
 
 

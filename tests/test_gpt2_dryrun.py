@@ -8,7 +8,7 @@ from convnet import catalogue
 from convnet.gpt2.model import GPT2Config, random_params
 from helpers import declared_arity
 
-GPU_VARIANTS = [v for v in catalogue.load_all("gpt2").values() if v.needs_gpu]
+GPU_VARIANTS = [v for v in catalogue.load_all("gpt2", archive=True).values() if v.needs_gpu]
 CONFIG = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=64)
 
 

@@ -43,7 +43,7 @@ def test_a_variant_above_the_gpu_is_refused_naming_one_that_runs(gpu):
 def test_min_sm_matches_what_the_kernels_use(model):
     """wgmma needs sm_90; mma.sync TF32/f16, cp.async (every flash kernel) and the tensor-core convolution
     need sm_80: the catalogue's min_sm says so for every variant that uses them."""
-    for v in catalogue.load_all(model).values():
+    for v in catalogue.load_all(model, archive=True).values():
         p = v.params
         need = 90 if p.get("gemm") == "wgmma" else 80 if (
             p.get("gemm") == "tf32" or p.get("attention") == "flash" or v.strategy == "mma") else 0
