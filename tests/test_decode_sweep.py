@@ -39,6 +39,7 @@ def test_command_line_reaches_the_sweep(monkeypatch, capsys):
         seen.update(names=names, batch=batch, prompt_len=prompt_len, new_tokens=new_tokens, repeat=repeat)
         return "table"
     monkeypatch.setattr(decode_sweep, "sweep_benchmark", fake)
+    monkeypatch.setattr("convnet.gpu.available", lambda: (True, "a GPU stand-in"))
     assert main(["bench-generate", "--variants", "fast,fast_pdl", "--batch", "16", "--repeat", "2"]) == 0
     assert seen == {"names": "fast,fast_pdl", "batch": 16, "prompt_len": 64, "new_tokens": 256, "repeat": 2}
     assert capsys.readouterr().out.strip() == "table"

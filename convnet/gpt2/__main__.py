@@ -125,6 +125,7 @@ def _check_args(args):
         s = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed).checked()
     except UsageError as e:
         raise UsageError(str(e).replace("top_k", "--top-k").replace("repetition_penalty", "--repetition-penalty")
+                         .replace("temperature must", "--temperature must")
                          .replace("seed", "--seed")) from None
     if args.json:
         check_output(args.json, "--json", (args.checkpoint, args.prompts_file), (args.checkpoint,))
@@ -243,16 +244,18 @@ def _bench_decode(args) -> int:
 
 
 def _bench_generate(args) -> int:
-    from ..gpu import available
-    ok, why = available()
-    if not ok:
-        raise GPUUnavailable(f"bench-generate times the GPU's generate path and needs a GPU: {why}")
-    from ..bench.gpt2 import generate_benchmark
+    from .. import gpu
     if min(args.batch, args.prompt_len, args.repeat) < 1 or args.new_tokens < 2:
         raise UsageError("--batch, --prompt-len and --repeat must be positive, --new-tokens at least 2")
     if args.variants is not None:
-        from ..bench.decode_sweep import parse_variants, sweep_benchmark
+        from ..bench.decode_sweep import parse_variants
         parse_variants(args.variants)                      # refuse bad names before loading anything
+    ok, why = gpu.available()
+    if not ok:
+        raise GPUUnavailable(f"bench-generate times the GPU's generate path and needs a GPU: {why}")
+    from ..bench.gpt2 import generate_benchmark
+    if args.variants is not None:
+        from ..bench.decode_sweep import sweep_benchmark
         print(sweep_benchmark(args.variants, args.batch, args.prompt_len, args.new_tokens, args.repeat))
         return 0
     print(generate_benchmark(args.variant, args.batch, args.prompt_len, args.new_tokens, args.repeat))
