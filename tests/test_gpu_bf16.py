@@ -708,17 +708,6 @@ def test_bf16_greedy_generation_picks_reference_maxima(graph, rng):
 
 
 @pytest.mark.gpu
-def test_bf16_rejects_ragged_prompts_in_one_line():
-    from convnet.gpt2.gpu import GPT2GPU
-    from convnet.gpu.runtime import Runtime
-    name = MAIN if Runtime.get().arch == "sm_90a" else "fast_bf16_mma"
-    gpu = GPT2GPU(_small_params(SMALL), SMALL, catalogue.get(name, "gpt2"))
-    gpu.ragged = object()
-    with pytest.raises(GPUError, match="different lengths"):
-        gpu.enqueue(np.zeros((2, 3), np.int32))
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("B", [1, 3])
 def test_bf16_decode_step_paths_agree(B, rng):
     """The catalogue's decode step (programmatic dependent launches on Hopper, the LayerNorms inside the GEMVs,
