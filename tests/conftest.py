@@ -1,9 +1,14 @@
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from convnet.gpu import available
+
+# the device-call helpers (tools/precompile*.py) that some CPU tests check against the test files
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 
 def pytest_collection_modifyitems(config, items):

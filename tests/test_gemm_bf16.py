@@ -425,7 +425,7 @@ def test_decode_pick_step_launches(B):
 
 
 def test_device_call_precompile_collects_the_gemm_tests_builds(monkeypatch):
-    """tests/precompile_device_call.py with GEMM=1 (session 18): test_gpu_gemm_bf16's v8 sets, both output types, and
+    """tools/precompile_device_call.py with GEMM=1 (session 18): test_gpu_gemm_bf16's v8 sets, both output types, and
     for BF_EPI_TMA sets the no_tma_twin builds their scatters fall back to (else compiled one by one on the device)."""
     import precompile_device_call
     from test_gpu_gemm_bf16 import TMA

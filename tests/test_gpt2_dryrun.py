@@ -187,7 +187,7 @@ def test_transposed_gemv_takes_the_one_row_build_and_groups_columns(cg):
 
 
 def test_gpt2_precompile_covers_the_gpu_test_file():
-    """tests/precompile_gpt2.py collects, without a GPU, the builds of every GPU variant and of the GEMM,
+    """tools/precompile_gpt2.py collects, without a GPU, the builds of every GPU variant and of the GEMM,
     GEMV and attention tables of test_gpu_gpt2.py (so gpu_check.sh's device call tests instead of compiling)."""
     import precompile_gpt2
     import test_gpu_gpt2 as t
@@ -202,7 +202,7 @@ def test_gpt2_precompile_covers_the_gpu_test_file():
 
 
 def test_configs_precompile_covers_every_head_size():
-    """tests/precompile_gpt2_configs.py collects test_gpu_gpt2_configs.py's builds without a GPU: attention.cu at every
+    """tools/precompile_gpt2_configs.py collects test_gpu_gpt2_configs.py's builds without a GPU: attention.cu at every
     head size the file tests (16 to 256), bf16 and fp32 variants among them."""
     import precompile_gpt2_configs
     import test_gpu_gpt2_configs as t
@@ -213,7 +213,7 @@ def test_configs_precompile_covers_every_head_size():
 
 
 def test_bf16_precompile_collects_without_a_gpu():
-    """tests/precompile_bf16.py collects the bf16 tests' and bench-attention's builds on a machine without a GPU (its
+    """tools/precompile_bf16.py collects the bf16 tests' and bench-attention's builds on a machine without a GPU (its
     bench-attention part once passed a config's own defines twice), fast_bf16_xb's among them."""
     import precompile_bf16
     from convnet.bench.dryrun import kernels_of

@@ -14,9 +14,12 @@ from convnet.gpu import build
 
 pytestmark = pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
 
-# the current catalogue and the archive: every variant a user can name still builds
+# the current catalogue (make test) and the archive (make test-archive, marker `archive`): every variant a user can
+# name still builds
 GPU_VARIANTS = [v for m in catalogue.MODELS for v in catalogue.load_all(m, archive=True).values()
                 if v.needs_gpu]
+CURRENT = [v for v in GPU_VARIANTS if not v.archived]
+ARCHIVED = [v for v in GPU_VARIANTS if v.archived]
 
 
 def entries_of(variant) -> dict:
@@ -45,11 +48,11 @@ def spills(ptxas_log: str) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
-def reports():
-    """{build: ptxas report, or the GPUError nvcc gave} for the distinct builds of every GPU variant."""
+def compile_all(variants, what: str) -> dict:
+    """{build: ptxas report, or the GPUError nvcc gave} for the distinct builds of `variants`, compiled once each,
+    one nvcc per core."""
     from tqdm import tqdm
-    builds = sorted({b for v in GPU_VARIANTS for b in entries_of(v)})
+    builds = sorted({b for v in variants for b in entries_of(v)})
 
     def compile_one(b):
         try:
@@ -57,13 +60,33 @@ def reports():
         except GPUError as e:
             return b, e
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        done = tqdm(pool.map(compile_one, builds), total=len(builds), desc="compile test: distinct builds",
+        done = tqdm(pool.map(compile_one, builds), total=len(builds), desc=f"compile test: {what} builds",
                     unit=" build", disable=None)
         return dict(done)
 
 
-@pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[f"{v.model}-{v.name}" for v in GPU_VARIANTS])
+@pytest.fixture(scope="module")
+def reports():
+    return compile_all(CURRENT, "the current catalogue's")
+
+
+@pytest.fixture(scope="module")
+def archive_reports():
+    return compile_all(ARCHIVED, "the archive's")
+
+
+@pytest.mark.parametrize("variant", CURRENT, ids=[f"{v.model}-{v.name}" for v in CURRENT])
 def test_variant_kernels_compile_without_spills(variant, reports):
+    check_variant(variant, reports)
+
+
+@pytest.mark.archive
+@pytest.mark.parametrize("variant", ARCHIVED, ids=[f"{v.model}-{v.name}" for v in ARCHIVED])
+def test_archived_variant_kernels_compile_without_spills(variant, archive_reports):
+    check_variant(variant, archive_reports)
+
+
+def check_variant(variant, reports) -> None:
     entries = entries_of(variant)
     assert entries, "the variant builds no kernel"
     for (kernel_file, defines), names in sorted(entries.items()):

@@ -10,8 +10,8 @@ generate on the same weights and prompts (TF32 where the first variant is TF32);
 step of each variant split into event-separated kernel groups. `rounds` (2) > 1 runs the variants again
 in reversed order (then forward, ...), each variant rebuilt, and takes the medians over every round's runs: the
 per-round steady rates are in the table, so that an order effect (session 10: the first variant's B=1 rate 6 % above
-every later one's, whichever settings they had) shows. Session scripts call this instead
-of carrying their own copy (session 9's bench_split.py, see milestones/results/2026-11-23-s9/generate/SCRIPTS.md)."""
+every later one's, whichever settings they had) shows. Device-call scripts call this instead
+of carrying their own copy."""
 from __future__ import annotations
 
 from .. import catalogue, report

@@ -166,7 +166,7 @@ def seed(builds: set, arch: str, caches: list) -> int:
 
 
 def precompile_main(collect, argv=None) -> None:
-    """The command line of tests/precompile_*.py: `[workers] [arch]` (16 workers; the arch defaults to this
+    """The command line of tools/precompile_*.py: `[workers] [arch]` (16 workers; the arch defaults to this
     machine's GPU, and naming one, e.g. sm_90a, compiles on a machine without a GPU for a cache carried there).
     SEED_FROM=dir:dir...: builds already compiled into those cache folders are copied, not compiled again."""
     import os
