@@ -1,4 +1,4 @@
-"""run_milestone.py: run one variant of LeNet-86 on the Fashion-MNIST test split (or compare several).
+"""run_milestone.py / convnet: run one variant of LeNet-86 on the Fashion-MNIST test split (or stream many images).
 
 Every user error ends in one line on stderr and exit code 2, never a traceback.
 """
@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 from . import __version__, catalogue, report, weights as wio
-from .errors import GPUUnavailable, UsageError, exit_code
-from .outputs import STDOUT, check_distinct, check_output
-from .gpu import available as gpu_available
+from .errors import UsageError, exit_code
+from .outputs import check_output
 from .cmdline import OneLineParser, positive_int
 from .runner import load_inputs, resolve_variant, run_variant, runs_here
 
@@ -21,7 +20,8 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
                 description="Classify the Fashion-MNIST test set with LeNet-86 through a chosen kernel variant.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--model", choices=catalogue.MODELS, default="lenet86",
-                   help="lenet86 (default: Fashion-MNIST classification) or gpt2 (forward pass benchmark)")
+                   help="lenet86 (default: Fashion-MNIST classification); gpt2 with --list only (its forward "
+                        "benchmark is convnet-bench gpt2, its text generation convnet-gpt2 generate)")
     p.add_argument("--variant", default="auto",
                    help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
     p.add_argument("--batch", type=positive_int, default=None,
@@ -35,8 +35,7 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the current variants and whether each runs here")
     p.add_argument("--all", action="store_true",
                    help="--list: the archived variants too (earlier states and ablations, kept to compare against)")
-    p.add_argument("--compare", nargs="*", metavar="VARIANT",
-                   help="run several variants in one process and print the comparison table (none named: all GPU variants)")
+    p.add_argument("--compare", nargs="*", help=argparse.SUPPRESS)         # moved: convnet-bench compare
     p.add_argument("--repeat", type=int, default=None,
                    help="timed repetitions per variant, the median is reported (default: lenet86 1, gpt2 10)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON (with the package version, "
@@ -53,10 +52,8 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
     p.add_argument("--devices", type=device_list, metavar="all|0,1", default=None,
                    help="--stream: split the stream across these GPUs (all, or numbers such as 0,1; one process per "
                         "GPU, whole chunks each); prints images/s per GPU and in total and a digest of the predictions")
-    p.add_argument("--roofline", action="store_true",
-                   help="lenet86: per pipeline stage, time, bytes, FLOPs, GB/s, GFLOP/s and their share of the "
-                        "device's measured copy and SGEMM ceilings")
-    p.add_argument("--plot", metavar="PNG", default=None, help="--roofline: also draw it into this PNG file")
+    p.add_argument("--roofline", action="store_true", help=argparse.SUPPRESS)   # moved: convnet-bench roofline
+    p.add_argument("--plot", default=None, help=argparse.SUPPRESS)
     return p
 
 
@@ -80,45 +77,30 @@ def list_variants(model: str = "lenet86", archive: bool = False) -> str:
     return report.table(["variant", "milestone", "backend", "precision", "runs here", "title"], rows)
 
 
-def run_gpt2(args) -> int:
-    if args.list:
-        print(list_variants("gpt2", args.all))
-        return 0
-    names = args.compare if args.compare is not None else [args.variant]
-    for n in names:
-        if n != "auto" and not catalogue.get(n, "gpt2").needs_gpu:
-            raise UsageError(f"gpt2 variant {n!r} runs on the CPU; use python -m convnet.gpt2 generate for it")
-    ok, why = gpu_available()
-    if not ok:
-        raise GPUUnavailable(f"the GPT-2 benchmark needs a GPU: {why} "
-                             "(python -m convnet.gpt2 generate runs the reference without one)")
-    if not names:
-        names = [v.name for v in catalogue.load_all("gpt2").values() if v.needs_gpu and runs_here(v)[0]]
-    names = [resolve_variant(n, "gpt2").name for n in names]   # refuses, in one line, what this GPU cannot run
-    from .bench import gpt2 as gpt2_bench
-    batch = args.batch or 8
-    seq = args.seq or 1024
-    text, results = gpt2_bench.run(names, batch, seq, args.repeat or 10, args.checkpoint)
-    print(text)
-    if args.json:
-        report.save_json(args.json, {**report.metadata(), "model": "gpt2", "batch": batch, "seq": seq,
-                                     "results": results})
-    return 0
+# the measurements that moved to the instruments' command (the engine never imports convnet/bench)
+MOVED = {"compare": "convnet-bench compare VARIANT... (LeNet variants side by side)",
+         "roofline": "convnet-bench roofline --variant V [--plot PNG]",
+         "plot": "convnet-bench roofline --variant V --plot PNG"}
 
 
 # options that only mean something with another option or model: refused instead of silently ignored
-ONLY_WITH = {"plot": ("roofline", "--plot needs --roofline"),
-             "predictions": ("json", "--predictions needs --json"),
+ONLY_WITH = {"predictions": ("json", "--predictions needs --json"),
              "chunk": ("stream", "--chunk needs --stream"),
              "devices": ("stream", "--devices needs --stream"),
              "all": ("list", "--all needs --list")}
-LENET_ONLY = ("stream", "roofline", "data_dir", "predictions", "devices")
+LENET_ONLY = ("stream", "data_dir", "predictions", "devices")
 GPT2_ONLY = ("checkpoint", "seq")
 
 
 def check_options(args) -> None:
     """Every inconsistent or unwritable option is refused in one line before any work starts."""
     given = {k for k, v in vars(args).items() if v not in (None, False)}
+    for opt, where in MOVED.items():
+        if opt in given:
+            raise UsageError(f"--{opt} is a measurement: run {where}")
+    if args.model == "gpt2" and not args.list:
+        raise UsageError("--model gpt2 lists GPT-2's variants (--list); its forward benchmark is convnet-bench gpt2, "
+                         "its text generation convnet-gpt2 generate")
     for opt, (needs, message) in ONLY_WITH.items():
         if opt in given and needs not in given:
             raise UsageError(message)
@@ -130,18 +112,12 @@ def check_options(args) -> None:
         raise UsageError("--weights is LeNet-86's; for --model gpt2 use --checkpoint")
     if args.repeat is not None and args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    if args.list and (args.compare is not None or args.stream is not None):
-        raise UsageError("--list does not combine with --compare or --stream")
+    if args.list and args.stream is not None:
+        raise UsageError("--list does not combine with --stream")
     if args.predictions and args.stream is not None:
         raise UsageError("--predictions does not apply to --stream (its --json carries the predictions' digest)")
-    if args.plot == STDOUT:
-        raise UsageError("--plot writes a PNG: give a file name")
-    inputs = (args.weights, args.checkpoint)                # what the run reads: never overwritten
-    folders = (args.data_dir, args.checkpoint)
-    for opt, path in (("--json", args.json), ("--plot", args.plot)):
-        if path:
-            check_output(path, opt, inputs, folders)
-    check_distinct({"--json": args.json, "--plot": args.plot})
+    if args.json:                               # what the run reads is never overwritten
+        check_output(args.json, "--json", (args.weights, args.checkpoint), (args.data_dir, args.checkpoint))
 
 
 def _main(argv) -> int:
@@ -153,7 +129,8 @@ def _main(argv) -> int:
         return 0
     check_options(args)
     if args.model == "gpt2":
-        return run_gpt2(args)
+        print(list_variants("gpt2", args.all))
+        return 0
     args.batch = args.batch or 10000
     args.repeat = args.repeat or 1
     if args.list:
@@ -168,33 +145,20 @@ def _main(argv) -> int:
             raise UsageError("--stream needs a GPU variant (e.g. fused_pool_u8)")
         record = {} if args.json else None
         if args.devices is not None:
-            from .bench.stream import stream_devices
+            from .stream import stream_devices
             print(stream_devices(v, args.stream, args.chunk or 10000, devices, weights_path=args.weights,
                                  data_dir=args.data_dir, record=record))
         else:
-            from .bench.stream import stream
+            from .stream import stream
             print(stream(v, args.stream, args.chunk or 10000, weights_path=args.weights, data_dir=args.data_dir,
                          record=record))
         if args.json:
             report.save_json(args.json, {**report.metadata(), "stream": record})
         return 0
-    if args.compare is not None:
-        from .bench.compare import compare
-        x, labels, weights, raw = load_inputs(args.batch, args.data_dir, args.weights)
-        text, results = compare(args.compare, x, labels, weights, args.repeat, raw)
-        print(text)
-        if args.json:
-            report.save_json(args.json, {**report.metadata(), "batch": args.batch, "results": results})
-        return 0
     v = resolve_variant(args.variant)
-    if args.roofline and not v.needs_gpu:
-        raise UsageError("--roofline needs a GPU variant: it measures the device's ceilings")
     x, labels, weights, raw = load_inputs(args.batch, args.data_dir, args.weights)
     result = run_variant(v, x, labels, weights, args.repeat, raw)
     print(report.seed_report(result))
-    if args.roofline:
-        from .bench.roofline import for_run
-        print(for_run(v, result, args.batch, args.plot))
     if args.json:
         payload = {**report.metadata(), **report.as_dict(result)}
         if args.predictions:

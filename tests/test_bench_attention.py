@@ -1,9 +1,9 @@
-"""bench-attention's --only (session 25): a pattern that is not a regular expression, or matches no flash build, is
+"""convnet-bench attention's --only: a pattern that is not a regular expression, or matches no flash build, is
 refused in one line before any GPU work; the filter keeps the builds whose labels match."""
 import pytest
 
 from convnet.bench import gpt2 as bg
-from convnet.gpt2.__main__ import main
+from convnet.bench.cli import main
 
 
 @pytest.mark.parametrize("pattern,why", [("(", "not a regular expression"),
@@ -11,7 +11,7 @@ from convnet.gpt2.__main__ import main
 def test_only_refuses_in_one_line_before_the_gpu(pattern, why, monkeypatch, capsys):
     import convnet.gpu.runtime as runtime
     monkeypatch.setattr(runtime.Runtime, "get", classmethod(lambda cls: pytest.fail("reached the GPU")), raising=False)
-    assert main(["bench-attention", "--only", pattern]) != 0
+    assert main(["attention", "--only", pattern]) != 0
     err = capsys.readouterr().err.strip()
     assert why in err and "\n" not in err
 

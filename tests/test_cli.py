@@ -43,16 +43,17 @@ def test_list_shows_every_variant():
     (["--variant", "cpu", "--bogus"], "unrecognized arguments"),
     (["--variant", "cpu", "--stream", "1000"], "--stream needs a GPU variant"),
     (["--stream", "0"], "argument --stream: must be at least 1"),
-    (["--variant", "cpu", "--roofline"], "--roofline needs a GPU variant"),
-    (["--model", "gpt2", "--variant", "nope"], "unknown gpt2 variant 'nope'"),
+    (["--variant", "cpu", "--roofline"], "--roofline is a measurement: run convnet-bench roofline"),
+    (["--model", "gpt2", "--variant", "nope"], "--model gpt2 lists GPT-2's variants (--list)"),
     (["--model", "resnet"], "invalid choice"),
-    (["--variant", "cpu", "--plot", "x.png"], "--plot needs --roofline"),
+    (["--variant", "cpu", "--plot", "x.png"], "--plot is a measurement"),
+    (["--compare", "cpu"], "--compare is a measurement: run convnet-bench compare"),
     (["--variant", "cpu", "--predictions"], "--predictions needs --json"),
     (["--variant", "cpu", "--chunk", "100"], "--chunk needs --stream"),
     (["--variant", "cpu", "--checkpoint", "gpt2"], "--checkpoint does not apply to --model lenet86"),
     (["--variant", "cpu", "--seq", "64"], "--seq does not apply to --model lenet86"),
-    (["--model", "gpt2", "--stream", "100"], "--stream does not apply to --model gpt2"),
-    (["--model", "gpt2", "--variant", "cpu"], "runs on the CPU; use python -m convnet.gpt2 generate"),
+    (["--model", "gpt2", "--stream", "100"], "its forward benchmark is convnet-bench gpt2"),
+    (["--model", "gpt2", "--variant", "cpu"], "its text generation convnet-gpt2 generate"),
     (["--variant", "cpu", "--json", "/nonexistent-folder/r.json"], "folder /nonexistent-folder does not exist"),
     (["--variant", "cpu", "--json", "/tmp"], "--json /tmp: is a directory"),
 ])
@@ -130,9 +131,14 @@ def test_auto_falls_back_to_cpu_and_says_so():
     assert "Variant: cpu" in p.stdout
 
 
+def bench(*args):
+    return subprocess.run([sys.executable, "-m", "convnet.bench.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+
+
 def test_compare_table_and_json(tmp_path):
     out = tmp_path / "c.json"
-    p = run("--compare", "cpu", "--batch", "50", "--json", str(out))
+    p = bench("compare", "cpu", "--batch", "50", "--json", str(out))
     assert p.returncode == 0, p.stderr
     assert "| variant" in p.stdout and "| cpu " in p.stdout and "Op Time 1 (ms)" in p.stdout
     saved = json.loads(out.read_text())
@@ -140,7 +146,7 @@ def test_compare_table_and_json(tmp_path):
 
 
 def test_compare_unknown_variant_is_a_clear_error():
-    p = run("--compare", "cpu", "nope", "--batch", "10")
+    p = bench("compare", "cpu", "nope", "--batch", "10")
     assert p.returncode == 2 and "unknown lenet86 variant 'nope'" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -148,9 +154,9 @@ def test_gpt2_benchmark_without_gpu_is_a_clear_error():
     from convnet.gpu import available
     if available()[0]:
         pytest.skip("a GPU is present: this checks the GPU-less machine")
-    p = run("--model", "gpt2", "--variant", "fast", "--batch", "1", "--seq", "8")
+    p = bench("gpt2", "fast", "--batch", "1", "--seq", "8")
     assert p.returncode == 2
-    assert "the GPT-2 benchmark needs a GPU" in p.stderr and "Traceback" not in p.stderr
+    assert "convnet-bench gpt2 measures the GPU and needs one" in p.stderr and "Traceback" not in p.stderr
     listing = run("--model", "gpt2", "--list")
     assert listing.returncode == 0 and "fast_fp32" in listing.stdout and "req_9" in listing.stdout
 
@@ -178,7 +184,7 @@ def test_stream_refuses_float_input_beyond_the_pinned_limit_but_not_uint8_varian
     from convnet import catalogue
     from convnet.errors import UsageError
     from convnet.gpu.lenet import uploads_uint8
-    from convnet.bench.stream import stream
+    from convnet.stream import stream
     with pytest.raises(UsageError, match="pinned host memory.*uint8"):
         stream(catalogue.get("fused"), 1_000_000)
     assert uploads_uint8(catalogue.get("fused_pool_u8")) and uploads_uint8(catalogue.get("tc_fused"))

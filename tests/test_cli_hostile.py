@@ -18,7 +18,7 @@ from convnet.paths import CHECKOUT_ROOT as ROOT
 
 FIXTURE = ROOT / "tests" / "fixtures" / "gpt2_tiny"
 COMMANDS = {"convnet": [str(ROOT / "run_milestone.py")], "convnet-predict": ["-m", "convnet.predict"],
-            "convnet-gpt2": ["-m", "convnet.gpt2"]}
+            "convnet-gpt2": ["-m", "convnet.gpt2"], "convnet-bench": ["-m", "convnet.bench.cli"]}
 
 
 def tree(root: Path) -> dict:
@@ -64,7 +64,8 @@ def one_line(stderr: str) -> str:
 REFUSED = [
     ("convnet", ["--clear-cache"], "no .convnet-cache marker"),
     ("convnet", ["--variant", "cpu", "--batch", "5", "--json", "photos"], "--json photos: is a directory"),
-    ("convnet", ["--variant", "cpu", "--batch", "5", "--roofline", "--plot", "-"], "--plot writes a PNG"),
+    ("convnet-bench", ["roofline", "--variant", "cpu", "--plot", "-"], "--plot writes a PNG"),
+    ("convnet-bench", ["compare", "cpu", "--batch", "5", "--json", "photos"], "--json photos: is a directory"),
     ("convnet", ["--variant", "cpu", "--batch", "5", "--json", "victim.npz", "--weights", "victim.npz"],
      "is one of the inputs"),
     ("convnet-predict", ["victim.png", "--json", "victim.png"], "--json victim.png: is one of the inputs"),
@@ -103,8 +104,8 @@ def test_bench_generate_without_a_gpu_is_one_line(work):
     from convnet.gpu import available
     if available()[0]:
         pytest.skip("a GPU is present: this checks the GPU-less machine")
-    p = run(work, "convnet-gpt2", "bench-generate")
-    assert p.returncode == 2 and "needs a GPU" in one_line(p.stderr)
+    p = run(work, "convnet-bench", "generate")
+    assert p.returncode == 2 and "needs one: " in one_line(p.stderr)
 
 
 @pytest.mark.parametrize("command,args", [

@@ -1,10 +1,10 @@
-"""convnet.bench.decode_sweep (bench-generate --variants) on the CPU: the names it takes and refuses, the table it
+"""convnet.bench.decode_sweep (convnet-bench generate --variants) on the CPU: the names it takes and refuses, the table it
 prints, and the command line reaching it (the GPU run itself is a benchmark, not a test)."""
 import pytest
 
 from convnet.bench import decode_sweep
 from convnet.errors import UsageError
-from convnet.gpt2.__main__ import main
+from convnet.bench.cli import main
 
 
 def test_parse_variants_keeps_order():
@@ -40,14 +40,14 @@ def test_command_line_reaches_the_sweep(monkeypatch, capsys):
         return "table"
     monkeypatch.setattr(decode_sweep, "sweep_benchmark", fake)
     monkeypatch.setattr("convnet.gpu.available", lambda: (True, "a GPU stand-in"))
-    assert main(["bench-generate", "--variants", "fast,fast_pdl", "--batch", "16", "--repeat", "2"]) == 0
+    assert main(["generate", "--variants", "fast,fast_pdl", "--batch", "16", "--repeat", "2"]) == 0
     assert seen == {"names": "fast,fast_pdl", "batch": 16, "prompt_len": 64, "new_tokens": 256, "repeat": 2}
     assert capsys.readouterr().out.strip() == "table"
 
 
 def test_command_line_refuses_a_bad_name_before_loading(monkeypatch, capsys):
     monkeypatch.setattr(decode_sweep, "sweep_benchmark", lambda *a: pytest.fail("ran"))
-    assert main(["bench-generate", "--variants", "fast,bogus"]) != 0
+    assert main(["generate", "--variants", "fast,bogus"]) != 0
     assert "bogus" in capsys.readouterr().err
 
 

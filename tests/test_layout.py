@@ -58,3 +58,29 @@ def test_instruments_live_in_the_bench_package():
     for stem in ("bench", "anchor", "autotune", "sweep", "roofline", "ceilings", "small_batch", "dryrun", "plot"):
         misplaced = [n for n in names if stem in n.rsplit(".", 1)[-1] and not n.startswith("convnet.bench")]
         assert not misplaced, misplaced
+
+
+def test_the_engine_never_imports_the_instruments():
+    """convnet, convnet-predict and convnet-gpt2 (every engine module, lazily or not) import nothing from
+    convnet/bench: the measurements are convnet-bench's."""
+    import ast
+    from pathlib import Path
+    root = Path(convnet.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if rel.parts[0] in ("bench", "_bundled") or rel.name == "train.py":
+            continue
+        package = ["convnet", *rel.parent.parts]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package[:len(package) - node.level + 1] if node.level else []
+                target = ".".join([*base, node.module or ""]).strip(".")
+                names = [f"{target}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n == "convnet.bench" or n.startswith("convnet.bench.") for n in names):
+                offenders.append(f"{rel}:{node.lineno}")
+    assert not offenders, offenders

@@ -135,7 +135,7 @@ def test_digest_is_of_the_classes_not_their_dtype():
 
 def test_report_table_per_gpu_total_and_simulated(monkeypatch):
     from convnet import catalogue
-    from convnet.bench import stream as bench_stream
+    from convnet import stream as bench_stream
 
     def fake_run(variant, n, chunk, devices, weights_path=None, data_dir=None, repeat=1):
         shares = [multi.Share(d, a, b) for d, (a, b) in zip(devices, multi.split(n, chunk, len(devices)))]
@@ -181,7 +181,7 @@ def run_cli(*args):
     (["--stream", "100", "--devices", "0,0"], "argument --devices: names GPU 0 more than once"),
     (["--stream", "100", "--devices", "zero"], "argument --devices: takes 'all' or GPU numbers"),
     (["--stream", "100", "--devices", "0,-1"], "argument --devices: takes 'all' or GPU numbers"),
-    (["--model", "gpt2", "--stream", "5", "--devices", "all"], "--stream does not apply to --model gpt2"),
+    (["--model", "gpt2", "--stream", "5", "--devices", "all"], "--model gpt2 lists GPT-2's variants"),
     (["--stream", "100", "--devices", "99"],
      "there is no GPU 99" if available()[0] else "--devices needs a GPU: "),
 ])
@@ -291,7 +291,7 @@ def test_single_gpu_stream_record_matches_its_table(monkeypatch):
     """--stream N --json on one GPU: stream() through the recording runtime fills the record with the table's
     figures (images, GPU time by events, accuracy, digest)."""
     from convnet import catalogue
-    from convnet.bench import stream as bench_stream
+    from convnet import stream as bench_stream
     from convnet.gpu import runtime
     rt = pipeline_runtime()
     monkeypatch.setattr(runtime.Runtime, "get", classmethod(lambda cls: rt))

@@ -49,7 +49,7 @@ def test_split_across_two_devices_predicts_as_one(name, lenet_weights):
 
 
 def test_two_contexts_on_gpu0_report_says_simulated(lenet_weights):
-    from convnet.bench.stream import stream_devices
+    from convnet.stream import stream_devices
     v = catalogue.get("tc_conv1")
     want = single_gpu_stream(v, N, CHUNK, lenet_weights)
     text = stream_devices(v, N, CHUNK, [0, 0], repeat=2, single=True)

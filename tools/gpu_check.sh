@@ -97,5 +97,5 @@ if [ "$part" = generate ]; then
     timeout 60 python3 tools/precompile_small_m.py 16; } 2>&1 | tail -3
   pytest_gpu 05_generate_bf16_tests.txt 200 tests/test_gpu_generate.py tests/test_gpu_small_m.py tests/test_gpu_bf16.py \
       tests/test_gpu_gemm_bf16.py
-  timeout 60 python3 -m convnet.gpt2 bench-decode --variants fast fast_bf16 --new-tokens 64 2>&1 | tee "$OUT/06_decode.txt" | tail -12
+  timeout 60 python3 -m convnet.bench.cli decode --variants fast fast_bf16 --new-tokens 64 2>&1 | tee "$OUT/06_decode.txt" | tail -12
 fi

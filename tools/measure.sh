@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the figures of milestones/m3_report.md and m4_report.md on a GPU machine (about 7 minutes):
+# Regenerates the LeNet-86 figures of docs/lenet.md on a GPU machine (about 7 minutes):
 # GPU tests, the comparison table at batch 100 / 1000 / 10000 (JSON in $OUT), the main job's wall
 # time with warm caches, and an ncu Speed-of-Light + occupancy summary of each variant's conv2 kernel.
 # Everything printed also lands in $OUT/measure.log.
@@ -15,14 +15,14 @@ exec > >(tee "$OUT/measure.log") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 $PY -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tail -n 3
 for b in 100 1000 10000; do
-  $PY run_milestone.py --compare $VARIANTS --batch $b --repeat 5 --json "$OUT/compare_$b.json" 2>/dev/null
+  $PY -m convnet.bench.cli compare $VARIANTS --batch $b --repeat 5 --json "$OUT/compare_$b.json" 2>/dev/null
 done
 # issue #4: the pipeline steps beside cuDNN and PyTorch's whole forward, graphs, streaming, roofline
-$PY run_milestone.py --compare $PIPELINE --batch 10000 --repeat 20 --json "$OUT/pipeline_10000.json" 2>/dev/null \
+$PY -m convnet.bench.cli compare $PIPELINE --batch 10000 --repeat 20 --json "$OUT/pipeline_10000.json" 2>/dev/null \
   | tee "$OUT/pipeline_10000.txt"
 $PY -m convnet.bench.small_batch --variant tc_fused | tee "$OUT/tc_fused_small_batch_graphs.txt"
 $PY run_milestone.py --variant tc_fused --stream 1000000 --chunk 10000 | tee "$OUT/tc_fused_stream_1M.txt"
-$PY run_milestone.py --variant tc_fused --batch 10000 --roofline --plot "$OUT/roofline_tc_fused.png" \
+$PY -m convnet.bench.cli roofline --variant tc_fused --batch 10000 --plot "$OUT/roofline_tc_fused.png" \
   | tee "$OUT/roofline_tc_fused.txt"
 $PY run_milestone.py --variant fused --batch 10000 >/dev/null 2>&1      # warm the caches
 { time $PY run_milestone.py --variant fused --batch 10000 ; } 2>&1

@@ -1,5 +1,5 @@
-"""python -m convnet.gpt2 (convnet-gpt2): GPT-2 text generation on the GPU or the numpy reference, and
-the GPT-2 benchmarks.
+"""python -m convnet.gpt2 (convnet-gpt2): GPT-2 text generation on the GPU or the numpy reference (the GPT-2
+benchmarks are convnet-bench gpt2 / attention / decode / generate).
 
 generate prints only the continuation: for one prompt as it comes (text where the checkpoint has a
 tokenizer, else token ids separated by spaces); for several, each when it ends; --json writes ids, text and
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..cmdline import OneLineParser
-from ..errors import GPUUnavailable, UsageError, exit_code
+from ..errors import UsageError, exit_code
 from ..outputs import check_output, write_output
 
 PROG = "python -m convnet.gpt2"
@@ -76,29 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stop", action="append", default=[], metavar="STRING",
                    help="stop a sequence when its text contains STRING (repeatable; not shown)")
     g.add_argument("--json", metavar="PATH", help="write prompts, ids, text, finish reasons and tokens/s ('-': stdout)")
-    a = commands.add_parser("bench-attention", help="time causal attention alone on the GPU: flash, naive, "
-                                                    "PyTorch SDPA (when importable)")
-    for name, default in (("--batch", 8), ("--heads", 12), ("--seq", 1024), ("--head-size", 64)):
-        a.add_argument(name, type=int, default=default, help=f"(default {default})")
-    a.add_argument("--only", metavar="REGEX", help="time only the flash builds whose label matches (case-insensitive), "
-                                                   "e.g. 'wgmma|m16n8k16.*3 stages'; naive and SDPA always run")
-    d = commands.add_parser("bench-decode", help="greedy decode rate (B=1, random 124M weights) of variants, "
-                                                 "or of one variant under swept -D constants / params")
-    d.add_argument("--variants", nargs="+", default=["fast_fp32", "fast_mma", "fast"])
-    d.add_argument("--sweep", nargs="*", default=[], metavar="KEY=V1,V2",
-                   help="upper-case keys are -D constants, lower-case ones variant params")
-    d.add_argument("--new-tokens", type=int, default=256, help="(default 256)")
-    d.add_argument("--repeat", type=int, default=5, help="runs per setting; the median rate (default 5)")
-    gb = commands.add_parser("bench-generate", help="the generate path on the GPU beside bench-decode and HF "
-                                                    "generate: B=1 greedy and top-p, and a batch of prompts")
-    gb.add_argument("--variant", default="auto")
-    gb.add_argument("--batch", type=int, default=32, help="prompts in the batched run (default 32)")
-    gb.add_argument("--prompt-len", type=int, default=64, help="tokens per prompt in the batched run (default 64)")
-    gb.add_argument("--new-tokens", type=int, default=256, help="(default 256)")
-    gb.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median (default 3)")
-    gb.add_argument("--variants", metavar="A,B,...", default=None,
-                    help="instead: steady greedy decode rates of these variants in one process (B=--batch and B=1, "
-                         "tokens compared with the first), HF generate in the same run (convnet.bench.decode_sweep)")
     return p
 
 
@@ -227,49 +204,19 @@ def _generate(args) -> int:
     return 0
 
 
-def _bench_attention(args) -> int:
-    from ..bench.gpt2 import attention_benchmark
-    if min(args.batch, args.heads, args.seq, args.head_size) < 1 or args.head_size % 16:
-        raise UsageError("sizes must be positive and --head-size a multiple of 16")
-    print(attention_benchmark(args.batch, args.heads, args.seq, args.head_size, only=args.only))
-    return 0
-
-
-def _bench_decode(args) -> int:
-    from ..bench.gpt2 import decode_benchmark
-    if args.new_tokens < 2 or args.repeat < 1:
-        raise UsageError("--new-tokens must be at least 2 and --repeat at least 1")
-    print(decode_benchmark(args.variants, args.sweep, args.new_tokens, args.repeat))
-    return 0
-
-
-def _bench_generate(args) -> int:
-    from .. import gpu
-    if min(args.batch, args.prompt_len, args.repeat) < 1 or args.new_tokens < 2:
-        raise UsageError("--batch, --prompt-len and --repeat must be positive, --new-tokens at least 2")
-    if args.variants is not None:
-        from ..bench.decode_sweep import parse_variants
-        parse_variants(args.variants)                      # refuse bad names before loading anything
-    ok, why = gpu.available()
-    if not ok:
-        raise GPUUnavailable(f"bench-generate times the GPU's generate path and needs a GPU: {why}")
-    from ..bench.gpt2 import generate_benchmark
-    if args.variants is not None:
-        from ..bench.decode_sweep import sweep_benchmark
-        print(sweep_benchmark(args.variants, args.batch, args.prompt_len, args.new_tokens, args.repeat))
-        return 0
-    print(generate_benchmark(args.variant, args.batch, args.prompt_len, args.new_tokens, args.repeat))
-    return 0
-
-
-COMMANDS = {"generate": _generate, "bench-attention": _bench_attention, "bench-decode": _bench_decode,
-            "bench-generate": _bench_generate}
+COMMANDS = {"generate": _generate}
+MOVED = ("bench-attention", "bench-decode", "bench-generate")      # the instruments' command has them: convnet-bench
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in MOVED:
+        what = argv[0].removeprefix("bench-")
+        print(f"{_prog()}: error: {argv[0]} is a measurement: run convnet-bench {what} (see convnet-bench {what} "
+              "--help)", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
-    command = COMMANDS[args.command]
-    return exit_code(_prog(), command, args)
+    return exit_code(_prog(), COMMANDS[args.command], args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,185 @@
+"""convnet-bench: the instruments behind one command. Each measurement runs its variants beside its reference
+(cuDNN, PyTorch, cuBLAS, Hugging Face) in the same process where one is importable.
+
+    convnet-bench compare baseline req_1 tc_lane_hv --batch 10000   LeNet variants side by side (+ cuDNN, PyTorch)
+    convnet-bench roofline --variant tc_lane_hv --plot roofline.png  per-stage time, bytes, FLOPs against the ceilings
+    convnet-bench stream --variant tc_lane_hv --chunks 1000 2500     the pipeline against the batch in one piece
+    convnet-bench layer --variant fused --layer conv2 --sweep px=4,8 one conv layer under a sweep of -D constants
+    convnet-bench small-batch --variant tc_fused --batches 1 100     launched against one CUDA graph
+    convnet-bench predict-speed --n 1000                             convnet-predict's stages
+    convnet-bench gpt2 fast fast_bf16 --batch 8 --seq 1024           GPT-2 forwards (+ HF eager / torch.compile)
+    convnet-bench attention --only wgmma                             flash attention builds against SDPA
+    convnet-bench decode --variants fast fast_bf16                   greedy decode rate, where a step goes
+    convnet-bench generate --variant fast_bf16                       the generate path against HF generate
+    convnet-bench gemm --version bf16_wgmma bf16                     Linear against cuBLAS at GPT-2's shapes
+    convnet-bench gemm-groups / gemm-trace / forward-ab / autotune / plot
+
+Every command takes --help. The engine's commands (convnet, convnet-predict, convnet-gpt2) never import this package.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..cmdline import OneLineParser, positive_int
+from ..errors import GPUUnavailable, UsageError, exit_code
+from ..outputs import check_output
+
+PROG = "convnet-bench"
+# commands that are a module's own main(argv)
+MODULES = {"stream": "stream", "layer": "layer", "gemm": "gemm", "gemm-groups": "gemm_groups",
+           "gemm-trace": "gemm_trace", "forward-ab": "forward_ab", "autotune": "autotune",
+           "small-batch": "small_batch", "predict-speed": "predict_speed", "plot": "plot"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    commands = p.add_subparsers(dest="command", required=True, metavar="<what>")
+    for name, module in MODULES.items():
+        commands.add_parser(name, help=f"convnet/bench/{module}.py", add_help=False)
+    c = commands.add_parser("compare", help="LeNet-86 variants side by side, with cuDNN and PyTorch lines")
+    c.add_argument("variants", nargs="*", help="variants (none: every GPU variant of the current catalogue)")
+    c.add_argument("--batch", type=positive_int, default=10000)
+    c.add_argument("--repeat", type=positive_int, default=1, help="timed runs per variant, the median")
+    c.add_argument("--data-dir", default=None)
+    c.add_argument("--json", metavar="PATH", help="the results as JSON ('-': stdout)")
+    r = commands.add_parser("roofline", help="LeNet-86 per stage against the device's copy and GEMM ceilings")
+    r.add_argument("--variant", default="auto")
+    r.add_argument("--batch", type=positive_int, default=10000)
+    r.add_argument("--plot", metavar="PNG", help="also draw it into this PNG file")
+    g = commands.add_parser("gpt2", help="GPT-2 forwards of variants, kernel groups, HF in the same process")
+    g.add_argument("variants", nargs="*", help="variants (none: every GPU variant this GPU runs)")
+    g.add_argument("--batch", type=positive_int, default=8)
+    g.add_argument("--seq", type=positive_int, default=1024)
+    g.add_argument("--repeat", type=positive_int, default=10)
+    g.add_argument("--checkpoint", default=None, help="a GPT-2 directory or llm.c .bin (default: random 124M)")
+    g.add_argument("--json", metavar="PATH", help="the results as JSON ('-': stdout)")
+    a = commands.add_parser("attention", help="causal attention alone: flash builds, naive, PyTorch SDPA")
+    for name, default in (("--batch", 8), ("--heads", 12), ("--seq", 1024), ("--head-size", 64)):
+        a.add_argument(name, type=int, default=default, help=f"(default {default})")
+    a.add_argument("--only", metavar="REGEX", help="time only the flash builds whose label matches")
+    d = commands.add_parser("decode", help="greedy decode rate (B=1, random 124M weights) and where a step goes")
+    d.add_argument("--variants", nargs="+", default=["fast_fp32", "fast_mma", "fast"])
+    d.add_argument("--sweep", nargs="*", default=[], metavar="KEY=V1,V2",
+                   help="upper-case keys are -D constants, lower-case ones variant params")
+    d.add_argument("--new-tokens", type=int, default=256)
+    d.add_argument("--repeat", type=int, default=5)
+    e = commands.add_parser("generate", help="the generate path: B=1 greedy and top-p, a batch, HF generate")
+    e.add_argument("--variant", default="auto")
+    e.add_argument("--batch", type=int, default=32, help="prompts in the batched run (default 32)")
+    e.add_argument("--prompt-len", type=int, default=64, help="tokens per prompt in the batched run (default 64)")
+    e.add_argument("--new-tokens", type=int, default=256)
+    e.add_argument("--repeat", type=int, default=3)
+    e.add_argument("--variants", metavar="A,B,...", default=None,
+                   help="instead: steady greedy decode rates of these variants in one process")
+    return p
+
+
+def _needs_gpu(what: str) -> None:
+    from ..gpu import available
+    ok, why = available()
+    if not ok:
+        raise GPUUnavailable(f"{what} measures the GPU and needs one: {why}")
+
+
+def _compare(args) -> int:
+    from ..report import save_json
+    from ..runner import load_inputs
+    from .compare import compare
+    if args.json:
+        check_output(args.json, "--json", folders=(args.data_dir,))
+    x, labels, weights, raw = load_inputs(args.batch, args.data_dir)
+    text, results = compare(args.variants, x, labels, weights, args.repeat, raw)
+    print(text)
+    if args.json:
+        from ..report import metadata
+        save_json(args.json, {**metadata(), "batch": args.batch, "results": results})
+    return 0
+
+
+def _roofline(args) -> int:
+    from ..runner import load_inputs, resolve_variant, run_variant
+    from .roofline import for_run
+    if args.plot:
+        if args.plot == "-":
+            raise UsageError("--plot writes a PNG: give a file name")
+        check_output(args.plot, "--plot")
+    v = resolve_variant(args.variant)
+    if not v.needs_gpu:
+        raise UsageError("roofline needs a GPU variant: it measures the device's ceilings")
+    x, labels, weights, raw = load_inputs(args.batch)
+    print(for_run(v, run_variant(v, x, labels, weights, 1, raw), args.batch, args.plot))
+    return 0
+
+
+def _gpt2(args) -> int:
+    from .. import catalogue
+    from ..report import metadata, save_json
+    from ..runner import resolve_variant, runs_here
+    from .gpt2 import run
+    if args.json:
+        check_output(args.json, "--json", (args.checkpoint,), (args.checkpoint,))
+    for n in args.variants:
+        if not catalogue.get(n, "gpt2").needs_gpu:
+            raise UsageError(f"gpt2 variant {n!r} runs on the CPU; convnet-gpt2 generate runs it")
+    _needs_gpu("convnet-bench gpt2")
+    names = args.variants or [v.name for v in catalogue.load_all("gpt2").values() if v.needs_gpu and runs_here(v)[0]]
+    names = [resolve_variant(n, "gpt2").name for n in names]
+    text, results = run(names, args.batch, args.seq, args.repeat, args.checkpoint)
+    print(text)
+    if args.json:
+        save_json(args.json, {**metadata(), "model": "gpt2", "batch": args.batch, "seq": args.seq,
+                              "results": results})
+    return 0
+
+
+def _attention(args) -> int:
+    from .gpt2 import attention_benchmark, flash_builds
+    if min(args.batch, args.heads, args.seq, args.head_size) < 1 or args.head_size % 16:
+        raise UsageError("sizes must be positive and --head-size a multiple of 16")
+    flash_builds(args.only)                                 # a bad --only is refused before the GPU
+    _needs_gpu("convnet-bench attention")
+    print(attention_benchmark(args.batch, args.heads, args.seq, args.head_size, only=args.only))
+    return 0
+
+
+def _decode(args) -> int:
+    from .gpt2 import decode_benchmark
+    if args.new_tokens < 2 or args.repeat < 1:
+        raise UsageError("--new-tokens must be at least 2 and --repeat at least 1")
+    _needs_gpu("convnet-bench decode")
+    print(decode_benchmark(args.variants, args.sweep, args.new_tokens, args.repeat))
+    return 0
+
+
+def _generate(args) -> int:
+    from . import decode_sweep
+    if min(args.batch, args.prompt_len, args.repeat) < 1 or args.new_tokens < 2:
+        raise UsageError("--batch, --prompt-len and --repeat must be positive, --new-tokens at least 2")
+    if args.variants is not None:
+        decode_sweep.parse_variants(args.variants)          # refuse bad names before loading anything
+    _needs_gpu("convnet-bench generate")
+    if args.variants is not None:
+        print(decode_sweep.sweep_benchmark(args.variants, args.batch, args.prompt_len, args.new_tokens, args.repeat))
+        return 0
+    from .gpt2 import generate_benchmark
+    print(generate_benchmark(args.variant, args.batch, args.prompt_len, args.new_tokens, args.repeat))
+    return 0
+
+
+COMMANDS = {"compare": _compare, "roofline": _roofline, "gpt2": _gpt2, "attention": _attention, "decode": _decode,
+            "generate": _generate}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in MODULES:                 # the module parses its own arguments
+        module = importlib.import_module(f"{__package__}.{MODULES[argv[0]]}")
+        return module.main(argv[1:])
+    args = build_parser().parse_args(argv)
+    return exit_code(PROG, COMMANDS[args.command], args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
