@@ -41,6 +41,8 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON (with the package version, "
                                                   "a UTC timestamp, the GPU and its driver)")
     p.add_argument("--predictions", action="store_true", help="--json: also the predicted class of every image")
+    p.add_argument("--record", nargs="?", const=True, metavar="CSV",
+                   help="append the run's figures to the results table (default: the checkout's results/lenet86.csv)")
     p.add_argument("--clear-cache", action="store_true",
                    help="delete the cache (preprocessed data, compiled kernels, per-device measurements: "
                         "$CONVNET_CACHE, default ~/.cache/convnet) and exit")
@@ -118,6 +120,11 @@ def check_options(args) -> None:
         raise UsageError("--predictions does not apply to --stream (its --json carries the predictions' digest)")
     if args.json:                               # what the run reads is never overwritten
         check_output(args.json, "--json", (args.weights, args.checkpoint), (args.data_dir, args.checkpoint))
+    if args.record is not None and (args.list or args.stream is not None):
+        raise UsageError("--record records the main job's run (not --list or --stream)")
+    if args.record is not None:
+        from .results import table_path
+        args.record = table_path(args.model, None if args.record is True else args.record)
 
 
 def _main(argv) -> int:
@@ -159,12 +166,23 @@ def _main(argv) -> int:
     x, labels, weights, raw = load_inputs(args.batch, args.data_dir, args.weights)
     result = run_variant(v, x, labels, weights, args.repeat, raw)
     print(report.seed_report(result))
+    if args.record is not None:
+        from .results import append
+        append(args.record, main_job_rows(result))
     if args.json:
         payload = {**report.metadata(), **report.as_dict(result)}
         if args.predictions:
             payload["predictions"] = [int(c) for c in result.predictions]
         report.save_json(args.json, payload)
     return 0
+
+
+def main_job_rows(result) -> list[tuple]:
+    """The figures of one main-job run, as results-table rows."""
+    what = f"main job, batch {result.batch}"
+    rows = [(result.variant, f"{what}: whole forward", result.total_ms, "ms")]
+    rows += [(result.variant, f"{what}: conv{i + 1} kernels", ms, "ms") for i, ms in enumerate(result.op_ms)]
+    return rows + [(result.variant, f"{what}: accuracy", result.accuracy, "fraction")]
 
 
 def _prog() -> str:

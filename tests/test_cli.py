@@ -189,3 +189,19 @@ def test_stream_refuses_float_input_beyond_the_pinned_limit_but_not_uint8_varian
         stream(catalogue.get("fused"), 1_000_000)
     assert uploads_uint8(catalogue.get("fused_pool_u8")) and uploads_uint8(catalogue.get("tc_fused"))
     assert not uploads_uint8(catalogue.get("op_5_tc"))
+
+
+def test_record_appends_the_runs_figures_to_a_results_table(tmp_path):
+    import csv
+    table = tmp_path / "t.csv"
+    for _ in range(2):
+        p = run("--variant", "cpu", "--batch", "20", "--record", str(table))
+        assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(table.open()))
+    assert len(rows) == 8 and {r["variant"] for r in rows} == {"cpu"}
+    assert rows[0]["benchmark"] == "main job, batch 20: whole forward" and float(rows[0]["figure"]) > 0
+    assert rows[3]["unit"] == "fraction" and rows[0]["commit"] and rows[0]["date"].startswith("20")
+    (tmp_path / "notes.txt").write_text("mine\n")
+    p = run("--variant", "cpu", "--batch", "20", "--record", str(tmp_path / "notes.txt"))
+    assert p.returncode == 2 and "not a results table" in p.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the figures of milestones/gpt2_report.md on a GPU machine (about 5 minutes): the GPT-2 GPU
+# Regenerates the GPT-2 figures of docs/gpt2.md on a GPU machine (about 5 minutes): the GPT-2 GPU
 # tests, every GPT-2 variant at B=8 T=1024 beside HF, autotune and req_5, decoding (rate and where a
 # step goes), attention alone, the GEMMs against cuBLAS. Logs land in $OUT. (LeNet: measure.sh.)
 set -uo pipefail

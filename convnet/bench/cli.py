@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--repeat", type=positive_int, default=1, help="timed runs per variant, the median")
     c.add_argument("--data-dir", default=None)
     c.add_argument("--json", metavar="PATH", help="the results as JSON ('-': stdout)")
+    c.add_argument("--record", nargs="?", const=True, metavar="CSV",
+                   help="append each variant's figures to the results table (default: results/lenet86.csv)")
     r = commands.add_parser("roofline", help="LeNet-86 per stage against the device's copy and GEMM ceilings")
     r.add_argument("--variant", default="auto")
     r.add_argument("--batch", type=positive_int, default=10000)
@@ -89,9 +91,18 @@ def _compare(args) -> int:
     from .compare import compare
     if args.json:
         check_output(args.json, "--json", folders=(args.data_dir,))
+    table = None
+    if args.record is not None:
+        from ..results import table_path
+        table = table_path("lenet86", None if args.record is True else args.record)
     x, labels, weights, raw = load_inputs(args.batch, args.data_dir)
     text, results = compare(args.variants, x, labels, weights, args.repeat, raw)
     print(text)
+    if table is not None:
+        from ..cli import main_job_rows
+        from ..report import RunResult
+        from ..results import append
+        append(table, [row for r in results if isinstance(r, RunResult) for row in main_job_rows(r)])
     if args.json:
         from ..report import metadata
         save_json(args.json, {**metadata(), "batch": args.batch, "results": results})

@@ -1,0 +1,68 @@
+"""The recorded measurements: one table per model (results/<model>.csv in a checkout), a row per figure, appended
+when a command is asked to (--record). The docs' tables quote these rows; the story of how a figure moved is the
+commit log's."""
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .errors import UsageError
+from .outputs import check_output
+from .paths import CHECKOUT_ROOT
+
+COLUMNS = ("variant", "benchmark", "figure", "unit", "gpu", "driver", "commit", "date")
+
+
+def table_path(model: str, path=None) -> Path:
+    """The table a --record appends to: `path`, else the checkout's results/<model>.csv (an installed package has no
+    checkout: then a path must be given). Checked before any work."""
+    if path is None:
+        folder = CHECKOUT_ROOT / "results"
+        if not folder.is_dir() or not (CHECKOUT_ROOT / ".git").exists():
+            raise UsageError("--record: no checkout's results/ folder here; give the table's path (--record FILE.csv)")
+        path = folder / f"{model}.csv"
+    p = Path(check_output(path, "--record"))
+    if str(path) == "-":
+        raise UsageError("--record appends to a file: give its path")
+    if p.exists() and p.read_text().splitlines()[:1] != [",".join(COLUMNS)]:
+        raise UsageError(f"--record {p}: not a results table (its first line is not {','.join(COLUMNS)})")
+    return p
+
+
+def _commit() -> str:
+    """The checkout's commit (with + where the tree has changes), or the package version outside a checkout."""
+    try:
+        head = subprocess.run(["git", "-C", str(CHECKOUT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(CHECKOUT_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    from . import __version__
+    return f"v{__version__}"
+
+
+def append(path: Path, rows: list[tuple]) -> int:
+    """Appends (variant, benchmark, figure, unit) rows with this machine's GPU, driver, the commit and the UTC date,
+    the header first where the table is new; the whole append goes in one write. Returns the rows written."""
+    from .gpu import describe
+    gpu = describe()
+    meta = (gpu.get("name", "no GPU"), gpu.get("driver", ""), _commit(),
+            datetime.now(timezone.utc).strftime("%Y-%m-%d"))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if not path.exists():
+        writer.writerow(COLUMNS)
+    for variant, benchmark, figure, unit in rows:
+        writer.writerow((variant, benchmark, f"{figure:.6g}" if isinstance(figure, float) else figure, unit, *meta))
+    try:
+        with open(path, "a") as f:
+            f.write(out.getvalue())
+    except OSError as e:
+        raise UsageError(f"cannot append to {path}: {e.strerror or e}") from None
+    return len(rows)
