@@ -75,6 +75,9 @@ def _parse(name: str, table: dict, source: str, model: str, archived: bool) -> V
         raise ValueError(f"{source}: variant {name!r} has backend {table['backend']!r}")
     if table.get("min_sm", 0) and table.get("main") and not table.get("fallback"):
         raise ValueError(f"{source}: main variant {name!r} needs sm {table['min_sm']} but names no fallback")
+    if model == "gpt2":
+        from .gpt2.host_params import check
+        check(name, table.get("params", {}), source)
     return Variant(name=name, source=source, model=model, archived=archived, **table)
 
 

@@ -45,3 +45,14 @@ def test_archived_variants_are_found_by_name_but_not_listed():
     for model in catalogue.MODELS:          # nothing current falls back to an archived variant
         for v in catalogue.load_all(model).values():
             assert not v.fallback or not catalogue.get(v.fallback, model).archived, v.name
+
+
+@pytest.mark.parametrize("params,message", [({"atention": "flash"}, "unknown GPT-2 param 'atention'"),
+                                            ({"split_k": 1}, "param split_k = 1 should be a bool"),
+                                            ({"flash_warps": "4"}, "param flash_warps = '4' should be a int"),
+                                            ({"attention": "fast"}, "param attention = 'fast' is not one of ('naive', 'flash')")])
+def test_a_mistyped_gpt2_param_is_refused_naming_the_variant(params, message):
+    tables = {"mine": {"base": "fast", "title": "t", "changes": "c", "expected": "e", "params": params},
+              **current_tables()}
+    with pytest.raises(ValueError, match=re.escape(f"variant 'mine': {message}")):
+        resolve(tables, "mine")
