@@ -63,7 +63,7 @@ def _resolve(name: str, tables: dict, source: str, seen=()) -> dict:
     return merged
 
 
-def _parse(name: str, table: dict, source: str, model: str, archived: bool) -> Variant:
+def _parse(name: str, table: dict, source: str, model: str, archived: bool = False) -> Variant:
     missing = [k for k in REQUIRED if k not in table]
     if missing:
         raise ValueError(f"{source}: variant {name!r} lacks {', '.join(missing)}")
