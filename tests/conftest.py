@@ -11,7 +11,34 @@ from convnet.gpu import available
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 
+_EARLY = {}     # the compile test's builds, started in the background when the session starts
+
+
+@pytest.hookimpl(trylast=True)          # after -m / -k have deselected: only what will run
 def pytest_collection_modifyitems(config, items):
+    _start_the_compile_tests_builds(items)
+    _skip_gpu_tests_without_a_gpu(items)
+
+
+def _start_the_compile_tests_builds(items) -> None:
+    """Where the compile test of the current catalogue is selected, its distinct builds start compiling now on one
+    worker thread (the core the single-threaded tests before it leave idle); its fixture adds a worker per core."""
+    from convnet.gpu import build
+    if build.nvcc_path() is None or not any(
+            i.nodeid.split("::")[-1].startswith("test_variant_kernels_compile") for i in items):
+        return
+    from helpers import Builds
+    from test_kernels_compile import CURRENT, entries_of
+    _EARLY["current"] = Builds({b for v in CURRENT for b in entries_of(v)}).start(1)
+
+
+@pytest.fixture(scope="session")
+def early_builds():
+    """The background compilation of the compile test's builds, or None where it did not start."""
+    return _EARLY.get("current")
+
+
+def _skip_gpu_tests_without_a_gpu(items) -> None:
     ok, why = available()
     if ok:
         return

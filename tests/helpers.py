@@ -109,3 +109,46 @@ def gpt2_small_params(config, seed=0, layernorms=True, wte_scale=1.0):
         elif name == "wte" and wte_scale != 1.0:
             p[name] = (a * wte_scale).astype(np.float32)
     return p
+
+
+class Builds:
+    """Kernel builds compiled by worker threads that take them one at a time from a shared list, into a cache
+    folder fixed when the list is made (tests that point CONVNET_CACHE elsewhere meanwhile do not see them): the
+    compile test starts one worker when the session starts, so nvcc uses the core the single-threaded CPU tests
+    leave idle, and adds a worker per core when its own turn comes."""
+
+    def __init__(self, builds, arch: str = "sm_90a"):
+        import threading
+        from convnet.gpu import build
+        self.todo, self.arch, self.out_dir = list(sorted(builds)), arch, build.cubin_dir()
+        self.lock, self.threads, self.reports = threading.Lock(), [], {}
+
+    def _work(self):
+        from convnet.errors import GPUError
+        from convnet.gpu import build
+        while True:
+            with self.lock:
+                if not self.todo:
+                    return
+                b = self.todo.pop(0)
+            try:
+                report = build.compile_cubin(b[0], dict(b[1]), self.arch, out_dir=self.out_dir)[1]
+            except GPUError as e:
+                report = e
+            with self.lock:
+                self.reports[b] = report
+
+    def start(self, workers: int) -> "Builds":
+        import threading
+        for _ in range(workers):
+            t = threading.Thread(target=self._work, daemon=True)
+            t.start()
+            self.threads.append(t)
+        return self
+
+    def finish(self, workers: int) -> dict:
+        """Adds `workers` threads, waits for every build; {build: ptxas report, or the GPUError nvcc gave}."""
+        self.start(workers)
+        for t in self.threads:
+            t.join()
+        return dict(self.reports)

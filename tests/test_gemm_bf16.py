@@ -161,14 +161,29 @@ BUILDS = {"defaults-bf16-out": {"BF_OUT": 1},
                                            "BF_EPI_TMA_BUFS": 4, "BF_GELU_FAST": 1, "BF_TRACE": 1}}
 
 
+def families_of(defines) -> list:
+    """v8 under every set; v9 (mma.sync) where the set touches its tunables or is the default."""
+    return ["gemm_bf16_wgmma"] + (["gemm_bf16_mma"] if len(defines) == 1 or "BF9_BK" in defines else [])
+
+
+@pytest.fixture(scope="module")
+def bf16_reports():
+    """{(set, kernel): ptxas report} of every set's families, compiled in parallel (one nvcc per core)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = [(key, k) for key, d in BUILDS.items() for k in families_of(d)]
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        logs = pool.map(lambda job: build.compile_cubin("gemm.cu", build.kernel_defines(
+            "gemm.cu", BUILDS[job[0]], job[1]), "sm_90a")[1], jobs)
+        return dict(zip(jobs, logs))
+
+
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
-@pytest.mark.parametrize("defines", BUILDS.values(), ids=BUILDS.keys())
-def test_kernels_compile_without_spills_or_serialised_wgmma(defines):
+@pytest.mark.parametrize("key", BUILDS)
+def test_kernels_compile_without_spills_or_serialised_wgmma(key, bf16_reports):
     from test_kernels_compile import spills
-    # v8 under every set; v9 (mma.sync) where the set touches its tunables or is the default
-    kernels = ["gemm_bf16_wgmma"] + (["gemm_bf16_mma"] if len(defines) == 1 or "BF9_BK" in defines else [])
-    log = "".join(build.compile_cubin("gemm.cu", build.kernel_defines("gemm.cu", defines, k), "sm_90a")[1]
-                  for k in kernels)
+    kernels = families_of(BUILDS[key])
+    log = "".join(bf16_reports[key, k] for k in kernels)
     found = spills(log)
     assert set(kernels) <= set(found), "no ptxas report for the bf16 kernels"
     assert not {k: v for k, v in found.items() if v}, f"spills: {found}"

@@ -66,7 +66,9 @@ def compile_all(variants, what: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def reports():
+def reports(early_builds):
+    if early_builds is not None:          # started when the session started (conftest): finish on every core
+        return early_builds.finish(os.cpu_count() or 1)
     return compile_all(CURRENT, "the current catalogue's")
 
 

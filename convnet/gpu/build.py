@@ -121,14 +121,16 @@ def _usable_cubin_dir(out: Path) -> Path:
         return tmp
 
 
-def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = False) -> tuple[bytes, str]:
-    """(cubin bytes, ptxas report) of kernels/<kernel_file> under the given -D constants."""
+def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = False,
+                  out_dir: Path | None = None) -> tuple[bytes, str]:
+    """(cubin bytes, ptxas report) of kernels/<kernel_file> under the given -D constants, cached in out_dir
+    (default: cubin_dir(), read at each call)."""
     source = KERNELS_DIR / kernel_file
     if not source.is_file():
         raise GPUError(f"kernel source {source} not found")
     flags = [*BASE_FLAGS, *define_flags(defines)]
     key = _key(source, flags, arch)
-    out_dir = cubin_dir()
+    out_dir = out_dir or cubin_dir()
     cubin, log = out_dir / f"{source.stem}-{key}.cubin", out_dir / f"{source.stem}-{key}.log"
     if cubin.is_file() and log.is_file() and not verbose:
         return cubin.read_bytes(), log.read_text()
