@@ -23,7 +23,6 @@ python-check:
 $(VENV)/.installed-gpu$(GPU): setup.cfg setup.py pyproject.toml
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	echo "$(PYTHON_ID)" > $(VENV)/.python-id
-	$(PY) -m pip install -q --upgrade pip
 	rm -f $(VENV)/.installed-*
 	@if [ "$(GPU)" != 1 ]; then $(PY) -m pip install -q -e '.[test]'; \
 	elif ! $(PY) -m pip install -q -e '.[gpu,test]' > $(VENV)/pycuda-install.log 2>&1; then \
