@@ -151,9 +151,11 @@ def test_ctrl_c_is_one_line_exit_130_and_nothing_half_written(work):
     p = subprocess.Popen([sys.executable, str(ROOT / "run_milestone.py"), "--variant", "cpu", "--batch", "10000",
                           "--json", "r.json"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    time.sleep(4)                                      # imported, and busy preprocessing or classifying
+    first = p.stderr.read(1)                           # the preprocessing's progress bar: main() is running
+    time.sleep(0.5)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
+    err = first + err
     assert p.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "run_milestone.py: interrupted"   # after progress
     assert not (work / "r.json").exists() and not list(work.glob(".r.json*"))
