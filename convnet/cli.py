@@ -37,7 +37,7 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
                    help="--list: the archived variants too (earlier states and ablations, kept to compare against)")
     p.add_argument("--compare", nargs="*", help=argparse.SUPPRESS)         # moved: convnet-bench compare
     p.add_argument("--repeat", type=int, default=None,
-                   help="timed repetitions per variant, the median is reported (default: lenet86 1, gpt2 10)")
+                   help="timed repetitions, the median is reported (default 1)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON (with the package version, "
                                                   "a UTC timestamp, the GPU and its driver)")
     p.add_argument("--predictions", action="store_true", help="--json: also the predicted class of every image")
@@ -72,8 +72,8 @@ def list_variants(model: str = "lenet86", archive: bool = False) -> str:
     rows = []
     for v in catalogue.load_all(model, archive).values():
         ok, why = runs_here(v)
-        if model == "gpt2" and not v.needs_gpu:       # the --model gpt2 benchmark times GPU variants only
-            ok, why = False, "run_milestone.py --model gpt2 times GPU variants; convnet-gpt2 generate runs this one"
+        if model == "gpt2" and not v.needs_gpu:       # convnet-bench gpt2 times GPU variants only
+            ok, why = False, "convnet-bench gpt2 times GPU variants; convnet-gpt2 generate runs this one"
         rows.append([v.name + (" (archive)" if v.archived else ""), v.milestone, v.backend, v.precision,
                      "yes" if ok else f"no: {why}", v.title])
     return report.table(["variant", "milestone", "backend", "precision", "runs here", "title"], rows)

@@ -28,8 +28,8 @@ def _start_the_compile_tests_builds(items) -> None:
             i.nodeid.split("::")[-1].startswith("test_variant_kernels_compile") for i in items):
         return
     from helpers import Builds
-    from test_kernels_compile import CURRENT, entries_of
-    _EARLY["current"] = Builds({b for v in CURRENT for b in entries_of(v)}).start(1)
+    from test_kernels_compile import CURRENT, distinct_builds
+    _EARLY["current"] = Builds(distinct_builds(CURRENT)).start(1)
 
 
 @pytest.fixture(scope="session")

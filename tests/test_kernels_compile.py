@@ -48,33 +48,27 @@ def spills(ptxas_log: str) -> dict:
     return out
 
 
-def compile_all(variants, what: str) -> dict:
+def distinct_builds(variants) -> set:
+    return {b for v in variants for b in entries_of(v)}
+
+
+def compile_all(variants) -> dict:
     """{build: ptxas report, or the GPUError nvcc gave} for the distinct builds of `variants`, compiled once each,
     one nvcc per core."""
-    from tqdm import tqdm
-    builds = sorted({b for v in variants for b in entries_of(v)})
-
-    def compile_one(b):
-        try:
-            return b, build.compile_cubin(b[0], dict(b[1]), "sm_90a")[1]
-        except GPUError as e:
-            return b, e
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        done = tqdm(pool.map(compile_one, builds), total=len(builds), desc=f"compile test: {what} builds",
-                    unit=" build", disable=None)
-        return dict(done)
+    from helpers import Builds
+    return Builds(distinct_builds(variants)).finish(os.cpu_count() or 1)
 
 
 @pytest.fixture(scope="module")
 def reports(early_builds):
     if early_builds is not None:          # started when the session started (conftest): finish on every core
         return early_builds.finish(os.cpu_count() or 1)
-    return compile_all(CURRENT, "the current catalogue's")
+    return compile_all(CURRENT)
 
 
 @pytest.fixture(scope="module")
 def archive_reports():
-    return compile_all(ARCHIVED, "the archive's")
+    return compile_all(ARCHIVED)
 
 
 @pytest.mark.parametrize("variant", CURRENT, ids=[f"{v.model}-{v.name}" for v in CURRENT])

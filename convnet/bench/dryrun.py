@@ -97,15 +97,18 @@ class RecordingRuntime:
         self.pool = _Pool()
         self.drv = _Drv()
 
+    def _record(self, kernel_file, defines, kernel=None) -> set:
+        """Records the build that serves `kernel` (build.kernel_defines); returns its set of kernel names."""
+        key = (kernel_file, tuple(sorted(build.kernel_defines(kernel_file, defines, kernel).items())))
+        self.builds.add(key)
+        return self.entries.setdefault(key, set())
+
     def module(self, kernel_file, defines, kernel=None):
-        build_key = (kernel_file, tuple(sorted(build.kernel_defines(kernel_file, defines, kernel).items())))
-        self.builds.add(build_key)
-        self.entries.setdefault(build_key, set())
+        self._record(kernel_file, defines, kernel)
         return _Module()
 
     def kernel(self, kernel_file, name, defines, variant):
-        self.module(kernel_file, defines, name)
-        self.entries[(kernel_file, tuple(sorted(build.kernel_defines(kernel_file, defines, name).items())))].add(name)
+        self._record(kernel_file, defines, name).add(name)
         return _Kernel(name, self.launches)
 
     def stream(self):

@@ -76,6 +76,11 @@ def kernel_defines(kernel_file: str, defines: dict, kernel: str | None = None) -
     return {**defines, "KERNEL_SUBSET": 1, family: 1} if family else dict(defines)
 
 
+def kernel_cubin(kernel_file: str, defines: dict, kernel: str, arch: str) -> bytes:
+    """The cubin of the build that serves `kernel` (kernel_defines), for launches through the driver API."""
+    return compile_cubin(kernel_file, kernel_defines(kernel_file, defines, kernel), arch)[0]
+
+
 def _key(source: Path, flags: list[str], arch: str) -> str:
     h = hashlib.sha256()
     h.update(source.read_bytes())

@@ -282,13 +282,12 @@ class Linear:
 
             def driver_kernel(out):
                 name = BF16_KERNELS[version]
-                cubin = build.compile_cubin("gemm.cu", build.kernel_defines("gemm.cu", {**d, "BF_OUT": int(out)}, name),
-                                            rt.arch)[0]
+                cubin = build.kernel_cubin("gemm.cu", {**d, "BF_OUT": int(out)}, name, rt.arch)
                 if self.cluster > 1:
-                    return tma.ClusterKernel(cubin, BF16_KERNELS[version], self.variant, self.cluster)
+                    return tma.ClusterKernel(cubin, name, self.variant, self.cluster)
                 if self.pdl:
-                    return tma.PdlKernel(cubin, BF16_KERNELS[version], self.variant)
-                return tma.DriverKernel(cubin, BF16_KERNELS[version], self.variant)
+                    return tma.PdlKernel(cubin, name, self.variant)
+                return tma.DriverKernel(cubin, name, self.variant)
             self.bf_kernels = {out: driver_kernel(out) for out in (True, False)}
             self._pycuda_kernel = rt.kernel("gemm.cu", BF16_KERNELS[version], {**d, "BF_OUT": 1}, self.variant)
         if c is not None:

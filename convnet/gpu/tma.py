@@ -191,8 +191,7 @@ def launcher(rt, kernel_file: str, name: str, defines: dict, variant: str, flag:
     if not int(defines.get(flag, 0)) or not isinstance(rt, Runtime) or rt.arch != "sm_90a":
         return rt.kernel(kernel_file, name, defines, variant)
     rt.kernel(kernel_file, name, defines, variant)          # the PyCUDA module too: it checks the name exists
-    return PdlKernel(build.compile_cubin(kernel_file, build.kernel_defines(kernel_file, defines, name), rt.arch)[0],
-                     name, variant)
+    return PdlKernel(build.kernel_cubin(kernel_file, defines, name, rt.arch), name, variant)
 
 
 # numpy scalar types by their C type: the common kernel arguments (np.int32, np.uintp pointers, np.float32) go
