@@ -28,6 +28,9 @@ MILESTONES_DIR = bundled("milestones")
 BUNDLED_DATA_DIR = bundled("datasets") / "fashion-mnist"
 WEIGHTS_FILE = bundled("datasets") / "lenet86" / "weights.npz"
 SYSTEM_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
+# Kernels built ahead of time (make kernels): the wheel's copy, else the checkout's build/kernels (git-ignored).
+PREBUILT_DIR = (BUNDLED_IN_PACKAGE / "prebuilt") if (BUNDLED_IN_PACKAGE / "prebuilt").is_dir() \
+    else CHECKOUT_ROOT / "build" / "kernels"
 
 
 def cache_dir() -> Path:

@@ -33,6 +33,39 @@ def tolerance(variant) -> float:
     return variant.tolerance if variant.precision != "fp32" else 1e-5
 
 
+def variant_with(name: str, drop=(), model: str = "gpt2", **setting):
+    """The current catalogue's variant with the constants or params in `drop` removed and `setting` on top (UPPER
+    keys are -D constants, lower ones params): the one switch a test compares, on a variant users run, instead of an
+    archived snapshot that differed only by it. Named after what changed, so its builds and ids say so."""
+    import dataclasses
+    from convnet import catalogue
+    v = catalogue.get(name, model)
+    defines = {k: x for k, x in v.defines.items() if k not in drop}
+    params = {k: x for k, x in v.params.items() if k not in drop}
+    defines.update({k: x for k, x in setting.items() if not k.islower()})
+    params.update({k: x for k, x in setting.items() if k.islower()})
+    label = "".join([f"-{k}" for k in drop] + [f"+{k}={x}" for k, x in setting.items()])
+    return dataclasses.replace(v, name=name + label, defines=defines, params=params)
+
+
+def spec_variant(spec: str, model: str = "gpt2"):
+    """variant_with from a readable id: "fast_bf16", "fast-PDL-SMM_LNS" (constants dropped),
+    "fast_bf16+decode_attention=split+decode_split_waves=1" (settings; ints, true / false, else strings)."""
+    name, *ops = re.split(r"(?=[+-])", spec)
+    drop, setting = [], {}
+    for op in ops:
+        key, _, value = op[1:].partition("=")
+        if op[0] == "-":
+            drop.append(key)
+        else:
+            setting[key] = int(value) if value.lstrip("-").isdigit() else \
+                {"true": True, "false": False}.get(value, value)
+    if not ops:
+        from convnet import catalogue
+        return catalogue.get(name, model)
+    return variant_with(name, tuple(drop), model, **setting)
+
+
 def fused_upscale_conv_check(rt, variant, n, src, dst, M, K, pool, rng, tag):
     """conv1 staging its tile straight from n random uint8 src-sized images (resized to dst inside the
     kernel) against skimage's resize + conv + ReLU + pool in float64, on a poisoned output; pixels 0 and

@@ -12,7 +12,7 @@ import pytest
 from convnet import catalogue
 from convnet.errors import GPUError
 from convnet.gpt2 import model as ref
-from helpers import gpt2_small_params as _small_params, poison as poison_buffers, rel_err, rel_max_err
+from helpers import gpt2_small_params as _small_params, poison as poison_buffers, rel_err, rel_max_err, spec_variant
 
 # the Hopper variant under test: fast_bf16, or on the GPU machine a candidate for its settings (BF16_MAIN=name)
 MAIN = os.environ.get("BF16_MAIN", "fast_bf16")
@@ -738,19 +738,18 @@ def test_bf16_decode_step_paths_agree(B, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("B,T,new", [(1, 7, 40), (3, 7, 40), (2, 150, 10)])
 def test_bf16_decode_pick_and_early_reads(B, T, new, rng):
-    """fast_bf16_dec (PDL_EARLY=1: v10 and decode_attention_bf16 read what no earlier kernel writes before the wait;
+    """fast_bf16 (PDL_EARLY=1: v10 and decode_attention_bf16 read what no earlier kernel writes before the wait;
     decode_pick: the LM head's GEMV takes the argmax, advances pos and embeds the next tokens): the same tokens as
-    fast_bf16_s9 (neither) bit for bit (the same arithmetic), from a CUDA graph, without one, and with the argmax
-    kernels (decode_pick off); fast_bf16 (both, and other column groups per block in v10: other fp32 sums) picks
-    float64 near-maxima. 150 + 10 tokens fill SMALL's context."""
+    fast_bf16 without either, bit for bit (the same arithmetic), from a CUDA graph, without one, and with the argmax
+    kernels (decode_pick off); and they pick float64 near-maxima. 150 + 10 tokens fill SMALL's context."""
     from convnet.bench.layer import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     rt = runtime_for("fast_bf16")
     params = _small_params(SMALL, wte_scale=4.0)
     prompt = rng.integers(0, SMALL.vocab_size, (B, T))
-    base = GPT2GPU(params, SMALL, catalogue.get("fast_bf16_s9", "gpt2"), rt).generate(prompt, new)[0]
+    base = GPT2GPU(params, SMALL, spec_variant("fast_bf16-PDL_EARLY+decode_pick=false"), rt).generate(prompt, new)[0]
     for setting, graph in (({}, True), ({}, False), ({"decode_pick": False}, True)):
-        gpu = GPT2GPU(params, SMALL, with_setting(catalogue.get("fast_bf16_dec", "gpt2"), setting), rt)
+        gpu = GPT2GPU(params, SMALL, with_setting(catalogue.get("fast_bf16", "gpt2"), setting), rt)
         assert gpu._picks(B) == bool(setting.get("decode_pick", True))
         got = gpu.generate(prompt, new, graph=graph)[0]
         assert np.array_equal(got, base), (setting, graph)
@@ -771,7 +770,7 @@ def test_bf16_pick_head_keys_and_reset(M, rng):
     from convnet.gpu.gemm import Epilogue, Linear, PickHead
     from convnet.gpu.runtime import ptr
     rt = runtime_for("fast_bf16")
-    lin = Linear(rt, "bf16_wgmma", catalogue.get("fast_bf16_dec", "gpt2").defines, "test")
+    lin = Linear(rt, "bf16_wgmma", catalogue.get("fast_bf16", "gpt2").defines, "test")
     head = PickHead(rt, lin, "test")
     K, V, N, n_ctx, eps = 128, 257, 384, 40, 1e-5
     x = rng.standard_normal((M, K)).astype(np.float32)

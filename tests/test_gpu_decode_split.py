@@ -10,9 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from convnet import catalogue
 from convnet.gpt2 import model as ref
-from helpers import gpt2_small_params, rel_err
+from helpers import gpt2_small_params, rel_err, spec_variant
 
 pytestmark = pytest.mark.gpu
 
@@ -127,8 +126,8 @@ def test_device_position_tickets_and_repeated_launches(rng):
 
 # -- whole models ------------------------------------------------------------------------------------------------
 def split_variant(name, waves=0, **defines):
-    v = catalogue.get(name, "gpt2")
-    return dataclasses.replace(v, name=f"{name}_split", params={**v.params, "decode_attention": "split",
+    v = spec_variant(name)
+    return dataclasses.replace(v, name=f"{v.name}_split", params={**v.params, "decode_attention": "split",
                                                                 "decode_split_waves": waves},
                                defines={**v.defines, **defines})
 
@@ -171,9 +170,14 @@ def run_gen(gen, prompts, n, graph=True):
 PROMPTS = [[5, 9, 2], list(range(30, 47)), [7], [100, 3, 3, 80, 12, 250, 9, 1, 4]]
 
 
-@pytest.mark.parametrize("name,graph,waves", [("fast_fp32", True, 0), ("fast_fp32", False, 0), ("fast", True, 0),
-                                              ("fast_s10", True, 0), ("fast_fp32", True, 1), ("fast_pdl", True, 0),
-                                              ("fast_pdl", False, 1)])
+PLAIN = "fast-PDL-SMM_LNS-SMM_RED"          # fast without PDL launches, LayerNorm statistics or the v11 reduction
+
+
+RAGGED_CASES = [("fast_fp32", True, 0), ("fast_fp32", False, 0), ("fast", True, 0), (PLAIN, True, 0),
+                ("fast_fp32", True, 1), ("fast-SMM_LNS-SMM_RED", True, 0), ("fast-SMM_LNS-SMM_RED", False, 1)]
+
+
+@pytest.mark.parametrize("name,graph,waves", RAGGED_CASES)
 def test_greedy_batch_of_different_lengths_equals_each_alone(name, graph, waves):
     """Four prompts as one right-padded batch (decode_attention_split_gap) and each alone (no gap): the same tokens;
     fp32 also equal to the numpy reference."""
@@ -211,20 +215,24 @@ def test_124m_shape_greedy_batch_equals_hf_generate(rng):
         assert ids == out[0, len(p):].tolist(), p
 
 
-@pytest.mark.parametrize("plain,pdl", [("fast_s10", "fast_pdl"), ("fast_lns", "fast_pdl_lns"), ("fast_pdl", "fast_pdl_red"),
-                                       ("fast_pdl_lns", "fast_pdl_lns_red")])
+PDL_PAIRS = [(PLAIN + "-decode_split_waves", "fast-SMM_LNS-SMM_RED-decode_split_waves"),
+             ("fast-PDL-SMM_RED-decode_split_waves", "fast-SMM_RED-decode_split_waves"),
+             ("fast-SMM_LNS-SMM_RED-decode_split_waves", "fast-SMM_LNS"), ("fast-SMM_RED-decode_split_waves", "fast")]
+
+
+@pytest.mark.parametrize("plain,pdl", PDL_PAIRS)
 @pytest.mark.parametrize("graph", [True, False])
 def test_pdl_batch_of_twelve_equals_fast(graph, plain, pdl):
-    """fast_pdl (PDL=1: v11 and decode_attention_split launched programmatically, each waiting before it reads) gives
-    fast_s10's (fast before session 12) greedy tokens for twelve prompts of different lengths (decode steps of M = 12: v11), bit for bit: the same
-    kernels in the same order, only their launches overlap. _red (SMM_RED=8, decode_split_waves = 1: at this size the
-    same splits): the split-K partials added in the same order, so the same tokens too."""
+    """PDL=1 (v11 and decode_attention_split launched programmatically, each waiting before it reads) gives the plain
+    launches' greedy tokens for twelve prompts of different lengths (decode steps of M = 12: v11), bit for bit: the
+    same kernels in the same order, only their launches overlap. SMM_RED=8 with decode_split_waves = 1 (at this size
+    the same splits): the split-K partials added in the same order, so the same tokens too."""
     from convnet.gpt2.gpu_generate import GPUGenerator
     params = gpt2_small_params(SMALL, layernorms=False, wte_scale=8)
     prompts = [[int(x) for x in np.arange(1, 2 + n) * 7 % 257] for n in range(12)]
     out = {}
     for name in (plain, pdl):
-        gen = GPUGenerator(make_gpu(catalogue.get(name, "gpt2"), params, SMALL))
+        gen = GPUGenerator(make_gpu(spec_variant(name), params, SMALL))
         assert gen.gpu.linear.small_takes(12, 4 * SMALL.n_embd)
         out[name] = run_gen(gen, prompts, 40, graph=graph)
         del gen

@@ -531,10 +531,10 @@ def _layernorm64(x, g, b, eps):
     return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps) * g + b
 
 
-# v10 as fast_bf16_s9 builds it, with PDL_EARLY=1 as fast_bf16_dec does (session 10: bias, gamma / beta and pos read
+# v10 as the bf16 variants build it (fast_bf16_mma: plain; fast_bf16: PDL_EARLY=1, bias, gamma / beta and pos read
 # before griddepcontrol.wait), and as fast_bf16's groups do (the LM head: BFS_CG 8, the N = 768 projections: 1)
-GEMV_BUILDS = [(v, "fast_bf16_s9", {}) for v in VERSIONS] + \
-    [("bf16_wgmma", "fast_bf16_dec", e) for e in ({}, {"BF_BN": 256, "BFS_CG": 8}, {"BFS_CG": 1})]
+GEMV_BUILDS = [("bf16_mma", "fast_bf16_mma", {})] + \
+    [("bf16_wgmma", "fast_bf16", e) for e in ({}, {"BF_BN": 256, "BFS_CG": 8}, {"BFS_CG": 1})]
 GEMV_IDS = [f"{v}-{n}-{e}" for v, n, e in GEMV_BUILDS]
 
 

@@ -5,10 +5,9 @@ different lengths equal to each prompt alone and to HF generate, end-of-text per
 import numpy as np
 import pytest
 
-from convnet import catalogue
 from convnet.gpt2 import model as ref
 from convnet.gpt2.generate import Sampling, choose, float_keys, generate, kept, run_generation, scaled_logits
-from helpers import gpt2_small_params, poison
+from helpers import gpt2_small_params, poison, spec_variant
 
 pytestmark = pytest.mark.gpu
 
@@ -115,7 +114,7 @@ def make_generator(name, params, config):
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpu.runtime import Runtime
-    v = catalogue.get(name, "gpt2")
+    v = spec_variant(name)
     if v.min_sm > int(Runtime.get().arch[3:5]):
         pytest.skip(f"{name} needs sm_{v.min_sm}")
     return GPUGenerator(GPT2GPU(params, config, v))
@@ -245,13 +244,18 @@ def test_kernel_limits_refuse_other_head_sizes():
     assert "head size 256" in kernel_limits(ref.GPT2Config(1, 2, 512, 10, 8))
 
 
-@pytest.mark.parametrize("name", ["fast_bf16_s10", "fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl",
-                                  "fast_bf16_lnpdl_w1", "fast_bf16_lnpdl_kt4"])
+SPLIT = "fast_bf16+decode_attention=split"     # decode_attention_split_bf16 instead of the one-block decode
+
+
+BF16_BATCH_VARIANTS = ["fast_bf16", "fast_bf16_xb", "fast_bf16-ln_pdl-BFM_MIN_KT", SPLIT, SPLIT + "+decode_split_waves=1",
+                       "fast_bf16-ln_pdl", SPLIT + "-ln_pdl"]      # the last two: test_bf16_ln_pdl_gives_the_same_tokens
+
+
+@pytest.mark.parametrize("name", BF16_BATCH_VARIANTS[:5])
 @pytest.mark.parametrize("B", [12, 32])
 def test_bf16_greedy_batch_of_one_length(name, B):
-    """fast_bf16 (issue 15; gemm.cu v12 at M > 8 since session 11; fast_bf16_s10: v8's tiles there) through the generate path at batch sizes that leave
-    v10's GEMV (M > 8): graph and no
-    graph give the same tokens (the same kernels), and the sequences continue as the float64 reference does on
+    """fast_bf16 and its settings through the generate path at batch sizes that leave v10's GEMV (M > 8: v12): graph
+    and no graph give the same tokens (the same kernels), and the sequences continue as the float64 reference does on
     all but a few (every GEMM input is rounded to bf16; wte_scale 8 keeps greedy paths away from near-ties), as do
     prompts run alone (B = 1: v10 and decode_pick)."""
     params = small_params(SMALL)
@@ -266,10 +270,10 @@ def test_bf16_greedy_batch_of_one_length(name, B):
     assert sum(a == w for a, w in zip(alone, want[:4])) >= 3
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast_bf16_split"])
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", SPLIT])
 @pytest.mark.parametrize("graph", [True, False])
 def test_bf16_greedy_batch_of_different_lengths(name, graph, monkeypatch):
-    """Session 25: the bf16 variants run prompts of different lengths as one right-padded batch (embed_ragged_bf16,
+    """The bf16 variants run prompts of different lengths as one right-padded batch (embed_ragged_bf16,
     decode_attention_bf16_gap in every decode step, whatever the variant's decode attention), the buffers poisoned
     first: the sequences continue as the float64 reference does, and as each prompt run alone does, on all but a few
     (every GEMM input is rounded to bf16; a padding slot read would turn a sequence to noise)."""
@@ -291,10 +295,10 @@ def test_bf16_greedy_batch_of_different_lengths(name, graph, monkeypatch):
     assert sum(a == g for a, g in zip(alone, got)) >= len(prompts) - 2, (got, alone)
 
 
-@pytest.mark.parametrize("plain,lnpdl", [("fast_bf16_s11", "fast_bf16_lnpdl"), ("fast_bf16_split", "fast_bf16_split_lnpdl")])
+@pytest.mark.parametrize("plain,lnpdl", [("fast_bf16-ln_pdl", "fast_bf16"), (SPLIT + "-ln_pdl", SPLIT)])
 @pytest.mark.parametrize("graph", [True, False])
 def test_bf16_ln_pdl_gives_the_same_tokens(plain, lnpdl, graph):
-    """ln_pdl (session 12): layernorm_warp_bf16 launched programmatically (waiting before it reads) changes no
+    """ln_pdl: layernorm_warp_bf16 launched programmatically (waiting before it reads) changes no
     arithmetic: 32 prompts (v12 steps with 25 LayerNorm launches each) give the plain launch's greedy tokens, bit for
     bit, from a CUDA graph and launched one by one."""
     from convnet.gpu import tma

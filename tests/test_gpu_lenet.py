@@ -116,7 +116,7 @@ def all_test_images_and_reference(lenet_weights):
 
 @pytest.mark.parametrize("name", ["baseline", "fused", "op_5", "op_5_tc", "fused_pool_u8", "fused_head", "tc_fused",
                                   "tc_conv1", "tc_conv1_pipe", "tc_px2", "tc_px2_crop", "tc_all", "tc_lane",
-                                  "tc_lane_hv", "tc_lane_pipe", "tc_lane_zc", "tc_lane_zco", "tc_lane_st",
+                                  "tc_lane_hv", "tc_lane_zc", "tc_lane_zco", "tc_lane_st",
                                   "tc_split", "tc_split_zc", "tc_split_dyn", "tc_fused12", "tc_fused12_zco"])
 def test_predictions_equal_reference_on_all_10000(rt, name, lenet_weights, all_test_images_and_reference,
                                                   raw_images):

@@ -11,7 +11,7 @@ import pytest
 from convnet import catalogue
 from convnet.gpt2 import model as ref
 from convnet.gpt2.generate import Sampling, choose, float_keys, generate, kept, run_generation, scaled_logits
-from helpers import gpt2_small_params, rel_err
+from helpers import gpt2_small_params, rel_err, spec_variant
 
 pytestmark = pytest.mark.gpu
 
@@ -191,7 +191,7 @@ def variant(name):
     if name == "fast_3xtf32_smm":
         v = catalogue.get("fast_3xtf32", "gpt2")
         return dataclasses.replace(v, name=name, defines={**v.defines, "SMM_MAX_M": 64, "SMM_LN": 1})
-    return catalogue.get(name, "gpt2")
+    return spec_variant(name)
 
 
 def make(v, params, config):
@@ -202,8 +202,15 @@ def make(v, params, config):
     return GPT2GPU(params, config, v)
 
 
-@pytest.mark.parametrize("name", ["fast", "fast_s10", "fast_mma", "fast_3xtf32_smm", "fast_pdl", "fast_decode1",
-                                  "fast_lns", "fast_pdl_lns", "fast_pdl_red", "fast_pdl_lns_red"])
+# fast, and fast with one of its switches off (PDL launches, the LayerNorm statistics between GEMMs, the split-K
+# reduction inside v11) or its decode attention unsplit (tools/precompile_small_m.py compiles these too)
+DECODE_VARIANTS = ["fast", "fast_mma", "fast_3xtf32_smm", "fast-PDL-SMM_LNS-SMM_RED-decode_split_waves", "fast-SMM_LNS",
+                   "fast-SMM_RED-decode_split_waves", "fast+decode_attention=decode"]
+BF16_DECODE_VARIANTS = ["fast_bf16", "fast_bf16_xb", "fast_bf16-ln_pdl-BFM_MIN_KT", "fast_bf16+decode_attention=split",
+                        "fast_bf16+decode_attention=split+decode_split_waves=1"]
+
+
+@pytest.mark.parametrize("name", DECODE_VARIANTS)
 @pytest.mark.parametrize("B", [12, 33])
 def test_batched_decode_equals_full_recompute(name, B, rng):
     """Prefill 5 tokens for B sequences (M = 5B: v11 or the tiles), then decode one token at a time (M = B: v11 where
@@ -301,6 +308,7 @@ def test_bf16_small_m_head_major_qkv_into_the_cache(key, out_bf16, B, T, H, D, p
         tb.check_qkv_scatter(rt, lin, rng, out_bf16, B, T, H, D, pos, 200, on_device, what="v12 qkv scatter")
 
 
+@pytest.mark.archive          # BFM_LNS: only the archived fast_bf16_lns builds it; run with -m "gpu and archive"
 @pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
 @pytest.mark.parametrize("M,N,K,N2", [(9, 768, 768, 2304), (32, 768, 3072, 3072), (33, 1024, 256, 128), (64, 128, 128, 192)])
 def test_bf16_small_m_layernorm_statistics_between_gemms(M, N, K, N2, out_bf16, rng):
@@ -343,12 +351,11 @@ def test_bf16_small_m_layernorm_statistics_between_gemms(M, N, K, N2, out_bf16, 
     assert rel_err(tb.result(out, out_bf16), want) <= (tb.BF16_TOL if out_bf16 else 2e-3)
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_lns", "fast_bf16_split", "fast_bf16_split_lnpdl",
-                                  "fast_bf16_lnpdl_w1", "fast_bf16_lnpdl_kt4"])
+@pytest.mark.parametrize("name", BF16_DECODE_VARIANTS)
 @pytest.mark.parametrize("B", [12, 33])
 def test_bf16_batched_decode_equals_full_recompute(name, B, rng):
-    """fast_bf16 (v12 since session 11; fast_bf16_lns: the LayerNorm statistics handed between v12 GEMMs; _split:
-    decode_attention_split_bf16, _lnpdl: the LayerNorms launched programmatically, session 12): prefill 5
+    """fast_bf16 and fast_bf16_xb (v12 for M <= 64), fast_bf16 without its LayerNorm PDL launches, and with
+    decode_attention_split_bf16 (one wave or as many as the K/V length asks): prefill 5
     tokens for B sequences (M = 5B: v8 / v9, or v12 where 5B <= 64), then decode one token at a time (M = B: v12):
     every step's logits within the variant's tolerance of the float64 forward over the sequence so far."""
     v = variant(name)

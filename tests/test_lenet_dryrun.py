@@ -54,7 +54,7 @@ def test_zero_copy_hands_the_pinned_arrays_to_the_kernels(lenet_weights, monkeyp
     addressing: a pinned buffer's host pointer is its device pointer); nothing is copied; a variant without
     uint8 input is refused in one line."""
     import dataclasses
-    from convnet.bench import dryrun
+    from convnet.gpu import recorder as dryrun
     from convnet.gpu.lenet import GPULeNet
     copies, seen = [], []
     real = dryrun._Kernel.__call__

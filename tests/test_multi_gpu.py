@@ -207,7 +207,7 @@ def test_devices_without_a_gpu_say_why_like_every_gpu_option():
 def pipeline_runtime():
     """A recording runtime (no GPU) with the streams, events (2.5 ms apart), pinned buffers and pool size the
     pipelined GPULeNet asks for."""
-    from convnet.bench.dryrun import RecordingRuntime, _Pool
+    from convnet.gpu.recorder import RecordingRuntime, _Pool
 
     class Event:
         def record(self, stream=None):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from convnet import catalogue
-from convnet.bench.dryrun import RecordingRuntime, _Buf, _Pool
+from convnet.gpu.recorder import RecordingRuntime, _Buf, _Pool
 
 
 class Stream:

@@ -3,6 +3,7 @@ bench-attention and `run_milestone.py --model gpt2 --compare fast fast_bf16 fast
 machine spends its minutes testing:
 
     python tools/precompile_bf16.py [workers] [arch]"""
+import functools
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from convnet.bench.dryrun import RecordingRuntime, precompile_main
 from convnet.gpt2.flash import FlashAttention, FlashAttentionBF16
 from convnet.gpt2.gpu import GPT2GPU
 from convnet.gpt2.model import GPT2Config, random_params
+random_params = functools.cache(random_params)   # host-side setup only: one set per shape
 from convnet.gpu.gemm import Gemm, Linear
 
 # test_gpu_bf16's small model, the tiny fixture, the sanitizer's model, the 124M shape (vocabulary cut: the
@@ -25,8 +27,9 @@ def collect(arch: str) -> set:
     from convnet.bench.gpt2 import FLASH_BENCH, FLASH_BF16_BENCH
     sm = int(arch[3:5])
     rt = RecordingRuntime()
-    for name in ("fast_bf16", "fast_bf16_xb", "fast_bf16_s9", "fast_bf16_dec", "fast_bf16_mma", "fast"):
-        v = catalogue.get(name, "gpt2")
+    from helpers import spec_variant
+    for name in ("fast_bf16", "fast_bf16_xb", "fast_bf16-PDL_EARLY+decode_pick=false", "fast_bf16_mma", "fast"):
+        v = spec_variant(name)
         if v.min_sm <= sm:
             for config in CONFIGS:
                 GPT2GPU(random_params(config), config, v, rt)

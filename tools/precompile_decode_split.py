@@ -2,24 +2,23 @@
 flash-decoding benchmark ask for (issue 14, session 9), so a fresh GPU machine spends its minutes testing:
 
     python tools/precompile_decode_split.py [workers] [arch]"""
-import dataclasses
+import functools
+import sys
+from pathlib import Path
 
-from convnet import catalogue
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))   # the test files whose builds it collects
+
+from convnet import catalogue                                        # noqa: E402
 from convnet.bench.dryrun import RecordingRuntime, precompile_main
 from convnet.gpt2.decode_split import SplitDecode
 from convnet.gpt2.gpu import GPT2GPU
 from convnet.gpt2.gpu_generate import GPUGenerator, Ragged
 from convnet.gpt2.model import GPT2Config, random_params
+random_params = functools.cache(random_params)   # host-side setup only: one set per shape
 
 CONFIGS = [GPT2Config(2, 4, 128, 257, 96), GPT2Config(12, 12, 768, 50257, 1024), GPT2Config(1, 2, 128, 1000, 300)]
 TUNABLES = [{}, {"DS_THREADS": 256, "DS_KPT": 4}, {"DS_KPT": 1}, {"DS_THREADS": 64, "DS_KPT": 16},
             {"DS_THREADS": 32, "DS_KPT": 3, "DS_MIN_BLOCKS": 8}]
-
-
-def split_variant(name, **defines):
-    v = catalogue.get(name, "gpt2")
-    return dataclasses.replace(v, name=f"{name}_split", params={**v.params, "decode_attention": "split"},
-                               defines={**v.defines, **defines})
 
 
 def collect(arch: str) -> set:
@@ -28,19 +27,14 @@ def collect(arch: str) -> set:
         for d in TUNABLES if D in (64, 80) else TUNABLES[:1]:
             SplitDecode(rt, D, d, "test")
     builds = set(rt.builds)
-    variants = [split_variant("fast_fp32"), split_variant("fast_fp32", DS_KPT=2), catalogue.get("fast_fp32", "gpt2")]
-    if int(arch[3:5]) >= 90:
-        variants += [split_variant("fast", DS_KPT=2), catalogue.get("fast_decode1", "gpt2"), catalogue.get("fast", "gpt2"),
-                     catalogue.get("fast_pdl", "gpt2"), split_variant("fast_pdl", DS_KPT=2),
-                     catalogue.get("fast_lns", "gpt2"), catalogue.get("fast_pdl_lns", "gpt2"),
-                     catalogue.get("fast_pdl_red", "gpt2"), catalogue.get("fast_pdl_lns_red", "gpt2"),
-                     catalogue.get("fast_w1", "gpt2"), catalogue.get("fast_pdl_w1", "gpt2"),
-                     catalogue.get("fast_pdl_lns_red_s5", "gpt2")]
+    from helpers import spec_variant
+    from test_gpu_decode_split import PDL_PAIRS, RAGGED_CASES, split_variant
+    from test_gpu_small_m import BUILDS, DECODE_VARIANTS, LNS_BUILDS
+    variants = [split_variant("fast_fp32"), catalogue.get("fast_fp32", "gpt2")]
+    variants += [split_variant(name, DS_KPT=2) for name, _, _ in RAGGED_CASES]
+    variants += [spec_variant(s) for pair in PDL_PAIRS for s in pair] + [spec_variant(s) for s in DECODE_VARIANTS[3:]]
+    variants = [v for v in variants if v.min_sm <= int(arch[3:5])]
     rt = RecordingRuntime()                          # test_gpu_small_m's LNS and SMM_RED builds
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))   # the test files whose builds it collects
-    from test_gpu_small_m import BUILDS, LNS_BUILDS
     from convnet.gpu.gemm import Linear
     for version, d in [*LNS_BUILDS.values(), *(b for k, b in BUILDS.items() if "red" in k)]:
         if version != "wgmma" or int(arch[3:5]) >= 90:

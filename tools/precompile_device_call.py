@@ -1,12 +1,12 @@
 """Compiles on the CPU machine, into $CONVNET_CACHE, the builds a device call will run, so that the call spends no
 device time compiling (carry the cache packed: `tar -cJf`, and unpack it there):
 
-    CONVNET_CACHE=$PWD/build/callcache SEED_FROM=build/oldcache VARIANTS=fast_bf16,fast_bf16_s12 \\
+    CONVNET_CACHE=$PWD/build/callcache SEED_FROM=build/oldcache VARIANTS=fast_bf16,fast_bf16_xb \\
         .venv/bin/python tools/precompile_device_call.py 2 sm_90a
 
 What it collects, each an environment variable (a comma list; empty leaves it out):
   VARIANTS  (fast_bf16)   GPT-2 variants on the 124M shape: run_milestone --compare, bench-generate
-  MODELS    (fast_bf16,fast_bf16_xb,fast_bf16_s9,fast_bf16_dec,fast_bf16_mma)   GPT-2 variants on the GPU tests' small configs
+  MODELS    (fast_bf16,fast_bf16_xb,fast_bf16_mma)   GPT-2 variants on the GPU tests' small configs
             (test_gpu_bf16.py's model tests, test_gpu_generate.py's bf16 cases)
   MAINS     (fast_bf16)   BF16_MAIN candidates: also their PDL=0, ln_fuse=False and decode_attention=flash settings
   GENERATE  (1)           test_gpu_generate.py's fp32 builds (tools/precompile_generate.py)
@@ -64,7 +64,7 @@ def collect(arch: str) -> set:
     small = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=96)
     san = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=300, n_ctx=48)
     tiny = GPT2Config(2, 4, 64, 257, 64)
-    for name in names("MODELS", "fast_bf16,fast_bf16_xb,fast_bf16_s9,fast_bf16_dec,fast_bf16_mma"):
+    for name in names("MODELS", "fast_bf16,fast_bf16_xb,fast_bf16_mma"):
         for cfg in [*precompile_bf16.CONFIGS, small, san, tiny]:
             GPUGenerator(GPT2GPU(random_params(cfg), cfg, g(name), rt))
     for main in names("MAINS", "fast_bf16"):

@@ -4,7 +4,6 @@ with their generators), so a fresh GPU machine spends its minutes testing instea
     python tools/precompile_gpt2_configs.py [workers] [arch]
 
 The configurations and variants are imported from the test itself."""
-import os
 import sys
 from pathlib import Path
 

@@ -3,6 +3,7 @@ tools/sanitize_small_m.py, the decode / generate / GEMV tests of test_gpu_gpt2.p
 the v11 sweep of bench-generate, and what tools/precompile_generate.py collects (test_gpu_generate.py, bench-generate):
 
     python tools/precompile_small_m.py [workers] [arch]"""
+import functools
 import dataclasses
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from convnet.gpt2.flash import FlashAttention                   # noqa: E402
 from convnet.gpt2.gpu import GPT2GPU                            # noqa: E402
 from convnet.gpt2.gpu_generate import GPUGenerator, SplitTopP   # noqa: E402
 from convnet.gpt2.model import GPT2Config, random_params        # noqa: E402
+random_params = functools.cache(random_params)   # host-side setup only: one set per shape
 from convnet.gpu.gemm import Linear                             # noqa: E402
 
 
@@ -43,7 +45,8 @@ def collect(arch: str) -> set:
     for tile in FLASH_TILES.values():
         FlashAttention(rt, 64, {}, "test", **tile)
     SplitTopP(rt, {}, "test", 1000)
-    for name in ("fast", "fast_mma", "fast_3xtf32_smm", "fast_fp32", "baseline"):
+    from test_gpu_small_m import BF16_DECODE_VARIANTS, DECODE_VARIANTS
+    for name in ("fast_fp32", "baseline", *DECODE_VARIANTS, *BF16_DECODE_VARIANTS):
         v = variant(name)
         if v.min_sm > int(arch[3:5]):
             continue

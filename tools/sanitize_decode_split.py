@@ -1,7 +1,7 @@
 """Run under compute-sanitizer (memcheck, racecheck) on the GPU machine: decode_attention_split and _gap at small
 shapes (one split, several splits with the ticketed combine, fewer splits than chunks, a window, padding that covers
 whole chunks), then a ragged greedy generation on fast_fp32 with decode_attention = "split", and on Hopper twelve prompts
-on fast_pdl (v11 at M = 12 and the split kernel as programmatic dependent launches)."""
+on fast (v11 at M = 12 and the split kernel as programmatic dependent launches)."""
 import dataclasses
 import os
 
@@ -41,11 +41,11 @@ gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, v))
 done, _ = run_generation(lambda *a: gen.run(*a, graph=False), [[5, 9, 2], list(range(30, 51)), [7]], 12, Sampling(),
                          None, 1)
 print([c.ids for c in done])
-if Runtime.get().arch == "sm_90a":                  # fast_pdl: v11 and the split kernel as programmatic launches
+if Runtime.get().arch == "sm_90a":                  # fast: v11 and the split kernel as programmatic launches
     small = ref.GPT2Config(n_layer=1, n_head=2, n_embd=64, vocab_size=300, n_ctx=40)
     prompts = [[int(x) for x in np.arange(1, 2 + n) * 7 % 300] for n in range(12)]
     # + LayerNorm statistics between GEMMs, SMM_RED; SAN_V11=a,b to run only those
-    for name in os.environ.get("SAN_V11", "fast_pdl,fast_pdl_lns,fast_pdl_lns_red").split(","):
+    for name in os.environ.get("SAN_V11", "fast").split(","):
         gen = GPUGenerator(GPT2GPU(ref.random_params(small, 1), small, catalogue.get(name, "gpt2")))
         done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 6, Sampling(), None, 1)
         print(name, [c.ids for c in done][:3])

@@ -90,6 +90,12 @@ class GPT2GPU:
     def __init__(self, params: dict, config: GPT2Config, variant, rt: Runtime | None = None):
         check_params(params, config)
         self.rt = rt = rt or Runtime.get()
+        if isinstance(rt, Runtime):                 # missing builds compiled at once, in parallel, not one by one
+            from ..gpu.ahead import ensure, gpt2_dry_model
+            from .gpu_generate import GPUGenerator
+            dry_params, dry_config = gpt2_dry_model(config)
+            ensure(lambda r: GPUGenerator(GPT2GPU(dry_params, dry_config, variant, r)), rt.arch,
+                   f"GPT-2 {variant.name} at width {config.n_embd}")
         self.cfg, self.variant = config, variant
         C, H = config.n_embd, config.n_head
         self.C, self.H, self.D = C, H, C // H

@@ -1,8 +1,10 @@
-"""Compiles kernels/*.cu to cubins with nvcc, cached on disk.
+"""Compiles kernels/*.cu to cubins with nvcc, cached on disk, or finds them built ahead of time.
 
 The cache key covers the kernel source, every header in kernels/, the -D constants, the target
-architecture and the compiler's version, so a second run starts without compiling. No CUDA context
-is needed here: the CPU compile test uses the same function.
+architecture and the compiler's version, so a second run starts without compiling. Builds made ahead of
+time (`make kernels`, shipped in the wheel: PREBUILT_DIR) are keyed the same way without the compiler's
+version, so they serve a machine with another nvcc or none; they are used where the driver runs what
+their nvcc made. No CUDA context is needed here: the CPU compile test uses the same function.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import GPUError
-from ..paths import KERNELS_DIR, cache_dir, prepare_cache
+from ..paths import KERNELS_DIR, PREBUILT_DIR, cache_dir, prepare_cache
 
 BASE_FLAGS = ("-O3", "-std=c++17")
 
@@ -81,13 +83,88 @@ def kernel_cubin(kernel_file: str, defines: dict, kernel: str, arch: str) -> byt
     return compile_cubin(kernel_file, kernel_defines(kernel_file, defines, kernel), arch)[0]
 
 
-def _key(source: Path, flags: list[str], arch: str) -> str:
+def _key(source: Path, flags: list[str], arch: str, compiler: bool = True) -> str:
+    h = _sources_hash(source, source.stat().st_mtime_ns, _headers_mtime()).copy()
+    h.update(" ".join(flags).encode() + arch.encode() + (nvcc_version().encode() if compiler else b""))
+    return h.hexdigest()[:32]
+
+
+def _headers_mtime() -> tuple:
+    return tuple(h.stat().st_mtime_ns for h in sorted(KERNELS_DIR.glob("*.cuh")))
+
+
+@lru_cache(maxsize=64)
+def _sources_hash(source: Path, mtime_ns: int, headers: tuple):
+    """sha256 over the source and every header, read once per file version (gemm.cu is 170 KB; a model asks for
+    ~60 keys); each key continues a copy of it."""
     h = hashlib.sha256()
     h.update(source.read_bytes())
     for header in sorted(KERNELS_DIR.glob("*.cuh")):
         h.update(header.name.encode() + header.read_bytes())
-    h.update(" ".join(flags).encode() + arch.encode() + nvcc_version().encode())
-    return h.hexdigest()[:32]
+    return h
+
+
+# Builds made ahead of time ---------------------------------------------------------------------------------------
+MANIFEST = "manifest.json"
+_driver_cuda = None         # (major, minor) of the CUDA the driver runs, set by the Runtime; None: not known (no GPU)
+
+
+def set_driver_cuda(version: int) -> None:
+    """The driver's CUDA version as cuDriverGetVersion gives it (13000 = 13.0): prebuilt cubins made by a newer
+    nvcc than the driver runs are passed over (compiled here instead)."""
+    global _driver_cuda
+    _driver_cuda = (version // 1000, version % 1000 // 10)
+
+
+@lru_cache(maxsize=1)
+def prebuilt_manifest() -> dict:
+    import json
+    try:
+        return json.loads((PREBUILT_DIR / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def prebuilt_archs(arch: str) -> list[str]:
+    """The prebuilt folders a device of `arch` can load: its own, and sm_X0's for sm_XY (a cubin runs on later minor
+    versions of its major one; sm_90a's only on 9.0)."""
+    out = [arch]
+    if not arch.endswith("a") and arch[-1] != "0":
+        out.append(arch[:-1] + "0")
+    return out
+
+
+def prebuilt_cubin(kernel_file: str, defines: dict, arch: str) -> tuple[bytes, str] | None:
+    """(cubin, ptxas report) of this build from PREBUILT_DIR, or None (not built ahead, or the driver is older than
+    the CUDA that built it)."""
+    made = prebuilt_manifest()
+    if not made or (_driver_cuda is not None and _driver_cuda < tuple(made.get("cuda", (0, 0)))):
+        return None
+    for a in prebuilt_archs(arch):
+        cubin = PREBUILT_DIR / a / f"{prebuilt_name(kernel_file, defines, a)}.cubin"
+        if cubin.is_file():
+            try:
+                return cubin.read_bytes(), cubin.with_suffix(".log").read_text()
+            except OSError:
+                return None
+    return None
+
+
+def prebuilt_name(kernel_file: str, defines: dict, arch: str) -> str:
+    """The file name (without suffix) of this build in PREBUILT_DIR/<arch>: the cache's key without the compiler."""
+    source = KERNELS_DIR / kernel_file
+    return f"{source.stem}-{_key(source, [*BASE_FLAGS, *define_flags(defines)], arch, compiler=False)}"
+
+
+def cached(kernel_file: str, defines: dict, arch: str) -> bool:
+    """Whether this build loads without nvcc: prebuilt, or in this machine's cache."""
+    if prebuilt_cubin(kernel_file, defines, arch) is not None:
+        return True
+    source = KERNELS_DIR / kernel_file
+    if nvcc_path() is None:
+        return False
+    name = f"{source.stem}-{_key(source, [*BASE_FLAGS, *define_flags(defines)], arch)}"
+    return (cubin_dir() / f"{name}.cubin").is_file() and (cubin_dir() / f"{name}.log").is_file()
 
 
 _progress_lock = threading.Lock()
@@ -127,12 +204,17 @@ def _usable_cubin_dir(out: Path) -> Path:
 
 
 def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = False,
-                  out_dir: Path | None = None) -> tuple[bytes, str]:
-    """(cubin bytes, ptxas report) of kernels/<kernel_file> under the given -D constants, cached in out_dir
-    (default: cubin_dir(), read at each call)."""
+                  out_dir: Path | None = None, prebuilt: bool = True) -> tuple[bytes, str]:
+    """(cubin bytes, ptxas report) of kernels/<kernel_file> under the given -D constants: built ahead of time
+    (unless prebuilt=False, verbose or out_dir is given), else cached in out_dir (default: cubin_dir(), read at each
+    call), else compiled now."""
     source = KERNELS_DIR / kernel_file
     if not source.is_file():
         raise GPUError(f"kernel source {source} not found")
+    if prebuilt and not verbose and out_dir is None:
+        found = prebuilt_cubin(kernel_file, defines, arch)
+        if found is not None:
+            return found
     flags = [*BASE_FLAGS, *define_flags(defines)]
     key = _key(source, flags, arch)
     out_dir = out_dir or cubin_dir()

@@ -57,6 +57,9 @@ class _HostView:
 class GPULeNet:
     def __init__(self, variant, weights: dict, rt: Runtime | None = None):
         self.rt = rt = rt or Runtime.get()
+        if isinstance(rt, Runtime):                 # missing builds compiled at once, in parallel, not one by one
+            from .ahead import ensure
+            ensure(lambda r: GPULeNet(variant, weights, r), rt.arch, f"LeNet {variant.name}")
         self.variant = variant
         self.half = variant.precision == "fp16"
         self.act = np.float16 if self.half else np.float32

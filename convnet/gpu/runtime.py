@@ -46,6 +46,7 @@ class Runtime:
         # such a cubin still runs everything else only on compute capability 9.0, which this device is.
         self.arch = "sm_90a" if cc == (9, 0) else f"sm_{cc[0]}{cc[1]}"
         self.name = self.device.name()
+        build.set_driver_cuda(drv.get_driver_version())
         self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
         self.context = self.device.retain_primary_context()
         self.context.push()
