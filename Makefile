@@ -10,7 +10,7 @@ GPU     ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo 1 || echo 0)
 # the interpreter the venv was made from: a different one (version or path) rebuilds it
 PYTHON_ID := $(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0], sys.executable)' 2>/dev/null)
 
-.PHONY: run test test-archive gpu-test venv python-check clean clean-cache
+.PHONY: run test test-archive gpu-test kernels venv python-check clean clean-cache
 
 venv: python-check $(VENV)/.installed-gpu$(GPU)
 
@@ -33,8 +33,20 @@ $(VENV)/.installed-gpu$(GPU): setup.cfg setup.py pyproject.toml
 	fi
 	touch $@
 
-run: venv
+NVCC    := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+KERNEL_ARCHS ?= sm_90a,sm_80
+PREBUILT = build/kernels/manifest.json
+
+run: venv $(if $(NVCC),$(PREBUILT))
 	$(PY) run_milestone.py --variant $(VARIANT) --batch $(BATCH)
+
+# the current catalogue's kernels for the common shapes (LeNet; GPT-2 124M to xl), compiled in parallel on every core
+# into build/kernels (the wheel carries them): at run time loaded, not compiled. Again when a kernel or catalogue changes.
+kernels: venv
+	$(PY) -m convnet.gpu.ahead --arch $(KERNEL_ARCHS)
+
+$(PREBUILT): kernels/*.cu kernels/*.cuh milestones/*.toml | venv
+	$(PY) -m convnet.gpu.ahead --arch $(KERNEL_ARCHS)
 
 test: venv
 	$(PY) -m pytest -q -m "not archive"

@@ -3,7 +3,9 @@
 kernels/, milestones/ (the variant catalogue) and datasets/ (the Fashion-MNIST test split and the LeNet-86
 weights, with their provenance files) stay where they are in the repository; a built package carries
 copies as convnet/_bundled/<folder>, which convnet.paths.bundled() finds. Editable installs read the
-checkout's folders directly, so nothing is copied for them."""
+checkout's folders directly, so nothing is copied for them. Kernels built ahead of time (make kernels, in
+build/kernels) go in as convnet/_bundled/prebuilt where they are there: the installed package then loads them
+instead of running nvcc."""
 from pathlib import Path
 
 from setuptools import setup
@@ -13,7 +15,9 @@ BUNDLED = {
     "kernels": ("*.cu", "*.cuh"),
     "milestones": ("*.toml", "archive/*.toml"),
     "datasets": ("fashion-mnist/*", "lenet86/*"),
+    "build/kernels": ("manifest.json", "*/*.cubin", "*/*.log"),
 }
+RENAMED = {"build/kernels": "prebuilt"}
 
 
 class BuildPyWithBundledFolders(build_py):
@@ -26,7 +30,8 @@ class BuildPyWithBundledFolders(build_py):
             for pattern in patterns:
                 for src in sorted((here / folder).glob(pattern)):
                     if src.is_file():
-                        dst = Path(self.build_lib, "convnet", "_bundled", src.relative_to(here))
+                        rel = src.relative_to(here / folder)
+                        dst = Path(self.build_lib, "convnet", "_bundled", RENAMED.get(folder, folder), rel)
                         self.mkpath(str(dst.parent))
                         self.copy_file(str(src), str(dst))
 

@@ -163,7 +163,9 @@ def _main(argv) -> int:
             report.save_json(args.json, {**report.metadata(), "stream": record})
         return 0
     v = resolve_variant(args.variant)
-    x, labels, weights, raw = load_inputs(args.batch, args.data_dir, args.weights)
+    from .gpu.lenet import uploads_uint8
+    x, labels, weights, raw = load_inputs(args.batch, args.data_dir, args.weights,
+                                          preprocessed=not (v.needs_gpu and uploads_uint8(v)))
     result = run_variant(v, x, labels, weights, args.repeat, raw)
     print(report.seed_report(result))
     if args.record is not None:

@@ -6,6 +6,8 @@ import platform
 import sys
 import time
 
+import numpy as np
+
 from . import catalogue, data, network, report, weights as wio
 from .errors import GPUUnavailable, UsageError
 from .gpu import available as gpu_available, compute_capability
@@ -51,12 +53,16 @@ def resolve_variant(name: str, model: str = "lenet86") -> catalogue.Variant:
     return v
 
 
-def load_inputs(batch: int, data_dir=None, weights_path=None):
-    """(x float32 (B,1,86,86), labels, weights, raw uint8 (B,28,28)) for the first `batch` test images."""
+def load_inputs(batch: int, data_dir=None, weights_path=None, preprocessed: bool = True):
+    """(x float32 (B,1,86,86), labels, weights, raw uint8 (B,28,28)) for the first `batch` test images; x is None
+    where not `preprocessed` (a variant that uploads the uint8 images and resizes them on the GPU: the CPU resize
+    of the split, seconds on an empty cache, is not needed)."""
     raw = data.load_raw("test", data_dir)
     if batch > raw.labels.shape[0]:
         raise UsageError(f"--batch {batch} is larger than the {raw.labels.shape[0]} test images available")
     weights = wio.load(weights_path or wio.WEIGHTS_FILE)
+    if not preprocessed:
+        return None, raw.labels[:batch].astype(np.int64), weights, raw.images[:batch]
     x, labels = data.load("test", data_dir, limit=batch, progress=True)
     return x, labels, weights, raw.images[:batch]
 

@@ -340,5 +340,5 @@ def run(variant, x, labels, weights, repeat: int = 1, raw=None) -> report.RunRes
     extra = {"gpu": True, "times": med, "streams": int(variant.streams),
              "overlap": (med["upload"] + med["compute"] + med["download"]) / med["total"],
              "device_mem_mb": rt.pool.bytes_in_use / 2**20}
-    return report.RunResult(variant.name, len(x), rt.name, [med["op1"], med["op2"]],
+    return report.RunResult(variant.name, len(labels), rt.name, [med["op1"], med["op2"]],
                             [med["layer1"], med["layer2"]], med["total"], acc, extra, predictions=pred)

@@ -1,0 +1,161 @@
+"""Kernels built ahead of time (convnet.gpu.ahead, build.prebuilt_cubin): what a model needs is compiled at once
+before it is constructed, and builds made by `make kernels` are loaded without nvcc. No GPU, no nvcc needed."""
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from convnet import catalogue
+from convnet.errors import GPUError
+from convnet.gpu import ahead, build
+from convnet.gpu.recorder import RecordingRuntime, kernels_of
+
+
+@pytest.fixture
+def prebuilt(tmp_path, monkeypatch):
+    """An empty PREBUILT_DIR of our own, its manifest saying CUDA 13.0 made it."""
+    monkeypatch.setattr(build, "PREBUILT_DIR", tmp_path)
+    monkeypatch.setattr(build, "_driver_cuda", None)
+    (tmp_path / build.MANIFEST).write_text(json.dumps({"cuda": [13, 0], "nvcc": "test", "archs": {}}))
+    build.prebuilt_manifest.cache_clear()
+    yield tmp_path
+    build.prebuilt_manifest.cache_clear()
+
+
+def put(folder, kernel_file, defines, arch, data: bytes):
+    (folder / arch).mkdir(parents=True, exist_ok=True)
+    name = build.prebuilt_name(kernel_file, defines, arch)
+    (folder / arch / f"{name}.cubin").write_bytes(data)
+    (folder / arch / f"{name}.log").write_text(f"ptxas report of {kernel_file}")
+
+
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast", "fast_mma", "req_4", "fast_fp32"])
+def test_gpt2_builds_depend_on_width_and_heads_only(name):
+    """The stand-in model ahead.ensure and make kernels dry-run (one layer, 64 tokens of vocabulary) asks for the
+    same builds as models of that width and heads with other depths, vocabularies and contexts."""
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    from convnet.gpt2.model import GPT2Config, random_params
+    v = catalogue.get(name, "gpt2")
+    seen = []
+    for config in (GPT2Config(3, 4, 128, 1000, 96), GPT2Config(2, 4, 128, 257, 160)):
+        with np.errstate(all="ignore"):
+            seen.append(kernels_of(lambda r: GPUGenerator(GPT2GPU(random_params(config), config, v, r))))
+            params, dry = ahead.gpt2_dry_model(config)
+            seen.append(kernels_of(lambda r: GPUGenerator(GPT2GPU(params, dry, v, r))))
+    assert seen[0] and all(s == seen[0] for s in seen)
+
+
+def test_prebuilt_cubin_loads_without_nvcc(prebuilt, monkeypatch):
+    monkeypatch.setattr(build, "nvcc_path", lambda: None)
+    d = {"LN_VEC": 6, "LN_CONST": 0}
+    put(prebuilt, "transformer.cu", d, "sm_90a", b"cubin-90a")
+    put(prebuilt, "transformer.cu", d, "sm_80", b"cubin-80")
+    assert build.compile_cubin("transformer.cu", d, "sm_90a") == (b"cubin-90a", "ptxas report of transformer.cu")
+    assert build.cached("transformer.cu", d, "sm_90a")
+    assert build.compile_cubin("transformer.cu", d, "sm_86")[0] == b"cubin-80"     # sm_8x runs sm_80's cubins
+    assert build.prebuilt_cubin("transformer.cu", d, "sm_89")[0] == b"cubin-80"
+    assert build.prebuilt_cubin("transformer.cu", {**d, "LN_VEC": 8}, "sm_90a") is None      # another build
+    assert build.prebuilt_cubin("transformer.cu", d, "sm_75") is None
+    with pytest.raises(GPUError, match="nvcc not found"):          # not prebuilt, no compiler: one clear error
+        build.compile_cubin("transformer.cu", {**d, "LN_VEC": 8}, "sm_90a")
+
+
+def test_prebuilt_is_passed_over_where_the_driver_is_older_than_its_cuda(prebuilt, monkeypatch):
+    d = {"LN_VEC": 6, "LN_CONST": 0}
+    put(prebuilt, "transformer.cu", d, "sm_90a", b"cubin")
+    build.set_driver_cuda(13000)
+    assert build.prebuilt_cubin("transformer.cu", d, "sm_90a") is not None
+    build.set_driver_cuda(12080)
+    assert build.prebuilt_cubin("transformer.cu", d, "sm_90a") is None
+    monkeypatch.setattr(build, "nvcc_path", lambda: None)
+    assert not build.cached("transformer.cu", d, "sm_90a")
+
+
+def test_prebuilt_key_follows_the_source(prebuilt, tmp_path, monkeypatch):
+    """A kernel edited since make kernels is not taken from the prebuilt folder (its key names the source)."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    for f in build.KERNELS_DIR.glob("*.cuh"):
+        (kernels / f.name).write_bytes(f.read_bytes())
+    (kernels / "ops.cu").write_text("// one version\n")
+    monkeypatch.setattr(build, "KERNELS_DIR", kernels)
+    put(prebuilt, "ops.cu", {}, "sm_90a", b"old")
+    assert build.prebuilt_cubin("ops.cu", {}, "sm_90a") == (b"old", "ptxas report of ops.cu")
+    (kernels / "ops.cu").write_text("// another version, longer\n")
+    assert build.prebuilt_cubin("ops.cu", {}, "sm_90a") is None
+
+
+def fake_compiler(monkeypatch):
+    """compile_cubin recording what it is asked for (from several threads); nothing cached, nvcc 'present'."""
+    calls, lock = [], threading.Lock()
+
+    def compile_cubin(f, d, arch, prebuilt=True, **_):
+        with lock:
+            calls.append((f, tuple(sorted(d.items())), arch, prebuilt))
+        return b"cubin", "report"
+    monkeypatch.setattr(build, "compile_cubin", compile_cubin)
+    monkeypatch.setattr(build, "cached", lambda *a: False)
+    monkeypatch.setattr(build, "nvcc_path", lambda: "/usr/bin/nvcc")
+    monkeypatch.setattr(build, "cubin_dir", lambda: "/tmp/cache/cubin")
+    return calls
+
+
+def test_ensure_compiles_a_models_missing_builds_at_once(lenet_weights, monkeypatch, capsys):
+    from convnet.gpu.lenet import GPULeNet
+    v = catalogue.get("tc_lane_hv")
+    want = kernels_of(lambda r: GPULeNet(v, lenet_weights, r))
+    calls = fake_compiler(monkeypatch)
+    ahead.ensure(lambda r: GPULeNet(v, lenet_weights, r), "sm_90a", "LeNet tc_lane_hv")
+    assert {(f, d) for f, d, _, _ in calls} == want and len(calls) == len(want)
+    assert all(a == "sm_90a" and not p for _, _, a, p in calls)
+    err = capsys.readouterr().err
+    assert f"compiling {len(want)} kernel builds for LeNet tc_lane_hv (sm_90a)" in err and "about" in err
+    monkeypatch.setattr(build, "cached", lambda *a: True)            # all there: nothing compiled, nothing said
+    calls.clear()
+    ahead.ensure(lambda r: GPULeNet(v, lenet_weights, r), "sm_90a", "LeNet tc_lane_hv")
+    assert calls == [] and capsys.readouterr().err == ""
+
+
+def test_ensure_without_nvcc_names_what_is_missing(lenet_weights, monkeypatch):
+    from convnet.gpu.lenet import GPULeNet
+    fake_compiler(monkeypatch)
+    monkeypatch.setattr(build, "nvcc_path", lambda: None)
+    with pytest.raises(GPUError, match=r"kernel builds for LeNet fused are not built ahead of time for sm_80 and "
+                                       r"nvcc is not found"):
+        ahead.ensure(lambda r: GPULeNet(catalogue.get("fused"), lenet_weights, r), "sm_80", "LeNet fused")
+
+
+def test_ensure_leaves_set_up_errors_to_the_real_construction(monkeypatch):
+    calls = fake_compiler(monkeypatch)
+
+    def refuse(rt):
+        raise GPUError("this model cannot run")
+    ahead.ensure(refuse, "sm_90a", "x")
+    assert calls == []
+
+
+def test_make_kernels_writes_the_builds_under_compiler_free_keys(prebuilt, monkeypatch):
+    builds = {("transformer.cu", (("LN_CONST", 0), ("LN_VEC", 6))), ("ops.cu", ())}
+    monkeypatch.setattr(ahead, "lenet_builds", lambda arch: set())
+    monkeypatch.setattr(ahead, "gpt2_builds", lambda arch: builds)
+    calls = fake_compiler(monkeypatch)
+    monkeypatch.setattr(build, "nvcc_version", lambda: "Cuda compilation tools, release 13.0, V13.0.88\nBuild x\n")
+    stale = prebuilt / "sm_90a" / "gemm-0123.cubin"
+    stale.parent.mkdir()
+    stale.write_bytes(b"from an older catalogue")
+    summary = ahead.build_ahead(("sm_90a",), workers=2)
+    files = sorted(p.name for p in (prebuilt / "sm_90a").iterdir())
+    assert files == sorted(f"{build.prebuilt_name(f, dict(d), 'sm_90a')}.{s}" for f, d in builds for s in ("cubin", "log"))
+    manifest = json.loads((prebuilt / build.MANIFEST).read_text())
+    assert manifest["cuda"] == [13, 0] and manifest["archs"]["sm_90a"]["builds"] == 2
+    assert summary["archs"]["sm_90a"]["compile_s"] >= 0
+    assert len([c for c in calls if not c[3]]) == 4           # compiled (all missing), then read back to copy
+    assert build.prebuilt_cubin("ops.cu", {}, "sm_90a") == (b"cubin", "report")
+
+
+def test_the_recorder_is_the_engines(monkeypatch):
+    """The engine compiles ahead through convnet.gpu.recorder; the instruments' dry run is the same class."""
+    from convnet.bench import dryrun
+    assert dryrun.RecordingRuntime is RecordingRuntime
