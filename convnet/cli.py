@@ -25,10 +25,9 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
     p.add_argument("--variant", default="auto",
                    help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
     p.add_argument("--batch", type=positive_int, default=None,
-                   help="lenet86: number of test images, 1..10000 (default 10000); gpt2: sequences (default 8)")
-    p.add_argument("--seq", type=positive_int, default=None, help="gpt2: tokens per sequence (default 1024)")
-    p.add_argument("--checkpoint", default=None,
-                   help="gpt2: a Hugging Face GPT-2 directory or llm.c .bin (default: random weights, 124M shape)")
+                   help="number of test images, 1..10000 (default 10000)")
+    p.add_argument("--seq", default=None, help=argparse.SUPPRESS)           # GPT-2's: convnet-bench gpt2
+    p.add_argument("--checkpoint", default=None, help=argparse.SUPPRESS)    # GPT-2's: convnet-gpt2, convnet-bench
     p.add_argument("--data-dir", default=None, help="folder with t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz "
                                                     "(default: the copy bundled under datasets/fashion-mnist)")
     p.add_argument("--weights", default=str(wio.WEIGHTS_FILE), help="weights .npz (default: the shipped ones)")
@@ -91,7 +90,9 @@ ONLY_WITH = {"predictions": ("json", "--predictions needs --json"),
              "devices": ("stream", "--devices needs --stream"),
              "all": ("list", "--all needs --list")}
 LENET_ONLY = ("stream", "data_dir", "predictions", "devices")
-GPT2_ONLY = ("checkpoint", "seq")
+# GPT-2's options, answered with where they live now
+GPT2_OPTIONS = {"checkpoint": "convnet-gpt2 generate --checkpoint DIR (text) or convnet-bench gpt2 --checkpoint DIR",
+                "seq": "convnet-bench gpt2 --seq N (the forward benchmark)"}
 
 
 def check_options(args) -> None:
@@ -106,7 +107,10 @@ def check_options(args) -> None:
     for opt, (needs, message) in ONLY_WITH.items():
         if opt in given and needs not in given:
             raise UsageError(message)
-    wrong = [o for o in (GPT2_ONLY if args.model == "lenet86" else LENET_ONLY) if o in given]
+    for opt, where in GPT2_OPTIONS.items():
+        if opt in given:
+            raise UsageError(f"--{opt} is GPT-2's: {where}")
+    wrong = [o for o in ([] if args.model == "lenet86" else LENET_ONLY) if o in given]
     if wrong:
         flag = "--" + wrong[0].replace("_", "-")
         raise UsageError(f"{flag} does not apply to --model {args.model}")
@@ -119,7 +123,7 @@ def check_options(args) -> None:
     if args.predictions and args.stream is not None:
         raise UsageError("--predictions does not apply to --stream (its --json carries the predictions' digest)")
     if args.json:                               # what the run reads is never overwritten
-        check_output(args.json, "--json", (args.weights, args.checkpoint), (args.data_dir, args.checkpoint))
+        check_output(args.json, "--json", (args.weights,), (args.data_dir,))
     if args.record is not None and (args.list or args.stream is not None):
         raise UsageError("--record records the main job's run (not --list or --stream)")
     if args.record is not None:

@@ -4,6 +4,7 @@ commit log's."""
 from __future__ import annotations
 
 import csv
+import re
 import io
 import subprocess
 from datetime import datetime, timezone
@@ -66,3 +67,51 @@ def append(path: Path, rows: list[tuple]) -> int:
     except OSError as e:
         raise UsageError(f"cannot append to {path}: {e.strerror or e}") from None
     return len(rows)
+
+
+def read(model: str, path=None) -> list[dict]:
+    """The rows of a model's table (the checkout's results/<model>.csv by default), oldest first."""
+    p = Path(path) if path else CHECKOUT_ROOT / "results" / f"{model}.csv"
+    try:
+        with open(p, newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError as e:
+        raise UsageError(f"results table {p}: {e.strerror or e}") from None
+
+
+def markdown(model: str, path=None) -> str:
+    """The latest figure of each (variant, benchmark, GPU) as a markdown table, in the table's order."""
+    latest = {}
+    for row in read(model, path):
+        latest[(row["variant"], row["benchmark"], row["gpu"])] = row
+    lines = ["| variant | benchmark | figure | GPU | commit, date |", "| --- | --- | --- | --- | --- |"]
+    for r in latest.values():
+        lines.append(f"| `{r['variant']}` | {r['benchmark'].replace('|', '/')} | {r['figure']} {r['unit']} | "
+                     f"{r['gpu'].removeprefix('NVIDIA ')} | {r['commit']}, {r['date']} |")
+    return "\n".join(lines)
+
+
+# A docs table drawn from a results table: the lines between these markers are markdown(model)'s.
+_BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
+
+
+def render_docs(text: str) -> str:
+    """text with each results block redrawn from its table."""
+    return _BLOCK.sub(lambda m: f"{m.group(1)}{markdown(m.group(2))}\n{m.group(4)}", text)
+
+
+DOCS = ("README.md", "docs/lenet.md", "docs/gpt2.md", "docs/kernels.md")
+
+
+def redraw_docs(check: bool = False) -> list[str]:
+    """Redraws the results blocks of the checkout's docs (check: only lists those that are stale)."""
+    stale = []
+    for name in DOCS:
+        p = CHECKOUT_ROOT / name
+        text = p.read_text()
+        new = render_docs(text)
+        if new != text:
+            stale.append(name)
+            if not check:
+                p.write_text(new)
+    return stale

@@ -13,6 +13,7 @@
     convnet-bench generate --variant fast_bf16                       the generate path against HF generate
     convnet-bench gemm --version bf16_wgmma bf16                     Linear against cuBLAS at GPT-2's shapes
     convnet-bench gemm-groups / gemm-trace / forward-ab / autotune / plot
+    convnet-bench results [--model gpt2] [--docs | --check]          the recorded figures; redraw the docs' tables
 
 Every command takes --help. The engine's commands (convnet, convnet-predict, convnet-gpt2) never import this package.
 """
@@ -75,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--repeat", type=int, default=3)
     e.add_argument("--variants", metavar="A,B,...", default=None,
                    help="instead: steady greedy decode rates of these variants in one process")
+    t = commands.add_parser("results", help="the recorded figures (results/*.csv); --docs redraws the docs' tables")
+    t.add_argument("--model", choices=("lenet86", "gpt2"), default=None, help="one model's table (default: both)")
+    t.add_argument("--docs", action="store_true", help="redraw the tables in README.md and docs/ from the CSVs")
+    t.add_argument("--check", action="store_true", help="exit 1 where a docs table differs from its CSV")
     return p
 
 
@@ -179,7 +184,19 @@ def _generate(args) -> int:
     return 0
 
 
-COMMANDS = {"compare": _compare, "roofline": _roofline, "gpt2": _gpt2, "attention": _attention, "decode": _decode,
+def _results(args) -> int:
+    from .. import results
+    if args.docs or args.check:
+        stale = results.redraw_docs(check=args.check)
+        verb = "differ from their CSV" if args.check else "redrawn"
+        print(f"{', '.join(stale)}: {verb}" if stale else "the docs' tables match results/*.csv")
+        return 1 if args.check and stale else 0
+    for model in [args.model] if args.model else ["lenet86", "gpt2"]:
+        print(f"{model} (results/{model}.csv)\n{results.markdown(model)}\n")
+    return 0
+
+
+COMMANDS = {"results": _results, "compare": _compare, "roofline": _roofline, "gpt2": _gpt2, "attention": _attention, "decode": _decode,
             "generate": _generate}
 
 
