@@ -81,7 +81,7 @@ def _parse(name: str, table: dict, source: str, model: str, archived: bool = Fal
     return Variant(name=name, source=source, model=model, archived=archived, **table)
 
 
-MODELS = ("lenet86", "gpt2")
+MODELS = ("lenet86", "gpt2", "onnx")
 ARCHIVE_DIR = "archive"       # milestones/archive/*.toml: snapshots and ablations kept to compare against
 
 

@@ -20,8 +20,9 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
                 description="Classify the Fashion-MNIST test set with LeNet-86 through a chosen kernel variant.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--model", choices=catalogue.MODELS, default="lenet86",
-                   help="lenet86 (default: Fashion-MNIST classification); gpt2 with --list only (its forward "
-                        "benchmark is convnet-bench gpt2, its text generation convnet-gpt2 generate)")
+                   help="lenet86 (default: Fashion-MNIST classification); gpt2 and onnx with --list only (GPT-2's "
+                        "forward benchmark is convnet-bench gpt2, its text generation convnet-gpt2 generate; your own "
+                        "ONNX network: convnet-predict PICTURES --model FILE.onnx)")
     p.add_argument("--variant", default="auto",
                    help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
     p.add_argument("--batch", type=positive_int, default=None,
@@ -101,6 +102,9 @@ def check_options(args) -> None:
     for opt, where in MOVED.items():
         if opt in given:
             raise UsageError(f"--{opt} is a measurement: run {where}")
+    if args.model == "onnx" and not args.list:
+        raise UsageError("--model onnx lists the variants for your own networks (--list); classify with "
+                         "convnet-predict PICTURES --model FILE.onnx")
     if args.model == "gpt2" and not args.list:
         raise UsageError("--model gpt2 lists GPT-2's variants (--list); its forward benchmark is convnet-bench gpt2, "
                          "its text generation convnet-gpt2 generate")
@@ -139,8 +143,8 @@ def _main(argv) -> int:
         print(f"removed {root} ({size / 2**20:.0f} MB)" if size else f"nothing to remove at {root}")
         return 0
     check_options(args)
-    if args.model == "gpt2":
-        print(list_variants("gpt2", args.all))
+    if args.model in ("gpt2", "onnx"):
+        print(list_variants(args.model, args.all))
         return 0
     args.batch = args.batch or 10000
     args.repeat = args.repeat or 1

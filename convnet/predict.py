@@ -372,21 +372,21 @@ class Results:
                 yield name, i.tolist(), p.tolist()
 
 
-def line(name: str, idx, prob) -> str:
+def line(name: str, idx, prob, classes=data.CLASS_NAMES) -> str:
     """source, class, probability (tab-separated), then the runners-up with --top."""
-    cells = [name] + [f"{data.CLASS_NAMES[i]}\t{p:.4f}" for i, p in zip(idx, prob)]
+    cells = [name] + [f"{classes[i]}\t{p:.4f}" for i, p in zip(idx, prob)]
     return "\t".join(cells)
 
 
-def to_json(res: Results, variant: str, device: str) -> str:
-    preds = [{"source": name, "class_index": idx[0], "class": data.CLASS_NAMES[idx[0]], "probability": prob[0],
-              "top": [{"class_index": i, "class": data.CLASS_NAMES[i], "probability": p} for i, p in zip(idx, prob)]}
+def to_json(res: Results, variant: str, device: str, classes=data.CLASS_NAMES, **extra) -> str:
+    preds = [{"source": name, "class_index": idx[0], "class": classes[idx[0]], "probability": prob[0],
+              "top": [{"class_index": i, "class": classes[i], "probability": p} for i, p in zip(idx, prob)]}
              for name, idx, prob in res.rows()]
-    return json.dumps({"version": __version__, "variant": variant, "device": device, "predictions": preds},
-                      indent=1) + "\n"
+    return json.dumps({"version": __version__, "variant": variant, "device": device, **extra,
+                       "predictions": preds}, indent=1) + "\n"
 
 
-def to_csv(res: Results, k: int) -> str:
+def to_csv(res: Results, k: int, classes=data.CLASS_NAMES) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["source", "class_index", "class", "probability"]
@@ -394,7 +394,7 @@ def to_csv(res: Results, k: int) -> str:
     for name, idx, prob in res.rows():
         cells = [name]
         for i, p in zip(idx, prob):
-            cells += [i, data.CLASS_NAMES[i], f"{p:.6f}"]
+            cells += [i, classes[i], f"{p:.6f}"]
         w.writerow(cells)
     return out.getvalue()
 
@@ -464,6 +464,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk", type=positive_int, default=10000, help="pictures per chunk (default 10000)")
     p.add_argument("--weights", default=str(wio.WEIGHTS_FILE), help="weights .npz (default: the shipped ones)")
     p.add_argument("--quiet", action="store_true", help="no line per picture on stdout (with --json or --csv)")
+    m = p.add_argument_group("your own network (an ONNX file; pip install 'convnet[onnx]')")
+    m.add_argument("--model", metavar="FILE.onnx", help="classify with this network instead of LeNet-86: pictures are "
+                   "resized to its input (bilinear, stretched), made grey or RGB as it takes, scaled to [0, 1], "
+                   "then (x - mean) / std per channel")
+    m.add_argument("--labels", metavar="FILE", help="class names, one per line (default: the model's metadata, else "
+                   "the class indices)")
+    m.add_argument("--mean", help="per-channel mean: one value or one per channel (default: metadata, else 0)")
+    m.add_argument("--std", help="per-channel std: one value or one per channel (default: metadata, else 1)")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
 
@@ -477,6 +485,11 @@ def _cpu_count() -> int:
 
 def _main(argv) -> int:
     args = build_parser().parse_args(argv)
+    if args.model is not None:
+        return _main_onnx(args)
+    for opt in ("labels", "mean", "std"):
+        if getattr(args, opt) is not None:
+            raise UsageError(f"--{opt} needs --model FILE.onnx (LeNet-86 has its own classes and preprocessing)")
     if args.top > len(data.CLASS_NAMES):
         raise UsageError(f"--top {args.top}: there are {len(data.CLASS_NAMES)} classes")
     items = collect(args.paths, args.recursive)           # names the pictures only: nothing is decoded yet
@@ -503,6 +516,68 @@ def _main(argv) -> int:
     skipped = f", {total - done} skipped" if total > done else ""
     print(f"{PROG}: {done} pictures on {variant.name} ({net.device}) in {wall:.2f} s "
           f"({done / wall:,.0f} pictures/s){skipped}", file=sys.stderr)
+    return 0
+
+
+def _main_onnx(args) -> int:
+    """convnet-predict --model FILE.onnx: the pictures through your own network (convnet.cnn.model)."""
+    from .cnn import graph as cg
+    from .cnn.model import Model, channel_values, labels, prepare, softmax
+    from PIL import Image
+    if args.weights != str(wio.WEIGHTS_FILE) or args.invert:
+        raise UsageError("--weights and --invert are LeNet-86's; your model's weights are in its ONNX file")
+    items = collect(args.paths, args.recursive)
+    inputs = [*args.paths, *(i.source for i in items), args.model, *([args.labels] if args.labels else [])]
+    outputs = {opt: check_output(path, opt, inputs) if path else None
+               for opt, path in (("--json", args.json), ("--csv", args.csv))}
+    check_distinct(outputs)
+    graph = cg.load(args.model)                               # what it cannot run: one line, before any work
+    c = graph.input_shape[0]
+    mean, std = (channel_values(getattr(args, w), w, c, graph.meta) for w in ("mean", "std"))
+    net = Model(args.model, args.variant)
+    t0 = time.perf_counter()
+    res, problems = Results([], [], []), []
+
+    def pictures():
+        for item in items:
+            if isinstance(item, Stack):
+                for n, img in enumerate(item.images):
+                    yield f"{item.source}[{n}]", img
+                continue
+            try:
+                _check_pixels(item.source)
+                with Image.open(item.source) as img:
+                    img.load()
+                    yield item.source, img.copy()
+            except DataError as e:
+                problems.append(str(e))
+            except Exception as e:       # noqa: BLE001 -- whatever a file holds, it is named and skipped
+                problems.append(f"{item.source}: not a readable image ({_why(e)})")
+            if problems and args.strict:
+                raise DataError(problems[0])
+    classes = None
+    every = list(pictures())
+    for part in (every[s:s + args.chunk] for s in range(0, len(every), args.chunk)):
+        names, images = [n for n, _ in part], [i for _, i in part]
+        prob = softmax(net.logits(prepare(images, graph.input_shape, mean, std)))
+        classes = classes or labels(args.labels, graph.meta, prob.shape[1])
+        k = min(args.top, prob.shape[1])
+        top = np.argsort(-prob, axis=1, kind="stable")[:, :k]
+        res.add(names, top, np.take_along_axis(prob, top, 1))
+        if not args.quiet:
+            print("\n".join(line(n, i, p, classes) for n, i, p in zip(names, top.tolist(),
+                                                                      np.take_along_axis(prob, top, 1).tolist())))
+    for msg in problems:
+        print(f"{PROG}: skipped {msg}", file=sys.stderr)
+    if res.count() == 0:
+        raise DataError(f"no picture could be classified ({len(problems)} tried)")
+    if outputs["--json"]:
+        write_output(outputs["--json"], to_json(res, net.variant.name, net.device, classes, model=str(args.model)))
+    if outputs["--csv"]:
+        write_output(outputs["--csv"], to_csv(res, min(args.top, len(classes)), classes))
+    wall = time.perf_counter() - t0
+    print(f"{PROG}: {res.count()} pictures through {Path(args.model).name} on {net.variant.name} ({net.device}) in "
+          f"{wall:.2f} s", file=sys.stderr)
     return 0
 
 

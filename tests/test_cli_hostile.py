@@ -150,7 +150,8 @@ def test_ctrl_c_is_one_line_exit_130_and_nothing_half_written(work):
     env = {**os.environ, "CONVNET_CACHE": str(work / "cache"), "PYTHONPATH": str(ROOT)}
     p = subprocess.Popen([sys.executable, str(ROOT / "run_milestone.py"), "--variant", "cpu", "--batch", "10000",
                           "--json", "r.json"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # (a shell's background job ignores SIGINT, and a child that starts with it ignored never gets Ctrl-C)
     first = p.stderr.read(1)                           # the preprocessing's progress bar: main() is running
     time.sleep(0.5)
     p.send_signal(signal.SIGINT)

@@ -31,6 +31,11 @@ def entries_of(variant) -> dict:
         from convnet.gpt2.model import GPT2Config, random_params
         config = GPT2Config(n_layer=1, n_head=12, n_embd=768, vocab_size=64, n_ctx=64)
         return dryrun.entries_of(lambda rt: GPT2GPU(random_params(config), config, variant, rt))
+    if variant.model == "onnx":             # the path takes every kernel of its file whatever the network
+        from convnet.cnn.gpu import GPUNet
+        from convnet.cnn.graph import Graph, Layer
+        net = Graph([Layer("flatten", ["x"], "y", "flatten")], "x", (1, 4, 4), "y", {})
+        return dryrun.entries_of(lambda rt: GPUNet(net, variant, rt))
     from convnet.gpu import lenet
     return dryrun.entries_of(lambda rt: lenet.GPULeNet(variant, wio.load(), rt))
 

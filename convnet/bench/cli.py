@@ -29,7 +29,7 @@ from ..outputs import check_output
 
 PROG = "convnet-bench"
 # commands that are a module's own main(argv)
-MODULES = {"stream": "stream", "layer": "layer", "gemm": "gemm", "gemm-groups": "gemm_groups",
+MODULES = {"cnn": "cnn", "stream": "stream", "layer": "layer", "gemm": "gemm", "gemm-groups": "gemm_groups",
            "gemm-trace": "gemm_trace", "forward-ab": "forward_ab", "autotune": "autotune",
            "small-batch": "small_batch", "predict-speed": "predict_speed", "plot": "plot"}
 

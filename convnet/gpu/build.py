@@ -221,6 +221,8 @@ def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = Fa
     cubin, log = out_dir / f"{source.stem}-{key}.cubin", out_dir / f"{source.stem}-{key}.log"
     if cubin.is_file() and log.is_file() and not verbose:
         return cubin.read_bytes(), log.read_text()
+    if nvcc_path() is None:
+        raise GPUError("nvcc not found: the CUDA toolkit is needed to build the kernels")
     _count_compiled(out_dir)
     tmp = cubin.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     cmd = [nvcc_version() and nvcc_path(), "-cubin", f"-arch={arch}", "-Xptxas", "-v", *flags,

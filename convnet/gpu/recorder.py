@@ -23,6 +23,9 @@ class _Buf:
     def get_async(self, *_, **__):
         pass
 
+    def get(self):
+        return np.zeros(self.shape, self.dtype)
+
     def fill(self, _):
         pass
 

@@ -1,0 +1,134 @@
+"""An ONNX network on the project's GPU path against PyTorch with the same weights (the Graph rebuilt from
+torch.nn.functional): fp32 eager and fp16 channels_last under torch.compile, in one process, CUDA-event medians.
+
+    python -m convnet.bench.cnn MODEL.onnx [--batch 10000] [--variant im2col]
+
+End to end means from a host array of images to host outputs for both sides."""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def torch_forward(graph, dtype, channels_last: bool):
+    """A callable x -> y running the graph with torch.nn.functional (weights on the GPU in dtype)."""
+    import torch
+    import torch.nn.functional as F
+    from ..cnn.reference import conv_pads
+    dev = "cuda"
+    w = {}
+    for i, layer in enumerate(graph.layers):
+        a = layer.attrs
+        if layer.op in ("conv", "dense"):
+            w[i] = (torch.as_tensor(a["w"], device=dev, dtype=dtype), torch.as_tensor(a["b"], device=dev, dtype=dtype))
+        if layer.op == "affine":
+            w[i] = (torch.as_tensor(a["scale"], device=dev, dtype=dtype), torch.as_tensor(a["shift"], device=dev,
+                                                                                         dtype=dtype))
+        if layer.op == "bias":
+            w[i] = torch.as_tensor(a["b"], device=dev, dtype=dtype)
+
+    def act(y, a):
+        return {"relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+                "leaky": lambda v: F.leaky_relu(v, a.a), "clip": lambda v: torch.clamp(v, a.a, a.b),
+                "none": lambda v: v}[a.kind](y)
+
+    def run(x):
+        env = {graph.input: x}
+        for i, layer in enumerate(graph.layers):
+            ins = [env[t] for t in layer.inputs]
+            a = layer.attrs
+            if layer.op == "conv":
+                t, l, b, r = conv_pads(layer, ins[0].shape[2], ins[0].shape[3])
+                xin = F.pad(ins[0], (l, r, t, b)) if (t, l) != (b, r) else ins[0]
+                pad = 0 if (t, l) != (b, r) else (t, l)
+                y = act(F.conv2d(xin, w[i][0], w[i][1], a["stride"], pad, a["dilation"], a["group"]), layer.act)
+            elif layer.op == "dense":
+                y = act(ins[0].flatten(1) @ w[i][0] + w[i][1], layer.act)
+            elif layer.op == "pool":
+                t, l, b, r = a["pads"]
+                f = F.max_pool2d if a["kind"] == "max" else F.avg_pool2d
+                kw = {} if a["kind"] == "max" else {"count_include_pad": bool(a["count_pad"])}
+                y = f(ins[0], a["kernel"], a["stride"], (t, l), ceil_mode=bool(a["ceil"]), **kw)
+            elif layer.op == "gap":
+                y = ins[0].mean((2, 3), keepdim=True)
+            elif layer.op == "add":
+                y = act(ins[0] + ins[1], layer.act)
+            elif layer.op == "affine":
+                y = act(ins[0] * w[i][0].view(1, -1, 1, 1) + w[i][1].view(1, -1, 1, 1), layer.act)
+            elif layer.op == "bias":
+                y = ins[0] + w[i]
+            elif layer.op == "concat":
+                y = torch.cat(ins, 1)
+            elif layer.op == "flatten":
+                y = ins[0].flatten(1)
+            elif layer.op == "softmax":
+                y = torch.softmax(ins[0], -1)
+            else:
+                y = act(ins[0], layer.act)
+            env[layer.output] = y
+        return env[graph.output]
+    return run
+
+
+def bench(path: str, batch: int, variant: str, repeat: int = 10) -> str:
+    import torch
+    from .. import catalogue
+    from ..cnn import graph as cg, reference
+    from ..cnn.gpu import GPUNet
+    g = cg.load(path)
+    x = np.random.default_rng(0).standard_normal((batch, *g.input_shape)).astype(np.float32)
+    net = GPUNet(g, catalogue.get(variant, "onnx"))
+    rows = []
+    out_ref = reference.forward(g, x[:256], np.float64)
+    walls = []
+    net.forward(x)
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        y = net.forward(x)
+        walls.append((time.perf_counter() - t0) * 1e3)
+    rows.append((f"convnet {variant} (fp32)", statistics.median(walls),
+                 float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
+    pin = torch.from_numpy(x).pin_memory()
+    for label, dtype, cl, compile_ in (("PyTorch fp32 eager", torch.float32, False, False),
+                                       ("PyTorch fp16 channels_last torch.compile", torch.float16, True, True)):
+        fwd = torch_forward(g, dtype, cl)
+        fwd = torch.compile(fwd) if compile_ else fwd
+
+        def run_torch():
+            with torch.no_grad():
+                xt = pin.to("cuda", non_blocking=True).to(dtype)
+                if cl:
+                    xt = xt.contiguous(memory_format=torch.channels_last)
+                return fwd(xt).float().cpu().numpy()
+        run_torch()
+        walls = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            y = run_torch()
+            walls.append((time.perf_counter() - t0) * 1e3)
+        rows.append((label, statistics.median(walls), float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
+    base = rows[0][1]
+    lines = [f"{path} batch {batch}, end to end from host images to host outputs (median of {repeat})",
+             f"{'what':44s} {'ms':>9s} {'x ours':>7s} {'max rel err':>12s}"]
+    for label, ms, err in rows:
+        lines.append(f"{label:44s} {ms:9.3f} {ms / base:7.2f} {err:12.2e}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="convnet-bench cnn")
+    p.add_argument("model")
+    p.add_argument("--batch", type=int, default=10000)
+    p.add_argument("--variant", default="im2col")
+    p.add_argument("--repeat", type=int, default=10)
+    a = p.parse_args(argv)
+    print(bench(a.model, a.batch, a.variant, a.repeat))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

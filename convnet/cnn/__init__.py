@@ -1,0 +1,1 @@
+"""Convolutional networks from ONNX files: the graph, its numpy reference and its GPU path."""

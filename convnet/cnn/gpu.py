@@ -1,0 +1,219 @@
+"""A loaded ONNX network on the GPU (fp32): convolutions as im2col (kernels/cnn.cu) + gemm.cu v2 with the bias and
+ReLU in the GEMM's epilogue, depthwise convolutions direct, every other layer one kernel of kernels/cnn.cu.
+
+Images go through in chunks sized so that the activations and the largest im2col matrix of a chunk stay within
+CHUNK_BYTES of device memory; buffers come from the runtime's pool, allocated once (each network's weights under
+its own cnnw<k>. names, the activations under cnn.). What the path cannot run (a grouped convolution other than
+depthwise, a broadcast Add) is refused at construction, naming the node."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..errors import UsageError
+from ..gpu.gemm import ACT_NONE, ACT_RELU, BIAS_COL, BIAS_ROW, Gemm
+from ..gpu.runtime import Runtime, f32, i32, ptr
+from .graph import Graph
+from .reference import conv_out, conv_pads, pool_out
+
+CHUNK_BYTES = 1 << 30
+_networks = itertools.count()
+ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5}
+THREADS = 256
+
+
+def shapes(graph: Graph) -> dict:
+    """Each tensor's per-image shape, (C, H, W) or (F,), by walking the layers once."""
+    out = {graph.input: tuple(graph.input_shape)}
+    for layer in graph.layers:
+        s = [out[i] for i in layer.inputs]
+        a = layer.attrs
+        if layer.op == "conv":
+            c, h, w = s[0]
+            t, l, b, r = conv_pads(layer, h, w)
+            (kh, kw), (sh, sw), (dh, dw) = a["kernel"], a["stride"], a["dilation"]
+            if a["w"].shape[1] * a["group"] != c:
+                raise UsageError(f"ONNX node {layer.name!r} (Conv): weights for {a['w'].shape[1] * a['group']} input "
+                                 f"channels, the input has {c}")
+            y = (a["w"].shape[0], conv_out(h, kh, sh, dh, t, b), conv_out(w, kw, sw, dw, l, r))
+        elif layer.op == "pool":
+            c, h, w = s[0]
+            (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
+            y = (c, pool_out(h, kh, sh, t, b, a["ceil"]), pool_out(w, kw, sw, l, r, a["ceil"]))
+        elif layer.op == "gap":
+            y = (s[0][0], 1, 1)
+        elif layer.op == "concat":
+            if any(x[1:] != s[0][1:] for x in s):
+                raise UsageError(f"ONNX node {layer.name!r} (Concat): inputs of different sizes {s}")
+            y = (sum(x[0] for x in s), *s[0][1:])
+        elif layer.op == "add":
+            if s[0] != s[1]:
+                raise UsageError(f"ONNX node {layer.name!r} (Add): shapes {s[0]} and {s[1]} (same shapes are "
+                                 f"supported)")
+            y = s[0]
+        elif layer.op == "dense":
+            if int(np.prod(s[0])) != a["w"].shape[0]:
+                raise UsageError(f"ONNX node {layer.name!r} ({'Gemm'}): {a['w'].shape[0]} inputs, the tensor before "
+                                 f"it has {int(np.prod(s[0]))}")
+            y = (a["w"].shape[1],)
+        elif layer.op == "flatten":
+            y = (int(np.prod(s[0])),)
+        else:                                   # act, affine, bias, softmax: same shape
+            y = s[0]
+        if min(y) < 1:
+            raise UsageError(f"ONNX node {layer.name!r}: output shape {y} for a {graph.input_shape} input")
+        out[layer.output] = tuple(y)
+    return out
+
+
+class GPUNet:
+    def __init__(self, graph: Graph, variant, rt: Runtime | None = None):
+        self.rt = rt = rt or Runtime.get()
+        self.graph, self.variant = graph, variant
+        self.shape = shapes(graph)
+        self._check(graph)
+        if isinstance(rt, Runtime):
+            from ..gpu.ahead import ensure
+            ensure(lambda r: GPUNet(graph, variant, r), rt.arch, f"ONNX {variant.name}")
+        k = {n: rt.kernel("cnn.cu", n, {}, variant.name) for n in
+             ("im2col_pad", "conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d",
+              "global_avg_pool", "concat_channels", "softmax_rows")}
+        self.k = k
+        self.gemm = Gemm(rt, "regtile", {}, variant.name)
+        self.w = {}
+        tag = f"cnnw{next(_networks)}"
+        for i, layer in enumerate(graph.layers):
+            a = layer.attrs
+            if layer.op == "conv":
+                w = a["w"]
+                self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", w.reshape(w.shape[0], -1)), rt.pool.upload(f"{tag}.{i}.b", a["b"]))
+            elif layer.op == "dense":
+                self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", a["w"]), rt.pool.upload(f"{tag}.{i}.b", a["b"]))
+            elif layer.op in ("affine", "bias"):
+                c = self.shape[layer.inputs[0]][0]
+                scale = a["scale"] if layer.op == "affine" else np.ones(c, np.float32)
+                shift = a["shift"] if layer.op == "affine" else a["b"].reshape(-1)
+                self.w[i] = (rt.pool.upload(f"{tag}.{i}.s", np.broadcast_to(scale, (c,))),
+                             rt.pool.upload(f"{tag}.{i}.t", np.broadcast_to(shift, (c,))))
+        per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + self._cols_per_image() * 4
+        self.chunk = max(1, CHUNK_BYTES // per_image)
+
+    def _check(self, graph):
+        for layer in graph.layers:
+            a = layer.attrs
+            if layer.op == "conv" and a["group"] > 1:
+                c = self.shape[layer.inputs[0]][0]
+                if not (a["group"] == c == a["w"].shape[0]):
+                    raise UsageError(f"ONNX node {layer.name!r} (Conv): group {a['group']} over {c} channels into "
+                                     f"{a['w'].shape[0]} (the GPU path runs group 1 and depthwise, group = channels)")
+            if layer.op == "bias":
+                c = self.shape[layer.inputs[0]][0]
+                if a["b"].size != c or (a["b"].ndim > 1 and a["b"].shape[-2:] != (1, 1) and len(self.shape[
+                        layer.inputs[0]]) == 3):
+                    raise UsageError(f"ONNX node {layer.name!r} (Add): a constant of shape {a['b'].shape} (one value "
+                                     f"per channel is supported)")
+
+    def _cols_per_image(self) -> int:
+        out = 0
+        for layer in self.graph.layers:
+            if layer.op == "conv" and layer.attrs["group"] == 1:
+                kh, kw = layer.attrs["kernel"]
+                c = self.shape[layer.inputs[0]][0]
+                _, oh, ow = self.shape[layer.output]
+                out = max(out, c * kh * kw * oh * ow)
+        return out
+
+    def _grid(self, n: int) -> tuple:
+        return (int(min(max(1, -(-n // THREADS)), 65535 * 8)), 1, 1), (THREADS, 1, 1)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """The network's output for x (N, C, H, W) float32, chunk by chunk."""
+        x = np.ascontiguousarray(x, np.float32)
+        if x.shape[1:] != tuple(self.graph.input_shape):
+            raise UsageError(f"input of shape {x.shape[1:]}, the model takes {tuple(self.graph.input_shape)}")
+        out = np.empty((len(x), *self.shape[self.graph.output]), np.float32)
+        for s in range(0, len(x), self.chunk):
+            out[s:s + self.chunk] = self._run(x[s:s + self.chunk])
+        return out
+
+    def _run(self, x: np.ndarray) -> np.ndarray:
+        rt, n = self.rt, len(x)
+        env = {self.graph.input: rt.pool.get("cnn.in", x.shape)}
+        env[self.graph.input].set(x)
+        for i, layer in enumerate(self.graph.layers):
+            y = rt.pool.get(f"cnn.a{i}", (n, *self.shape[layer.output]))
+            self._layer(i, layer, [env[t] for t in layer.inputs], y, n)
+            env[layer.output] = y
+        with rt.checked(f"ONNX {self.variant.name} forward"):
+            return env[self.graph.output].get()
+
+    def _layer(self, i, layer, ins, y, n):
+        a, k, act = layer.attrs, self.k, layer.act
+        code, pa, pb = ACT_CODES[act.kind], f32(act.a), f32(act.b)
+        size = int(np.prod(y.shape))
+        grid, block = self._grid(size)
+        if layer.op == "conv":
+            c, h, w = self.shape[layer.inputs[0]]
+            m, oh, ow = self.shape[layer.output]
+            t, l, _, _ = conv_pads(layer, h, w)
+            (kh, kw), (sh, sw), (dh, dw) = a["kernel"], a["stride"], a["dilation"]
+            W, B = self.w[i]
+            if a["group"] > 1:
+                k["conv_depthwise"](grid, block, ptr(ins[0]), W, B, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(kh),
+                                    i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
+                                    i32(code), pa, pb)
+                return
+            K, P = c * kh * kw, oh * ow
+            cols = self.rt.pool.get("cnn.cols", (n, K, P))
+            g2, b2 = self._grid(n * K * P)
+            k["im2col_pad"](g2, b2, ptr(ins[0]), ptr(cols), i32(n), i32(c), i32(h), i32(w), i32(kh), i32(kw), i32(sh),
+                            i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow))
+            self.gemm(W, cols, y, m, P, K, (K, 1), (P, 1), (P, 1), bias=B, bias_mode=BIAS_ROW,
+                      act=ACT_RELU if act.kind == "relu" else ACT_NONE, batch=n, batch_strides=(0, K * P, m * P))
+            if act.kind not in ("none", "relu"):
+                k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
+        elif layer.op == "dense":
+            W, B = self.w[i]
+            K, F = a["w"].shape
+            self.gemm(ins[0], W, y, n, F, K, (K, 1), (F, 1), (F, 1), bias=B, bias_mode=BIAS_COL,
+                      act=ACT_RELU if act.kind == "relu" else ACT_NONE)
+            if act.kind not in ("none", "relu"):
+                k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
+        elif layer.op in ("affine", "bias"):
+            s = self.shape[layer.output]
+            S, T = self.w[i]
+            k["channel_affine"](grid, block, ptr(ins[0]), S, T, ptr(y), np.int64(size), i32(s[0]),
+                                i32(int(np.prod(s[1:]))), i32(code), pa, pb)
+        elif layer.op == "add":
+            k["add_act"](grid, block, ptr(ins[0]), ptr(ins[1]), ptr(y), np.int64(size), i32(code), pa, pb)
+        elif layer.op == "act":
+            self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4)
+            k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
+        elif layer.op == "pool":
+            c, h, w = self.shape[layer.inputs[0]]
+            _, oh, ow = self.shape[layer.output]
+            (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
+            k["pool2d"](grid, block, ptr(ins[0]), ptr(y), i32(n * c), i32(h), i32(w), i32(kh), i32(kw), i32(sh),
+                        i32(sw), i32(t), i32(l), i32(b), i32(r), i32(oh), i32(ow), i32(a["kind"] == "max"),
+                        i32(a["count_pad"]))
+        elif layer.op == "gap":
+            c, h, w = self.shape[layer.inputs[0]]
+            g3, b3 = self._grid(n * c * 32)
+            k["global_avg_pool"](g3, b3, ptr(ins[0]), ptr(y), i32(n * c), i32(h * w))
+        elif layer.op == "concat":
+            off, tot = 0, self.shape[layer.output][0]
+            hw = int(np.prod(self.shape[layer.output][1:]))
+            for t, x in zip(layer.inputs, ins):
+                ci = self.shape[t][0]
+                g4, b4 = self._grid(n * ci * hw)
+                k["concat_channels"](g4, b4, ptr(x), ptr(y), i32(n), i32(ci), i32(tot), i32(off), i32(hw))
+                off += ci
+        elif layer.op == "flatten":
+            self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4)
+        elif layer.op == "softmax":
+            F = self.shape[layer.output][0]
+            g5, b5 = self._grid(n * 32)
+            k["softmax_rows"](g5, b5, ptr(ins[0]), ptr(y), i32(n), i32(F))
+        else:
+            raise AssertionError(layer.op)

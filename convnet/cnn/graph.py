@@ -1,0 +1,249 @@
+"""A convolutional network read from an ONNX file, as a list of layers on float32 NCHW tensors.
+
+The `onnx` package (optional extra: pip install 'convnet[onnx]') only parses the file. Everything that cannot run is
+refused at load, in one line naming the node, its op and what is unsupported, before any work: the engine never
+meets an op halfway. BatchNormalization after a Conv is folded into its weights; an activation right after a Conv,
+Gemm or Add whose output nothing else reads becomes that layer's epilogue (the GPU path fuses it); Dropout and
+Identity vanish."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+
+ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
+SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool", "Add",
+             "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout", "Identity", "Constant")
+
+
+@dataclass
+class Act:
+    """An activation: kind (relu, leaky, sigmoid, tanh, clip) and its two parameters (alpha; clip's min, max)."""
+    kind: str = "none"
+    a: float = 0.0
+    b: float = 0.0
+
+
+@dataclass
+class Layer:
+    op: str                      # conv, pool, gap, add, concat, dense, flatten, softmax, act, affine
+    inputs: list
+    output: str
+    name: str
+    attrs: dict = field(default_factory=dict)
+    act: Act = field(default_factory=Act)
+
+
+@dataclass
+class Graph:
+    layers: list
+    input: str
+    input_shape: tuple           # (C, H, W)
+    output: str
+    meta: dict                   # the model's metadata_props (mean, std, labels where an exporter put them)
+    source: str = ""
+
+    @property
+    def output_size(self) -> int:
+        return int(self.layers[-1].attrs.get("out_features", 0)) if self.layers else 0
+
+
+def _refuse(node, what: str):
+    name = node.name or (node.output[0] if node.output else "?")
+    raise UsageError(f"ONNX node {name!r} ({node.op_type}): {what}")
+
+
+def load(path) -> Graph:
+    """The network in an ONNX file; one line and exit code 2 for anything it cannot run."""
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise UsageError("reading ONNX models needs the onnx package: pip install 'convnet[onnx]'") from None
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"--model {path}: no such file")
+    try:
+        model = onnx.load(str(p))
+    except Exception as e:          # noqa: BLE001  protobuf's decode errors have no common base
+        raise UsageError(f"--model {path}: not an ONNX model ({type(e).__name__})") from None
+    g = model.graph
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    inputs = [i for i in g.input if i.name not in consts]
+    if len(inputs) != 1 or len(g.output) != 1:
+        raise UsageError(f"--model {path}: {len(inputs)} inputs and {len(g.output)} outputs; one image input and "
+                         f"one output are supported")
+    dims = inputs[0].type.tensor_type.shape.dim
+    shape = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    if len(shape) != 4 or None in shape[1:]:
+        raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {shape}; an (N, C, H, W) input "
+                         f"with fixed C, H, W is supported")
+    layers = []
+    for node in g.node:
+        layers += _convert(node, consts, numpy_helper)
+    graph = Graph(layers, inputs[0].name, tuple(shape[1:]), g.output[0].name,
+                  {m.key: m.value for m in model.metadata_props}, str(p))
+    _fold(graph)
+    return graph
+
+
+def _attrs(node) -> dict:
+    from onnx import helper
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _convert(node, consts, numpy_helper) -> list:
+    op, a = node.op_type, _attrs(node)
+    ins = [i for i in node.input]
+    out = node.output[0] if node.output else ""
+    name = node.name or out
+    if op not in SUPPORTED:
+        _refuse(node, f"this op is not supported (supported: {', '.join(SUPPORTED)})")
+    if op == "Constant":
+        if "value" not in a:
+            _refuse(node, "only a tensor 'value' is supported")
+        consts[out] = numpy_helper.to_array(a["value"])
+        return []
+    if op in ("Dropout", "Identity"):
+        return [Layer("alias", ins[:1], out, name)]
+    if op == "Conv":
+        if ins[1] not in consts or (len(ins) > 2 and ins[2] and ins[2] not in consts):
+            _refuse(node, "weights that are not initializers")
+        w = consts[ins[1]].astype(np.float32)
+        if w.ndim != 4:
+            _refuse(node, f"a {w.ndim - 2}-D convolution (2-D is supported)")
+        b = consts[ins[2]].astype(np.float32) if len(ins) > 2 and ins[2] else np.zeros(w.shape[0], np.float32)
+        kh, kw = w.shape[2:]
+        pads = list(a.get("pads", [0, 0, 0, 0]))
+        auto = a.get("auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else auto
+        if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+            _refuse(node, f"auto_pad {auto}")
+        return [Layer("conv", ins[:1], out, name, {
+            "w": w, "b": b, "stride": tuple(a.get("strides", [1, 1])), "dilation": tuple(a.get("dilations", [1, 1])),
+            "pads": tuple(pads), "auto_pad": auto, "group": int(a.get("group", 1)), "kernel": (kh, kw)})]
+    if op == "BatchNormalization":
+        if not all(i in consts for i in ins[1:5]):
+            _refuse(node, "statistics that are not initializers")
+        scale, bias, mean, var = (consts[i].astype(np.float64) for i in ins[1:5])
+        k = scale / np.sqrt(var + float(a.get("epsilon", 1e-5)))
+        return [Layer("affine", ins[:1], out, name, {"scale": k.astype(np.float32),
+                                                     "shift": (bias - mean * k).astype(np.float32)})]
+    if op in ACTIVATIONS:
+        if op == "Clip":
+            lo = float(consts[ins[1]]) if len(ins) > 1 and ins[1] else float(a.get("min", -np.inf))
+            hi = float(consts[ins[2]]) if len(ins) > 2 and ins[2] else float(a.get("max", np.inf))
+            if (len(ins) > 1 and ins[1] and ins[1] not in consts) or (len(ins) > 2 and ins[2] and ins[2] not in consts):
+                _refuse(node, "min / max that are not constants")
+            act = Act("clip", lo, hi)
+        else:
+            act = Act({"Relu": "relu", "LeakyRelu": "leaky", "Sigmoid": "sigmoid", "Tanh": "tanh"}[op],
+                      float(a.get("alpha", 0.01)))
+        return [Layer("act", ins[:1], out, name, act=act)]
+    if op in ("MaxPool", "AveragePool"):
+        if a.get("dilations", [1, 1]) != [1, 1] or a.get("storage_order", 0):
+            _refuse(node, "dilations or storage_order")
+        k = tuple(a["kernel_shape"])
+        if len(k) != 2:
+            _refuse(node, f"a {len(k)}-D pool (2-D is supported)")
+        auto = a.get("auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else auto
+        if auto not in ("NOTSET", "VALID"):
+            _refuse(node, f"auto_pad {auto}")
+        return [Layer("pool", ins[:1], out, name, {
+            "kind": "max" if op == "MaxPool" else "avg", "kernel": k, "stride": tuple(a.get("strides", [1, 1])),
+            "pads": tuple(a.get("pads", [0, 0, 0, 0])), "ceil": int(a.get("ceil_mode", 0)),
+            "count_pad": int(a.get("count_include_pad", 0))})]
+    if op == "GlobalAveragePool":
+        return [Layer("gap", ins[:1], out, name)]
+    if op == "Add":
+        if ins[1] in consts and ins[0] not in consts:
+            return [Layer("bias", ins[:1], out, name, {"b": consts[ins[1]].astype(np.float32)})]
+        if ins[0] in consts:
+            return [Layer("bias", ins[1:2], out, name, {"b": consts[ins[0]].astype(np.float32)})]
+        return [Layer("add", ins[:2], out, name)]
+    if op == "Concat":
+        if a.get("axis") != 1:
+            _refuse(node, f"axis {a.get('axis')} (channels, axis 1, is supported)")
+        return [Layer("concat", ins, out, name)]
+    if op in ("Gemm", "MatMul"):
+        if ins[1] not in consts:
+            _refuse(node, "a second operand that is not an initializer")
+        w = consts[ins[1]].astype(np.float32)
+        if op == "Gemm":
+            if a.get("transA", 0):
+                _refuse(node, "transA")
+            w = w.T if a.get("transB", 0) else w
+            w = w * float(a.get("alpha", 1.0))
+            b = consts[ins[2]].astype(np.float32) * float(a.get("beta", 1.0)) if len(ins) > 2 and ins[2] \
+                else np.zeros(w.shape[1], np.float32)
+            if len(ins) > 2 and ins[2] and ins[2] not in consts:
+                _refuse(node, "a bias that is not an initializer")
+        else:
+            b = np.zeros(w.shape[1], np.float32)
+        if w.ndim != 2:
+            _refuse(node, f"a {w.ndim}-D weight (2-D is supported)")
+        return [Layer("dense", ins[:1], out, name, {"w": np.ascontiguousarray(w), "b": np.broadcast_to(b, w.shape[1:])
+                                                    .astype(np.float32), "out_features": w.shape[1]})]
+    if op == "Flatten":
+        if a.get("axis", 1) != 1:
+            _refuse(node, f"axis {a.get('axis')} (1 is supported)")
+        return [Layer("flatten", ins[:1], out, name)]
+    if op == "Reshape":
+        if ins[1] not in consts:
+            _refuse(node, "a shape computed at run time (export with torch.flatten(x, 1) or a constant shape)")
+        s = [int(x) for x in consts[ins[1]]]
+        if len(s) != 2 or s[0] not in (0, -1, 1) and s[1] != -1:
+            _refuse(node, f"shape {s} (only (N, -1) flattening is supported)")
+        return [Layer("flatten", ins[:1], out, name)]
+    if op == "Softmax":
+        if a.get("axis", -1) not in (-1, 1):
+            _refuse(node, f"axis {a.get('axis')} (the last one is supported)")
+        return [Layer("softmax", ins[:1], out, name)]
+    raise AssertionError(op)
+
+
+def _fold(graph: Graph) -> None:
+    """Aliases resolved; BatchNormalization into the Conv before it, an activation into the layer before it where
+    nothing else reads that layer's output; a bias Add into the Dense before it."""
+    alias = {}
+    layers = []
+    for layer in graph.layers:
+        layer.inputs = [alias.get(i, i) for i in layer.inputs]
+        if layer.op == "alias":
+            alias[layer.output] = layer.inputs[0]
+            continue
+        layers.append(layer)
+    graph.output = alias.get(graph.output, graph.output)
+
+    def readers(name):
+        return sum(name in x.inputs for x in layers) + (name == graph.output)
+    out = []
+    for layer in layers:
+        prev = out[-1] if out else None
+        alone = prev is not None and layer.inputs == [prev.output] and readers(prev.output) == 1
+        if alone and layer.op == "affine" and prev.op == "conv" and prev.act.kind == "none":
+            k = layer.attrs["scale"]
+            prev.attrs["w"] = (prev.attrs["w"] * k[:, None, None, None]).astype(np.float32)
+            prev.attrs["b"] = (prev.attrs["b"] * k + layer.attrs["shift"]).astype(np.float32)
+        elif alone and layer.op == "bias" and prev.op == "dense" and prev.act.kind == "none":
+            prev.attrs["b"] = (prev.attrs["b"] + layer.attrs["b"]).astype(np.float32)
+        elif alone and layer.op == "act" and prev.op in ("conv", "dense", "add", "affine") and prev.act.kind == "none":
+            prev.act = layer.act
+        else:
+            out.append(layer)
+            continue
+        layer.inputs = []                   # folded away: it reads nothing now
+        for later in layers:                # and its readers read prev
+            later.inputs = [prev.output if i == layer.output else i for i in later.inputs]
+        if graph.output == layer.output:
+            graph.output = prev.output
+    graph.layers = out
+
+
+def summary(graph: Graph) -> str:
+    return json.dumps([(x.op, x.name, x.act.kind) for x in graph.layers])

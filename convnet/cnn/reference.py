@@ -1,0 +1,133 @@
+"""The numpy reference of every layer a loaded network holds: the oracle for the GPU path (float64 where asked)
+and the path that runs where there is no GPU."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Act, Graph
+
+
+def conv_pads(layer, h: int, w: int) -> tuple:
+    """(top, left, bottom, right) padding, auto_pad resolved for an h x w input."""
+    a = layer.attrs
+    if a["auto_pad"] == "VALID":
+        return (0, 0, 0, 0)
+    if a["auto_pad"] == "NOTSET":
+        return tuple(a["pads"])
+    out = []
+    for size, k, s, d in zip((h, w), a["kernel"], a["stride"], a["dilation"]):
+        total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+        small, big = total // 2, total - total // 2
+        out.append((small, big) if a["auto_pad"] == "SAME_UPPER" else (big, small))
+    return (out[0][0], out[1][0], out[0][1], out[1][1])
+
+
+def conv_out(size: int, k: int, s: int, d: int, p0: int, p1: int) -> int:
+    return (size + p0 + p1 - (k - 1) * d - 1) // s + 1
+
+
+def pool_out(size: int, k: int, s: int, p0: int, p1: int, ceil: int) -> int:
+    n = size + p0 + p1 - k
+    out = (-(-n // s) if ceil else n // s) + 1
+    if ceil and (out - 1) * s >= size + p0:          # the last window must start inside the input or its left pad
+        out -= 1
+    return out
+
+
+def activate(x, act: Act):
+    if act.kind == "relu":
+        return np.maximum(x, 0)
+    if act.kind == "leaky":
+        return np.where(x >= 0, x, x * act.a)
+    if act.kind == "sigmoid":
+        return 1 / (1 + np.exp(-x))
+    if act.kind == "tanh":
+        return np.tanh(x)
+    if act.kind == "clip":
+        return np.clip(x, act.a, act.b)
+    return x
+
+
+def conv2d(x, layer):
+    a = layer.attrs
+    n, c, h, w = x.shape
+    t, l, b, r = conv_pads(layer, h, w)
+    (kh, kw), (sh, sw), (dh, dw), g = a["kernel"], a["stride"], a["dilation"], a["group"]
+    wt = a["w"].astype(x.dtype)
+    m = wt.shape[0]
+    oh, ow = conv_out(h, kh, sh, dh, t, b), conv_out(w, kw, sw, dw, l, r)
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+    cols = np.empty((n, c, kh, kw, oh, ow), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+    cg, mg = c // g, m // g
+    out = np.empty((n, m, oh, ow), x.dtype)
+    for k in range(g):
+        col = cols[:, k * cg:(k + 1) * cg].reshape(n, cg * kh * kw, oh * ow)
+        out[:, k * mg:(k + 1) * mg] = np.einsum("mk,nkp->nmp", wt[k * mg:(k + 1) * mg].reshape(mg, -1), col,
+                                                optimize=True).reshape(n, mg, oh, ow)
+    return activate(out + a["b"].astype(x.dtype)[None, :, None, None], layer.act)
+
+
+def pool2d(x, layer):
+    a = layer.attrs
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
+    oh, ow = pool_out(h, kh, sh, t, b, a["ceil"]), pool_out(w, kw, sw, l, r, a["ceil"])
+    eh, ew = (oh - 1) * sh + kh, (ow - 1) * sw + kw         # the padded extent the windows cover
+    fill = -np.inf if a["kind"] == "max" else 0.0
+    xp = np.full((n, c, eh, ew), fill, x.dtype)
+    xp[:, :, t:t + h, l:l + w] = x[:, :, :eh - t, :ew - l]
+    inside = np.zeros((eh, ew), x.dtype)
+    inside[t:t + h, l:l + w] = 1
+    if a["count_pad"]:                                       # the declared padding counts, the ceil overhang not
+        inside[:min(eh, t + h + b), :min(ew, l + w + r)] = 1
+    out = np.full((n, c, oh, ow), fill, x.dtype)
+    count = np.zeros((oh, ow), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, :, i: i + sh * (oh - 1) + 1: sh, j: j + sw * (ow - 1) + 1: sw]
+            if a["kind"] == "max":
+                out = np.maximum(out, win)
+            else:
+                out = out + win
+                count += inside[i: i + sh * (oh - 1) + 1: sh, j: j + sw * (ow - 1) + 1: sw]
+    return out if a["kind"] == "max" else out / count
+
+
+def forward(graph: Graph, x: np.ndarray, dtype=np.float32) -> np.ndarray:
+    """The network's output for x (N, C, H, W) in `dtype` arithmetic."""
+    env = {graph.input: np.asarray(x, dtype)}
+    for layer in graph.layers:
+        ins = [env[i] for i in layer.inputs]
+        a = layer.attrs
+        if layer.op == "conv":
+            y = conv2d(ins[0], layer)
+        elif layer.op == "pool":
+            y = pool2d(ins[0], layer)
+        elif layer.op == "gap":
+            y = ins[0].mean(axis=(2, 3), keepdims=True)
+        elif layer.op == "add":
+            y = activate(ins[0] + ins[1], layer.act)
+        elif layer.op == "bias":
+            y = ins[0] + a["b"].astype(dtype)
+        elif layer.op == "affine":
+            shape = (1, -1) + (1,) * (ins[0].ndim - 2)
+            y = activate(ins[0] * a["scale"].astype(dtype).reshape(shape) + a["shift"].astype(dtype).reshape(shape),
+                         layer.act)
+        elif layer.op == "concat":
+            y = np.concatenate(ins, axis=1)
+        elif layer.op == "dense":
+            y = activate(ins[0].reshape(len(ins[0]), -1) @ a["w"].astype(dtype) + a["b"].astype(dtype), layer.act)
+        elif layer.op == "flatten":
+            y = ins[0].reshape(len(ins[0]), -1)
+        elif layer.op == "softmax":
+            e = np.exp(ins[0] - ins[0].max(axis=-1, keepdims=True))
+            y = e / e.sum(axis=-1, keepdims=True)
+        elif layer.op == "act":
+            y = activate(ins[0], layer.act)
+        else:
+            raise AssertionError(layer.op)
+        env[layer.output] = y.astype(dtype, copy=False)
+    return env[graph.output]

@@ -1,0 +1,149 @@
+// Layers of convolutional networks read from ONNX files (convnet/cnn/gpu.py), fp32 NCHW. The convolution is
+// im2col here + gemm.cu v2 (register tiles) with the bias and ReLU in its epilogue; everything else a CNN needs is
+// one kernel each below. Shapes are kernel arguments: one build serves every network.
+//
+//   im2col_pad        one image's columns for a strided, dilated, padded convolution: cols[(c, i, j), (oy, ox)]
+//   conv_depthwise    groups = channels (MobileNet): one thread an output pixel, bias and activation fused
+//   activate_inplace  the activations the GEMM epilogue lacks: LeakyReLU, sigmoid, tanh, clip (ReLU6)
+//   channel_affine    y = act(x * scale[c] + shift[c]) (a BatchNormalization nothing folds into; a channel bias)
+//   add_act           y = act(a + b) (residual connections)
+//   pool2d            max or average over kernel x kernel windows, strides, padding, ceil mode, count_include_pad
+//   global_avg_pool   one warp per (image, channel)
+//   concat_channels   one input's channels into its slice of the output
+//   softmax_rows      one warp per row
+//
+// Activation codes: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b).
+#include "common.cuh"
+
+__device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
+    switch (act) {
+        case 1: return fmaxf(v, 0.f);
+        case 2: return v >= 0.f ? v : v * a;
+        case 3: return 1.f / (1.f + __expf(-v));
+        case 4: return tanhf(v);
+        case 5: return fminf(fmaxf(v, a), b);
+        default: return v;
+    }
+}
+
+extern "C" __global__ void im2col_pad(const float* __restrict__ x, float* __restrict__ cols, int N, int C, int H,
+                                      int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL, int OH,
+                                      int OW) {
+    const long long P = (long long)OH * OW, rows = (long long)C * KH * KW;
+    const long long total = N * rows * P;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int p = (int)(t % P);
+        const long long nr = t / P;
+        const int r = (int)(nr % rows);                // (c, i, j)
+        const long long n = nr / rows;
+        const int j = r % KW, i = (r / KW) % KH, c = r / (KW * KH);
+        const int oy = p / OW, ox = p % OW;
+        const int y = oy * SH - PT + i * DH, xx = ox * SW - PL + j * DW;
+        cols[t] = (y >= 0 && y < H && xx >= 0 && xx < W) ? x[((n * C + c) * H + y) * W + xx] : 0.f;
+    }
+}
+
+extern "C" __global__ void conv_depthwise(const float* __restrict__ x, const float* __restrict__ w,
+                                          const float* __restrict__ bias, float* __restrict__ y, int N, int C, int H,
+                                          int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
+                                          int OH, int OW, int act, float a, float b) {
+    const long long total = (long long)N * C * OH * OW;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int ox = (int)(t % OW), oy = (int)(t / OW % OH);
+        const long long nc = t / ((long long)OH * OW);
+        const int c = (int)(nc % C);
+        const float* xs = x + nc * H * W;
+        const float* ws = w + (long long)c * KH * KW;
+        float acc = bias[c];
+        for (int i = 0; i < KH; ++i) {
+            const int yy = oy * SH - PT + i * DH;
+            if (yy < 0 || yy >= H) continue;
+            for (int j = 0; j < KW; ++j) {
+                const int xx = ox * SW - PL + j * DW;
+                if (xx >= 0 && xx < W) acc = fmaf(xs[yy * W + xx], ws[i * KW + j], acc);
+            }
+        }
+        y[t] = act_apply(acc, act, a, b);
+    }
+}
+
+extern "C" __global__ void activate_inplace(float* __restrict__ y, long long n, int act, float a, float b) {
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n; t += (long long)gridDim.x * blockDim.x)
+        y[t] = act_apply(y[t], act, a, b);
+}
+
+extern "C" __global__ void channel_affine(const float* __restrict__ x, const float* __restrict__ scale,
+                                          const float* __restrict__ shift, float* __restrict__ y, long long n, int C,
+                                          int HW, int act, float a, float b) {
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int c = (int)(t / HW % C);
+        y[t] = act_apply(fmaf(x[t], scale[c], shift[c]), act, a, b);
+    }
+}
+
+extern "C" __global__ void add_act(const float* __restrict__ p, const float* __restrict__ q, float* __restrict__ y,
+                                   long long n, int act, float a, float b) {
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n; t += (long long)gridDim.x * blockDim.x)
+        y[t] = act_apply(p[t] + q[t], act, a, b);
+}
+
+// Windows past the input (the declared padding, and ceil mode's overhang) hold -inf for max; for average they count
+// where count_pad covers them (the declared padding: [0, H + PB) x [0, W + PR) in padded coordinates), never beyond.
+extern "C" __global__ void pool2d(const float* __restrict__ x, float* __restrict__ y, int NC, int H, int W, int KH,
+                                  int KW, int SH, int SW, int PT, int PL, int PB, int PR, int OH, int OW, int is_max,
+                                  int count_pad) {
+    const long long total = (long long)NC * OH * OW;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int ox = (int)(t % OW), oy = (int)(t / OW % OH);
+        const float* xs = x + t / ((long long)OH * OW) * H * W;
+        float acc = is_max ? -INFINITY : 0.f;
+        int count = 0;
+        for (int i = 0; i < KH; ++i) {
+            const int py = oy * SH + i, yy = py - PT;              // padded and input coordinates
+            for (int j = 0; j < KW; ++j) {
+                const int px = ox * SW + j, xx = px - PL;
+                const bool in = yy >= 0 && yy < H && xx >= 0 && xx < W;
+                if (in) acc = is_max ? fmaxf(acc, xs[yy * W + xx]) : acc + xs[yy * W + xx];
+                if (in || (count_pad && py < H + PT + PB && px < W + PL + PR)) ++count;
+            }
+        }
+        y[t] = is_max ? acc : acc / (float)count;
+    }
+}
+
+extern "C" __global__ void global_avg_pool(const float* __restrict__ x, float* __restrict__ y, int NC, int HW) {
+    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (warp >= NC) return;
+    const float* xs = x + (long long)warp * HW;
+    float s = 0.f;
+    for (int i = lane; i < HW; i += 32) s += xs[i];
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) y[warp] = s / (float)HW;
+}
+
+extern "C" __global__ void concat_channels(const float* __restrict__ x, float* __restrict__ y, int N, int Ci,
+                                           int Ctot, int offset, int HW) {
+    const long long total = (long long)N * Ci * HW;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const long long n = t / ((long long)Ci * HW), r = t % ((long long)Ci * HW);
+        y[(n * Ctot + offset) * HW + r] = x[t];
+    }
+}
+
+extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+    if (warp >= rows) return;
+    const float* xr = x + (long long)warp * cols;
+    float* yr = y + (long long)warp * cols;
+    float m = -INFINITY, s = 0.f;
+    for (int i = lane; i < cols; i += 32) m = fmaxf(m, xr[i]);
+    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    for (int i = lane; i < cols; i += 32) s += __expf(xr[i] - m);
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int i = lane; i < cols; i += 32) yr[i] = __expf(xr[i] - m) / s;
+}

@@ -1,0 +1,126 @@
+"""Small ONNX convolutional networks written with onnx.helper (random weights), the shapes of issue 42's models:
+LeNet-5, a CIFAR VGG-style net, a ResNet basic block, MobileNetV2-style depthwise blocks, and one of every other
+supported op. Each builder returns (ModelProto, input shape (C, H, W))."""
+import numpy as np
+
+
+def _builder(rng):
+    from onnx import TensorProto, helper, numpy_helper
+    nodes, inits = [], []
+    count = [0]
+
+    def name(prefix):
+        count[0] += 1
+        return f"{prefix}{count[0]}"
+
+    def const(arr):
+        n = name("w")
+        inits.append(numpy_helper.from_array(np.asarray(arr, np.float32), n))
+        return n
+
+    def node(op, ins, **attrs):
+        out = name(op.lower())
+        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    def conv(x, cin, cout, k, stride=1, pads=None, group=1, bias=True, **kw):
+        w = rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2.0 / (cin // group * k * k))
+        ins = [x, const(w)] + ([const(0.1 * rng.standard_normal(cout))] if bias else [])
+        if "auto_pad" not in kw:
+            kw["pads"] = pads if pads is not None else [k // 2] * 4
+        return node("Conv", ins, kernel_shape=[k, k], strides=[stride, stride], group=group, **kw)
+
+    def bn(x, c):
+        return node("BatchNormalization", [x, const(1 + 0.2 * rng.standard_normal(c)),
+                                           const(0.1 * rng.standard_normal(c)), const(0.1 * rng.standard_normal(c)),
+                                           const(0.5 + rng.random(c))], epsilon=1e-5)
+
+    def gemm(x, fin, fout):
+        return node("Gemm", [x, const(rng.standard_normal((fout, fin)) / np.sqrt(fin)),
+                             const(0.1 * rng.standard_normal(fout))], transB=1)
+
+    def model(x_shape, out):
+        g = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                                             ["N", *x_shape])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        return m, tuple(x_shape)
+    return node, const, conv, bn, gemm, model
+
+
+def lenet5(rng):
+    node, const, conv, bn, gemm, model = _builder(rng)
+    x = node("Relu", [conv("input", 1, 6, 5, pads=[2, 2, 2, 2])])
+    x = node("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = node("Relu", [conv(x, 6, 16, 5, pads=[0, 0, 0, 0])])
+    x = node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = node("Flatten", [x], axis=1)
+    x = node("Relu", [gemm(x, 400, 120)])
+    x = node("Relu", [gemm(x, 120, 84)])
+    return model((1, 28, 28), node("Softmax", [gemm(x, 84, 10)], axis=1))
+
+
+def vgg_cifar(rng):
+    node, const, conv, bn, gemm, model = _builder(rng)
+    x, c = "input", 3
+    for cout in (16, 32, 64):
+        for _ in range(2):
+            x, c = node("Relu", [bn(conv(x, c, cout, 3, bias=False), cout)]), cout
+        x = node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = node("Dropout", [node("Flatten", [x], axis=1)])
+    x = node("Relu", [gemm(x, 64 * 16, 128)])
+    return model((3, 32, 32), gemm(x, 128, 10))
+
+
+def resnet_block(rng, size=32):
+    node, const, conv, bn, gemm, model = _builder(rng)
+    x = node("Relu", [bn(conv("input", 3, 16, 7, stride=2, pads=[3, 3, 3, 3], bias=False), 16)])
+    x = node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    for cin, cout, stride in ((16, 16, 1), (16, 32, 2)):
+        y = node("Relu", [bn(conv(x, cin, cout, 3, stride=stride, bias=False), cout)])
+        y = bn(conv(y, cout, cout, 3, bias=False), cout)
+        short = x if stride == 1 else bn(conv(x, cin, cout, 1, stride=stride, pads=[0, 0, 0, 0], bias=False), cout)
+        x = node("Relu", [node("Add", [y, short])])
+    x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
+    return model((3, size, size), gemm(x, 32, 10))
+
+
+def mobilenet_block(rng):
+    node, const, conv, bn, gemm, model = _builder(rng)
+    relu6 = lambda v: node("Clip", [v, const(np.float32(0)), const(np.float32(6))])   # noqa: E731
+    x = relu6(bn(conv("input", 3, 16, 3, stride=2, pads=[0, 0, 1, 1], bias=False), 16))   # asymmetric padding
+    for expand in (4, 2):
+        y = relu6(bn(conv(x, 16, 16 * expand, 1, pads=[0, 0, 0, 0], bias=False), 16 * expand))
+        y = relu6(bn(conv(y, 16 * expand, 16 * expand, 3, group=16 * expand, bias=False), 16 * expand))
+        y = bn(conv(y, 16 * expand, 16, 1, pads=[0, 0, 0, 0], bias=False), 16)
+        x = node("Add", [x, y])
+    x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
+    return model((3, 33, 31), gemm(x, 16, 7))
+
+
+def every_op(rng):
+    """The ops the four above leave out: LeakyRelu, Sigmoid, Tanh, Concat, MatMul + Add, Reshape, AveragePool with
+    count_include_pad and ceil_mode, Identity, strided dilated conv, auto_pad SAME_UPPER."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+    a = node("LeakyRelu", [conv("input", 2, 4, 3, stride=2, pads=[1, 0, 1, 2])], alpha=0.2)
+    b = node("Sigmoid", [conv("input", 2, 3, 3, stride=2, pads=None, auto_pad="SAME_UPPER")])
+    b = node("Identity", [b])
+    x = node("Concat", [a, b], axis=1)
+    x = node("Tanh", [conv(x, 7, 5, 3, pads=[2, 2, 2, 2], dilations=[2, 2])])
+    x = node("AveragePool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1,
+             ceil_mode=1)
+    x = node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+    x = node("Reshape", [x, node("Constant", [], value=_tensor(np.array([0, -1], np.int64)))])
+    x = node("Add", [node("MatMul", [x, const(np.random.default_rng(1).standard_normal((5 * 4 * 3, 6)))]),
+                     const(np.arange(6))])
+    return model((2, 23, 21), x)
+
+
+def _tensor(arr):
+    from onnx import numpy_helper
+    return numpy_helper.from_array(arr)
+
+
+MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
+          "every_op": every_op}

@@ -1,0 +1,91 @@
+"""ONNX networks: the loader and the numpy reference against onnxruntime (CPU, fp32), and what is refused."""
+import numpy as np
+import pytest
+
+from cnn_models import MODELS
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+def save(tmp_path, name, rng):
+    model, shape = MODELS[name](rng)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    return path, shape
+
+
+def run_ort(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("batch", [1, 7])
+def test_reference_equals_onnxruntime(name, batch, tmp_path):
+    from convnet.cnn import graph, reference
+    rng = np.random.default_rng(hash(name) % 1000 + batch)
+    path, shape = save(tmp_path, name, rng)
+    g = graph.load(path)
+    assert g.input_shape == shape
+    x = rng.standard_normal((batch, *shape)).astype(np.float32)
+    want = run_ort(path, x)
+    got = reference.forward(g, x)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    got64 = reference.forward(g, x, np.float64)
+    assert np.abs(got64 - want).max() <= 1e-4 * np.abs(want).max()
+
+
+def test_batchnorm_and_activations_fold_into_the_layer_before():
+    from convnet.cnn import graph
+    rng = np.random.default_rng(0)
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        path, _ = save(Path(d), "vgg_cifar", rng)
+        g = graph.load(path)
+    ops = [x.op for x in g.layers]
+    assert "affine" not in ops and "act" not in ops                # BN into conv, ReLU into conv / dense
+    assert all(x.act.kind == "relu" for x in g.layers if x.op == "conv")
+
+
+def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=(), **attrs):
+    from onnx import TensorProto, helper, numpy_helper
+    g = helper.make_graph([helper.make_node(op, list(inputs), ["y"], name="the_node", **attrs)], "g",
+                          [helper.make_tensor_value_info("input", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(a, n) for n, a in inits])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("op,kw,message", [
+    ("LSTM", {}, "'the_node' (LSTM): this op is not supported"),
+    ("Conv", {"inputs": ("input", "w"), "inits": (("w", np.zeros((2, 3, 3, 3, 3), np.float32)),)},
+     "'the_node' (Conv): a 3-D convolution"),
+    ("Conv", {"inputs": ("input", "input")}, "'the_node' (Conv): weights that are not initializers"),
+    ("Concat", {"axis": 2, "inputs": ("input", "input")}, "'the_node' (Concat): axis 2"),
+    ("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}, "'the_node' (MaxPool): auto_pad SAME_UPPER"),
+    ("Relu", {"shape": (1, 3, 8)}, "input 'input' has shape [1, 3, 8]"),
+])
+def test_what_cannot_run_is_refused_in_one_line_naming_the_node(tmp_path, op, kw, message):
+    from convnet.cnn import graph
+    from convnet.errors import UsageError
+    path = one_node_model(tmp_path, op, **kw)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")) as e:
+        graph.load(path)
+    assert "\n" not in str(e.value)
+
+
+def test_not_a_model_file(tmp_path):
+    from convnet.cnn import graph
+    from convnet.errors import UsageError
+    bad = tmp_path / "x.onnx"
+    bad.write_bytes(b"\x00\xffnot protobuf" * 10)
+    with pytest.raises(UsageError, match="not an ONNX model"):
+        graph.load(bad)
+    with pytest.raises(UsageError, match="no such file"):
+        graph.load(tmp_path / "missing.onnx")

@@ -1,0 +1,67 @@
+"""ONNX networks on the GPU (convnet/cnn/gpu.py, kernels/cnn.cu) against the float64 numpy reference, on random
+inputs with every activation buffer NaN-poisoned first, at odd batch sizes and past one chunk."""
+import numpy as np
+import pytest
+
+from cnn_models import MODELS
+from helpers import rel_err
+
+pytestmark = pytest.mark.gpu
+onnx = pytest.importorskip("onnx")
+
+
+def load(tmp_path, name, seed=0):
+    from convnet.cnn import graph
+    model, _ = MODELS[name](np.random.default_rng(seed))
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    return graph.load(path)
+
+
+def poison(rt):
+    rt.pool.fill("cnn.", np.nan, np.float32)          # activations, columns, input (weights: cnnw.)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("batch", [1, 7, 300])
+def test_im2col_path_equals_float64(tmp_path, name, batch):
+    from convnet import catalogue
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    g = load(tmp_path, name, seed=batch)
+    net = GPUNet(g, catalogue.get("im2col", "onnx"))
+    x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
+    poison(net.rt)
+    got = net.forward(x)
+    want = reference.forward(g, x, np.float64)
+    assert rel_err(got, want) <= 1e-5
+    poison(net.rt)
+    assert np.array_equal(net.forward(x), got)                     # again, from poisoned buffers: the same
+
+
+def test_chunks_give_the_one_piece_result(tmp_path, monkeypatch):
+    """A batch past one chunk (the chunk shrunk to 64 images): the chunks' outputs in order, the last one short."""
+    from convnet import catalogue
+    from convnet.cnn import gpu, reference
+    g = load(tmp_path, "resnet_block", seed=3)
+    net = gpu.GPUNet(g, catalogue.get("im2col", "onnx"))
+    net.chunk = 64
+    x = np.random.default_rng(5).standard_normal((201, *g.input_shape)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-5
+
+
+def test_a_grouped_convolution_other_than_depthwise_is_refused(tmp_path):
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.errors import UsageError
+    w = numpy_helper.from_array(np.zeros((4, 2, 3, 3), np.float32), "w")
+    gr = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="grouped", group=2, kernel_shape=[3, 3])],
+                           "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    with pytest.raises(UsageError, match=r"'grouped' \(Conv\): group 2 over 4 channels"):
+        GPUNet(graph.load(path), catalogue.get("im2col", "onnx"))
