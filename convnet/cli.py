@@ -19,10 +19,11 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
     p = OneLineParser(prog=prog,
                 description="Classify the Fashion-MNIST test set with LeNet-86 through a chosen kernel variant.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--model", choices=catalogue.MODELS, default="lenet86",
+    p.add_argument("--model", default="lenet86", metavar="{lenet86,gpt2,onnx,FILE.onnx}",
                    help="lenet86 (default: Fashion-MNIST classification); gpt2 and onnx with --list only (GPT-2's "
                         "forward benchmark is convnet-bench gpt2, its text generation convnet-gpt2 generate; your own "
-                        "ONNX network: convnet-predict PICTURES --model FILE.onnx)")
+                        "ONNX network: FILE.onnx runs it on random inputs with per-layer times, convnet-predict "
+                        "PICTURES --model FILE.onnx classifies pictures)")
     p.add_argument("--variant", default="auto",
                    help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
     p.add_argument("--batch", type=positive_int, default=None,
@@ -102,6 +103,16 @@ def check_options(args) -> None:
     for opt, where in MOVED.items():
         if opt in given:
             raise UsageError(f"--{opt} is a measurement: run {where}")
+    if args.model not in catalogue.MODELS and not args.model.lower().endswith(".onnx"):
+        raise UsageError(f"--model {args.model}: one of {', '.join(catalogue.MODELS)}, or an .onnx file")
+    if args.model.lower().endswith(".onnx"):
+        bad = [o for o in ("stream", "data_dir", "predictions", "devices", "list", "record") if o in given] + \
+            (["weights"] if args.weights != str(wio.WEIGHTS_FILE) else [])
+        if bad:
+            raise UsageError(f"--{bad[0].replace('_', '-')} does not apply to --model FILE.onnx")
+        if args.json:
+            check_output(args.json, "--json", (args.model,))
+        return
     if args.model == "onnx" and not args.list:
         raise UsageError("--model onnx lists the variants for your own networks (--list); classify with "
                          "convnet-predict PICTURES --model FILE.onnx")
@@ -143,6 +154,13 @@ def _main(argv) -> int:
         print(f"removed {root} ({size / 2**20:.0f} MB)" if size else f"nothing to remove at {root}")
         return 0
     check_options(args)
+    if args.model.lower().endswith(".onnx"):
+        from .cnn.run import run as run_onnx
+        text, record = run_onnx(args.model, args.variant, args.batch or 10000, args.repeat or 1)
+        print(text)
+        if args.json:
+            report.save_json(args.json, {**report.metadata(), **record})
+        return 0
     if args.model in ("gpt2", "onnx"):
         print(list_variants(args.model, args.all))
         return 0

@@ -45,7 +45,7 @@ def test_list_shows_every_variant():
     (["--stream", "0"], "argument --stream: must be at least 1"),
     (["--variant", "cpu", "--roofline"], "--roofline is a measurement: run convnet-bench roofline"),
     (["--model", "gpt2", "--variant", "nope"], "--model gpt2 lists GPT-2's variants (--list)"),
-    (["--model", "resnet"], "invalid choice"),
+    (["--model", "resnet"], "--model resnet: one of lenet86, gpt2, onnx, or an .onnx file"),
     (["--variant", "cpu", "--plot", "x.png"], "--plot is a measurement"),
     (["--compare", "cpu"], "--compare is a measurement: run convnet-bench compare"),
     (["--variant", "cpu", "--predictions"], "--predictions needs --json"),

@@ -100,3 +100,18 @@ def test_the_python_call_returns_logits(tmp_path, rgb_model):
     from convnet.errors import UsageError
     with pytest.raises(UsageError, match=r"input of shape \(3, 1, 32, 32\)"):
         net.logits(x[:, :1])
+
+
+def test_the_main_job_report_of_an_onnx_network(tmp_path, rgb_model):
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, str(ROOT / "run_milestone.py"), "--model", str(rgb_model), "--variant", "cpu",
+                        "--batch", "7", "--repeat", "2", "--json", str(out)], cwd=tmp_path, capture_output=True,
+                       text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+                                       "CONVNET_CACHE": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stderr
+    r = json.loads(out.read_text())
+    from convnet.cnn import graph
+    g = graph.load(rgb_model)
+    assert [x["name"] for x in r["layers"]] == ["upload", *(x.name for x in g.layers), "download"]
+    assert r["batch"] == 7 and r["rel_err_float64"] < 1e-5 and r["total_ms"] > 0
+    assert "Total execution time" in p.stdout

@@ -89,3 +89,20 @@ def test_not_a_model_file(tmp_path):
         graph.load(bad)
     with pytest.raises(UsageError, match="no such file"):
         graph.load(tmp_path / "missing.onnx")
+
+
+def test_the_builtin_lenet86_exported_to_onnx_predicts_as_the_builtin_path(tmp_path, lenet_weights):
+    """LeNet-86 written as ONNX (convnet.cnn.export) through the ONNX path's reference: the built-in reference's
+    logits on 600 test images, and onnxruntime's."""
+    from convnet import data, network
+    from convnet.cnn import export, graph, reference
+    path = tmp_path / "lenet86.onnx"
+    onnx.save(export.lenet86_onnx(lenet_weights), str(path))
+    g = graph.load(path)
+    x, labels = data.load("test", limit=600)
+    got = reference.forward(g, x)
+    want = network.forward(x, lenet_weights)
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+    assert np.array_equal(got.argmax(1), want.argmax(1))
+    assert np.abs(run_ort(path, x) - want).max() <= 1e-4 * np.abs(want).max()
+    assert g.meta["labels"].splitlines() == list(data.CLASS_NAMES)

@@ -65,3 +65,30 @@ def test_a_grouped_convolution_other_than_depthwise_is_refused(tmp_path):
     onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     with pytest.raises(UsageError, match=r"'grouped' \(Conv\): group 2 over 4 channels"):
         GPUNet(graph.load(path), catalogue.get("im2col", "onnx"))
+
+
+def test_the_builtin_lenet86_through_the_onnx_path_on_all_10000(tmp_path, lenet_weights):
+    """The issue's bar: LeNet-86 exported to ONNX gives the built-in path's predictions (accuracy 0.9163) on every
+    test image."""
+    from convnet import catalogue, data, network
+    from convnet.cnn import export, graph
+    from convnet.cnn.gpu import GPUNet
+    path = tmp_path / "lenet86.onnx"
+    onnx.save(export.lenet86_onnx(lenet_weights), str(path))
+    net = GPUNet(graph.load(path), catalogue.get("im2col", "onnx"))
+    x, labels = data.load("test")
+    poison(net.rt)
+    pred = net.forward(x).argmax(1)
+    assert np.array_equal(pred, network.predict(x, lenet_weights))
+    assert abs(float((pred == labels).mean()) - 0.9163) < 5e-5
+
+
+def test_per_layer_times_and_the_report(tmp_path):
+    from convnet.cnn.run import run
+    from onnx import save
+    model, _ = MODELS["mobilenet_block"](np.random.default_rng(0))
+    path = tmp_path / "m.onnx"
+    save(model, str(path))
+    text, r = run(path, "im2col", 257, 3)
+    assert r["variant"] == "im2col" and r["rel_err_float64"] <= 1e-5
+    assert all(x["ms"] >= 0 for x in r["layers"]) and sum(x["ms"] for x in r["layers"]) <= r["total_ms"] * 1.05

@@ -127,26 +127,38 @@ class GPUNet:
     def _grid(self, n: int) -> tuple:
         return (int(min(max(1, -(-n // THREADS)), 65535 * 8)), 1, 1), (THREADS, 1, 1)
 
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        """The network's output for x (N, C, H, W) float32, chunk by chunk."""
+    def forward(self, x: np.ndarray, times: list | None = None) -> np.ndarray:
+        """The network's output for x (N, C, H, W) float32, chunk by chunk; `times` (a list) receives the
+        milliseconds of the upload, each layer and the download, summed over the chunks (CUDA events)."""
         x = np.ascontiguousarray(x, np.float32)
         if x.shape[1:] != tuple(self.graph.input_shape):
             raise UsageError(f"input of shape {x.shape[1:]}, the model takes {tuple(self.graph.input_shape)}")
         out = np.empty((len(x), *self.shape[self.graph.output]), np.float32)
         for s in range(0, len(x), self.chunk):
-            out[s:s + self.chunk] = self._run(x[s:s + self.chunk])
+            out[s:s + self.chunk] = self._run(x[s:s + self.chunk], times)
         return out
 
-    def _run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, times: list | None = None) -> np.ndarray:
         rt, n = self.rt, len(x)
+        marks = [rt.event() for _ in range(len(self.graph.layers) + 3)] if times is not None else None
+        mark = (lambda k: marks[k].record()) if marks else (lambda k: None)
+        mark(0)
         env = {self.graph.input: rt.pool.get("cnn.in", x.shape)}
         env[self.graph.input].set(x)
+        mark(1)
         for i, layer in enumerate(self.graph.layers):
             y = rt.pool.get(f"cnn.a{i}", (n, *self.shape[layer.output]))
             self._layer(i, layer, [env[t] for t in layer.inputs], y, n)
             env[layer.output] = y
+            mark(i + 2)
         with rt.checked(f"ONNX {self.variant.name} forward"):
-            return env[self.graph.output].get()
+            out = env[self.graph.output].get()
+            if marks:
+                mark(len(marks) - 1)
+                marks[-1].synchronize()
+                ms = [marks[k + 1].time_since(marks[k]) for k in range(len(marks) - 1)]
+                times[:] = [a + b for a, b in zip(times, ms)] if times else ms
+        return out
 
     def _layer(self, i, layer, ins, y, n):
         a, k, act = layer.attrs, self.k, layer.act

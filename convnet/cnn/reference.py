@@ -96,10 +96,15 @@ def pool2d(x, layer):
     return out if a["kind"] == "max" else out / count
 
 
-def forward(graph: Graph, x: np.ndarray, dtype=np.float32) -> np.ndarray:
-    """The network's output for x (N, C, H, W) in `dtype` arithmetic."""
+def forward(graph: Graph, x: np.ndarray, dtype=np.float32, times: list | None = None) -> np.ndarray:
+    """The network's output for x (N, C, H, W) in `dtype` arithmetic; `times` (a list) receives each layer's
+    milliseconds."""
+    import time
     env = {graph.input: np.asarray(x, dtype)}
+    if times is not None:
+        times[:] = [0.0]
     for layer in graph.layers:
+        t0 = time.perf_counter()
         ins = [env[i] for i in layer.inputs]
         a = layer.attrs
         if layer.op == "conv":
@@ -130,4 +135,8 @@ def forward(graph: Graph, x: np.ndarray, dtype=np.float32) -> np.ndarray:
         else:
             raise AssertionError(layer.op)
         env[layer.output] = y.astype(dtype, copy=False)
+        if times is not None:
+            times.append((time.perf_counter() - t0) * 1e3)
+    if times is not None:
+        times.append(0.0)
     return env[graph.output]
