@@ -3,6 +3,8 @@
 // one kernel each below. Shapes are kernel arguments: one build serves every network.
 //
 //   im2col_pad        one image's columns for a strided, dilated, padded convolution: cols[(c, i, j), (oy, ox)]
+//   conv_direct       the convolution without the im2col matrix: a thread holds one output pixel of DIRECT_OC
+//                     output channels (the warp reads the same weights: broadcast), bias and activation fused
 //   conv_depthwise    groups = channels (MobileNet): one thread an output pixel, bias and activation fused
 //   activate_inplace  the activations the GEMM epilogue lacks: LeakyReLU, sigmoid, tanh, clip (ReLU6)
 //   channel_affine    y = act(x * scale[c] + shift[c]) (a BatchNormalization nothing folds into; a channel bias)
@@ -42,6 +44,45 @@ extern "C" __global__ void im2col_pad(const float* __restrict__ x, float* __rest
         const int y = oy * SH - PT + i * DH, xx = ox * SW - PL + j * DW;
         cols[t] = (y >= 0 && y < H && xx >= 0 && xx < W) ? x[((n * C + c) * H + y) * W + xx] : 0.f;
     }
+}
+
+#ifndef DIRECT_OC
+#define DIRECT_OC 8
+#endif
+extern "C" __global__ void __launch_bounds__(256) conv_direct(
+        const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+        float* __restrict__ y, int N, int C, int H, int W, int M, int KH, int KW, int SH, int SW, int DH, int DW,
+        int PT, int PL, int OH, int OW, int act, float a, float b) {
+    const long long pixels = (long long)N * OH * OW;
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    const int m0 = blockIdx.y * DIRECT_OC;
+    if (t >= pixels) return;
+    const int ox = (int)(t % OW), oy = (int)(t / OW % OH);
+    const long long n = t / ((long long)OH * OW);
+    const int taps = C * KH * KW;
+    float acc[DIRECT_OC];
+#pragma unroll
+    for (int k = 0; k < DIRECT_OC; ++k) acc[k] = 0.f;
+    for (int c = 0; c < C; ++c) {
+        const float* xs = x + (n * C + c) * H * W;
+        for (int i = 0; i < KH; ++i) {
+            const int yy = oy * SH - PT + i * DH;
+            if (yy < 0 || yy >= H) continue;
+            for (int j = 0; j < KW; ++j) {
+                const int xx = ox * SW - PL + j * DW;
+                if (xx < 0 || xx >= W) continue;
+                const float v = xs[yy * W + xx];
+                const float* ws = w + (long long)m0 * taps + (c * KH + i) * KW + j;
+#pragma unroll
+                for (int k = 0; k < DIRECT_OC; ++k)
+                    if (m0 + k < M) acc[k] = fmaf(v, __ldg(ws + (long long)k * taps), acc[k]);
+            }
+        }
+    }
+    const long long plane = (long long)OH * OW, at = (n * M + m0) * plane + (long long)oy * OW + ox;
+#pragma unroll
+    for (int k = 0; k < DIRECT_OC; ++k)
+        if (m0 + k < M) y[at + k * plane] = act_apply(acc[k] + bias[m0 + k], act, a, b);
 }
 
 extern "C" __global__ void conv_depthwise(const float* __restrict__ x, const float* __restrict__ w,

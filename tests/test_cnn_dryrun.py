@@ -8,8 +8,9 @@ from cnn_models import MODELS
 onnx = pytest.importorskip("onnx")
 
 
+@pytest.mark.parametrize("variant", ["im2col", "direct"])
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_every_layer_launches_its_kernels(tmp_path, name):
+def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     from convnet import catalogue
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet, shapes
@@ -19,10 +20,10 @@ def test_every_layer_launches_its_kernels(tmp_path, name):
     onnx.save(model, str(path))
     g = graph.load(path)
     rt = RecordingRuntime()
-    net = GPUNet(g, catalogue.get("im2col", "onnx"), rt)
+    net = GPUNet(g, catalogue.get(variant, "onnx"), rt)
     net._run(np.zeros((3, *shape), np.float32))
     launched = {name for name, *_ in rt.launches}
-    want = {"conv": {"gemm_regtile"}, "pool": {"pool2d"}, "gap": {"global_avg_pool"}, "add": {"add_act"},
+    want = {"conv": {"gemm_regtile"} if variant == "im2col" else {"conv_direct"}, "pool": {"pool2d"}, "gap": {"global_avg_pool"}, "add": {"add_act"},
             "concat": {"concat_channels"}, "softmax": {"softmax_rows"}, "dense": {"gemm_regtile"}}
     for layer in g.layers:
         assert want.get(layer.op, set()) <= launched, layer.op

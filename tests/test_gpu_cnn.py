@@ -19,32 +19,40 @@ def load(tmp_path, name, seed=0):
 
 
 def poison(rt):
-    rt.pool.fill("cnn.", np.nan, np.float32)          # activations, columns, input (weights: cnnw.)
+    rt.pool.fill("cnna", np.nan, np.float32)          # activations, columns, input (weights: cnnw)
 
 
+VARIANTS = ["im2col", "direct", "direct_graph"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("name", sorted(MODELS))
 @pytest.mark.parametrize("batch", [1, 7, 300])
-def test_im2col_path_equals_float64(tmp_path, name, batch):
+def test_gpu_path_equals_float64(tmp_path, name, batch, variant):
     from convnet import catalogue
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     g = load(tmp_path, name, seed=batch)
-    net = GPUNet(g, catalogue.get("im2col", "onnx"))
+    net = GPUNet(g, catalogue.get(variant, "onnx"))
     x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
     poison(net.rt)
     got = net.forward(x)
     want = reference.forward(g, x, np.float64)
     assert rel_err(got, want) <= 1e-5
     poison(net.rt)
-    assert np.array_equal(net.forward(x), got)                     # again, from poisoned buffers: the same
+    assert np.array_equal(net.forward(x), got)                     # again (a graph: replayed), poisoned: the same
+    x2 = np.random.default_rng(batch + 1).standard_normal(x.shape).astype(np.float32)
+    assert rel_err(net.forward(x2), reference.forward(g, x2, np.float64)) <= 1e-5      # other images, same shape
 
 
-def test_chunks_give_the_one_piece_result(tmp_path, monkeypatch):
-    """A batch past one chunk (the chunk shrunk to 64 images): the chunks' outputs in order, the last one short."""
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_chunks_give_the_one_piece_result(tmp_path, variant):
+    """A batch past one chunk (the chunk shrunk to 64 images): the chunks' outputs in order, the last one short
+    (a graph: one per chunk size, captured again as the size changes)."""
     from convnet import catalogue
     from convnet.cnn import gpu, reference
     g = load(tmp_path, "resnet_block", seed=3)
-    net = gpu.GPUNet(g, catalogue.get("im2col", "onnx"))
+    net = gpu.GPUNet(g, catalogue.get(variant, "onnx"))
     net.chunk = 64
     x = np.random.default_rng(5).standard_normal((201, *g.input_shape)).astype(np.float32)
     poison(net.rt)
@@ -75,7 +83,7 @@ def test_the_builtin_lenet86_through_the_onnx_path_on_all_10000(tmp_path, lenet_
     from convnet.cnn.gpu import GPUNet
     path = tmp_path / "lenet86.onnx"
     onnx.save(export.lenet86_onnx(lenet_weights), str(path))
-    net = GPUNet(graph.load(path), catalogue.get("im2col", "onnx"))
+    net = GPUNet(graph.load(path), catalogue.get("direct_graph", "onnx"))
     x, labels = data.load("test")
     poison(net.rt)
     pred = net.forward(x).argmax(1)

@@ -12,6 +12,7 @@
     convnet-bench decode --variants fast fast_bf16                   greedy decode rate, where a step goes
     convnet-bench generate --variant fast_bf16                       the generate path against HF generate
     convnet-bench gemm --version bf16_wgmma bf16                     Linear against cuBLAS at GPT-2's shapes
+    convnet-bench cnn MODEL.onnx --batch 10000                       an ONNX network against PyTorch (+ torch.compile)
     convnet-bench gemm-groups / gemm-trace / forward-ab / autotune / plot
     convnet-bench results [--model gpt2] [--docs | --check]          the recorded figures; redraw the docs' tables
 

@@ -1,5 +1,7 @@
 """A loaded ONNX network on the GPU (fp32): convolutions as im2col (kernels/cnn.cu) + gemm.cu v2 with the bias and
-ReLU in the GEMM's epilogue, depthwise convolutions direct, every other layer one kernel of kernels/cnn.cu.
+ReLU in the GEMM's epilogue, or direct (params conv = "direct": no im2col matrix); depthwise convolutions direct;
+every other layer one kernel of kernels/cnn.cu. With params graph = true a batch size's whole forward (upload from
+pinned memory, every kernel, download) is one CUDA graph, captured at its first call and replayed after.
 
 Images go through in chunks sized so that the activations and the largest im2col matrix of a chunk stay within
 CHUNK_BYTES of device memory; buffers come from the runtime's pool, allocated once (each network's weights under
@@ -76,13 +78,16 @@ class GPUNet:
         if isinstance(rt, Runtime):
             from ..gpu.ahead import ensure
             ensure(lambda r: GPUNet(graph, variant, r), rt.arch, f"ONNX {variant.name}")
-        k = {n: rt.kernel("cnn.cu", n, {}, variant.name) for n in
-             ("im2col_pad", "conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d",
-              "global_avg_pool", "concat_channels", "softmax_rows")}
-        self.k = k
+        self.direct = variant.params.get("conv") == "direct"
+        names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
+                 "concat_channels", "softmax_rows"] + (["conv_direct"] if self.direct else ["im2col_pad"])
+        self.stream = rt.stream() if variant.params.get("graph") else None
+        self.k = {n: self._on_stream(rt.kernel("cnn.cu", n, dict(variant.defines), variant.name)) for n in names}
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
+        self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self.w = {}
-        tag = f"cnnw{next(_networks)}"
+        k = next(_networks)
+        tag, self.act_tag = f"cnnw{k}", f"cnna{k}"      # this network's weights; its activations
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
             if layer.op == "conv":
@@ -96,8 +101,12 @@ class GPUNet:
                 shift = a["shift"] if layer.op == "affine" else a["b"].reshape(-1)
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.s", np.broadcast_to(scale, (c,))),
                              rt.pool.upload(f"{tag}.{i}.t", np.broadcast_to(shift, (c,))))
-        per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + self._cols_per_image() * 4
+        per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
+            (0 if self.direct else self._cols_per_image() * 4)
         self.chunk = max(1, CHUNK_BYTES // per_image)
+
+    def _on_stream(self, fn):
+        return lambda grid, block, *args: fn(grid, block, *args, stream=self.stream)
 
     def _check(self, graph):
         for layer in graph.layers:
@@ -135,19 +144,58 @@ class GPUNet:
             raise UsageError(f"input of shape {x.shape[1:]}, the model takes {tuple(self.graph.input_shape)}")
         out = np.empty((len(x), *self.shape[self.graph.output]), np.float32)
         for s in range(0, len(x), self.chunk):
-            out[s:s + self.chunk] = self._run(x[s:s + self.chunk], times)
+            part = x[s:s + self.chunk]
+            out[s:s + self.chunk] = self._replay(part) if self.stream is not None and times is None else \
+                self._run(part, times)
         return out
+
+    def _replay(self, x: np.ndarray) -> np.ndarray:
+        """The forward of len(x) images as one CUDA graph: captured at the first call of a batch size (after one
+        eager pass that allocates; a batch's full chunks and its last one keep a graph each), again when the buffer
+        pool changed since (its pointers may have moved)."""
+        from ..gpu.graph import Graph
+        rt, n = self.rt, len(x)
+        entry = self._graphs.get(n)
+        if entry is None or entry[0] != rt.pool.generation:
+            pin_in, pin_out = rt.pinned(x.shape, np.float32), rt.pinned((n, *self.shape[self.graph.output]), np.float32)
+            with rt.checked(f"ONNX {self.variant.name}: graph warm-up"):
+                self._enqueue(pin_in, pin_out)
+                self.stream.synchronize()
+            g = Graph.capture(self.stream)
+            with g:
+                self._enqueue(pin_in, pin_out)
+            if len(self._graphs) >= 4 or any(e[0] != rt.pool.generation for e in self._graphs.values()):
+                self._graphs.clear()
+            entry = self._graphs[n] = (rt.pool.generation, g, pin_in, pin_out)
+        _, g, pin_in, pin_out = entry
+        pin_in[...] = x
+        with rt.checked(f"ONNX {self.variant.name} forward (graph)"):
+            g.launch()
+            self.stream.synchronize()
+        return pin_out.copy()
+
+    def _enqueue(self, pin_in, pin_out) -> None:
+        """Upload from pinned memory, every layer, download into pinned memory, on self.stream."""
+        rt, n = self.rt, len(pin_in)
+        x_dev = rt.pool.get(f"{self.act_tag}.in", pin_in.shape)
+        rt.drv.memcpy_htod_async(x_dev.gpudata, pin_in, self.stream)
+        env = {self.graph.input: x_dev}
+        for i, layer in enumerate(self.graph.layers):
+            y = rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[layer.output]))
+            self._layer(i, layer, [env[t] for t in layer.inputs], y, n)
+            env[layer.output] = y
+        rt.drv.memcpy_dtoh_async(pin_out, env[self.graph.output].gpudata, self.stream)
 
     def _run(self, x: np.ndarray, times: list | None = None) -> np.ndarray:
         rt, n = self.rt, len(x)
         marks = [rt.event() for _ in range(len(self.graph.layers) + 3)] if times is not None else None
         mark = (lambda k: marks[k].record()) if marks else (lambda k: None)
         mark(0)
-        env = {self.graph.input: rt.pool.get("cnn.in", x.shape)}
+        env = {self.graph.input: rt.pool.get(f"{self.act_tag}.in", x.shape)}
         env[self.graph.input].set(x)
         mark(1)
         for i, layer in enumerate(self.graph.layers):
-            y = rt.pool.get(f"cnn.a{i}", (n, *self.shape[layer.output]))
+            y = rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[layer.output]))
             self._layer(i, layer, [env[t] for t in layer.inputs], y, n)
             env[layer.output] = y
             mark(i + 2)
@@ -176,20 +224,28 @@ class GPUNet:
                                     i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
                                     i32(code), pa, pb)
                 return
+            if self.direct:
+                oc = int(self.variant.defines.get("DIRECT_OC", 8))
+                g6 = (-(-n * oh * ow // THREADS), -(-m // oc), 1)
+                k["conv_direct"](g6, block, ptr(ins[0]), W, B, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(m),
+                                 i32(kh), i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
+                                 i32(code), pa, pb)
+                return
             K, P = c * kh * kw, oh * ow
-            cols = self.rt.pool.get("cnn.cols", (n, K, P))
+            cols = self.rt.pool.get(f"{self.act_tag}.cols", (n, K, P))
             g2, b2 = self._grid(n * K * P)
             k["im2col_pad"](g2, b2, ptr(ins[0]), ptr(cols), i32(n), i32(c), i32(h), i32(w), i32(kh), i32(kw), i32(sh),
                             i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow))
             self.gemm(W, cols, y, m, P, K, (K, 1), (P, 1), (P, 1), bias=B, bias_mode=BIAS_ROW,
-                      act=ACT_RELU if act.kind == "relu" else ACT_NONE, batch=n, batch_strides=(0, K * P, m * P))
+                      act=ACT_RELU if act.kind == "relu" else ACT_NONE, batch=n, batch_strides=(0, K * P, m * P),
+                      stream=self.stream)
             if act.kind not in ("none", "relu"):
                 k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
         elif layer.op == "dense":
             W, B = self.w[i]
             K, F = a["w"].shape
             self.gemm(ins[0], W, y, n, F, K, (K, 1), (F, 1), (F, 1), bias=B, bias_mode=BIAS_COL,
-                      act=ACT_RELU if act.kind == "relu" else ACT_NONE)
+                      act=ACT_RELU if act.kind == "relu" else ACT_NONE, stream=self.stream)
             if act.kind not in ("none", "relu"):
                 k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
         elif layer.op in ("affine", "bias"):
@@ -200,7 +256,7 @@ class GPUNet:
         elif layer.op == "add":
             k["add_act"](grid, block, ptr(ins[0]), ptr(ins[1]), ptr(y), np.int64(size), i32(code), pa, pb)
         elif layer.op == "act":
-            self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4)
+            self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4, self.stream)
             k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
         elif layer.op == "pool":
             c, h, w = self.shape[layer.inputs[0]]
@@ -222,7 +278,7 @@ class GPUNet:
                 k["concat_channels"](g4, b4, ptr(x), ptr(y), i32(n), i32(ci), i32(tot), i32(off), i32(hw))
                 off += ci
         elif layer.op == "flatten":
-            self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4)
+            self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4, self.stream)
         elif layer.op == "softmax":
             F = self.shape[layer.output][0]
             g5, b5 = self._grid(n * 32)

@@ -72,6 +72,14 @@ class _Drv:
     def memcpy_dtod_async(*_):
         pass
 
+    @staticmethod
+    def memcpy_htod_async(*_):
+        pass
+
+    @staticmethod
+    def memcpy_dtoh_async(*_):
+        pass
+
 
 class _Kernel:
     def __init__(self, name, launches):
