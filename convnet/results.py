@@ -100,7 +100,7 @@ def render_docs(text: str) -> str:
     return _BLOCK.sub(lambda m: f"{m.group(1)}{markdown(m.group(2))}\n{m.group(4)}", text)
 
 
-DOCS = ("README.md", "docs/lenet.md", "docs/gpt2.md", "docs/kernels.md")
+DOCS = ("README.md", "docs/lenet.md", "docs/gpt2.md", "docs/kernels.md", "docs/onnx.md")
 
 
 def redraw_docs(check: bool = False) -> list[str]:

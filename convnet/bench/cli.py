@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--variants", metavar="A,B,...", default=None,
                    help="instead: steady greedy decode rates of these variants in one process")
     t = commands.add_parser("results", help="the recorded figures (results/*.csv); --docs redraws the docs' tables")
-    t.add_argument("--model", choices=("lenet86", "gpt2"), default=None, help="one model's table (default: both)")
+    t.add_argument("--model", choices=("lenet86", "gpt2", "onnx"), default=None,
+                   help="one model's table (default: all)")
     t.add_argument("--docs", action="store_true", help="redraw the tables in README.md and docs/ from the CSVs")
     t.add_argument("--check", action="store_true", help="exit 1 where a docs table differs from its CSV")
     return p
@@ -192,7 +193,7 @@ def _results(args) -> int:
         verb = "differ from their CSV" if args.check else "redrawn"
         print(f"{', '.join(stale)}: {verb}" if stale else "the docs' tables match results/*.csv")
         return 1 if args.check and stale else 0
-    for model in [args.model] if args.model else ["lenet86", "gpt2"]:
+    for model in [args.model] if args.model else ["lenet86", "gpt2", "onnx"]:
         print(f"{model} (results/{model}.csv)\n{results.markdown(model)}\n")
     return 0
 
