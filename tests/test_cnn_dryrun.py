@@ -13,7 +13,7 @@ onnx = pytest.importorskip("onnx")
 def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     from convnet import catalogue
     from convnet.cnn import graph, reference
-    from convnet.cnn.gpu import GPUNet, shapes
+    from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime
     model, shape = MODELS[name](np.random.default_rng(0))
     path = tmp_path / "m.onnx"
@@ -28,5 +28,5 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     for layer in g.layers:
         assert want.get(layer.op, set()) <= launched, layer.op
     x = np.random.default_rng(1).standard_normal((2, *shape))
-    s = shapes(g)
+    s = g.shapes
     assert reference.forward(g, x).shape[1:] == s[g.output]

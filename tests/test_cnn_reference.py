@@ -69,6 +69,12 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
     ("Concat", {"axis": 2, "inputs": ("input", "input")}, "'the_node' (Concat): axis 2"),
     ("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}, "'the_node' (MaxPool): auto_pad SAME_UPPER"),
     ("Relu", {"shape": (1, 3, 8)}, "input 'input' has shape [1, 3, 8]"),
+    ("MatMul", {"inputs": ("input", "w"), "inits": (("w", np.zeros((8, 5), np.float32)),)},
+     "'the_node' (Gemm / MatMul): a (N, 8) input is supported, this one is (N, 3, 8, 8)"),
+    ("Add", {"inputs": ("input", "b"), "inits": (("b", np.zeros(3, np.float32)),)},
+     "'the_node' (Add): a constant of shape (3,) on a (N, 3, 8, 8) tensor"),
+    ("Add", {"inputs": ("a", "b"), "inits": (("a", np.zeros(3, np.float32)), ("b", np.zeros(3, np.float32)))},
+     "'the_node' (Add): an Add of two constants"),
 ])
 def test_what_cannot_run_is_refused_in_one_line_naming_the_node(tmp_path, op, kw, message):
     from convnet.cnn import graph

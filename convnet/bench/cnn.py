@@ -18,7 +18,7 @@ def torch_forward(graph, dtype, channels_last: bool):
     """A callable x -> y running the graph with torch.nn.functional (weights on the GPU in dtype)."""
     import torch
     import torch.nn.functional as F
-    from ..cnn.reference import conv_pads
+    from ..cnn.graph import conv_pads
     dev = "cuda"
     w = {}
     for i, layer in enumerate(graph.layers):

@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..gpu.gemm import ACT_NONE, ACT_RELU, BIAS_COL, BIAS_ROW, Gemm
 from ..gpu.runtime import Runtime, f32, i32, ptr
 from .graph import Graph
-from .reference import conv_out, conv_pads, pool_out
+from .graph import conv_pads, infer_shapes
 
 CHUNK_BYTES = 1 << 30
 _networks = itertools.count()
@@ -25,55 +25,11 @@ ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 
 THREADS = 256
 
 
-def shapes(graph: Graph) -> dict:
-    """Each tensor's per-image shape, (C, H, W) or (F,), by walking the layers once."""
-    out = {graph.input: tuple(graph.input_shape)}
-    for layer in graph.layers:
-        s = [out[i] for i in layer.inputs]
-        a = layer.attrs
-        if layer.op == "conv":
-            c, h, w = s[0]
-            t, l, b, r = conv_pads(layer, h, w)
-            (kh, kw), (sh, sw), (dh, dw) = a["kernel"], a["stride"], a["dilation"]
-            if a["w"].shape[1] * a["group"] != c:
-                raise UsageError(f"ONNX node {layer.name!r} (Conv): weights for {a['w'].shape[1] * a['group']} input "
-                                 f"channels, the input has {c}")
-            y = (a["w"].shape[0], conv_out(h, kh, sh, dh, t, b), conv_out(w, kw, sw, dw, l, r))
-        elif layer.op == "pool":
-            c, h, w = s[0]
-            (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
-            y = (c, pool_out(h, kh, sh, t, b, a["ceil"]), pool_out(w, kw, sw, l, r, a["ceil"]))
-        elif layer.op == "gap":
-            y = (s[0][0], 1, 1)
-        elif layer.op == "concat":
-            if any(x[1:] != s[0][1:] for x in s):
-                raise UsageError(f"ONNX node {layer.name!r} (Concat): inputs of different sizes {s}")
-            y = (sum(x[0] for x in s), *s[0][1:])
-        elif layer.op == "add":
-            if s[0] != s[1]:
-                raise UsageError(f"ONNX node {layer.name!r} (Add): shapes {s[0]} and {s[1]} (same shapes are "
-                                 f"supported)")
-            y = s[0]
-        elif layer.op == "dense":
-            if int(np.prod(s[0])) != a["w"].shape[0]:
-                raise UsageError(f"ONNX node {layer.name!r} ({'Gemm'}): {a['w'].shape[0]} inputs, the tensor before "
-                                 f"it has {int(np.prod(s[0]))}")
-            y = (a["w"].shape[1],)
-        elif layer.op == "flatten":
-            y = (int(np.prod(s[0])),)
-        else:                                   # act, affine, bias, softmax: same shape
-            y = s[0]
-        if min(y) < 1:
-            raise UsageError(f"ONNX node {layer.name!r}: output shape {y} for a {graph.input_shape} input")
-        out[layer.output] = tuple(y)
-    return out
-
-
 class GPUNet:
     def __init__(self, graph: Graph, variant, rt: Runtime | None = None):
         self.rt = rt = rt or Runtime.get()
         self.graph, self.variant = graph, variant
-        self.shape = shapes(graph)
+        self.shape = graph.shapes or infer_shapes(graph)       # (a Graph built by hand has none yet)
         self._check(graph)
         if isinstance(rt, Runtime):
             from ..gpu.ahead import ensure
@@ -116,12 +72,6 @@ class GPUNet:
                 if not (a["group"] == c == a["w"].shape[0]):
                     raise UsageError(f"ONNX node {layer.name!r} (Conv): group {a['group']} over {c} channels into "
                                      f"{a['w'].shape[0]} (the GPU path runs group 1 and depthwise, group = channels)")
-            if layer.op == "bias":
-                c = self.shape[layer.inputs[0]][0]
-                if a["b"].size != c or (a["b"].ndim > 1 and a["b"].shape[-2:] != (1, 1) and len(self.shape[
-                        layer.inputs[0]]) == 3):
-                    raise UsageError(f"ONNX node {layer.name!r} (Add): a constant of shape {a['b'].shape} (one value "
-                                     f"per channel is supported)")
 
     def _cols_per_image(self) -> int:
         out = 0

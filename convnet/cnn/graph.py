@@ -46,6 +46,7 @@ class Graph:
     output: str
     meta: dict                   # the model's metadata_props (mean, std, labels where an exporter put them)
     source: str = ""
+    shapes: dict = field(default_factory=dict)   # tensor name -> per-image shape, (C, H, W) or (F,)
 
     @property
     def output_size(self) -> int:
@@ -88,6 +89,7 @@ def load(path) -> Graph:
     graph = Graph(layers, inputs[0].name, tuple(shape[1:]), g.output[0].name,
                   {m.key: m.value for m in model.metadata_props}, str(p))
     _fold(graph)
+    graph.shapes = infer_shapes(graph)         # every size checked here, for every variant
     return graph
 
 
@@ -161,6 +163,8 @@ def _convert(node, consts, numpy_helper) -> list:
     if op == "GlobalAveragePool":
         return [Layer("gap", ins[:1], out, name)]
     if op == "Add":
+        if ins[0] in consts and ins[1] in consts:
+            _refuse(node, "an Add of two constants")
         if ins[1] in consts and ins[0] not in consts:
             return [Layer("bias", ins[:1], out, name, {"b": consts[ins[1]].astype(np.float32)})]
         if ins[0] in consts:
@@ -243,6 +247,84 @@ def _fold(graph: Graph) -> None:
         if graph.output == layer.output:
             graph.output = prev.output
     graph.layers = out
+
+
+def conv_pads(layer, h: int, w: int) -> tuple:
+    """(top, left, bottom, right) padding, auto_pad resolved for an h x w input."""
+    a = layer.attrs
+    if a["auto_pad"] == "VALID":
+        return (0, 0, 0, 0)
+    if a["auto_pad"] == "NOTSET":
+        return tuple(a["pads"])
+    out = []
+    for size, k, s, d in zip((h, w), a["kernel"], a["stride"], a["dilation"]):
+        total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+        small, big = total // 2, total - total // 2
+        out.append((small, big) if a["auto_pad"] == "SAME_UPPER" else (big, small))
+    return (out[0][0], out[1][0], out[0][1], out[1][1])
+
+
+def conv_out(size: int, k: int, s: int, d: int, p0: int, p1: int) -> int:
+    return (size + p0 + p1 - (k - 1) * d - 1) // s + 1
+
+
+def pool_out(size: int, k: int, s: int, p0: int, p1: int, ceil: int) -> int:
+    n = size + p0 + p1 - k
+    out = (-(-n // s) if ceil else n // s) + 1
+    if ceil and (out - 1) * s >= size + p0:          # the last window must start inside the input or its left pad
+        out -= 1
+    return out
+
+
+def infer_shapes(graph: Graph) -> dict:
+    """Each tensor's per-image shape, (C, H, W) or (F,), by walking the layers once."""
+    out = {graph.input: tuple(graph.input_shape)}
+    for layer in graph.layers:
+        s = [out[i] for i in layer.inputs]
+        a = layer.attrs
+        if layer.op == "conv":
+            c, h, w = s[0]
+            t, l, b, r = conv_pads(layer, h, w)
+            (kh, kw), (sh, sw), (dh, dw) = a["kernel"], a["stride"], a["dilation"]
+            if a["w"].shape[1] * a["group"] != c:
+                raise UsageError(f"ONNX node {layer.name!r} (Conv): weights for {a['w'].shape[1] * a['group']} input "
+                                 f"channels, the input has {c}")
+            y = (a["w"].shape[0], conv_out(h, kh, sh, dh, t, b), conv_out(w, kw, sw, dw, l, r))
+        elif layer.op == "pool":
+            c, h, w = s[0]
+            (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
+            y = (c, pool_out(h, kh, sh, t, b, a["ceil"]), pool_out(w, kw, sw, l, r, a["ceil"]))
+        elif layer.op == "gap":
+            y = (s[0][0], 1, 1)
+        elif layer.op == "concat":
+            if any(x[1:] != s[0][1:] for x in s):
+                raise UsageError(f"ONNX node {layer.name!r} (Concat): inputs of different sizes {s}")
+            y = (sum(x[0] for x in s), *s[0][1:])
+        elif layer.op == "add":
+            if s[0] != s[1]:
+                raise UsageError(f"ONNX node {layer.name!r} (Add): shapes {s[0]} and {s[1]} (same shapes are "
+                                 f"supported)")
+            y = s[0]
+        elif layer.op == "dense":
+            if len(s[0]) != 1 or s[0][0] != a["w"].shape[0]:
+                raise UsageError(f"ONNX node {layer.name!r} (Gemm / MatMul): a (N, {a['w'].shape[0]}) input is "
+                                 f"supported, this one is (N, {', '.join(map(str, s[0]))})")
+            y = (a["w"].shape[1],)
+        elif layer.op == "flatten":
+            y = (int(np.prod(s[0])),)
+        elif layer.op == "bias":
+            c = s[0][0]
+            fits = {(c,), (1, c)} if len(s[0]) == 1 else {(c, 1, 1), (1, c, 1, 1)}
+            if tuple(a["b"].shape) not in fits:
+                raise UsageError(f"ONNX node {layer.name!r} (Add): a constant of shape {tuple(a['b'].shape)} on a "
+                                 f"(N, {', '.join(map(str, s[0]))}) tensor (one value per channel is supported)")
+            y = s[0]
+        else:                                   # act, affine, softmax: same shape
+            y = s[0]
+        if min(y) < 1:
+            raise UsageError(f"ONNX node {layer.name!r}: output shape {y} for a {graph.input_shape} input")
+        out[layer.output] = tuple(y)
+    return out
 
 
 def summary(graph: Graph) -> str:

@@ -4,34 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import Act, Graph
-
-
-def conv_pads(layer, h: int, w: int) -> tuple:
-    """(top, left, bottom, right) padding, auto_pad resolved for an h x w input."""
-    a = layer.attrs
-    if a["auto_pad"] == "VALID":
-        return (0, 0, 0, 0)
-    if a["auto_pad"] == "NOTSET":
-        return tuple(a["pads"])
-    out = []
-    for size, k, s, d in zip((h, w), a["kernel"], a["stride"], a["dilation"]):
-        total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
-        small, big = total // 2, total - total // 2
-        out.append((small, big) if a["auto_pad"] == "SAME_UPPER" else (big, small))
-    return (out[0][0], out[1][0], out[0][1], out[1][1])
-
-
-def conv_out(size: int, k: int, s: int, d: int, p0: int, p1: int) -> int:
-    return (size + p0 + p1 - (k - 1) * d - 1) // s + 1
-
-
-def pool_out(size: int, k: int, s: int, p0: int, p1: int, ceil: int) -> int:
-    n = size + p0 + p1 - k
-    out = (-(-n // s) if ceil else n // s) + 1
-    if ceil and (out - 1) * s >= size + p0:          # the last window must start inside the input or its left pad
-        out -= 1
-    return out
+from .graph import Act, Graph, conv_out, conv_pads, pool_out
 
 
 def activate(x, act: Act):

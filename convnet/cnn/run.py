@@ -34,12 +34,7 @@ def run(path, variant: str, batch: int, repeat: int = 1) -> tuple[str, dict]:
     wall = statistics.median(r[1] for r in runs)
     want = reference.forward(g, x[:CHECKED], np.float64)
     err = float(np.linalg.norm(y[:CHECKED] - want) / max(np.linalg.norm(want), 1e-30))
-    shapes = {}
-    if net.gpu is not None:
-        shapes = net.gpu.shape
-    else:
-        from .gpu import shapes as infer
-        shapes = infer(g)
+    shapes = g.shapes
     rows = [["upload", "", "", f"{layer_ms[0]:.3f}"]]
     for layer, ms in zip(g.layers, layer_ms[1:-1]):
         what = layer.op + (f" + {layer.act.kind}" if layer.act.kind != "none" else "")
