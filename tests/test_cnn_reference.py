@@ -112,3 +112,38 @@ def test_the_builtin_lenet86_exported_to_onnx_predicts_as_the_builtin_path(tmp_p
     assert np.array_equal(got.argmax(1), want.argmax(1))
     assert np.abs(run_ort(path, x) - want).max() <= 1e-4 * np.abs(want).max()
     assert g.meta["labels"].splitlines() == list(data.CLASS_NAMES)
+
+
+def test_pytorchs_view_batch_minus_one_is_a_flatten(tmp_path):
+    """x.view(x.size(0), -1) as torch.onnx.export writes it with a dynamic batch (Shape, Gather 0, Unsqueeze,
+    Concat with -1, Reshape): followed symbolically, a flatten; equal to onnxruntime at batch 1 and 5. Other shape
+    arithmetic is refused in one line."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph, reference
+    from convnet.errors import UsageError
+    rng = np.random.default_rng(0)
+
+    def model(index):
+        c = lambda name, v: helper.make_node("Constant", [], [name], value=numpy_helper.from_array(v))   # noqa
+        nodes = [helper.make_node("Relu", ["input"], ["r"]), helper.make_node("Shape", ["r"], ["s"]),
+                 c("i", np.array(index, np.int64)), helper.make_node("Gather", ["s", "i"], ["n"], axis=0),
+                 c("ax", np.array([0], np.int64)), helper.make_node("Unsqueeze", ["n", "ax"], ["nu"]),
+                 c("m1", np.array([-1], np.int64)), helper.make_node("Concat", ["nu", "m1"], ["shape"], axis=0),
+                 helper.make_node("Reshape", ["r", "shape"], ["f"], name="view"),
+                 helper.make_node("Gemm", ["f", "w", "b"], ["y"], transB=1)]
+        g = helper.make_graph(nodes, "v", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2, 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(rng.standard_normal((5, 24)).astype(np.float32), "w"),
+                               numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "b")])
+        path = tmp_path / f"v{index}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        return path
+    path = model(0)
+    g = graph.load(path)
+    assert [x.op for x in g.layers] == ["act", "flatten", "dense"]
+    for batch in (1, 5):
+        x = rng.standard_normal((batch, 2, 3, 4)).astype(np.float32)
+        want = run_ort(path, x)
+        assert np.abs(reference.forward(g, x) - want).max() <= 1e-5 * np.abs(want).max()
+    with pytest.raises(UsageError, match=r"\(Gather\): shape arithmetic other than the batch size"):
+        graph.load(model(1))

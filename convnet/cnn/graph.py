@@ -18,6 +18,10 @@ from ..errors import UsageError
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
 SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool", "Add",
              "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout", "Identity", "Constant")
+# PyTorch's x.view(x.size(0), -1) exports as Shape -> Gather(0) -> Unsqueeze -> Concat(.., -1) -> Reshape: these
+# ops are followed symbolically (the batch size N) and the Reshape becomes a flatten
+SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat", "Cast", "Squeeze")
+BATCH = "N"
 
 
 @dataclass
@@ -83,9 +87,9 @@ def load(path) -> Graph:
     if len(shape) != 4 or None in shape[1:]:
         raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {shape}; an (N, C, H, W) input "
                          f"with fixed C, H, W is supported")
-    layers = []
+    layers, sym = [], {}           # sym: tensor name -> the shape values it holds ("shape of X", [N, -1], ...)
     for node in g.node:
-        layers += _convert(node, consts, numpy_helper)
+        layers += _convert(node, consts, numpy_helper, sym)
     graph = Graph(layers, inputs[0].name, tuple(shape[1:]), g.output[0].name,
                   {m.key: m.value for m in model.metadata_props}, str(p))
     _fold(graph)
@@ -98,11 +102,40 @@ def _attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _convert(node, consts, numpy_helper) -> list:
+def _symbolic(node, consts, sym, a) -> bool:
+    """Follows the shape arithmetic of a dynamic-batch flatten; False where node is not part of it."""
+    op, ins, out = node.op_type, list(node.input), node.output[0] if node.output else ""
+    if op not in SHAPE_OPS or (op != "Shape" and not any(i in sym for i in ins)):
+        return False
+    if op == "Shape":
+        sym[out] = ("shape", ins[0])
+    elif op == "Gather":
+        idx = consts.get(ins[1]) if len(ins) > 1 else None
+        if sym[ins[0]][0] != "shape" or idx is None or np.ndim(idx) != 0 or int(idx) != 0 or a.get("axis", 0) != 0:
+            _refuse(node, "shape arithmetic other than the batch size (x.size(0)); export with torch.flatten(x, 1)")
+        sym[out] = ("dims", [BATCH], True)                     # a scalar: the batch size
+    elif op in ("Unsqueeze", "Squeeze", "Cast"):
+        sym[out] = ("dims", sym[ins[0]][1], op == "Squeeze") if sym[ins[0]][0] == "dims" else sym[ins[0]]
+    elif op == "Concat":
+        dims = []
+        for i in ins:
+            if i in sym and sym[i][0] == "dims":
+                dims += sym[i][1]
+            elif i in consts:
+                dims += [int(v) for v in np.ravel(consts[i])]
+            else:
+                _refuse(node, "shape arithmetic other than (x.size(0), -1); export with torch.flatten(x, 1)")
+        sym[out] = ("dims", dims, False)
+    return True
+
+
+def _convert(node, consts, numpy_helper, sym=None) -> list:
     op, a = node.op_type, _attrs(node)
     ins = [i for i in node.input]
     out = node.output[0] if node.output else ""
     name = node.name or out
+    if sym is not None and _symbolic(node, consts, sym, a):
+        return []
     if op not in SUPPORTED:
         _refuse(node, f"this op is not supported (supported: {', '.join(SUPPORTED)})")
     if op == "Constant":
@@ -198,12 +231,15 @@ def _convert(node, consts, numpy_helper) -> list:
             _refuse(node, f"axis {a.get('axis')} (1 is supported)")
         return [Layer("flatten", ins[:1], out, name)]
     if op == "Reshape":
-        if ins[1] not in consts:
+        if sym and ins[1] in sym and sym[ins[1]][0] == "dims":
+            s = [0 if d == BATCH else d for d in sym[ins[1]][1]]
+        elif ins[1] not in consts:
             _refuse(node, "a shape computed at run time (export with torch.flatten(x, 1) or a constant shape)")
-        s = [int(x) for x in consts[ins[1]]]
+        else:
+            s = [int(x) for x in consts[ins[1]]]
         if len(s) != 2 or s[0] not in (0, -1, 1) and s[1] != -1:
             _refuse(node, f"shape {s} (only (N, -1) flattening is supported)")
-        return [Layer("flatten", ins[:1], out, name)]
+        return [Layer("flatten", ins[:1], out, name, {"features": s[1]})]
     if op == "Softmax":
         if a.get("axis", -1) not in (-1, 1):
             _refuse(node, f"axis {a.get('axis')} (the last one is supported)")
@@ -312,6 +348,9 @@ def infer_shapes(graph: Graph) -> dict:
             y = (a["w"].shape[1],)
         elif layer.op == "flatten":
             y = (int(np.prod(s[0])),)
+            if a.get("features", -1) not in (-1, y[0]):
+                raise UsageError(f"ONNX node {layer.name!r} (Reshape): to (N, {a['features']}) from (N, "
+                                 f"{', '.join(map(str, s[0]))}); only flattening each image is supported")
         elif layer.op == "bias":
             c = s[0][0]
             fits = {(c,), (1, c)} if len(s[0]) == 1 else {(c, 1, 1), (1, c, 1, 1)}

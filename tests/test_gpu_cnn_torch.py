@@ -1,0 +1,167 @@
+"""Networks written in PyTorch and exported with torch.onnx.export (dynamic batch), as a user brings them: LeNet-5
+trained for a few hundred steps on Fashion-MNIST, and VGG-, ResNet- and MobileNetV2-style nets on random weights.
+Every variant of the ONNX path against PyTorch in float64 (the oracle), on the GPU machine (torch is there)."""
+import numpy as np
+import pytest
+
+from helpers import rel_err
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+nn = torch.nn
+F = torch.nn.functional
+
+VARIANTS = ["cpu", "im2col", "direct", "direct_graph"]
+
+
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(1, 6, 5, padding=2), nn.Conv2d(6, 16, 5)
+        self.f1, self.f2, self.f3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.c1(x)), 2)
+        x = F.avg_pool2d(F.relu(self.c2(x)), 2)
+        x = x.view(x.size(0), -1)                  # the common idiom: Shape / Gather / ... / Reshape in the file
+        return self.f3(F.relu(self.f2(F.relu(self.f1(x)))))
+
+
+class VGG(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layers, c = [], 3
+        for out in (16, 32, 64):
+            layers += [nn.Conv2d(c, out, 3, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU(),
+                       nn.Conv2d(out, out, 3, padding=1), nn.LeakyReLU(0.1), nn.MaxPool2d(2)]
+            c = out
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(64 * 16, 10), nn.Softmax(dim=1))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.a = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn_a = nn.BatchNorm2d(cout)
+        self.b = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn_b = nn.BatchNorm2d(cout)
+        self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)) \
+            if stride != 1 or cin != cout else nn.Identity()
+
+    def forward(self, x):
+        return F.relu(self.bn_b(self.b(F.relu(self.bn_a(self.a(x))))) + self.down(x))
+
+
+class ResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        self.blocks = nn.Sequential(Block(16, 16, 1), Block(16, 32, 2), Block(32, 64, 2))
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1), 1))
+
+
+class MobileNetV2(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU6())
+        self.expand = nn.Sequential(nn.Conv2d(16, 96, 1, bias=False), nn.BatchNorm2d(96), nn.ReLU6(),
+                                    nn.Conv2d(96, 96, 3, 1, 1, groups=96, bias=False), nn.BatchNorm2d(96), nn.ReLU6(),
+                                    nn.Conv2d(96, 16, 1, bias=False), nn.BatchNorm2d(16))
+        self.tail = nn.Sequential(nn.Conv2d(16, 32, 3, 1, 1), nn.Tanh(), nn.AvgPool2d(2), nn.Conv2d(32, 8, 1),
+                                  nn.Sigmoid())
+        self.fc = nn.Linear(8 * 8 * 8, 5)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.expand(x)
+        return self.fc(torch.flatten(self.tail(x), 1))
+
+
+def randomise_batchnorm(model, seed):
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):               # statistics as training leaves them, not 0 / 1
+            m.running_mean.copy_(0.1 * torch.randn(m.num_features, generator=g))
+            m.running_var.copy_(0.5 + torch.rand(m.num_features, generator=g))
+            m.weight.data.copy_(1 + 0.2 * torch.randn(m.num_features, generator=g))
+            m.bias.data.copy_(0.1 * torch.randn(m.num_features, generator=g))
+    return model.eval()
+
+
+def export(model, shape, path):
+    x = torch.zeros(1, *shape)
+    kw = dict(input_names=["input"], output_names=["out"], dynamic_axes={"input": {0: "N"}, "out": {0: "N"}},
+              opset_version=13)
+    try:
+        torch.onnx.export(model, (x,), str(path), dynamo=False, **kw)
+    except TypeError:                                   # a torch without the dynamo switch
+        torch.onnx.export(model, (x,), str(path), **kw)
+    return path
+
+
+def check(model, shape, tmp_path, rng, batch):
+    from convnet import catalogue
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    path = export(model, shape, tmp_path / "net.onnx")
+    g = graph.load(path)
+    x = rng.standard_normal((batch, *shape)).astype(np.float32)
+    with torch.no_grad():
+        want = model.double()(torch.from_numpy(x).double()).numpy()
+    for name in VARIANTS:
+        if name == "cpu":
+            got = reference.forward(g, x)
+        else:
+            net = GPUNet(g, catalogue.get(name, "onnx"))
+            net.rt.pool.fill("cnna", np.nan, np.float32)
+            got = net.forward(x)
+        assert rel_err(got, want) <= 1e-5, name
+    return g
+
+
+@pytest.mark.parametrize("batch", [1, 7])
+@pytest.mark.parametrize("make,shape", [(VGG, (3, 32, 32)), (ResNet, (3, 64, 64)), (MobileNetV2, (3, 32, 32))],
+                         ids=["vgg", "resnet", "mobilenetv2"])
+def test_exported_from_torch_random_weights(tmp_path, make, shape, batch):
+    torch.manual_seed(batch)
+    g = check(randomise_batchnorm(make(), batch), shape, tmp_path, np.random.default_rng(batch), batch)
+    assert not any(x.op == "affine" for x in g.layers)            # every BatchNorm folded into its conv
+
+
+def test_trained_lenet5_predicts_as_torch_on_all_10000(tmp_path):
+    """LeNet-5 trained briefly on Fashion-MNIST (28x28, scaled to [0, 1]): every variant predicts as PyTorch fp32
+    on all 10,000 test images, and agrees with PyTorch float64 to 1e-5."""
+    from convnet import catalogue, data
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    torch.manual_seed(0)
+    raw = data.load_raw("test")
+    x = (raw.images.astype(np.float32) / 255.0)[:, None]
+    y = torch.from_numpy(raw.labels.astype(np.int64))
+    model = LeNet5()
+    opt = torch.optim.Adam(model.parameters(), 2e-3)
+    xt = torch.from_numpy(x)
+    for step in range(300):
+        i = torch.randint(0, len(xt), (128,))
+        loss = F.cross_entropy(model(xt[i]), y[i])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    check(model, (1, 28, 28), tmp_path, np.random.default_rng(0), 7)
+    with torch.no_grad():
+        want = model(xt).argmax(1).numpy()
+    g = graph.load(tmp_path / "net.onnx")
+    for name in VARIANTS[1:]:
+        got = GPUNet(g, catalogue.get(name, "onnx")).forward(x).argmax(1)
+        assert (got == want).mean() >= 0.999, name           # fp32 both: near-ties at most
+    assert (want == raw.labels).mean() > 0.7                     # trained: the weights mean something
