@@ -12,7 +12,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 BUNDLED = {
-    "kernels": ("*.cu", "*.cuh"),
+    "kernels": ("*.cu", "*.cuh", "*/*.cuh"),
     "milestones": ("*.toml", "archive/*.toml"),
     "datasets": ("fashion-mnist/*", "lenet86/*"),
     "build/kernels": ("manifest.json", "*/*.cubin", "*/*.log"),

@@ -77,8 +77,9 @@ def test_prebuilt_key_follows_the_source(prebuilt, tmp_path, monkeypatch):
     """A kernel edited since make kernels is not taken from the prebuilt folder (its key names the source)."""
     kernels = tmp_path / "kernels"
     kernels.mkdir()
-    for f in build.KERNELS_DIR.glob("*.cuh"):
-        (kernels / f.name).write_bytes(f.read_bytes())
+    for f in build.KERNELS_DIR.rglob("*.cuh"):
+        (kernels / f.relative_to(build.KERNELS_DIR)).parent.mkdir(exist_ok=True)
+        (kernels / f.relative_to(build.KERNELS_DIR)).write_bytes(f.read_bytes())
     (kernels / "ops.cu").write_text("// one version\n")
     monkeypatch.setattr(build, "KERNELS_DIR", kernels)
     put(prebuilt, "ops.cu", {}, "sm_90a", b"old")

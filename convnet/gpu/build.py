@@ -53,10 +53,18 @@ _FAMILY_GUARD = re.compile(r"^#if !KERNEL_SUBSET \|\| (KERNELS_\w+)\s*$", re.M)
 _KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(')
 
 
+_LOCAL_INCLUDE = re.compile(r'^#include "((\w+)/[\w.]+)"\s*$', re.M)
+
+
+def expanded_text(source: Path) -> str:
+    """The file with its pieces in sub-folders of kernels/ (gemm.cu's kernels/gemm/*.cuh) written in place."""
+    return _LOCAL_INCLUDE.sub(lambda m: expanded_text(KERNELS_DIR / m.group(1)), source.read_text())
+
+
 @lru_cache(maxsize=None)
-def _families(source: Path, mtime_ns: int) -> dict:
+def _families(source: Path, mtime_ns: int, headers: tuple = ()) -> dict:
     """kernel name -> the KERNELS_<FAMILY> switch guarding it, for the kernels of a file that marks families."""
-    text = source.read_text()
+    text = expanded_text(source)
     guards = [(m.start(), m.group(1)) for m in _FAMILY_GUARD.finditer(text)]
     out = {}
     for m in _KERNEL.finditer(text):
@@ -74,7 +82,7 @@ def kernel_defines(kernel_file: str, defines: dict, kernel: str | None = None) -
     source = KERNELS_DIR / kernel_file
     if not source.is_file():
         raise GPUError(f"kernel source {source} not found")
-    family = _families(source, source.stat().st_mtime_ns).get(kernel)
+    family = _families(source, source.stat().st_mtime_ns, _headers_mtime()).get(kernel)
     return {**defines, "KERNEL_SUBSET": 1, family: 1} if family else dict(defines)
 
 
@@ -89,8 +97,13 @@ def _key(source: Path, flags: list[str], arch: str, compiler: bool = True) -> st
     return h.hexdigest()[:32]
 
 
+def _headers() -> list:
+    """Every header and piece under kernels/ (kernels/gemm/*.cuh too): each is in every build's key."""
+    return sorted(KERNELS_DIR.rglob("*.cuh"))
+
+
 def _headers_mtime() -> tuple:
-    return tuple(h.stat().st_mtime_ns for h in sorted(KERNELS_DIR.glob("*.cuh")))
+    return tuple(h.stat().st_mtime_ns for h in _headers())
 
 
 @lru_cache(maxsize=64)
@@ -99,8 +112,8 @@ def _sources_hash(source: Path, mtime_ns: int, headers: tuple):
     ~60 keys); each key continues a copy of it."""
     h = hashlib.sha256()
     h.update(source.read_bytes())
-    for header in sorted(KERNELS_DIR.glob("*.cuh")):
-        h.update(header.name.encode() + header.read_bytes())
+    for header in _headers():
+        h.update(str(header.relative_to(KERNELS_DIR)).encode() + header.read_bytes())
     return h
 
 
