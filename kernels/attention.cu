@@ -67,6 +67,9 @@
 // Tunables (-D): HEAD_DIM, FA_RT (query rows per thread, 4 or 8), FA_TY (thread rows: FA_TY x 16 threads),
 // FA_BC (keys per tile, a multiple of 16), FA_KV_BUFS (1 or 2 K/V tile buffers), FA_MIN_BLOCKS (launch
 // bounds), FA_QK_UNROLL and FA_PV_UNROLL (inner loops' unroll factors).
+// Families: each kernel sits in #if !KERNEL_SUBSET || KERNELS_<FAMILY> (NAIVE, FLASH, FLASH_TF32, FLASH_BF16,
+// FLASH_BF16_WG, DECODE, DECODE_SPLIT, DECODE_BF16, DECODE_SPLIT_BF16): a build asked for one kernel compiles its
+// family alone (convnet/gpu/build.py: kernel_defines), the shared helpers and defaults stay outside the guards.
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -202,6 +205,7 @@ __device__ __forceinline__ void kv_tiles(float* Kbuf, float* Vbuf, const float* 
 // owns score rows ty*FA_RT.. and key columns tx + 16j (so the
 // 16 float4 reads of K rows fall in distinct banks: rows are D+4 floats apart), and output columns
 // tx*DJ..+DJ-1 (float4 reads of V rows and float4 stores of y when DJ % 4 == 0).
+#if !KERNEL_SUBSET || KERNELS_FLASH
 extern "C" __global__ void __launch_bounds__(FA_NT, FA_MIN_BLOCKS)
 flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                 int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
@@ -339,6 +343,7 @@ flash_attention(const float* RESTRICT q, const float* RESTRICT k, const float* R
         for (int j = 0; j < FA_DJ; ++j) yr[j] = o[i][j] * inv;
     }
 }
+#endif
 
 // ---- flash_attention_tf32: the same algorithm on the tensor cores --------------------------------------
 // For the TF32 variants. Each warp owns 16 query rows of a 16 * FT_WARPS-query block; per 64-key tile it
@@ -377,6 +382,7 @@ static_assert(HEAD_DIM % 8 == 0, "HEAD_DIM must be a multiple of 8");
 // Operands: the fp32 bits (FT_SPLIT 1: the tensor core truncates) or TF32 pairs (FT_SPLIT 3).
 typedef Tf32Mma<FT_SPLIT, false> Ft;
 
+#if !KERNEL_SUBSET || KERNELS_FLASH_TF32
 extern "C" __global__ void __launch_bounds__(32 * FT_WARPS, FT_MIN_BLOCKS)
 flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                      int H, int Tq, int Tk, int cap_q, int cap_kv, int window, float scale_log2,
@@ -490,6 +496,7 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
         for (int n = 0; n < DK; ++n) *(float2*)&yr[8 * n] = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
     }
 }
+#endif
 
 // ---- decode_attention: one query per sequence (Tq = 1) ------------------------------------------------
 // flash_attention's 64-query tile would be 63/64 padding here. One block of DA_THREADS per (b, head):
@@ -590,18 +597,22 @@ decode_attention_body(const float* RESTRICT q, const float* RESTRICT k, const fl
     }
 }
 
+#if !KERNEL_SUBSET || KERNELS_DECODE
 extern "C" __global__ void __launch_bounds__(DA_THREADS)
 decode_attention(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                  int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev) {
     decode_attention_body<false>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, nullptr);
 }
+#endif
 
+#if !KERNEL_SUBSET || KERNELS_DECODE
 extern "C" __global__ void __launch_bounds__(DA_THREADS)
 decode_attention_gap(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                      int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
                      const int* RESTRICT gap) {
     decode_attention_body<true>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, gap);
 }
+#endif
 
 #include <cuda_bf16.h>           // split_decode_store's bf16 overload
 
@@ -784,13 +795,16 @@ decode_split_body(const float* RESTRICT q, const float* RESTRICT k, const float*
                                              y + (long long)b * H * D + h * D);
 }
 
+#if !KERNEL_SUBSET || KERNELS_DECODE_SPLIT
 extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_BLOCKS)
 decode_attention_split(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v, float* RESTRICT y,
                        int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2,
                        const int* RESTRICT pos_dev, float* RESTRICT part, unsigned* RESTRICT tickets) {
     decode_split_body<false>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, part, tickets, nullptr);
 }
+#endif
 
+#if !KERNEL_SUBSET || KERNELS_DECODE_SPLIT
 extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_BLOCKS)
 decode_attention_split_gap(const float* RESTRICT q, const float* RESTRICT k, const float* RESTRICT v,
                            float* RESTRICT y, int H, int Tk, int cap_q, int cap_kv, int window, float scale_log2,
@@ -798,10 +812,12 @@ decode_attention_split_gap(const float* RESTRICT q, const float* RESTRICT k, con
                            const int* RESTRICT gap) {
     decode_split_body<true>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, part, tickets, gap);
 }
+#endif
 #endif  // decode_attention_split's head sizes
 
 // ---- naive path pieces -------------------------------------------------------------------------------
 // Scores s (B*H, Tq, Tk) in place -> probabilities; row r is query shift + r.
+#if !KERNEL_SUBSET || KERNELS_NAIVE
 extern "C" __global__ void softmax_rows_naive(float* RESTRICT s, int rows, int Tq, int Tk, int window, float scale) {
     const int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows) return;
@@ -817,7 +833,9 @@ extern "C" __global__ void softmax_rows_naive(float* RESTRICT s, int rows, int T
     }
     for (int c = 0; c < Tk; ++c) p[c] /= sum;
 }
+#endif
 
+#if !KERNEL_SUBSET || KERNELS_NAIVE
 extern "C" __global__ void softmax_rows_warp(float* RESTRICT s, int rows, int Tq, int Tk, int window, float scale) {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
@@ -836,8 +854,10 @@ extern "C" __global__ void softmax_rows_warp(float* RESTRICT s, int rows, int Tq
     const float inv = 1.f / sum;
     for (int c = lane; c < Tk; c += 32) p[c] *= inv;
 }
+#endif
 
 // (B, T, 3C) from the plain QKV projection -> head-major q (B, H, cap_q, D) and k, v at pos.. of the cache.
+#if !KERNEL_SUBSET || KERNELS_NAIVE
 extern "C" __global__ void permute_qkv(const float* RESTRICT qkv, float* RESTRICT q, float* RESTRICT k,
                                        float* RESTRICT v, int Bn, int T, int H, int D, int cap_q, int cap_kv, int pos) {
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x, C = (long long)H * D;
@@ -848,8 +868,10 @@ extern "C" __global__ void permute_qkv(const float* RESTRICT qkv, float* RESTRIC
     if (which == 0) q[(((long long)b * H + h) * cap_q + t) * D + d] = qkv[e];
     else (which == 1 ? k : v)[(((long long)b * H + h) * cap_kv + pos + t) * D + d] = qkv[e];
 }
+#endif
 
 // (B, H, T, D) -> (B, T, H*D)
+#if !KERNEL_SUBSET || KERNELS_NAIVE
 extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y, int Bn, int T, int H, int D) {
     const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (long long)Bn * H * T * D) return;
@@ -857,6 +879,7 @@ extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y,
     const long long b = e / ((long long)D * T * H);
     y[((b * T + t) * H + h) * D + d] = x[e];
 }
+#endif
 
 // ---- flash_attention_bf16: bf16 Q, K, V on mma.sync m16n8k16 (FA2 style; issue 15) -------------------------
 // For the bf16 variants (fast_bf16, fast_bf16_mma): q, k, v and y hold bf16, the softmax statistics, scores and
@@ -995,6 +1018,7 @@ __device__ __forceinline__ void copy_rows_bf16(__nv_bfloat16* dst, const __nv_bf
 // Built at head sizes that are multiples of 16 up to 128 (registers); past 128 the file still compiles for the fp32
 // and TF32 kernels above (their variants take wider heads), as the launcher refuses this kernel there in one line.
 #if HEAD_DIM % 16 == 0 && HEAD_DIM <= 128
+#if !KERNEL_SUBSET || KERNELS_FLASH_BF16
 extern "C" __global__ void __launch_bounds__(32 * FB_WARPS, FB_MIN_BLOCKS)
 flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
                      const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tq, int Tk, int cap_q,
@@ -1189,6 +1213,7 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
         }
 }
 #endif
+#endif
 
 // ---- flash_attention_bf16_wg: flash_attention_bf16's plan on Hopper's warpgroup MMA (session 17) -----------------
 // HEAD_DIM 64, full causal attention (no window). A block = FW_WG warpgroups, each 64 queries (FW_BR = 64 FW_WG per
@@ -1296,6 +1321,7 @@ __device__ __forceinline__ void fw_copy_rows(unsigned char* dst, const __nv_bflo
 #endif
 }
 
+#if !KERNEL_SUBSET || KERNELS_FLASH_BF16_WG
 extern "C" __global__ void __launch_bounds__(128 * FW_WG, FW_MIN_BLOCKS)
 flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
                         const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tq, int Tk, int cap_q,
@@ -1530,6 +1556,7 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
     }
 #endif
 }
+#endif
 
 // ---- decode_attention_bf16: one query per sequence over the bf16 KV cache (the bf16 variants' decode steps) --------
 // flash_attention_bf16's block holds 16 * FB_MT * FB_WARPS queries: at Tq = 1 one warp computes and the others
@@ -1655,13 +1682,16 @@ decode_attention_bf16_body(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16*
     }
 }
 
+#if !KERNEL_SUBSET || KERNELS_DECODE_BF16
 extern "C" __global__ void __launch_bounds__(DB_THREADS)
 decode_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
                       const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q, int cap_kv,
                       int window, float scale_log2, const int* RESTRICT pos_dev) {
     decode_attention_bf16_body<false>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, nullptr);
 }
+#endif
 
+#if !KERNEL_SUBSET || KERNELS_DECODE_BF16
 extern "C" __global__ void __launch_bounds__(DB_THREADS)
 decode_attention_bf16_gap(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
                           const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q,
@@ -1669,6 +1699,7 @@ decode_attention_bf16_gap(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* 
                           const int* RESTRICT gap) {
     decode_attention_bf16_body<true>(q, k, v, y, H, Tk, cap_q, cap_kv, window, scale_log2, pos_dev, gap);
 }
+#endif
 #endif  // decode_attention_bf16's head sizes
 
 // ---- decode_attention_split_bf16: flash-decoding over the bf16 KV cache (issue 14, session 12) ---------------------
@@ -1692,6 +1723,7 @@ decode_attention_bf16_gap(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* 
 static_assert(DS_THREADS % 32 == 0 && DS_THREADS >= 32 && DS_THREADS <= 1024, "DS_THREADS: whole warps, <= 1024");
 static_assert(DS_KPT >= 1 && DS_KPT <= 16, "DS_KPT: 1..16");
 
+#if !KERNEL_SUBSET || KERNELS_DECODE_SPLIT_BF16
 extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_BLOCKS)
 decode_attention_split_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTRICT k,
                             const __nv_bfloat16* RESTRICT v, __nv_bfloat16* RESTRICT y, int H, int Tk, int cap_q,
@@ -1796,4 +1828,5 @@ decode_attention_split_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16
     split_decode_finish<DSB_G, D, DS_THREADS>(os, m, den, active, j, bh, BH, S, part, tickets, last,
                                               y + (long long)b * H * D + h * D);
 }
+#endif
 #endif  // decode_attention_split_bf16's head sizes

@@ -117,9 +117,10 @@ def direct_maxpool(x, k):
 def declared_arity() -> dict:
     """kernel name -> number of parameters, from the extern "C" signatures in kernels/*.cu."""
     arity = {}
+    from convnet.gpu.build import expanded_text
     from convnet.paths import KERNELS_DIR
     for path in KERNELS_DIR.glob("*.cu"):
-        text = path.read_text()
+        text = expanded_text(path)                      # gemm.cu with its pieces under kernels/gemm/
         macros = {m.group(1): m.group(2).count(",") + 1
                   for m in re.finditer(r"#define (\w+_PARAMS) ((?:[^\n]*\\\n)*[^\n]*)", text)}
         for m in re.finditer(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)', text):

@@ -128,7 +128,10 @@ def test_head_size_and_tunables_refused_in_one_line():
         SplitDecode(rt, 64, {"DS_MAX_SPLITS": 0}, "test")
     rt = RecordingRuntime()
     sd = SplitDecode(rt, 64, {"DS_MAX_SPLITS": 5}, "test")          # a launcher knob: not a -D of the build
-    assert sd.max_splits == 5 and rt.builds == {("attention.cu", (("HEAD_DIM", 64),))}
+    from convnet.gpu.build import kernel_defines                  # the split kernels' family build alone
+    family = kernel_defines("attention.cu", {"HEAD_DIM": 64}, "decode_attention_split")
+    assert sd.max_splits == 5 and rt.builds == {("attention.cu", tuple(sorted(family.items())))}
+    assert family["KERNELS_DECODE_SPLIT"] == 1
 
 
 def test_fast_pdl_launches_what_fast_does_built_with_pdl():
