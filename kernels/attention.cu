@@ -22,35 +22,35 @@
 //                     FT_SPLIT=3: 3xTF32, operands as hi/lo TF32 pairs, three mma per product (fp32-class:
 //                     2.4e-6 from float64, 0.40-0.41 ms vs the SIMT kernel's 0.44-0.46, H200). FT_KV_BUFS=1:
 //                     single-buffered K/V, 3 blocks per SM (TF32: 0.185-0.195 vs 0.207-0.218 ms).
-//   flash_attention_bf16  bf16 q, k, v, y (the bf16 variants, issue 15): FA2 on mma.sync m16n8k16, P kept in
-//                     registers, fp32 softmax and accumulators; described at the kernel. FB_PDL=1 (session 17):
+//   flash_attention_bf16  bf16 q, k, v, y (the bf16 variants): FA2 on mma.sync m16n8k16, P kept in
+//                     registers, fp32 softmax and accumulators; described at the kernel. FB_PDL=1:
 //                     launched as a programmatic dependent launch, waiting (griddepcontrol) before any access.
-//                     FB_LEAN=1 (session 25, default): FW_LEAN's trims in this loop (the same output bit for bit;
+//                     FB_LEAN=1 (default): FW_LEAN's trims in this loop (the same output bit for bit;
 //                     0.095 vs 0.102 ms, H100, B=8 H=12 T=1024).
-//   flash_attention_bf16_wg  the same plan on Hopper's wgmma (session 17, head size 64): S = Q K^T from shared
+//   flash_attention_bf16_wg  the same plan on Hopper's wgmma (head size 64): S = Q K^T from shared
 //                     memory, O += P V with P from registers and V read N-major; FW_PIPE=1 overlaps tile j's
-//                     softmax with tile j - 1's P V (slower); described at the kernel. FW_LEAN=1 (session 24, default):
+//                     softmax with tile j - 1's P V (slower); described at the kernel. FW_LEAN=1 (default):
 //                     fewer instructions in the key loop (Nsight Compute: issue slots 55 % busy, the integer pipe the
 //                     busiest): K / V copies at compile-time steps, the causal mask as a branch only diagonal tiles
 //                     take, O's rescale skipped while no row maximum grows (the same output bit for bit).
 //   decode_attention_bf16  Tq = 1 over the bf16 KV cache (the bf16 variants' decode steps): decode_attention's plan
 //                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
 //                     previous kernel (programmatic dependent launch) before reading anything; PDL_EARLY=1
-//                     (session 10, fast_bf16) reads pos and sends the older K/V rows to L2 before that wait.
-//                     _gap (session 25): ragged batches, each sequence's padding slots skipped.
-//   decode_attention_split_bf16  Tq = 1, flash-decoding over the bf16 KV cache (issue 14, session 12; bf16 param
+//                     (fast_bf16) reads pos and sends the older K/V rows to L2 before that wait.
+//                     _gap: ragged batches, each sequence's padding slots skipped.
+//   decode_attention_split_bf16  Tq = 1, flash-decoding over the bf16 KV cache (bf16 param
 //                     decode_attention = "split"): decode_attention_split's plan with a key row over HEAD_DIM / 8 lanes
 //                     (16 bytes of bf16 each), fp32 p, partials and accumulators, y rounded to bf16 once; PDL=1 /
 //                     PDL_EARLY=1 as decode_attention_bf16 (PDL_EARLY: the block's older K/V rows into L2 before the
 //                     wait). Same tunables DS_THREADS, DS_KPT, DS_MIN_BLOCKS. The two split kernels end in one
-//                     split_decode_finish() (the partial, the ticket, the split-order combine; y as fp32 or bf16),
-//                     and take each chunk's maximum with one split_chunk_max().
+//                     split_decode_finish (the partial, the ticket, the split-order combine; y as fp32 or bf16),
+//                     and take each chunk's maximum with one split_chunk_max.
 //   decode_attention  Tq = 1 (decoding): one block per head, one online softmax per thread over a
 //                     strided share of the keys, partial states merged in shared memory (in two rounds from head
 //                     size 96, DA_PARTS: the states of 128 threads would pass 48 KB).
 //                     Q is pre-scaled by log2(e)/sqrt(d); tiles wholly below the diagonal skip the mask;
 //                     each lane keeps its own share of the softmax denominators, summed once at the end.
-//   decode_attention_split  Tq = 1, flash-decoding (issue 14, session 9; param decode_attention = "split"): the
+//   decode_attention_split  Tq = 1, flash-decoding (param decode_attention = "split"): the
 //                     keys cut into chunks of DS_CH, grid (splits, B*H), a key row over HEAD_DIM/4 lanes, every
 //                     chunk's K and V loaded before its math; partial (m, l, o) per block, combined in split order
 //                     by the (b, head)'s last block (atomic ticket). _gap: ragged batches. Tunables DS_THREADS,
@@ -504,9 +504,9 @@ flash_attention_tf32(const float* RESTRICT q, const float* RESTRICT k, const flo
 // registers), then the block merges the DA_THREADS partial states through shared memory.
 // decode_attention_gap: the same for prompts of different lengths in one batch (sequence b's keys in slots
 // gap[2b]..gap[2b+1]-1 are padding: skipped).
-// DA_PARTS (session 25): a head size whose DA_THREADS partial states would pass the 48 KB of static shared memory
+// DA_PARTS: a head size whose DA_THREADS partial states would pass the 48 KB of static shared memory
 // (D >= 96: ptxas refused the whole file before Hopper) merges in rounds: the upper part of the threads hands its
-// states to the lower ones first, so the buffer holds 1 / DA_PARTS of the rows (2 parts up to D = 128; session 26:
+// states to the lower ones first, so the buffer holds 1 / DA_PARTS of the rows (2 parts up to D = 128:
 // 4 from 192, the fp32 variants' heads up to 256).
 #define DA_THREADS 128
 #define DA_BYTES(P) ((DA_THREADS / (P) * (HEAD_DIM + 1) + HEAD_DIM + 2 * DA_THREADS) * 4)
@@ -682,7 +682,7 @@ __device__ __forceinline__ void split_decode_finish(const float (*os)[D], float 
     if (tid == 0) tickets[bh] = 0u;                                  // ready for the next launch
 }
 
-// ---- decode_attention_split: flash-decoding for the fp32 decode steps (issue 14, session 9) ------------------
+// ---- decode_attention_split: flash-decoding for the fp32 decode steps ------------------
 // decode_attention gives a (b, head) one block of 128 threads, each thread a strided share of the keys with a
 // whole K and V row per key: at B=32 x 12 heads that is 384 blocks, and each thread waits on its keys' rows one
 // after another. Here the keys lo..query are cut into chunks of DS_CH = DS_G * DS_KPT keys; grid (S, B*H), block j
@@ -881,7 +881,7 @@ extern "C" __global__ void unpermute(const float* RESTRICT x, float* RESTRICT y,
 }
 #endif
 
-// ---- flash_attention_bf16: bf16 Q, K, V on mma.sync m16n8k16 (FA2 style; issue 15) -------------------------
+// ---- flash_attention_bf16: bf16 Q, K, V on mma.sync m16n8k16 (FA2 style) -------------------------
 // For the bf16 variants (fast_bf16, fast_bf16_mma): q, k, v and y hold bf16, the softmax statistics, scores and
 // the output accumulators stay fp32. Each warp owns FB_MT strips of 16 query rows (a block: FB_WARPS warps,
 // 16 * FB_MT * FB_WARPS queries) and walks FB_BC-key tiles: S = Q K^T (Q's A fragments loaded once into
@@ -929,13 +929,13 @@ static_assert(FB_STAGES >= 2 && FB_STAGES <= 4, "FB_STAGES: 2..4");
 #ifndef FB_QS
 #define FB_QS (FB_MT == 2)        // Q fragments from shared memory (1) or registers (0)
 #endif
-// FB_PDL=1 (session 17): a programmatic dependent launch (convnet/gpt2/flash.py launches it through tma.PdlKernel).
+// FB_PDL=1: a programmatic dependent launch (convnet/gpt2/flash.py launches it through tma.PdlKernel).
 // Every block signals its dependents first (they launch once all blocks of this grid have started: the last wave),
 // then waits for the kernel before it (q, the cache, pos) before reading or writing anything.
 #ifndef FB_PDL
 #define FB_PDL 0
 #endif
-// FB_LEAN=1 (session 25, default): FW_LEAN's three trims in this kernel: K / V / Q copies at compile-time steps, the
+// FB_LEAN=1 (default): FW_LEAN's three trims in this kernel: K / V / Q copies at compile-time steps, the
 // mask as a branch only diagonal (and edge) tiles take, O's rescale skipped while no row of the warp has a new maximum
 // (alpha exactly 1). The same output bit for bit; 0: the loop as before.
 #ifndef FB_LEAN
@@ -1215,7 +1215,7 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 #endif
 #endif
 
-// ---- flash_attention_bf16_wg: flash_attention_bf16's plan on Hopper's warpgroup MMA (session 17) -----------------
+// ---- flash_attention_bf16_wg: flash_attention_bf16's plan on Hopper's warpgroup MMA -----------------
 // HEAD_DIM 64, full causal attention (no window). A block = FW_WG warpgroups, each 64 queries (FW_BR = 64 FW_WG per
 // block); keys in FW_BC-key tiles through a FW_STAGES-deep cp.async ring that every thread fills. Q, K and V sit in
 // shared memory in the 128-byte-swizzled layout wgmma reads (a 128-byte row per query or key: 16-byte piece j of
@@ -1227,7 +1227,7 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 //               d contiguous; its 8-key groups 1024 bytes apart, the same descriptor as K-major's).
 // The writes by cp.async are made visible to wgmma (the async proxy) by fence.proxy.async before the block barrier.
 // Rows past Tq read zeros and store nothing; keys past Tk read zeros and are masked. FB_PDL as the mma.sync kernel.
-// Session 17 (H100, B=8 H=12 T=1024, same runs): 0.077-0.090 ms against 0.089-0.103 for the mma.sync kernel and
+// Measured (H100, B=8 H=12 T=1024, same runs): 0.077-0.090 ms against 0.089-0.103 for the mma.sync kernel and
 // 0.062-0.063 for PyTorch's SDPA in bf16; Nsight Compute: issue-bound at 2 blocks per SM (registers and shared memory).
 #ifndef FW_BC
 #define FW_BC 64                  // keys per tile: 64 or 128
@@ -1242,7 +1242,7 @@ flash_attention_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RESTR
 #define FW_MIN_BLOCKS 2
 #endif
 #ifndef FW_LEAN
-#define FW_LEAN 1                 // 0: the key loop's instructions as in session 23 (see fw_copy_rows, softmax, rescale)
+#define FW_LEAN 1                 // 0: the key loop's instructions as before the lean trims (see fw_copy_rows, softmax, rescale)
 #endif
 #ifndef FW_PIPE
 #define FW_PIPE 0                 // 1: S of tile j and P V of tile j - 1 in flight together (see the kernel)
@@ -1578,7 +1578,7 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
 #define AT_PDL_WAIT() do { } while (0)
 #define AT_PDL_TRIGGER() do { } while (0)
 #endif
-// PDL_EARLY=1 (with PDL=1; session 10, issue 15): before the wait, pos (written only by decode_advance, which has
+// PDL_EARLY=1 (with PDL=1): before the wait, pos (written only by decode_advance, which has
 // completed: a kernel launches only when the one before it passed its own wait) and an L2 prefetch of this head's
 // cached keys and values before the newest one (written by earlier steps), so the loop's first loads find them in
 // L2 instead of DRAM; q and the newest K/V row (the QKV GEMV's) are read after the wait as before.
@@ -1594,7 +1594,7 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
 // Built where HEAD_DIM / 8 is a power of two from 2 to 32 (the launcher takes the flash kernel at other head sizes).
 #if HEAD_DIM % 8 == 0 && (DB_LPK & (DB_LPK - 1)) == 0 && DB_LPK >= 2 && DB_LPK <= 32
 
-// decode_attention_bf16_gap (session 25): the same for prompts of different lengths in one batch, sequence b's padding
+// decode_attention_bf16_gap: the same for prompts of different lengths in one batch, sequence b's padding
 // slots gap[2b]..gap[2b+1]-1 skipped (decode_attention_gap's contract on the bf16 cache).
 template <bool GAP>
 __device__ __forceinline__ void
@@ -1702,7 +1702,7 @@ decode_attention_bf16_gap(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* 
 #endif
 #endif  // decode_attention_bf16's head sizes
 
-// ---- decode_attention_split_bf16: flash-decoding over the bf16 KV cache (issue 14, session 12) ---------------------
+// ---- decode_attention_split_bf16: flash-decoding over the bf16 KV cache ---------------------
 // decode_attention_bf16 gives a (b, head) one block whose lane groups each run an online softmax over a strided share
 // of the keys (a serial exp2 / rescale chain per key). Here decode_attention_split's plan on bf16 rows: the keys
 // lo..query cut into chunks of DSB_CH = DSB_G * DS_KPT keys over a grid (splits, B*H), block j taking chunks j, j + S,

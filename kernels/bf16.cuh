@@ -1,4 +1,4 @@
-// bf16.cuh: device helpers the bf16 kernels share (issue 15).
+// bf16.cuh: device helpers the bf16 kernels share.
 //   bf16x8_to_f32    8 bf16 (one 16-byte load) -> 8 floats (a bf16 is the top half of an fp32): gemm.cu v10's
 //                    GEMV and attention.cu's decode_attention_bf16
 //   row_load         one warp's lane-strided float4 registers of an fp32 or bf16 row (zeros past its end) and the

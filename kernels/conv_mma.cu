@@ -55,13 +55,13 @@ Tunables (-D, defaults in brackets):
                   a running max over the window's rows in registers, the lane's pixel pair 2t, 2t+1,
                   and for POOL = 4 the neighbour lane's pair by one shuffle. The pre-pool activation
                   never reaches memory.
-  POOL_CROP [0]   (register version, with POOL; issue #16 session 9) 1: the tiles and warp units cover
+  POOL_CROP [0]   (register version, with POOL) 1: the tiles and warp units cover
                   only Hc x Wc = (Ho/POOL*POOL) x (Wo/POOL*POOL), the rows and columns a pooling window
                   reaches (floor pooling drops the rest), instead of Ho x Wo. LeNet's conv2 (34x34 ->
                   pooled 8x8): 32x32 outputs instead of 40x40 (or 34x34 rounded to units): with a 32x32
                   tile and 8-row units, 16 units of 112 mma per image instead of 45 units of 56 (-29 %).
                   The pooled output is the same; the grid rule below then counts tiles of Hc x Wc.
-  CP_ASYNC [0]    (register version; issue #16 session 9) 1: while the warps run the mma of a tile, the
+  CP_ASYNC [0]    (register version) 1: while the warps run the mma of a tile, the
                   next tile's input patch is copied from global memory into a raw shared buffer by
                   cp.async (16-byte chunks, zero-filled beyond the image), and only expanded to the
                   pair-expanded layout (shared -> shared) at the next tile: the global-load latency
@@ -69,11 +69,11 @@ Tunables (-D, defaults in brackets):
                   hides behind the mma. Needs W % 8 == 0 and x 16-byte aligned (checked at run time;
                   otherwise the synchronous staging runs); adds C*(TILE_Y+K-1)*ceil((RS+2)/8)*16 bytes of
                   shared memory (the host counts it in the 48 KB).
-  MMA_INTERLEAVE [0] (register version; session 9) 1: per input row the mma are issued segment pair first,
+  MMA_INTERLEAVE [0] (register version) 1: per input row the mma are issued segment pair first,
                   kernel row second, so consecutive mma accumulate into different output rows instead of
                   two in a row into one (ncu on LeNet's conv2: 'wait' stalls 2.8 of 11 cycles per issued
                   instruction). Each accumulator sums its terms in the same order: the same results.
-  MMA_SPLIT [0]   (register version; issue #16 session 11) 1: fp32-class products on the fp16 tensor cores.
+  MMA_SPLIT [0]   (register version) 1: fp32-class products on the fp16 tensor cores.
                   x is float32; each staged value is split into hi = fp16(v) and lo = fp16((v - hi) * 2^11)
                   (two pair-expanded tiles), each weight likewise (the host passes [hi (M*C*K*K) | lo] fp16);
                   per k-step three mma: acc += A_hi B_hi, acc_lo += A_lo B_hi + A_hi B_lo, and each output is
@@ -81,7 +81,7 @@ Tunables (-D, defaults in brackets):
                   accumulation fp32). The lo parts are scaled so they stay normal fp16 numbers. Needs no
                   CP_ASYNC; twice the staged patch and the weight registers (MIN_BLOCKS 2 for LeNet's conv2).
   Defaults suit both LeNet layers: 86->80 (2x2 tiles/image) and 40->34 (1 tile/image).
-  (Session 10: the synchronous patch staging and the output geometry of both kernels are one helper each,
+  (The synchronous patch staging and the output geometry of both kernels are one helper each,
   patch_load / out_geometry; the SASS of the register and chunked builds is unchanged, nvdisasm.)
 
 Launch rule (no dynamic shared memory; static shared memory as reported by ptxas, < 48 KB):

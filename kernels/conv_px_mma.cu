@@ -1,7 +1,7 @@
 /*
 conv_px_mma.cu -- a one-channel convolution with few output channels (LeNet's conv1: 1 -> 4, 7x7) on
 tensor cores, pixels as the GEMM's rows; optionally with the 28->86 resize inside the tile staging and
-ReLU + 2x2 max-pool in the epilogue (issue #16).
+ReLU + 2x2 max-pool in the epilogue.
 
     y[b, m, oy, ox] = sum_{p<K, q<K} x[b, oy+p, ox+q] * w[m, 0, p, q]      valid, stride 1, no bias
     x: [B, 1, H, W] fp16, or (FUSE_UPSCALE) [B, SRC_H, SRC_W] uint8 resized to H x W as upscale.cuh does
@@ -36,7 +36,7 @@ the fp16 rounding of the staged pixel. (v1 of this kernel evaluated upscale.cuh 
 global memory: 0.743 ms for LeNet's batch of 10,000 on an H100, latency-bound.)
 
 Versions: v1 (per-pixel double resize from global memory), v2 (the separable fp32 resize in shared memory,
-above), v3 (issue #16, session 9; both off by default, on in the catalogue variant tc_px2):
+above), v3 (both off by default, on in the catalogue variant tc_px2):
   ROW_PAIRS=1 (M_OUT <= 4, even WARP_ROWS): the 8 mma columns are (channel m, row offset d) = 2m + d, so
       one mma computes 16 pixels of TWO output rows (o, o+1) for 4 channels: B column (m, d) of input row
       pair (r, r+1) holds the weights of kernel rows (r-o-d, r-o-d+1) (zero outside 0..K-1), because
@@ -53,7 +53,7 @@ above), v3 (issue #16, session 9; both off by default, on in the catalogue varia
       -- and the fifth pixel comes from the next lane by a shuffle); and the next tile's
       uint8 image is loaded into registers (<= 4 words per thread) before this tile's mma, so its global
       latency hides behind the mma instead of stalling the block between tiles.
-v4 (issue #16, session 10; both off by default, on in the catalogue variants tc_lane / tc_lane_hv):
+v4 (both off by default, on in the catalogue variants tc_lane / tc_lane_hv):
   POOL_LANE=1 (ROW_PAIRS, POOL 2, WARP_ROWS % 4 == 0): A row g is pixel 2g and row g+8 pixel 2g+1 (each A
       register one LDS at word 2g+2t (+1): 11 distinct words per load, no bank conflict), so a lane's
       c0..c3 are rows (o, o+1) x pixels (2g, 2g+1) of channel t: one whole 2x2 window, pooled by three fmax
@@ -71,8 +71,8 @@ v4 (issue #16, session 10; both off by default, on in the catalogue variants tc_
       reads one 16-byte row table entry (1 - fy, fy, the upper source row's offset), whose weights are 0
       below the image, instead of two tables, a bounds test and four selects per item; the same arithmetic
       term by term. SASS: the staging loop 124 -> 89 instructions per two items (~1,000 of ~8,800 per
-      LeNet image after POOL_LANE and HROW_VEC). H100, session 11: conv1 0.187 vs 0.196 ms (same run).
-v5 (issue #16, session 11; off by default, on in the catalogue variants tc_split, tc_split_zc; H100: 0 flips on
+      LeNet image after POOL_LANE and HROW_VEC). H100: conv1 0.187 vs 0.196 ms (same run).
+v5 (off by default, on in the catalogue variants tc_split, tc_split_zc; H100: 0 flips on
 all 10,000, logits 3.7e-7 from float64, conv1 0.411 ms in two tiles per image):
   MMA_SPLIT=1 (POOL_LANE, OUT_FLOAT, VEC_STAGE 2): fp32-class products on the fp16 tensor cores. Each staged
       pixel v is split into hi = fp16(v) and lo = fp16((v - hi) * 2^11), written as two pair-expanded tiles
@@ -84,7 +84,7 @@ all 10,000, logits 3.7e-7 from float64, conv1 0.411 ms in two tiles per image):
       tables, image and resized rows stay static), so a whole 80x80 LeNet map fits one tile with MMA_SPLIT
       (60 KB + 13 KB static: 3 blocks per SM) instead of two 80x40 tiles, each recomputing the row and column
       tables (in double) and the horizontal resize of the whole image.
-v6 (issue #16, session 11; off by default, on in the catalogue variant tc_fused12; H100: the same logits as
+v6 (off by default, on in the catalogue variant tc_fused12; H100: the same logits as
 tc_lane_hv, the fused kernel 0.427 ms vs conv1 + conv2 0.200 + 0.218 in the same run: no gain at 5 warps):
   FUSE_CONV2=1 (POOL_LANE, fp16, FUSE_UPSCALE, XS_DYN, one tile per image): LeNet's conv2 + ReLU + 4x4 pool in
       the same kernel. conv1's pooled fp16 map (M_OUT x P1_H x P1_W, compile-time) goes to shared memory

@@ -1,6 +1,6 @@
 /*
 fc_head_mma.cu -- LeNet's classifier head on tensor cores: FC1 + bias + ReLU, FC2 + bias, argmax in one
-kernel (issue #16, session 9; the fp32 SIMT head is fc_head.cu).
+kernel (the fp32 SIMT head is fc_head.cu).
 
     h = relu(x W1^T + b1)    x: B x K1 fp32 (conv2's pooled output, flattened), W1: N1 x K1 (fp16 here)
     z = h W2^T + b2          W2: N2 x N1 (fp16, rows padded to 16 with zeros); z (fp32 logits) written
@@ -17,7 +17,7 @@ to fp16 pairs, the A fragment of FC2's k-step kk (no shared memory); W2's B frag
 memory (L1). The logits of an image sit in the 4 lanes of one quad (classes 2t, 2t+1, 8+2t, 9+2t), so the
 argmax is two shuffles.
 Precision: x, W1, h and W2 rounded to fp16 (products and sums in fp32): logits within ~1e-3 of fp32.
-v2 (issue #16, session 10; off by default, on in tc_lane_zco): STAGE_OUT=1 puts the block's BM x N2 logits
+v2 (off by default, on in tc_lane_zco): STAGE_OUT=1 puts the block's BM x N2 logits
 and BM predictions in shared memory (the x buffers, free after the k loop) and writes them out as one
 contiguous run each, 16-byte stores where z is aligned: v1's scattered 4-byte stores (4 lanes per image,
 40-byte stride) cost little in device memory but each becomes a partial write across PCIe when z and pred

@@ -48,39 +48,39 @@
 //                      shared memory filled by TMA bulk tensor copies; one producer warpgroup and two consumer
 //                      warpgroups on mbarriers (setmaxnreg), persistent grid in BF_GROUP tile order; output bf16
 //                      or fp32 (BF_OUT). GPT-2 124M B=8 T=1024, H100: 118-268 TFLOP/s at BF_BN 128, 36-50 % of
-//                      cuBLAS bf16 (the wider tiles are slower still: see the section). BF_EPI_WG=1 (session 9): a
+//                      cuBLAS bf16 (the wider tiles are slower still: see the section). BF_EPI_WG=1: a
 //                      fourth warpgroup stores each tile from a full-tile staging buffer while the consumers run
 //                      the next k loop; no faster for plain products (H100: qkv 241 vs 237, mlp_fc 273 vs 273
 //                      TFLOP/s at BN 192), slower with GELU / the QKV scatter in GPT-2 (off by default).
-//                      BF_CLUSTER=2 (session 9): block pairs on row-tile pairs, W^T's tile multicast by TMA (each
-//                      block loads half): a third less L2 reading per block. GPU tests and sanitizers pass (H100,
-//                      session 10); session 11: half v8's speed with the hand-backs' cluster-scope release (H100:
+//                      BF_CLUSTER=2: block pairs on row-tile pairs, W^T's tile multicast by TMA (each
+//                      block loads half): a third less L2 reading per block. GPU tests and sanitizers pass (H100):
+//                      half v8's speed with the hand-backs' cluster-scope release (H100:
 //                      qkv 133 vs 262 TFLOP/s), with plain arrives still slower (151; BF_CLUSTER=4, 2 x 2 blocks
 //                      with A's tile multicast too: 165-182): multicast halves L2's reads, not each SM's fill.
-//                      Session 11, in fast_bf16: BF_EPI_PRE / BF_RESID_PF (the residual loaded ahead / sent to L2 by
+//                      In fast_bf16: BF_EPI_PRE / BF_RESID_PF (the residual loaded ahead / sent to L2 by
 //                      the producer), BF_GELU_FAST (tanh.approx), BF_GROUP 32 for attn_proj (156 vs 114 TFLOP/s).
-//                      BF_PP=1 (session 12, "ping-pong"): each consumer warpgroup takes whole tiles, alternating, so one
+//                      BF_PP=1 ("ping-pong"): each consumer warpgroup takes whole tiles, alternating, so one
 //                      stores its tile while the other runs its k loop (the epilogue off the tensor cores' path).
-//                      Session 14: BF_EPI_FAST=1 (a staged chunk's column work once per chunk, the bias a chunk ahead:
+//                      BF_EPI_FAST=1 (a staged chunk's column work once per chunk, the bias a chunk ahead:
 //                      qkv 96.6 -> 70.6 us in the forward at BF_EPI_CH 64, H100) and BF_BM=256 (256-row tiles: slower).
-//                      Session 15: BF_EPI_TMA=1 (the epilogue by TMA stores / reduce-adds from swizzled staging: the
-//                      warpgroups start the next tile while the TMA unit writes C). Session 16: BF_TRACE (each
+//                      BF_EPI_TMA=1 (the epilogue by TMA stores / reduce-adds from swizzled staging: the
+//                      warpgroups start the next tile while the TMA unit writes C). BF_TRACE (each
 //                      warpgroup stamps its tiles' phases; convnet/bench/gemm_trace.py) showed the k loop near the
 //                      tensor peak (5.2 us for 12 k tiles of a 128 x 192 tile, H100) and the epilogue at 3.1-4.4 us
 //                      whichever way it stored: BF_EPI_TMA's staging loop carried the activation as a runtime branch
 //                      per element (GELU inlined 96 times); with it a compile-time constant, the bias loaded per
 //                      chunk, the whole tile staged (BF_EPI_TMA_BUFS) and the head-major QKV scatter by TMA stores,
 //                      the epilogue takes 0.9-2.5 us and fast_bf16's forward 5.20 ms instead of 5.77 (H100).
-//                      Session 17: BF_PDL=1 (programmatic dependent launch: W^T's first stages before the wait):
+//                      BF_PDL=1 (programmatic dependent launch: W^T's first stages before the wait):
 //                      no gain inside the forward's CUDA graph (H100: 5.198 vs 5.175 ms), off in fast_bf16.
-//                      Session 18: BF_PP with BF_EPI_TMA (a warpgroup's whole tile staged for the TMA unit in two
+//                      BF_PP with BF_EPI_TMA (a warpgroup's whole tile staged for the TMA unit in two
 //                      64-row halves while the other warpgroup runs its k loop). GEMM alone, H100: qkv 47.8 vs 56.5 us,
 //                      mlp_fc 67.6 vs 74.5, attn_proj 33.5 vs 35.5, the LM head 1.072 vs 1.150 ms; mlp_proj no faster.
-//                      Session 20: the ping-pong consumers work out the tile walk per tile (BfWalk from bf_fresh(M, N)):
+//                      the ping-pong consumers work out the tile walk per tile (BfWalk from bf_fresh(M, N)):
 //                      counted once for the whole kernel, ptxas kept two counts in local memory (32 bytes of spill) in
 //                      the builds without BF_RESID_PF; fast_bf16's projections take those builds (H100, in the forward:
 //                      attn_proj 34.1 -> 32.8 us, mlp_proj 71.7 -> 67.9).
-//                      Session 21: BF_LNS (the LayerNorm fold, param ln_fold): the residual GEMMs write bf16(x gamma) and
+//                      BF_LNS (the LayerNorm fold, param ln_fold): the residual GEMMs write bf16(x gamma) and
 //                      per-tile row statistics, the GEMM after each LayerNorm finishes it in its epilogue (see BF_LNS).
 //                      Correct, one LayerNorm kernel per forward instead of 25, but slower (H100, s21 calls 4-6: forward
 //                      5.26 vs 4.69 ms; each fold GEMM 8-20 us slower than its plain build, the LM head 19 %).
@@ -88,20 +88,20 @@
 //                      are the "col" B fragment). 119-233 TFLOP/s on the H100, 32-43 % of cuBLAS bf16.
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
 //                      LayerNorm of the fp32 residual stream as a prologue (no LayerNorm launch in a decode step);
-//                      PDL=1: programmatic dependent launch (weights loaded before griddepcontrol.wait). PDL_EARLY=1
-//                      (session 10): bias, gamma / beta and pos read before the wait too. _pick builds (session 10):
+//                      PDL=1: programmatic dependent launch (weights loaded before griddepcontrol.wait). PDL_EARLY=1:
+//                      bias, gamma / beta and pos read before the wait too. _pick builds:
 //                      the LM head's GEMV ends a greedy decode step (argmax by atomicMax keys, then its last block
 //                      advances pos and embeds the next tokens: three launches fewer). H100, greedy B=1 124M, same
 //                      run: 4,011 tok/s with both vs 3,083 without; with BFS_CG 8 for the LM head and 1 for the N = 768
-//                      projections 4,561 (fast_bf16 since session 10).
+//                      projections 4,561 (fast_bf16).
 //   gemm_small_m   v11 8 < M <= 64 (batched decoding; _nk: W^T rows, _kn: W): W read once as in v6, the products
 //                      on mma.sync TF32 (SMM_SPLIT=3: 3xTF32): a block = SMM_BN columns x all rows x a K slice, a
 //                      cp.async ring, split-K slices added in order by the last block of each column tile (no
-//                      reduce kernel); LayerNorm prologue (ln_w) and the GPT-2 epilogues as v6. PDL=1 (session 9):
+//                      reduce kernel); LayerNorm prologue (ln_w) and the GPT-2 epilogues as v6. PDL=1:
 //                      programmatic dependent launch, the first stages' W before griddepcontrol.wait (variant
-//                      fast_pdl). Session 10: SMM_RED=R requests R slices' partials at once in the split-K
+//                      fast_pdl). SMM_RED=R requests R slices' partials at once in the split-K
 //                      reduction; the _lns builds merge the row statistics with all loads in flight at once.
-//   gemm_small_m_bf16 v12 8 < M <= 64 on the bf16 path (session 11; session 12: the exact GELU whatever BF_GELU_FAST
+//   gemm_small_m_bf16 v12 8 < M <= 64 on the bf16 path (the exact GELU whatever BF_GELU_FAST
 //                      says, see bf_gelu): v11's structure on bf16 mma.sync m16n8k16, bf16
 //                      W^T rows read once, split-K added in order by the last block (BFM_RED partials at once), the
 //                      bf16 epilogue (bias, GELU, residual, head-major QKV; bf16 or fp32 out), PDL=1 as v11; no

@@ -31,7 +31,7 @@
 //                    eos_id is done, its token is marked seen (repetition penalty), pos and step += 1.
 //   embed_ragged     decode-step embedding for prompts of different lengths: sequence b's prompt fills slots
 //                    0..len_b-1 of the cache and slots len_b..T-1 are padding it skips (gap[b] = {len_b, T}),
-//                    so the token in slot s sits at position s - (T - len_b). embed_ragged_bf16 (session 25): the
+//                    so the token in slot s sits at position s - (T - len_b). embed_ragged_bf16: the
 //                    same from the bf16 variants' bf16 table.
 //   gather_rows      y[b] = x[rows[b]]: each prompt's last position before the LM head (right-padded prefill).
 // Tunables (-D): SM_THREADS (threads per block, a multiple of 32, at most 1024), SM_RADIX_BITS (4 or 8);
@@ -78,7 +78,7 @@ __device__ __forceinline__ u64 splitmix64(u64 x) {
     return x ^ (x >> 31);
 }
 
-// The draw's uniform in [0, 1): the same formula as generate.py's uniform().
+// The draw's uniform in [0, 1): the same formula as generate.py's uniform.
 __device__ __forceinline__ double uniform01(u64 seed, u64 row, u64 step) {
     const u64 h = splitmix64(splitmix64(splitmix64(seed) ^ row) ^ step);
     return (double)(h >> 11) * (1.0 / 9007199254740992.0);
@@ -570,7 +570,7 @@ extern "C" __global__ void embed_ragged(const int* RESTRICT idx, const float* RE
     embed_ragged_body(idx, wte, wpe, x, Bn, C, pos_dev, gap);
 }
 
-// embed_ragged_bf16 (session 25): the bf16 variants' table (the LM head's bf16 rows), summed in fp32 as embed_bf16 does
+// embed_ragged_bf16: the bf16 variants' table (the LM head's bf16 rows), summed in fp32 as embed_bf16 does
 extern "C" __global__ void embed_ragged_bf16(const int* RESTRICT idx, const __nv_bfloat16* RESTRICT wte,
                                              const float* RESTRICT wpe, float* RESTRICT x, int Bn, int C,
                                              const int* RESTRICT pos_dev, const int* RESTRICT gap) {

@@ -9,31 +9,31 @@
 //   argmax_rows        greedy decoding: one block per row of logits
 //   decode_advance     after a decode step: the chosen tokens become the next step's input, pos += 1
 //                      (on the device, so one captured CUDA graph serves every step)
-//   embed_bf16, layernorm_warp_bf16   the bf16 variants (issue 15): the residual stream stays fp32 (embed_bf16
+//   embed_bf16, layernorm_warp_bf16   the bf16 variants: the residual stream stays fp32 (embed_bf16
 //                      reads the bf16 wte the LM head shares and the fp32 wpe), LayerNorm statistics in fp32,
 //                      its output (the next GEMM's A operand) rounded to bf16
-//   embed_bf16_xb, layernorm_warp_bf16_xb   the same over a bf16 residual stream (session 23, param residual_dtype
+//   embed_bf16_xb, layernorm_warp_bf16_xb   the same over a bf16 residual stream (param residual_dtype
 //                      "bf16"): the embedding's sum rounded once to bf16, the LayerNorm reading bf16 rows (statistics
 //                      still fp32); the residual GEMMs reduce-add into that stream in place (gemm.cu v8, BF_EPI_TMA)
-//   EMB_VEC=8          embed_bf16 with 8 columns per thread (session 11): one 16-byte wte load, two float4 wpe loads
+//   EMB_VEC=8          embed_bf16 with 8 columns per thread: one 16-byte wte load, two float4 wpe loads
 //                      and stores, 32-bit index arithmetic (the launcher's grid is M C / 8 threads; C % 8 == 0)
 //   PDL=1              embed_bf16, argmax_rows and decode_advance wait for the previous kernel (griddepcontrol)
 //                      before reading anything and let the next one launch: the bf16 decode step's programmatic
 //                      dependent launches (tma.PdlKernel; no-ops when launched plainly)
-//                      layernorm_warp_bf16 too (session 12, issue 14): launched programmatically where the variant
+//                      layernorm_warp_bf16 too: launched programmatically where the variant
 //                      sets param ln_pdl (gpt2/gpu.py), so the batched decode step's 25 LayerNorms no longer break
 //                      the PDL chain of the v12 GEMMs and attention around them
-//   layernorm_fold_bf16   the LayerNorm fold's entry (session 21, param ln_fold): xg = bf16(x gamma) and the row
+//   layernorm_fold_bf16   the LayerNorm fold's entry (param ln_fold): xg = bf16(x gamma) and the row
 //                      statistics per column tile that gemm.cu's BF_LNS=2 GEMMs normalise with (the later LayerNorms
 //                      come from the BF_LNS=1 residual GEMMs' epilogues)
-//   LN_SMEM_GB=1       (default where LN_VEC <= 32; session 23) layernorm_warp(_bf16(_xb)) stage gamma and beta in
+//   LN_SMEM_GB=1       (default where LN_VEC <= 32) layernorm_warp(_bf16(_xb)) stage gamma and beta in
 //                      shared memory once per block, the warp's first row sent to L2 meanwhile, instead of reading them from
 //                      global memory in the output loop (the same arithmetic, the same output bit for bit)
-//   LN_STRIDE=1        layernorm_warp(_bf16) over a grid of resident blocks (session 17, param ln_resident): each
+//   LN_STRIDE=1        layernorm_warp(_bf16) over a grid of resident blocks (param ln_resident): each
 //                      warp takes rows row, row + warps, ... and sends its next row's 128-byte lines to L2
 //                      (prefetch) before normalising this one, so every row's reads are in flight from the start;
 //                      the per-row arithmetic is layernorm_row's, unchanged (the same output bit for bit)
-//   LN_GB_EARLY=1      (session 24) a programmatic LayerNorm (PDL=1) stages gamma and beta (LN_SMEM_GB) before its
+//   LN_GB_EARLY=1 a programmatic LayerNorm (PDL=1) stages gamma and beta (LN_SMEM_GB) before its
 //                      griddepcontrol.wait instead of after it: weights no kernel writes, loaded under the previous
 //                      kernel's tail
 //   spin               measurement aid: holds the stream for `cycles` clocks, so that the kernels the host
@@ -117,7 +117,7 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
                                                     const float* RESTRICT b, Out* RESTRICT y, int rows, int C,
                                                     float eps) {
     const int lane = threadIdx.x % 32;
-    // LN_GB_EARLY=1 (session 24): a programmatic launch stages gamma / beta (LN_SMEM_GB) before its wait (they are
+    // LN_GB_EARLY=1: a programmatic launch stages gamma / beta (LN_SMEM_GB) before its wait (they are
     // weights, which no kernel writes), so a block that starts under the previous kernel's tail has them when that
     // kernel ends; every other launch waits first
     constexpr bool early = Pdl && !LN_CONST && LN_SMEM_GB && LN_GB_EARLY;
@@ -126,7 +126,7 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
     const float* gw = c_ln;
     const float* gb = c_ln + C;
 #elif LN_SMEM_GB
-    // gamma and beta staged once per block in shared memory (session 23). Read from global memory per element, each of
+    // gamma and beta staged once per block in shared memory. Read from global memory per element, each of
     // a row's LN_VEC output groups waited on its own loads after the two reductions (ncu, H100: 16 us for the 12.6 MB
     // of a bf16 forward's LayerNorm, DRAM 23 % busy). The warp's first row goes to L2 first, under the staging (not
     // where the staging comes before the wait: the kernel before writes that row).
@@ -145,7 +145,7 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
     const float* gb = b;
 #endif
 #if LN_STRIDE
-    // the LayerNorm of a whole forward is one wave of blocks only if they fit at once (H100, session 17: 5 blocks
+    // the LayerNorm of a whole forward is one wave of blocks only if they fit at once (H100: 5 blocks
     // of 256 threads per SM by registers, 1.55 waves for 8192 rows); resident blocks instead, rows strided
     const int warps = gridDim.x * (blockDim.x / 32);
     for (int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
@@ -178,7 +178,7 @@ extern "C" __global__ void layernorm_warp_bf16_xb(const __nv_bfloat16* RESTRICT 
     layernorm_warp_body<__nv_bfloat16, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);
 }
 
-// The LayerNorm fold's entry (session 21, param ln_fold; gemm.cu BF_LNS): for the first LayerNorm of a forward, what a
+// The LayerNorm fold's entry (param ln_fold; gemm.cu BF_LNS): for the first LayerNorm of a forward, what a
 // BF_LNS=1 GEMM writes for the others: xg = bf16(x * gamma) and, per tile of `part` columns, the row's mean and M2
 // (sum of squares about that mean) at stats[p * rows + row], two passes over the registers. One warp per row.
 extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const float* RESTRICT w,

@@ -89,9 +89,9 @@ __device__ __forceinline__ bf_out_t* bf_qkv_at(const BfRow& r, int n, BF_EPI_PAR
 #ifndef BF_GELU_FAST
 #define BF_GELU_FAST 0             // 1: v8/v9's GELU with tanh.approx.f32 (one MUFU op, ~2^-11 relative error; bf16 out)
 #endif
-// kFast: tanh.approx (BF_GELU_FAST: v8, v9, v10). v12 takes the exact GELU (session 12): with tanh.approx its
+// kFast: tanh.approx (BF_GELU_FAST: v8, v9, v10). v12 takes the exact GELU: with tanh.approx its
 // epilogue unrolled into 2.6x the code (gemm_small_m2_bf16 92 -> 241 KB of SASS) and fast_bf16's batched decoding
-// fell from 39,418 to 36,138 tok/s (H100); v12's code is again what session 11 measured.
+// fell from 39,418 to 36,138 tok/s (H100); v12's code is again what was measured before that.
 template <bool kFast = (BF_GELU_FAST != 0)>
 __device__ __forceinline__ float bf_gelu(float v) {
     if constexpr (kFast) {
@@ -131,7 +131,7 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
         if (two) { const float2 b = *(const float2*)&bias[n]; v0 += b.x; v1 += b.y; }
         else v0 += bias[n];
     }
-    if (act == 1) { v0 = v0 < 0.f ? 0.f : v0; v1 = v1 < 0.f ? 0.f : v1; }          // activation()
+    if (act == 1) { v0 = v0 < 0.f ? 0.f : v0; v1 = v1 < 0.f ? 0.f : v1; }          // activation
     else if (act == 2) { const float2 g = bf_gelu2<kFastGelu>(v0, v1); v0 = g.x; v1 = g.y; }
     if (qkv_T > 0) {
         bf_store_qkv(v0, v1, r, two, n, BF_EPI_ARGS);

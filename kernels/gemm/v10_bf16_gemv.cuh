@@ -27,7 +27,7 @@
 #ifndef PDL
 #define PDL 0
 #endif
-// PDL_EARLY=1 (with PDL=1; session 10): more of what needs no earlier kernel before the wait: the epilogue threads'
+// PDL_EARLY=1 (with PDL=1): more of what needs no earlier kernel before the wait: the epilogue threads'
 // bias (4 columns each) into registers, the LayerNorm's gamma and beta into shared memory (cp.async, waited for
 // after griddepcontrol.wait), and pos for the QKV scatter: written only at a step's end (decode_advance, or the LM
 // head's pick), which has completed when a QKV GEMV starts (a kernel launches only once every block of the one
@@ -59,7 +59,7 @@ __device__ __forceinline__ void bfs_layernorm(const float* RESTRICT X, int M, in
     if (row < M) layernorm_row<BFS_LN_VEC, __nv_bfloat16>(X + (long long)row * lda, K, gw, gb, eps, a_sh + row * K, lane);
 }
 
-// _pick builds (session 10; param decode_pick): the LM head's GEMV also ends the decode step. Each block's best
+// _pick builds (param decode_pick): the LM head's GEMV also ends the decode step. Each block's best
 // logit per row goes to keys[m] by atomicMax on (order-preserving bits of the logit << 32 | ~column): the largest
 // logit, ties to the smallest column, NaN and -inf never chosen (argmax_rows' choice). The last block (an atomic
 // ticket) then does decode_advance's and the next step's embed_bf16's work: next[m] = idx[m] = the token, pos += 1,

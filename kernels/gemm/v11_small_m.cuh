@@ -59,7 +59,7 @@ struct SmmShape {
 // SMM_LNS: rows' (mean, 1 / std) from the K / SMM_BN column tiles' (mean, M2) another v11 call wrote (Chan's
 // merge). P threads per row (a power of 2, P * MR <= the block), each merging every P-th tile in tile order, then
 // the P partial merges combined over lanes: every load of a thread is independent, so the block waits one L2 round
-// trip (session 10; session 9's one warp per row, two dependent passes per row, 8 rows per warp, cost ~10 us a
+// trip ('s one warp per row, two dependent passes per row, 8 rows per warp, cost ~10 us a
 // GEMM and made fast_lns slower than fast). Rows M..MR-1 get (0, 0).
 // (kThreads threads, kTileN-column tiles: v12's _lns builds call it with their own widths.)
 template <int MR, int kThreads = SMM_THREADS, int kTileN = SMM_BN>
@@ -307,7 +307,7 @@ __device__ __forceinline__ void small_m(const float* RESTRICT A, const float* RE
     __syncthreads();
     if (!s_last) return;
     // The last slice of this column tile to finish: every slice's partial, added in slice order. SMM_RED = R > 0
-    // (session 10): a thread's MF float4s of R slices are requested before any is added (the same additions in the
+    //: a thread's MF float4s of R slices are requested before any is added (the same additions in the
     // same order: bit-identical to R = 0, whose loop waits on each slice's loads in turn; 24 slices for mlp_proj).
     constexpr int G = SMM_BN / 4;                               // lanes of one row of the tile
     auto finish = [&](float4 v, int m, int n) {                 // the epilogue (+ SMM_LNS: the tile's row statistics)
@@ -403,7 +403,7 @@ gemm_small_m3_kn(SMM_PARAMS, EPI_PARAMS) { small_m<3, false>(SMM_ARGS, EPI_ARGS)
 extern "C" __global__ void __launch_bounds__(SMM_THREADS)
 gemm_small_m4_kn(SMM_PARAMS, EPI_PARAMS) { small_m<4, false>(SMM_ARGS, EPI_ARGS); }
 #endif
-// SMM_LNS=1 (session 9; first run on the H100 in session 10): _nk_lns builds also write each column tile's per-row (mean, M2) of C
+// SMM_LNS=1 (run on the H100): _nk_lns builds also write each column tile's per-row (mean, M2) of C
 // (stats_out: split-K's last block, after the epilogue) and normalise A from such statistics (stats_in, K / SMM_BN
 // tiles of the GEMM that wrote A) instead of reading all of A: a residual GEMM hands the next LayerNorm's
 // statistics to the GEMM after it, and the LayerNorm kernel between them goes.

@@ -1,7 +1,7 @@
 // kernels/gemm/v12_bf16_small_m.cuh: v12 gemm_small_m*_bf16: 8 < M <= 64 on bf16 mma.sync.
 // Part of gemm.cu (included there, in order; not a header to include alone).
 // ---- v12: bf16 small-M GEMM (8 < M <= 64: batched decoding on the bf16 path) -----------------------------------
-// v11's structure (session 8) on bf16 mma.sync m16n8k16 for the bf16 variants, where rows 8 < M <= 64 went to v8's
+// v11's structure on bf16 mma.sync m16n8k16 for the bf16 variants, where rows 8 < M <= 64 went to v8's
 // 128-row tiles: 4-16 blocks for GPT-2's N = 768-3072 at BF_BN 192 (mlp_proj: 4 blocks each reading 1.2 MB of
 // W^T), far from filling the GPU. A block owns BFM_BN columns x all rows (16 * MF, MF = ceil(M / 16), a template
 // parameter) x a K slice, and streams A (bf16, M x K) and W^T (bf16 rows, N x K: every element read once) through a
@@ -13,7 +13,7 @@
 // adds the slices in slice order, BFM_RED partials requested at once (v11's SMM_RED: deterministic), and runs the
 // bf16 epilogue (bf_store_pair: bias, GELU, residual, the head-major QKV scatter; C bf16 or fp32 by BF_OUT). PDL=1:
 // the first stages' W^T before griddepcontrol.wait, as v11. No LayerNorm prologue (the bf16 path's LayerNorm
-// stays a kernel at M > 8). Session 11; launcher: Linear's BFM_MAX_M (0: off).
+// stays a kernel at M > 8). Launcher: Linear's BFM_MAX_M (0: off).
 #ifndef BFM_BN
 #define BFM_BN 32                  // columns per block: 16, 32 or 64 (BFM_BN / 8 warps)
 #endif
@@ -247,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(BFM_THREADS)
 gemm_small_m4_bf16(BFM_PARAMS, BF_EPI_PARAMS) { small_m_bf16<4>(BFM_ARGS, BF_EPI_ARGS); }
 #endif
 
-// v12 _lnsin / _lnsout builds (BFM_LNS=1, session 11; GPU-tested on an H200 in the lead's call): v11's SMM_LNS for the bf16 path. _lnsout
+// v12 _lnsin / _lnsout builds (BFM_LNS=1; GPU-tested on an H200 in the lead's call): v11's SMM_LNS for the bf16 path. _lnsout
 // (the residual GEMMs: fp32 C = x + A W + b) also writes each BFM_BN-column tile's per-row (mean, M2) of C from the
 // split-K finish (stats_out: N / BFM_BN x M x 2 floats); _lnsin (the GEMM after a LayerNorm) takes A as those fp32 rows,
 // merges the K / BFM_BN tiles' statistics per row (Chan; P threads per row, every load in flight, as v11's
