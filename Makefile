@@ -45,7 +45,7 @@ run: venv $(if $(NVCC),$(PREBUILT))
 kernels: venv
 	$(PY) -m convnet.gpu.ahead --arch $(KERNEL_ARCHS)
 
-$(PREBUILT): kernels/*.cu kernels/*.cuh milestones/*.toml | venv
+$(PREBUILT): kernels/*.cu kernels/*.cuh kernels/*/*.cuh milestones/*.toml | venv
 	$(PY) -m convnet.gpu.ahead --arch $(KERNEL_ARCHS)
 
 test: venv
