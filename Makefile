@@ -34,13 +34,14 @@ $(VENV)/.installed-gpu$(GPU): setup.cfg setup.py pyproject.toml
 	touch $@
 
 NVCC    := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-KERNEL_ARCHS ?= sm_90a,sm_80
+KERNEL_ARCHS ?= sm_90a,sm_80,compute_80
 PREBUILT = build/kernels/manifest.json
 
 run: venv $(if $(NVCC),$(PREBUILT))
 	$(PY) run_milestone.py --variant $(VARIANT) --batch $(BATCH)
 
 # the current catalogue's kernels for the common shapes (LeNet; GPT-2 124M to xl), compiled in parallel on every core
+# for sm_90a and sm_80 (cubins) and compute_80 (PTX: GPUs past Hopper)
 # into build/kernels (the wheel carries them): at run time loaded, not compiled. Again when a kernel or catalogue changes.
 kernels: venv
 	$(PY) -m convnet.gpu.ahead --arch $(KERNEL_ARCHS)

@@ -154,9 +154,35 @@ def test_make_kernels_writes_the_builds_under_compiler_free_keys(prebuilt, monke
     assert summary["archs"]["sm_90a"]["compile_s"] >= 0
     assert len([c for c in calls if not c[3]]) == 4           # compiled (all missing), then read back to copy
     assert build.prebuilt_cubin("ops.cu", {}, "sm_90a") == (b"cubin", "report")
+    summary = ahead.build_ahead(("compute_80",), workers=2)           # the PTX target: .ptx files, sm_90a kept
+    assert sorted(p.suffix for p in (prebuilt / "compute_80").iterdir()) == [".log", ".log", ".ptx", ".ptx"]
+    assert set(json.loads((prebuilt / build.MANIFEST).read_text())["archs"]) == {"sm_90a", "compute_80"}
 
 
 def test_the_recorder_is_the_engines(monkeypatch):
     """The engine compiles ahead through convnet.gpu.recorder; the instruments' dry run is the same class."""
     from convnet.bench import dryrun
     assert dryrun.RecordingRuntime is RecordingRuntime
+
+
+def test_gpus_past_hopper_take_the_ptx(prebuilt, monkeypatch):
+    """sm_100 / sm_120: no cubin of theirs ships; the compute_80 PTX does, handed over NUL-terminated (what
+    cuModuleLoadData wants of PTX)."""
+    monkeypatch.setattr(build, "nvcc_path", lambda: None)
+    d = {"LN_VEC": 6, "LN_CONST": 0}
+    (prebuilt / "compute_80").mkdir()
+    name = build.prebuilt_name("transformer.cu", d, "compute_80")
+    (prebuilt / "compute_80" / f"{name}.ptx").write_bytes(b".version 9.0\n")
+    (prebuilt / "compute_80" / f"{name}.log").write_text("")
+    for arch in ("sm_100", "sm_103", "sm_120"):
+        assert build.prebuilt_cubin("transformer.cu", d, arch) == (b".version 9.0\n\0", "")
+    assert build.prebuilt_cubin("transformer.cu", d, "sm_90a") is None      # Hopper: its own cubins only
+    assert build.prebuilt_archs("sm_86") == ["sm_86", "sm_80"] and build.sm_of("compute_80") == 80
+
+
+@pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
+def test_a_virtual_target_compiles_to_ptx(tmp_path):
+    data, _ = build.compile_cubin("transformer.cu", {"LN_VEC": 6, "LN_CONST": 0}, "compute_80", out_dir=tmp_path)
+    text = data.decode()
+    assert ".version" in text and ".target sm_80" in text and ".entry layernorm_warp" in text
+    assert [p.suffix for p in tmp_path.iterdir() if p.suffix != ".log"] == [".ptx"]

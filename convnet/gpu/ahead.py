@@ -20,7 +20,7 @@ from .recorder import entries_of
 
 SECONDS_PER_BUILD = 2.5        # one nvcc run over a kernel family on one core, on average (1-18 s)
 GPT2_WIDTHS = {"124M": (768, 12), "medium": (1024, 16), "large": (1280, 20), "xl": (1600, 25)}
-ARCHS = ("sm_90a", "sm_80")
+ARCHS = ("sm_90a", "sm_80", build.PTX_TARGET)
 
 
 def missing(builds, arch: str) -> list:
@@ -64,7 +64,7 @@ def ensure(make, arch: str, what: str) -> None:
 def lenet_builds(arch: str) -> set:
     from .. import catalogue, weights as wio
     from .lenet import GPULeNet
-    sm = int(arch[3:5])
+    sm = build.sm_of(arch)
     w = wio.load()
     out = set()
     for v in catalogue.load_all().values():
@@ -93,7 +93,7 @@ def gpt2_builds(arch: str, widths=GPT2_WIDTHS.values()) -> set:
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.gpu_generate import GPUGenerator
     from ..gpt2.model import GPT2Config
-    sm = int(arch[3:5])
+    sm = build.sm_of(arch)
     out = set()
     with np.errstate(all="ignore"):
         for C, H in widths:
@@ -106,7 +106,8 @@ def gpt2_builds(arch: str, widths=GPT2_WIDTHS.values()) -> set:
 
 def build_ahead(archs=ARCHS, workers: int | None = None) -> dict:
     """make kernels: the current catalogue's builds for the common shapes, compiled where missing and copied into
-    PREBUILT_DIR/<arch>/ under keys without the compiler's version; the manifest says what made them."""
+    PREBUILT_DIR/<arch>/ under keys without the compiler's version (compute_80: PTX of the variants that run on
+    sm_80, for GPUs newer than both cubin targets); the manifest says what made them."""
     import re
     out = build.PREBUILT_DIR
     summary = {"cuda": [int(x) for x in re.search(r"release (\d+)\.(\d+)", build.nvcc_version()).groups()],
@@ -124,13 +125,13 @@ def build_ahead(archs=ARCHS, workers: int | None = None) -> dict:
             data, log = build.compile_cubin(f, dict(d), arch, prebuilt=False)
             name = build.prebuilt_name(f, dict(d), arch)
             keep.add(name)
-            target = folder / f"{name}.cubin"
+            target = folder / f"{name}{build.suffix(arch)}"
             if not target.is_file() or target.read_bytes() != data:
                 tmp = target.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_bytes(data)
                 os.replace(tmp, target)
                 (folder / f"{name}.log").write_text(log)
-        for stale in folder.glob("*.cubin"):          # builds of sources or catalogues that changed since
+        for stale in folder.glob(f"*{build.suffix(arch)}"):   # builds of sources or catalogues that changed since
             if stale.stem not in keep:
                 stale.unlink()
                 stale.with_suffix(".log").unlink(missing_ok=True)

@@ -138,12 +138,27 @@ def prebuilt_manifest() -> dict:
         return {}
 
 
+PTX_TARGET = "compute_80"      # PTX shipped for GPUs newer than the prebuilt cubins' (the driver compiles it)
+
+
+def sm_of(arch: str) -> int:
+    """90 for sm_90a, 100 for sm_100, 80 for compute_80."""
+    return int(re.sub(r"\D", "", arch.rsplit("_", 1)[-1]))
+
+
+def suffix(arch: str) -> str:
+    """A build's file type: PTX for a virtual target (compute_XY), a cubin otherwise."""
+    return ".ptx" if arch.startswith("compute_") else ".cubin"
+
+
 def prebuilt_archs(arch: str) -> list[str]:
-    """The prebuilt folders a device of `arch` can load: its own, and sm_X0's for sm_XY (a cubin runs on later minor
-    versions of its major one; sm_90a's only on 9.0)."""
+    """The prebuilt folders a device of `arch` can load: its own, sm_X0's for sm_XY (a cubin runs on later minor
+    versions of its major one; sm_90a's only on 9.0), and on GPUs past Hopper the PTX (compiled by the driver)."""
     out = [arch]
     if not arch.endswith("a") and arch[-1] != "0":
         out.append(arch[:-1] + "0")
+    if sm_of(arch) >= 100:
+        out.append(PTX_TARGET)
     return out
 
 
@@ -154,10 +169,10 @@ def prebuilt_cubin(kernel_file: str, defines: dict, arch: str) -> tuple[bytes, s
     if not made or (_driver_cuda is not None and _driver_cuda < tuple(made.get("cuda", (0, 0)))):
         return None
     for a in prebuilt_archs(arch):
-        cubin = PREBUILT_DIR / a / f"{prebuilt_name(kernel_file, defines, a)}.cubin"
-        if cubin.is_file():
-            try:
-                return cubin.read_bytes(), cubin.with_suffix(".log").read_text()
+        image = PREBUILT_DIR / a / f"{prebuilt_name(kernel_file, defines, a)}{suffix(a)}"
+        if image.is_file():
+            try:                                 # PTX goes to the driver NUL-terminated
+                return image.read_bytes() + (b"\0" if suffix(a) == ".ptx" else b""), image.with_suffix(".log").read_text()
             except OSError:
                 return None
     return None
@@ -177,7 +192,7 @@ def cached(kernel_file: str, defines: dict, arch: str) -> bool:
     if nvcc_path() is None:
         return False
     name = f"{source.stem}-{_key(source, [*BASE_FLAGS, *define_flags(defines)], arch)}"
-    return (cubin_dir() / f"{name}.cubin").is_file() and (cubin_dir() / f"{name}.log").is_file()
+    return (cubin_dir() / f"{name}{suffix(arch)}").is_file() and (cubin_dir() / f"{name}.log").is_file()
 
 
 _progress_lock = threading.Lock()
@@ -231,15 +246,16 @@ def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = Fa
     flags = [*BASE_FLAGS, *define_flags(defines)]
     key = _key(source, flags, arch)
     out_dir = out_dir or cubin_dir()
-    cubin, log = out_dir / f"{source.stem}-{key}.cubin", out_dir / f"{source.stem}-{key}.log"
+    cubin, log = out_dir / f"{source.stem}-{key}{suffix(arch)}", out_dir / f"{source.stem}-{key}.log"
     if cubin.is_file() and log.is_file() and not verbose:
         return cubin.read_bytes(), log.read_text()
     if nvcc_path() is None:
         raise GPUError("nvcc not found: the CUDA toolkit is needed to build the kernels")
     _count_compiled(out_dir)
     tmp = cubin.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-    cmd = [nvcc_version() and nvcc_path(), "-cubin", f"-arch={arch}", "-Xptxas", "-v", *flags,
-           "-I", str(KERNELS_DIR), "-o", str(tmp), str(source)]
+    kind = ["-ptx"] if suffix(arch) == ".ptx" else ["-cubin", "-Xptxas", "-v"]
+    cmd = [nvcc_version() and nvcc_path(), *kind, f"-arch={arch}", *flags, "-I", str(KERNELS_DIR), "-o", str(tmp),
+           str(source)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         tmp.unlink(missing_ok=True)
