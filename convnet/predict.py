@@ -24,6 +24,7 @@ import argparse
 import csv
 import importlib
 import io
+import itertools
 import json
 import math
 import multiprocessing
@@ -556,8 +557,8 @@ def _main_onnx(args) -> int:
             if problems and args.strict:
                 raise DataError(problems[0])
     classes = None
-    every = list(pictures())
-    for part in (every[s:s + args.chunk] for s in range(0, len(every), args.chunk)):
+    stream = pictures()                                       # decoded a chunk at a time, not all at once
+    while part := list(itertools.islice(stream, args.chunk)):
         names, images = [n for n, _ in part], [i for _, i in part]
         prob = softmax(net.logits(prepare(images, graph.input_shape, mean, std)))
         classes = classes or labels(args.labels, graph.meta, prob.shape[1])

@@ -39,13 +39,12 @@ def variant_with(name: str, drop=(), model: str = "gpt2", **setting):
     archived snapshot that differed only by it. Named after what changed, so its builds and ids say so."""
     import dataclasses
     from convnet import catalogue
+    from convnet.bench.layer import with_setting
     v = catalogue.get(name, model)
-    defines = {k: x for k, x in v.defines.items() if k not in drop}
-    params = {k: x for k, x in v.params.items() if k not in drop}
-    defines.update({k: x for k, x in setting.items() if not k.islower()})
-    params.update({k: x for k, x in setting.items() if k.islower()})
+    v = dataclasses.replace(v, defines={k: x for k, x in v.defines.items() if k not in drop},
+                            params={k: x for k, x in v.params.items() if k not in drop})
     label = "".join([f"-{k}" for k in drop] + [f"+{k}={x}" for k, x in setting.items()])
-    return dataclasses.replace(v, name=name + label, defines=defines, params=params)
+    return dataclasses.replace(with_setting(v, setting), name=name + label)
 
 
 def spec_variant(spec: str, model: str = "gpt2"):

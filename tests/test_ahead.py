@@ -14,8 +14,10 @@ from convnet.gpu.recorder import RecordingRuntime, kernels_of
 
 @pytest.fixture
 def prebuilt(tmp_path, monkeypatch):
-    """An empty PREBUILT_DIR of our own, its manifest saying CUDA 13.0 made it."""
+    """An empty PREBUILT_DIR of our own, its manifest saying CUDA 13.0 made it, and an empty kernel cache (what
+    other tests compiled must not answer for a build that is not prebuilt)."""
     monkeypatch.setattr(build, "PREBUILT_DIR", tmp_path)
+    monkeypatch.setenv("CONVNET_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(build, "_driver_cuda", None)
     (tmp_path / build.MANIFEST).write_text(json.dumps({"cuda": [13, 0], "nvcc": "test", "archs": {}}))
     build.prebuilt_manifest.cache_clear()

@@ -5,7 +5,7 @@ pinned memory, every kernel, download) is one CUDA graph, captured at its first 
 
 Images go through in chunks sized so that the activations and the largest im2col matrix of a chunk stay within
 CHUNK_BYTES of device memory; buffers come from the runtime's pool, allocated once (each network's weights under
-its own cnnw<k>. names, the activations under cnn.). What the path cannot run (a grouped convolution other than
+its own cnnw<k>. names, its activations under cnna<k>.). What the path cannot run (a grouped convolution other than
 depthwise, a broadcast Add) is refused at construction, naming the node."""
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ GPT2_WIDTHS = {"124M": (768, 12), "medium": (1024, 16), "large": (1280, 20), "xl
 ARCHS = ("sm_90a", "sm_80", build.PTX_TARGET)
 
 
-def missing(builds, arch: str) -> list:
-    return sorted(b for b in builds if not build.cached(b[0], dict(b[1]), arch))
+def missing(builds, arch: str, prebuilt: bool = True) -> list:
+    return sorted(b for b in builds if not build.cached(b[0], dict(b[1]), arch, prebuilt))
 
 
 def compile_all(builds, arch: str, what: str, workers: int | None = None, quiet: bool = False) -> float:
@@ -117,7 +117,8 @@ def build_ahead(archs=ARCHS, workers: int | None = None) -> dict:
     t0 = time.perf_counter()
     for arch in archs:
         builds = lenet_builds(arch) | gpt2_builds(arch)
-        seconds = compile_all(missing(builds, arch), arch, f"the current catalogue ({len(builds)} builds)", workers)
+        # against the cache alone: each build is read back from there below, so none may be left to compile one by one
+        seconds = compile_all(missing(builds, arch, prebuilt=False), arch, f"the current catalogue ({len(builds)} builds)", workers)
         folder = out / arch
         folder.mkdir(parents=True, exist_ok=True)
         keep = set()

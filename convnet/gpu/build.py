@@ -184,9 +184,9 @@ def prebuilt_name(kernel_file: str, defines: dict, arch: str) -> str:
     return f"{source.stem}-{_key(source, [*BASE_FLAGS, *define_flags(defines)], arch, compiler=False)}"
 
 
-def cached(kernel_file: str, defines: dict, arch: str) -> bool:
-    """Whether this build loads without nvcc: prebuilt, or in this machine's cache."""
-    if prebuilt_cubin(kernel_file, defines, arch) is not None:
+def cached(kernel_file: str, defines: dict, arch: str, prebuilt: bool = True) -> bool:
+    """Whether this build loads without nvcc: prebuilt (unless prebuilt=False), or in this machine's cache."""
+    if prebuilt and prebuilt_cubin(kernel_file, defines, arch) is not None:
         return True
     source = KERNELS_DIR / kernel_file
     if nvcc_path() is None:
