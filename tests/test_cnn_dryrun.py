@@ -30,3 +30,22 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     x = np.random.default_rng(1).standard_normal((2, *shape))
     s = g.shapes
     assert reference.forward(g, x).shape[1:] == s[g.output]
+
+
+def test_warp_a_row_kernels_get_a_warp_for_every_row():
+    """global_avg_pool and softmax_rows give each row a warp and do not loop: past 65535 * 8 blocks of rows (a 1x1
+    map of 4.3 M images x channels) their grid must still cover every row (the grid-stride kernels' cap must not
+    apply)."""
+    from convnet import catalogue
+    from convnet.cnn.gpu import GPUNet
+    from convnet.cnn.graph import Graph, Layer
+    from convnet.gpu.recorder import RecordingRuntime
+    net = Graph([Layer("gap", ["x"], "g", "gap"), Layer("flatten", ["g"], "f", "flatten"),
+                 Layer("softmax", ["f"], "y", "softmax")], "x", (1, 1, 1), "y", {})
+    rt = RecordingRuntime()
+    gpu = GPUNet(net, catalogue.get("direct", "onnx"), rt)
+    n = 65535 * 8 * 8 + 5
+    gpu._run(np.zeros((n, 1, 1, 1), np.float32))
+    grids = {name: grid for name, grid, *_ in rt.launches}
+    for name in ("global_avg_pool", "softmax_rows"):
+        assert grids[name][0] * 256 // 32 >= n, name

@@ -84,7 +84,13 @@ class GPUNet:
         return out
 
     def _grid(self, n: int) -> tuple:
+        """For the grid-stride kernels: enough blocks for n threads, at most 65535 * 8 (the rest loop)."""
         return (int(min(max(1, -(-n // THREADS)), 65535 * 8)), 1, 1), (THREADS, 1, 1)
+
+    @staticmethod
+    def _warp_grid(rows: int) -> tuple:
+        """For the warp-a-row kernels (global_avg_pool, softmax_rows): a warp for every row, no cap."""
+        return (max(1, -(-rows * 32 // THREADS)), 1, 1), (THREADS, 1, 1)
 
     def forward(self, x: np.ndarray, times: list | None = None) -> np.ndarray:
         """The network's output for x (N, C, H, W) float32, chunk by chunk; `times` (a list) receives the
@@ -217,7 +223,7 @@ class GPUNet:
                         i32(a["count_pad"]))
         elif layer.op == "gap":
             c, h, w = self.shape[layer.inputs[0]]
-            g3, b3 = self._grid(n * c * 32)
+            g3, b3 = self._warp_grid(n * c)
             k["global_avg_pool"](g3, b3, ptr(ins[0]), ptr(y), i32(n * c), i32(h * w))
         elif layer.op == "concat":
             off, tot = 0, self.shape[layer.output][0]
@@ -231,7 +237,7 @@ class GPUNet:
             self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4, self.stream)
         elif layer.op == "softmax":
             F = self.shape[layer.output][0]
-            g5, b5 = self._grid(n * 32)
+            g5, b5 = self._warp_grid(n)
             k["softmax_rows"](g5, b5, ptr(ins[0]), ptr(y), i32(n), i32(F))
         else:
             raise AssertionError(layer.op)
