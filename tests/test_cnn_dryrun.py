@@ -49,3 +49,17 @@ def test_warp_a_row_kernels_get_a_warp_for_every_row():
     grids = {name: grid for name, grid, *_ in rt.launches}
     for name in ("global_avg_pool", "softmax_rows"):
         assert grids[name][0] * 256 // 32 >= n, name
+
+
+def test_chunks_stay_within_the_gemm_batch_limit():
+    """A network of a few numbers per image: the chunk would hold millions of images, but the im2col GEMM takes
+    at most 65535 (its images are the grid's z)."""
+    from convnet import catalogue
+    from convnet.cnn.gpu import GPUNet
+    from convnet.cnn.graph import Graph, Layer
+    from convnet.gpu.recorder import RecordingRuntime
+    net = Graph([Layer("conv", ["x"], "y", "c", {"w": np.ones((1, 1, 1, 1), np.float32), "b": np.zeros(1, np.float32),
+                                                 "stride": (1, 1), "dilation": (1, 1), "pads": (0, 0, 0, 0),
+                                                 "auto_pad": "NOTSET", "group": 1, "kernel": (1, 1)})],
+                "x", (1, 2, 2), "y", {})
+    assert GPUNet(net, catalogue.get("im2col", "onnx"), RecordingRuntime()).chunk == 65535

@@ -20,6 +20,7 @@ from .graph import Graph
 from .graph import conv_pads, infer_shapes
 
 CHUNK_BYTES = 1 << 30
+MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gemm refuses more)
 _networks = itertools.count()
 ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5}
 THREADS = 256
@@ -59,7 +60,7 @@ class GPUNet:
                              rt.pool.upload(f"{tag}.{i}.t", np.broadcast_to(shift, (c,))))
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
             (0 if self.direct else self._cols_per_image() * 4)
-        self.chunk = max(1, CHUNK_BYTES // per_image)
+        self.chunk = max(1, min(CHUNK_BYTES // per_image, MAX_GEMM_BATCH))
 
     def _on_stream(self, fn):
         return lambda grid, block, *args: fn(grid, block, *args, stream=self.stream)
@@ -72,6 +73,10 @@ class GPUNet:
                 if not (a["group"] == c == a["w"].shape[0]):
                     raise UsageError(f"ONNX node {layer.name!r} (Conv): group {a['group']} over {c} channels into "
                                      f"{a['w'].shape[0]} (the GPU path runs group 1 and depthwise, group = channels)")
+            oc = int(self.variant.defines.get("DIRECT_OC", 8))
+            if layer.op == "conv" and self.variant.params.get("conv") == "direct" and a["w"].shape[0] > 65535 * oc:
+                raise UsageError(f"ONNX node {layer.name!r} (Conv): {a['w'].shape[0]} output channels, more than "
+                                 f"the direct convolution's grid holds ({65535 * oc})")
 
     def _cols_per_image(self) -> int:
         out = 0
