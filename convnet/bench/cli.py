@@ -11,6 +11,7 @@
     convnet-bench attention --only wgmma                             flash attention builds against SDPA
     convnet-bench decode --variants fast fast_bf16                   greedy decode rate, where a step goes
     convnet-bench generate --variant fast_bf16                       the generate path against HF generate
+    convnet-bench megakernel --sizes 124M xl --batches 1 8           decode megakernel vs fast_bf16, HF, the limit
     convnet-bench gemm --version bf16_wgmma bf16                     Linear against cuBLAS at GPT-2's shapes
     convnet-bench cnn MODEL.onnx --batch 10000                       an ONNX network against PyTorch (+ torch.compile)
     convnet-bench gemm-groups / gemm-trace / forward-ab / autotune / plot
@@ -77,6 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--repeat", type=int, default=3)
     e.add_argument("--variants", metavar="A,B,...", default=None,
                    help="instead: steady greedy decode rates of these variants in one process")
+    m = commands.add_parser("megakernel", help="greedy decode: fast_bf16 and the decode megakernel at the GPT-2 "
+                                               "sizes, HF generate bf16, the memory-bandwidth limit")
+    m.add_argument("--sizes", nargs="+", default=["124M", "medium", "large", "xl"],
+                   choices=["124M", "medium", "large", "xl"])
+    m.add_argument("--batches", nargs="+", type=positive_int, default=[1, 8])
+    m.add_argument("--prompt-len", type=positive_int, default=64)
+    m.add_argument("--new-tokens", type=positive_int, default=128)
+    m.add_argument("--repeat", type=positive_int, default=3)
+    m.add_argument("--variants", nargs="+", default=["fast_bf16", "fast_bf16_mk"])
+    m.add_argument("--no-hf", action="store_true", help="without HF generate")
+    m.add_argument("--trace", action="store_true",
+                   help="instead: where a step's time goes (a build with MK_TRACE=1; first size and batch)")
+    m.add_argument("--define", nargs="*", default=[], metavar="K=V", help="--trace: -D constants of the traced build")
     t = commands.add_parser("results", help="the recorded figures (results/*.csv); --docs redraws the docs' tables")
     t.add_argument("--model", choices=("lenet86", "gpt2", "onnx"), default=None,
                    help="one model's table (default: all)")
@@ -186,6 +200,26 @@ def _generate(args) -> int:
     return 0
 
 
+def _megakernel(args) -> int:
+    if max(args.batches) > 8:
+        raise UsageError("--batches: the decode megakernel runs 1 to 8 sequences")
+    if args.prompt_len + args.new_tokens > 1024:
+        raise UsageError("--prompt-len + --new-tokens exceed GPT-2's context of 1024")
+    _needs_gpu("convnet-bench megakernel")
+    from .megakernel import megakernel_benchmark, trace_report
+    if args.trace:
+        defines = dict(kv.split("=", 1) for kv in args.define)
+        print(trace_report(args.sizes[0], args.batches[0], args.prompt_len, defines=defines))
+        return 0
+    from .. import catalogue
+    for name in args.variants:
+        catalogue.get(name, "gpt2")                         # an unknown name: one line before any work
+    table, _ = megakernel_benchmark(args.sizes, args.batches, args.prompt_len, args.new_tokens, args.repeat,
+                                    tuple(args.variants), hf=not args.no_hf)
+    print(table)
+    return 0
+
+
 def _results(args) -> int:
     from .. import results
     if args.docs or args.check:
@@ -199,7 +233,7 @@ def _results(args) -> int:
 
 
 COMMANDS = {"results": _results, "compare": _compare, "roofline": _roofline, "gpt2": _gpt2, "attention": _attention, "decode": _decode,
-            "generate": _generate}
+            "generate": _generate, "megakernel": _megakernel}
 
 
 def main(argv=None) -> int:

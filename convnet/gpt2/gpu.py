@@ -238,6 +238,12 @@ class GPT2GPU:
             self._init_ln_fold(td, name)
         self.spin = rt.kernel("transformer.cu", "spin", d, name)
         self._upload(params)
+        self.mega = None                # decode = "mega": greedy steps of up to 8 sequences as one persistent kernel
+        if p.get("decode", "steps") == "mega":
+            if not self.bf16:
+                raise GPUError(f"variant {name}: decode = \"mega\" is for the bf16 path")
+            from .megakernel import DecodeMegakernel
+            self.mega = DecodeMegakernel(self, params)
         self.stream = rt.stream()
         self._marks = None
         self.ragged = None             # prompts of different lengths in one batch (gpu_generate.Ragged), or None
@@ -750,6 +756,8 @@ class GPT2GPU:
                             self.rt.pool.get("gpt2.act.pos", (1,), np.int32), s)
         nxt.get_async(stream=s, ary=host[0])
         start, end = self.rt.event(), self.rt.event()
+        if on_device and self.mega_takes(B):
+            return self._generate_mega(host, B, cap, on_token, start, end)
         step_graph = None
         timed_from = 2 if on_device and graph else 1        # steady state: after the step that captures
         for n in range(N):
@@ -777,6 +785,41 @@ class GPT2GPU:
         end.synchronize()
         steps = N - timed_from
         rate = steps / (end.time_since(start) / 1e3) if steps > 0 else float("nan")
+        self.rt.synchronize(f"GPT-2 generation (variant {self.variant.name})")
+        return host.T.copy(), rate
+
+
+    def mega_takes(self, B: int, ragged: bool = False) -> bool:
+        """Whether decode steps of B sequences run on the decode megakernel (decode = "mega", B <= 8, one
+        position for the batch)."""
+        from .megakernel import batch_refusal
+        return self.mega is not None and not ragged and batch_refusal(B) is None
+
+    def _generate_mega(self, host, B: int, cap: int, on_token, start, end) -> tuple[np.ndarray, float]:
+        """generate()'s steps after the first on the decode megakernel, CHUNK tokens a launch; the rate counts them
+        all (no graph to capture first)."""
+        from .megakernel import CHUNK
+        N, s = host.shape[0], self.stream
+        out = self.rt.pool.get("gpt2.mk.out", (N, B), np.int32)
+        if on_token is not None:
+            with self.rt.checked(f"GPT-2 prompt (variant {self.variant.name})"):
+                s.synchronize()
+            on_token(host[0].copy())
+        start.record(s)
+        n = 1
+        while n < N:
+            k = min(CHUNK, N - n)
+            self.mega.launch(B, cap, k, out=out[n:n + k], stream=s)
+            out[n:n + k].get_async(stream=s, ary=host[n:n + k])
+            if on_token is not None:
+                with self.rt.checked(f"GPT-2 decode steps {n}..{n + k - 1} (variant {self.variant.name})"):
+                    s.synchronize()
+                for row in host[n:n + k]:
+                    on_token(row.copy())
+            n += k
+        end.record(s)
+        end.synchronize()
+        rate = (N - 1) / (end.time_since(start) / 1e3) if N > 1 else float("nan")
         self.rt.synchronize(f"GPT-2 generation (variant {self.variant.name})")
         return host.T.copy(), rate
 

@@ -245,11 +245,18 @@ class GPUGenerator:
             self.advance_k((cdiv(B, 128), 1, 1), (128, 1, 1), nxt, step_idx, pos, step, ptr(done), ptr(seen),
                            i32(words), i32(pad), i32(B), stream=st)
 
+        ragged = len(set(lens)) > 1
+        mega = gpu.mega_takes(B, ragged)           # decode = "mega": the steps on the persistent kernel
+        mega_greedy = mega and temp == 0 and s.repetition_penalty == 1
+
         def device_step():
-            logits, _ = gpu.enqueue(None, cap=cap, last_only=True, device_step=B)
+            if mega:                                # its logits, then the samplers as for the other steps
+                logits = pool.get("gpt2.act.logits", (B, gpu.Vp))
+                gpu.mega.launch(B, cap, 1, logits=logits, stream=st)
+            else:
+                logits, _ = gpu.enqueue(None, cap=cap, last_only=True, device_step=B)
             choose(logits)
 
-        ragged = len(set(lens)) > 1
         gpu.ragged = Ragged(gpu, lens, T) if ragged else None
         # what a captured step's launches bake in besides pool buffers (their addresses: the pool's generation)
         step_key = (B, cap, s, pad, split is not None, seen is not None, done is not None, ragged)
@@ -269,6 +276,11 @@ class GPUGenerator:
             self._launch_prompt(prompt, step_key + (T,), graph and gpu.graphable)
             nxt.get_async(stream=st, ary=host[0])
             events[0].record(st)
+            if mega_greedy:
+                self._run_mega(N, B, cap, host, events, rows, on_step, done, step, pad, start, end)
+                return
+            if mega:                                    # (cooperative launches stay out of captured graphs)
+                graph = False
             on_device = gpu.graphable
             step_graph, processed, launched, timed_from = None, 0, 1, 2 if on_device and graph else 1
             finished = False
@@ -314,6 +326,35 @@ class GPUGenerator:
             rt.synchronize(f"GPT-2 generation (variant {gpu.variant.name})")
         finally:
             gpu.ragged = None
+
+    def _run_mega(self, N, B, cap, host, events, rows, on_step, done, step, pad, start, end):
+        """Greedy steps 1..N-1 on the decode megakernel, CHUNK tokens a launch; the host hands each launch's tokens
+        to on_step while the next launch runs, and launches no more once on_step says every row is finished."""
+        from .megakernel import CHUNK
+        gpu, rt = self.gpu, self.gpu.rt
+        st = gpu.stream
+        out = rt.pool.get("gpt2.mk.out", (N, B), np.int32)
+        start.record(st)
+        launched, newest, processed, finished = 1, 1, 0, False
+        while True:
+            if launched < N and not finished:
+                k = min(CHUNK, N - launched)
+                gpu.mega.launch(B, cap, k, out=out[launched:launched + k], done=done, step=step, pad=pad, stream=st)
+                out[launched:launched + k].get_async(stream=st, ary=host[launched:launched + k])
+                ev = rt.event()
+                ev.record(st)
+                events[launched:launched + k] = [ev] * k
+                newest, launched = launched, launched + k
+            target = launched if launched >= N or finished else newest    # all but the launch in flight
+            while processed < target and not finished:
+                finished = self._process(events, host, processed, rows, on_step)
+                processed += 1
+            if finished or processed >= N:
+                break
+        end.record(st)
+        end.synchronize()
+        self.last_rate = B * (launched - 1) / (end.time_since(start) / 1e3) if launched > 1 else float("nan")
+        rt.synchronize(f"GPT-2 generation (variant {gpu.variant.name}, decode megakernel)")
 
     def forget(self):
         """Drops what runs keep for the next (the decode step's and the prompt's graphs, the pinned token rows): the

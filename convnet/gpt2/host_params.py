@@ -31,6 +31,7 @@ class GPT2Params:
     decode_attention: str = "decode"    # decode, split (flash-decoding) or flash at Tq = 1
     decode_split_waves: int = 0         # flash-decoding's splits capped at this many waves (0: no cap)
     decode_pick: bool = False           # the LM head's GEMV ends a greedy step
+    decode: str = "steps"               # steps (a kernel per layer piece) or mega (one persistent kernel a step)
     graph_forward: bool = True          # the forward as one CUDA graph
     flash_tf32: bool = False            # flash attention on TF32 tensor cores
     flash_wgmma: bool = False           # bf16 flash attention on wgmma
@@ -50,7 +51,7 @@ class GPT2Params:
 CHOICES = {"gemm": ("tiled", "regtile", "vec4", "tf32", "wgmma", "bf16_wgmma", "bf16_mma", "bf16"),
            "attention": ("naive", "flash"), "softmax": ("naive", "warp"), "layernorm": ("naive", "warp"),
            "dtype": ("fp32", "bf16"), "residual_dtype": ("fp32", "bf16"),
-           "decode_attention": ("decode", "split", "flash")}
+           "decode_attention": ("decode", "split", "flash"), "decode": ("steps", "mega")}
 
 
 def check(name: str, params: dict, source: str) -> None:

@@ -80,6 +80,10 @@ class _Drv:
     def memcpy_dtoh_async(*_):
         pass
 
+    @staticmethod
+    def memset_d32_async(*_):
+        pass
+
 
 class _Kernel:
     def __init__(self, name, launches):

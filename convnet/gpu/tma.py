@@ -182,6 +182,29 @@ class ClusterKernel(PdlKernel):
         super().__call__(grid, block, *args, stream=stream, shared=shared)
 
 
+COOPERATIVE = 2                                # CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+
+
+class CooperativeKernel(PdlKernel):
+    """A kernel launched cooperatively (cuLaunchKernelEx with the cooperative attribute): the driver refuses the
+    launch unless every block of the grid can be resident at once, which a persistent kernel whose blocks wait
+    on each other's work (decode_mega.cu) needs. No programmatic serialization."""
+
+    def __init__(self, cubin: bytes, name: str, variant: str):
+        super().__init__(cubin, name, variant)
+        self._attr = _LaunchAttr()
+        self._attr.id = COOPERATIVE
+        ctypes.c_int.from_buffer(self._attr.value).value = 1
+
+    def max_blocks_per_sm(self, threads: int, shared: int) -> int:
+        """cuOccupancyMaxActiveBlocksPerMultiprocessor for this block size and dynamic shared memory (0: none fit)."""
+        fn = self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor
+        fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+        n = ctypes.c_int(0)
+        self._check(fn(ctypes.byref(n), self.fn, int(threads), int(shared)), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return n.value
+
+
 def launcher(rt, kernel_file: str, name: str, defines: dict, variant: str, flag: str = "PDL"):
     """rt.kernel(...), or a PdlKernel of the same build where defines sets `flag` (PDL, or a kernel's own switch such
     as FB_PDL) to 1, rt is a real Runtime (not the dry run's recorder) and the GPU is a Hopper (sm_90a); the cubin

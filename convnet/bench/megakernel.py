@@ -1,0 +1,164 @@
+"""`convnet-bench megakernel`: steady greedy decode rates of fast_bf16 and the decode megakernel (fast_bf16_mk) at
+the GPT-2 sizes (random weights, their shapes), beside HF generate in bf16 and the memory-bandwidth limit, in one
+process. A prompt of `prompt_len` tokens per sequence, then `new_tokens` greedy tokens through the generate path
+(GPUGenerator); steady = the device's rate over the decode steps (CUDA events), the median of `repeat` runs after
+a warm-up. The limit: the bf16 weights one step reads (layers and the LM head) at the GPU's nominal bandwidth."""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+SIZES = {"124M": (12, 12, 768), "medium": (24, 16, 1024), "large": (36, 20, 1280), "xl": (48, 25, 1600)}
+NOMINAL_TBS = {"H100": 3.35, "H200": 4.8}          # HBM3 / HBM3e, TB/s (NVIDIA's figures for the SXM parts)
+
+
+def nominal_bandwidth(gpu_name: str) -> float | None:
+    for key, tbs in NOMINAL_TBS.items():
+        if key in gpu_name:
+            return tbs
+    return None
+
+
+def step_bytes(config) -> int:
+    C, L, V = config.n_embd, config.n_layer, config.vocab_size
+    return 2 * (12 * C * C * L + V * C)
+
+
+def _rate(gen, prompts, new_tokens: int, repeat: int) -> tuple[float, list]:
+    from ..gpt2.generate import Sampling, run_generation
+    rates, ids = [], None
+    for _ in range(repeat + 1):
+        done, _ = run_generation(gen.run, prompts, new_tokens, Sampling(), None)
+        rates.append(gen.last_rate)
+        ids = [c.ids for c in done]
+    return statistics.median(rates[1:]), ids
+
+
+def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8), prompt_len: int = 64,
+                         new_tokens: int = 128, repeat: int = 3, variants=("fast_bf16", "fast_bf16_mk"),
+                         hf: bool = True) -> tuple[str, list]:
+    """Returns (the table, rows of dicts)."""
+    from .. import catalogue
+    from ..gpt2.gpu import GPT2GPU
+    from ..gpt2.gpu_generate import GPUGenerator
+    from ..gpt2.model import GPT2Config, random_params
+    from ..gpu.runtime import Runtime
+    from . import hf_anchor
+    rt = Runtime.get()
+    peak = nominal_bandwidth(rt.name)
+    rows = []
+    rng = np.random.default_rng(1)
+    for size in sizes:
+        L, H, C = SIZES[size]
+        config = GPT2Config(L, H, C, 50257, 1024)
+        params = random_params(config, seed=0)
+        limit = (peak * 1e12 / step_bytes(config)) if peak else None
+        prompts = {B: [list(map(int, p)) for p in rng.integers(0, 50257, (B, prompt_len))] for B in batches}
+        tokens = {}
+        for name in variants:
+            gen = GPUGenerator(GPT2GPU(params, config, catalogue.get(name, "gpt2")))
+            for B in batches:
+                rate, ids = _rate(gen, prompts[B], new_tokens, repeat)
+                tokens[(name, B)] = ids
+                rows.append({"size": size, "B": B, "what": name, "tok_s": rate, "limit_steps": limit})
+            gen.gpu.rt.pool.free()
+            del gen
+        for B in batches:
+            if len(variants) > 1:
+                same = [a == b for a, b in zip(tokens[(variants[0], B)], tokens[(variants[-1], B)])]
+                rows.append({"size": size, "B": B, "what": f"sequences equal, {variants[0]} and {variants[-1]}",
+                             "value": f"{sum(same)} of {len(same)}"})
+            if hf and hf_anchor.available():
+                rows.append({"size": size, "B": B, "what": "HF generate bf16 (wall)",
+                             "tok_s": hf_anchor.time_generate(params, config, prompts[B], new_tokens, False,
+                                                              bf16=True),
+                             "limit_steps": limit})
+        del params
+    return _table(rows, rt.name, peak, prompt_len, new_tokens), rows
+
+
+def _table(rows, gpu_name, peak, prompt_len, new_tokens) -> str:
+    head = (f"Greedy decode, {prompt_len}-token prompts then {new_tokens} new tokens, steady tokens/s on {gpu_name}"
+            + (f" (bandwidth limit at {peak} TB/s nominal: the bf16 weights once a step)" if peak else ""))
+    out = [head, "", "| size | B | what | tokens/s | us a step | weights TB/s | share of the limit |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "value" in r:
+            out.append(f"| {r['size']} | {r['B']} | {r['what']} | {r['value']} | | | |")
+            continue
+        steps = r["tok_s"] / r["B"]
+        us = 1e6 / steps
+        limit = r.get("limit_steps")
+        L, H, C = SIZES[r["size"]]
+        tbs = steps * 2 * (12 * C * C * L + 50257 * C) / 1e12
+        share = f"{steps / limit:.0%}" if limit else "-"
+        out.append(f"| {r['size']} | {r['B']} | {r['what']} | {r['tok_s']:,.0f} | {us:.1f} | {tbs:.2f} | {share} |")
+    return "\n".join(out)
+
+
+STAGES = ("qkv", "attention", "proj", "mlp")
+
+
+def trace_report(size: str = "124M", B: int = 1, prompt_len: int = 64, tokens: int = 16, defines=None) -> str:
+    """One launch of `tokens` greedy steps on a build with MK_TRACE=1: per stage, averaged over layers and tokens
+    (the first token aside), the span on the critical path (the stage's last item done, from the previous stage's),
+    the blocks' median wait and work, and the ring's waits (producer for free slots, consumers for tiles)."""
+    from .. import catalogue
+    from ..gpt2.gpu import GPT2GPU
+    from ..gpt2.model import GPT2Config, random_params
+    from .layer import with_setting
+    L, H, C = SIZES[size]
+    config = GPT2Config(L, H, C, 50257, 1024)
+    gpu = GPT2GPU(random_params(config, seed=0), config, with_setting(catalogue.get("fast_bf16_mk", "gpt2"),
+                                                                          {**(defines or {}), "MK_TRACE": 1}))
+    rt, mk = gpu.rt, gpu.mega
+    idx = np.random.default_rng(1).integers(0, 50257, (B, prompt_len))
+    cap = prompt_len + tokens + 1
+    logits, _ = gpu.enqueue(idx, pos=0, cap=cap, last_only=True)
+    nxt = logits.get()[:, :gpu.V].argmax(1).astype(np.int32)
+    rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32).set(nxt.reshape(B, 1))
+    rt.pool.get("gpt2.act.pos", (1,), np.int32).set(np.array([prompt_len], np.int32))
+    G, ev = mk.grid, 16 * L + 5
+    trace = rt.pool.get("gpt2.mk.trace", (G * tokens * ev + 2 * G,), np.uint64)
+    trace.fill(np.uint64(0))
+    out = rt.pool.get("gpt2.mk.out", (tokens, B), np.int32)
+    mk.launch(B, cap, tokens, out=out, stream=gpu.stream, trace=trace)
+    rt.synchronize("decode megakernel trace")
+    raw = trace.get()
+    stamps = raw[:G * tokens * ev].reshape(G, tokens, ev).astype(np.float64)
+    waits = raw[G * tokens * ev:].reshape(G, 2)
+    stamps[stamps == 0] = np.nan
+    t0 = np.nanmin(stamps)
+    stamps -= t0
+    per_token = np.diff(np.nanmax(stamps[:, :, 12 * L + 4], axis=0))
+    rows = []
+    for k, name in enumerate(STAGES + ("lm head",)):
+        spans, waits_k, works = [], [], []
+        for t in range(1, tokens):
+            for layer in range(L) if k < 4 else [L]:
+                e = 12 * layer + 3 * k if k < 4 else 12 * L
+                prev = (12 * layer + 3 * k - 1) if k > 0 and k < 4 else (12 * layer - 1 if k == 0 else 12 * L - 1)
+                end = np.nanmax(stamps[:, t, e + 2])
+                before = np.nanmax(stamps[:, t, prev]) if prev >= 0 else np.nanmax(stamps[:, t - 1, 12 * L + 4])
+                spans.append(end - before)
+                waits_k.append(np.nanmedian(stamps[:, t, e + 1] - stamps[:, t, e]))
+                works.append(np.nanmedian(stamps[:, t, e + 2] - stamps[:, t, e + 1]))
+        rows.append(f"| {name} | {np.mean(spans) / 1e3:.2f} | {np.mean(waits_k) / 1e3:.2f} | "
+                    f"{np.mean(works) / 1e3:.2f} |")
+    sub = stamps[:, 1:, 12 * L + 5:].reshape(G, tokens - 1, L, 4)
+    at = lambda e: stamps[:, 1:, [12 * i + e for i in range(L)]]          # noqa: E731
+    parts = {"S1 LayerNorm": sub[..., 0] - at(1), "S1 GEMV": sub[..., 1] - sub[..., 0],
+             "S1 signal": at(2) - sub[..., 1], "S3 combine": sub[..., 2] - at(7), "S3 GEMV + signal": at(8) - sub[..., 2],
+             "S4 LayerNorm": sub[..., 3] - at(10), "S4 items + signal": at(11) - sub[..., 3]}
+    rows += [f"| {k} | | | {np.nanmedian(v) / 1e3:.2f} |" for k, v in parts.items()]
+    clock = rt.device.get_attribute(rt.drv.device_attribute.CLOCK_RATE) * 1e3      # Hz
+    span = np.nanmax(stamps) / 1e3
+    return "\n".join([f"decode megakernel trace: {size}, B={B}, {tokens} tokens in one launch, {rt.name}"
+                      + (f", {defines}" if defines else ""),
+                      f"a token: median {np.median(per_token) / 1e3:.1f} us (launch {span:.0f} us)",
+                      f"ring waits a block (median over blocks, whole launch): producer for free slots "
+                      f"{np.median(waits[:, 0]) / clock * 1e6:.0f} us, consumers for tiles "
+                      f"{np.median(waits[:, 1]) / clock * 1e6:.0f} us", "",
+                      "| stage | span on the critical path, us | median wait, us | median work, us |",
+                      "| --- | --- | --- | --- |", *rows])
