@@ -48,10 +48,10 @@
 #define HEAD_DIM 64
 #endif
 #ifndef MK_SLOTS
-#define MK_SLOTS 5
+#define MK_SLOTS 4
 #endif
 #ifndef MK_SLOT_BYTES
-#define MK_SLOT_BYTES 32768
+#define MK_SLOT_BYTES 40960
 #endif
 #ifndef MK_CMAX
 #define MK_CMAX 1600
@@ -59,7 +59,9 @@
 #ifndef MK_KEYS
 #define MK_KEYS 256
 #endif
-#define MK_CONSUMERS 256
+#ifndef MK_CONSUMERS
+#define MK_CONSUMERS 256                      // consumer threads (8 or 16 warps)
+#endif
 #define MK_THREADS (MK_CONSUMERS + 32)
 #define MK_WARPS (MK_CONSUMERS / 32)
 #define MK_MAXB 8
@@ -325,29 +327,39 @@ __device__ __forceinline__ float residual_in(const MKArgs& a, const float* xa, i
 template <int NB, typename Epi>
 __device__ __forceinline__ void gemv_tile(const uint4* tile, int rows, int C, const u16* act, int warp, int lane,
                                           Epi epi) {
+    constexpr int RG = NB <= 4 ? 4 : 2;          // rows a warp carries at once (independent sums; act read once)
     const int K8 = C / 8;
     const uint4* av = reinterpret_cast<const uint4*>(act);
-    for (int r = warp; r < rows; r += MK_WARPS) {
-        float acc[NB];
+    for (int r0 = warp; r0 < rows; r0 += MK_WARPS * RG) {
+        float acc[RG][NB];
 #pragma unroll
-        for (int b = 0; b < NB; ++b) acc[b] = 0.f;
-        const uint4* wr = tile + (long long)r * K8;
+        for (int j = 0; j < RG; ++j)
+#pragma unroll
+            for (int b = 0; b < NB; ++b) acc[j][b] = 0.f;
         for (int g = lane; g < K8; g += 32) {
-            float w[8];
-            bf16x8_to_f32(wr[g], w);
+            float x[NB][8];
 #pragma unroll
-            for (int b = 0; b < NB; ++b) {
-                float x[8];
-                bf16x8_to_f32(av[b * (MK_CMAX / 8) + g], x);
+            for (int b = 0; b < NB; ++b) bf16x8_to_f32(av[b * (MK_CMAX / 8) + g], x[b]);
 #pragma unroll
-                for (int e = 0; e < 8; ++e) acc[b] = fmaf(w[e], x[e], acc[b]);
+            for (int j = 0; j < RG; ++j) {
+                if (r0 + MK_WARPS * j < rows) {
+                    float w[8];
+                    bf16x8_to_f32(tile[(long long)(r0 + MK_WARPS * j) * K8 + g], w);
+#pragma unroll
+                    for (int b = 0; b < NB; ++b)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) acc[j][b] = fmaf(w[e], x[b][e], acc[j][b]);
+                }
             }
         }
 #pragma unroll
-        for (int b = 0; b < NB; ++b) {
-            for (int off = 16; off > 0; off >>= 1) acc[b] += __shfl_xor_sync(0xffffffffu, acc[b], off);
+        for (int j = 0; j < RG; ++j) {
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                for (int off = 16; off > 0; off >>= 1) acc[j][b] += __shfl_xor_sync(0xffffffffu, acc[j][b], off);
+            }
+            if (r0 + MK_WARPS * j < rows) epi(r0 + MK_WARPS * j, acc[j]);
         }
-        epi(r, acc);
     }
 }
 
@@ -381,7 +393,8 @@ struct MKShared {
     float sc[MK_KEYS];
     float o[MK_WARPS][HEAD_DIM];
     float red[MK_WARPS];
-    float f[MK_PARTS];                      // S3: each partial's weight in its head's softmax
+    float f[MK_PARTS];                      // S3: each partial's m, then its weight in its head's softmax
+    float l[MK_PARTS];                      // S3: each partial's l
     float u[MK_MAXB][64];                   // the MLP item's hidden values (r_fc <= 64)
     float best_v[MK_WARPS][MK_MAXB];
     int best_i[MK_WARPS][MK_MAXB];
@@ -432,6 +445,7 @@ __device__ void attention_item(const MKArgs& a, int layer, int item, int pos, MK
     consumer_sync();                                         // sh.red read by all, sc written
     if (lane == 0) sh.red[warp] = l;
     float2 o = make_float2(0.f, 0.f);
+#pragma unroll 4
     for (int i = warp; i < n; i += MK_WARPS) {
         const unsigned v = __ldcg(reinterpret_cast<const unsigned*>(a.vc + (head + k0 + i) * HEAD_DIM) + lane);
         const float pi = sh.sc[i];
@@ -456,19 +470,24 @@ __device__ void attention_item(const MKArgs& a, int layer, int item, int pos, MK
 }
 
 // S3's prologue: y (bf16, shared act rows) from every head's partials: each partial's weight exp2(m_s - M) / L in
-// its head's softmax, then each output column's weighted sum (four columns a thread: float4 loads)
+// its head's softmax (the partials' m and l read at once, one per thread), then each output column's weighted sum
+// (four columns a thread: float4 loads, four partials in flight)
 __device__ void combine_heads(const MKArgs& a, u16* act, MKShared& sh) {
-    const int S = a.S;
+    const int S = a.S, n = a.B * a.H * S;
+    for (int i = threadIdx.x; i < n; i += MK_CONSUMERS) {
+        sh.f[i] = __ldcg(a.part + (long long)i * MK_PART);
+        sh.l[i] = __ldcg(a.part + (long long)i * MK_PART + 1);
+    }
+    consumer_sync();
     for (int bh = threadIdx.x; bh < a.B * a.H; bh += MK_CONSUMERS) {
-        const float* p = a.part + (long long)bh * S * MK_PART;
         float m = -INFINITY;
-        for (int s = 0; s < S; ++s) m = fmaxf(m, __ldcg(p + s * MK_PART));
+        for (int s = 0; s < S; ++s) m = fmaxf(m, sh.f[bh * S + s]);
         float l = 0.f;
         for (int s = 0; s < S; ++s) {
-            const float ms = __ldcg(p + s * MK_PART);
+            const float ms = sh.f[bh * S + s];
             const float f = ms == -INFINITY ? 0.f : exp2f(ms - m);
             sh.f[bh * S + s] = f;
-            l = fmaf(__ldcg(p + s * MK_PART + 1), f, l);
+            l = fmaf(sh.l[bh * S + s], f, l);
         }
         const float inv = 1.f / l;
         for (int s = 0; s < S; ++s) sh.f[bh * S + s] *= inv;
@@ -479,6 +498,7 @@ __device__ void combine_heads(const MKArgs& a, u16* act, MKShared& sh) {
         const int b = e / C4, c = 4 * (e % C4), bh = b * a.H + c / HEAD_DIM, d = c % HEAD_DIM;
         const float* p = a.part + (long long)bh * S * MK_PART + 4 + d;
         float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
         for (int s = 0; s < S; ++s) {
             const float f = sh.f[bh * S + s];
             const float4 v = __ldcg(reinterpret_cast<const float4*>(p + s * MK_PART));
@@ -498,6 +518,10 @@ __device__ void consumer(const MKArgs& a, const MKLayer* layers, Ring& ring, u16
     const int nq = (3 * C + a.r_qkv - 1) / a.r_qkv, na = B * a.H * a.S, no = (C + a.r_o - 1) / a.r_o,
               nf = (4 * C + a.r_fc - 1) / a.r_fc, nh = (a.V + a.r_head - 1) / a.r_head;
     const int blk = blockIdx.x;
+#if MK_TRACE
+    const long long clock0 = clock64();
+    const unsigned long long ns0 = global_ns();
+#endif
     unsigned* pick_count = a.count;
     unsigned* head_tickets = a.count + 1;
     for (int e = threadIdx.x; e < NB * MK_CMAX; e += MK_CONSUMERS) act[e] = 0;     // rows past B stay zero
@@ -628,6 +652,7 @@ __device__ void consumer(const MKArgs& a, const MKLayer* layers, Ring& ring, u16
                         float o[NB][2];
 #pragma unroll
                         for (int b = 0; b < NB; ++b) o[b][0] = o[b][1] = 0.f;
+#pragma unroll 4
                         for (int r = 0; r < rows; ++r) {
                             const unsigned wv = wp[r * (C / 2) + c2];
                             const float w0 = __uint_as_float(wv << 16), w1 = __uint_as_float(wv & 0xFFFF0000u);
@@ -739,6 +764,10 @@ __device__ void consumer(const MKArgs& a, const MKLayer* layers, Ring& ring, u16
     }
 #if MK_TRACE
     if (threadIdx.x == 0 && a.trace) a.trace[(long long)G * a.tokens * (16 * a.L + 5) + 2 * blk + 1] = ring.waited;
+    if (threadIdx.x == 0 && a.trace && blk == 0) {              // the SM clock: cycles and nanoseconds, whole launch
+        a.trace[(long long)G * a.tokens * (16 * a.L + 5) + 2 * G] = clock64() - clock0;
+        a.trace[(long long)G * a.tokens * (16 * a.L + 5) + 2 * G + 1] = global_ns() - ns0;
+    }
 #endif
 }
 

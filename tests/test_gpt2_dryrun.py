@@ -10,19 +10,24 @@ from helpers import declared_arity
 
 GPU_VARIANTS = [v for v in catalogue.load_all("gpt2", archive=True).values() if v.needs_gpu]
 CONFIG = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=64)
+CONFIG_64 = GPT2Config(n_layer=2, n_head=2, n_embd=128, vocab_size=257, n_ctx=64)   # head size 64: the megakernel's
 
 
 def drive(variant):
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.bench.dryrun import RecordingRuntime
     rt = RecordingRuntime()
-    gpu = GPT2GPU(random_params(CONFIG), CONFIG, variant, rt)
+    config = CONFIG_64 if variant.params.get("decode") == "mega" else CONFIG
+    gpu = GPT2GPU(random_params(config), config, variant, rt)
     idx = np.arange(10, dtype=np.int32).reshape(2, 5)
     gpu.enqueue(idx)                                          # a full sequence
     full = len(rt.launches)
     gpu.enqueue(idx, pos=0, cap=9, last_only=True)            # a prompt into a longer cache
     prefill = len(rt.launches)
-    if gpu.graphable:
+    if gpu.mega is not None:                                  # the decode megakernel: 4 tokens, then logits
+        gpu.mega.launch(2, 9, 4)
+        gpu.mega.launch(2, 9, 1, logits=rt.pool.get("gpt2.act.logits", (2, gpu.Vp)))
+    elif gpu.graphable:
         gpu._device_step(2, 9)                                # a decode step from device memory
     else:
         gpu.enqueue(idx[:, :1], pos=5, cap=9, last_only=True)

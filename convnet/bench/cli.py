@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--repeat", type=positive_int, default=3)
     m.add_argument("--variants", nargs="+", default=["fast_bf16", "fast_bf16_mk"])
     m.add_argument("--no-hf", action="store_true", help="without HF generate")
+    m.add_argument("--record", nargs="?", const=True, metavar="CSV",
+                   help="append the rates to the results table (default: results/gpt2.csv)")
     m.add_argument("--trace", action="store_true",
                    help="instead: where a step's time goes (a build with MK_TRACE=1; first size and batch)")
     m.add_argument("--define", nargs="*", default=[], metavar="K=V", help="--trace: -D constants of the traced build")
@@ -214,9 +216,19 @@ def _megakernel(args) -> int:
     from .. import catalogue
     for name in args.variants:
         catalogue.get(name, "gpt2")                         # an unknown name: one line before any work
-    table, _ = megakernel_benchmark(args.sizes, args.batches, args.prompt_len, args.new_tokens, args.repeat,
-                                    tuple(args.variants), hf=not args.no_hf)
+    path = None
+    if args.record is not None:
+        from ..results import table_path
+        path = table_path("gpt2", None if args.record is True else args.record)
+    table, rows = megakernel_benchmark(args.sizes, args.batches, args.prompt_len, args.new_tokens, args.repeat,
+                                       tuple(args.variants), hf=not args.no_hf)
     print(table)
+    if path is not None:
+        from ..results import append
+        what = f"{args.prompt_len} prompt + {args.new_tokens} new tokens, greedy, random weights, steady (convnet-bench megakernel)"
+        n = append(path, [(r["what"], f"decode {r['size']} B={r['B']}, {what}", r["tok_s"], "tokens/s")
+                          for r in rows if "tok_s" in r])
+        print(f"{n} rows appended to {path}")
     return 0
 
 

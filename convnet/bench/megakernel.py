@@ -70,7 +70,7 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
                 rows.append({"size": size, "B": B, "what": f"sequences equal, {variants[0]} and {variants[-1]}",
                              "value": f"{sum(same)} of {len(same)}"})
             if hf and hf_anchor.available():
-                rows.append({"size": size, "B": B, "what": "HF generate bf16 (wall)",
+                rows.append({"size": size, "B": B, "what": "HF generate bf16",
                              "tok_s": hf_anchor.time_generate(params, config, prompts[B], new_tokens, False,
                                                               bf16=True),
                              "limit_steps": limit})
@@ -120,14 +120,15 @@ def trace_report(size: str = "124M", B: int = 1, prompt_len: int = 64, tokens: i
     rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32).set(nxt.reshape(B, 1))
     rt.pool.get("gpt2.act.pos", (1,), np.int32).set(np.array([prompt_len], np.int32))
     G, ev = mk.grid, 16 * L + 5
-    trace = rt.pool.get("gpt2.mk.trace", (G * tokens * ev + 2 * G,), np.uint64)
+    trace = rt.pool.get("gpt2.mk.trace", (G * tokens * ev + 2 * G + 2,), np.uint64)
     trace.fill(np.uint64(0))
     out = rt.pool.get("gpt2.mk.out", (tokens, B), np.int32)
     mk.launch(B, cap, tokens, out=out, stream=gpu.stream, trace=trace)
     rt.synchronize("decode megakernel trace")
     raw = trace.get()
     stamps = raw[:G * tokens * ev].reshape(G, tokens, ev).astype(np.float64)
-    waits = raw[G * tokens * ev:].reshape(G, 2)
+    waits = raw[G * tokens * ev:G * tokens * ev + 2 * G].reshape(G, 2)
+    cycles, ns = raw[G * tokens * ev + 2 * G:G * tokens * ev + 2 * G + 2]
     stamps[stamps == 0] = np.nan
     t0 = np.nanmin(stamps)
     stamps -= t0
@@ -156,7 +157,8 @@ def trace_report(size: str = "124M", B: int = 1, prompt_len: int = 64, tokens: i
     span = np.nanmax(stamps) / 1e3
     return "\n".join([f"decode megakernel trace: {size}, B={B}, {tokens} tokens in one launch, {rt.name}"
                       + (f", {defines}" if defines else ""),
-                      f"a token: median {np.median(per_token) / 1e3:.1f} us (launch {span:.0f} us)",
+                      f"a token: median {np.median(per_token) / 1e3:.1f} us (launch {span:.0f} us); SM clock "
+                      f"{cycles / ns * 1e3:.0f} MHz over the launch",
                       f"ring waits a block (median over blocks, whole launch): producer for free slots "
                       f"{np.median(waits[:, 0]) / clock * 1e6:.0f} us, consumers for tiles "
                       f"{np.median(waits[:, 1]) / clock * 1e6:.0f} us", "",

@@ -18,9 +18,10 @@ from ..gpu.bf16 import to_bf16
 from ..gpu.runtime import cdiv
 
 KERNEL_FILE = "decode_mega.cu"
-THREADS = 288                     # 8 consumer warps and the producer warp
-SLOTS, SLOT_BYTES = 5, 32768      # the ring (decode_mega.cu's MK_SLOTS, MK_SLOT_BYTES)
+CONSUMERS = 256                   # consumer threads (decode_mega.cu's MK_CONSUMERS); one producer warp besides
+SLOTS, SLOT_BYTES = 4, 40960      # the ring (decode_mega.cu's MK_SLOTS, MK_SLOT_BYTES)
 CMAX, MAX_B, KEYS, PARTS = 1600, 8, 256, 1024
+SPLIT_KEYS = 64                   # keys an attention item takes where the partials allow (fewer round trips a split)
 HEAD_DIM = 64
 MAX_FC_ROWS = 64                  # an MLP item's hidden units at most (the kernel's sh.u)
 BIAS_ROWS = 256                   # bias rows of a block's items in one stage at most (MK_BIAS)
@@ -78,12 +79,13 @@ class DecodeMegakernel:
                                           gpu.variant.name)
             self.kernels[nb] = k
         self.smem = self._shared_bytes(rt, defines)
+        self.threads = int(defines.get("MK_CONSUMERS", CONSUMERS)) + 32
         self.grid = rt.sm_count
         if isinstance(rt, Runtime):
             for k in self.kernels.values():
                 k.allow_shared(self.smem)
-            if self.kernels[MAX_B].max_blocks_per_sm(THREADS, self.smem) < 1:
-                raise UsageError(f"the decode megakernel's block ({THREADS} threads, {self.smem} bytes of shared "
+            if self.kernels[MAX_B].max_blocks_per_sm(self.threads, self.smem) < 1:
+                raise UsageError(f"the decode megakernel's block ({self.threads} threads, {self.smem} bytes of shared "
                                  f"memory) does not fit an SM of {rt.name}")
         L = cfg.n_layer
         pool, w = rt.pool, gpu.w
@@ -111,14 +113,14 @@ class DecodeMegakernel:
             rt.drv.memcpy_dtoh(out, g)
             return int(out[0])
         slots = int(defines.get("MK_SLOTS", SLOTS))
-        return 1024 + slots * int(defines.get("MK_SLOT_BYTES", SLOT_BYTES)) + MAX_B * CMAX * 2 + 13 * 1024
+        return 1024 + slots * int(defines.get("MK_SLOT_BYTES", SLOT_BYTES)) + MAX_B * CMAX * 2 + 23 * 1024
 
     # -- one launch ----------------------------------------------------------------------------------------------
     def splits(self, B: int, cap: int) -> tuple[int, int]:
-        """Key splits of the attention items and keys a split: about one item per block, at most KEYS keys an item."""
+        """Key splits of the attention items and keys a split: SPLIT_KEYS keys an item where the partials' room
+        (PARTS) allows, at most KEYS."""
         H = self.gpu.H
-        S = max(1, min(cap, self.grid // (B * H)), cdiv(cap, KEYS))
-        S = min(S, max(1, PARTS // (B * H)))
+        S = min(cdiv(cap, SPLIT_KEYS), max(1, PARTS // (B * H)))
         kps = cdiv(cap, S)
         if kps > KEYS:
             raise UsageError(f"the decode megakernel's attention takes at most {KEYS * S} positions at batch {B}; "
@@ -148,6 +150,7 @@ class DecodeMegakernel:
                 "cand_v": pool.get("gpt2.mk.cand_v", (G, MAX_B)), "cand_i": pool.get("gpt2.mk.cand_i", (G, MAX_B), np.int32),
                 "idx": pool.get("gpt2.act.step_idx", (B, 1), np.int32), "pos": pool.get("gpt2.act.pos", (1,), np.int32)}
         nb = next(n for n in BATCH_BUILDS if n >= B)
+        r_head = _rows(gpu.V, C, G)
         rows = [(3 * C, _rows(3 * C, C, G)), (C, _rows(C, C, G)), (4 * C, _rows(4 * C, C, G, MAX_FC_ROWS))]
         if any(cdiv(cdiv(N, r), G) * r > BIAS_ROWS for N, r in rows):      # (not at GPT-2's widths and SM counts)
             raise UsageError(f"the decode megakernel's tiles at n_embd {C} on {G} SMs exceed {BIAS_ROWS} bias rows "
@@ -157,22 +160,36 @@ class DecodeMegakernel:
                 addr(bufs["part"]), addr(bufs["count"]), addr(bufs["cand_v"]), addr(bufs["cand_i"]), addr(logits),
                 addr(bufs["idx"]), addr(bufs["pos"]), addr(step), addr(done), addr(out)]
         ints = [B, C, H, L, gpu.V, gpu.Vp, cap, S, kps, tokens, pad, int(logits is not None),
-                rows[0][1], rows[1][1], rows[2][1], _rows(gpu.V, C, G)]
+                rows[0][1], rows[1][1], rows[2][1], r_head]
         floats = [cfg.layer_norm_epsilon, math.log2(math.e) / math.sqrt(HEAD_DIM)]
-        packed = (np.array(ptrs, np.uint64).tobytes() + np.array(ints, np.int32).tobytes()
-                  + np.array(floats, np.float32).tobytes() + np.array([addr(trace)], np.uint64).tobytes())
+        packed = pack_args(ptrs, ints, floats, addr(trace))
         args = self._args.get(packed)
         if args is None:
             args = pool.get(f"gpt2.mk.args{len(self._args)}", (len(packed),), np.uint8)
             args.set(np.frombuffer(packed, np.uint8))
             self._args[packed] = args
         rt.drv.memset_d32_async(addr(bufs["count"]), 0, 2 + 4 * L, stream)
-        self.kernels[nb]((G, 1, 1), (THREADS, 1, 1), np.uintp(addr(args)), stream=stream, shared=self.smem)
+        self.kernels[nb]((G, 1, 1), (self.threads, 1, 1), np.uintp(addr(args)), stream=stream, shared=self.smem)
 
     def weight_bytes(self) -> int:
         """Bytes of weights one step streams (bf16 matrices and the LM head's V rows; biases and LayerNorms aside)."""
         C, L, V = self.gpu.C, self.gpu.cfg.n_layer, self.gpu.V
         return 2 * (12 * C * C * L + V * C)
+
+
+ARG_LAYOUT = (18, 16, 2, 1)       # decode_mega.cu's MKArgs: pointers, ints, floats, then the trace pointer
+
+
+def pack_args(ptrs: list, ints: list, floats: list, trace: int) -> bytes:
+    """MKArgs's bytes, field by field in its order, as the compiler lays it out (pointers first, then 4-byte fields,
+    then padding to the trace pointer's 8-byte alignment)."""
+    if (len(ptrs), len(ints), len(floats), 1) != ARG_LAYOUT:
+        raise ValueError(f"MKArgs takes {ARG_LAYOUT} pointers, ints, floats, trace; got "
+                         f"{(len(ptrs), len(ints), len(floats), 1)}")
+    head = (np.array(ptrs, np.uint64).tobytes() + np.array(ints, np.int32).tobytes()
+            + np.array(floats, np.float32).tobytes())
+    head += bytes(-len(head) % 8)                 # the trace pointer's 8-byte alignment
+    return head + np.array([trace], np.uint64).tobytes()
 
 
 def _addr(buf) -> int:
