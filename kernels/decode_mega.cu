@@ -226,6 +226,8 @@ __device__ void producer(const MKArgs& a, const MKLayer* layers, unsigned ring, 
 #else
             mk_bar_wait(empty, phase ^ 1);
 #endif
+            // the consumers' reads of the slot (generic proxy, ordered by the empty barrier) before the copy's writes
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(bytes) : "memory");
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
                          " [%0], [%1], %2, [%3], %4;\n"

@@ -225,9 +225,10 @@ def _megakernel(args) -> int:
     print(table)
     if path is not None:
         from ..results import append
-        what = f"{args.prompt_len} prompt + {args.new_tokens} new tokens, greedy, random weights, steady (convnet-bench megakernel)"
-        n = append(path, [(r["what"], f"decode {r['size']} B={r['B']}, {what}", r["tok_s"], "tokens/s")
-                          for r in rows if "tok_s" in r])
+        what = f"{args.prompt_len} prompt + {args.new_tokens} new tokens, greedy, random weights"
+        n = append(path, [(r["what"], f"decode {r['size']} B={r['B']}, {what}, "
+                           f"{'wall, prompt included' if r['what'].startswith('HF') else 'steady'} "
+                           "(convnet-bench megakernel)", r["tok_s"], "tokens/s") for r in rows if "tok_s" in r])
         print(f"{n} rows appended to {path}")
     return 0
 

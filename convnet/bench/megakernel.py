@@ -70,7 +70,7 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
                 rows.append({"size": size, "B": B, "what": f"sequences equal, {variants[0]} and {variants[-1]}",
                              "value": f"{sum(same)} of {len(same)}"})
             if hf and hf_anchor.available():
-                rows.append({"size": size, "B": B, "what": "HF generate bf16",
+                rows.append({"size": size, "B": B, "what": "HF generate bf16 (wall)",
                              "tok_s": hf_anchor.time_generate(params, config, prompts[B], new_tokens, False,
                                                               bf16=True),
                              "limit_steps": limit})

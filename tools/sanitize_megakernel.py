@@ -1,0 +1,23 @@
+"""Run under compute-sanitizer (memcheck, racecheck) on a Hopper GPU: the decode megakernel (decode_mega.cu) at a small
+shape (2 layers, n_embd 128, 2 heads of 64, an odd vocabulary): a prompt on fast_bf16's prefill, then 3 greedy
+tokens of 3 sequences in one launch (batch build 4: a padded row), then one step in logits mode."""
+import numpy as np
+
+from convnet import catalogue
+from convnet.gpt2 import model as ref
+from convnet.gpt2.gpu import GPT2GPU
+
+config = ref.GPT2Config(n_layer=2, n_head=2, n_embd=128, vocab_size=301, n_ctx=64)
+gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get("fast_bf16_mk", "gpt2"))
+rt, B, T, cap = gpu.rt, 3, 7, 16
+idx = np.random.default_rng(0).integers(0, config.vocab_size, (B, T))
+logits, _ = gpu.enqueue(idx, pos=0, cap=cap, last_only=True)
+nxt = logits.get()[:, :gpu.V].argmax(1).astype(np.int32)
+rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32).set(nxt.reshape(B, 1))
+rt.pool.get("gpt2.act.pos", (1,), np.int32).set(np.array([T], np.int32))
+out = rt.pool.get("san.mk.out", (3, B), np.int32)
+gpu.mega.launch(B, cap, 3, out=out, stream=gpu.stream)
+lg = rt.pool.get("gpt2.act.logits", (B, gpu.Vp))
+gpu.mega.launch(B, cap, 1, logits=lg, stream=gpu.stream)
+rt.synchronize("sanitize decode megakernel")
+print("tokens", out.get().tolist(), "logits finite", bool(np.isfinite(lg.get()[:, :gpu.V]).all()))
