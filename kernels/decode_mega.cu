@@ -43,6 +43,7 @@
 // n_embd: the LayerNorm output rows in shared memory), HEAD_DIM (64), MK_KEYS (keys an attention item takes, at
 // most; 256 = one per consumer thread).
 #include "bf16.cuh"
+#include "mbarrier.cuh"
 
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -164,20 +165,6 @@ __device__ __forceinline__ void preload_rows(float* dst, const float* src, int n
     }
 }
 
-__device__ __forceinline__ void mk_bar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mk_bar_wait(unsigned bar, unsigned parity) {
-    unsigned ok;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
-    } while (!ok);
-}
-__device__ __forceinline__ void mk_bar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-
 // ---- the schedule both roles walk ------------------------------------------------------------------------------
 // The tiles one block consumes, in order, for one token: visit(src, bytes) per tile.
 template <typename Visit>
@@ -213,7 +200,9 @@ __device__ void producer(const MKArgs& a, const MKLayer* layers, unsigned ring, 
     unsigned long long policy;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
     unsigned k = 0;
+#if MK_TRACE
     long long waited = 0;
+#endif
     const int G = gridDim.x;
     for (int t = 0; t < a.tokens; ++t) {
         token_tiles(a, layers, G, [&](const u16* src, int bytes) {
@@ -221,14 +210,14 @@ __device__ void producer(const MKArgs& a, const MKLayer* layers, unsigned ring, 
             const unsigned full = bars + 8 * slot, empty = bars + 8 * (MK_SLOTS + slot);
 #if MK_TRACE
             const long long w0 = clock64();
-            mk_bar_wait(empty, phase ^ 1);
+            mbar_wait(empty, phase ^ 1);
             waited += clock64() - w0;
 #else
-            mk_bar_wait(empty, phase ^ 1);
+            mbar_wait(empty, phase ^ 1);
 #endif
             // the consumers' reads of the slot (generic proxy, ordered by the empty barrier) before the copy's writes
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(full), "r"(bytes) : "memory");
+            mbar_expect_tx(full, bytes);
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
                          " [%0], [%1], %2, [%3], %4;\n"
                          :: "r"(ring + slot * MK_SLOT_BYTES), "l"(src), "r"(bytes), "r"(full), "l"(policy)
@@ -239,7 +228,6 @@ __device__ void producer(const MKArgs& a, const MKLayer* layers, unsigned ring, 
 #if MK_TRACE
     if (a.trace) a.trace[(long long)G * a.tokens * (16 * a.L + 5) + 2 * blockIdx.x] = waited;
 #endif
-    (void)waited;
 }
 
 // the consumers' view of the ring: take() waits for the next tile, release() hands its slot back (per warp)
@@ -251,16 +239,16 @@ struct Ring {
         const unsigned slot = k % MK_SLOTS;
 #if MK_TRACE
         const long long w0 = clock64();
-        mk_bar_wait(bars + 8 * slot, (k / MK_SLOTS) & 1);
+        mbar_wait(bars + 8 * slot, (k / MK_SLOTS) & 1);
         waited += clock64() - w0;
 #else
-        mk_bar_wait(bars + 8 * slot, (k / MK_SLOTS) & 1);
+        mbar_wait(bars + 8 * slot, (k / MK_SLOTS) & 1);
 #endif
         return base + slot * (MK_SLOT_BYTES / 16);
     }
     __device__ __forceinline__ void release() {
         __syncwarp();
-        if ((threadIdx.x & 31) == 0) mk_bar_arrive(bars + 8 * (MK_SLOTS + k % MK_SLOTS));
+        if ((threadIdx.x & 31) == 0) mbar_arrive(bars + 8 * (MK_SLOTS + k % MK_SLOTS));
         ++k;
     }
 };
@@ -784,8 +772,8 @@ __device__ __forceinline__ void decode_mega_body(const MKArgs* __restrict__ args
     MKShared& sh = *reinterpret_cast<MKShared*>(smem + ring_off + MK_SLOTS * MK_SLOT_BYTES + MK_MAXB * MK_CMAX * 2);
     if (threadIdx.x == 0) {
         for (int s = 0; s < MK_SLOTS; ++s) {
-            mk_bar_init(bars + 8 * s, 1);
-            mk_bar_init(bars + 8 * (MK_SLOTS + s), MK_WARPS);
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (MK_SLOTS + s), MK_WARPS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }

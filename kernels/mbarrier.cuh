@@ -1,0 +1,24 @@
+// mbarrier.cuh: the shared-memory mbarrier operations the producer / consumer pipelines share (gemm.cu v8's TMA
+// ring, decode_mega.cu's weight ring). A barrier is addressed by its shared-state-space address (cvta).
+//   mbar_init       count arrivals complete a phase
+//   mbar_wait       until the phase with this parity has completed (try_wait: the hardware may suspend the thread)
+//   mbar_arrive     one arrival (release at CTA scope)
+//   mbar_expect_tx  one arrival that also expects `bytes` of asynchronous copies to complete the phase
+#pragma once
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, int parity) {
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
