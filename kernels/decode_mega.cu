@@ -6,7 +6,11 @@
 // One block per SM, 9 warps: warp 8 is the producer, warps 0-7 the consumers.
 //   * The producer streams the block's weight tiles, in the order the consumers use them, into a ring of MK_SLOTS
 //     shared-memory slots of MK_SLOT_BYTES with cp.async.bulk (one copy per tile; L2 evict-first: weights are read
-//     once a token). A slot's "full" mbarrier counts its bytes in; its "empty" mbarrier the 8 consumer warps out.
+//     once a token). A slot's "full" mbarrier counts its bytes in; its "empty" mbarrier the 8 consumer warps out,
+//     and a fence.proxy.async orders their reads (generic proxy) before the next copy's writes (async proxy).
+//     compute-sanitizer racecheck reports these raw-address bulk copies against the earlier reads of their slot:
+//     it does not model the mbarrier's ordering for cp.async.bulk (descriptor copies, cp.async.bulk.tensor,
+//     report clean; FlashAttention's notes on the same pattern, "racecheck hazard with cp.async.bulk").
 //     Weights depend on nothing the step computes, so the ring runs ahead across every dependency below, up to
 //     MK_SLOTS tiles (160 KB) a block: the next stage's weights are already in shared memory when its inputs are.
 //   * The consumers walk the step's stages; every stage's work items are dealt round-robin to the blocks (item i
