@@ -150,7 +150,8 @@ def trace_report(size: str = "124M", B: int = 1, prompt_len: int = 64, tokens: i
     sub = stamps[:, 1:, 12 * L + 5:].reshape(G, tokens - 1, L, 4)
     at = lambda e: stamps[:, 1:, [12 * i + e for i in range(L)]]          # noqa: E731
     parts = {"S1 LayerNorm": sub[..., 0] - at(1), "S1 GEMV": sub[..., 1] - sub[..., 0],
-             "S1 signal": at(2) - sub[..., 1], "S3 combine": sub[..., 2] - at(7), "S3 GEMV + signal": at(8) - sub[..., 2],
+             "S1 signal": at(2) - sub[..., 1], "S3 combine": sub[..., 2] - at(7),
+             "S3 GEMV + signal": at(8) - sub[..., 2],
              "S4 LayerNorm": sub[..., 3] - at(10), "S4 items + signal": at(11) - sub[..., 3]}
     rows += [f"| {k} | | | {np.nanmedian(v) / 1e3:.2f} |" for k, v in parts.items()]
     clock = rt.device.get_attribute(rt.drv.device_attribute.CLOCK_RATE) * 1e3      # Hz

@@ -130,8 +130,10 @@ class DecodeMegakernel:
     def launch(self, B: int, cap: int, tokens: int, out=None, logits=None, done=None, step=None, pad: int = -1,
                stream=None, trace=None):
         """Enqueues `tokens` greedy steps (out: (tokens, B) int32 device buffer) or, with logits ((B, Vp) fp32),
-        one step's logits (trace: a build with MK_TRACE=1 stamps its stages there). The steps read and advance the decode state GPT2GPU keeps: gpt2.act.step_idx (tokens),
-        gpt2.act.pos, the KV cache of capacity cap; done / step (sampling.cu's flags and counter) where given."""
+        one step's logits (trace: a build with MK_TRACE=1 stamps its stages there). The steps read and advance the
+        decode state GPT2GPU keeps: gpt2.act.step_idx (tokens), gpt2.act.pos, the KV cache of capacity cap; done /
+        step (sampling.cu's flags and counter) where given. Each distinct argument block (buffer addresses, shape)
+        is uploaded once and kept."""
         why = batch_refusal(B)
         if why:
             raise UsageError(why)
@@ -147,34 +149,30 @@ class DecodeMegakernel:
                 "x": pool.get("gpt2.mk.x", (2, B, C)), "q": pool.get("gpt2.mk.q", (B, C), lo),
                 "part": pool.get("gpt2.mk.part", (B * H * S, HEAD_DIM + 4)),
                 "count": pool.get("gpt2.mk.count", (2 + 4 * L,), np.uint32),
-                "cand_v": pool.get("gpt2.mk.cand_v", (G, MAX_B)), "cand_i": pool.get("gpt2.mk.cand_i", (G, MAX_B), np.int32),
-                "idx": pool.get("gpt2.act.step_idx", (B, 1), np.int32), "pos": pool.get("gpt2.act.pos", (1,), np.int32)}
+                "cand_v": pool.get("gpt2.mk.cand_v", (G, MAX_B)),
+                "cand_i": pool.get("gpt2.mk.cand_i", (G, MAX_B), np.int32),
+                "idx": pool.get("gpt2.act.step_idx", (B, 1), np.int32),
+                "pos": pool.get("gpt2.act.pos", (1,), np.int32)}
         nb = next(n for n in BATCH_BUILDS if n >= B)
         r_head = _rows(gpu.V, C, G)
         rows = [(3 * C, _rows(3 * C, C, G)), (C, _rows(C, C, G)), (4 * C, _rows(4 * C, C, G, MAX_FC_ROWS))]
         if any(cdiv(cdiv(N, r), G) * r > BIAS_ROWS for N, r in rows):      # (not at GPT-2's widths and SM counts)
             raise UsageError(f"the decode megakernel's tiles at n_embd {C} on {G} SMs exceed {BIAS_ROWS} bias rows "
                              "a block")
-        addr = _addr
-        ptrs = [addr(self.table), addr(gpu.w["lm_head"]), addr(gpu.w["ln_f.pair"]), addr(gpu.w["wpe"]), addr(bufs["kc"]), addr(bufs["vc"]), addr(bufs["x"]), addr(bufs["q"]),
-                addr(bufs["part"]), addr(bufs["count"]), addr(bufs["cand_v"]), addr(bufs["cand_i"]), addr(logits),
-                addr(bufs["idx"]), addr(bufs["pos"]), addr(step), addr(done), addr(out)]
+        ptrs = [_addr(a) for a in (self.table, gpu.w["lm_head"], gpu.w["ln_f.pair"], gpu.w["wpe"], bufs["kc"],
+                                   bufs["vc"], bufs["x"], bufs["q"], bufs["part"], bufs["count"], bufs["cand_v"],
+                                   bufs["cand_i"], logits, bufs["idx"], bufs["pos"], step, done, out)]
         ints = [B, C, H, L, gpu.V, gpu.Vp, cap, S, kps, tokens, pad, int(logits is not None),
                 rows[0][1], rows[1][1], rows[2][1], r_head]
         floats = [cfg.layer_norm_epsilon, math.log2(math.e) / math.sqrt(HEAD_DIM)]
-        packed = pack_args(ptrs, ints, floats, addr(trace))
+        packed = pack_args(ptrs, ints, floats, _addr(trace))
         args = self._args.get(packed)
         if args is None:
             args = pool.get(f"gpt2.mk.args{len(self._args)}", (len(packed),), np.uint8)
             args.set(np.frombuffer(packed, np.uint8))
             self._args[packed] = args
-        rt.drv.memset_d32_async(addr(bufs["count"]), 0, 2 + 4 * L, stream)
-        self.kernels[nb]((G, 1, 1), (self.threads, 1, 1), np.uintp(addr(args)), stream=stream, shared=self.smem)
-
-    def weight_bytes(self) -> int:
-        """Bytes of weights one step streams (bf16 matrices and the LM head's V rows; biases and LayerNorms aside)."""
-        C, L, V = self.gpu.C, self.gpu.cfg.n_layer, self.gpu.V
-        return 2 * (12 * C * C * L + V * C)
+        rt.drv.memset_d32_async(_addr(bufs["count"]), 0, 2 + 4 * L, stream)
+        self.kernels[nb]((G, 1, 1), (self.threads, 1, 1), np.uintp(_addr(args)), stream=stream, shared=self.smem)
 
 
 ARG_LAYOUT = (18, 16, 2, 1)       # decode_mega.cu's MKArgs: pointers, ints, floats, then the trace pointer
