@@ -132,8 +132,9 @@ class DecodeMegakernel:
         """Enqueues `tokens` greedy steps (out: (tokens, B) int32 device buffer) or, with logits ((B, Vp) fp32),
         one step's logits (trace: a build with MK_TRACE=1 stamps its stages there). The steps read and advance the
         decode state GPT2GPU keeps: gpt2.act.step_idx (tokens), gpt2.act.pos, the KV cache of capacity cap; done /
-        step (sampling.cu's flags and counter) where given. Each distinct argument block (buffer addresses, shape)
-        is uploaded once and kept."""
+        step (sampling.cu's flags and counter) where given. The caller keeps pos + tokens within cap (the position
+        lives on the device; GPT2GPU.generate and GPUGenerator size cap as prompt + new tokens). Each distinct argument
+        block (buffer addresses, shape) is uploaded once and kept."""
         why = batch_refusal(B)
         if why:
             raise UsageError(why)
