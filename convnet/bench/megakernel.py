@@ -20,6 +20,13 @@ def nominal_bandwidth(gpu_name: str) -> float | None:
     return None
 
 
+def size_config(size: str):
+    """The GPT-2 shape of a size name, with GPT-2's vocabulary and context."""
+    from ..gpt2.model import GPT2Config
+    L, H, C = SIZES[size]
+    return GPT2Config(L, H, C, 50257, 1024)
+
+
 def step_bytes(config) -> int:
     C, L, V = config.n_embd, config.n_layer, config.vocab_size
     return 2 * (12 * C * C * L + V * C)
@@ -42,7 +49,7 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
     from .. import catalogue
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.gpu_generate import GPUGenerator
-    from ..gpt2.model import GPT2Config, random_params
+    from ..gpt2.model import random_params
     from ..gpu.runtime import Runtime
     from . import hf_anchor
     rt = Runtime.get()
@@ -50,8 +57,7 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
     rows = []
     rng = np.random.default_rng(1)
     for size in sizes:
-        L, H, C = SIZES[size]
-        config = GPT2Config(L, H, C, 50257, 1024)
+        config = size_config(size)
         params = random_params(config, seed=0)
         limit = (peak * 1e12 / step_bytes(config)) if peak else None
         prompts = {B: [list(map(int, p)) for p in rng.integers(0, 50257, (B, prompt_len))] for B in batches}
@@ -90,8 +96,7 @@ def _table(rows, gpu_name, peak, prompt_len, new_tokens) -> str:
         steps = r["tok_s"] / r["B"]
         us = 1e6 / steps
         limit = r.get("limit_steps")
-        L, H, C = SIZES[r["size"]]
-        tbs = steps * 2 * (12 * C * C * L + 50257 * C) / 1e12
+        tbs = steps * step_bytes(size_config(r["size"])) / 1e12
         share = f"{steps / limit:.0%}" if limit else "-"
         out.append(f"| {r['size']} | {r['B']} | {r['what']} | {r['tok_s']:,.0f} | {us:.1f} | {tbs:.2f} | {share} |")
     return "\n".join(out)
@@ -106,10 +111,10 @@ def trace_report(size: str = "124M", B: int = 1, prompt_len: int = 64, tokens: i
     the blocks' median wait and work, and the ring's waits (producer for free slots, consumers for tiles)."""
     from .. import catalogue
     from ..gpt2.gpu import GPT2GPU
-    from ..gpt2.model import GPT2Config, random_params
+    from ..gpt2.model import random_params
     from .layer import with_setting
-    L, H, C = SIZES[size]
-    config = GPT2Config(L, H, C, 50257, 1024)
+    config = size_config(size)
+    L = config.n_layer
     gpu = GPT2GPU(random_params(config, seed=0), config, with_setting(catalogue.get("fast_bf16_mk", "gpt2"),
                                                                           {**(defines or {}), "MK_TRACE": 1}))
     rt, mk = gpu.rt, gpu.mega
