@@ -142,6 +142,7 @@ def test_ensure_leaves_set_up_errors_to_the_real_construction(monkeypatch):
 def test_make_kernels_writes_the_builds_under_compiler_free_keys(prebuilt, monkeypatch):
     builds = {("transformer.cu", (("LN_CONST", 0), ("LN_VEC", 6))), ("ops.cu", ())}
     monkeypatch.setattr(ahead, "lenet_builds", lambda arch: set())
+    monkeypatch.setattr(ahead, "onnx_builds", lambda arch: set())
     monkeypatch.setattr(ahead, "gpt2_builds", lambda arch: builds)
     calls = fake_compiler(monkeypatch)
     monkeypatch.setattr(build, "nvcc_version", lambda: "Cuda compilation tools, release 13.0, V13.0.88\nBuild x\n")
@@ -188,3 +189,10 @@ def test_a_virtual_target_compiles_to_ptx(tmp_path):
     text = data.decode()
     assert ".version" in text and ".target sm_80" in text and ".entry layernorm_warp" in text
     assert [p.suffix for p in tmp_path.iterdir() if p.suffix != ".log"] == [".ptx"]
+
+
+def test_the_onnx_path_builds_are_made_ahead():
+    """make kernels carries the ONNX path's builds: its kernels take shapes as arguments, one build per file."""
+    files = {f for f, _ in ahead.onnx_builds("sm_90a")}
+    assert {"cnn.cu", "cnn_igemm.cu", "gemm.cu"} <= files
+    assert {f for f, _ in ahead.onnx_builds("sm_80")} == files        # mma.sync: the same on Ampere

@@ -8,7 +8,11 @@ from cnn_models import MODELS
 onnx = pytest.importorskip("onnx")
 
 
-@pytest.mark.parametrize("variant", ["im2col", "direct"])
+CONV_KERNELS = {"im2col": {"gemm_regtile"}, "direct": {"conv_direct"},
+                "igemm_f16": {"conv_igemm_f16_m1", "conv_igemm_f16_m2", "conv_igemm_f16_m4"}}
+
+
+@pytest.mark.parametrize("variant", sorted(CONV_KERNELS))
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     from convnet import catalogue
@@ -23,10 +27,15 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     net = GPUNet(g, catalogue.get(variant, "onnx"), rt)
     net._run(np.zeros((3, *shape), np.float32))
     launched = {name for name, *_ in rt.launches}
-    want = {"conv": {"gemm_regtile"} if variant == "im2col" else {"conv_direct"}, "pool": {"pool2d"}, "gap": {"global_avg_pool"}, "add": {"add_act"},
+    want = {"pool": {"pool2d"}, "gap": {"global_avg_pool"}, "add": {"add_act"},
             "concat": {"concat_channels"}, "softmax": {"softmax_rows"}, "dense": {"gemm_regtile"}}
-    for layer in g.layers:
-        assert want.get(layer.op, set()) <= launched, layer.op
+    for i, layer in enumerate(g.layers):
+        if layer.op == "conv" and layer.attrs["group"] == 1:
+            assert launched & CONV_KERNELS[variant], layer.name
+        elif layer.op == "add" and i in net.summed_by:            # igemm_f16: the convolution before it adds
+            assert variant == "igemm_f16" and g.layers[net.summed_by[i]].op == "conv"
+        else:
+            assert want.get(layer.op, set()) <= launched, layer.op
     x = np.random.default_rng(1).standard_normal((2, *shape))
     s = g.shapes
     assert reference.forward(g, x).shape[1:] == s[g.output]

@@ -14,7 +14,8 @@ pytest.importorskip("onnx")
 nn = torch.nn
 F = torch.nn.functional
 
-VARIANTS = ["cpu", "im2col", "direct", "direct_graph"]
+VARIANTS = ["cpu", "im2col", "direct", "direct_graph", "igemm_f16"]
+HALF = {"igemm_f16"}                    # fp16 operands: 2e-2 relative, the same class on 99 % of the images
 
 
 class LeNet5(nn.Module):
@@ -126,7 +127,7 @@ def check(model, shape, tmp_path, rng, batch):
             net = GPUNet(g, catalogue.get(name, "onnx"))
             net.rt.pool.fill("cnna", np.nan, np.float32)
             got = net.forward(x)
-        assert rel_err(got, want) <= 1e-5, name
+        assert rel_err(got, want) <= (2e-2 if name in HALF else 1e-5), name
     return g
 
 
@@ -165,5 +166,5 @@ def test_trained_lenet5_predicts_as_torch_on_all_10000(tmp_path):
     g = graph.load(tmp_path / "net.onnx")
     for name in VARIANTS[1:]:
         got = GPUNet(g, catalogue.get(name, "onnx")).forward(x).argmax(1)
-        assert (got == want).mean() >= 0.999, name           # fp32 both: near-ties at most
+        assert (got == want).mean() >= (0.99 if name in HALF else 0.999), name     # near-ties at most
     assert (want == raw.labels).mean() > 0.7                     # trained: the weights mean something

@@ -3,13 +3,15 @@ torch.nn.functional): fp32 eager and fp16 channels_last under torch.compile, in 
 
     convnet-bench cnn MODEL.onnx [--batch 10000] [--variants im2col,direct,direct_graph]
 
-End to end means from a host array of images to host outputs for both sides."""
+End to end means from a host array of images to host outputs for both sides; both start from page-locked
+(pinned) host memory, filled before the timing (torch.Tensor.pin_memory; the runtime's pinned buffer)."""
 from __future__ import annotations
 
 import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -74,29 +76,33 @@ def torch_forward(graph, dtype, channels_last: bool):
     return run
 
 
-def bench(path: str, batch: int, variants, repeat: int = 10) -> str:
+def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
+    """(the table, its rows for --record: (variant, benchmark, ms, "ms"))."""
     import torch
     from .. import catalogue
     from ..cnn import graph as cg, reference
     from ..cnn.gpu import GPUNet
+    from ..gpu.runtime import Runtime
     g = cg.load(path)
     x = np.random.default_rng(0).standard_normal((batch, *g.input_shape)).astype(np.float32)
+    x_pinned = Runtime.get().pinned(x.shape, np.float32)
+    x_pinned[...] = x
     rows = []
     out_ref = reference.forward(g, x[:256], np.float64)
     for variant in variants:
         net = GPUNet(g, catalogue.get(variant, "onnx"))
         walls = []
-        net.forward(x)
+        net.forward(x_pinned)
         for _ in range(repeat):
             t0 = time.perf_counter()
-            y = net.forward(x)
+            y = net.forward(x_pinned)
             walls.append((time.perf_counter() - t0) * 1e3)
-        rows.append((f"convnet {variant} (fp32)", statistics.median(walls),
+        rows.append((variant, statistics.median(walls),
                      float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
         del net
     pin = torch.from_numpy(x).pin_memory()
-    for label, dtype, cl, compile_ in (("PyTorch fp32 eager", torch.float32, False, False),
-                                       ("PyTorch fp16 channels_last torch.compile", torch.float16, True, True)):
+    for label, dtype, cl, compile_ in (("pytorch_fp32_eager", torch.float32, False, False),
+                                       ("pytorch_fp16_compile", torch.float16, True, True)):
         fwd = torch_forward(g, dtype, cl)
         fwd = torch.compile(fwd) if compile_ else fwd
 
@@ -114,21 +120,34 @@ def bench(path: str, batch: int, variants, repeat: int = 10) -> str:
             walls.append((time.perf_counter() - t0) * 1e3)
         rows.append((label, statistics.median(walls), float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
     best = min(r[1] for r in rows[:len(variants)])
-    lines = [f"{path} batch {batch}, end to end from host images to host outputs (median of {repeat})",
-             f"{'what':44s} {'ms':>9s} {'/ our best':>10s} {'max rel err':>12s}"]
+    lines = [f"{path} batch {batch}, end to end from pinned host images to host outputs (median of {repeat})",
+             f"{'what':24s} {'ms':>9s} {'/ our best':>10s} {'max rel err':>12s}"]
     for label, ms, err in rows:
-        lines.append(f"{label:44s} {ms:9.3f} {ms / best:10.2f} {err:12.2e}")
-    return "\n".join(lines)
+        lines.append(f"{label:24s} {ms:9.3f} {ms / best:10.2f} {err:12.2e}")
+    what = (f"convnet-bench cnn {Path(path).stem} --batch {batch}: end to end, pinned host images to host outputs "
+            f"(median of {repeat})")
+    return "\n".join(lines), [(label, what, round(ms, 3), "ms") for label, ms, _ in rows]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="convnet-bench cnn")
     p.add_argument("model")
     p.add_argument("--batch", type=int, default=10000)
-    p.add_argument("--variants", default="im2col,direct,direct_graph", help="comma list (default: %(default)s)")
+    p.add_argument("--variants", default="direct,direct_graph,igemm_f16,igemm_f16_graph",
+                   help="comma list (default: %(default)s)")
     p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--record", nargs="?", const=True, metavar="CSV",
+                   help="append the figures to the results table (default: results/onnx.csv)")
     a = p.parse_args(argv)
-    print(bench(a.model, a.batch, a.variants.split(","), a.repeat))
+    table = None
+    if a.record is not None:
+        from ..results import table_path
+        table = table_path("onnx", None if a.record is True else a.record)
+    text, rows = bench(a.model, a.batch, a.variants.split(","), a.repeat)
+    print(text)
+    if table is not None:
+        from ..results import append
+        append(table, rows)
     return 0
 
 

@@ -19,11 +19,36 @@ from ..gpu.runtime import Runtime, f32, i32, ptr
 from .graph import Graph
 from .graph import conv_pads, infer_shapes
 
-CHUNK_BYTES = 1 << 30
+CHUNK_BYTES = 1 << 30          # also keeps every tensor of a chunk under 2^31 elements (cnn_igemm.cu's offsets)
 MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gemm refuses more)
 _networks = itertools.count()
 ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5}
 THREADS = 256
+IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
+IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
+IGEMM_FAR = 1 << 28
+
+
+def igemm_operands(layer, in_shape) -> tuple:
+    """A group-1 convolution's operands for conv_igemm_f16: the weights as fp16 [Mpad][Kpad] (zero past M and K),
+    the k table (int32 [Kpad][4]: c * H * W + dy * W + dx, dy, dx, 0 for k = (c, i, j); out of every image past K)
+    and MT, the block's 16-channel tiles (the fewest that cover M, at most 4)."""
+    a = layer.attrs
+    w = a["w"]
+    m, c, kh, kw = w.shape
+    _, h, wd = in_shape
+    (dh, dw) = a["dilation"]
+    mt = next((t for t in IGEMM_MT if m <= 16 * t), IGEMM_MT[-1])
+    K = c * kh * kw
+    mpad, kpad = -(-m // (16 * mt)) * 16 * mt, -(-K // IGEMM_BK) * IGEMM_BK
+    wh = np.zeros((mpad, kpad), np.float32)
+    wh[:m, :K] = w.reshape(m, K)
+    cc, ii, jj = np.meshgrid(np.arange(c), np.arange(kh) * dh, np.arange(kw) * dw, indexing="ij")
+    ktab = np.zeros((kpad, 4), np.int64)
+    ktab[:, 1:3] = IGEMM_FAR
+    ktab[:K, 0] = (cc * h * wd + ii * wd + jj).ravel()
+    ktab[:K, 1], ktab[:K, 2] = ii.ravel(), jj.ravel()
+    return wh, ktab.astype(np.int32), mt
 
 
 class GPUNet:
@@ -35,11 +60,17 @@ class GPUNet:
         if isinstance(rt, Runtime):
             from ..gpu.ahead import ensure
             ensure(lambda r: GPUNet(graph, variant, r), rt.arch, f"ONNX {variant.name}")
-        self.direct = variant.params.get("conv") == "direct"
+        conv = variant.params.get("conv", "im2col")
+        self.direct, self.igemm = conv == "direct", conv == "igemm_f16"
         names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
-                 "concat_channels", "softmax_rows"] + (["conv_direct"] if self.direct else ["im2col_pad"])
+                 "concat_channels", "softmax_rows"] + \
+            (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
         self.stream = rt.stream() if variant.params.get("graph") else None
         self.k = {n: self._on_stream(rt.kernel("cnn.cu", n, dict(variant.defines), variant.name)) for n in names}
+        if self.igemm:
+            self.k.update({f"igemm{mt}": self._on_stream(rt.kernel("cnn_igemm.cu", f"conv_igemm_f16_m{mt}",
+                                                                    dict(variant.defines), variant.name))
+                           for mt in IGEMM_MT})
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
         self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self.w = {}
@@ -47,7 +78,11 @@ class GPUNet:
         tag, self.act_tag = f"cnnw{k}", f"cnna{k}"      # this network's weights; its activations
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
-            if layer.op == "conv":
+            if layer.op == "conv" and self.igemm and a["group"] == 1:
+                wh, ktab, mt = igemm_operands(layer, self.shape[layer.inputs[0]])
+                self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
+                             rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), mt)
+            elif layer.op == "conv":
                 w = a["w"]
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", w.reshape(w.shape[0], -1)), rt.pool.upload(f"{tag}.{i}.b", a["b"]))
             elif layer.op == "dense":
@@ -58,8 +93,9 @@ class GPUNet:
                 shift = a["shift"] if layer.op == "affine" else a["b"].reshape(-1)
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.s", np.broadcast_to(scale, (c,))),
                              rt.pool.upload(f"{tag}.{i}.t", np.broadcast_to(shift, (c,))))
+        self._plan_residuals()
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
-            (0 if self.direct else self._cols_per_image() * 4)
+            (0 if self.direct or self.igemm else self._cols_per_image() * 4)
         self.chunk = max(1, min(CHUNK_BYTES // per_image, MAX_GEMM_BATCH))
 
     def _on_stream(self, fn):
@@ -140,11 +176,7 @@ class GPUNet:
         rt, n = self.rt, len(pin_in)
         x_dev = rt.pool.get(f"{self.act_tag}.in", pin_in.shape)
         rt.drv.memcpy_htod_async(x_dev.gpudata, pin_in, self.stream)
-        env = {self.graph.input: x_dev}
-        for i, layer in enumerate(self.graph.layers):
-            y = rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[layer.output]))
-            self._layer(i, layer, [env[t] for t in layer.inputs], y, n)
-            env[layer.output] = y
+        env = self._layers({self.graph.input: x_dev}, n)
         rt.drv.memcpy_dtoh_async(pin_out, env[self.graph.output].gpudata, self.stream)
 
     def _run(self, x: np.ndarray, times: list | None = None) -> np.ndarray:
@@ -155,11 +187,7 @@ class GPUNet:
         env = {self.graph.input: rt.pool.get(f"{self.act_tag}.in", x.shape)}
         env[self.graph.input].set(x)
         mark(1)
-        for i, layer in enumerate(self.graph.layers):
-            y = rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[layer.output]))
-            self._layer(i, layer, [env[t] for t in layer.inputs], y, n)
-            env[layer.output] = y
-            mark(i + 2)
+        env = self._layers(env, n, lambda i: mark(i + 2))
         with rt.checked(f"ONNX {self.variant.name} forward"):
             out = env[self.graph.output].get()
             if marks:
@@ -169,8 +197,44 @@ class GPUNet:
                 times[:] = [a + b for a, b in zip(times, ms)] if times else ms
         return out
 
-    def _layer(self, i, layer, ins, y, n):
-        a, k, act = layer.attrs, self.k, layer.act
+    def _layers(self, env: dict, n: int, done=lambda i: None) -> dict:
+        """Every layer of n images in order, on self.stream; env maps tensor names to device buffers (the input's
+        given) and is returned with every output. done(i) is called after layer i is enqueued."""
+        for i, layer in enumerate(self.graph.layers):
+            if i in self.summed_by:             # the convolution that feeds it wrote the sum
+                env[layer.output] = env[self.graph.layers[self.summed_by[i]].output]
+            else:
+                y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[layer.output]))
+                res, act = self.residual.get(i, (None, layer.act))
+                self._layer(i, layer, [env[t] for t in layer.inputs] + ([env[res]] if res else []), y, n, act)
+                env[layer.output] = y
+            done(i)
+        return env
+
+    def _plan_residuals(self) -> None:
+        """conv_igemm_f16 adds a residual in its epilogue: a group-1 convolution with no activation of its own whose
+        output only an Add reads, where the Add's other input is computed before the convolution, writes
+        act(conv + other) itself and the Add is skipped (residual: conv -> (other, the Add's act); summed_by:
+        Add -> conv)."""
+        self.residual, self.summed_by = {}, {}
+        if not self.igemm:
+            return
+        layers = self.graph.layers
+        made = {self.graph.input: -1} | {layer.output: i for i, layer in enumerate(layers)}
+        for j, add in enumerate(layers):
+            if add.op != "add" or len(add.inputs) != 2 or self.shape[add.inputs[0]] != self.shape[add.inputs[1]]:
+                continue
+            for mine, other in (add.inputs, add.inputs[::-1]):
+                i = made[mine]
+                conv = layers[i] if i >= 0 else None
+                readers = sum(mine in x.inputs for x in layers) + (mine == self.graph.output)
+                if conv is not None and conv.op == "conv" and conv.attrs["group"] == 1 and conv.act.kind == "none" \
+                        and readers == 1 and made[other] < i and i not in self.residual:
+                    self.residual[i], self.summed_by[j] = (other, add.act), i
+                    break
+
+    def _layer(self, i, layer, ins, y, n, act):
+        a, k = layer.attrs, self.k
         code, pa, pb = ACT_CODES[act.kind], f32(act.a), f32(act.b)
         size = int(np.prod(y.shape))
         grid, block = self._grid(size)
@@ -179,11 +243,18 @@ class GPUNet:
             m, oh, ow = self.shape[layer.output]
             t, l, _, _ = conv_pads(layer, h, w)
             (kh, kw), (sh, sw), (dh, dw) = a["kernel"], a["stride"], a["dilation"]
-            W, B = self.w[i]
+            W, B = self.w[i][:2]
             if a["group"] > 1:
                 k["conv_depthwise"](grid, block, ptr(ins[0]), W, B, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(kh),
                                     i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
                                     i32(code), pa, pb)
+                return
+            if self.igemm:
+                _, _, ktab, mt = self.w[i]
+                res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
+                grid = (-(-n * oh * ow // IGEMM_BN), W.shape[0] // (16 * mt), 1)
+                k[f"igemm{mt}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(m), i32(W.shape[1]),
+                                i32(sh), i32(sw), i32(t), i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
             if self.direct:
                 oc = int(self.variant.defines.get("DIRECT_OC", 8))

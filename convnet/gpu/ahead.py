@@ -73,6 +73,20 @@ def lenet_builds(arch: str) -> set:
     return out
 
 
+def onnx_builds(arch: str) -> set:
+    """The ONNX path's builds: its kernels take every shape as an argument, so one trivial network names them all."""
+    from .. import catalogue
+    from ..cnn.gpu import GPUNet
+    from ..cnn.graph import Graph, Layer
+    sm = build.sm_of(arch)
+    net = Graph([Layer("flatten", ["x"], "y", "flatten")], "x", (1, 4, 4), "y", {})
+    out = set()
+    for v in catalogue.load_all("onnx").values():
+        if v.needs_gpu and v.min_sm <= sm:
+            out |= set(entries_of(lambda r: GPUNet(net, v, r)))
+    return out
+
+
 def gpt2_dry_model(config):
     """A stand-in for `config` with the same builds: they depend on the width and the heads only (checked by
     tests/test_ahead.py), so one layer and a 64-token vocabulary on random weights."""
@@ -116,7 +130,7 @@ def build_ahead(archs=ARCHS, workers: int | None = None) -> dict:
         summary["archs"] = {a: s for a, s in build.prebuilt_manifest().get("archs", {}).items() if a not in archs}
     t0 = time.perf_counter()
     for arch in archs:
-        builds = lenet_builds(arch) | gpt2_builds(arch)
+        builds = lenet_builds(arch) | gpt2_builds(arch) | onnx_builds(arch)
         # against the cache alone: each build is read back from there below, so none may be left to compile one by one
         seconds = compile_all(missing(builds, arch, prebuilt=False), arch, f"the current catalogue ({len(builds)} builds)", workers)
         folder = out / arch

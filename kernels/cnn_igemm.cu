@@ -1,0 +1,184 @@
+// The ONNX path's tensor-core convolution (convnet/cnn/gpu.py, params conv = "igemm_f16"): an implicit GEMM on
+// mma.sync m16n8k16 with fp16 operands and fp32 accumulation, reading and writing the path's fp32 NCHW tensors, so
+// every other layer's kernel (kernels/cnn.cu) is unchanged. Shapes, stride, dilation and padding are arguments:
+// one build serves every convolution of every network.
+//
+//   conv_igemm_f16<MT>   y[n, m, oy, ox] = act(sum_k W[m, k] X[k, p] + bias[m] (+ res[n, m, oy, ox]))
+//                        GEMM rows m = output channels, columns p = (n, oy, ox) over the batch, k = (c, i, j)
+//
+// A block computes MT*16 output channels x IG_BN (128) pixels; its 8 warps take 16 pixels each over all MT m-tiles.
+// Per k-step of IG_BK (32):
+//   A  the fp16 weights, [Mpad][Kpad] zero-padded on the host (k past K and channels past M are zero), 16-byte
+//      loads into shared rows of IG_BK + 8 halves (pitch 80 bytes: the fragment loads are conflict-free)
+//   B  the im2col column of each pixel gathered straight from x: a thread keeps one pixel (its image offset and
+//      top-left input corner in registers) and 16 of the step's k, whose (channel offset + dy * W + dx, dy, dx)
+//      come from a per-layer table (ktab, int4, k past K out of bounds: zero); a warp's 32 lanes read 32
+//      neighbouring pixels of one tap (coalesced). Converted to fp16 and stored [pixel][k] for the B fragments.
+// The next step's A and B are loaded into registers while the tensor cores work on this one (two shared buffers,
+// one __syncthreads a step). The epilogue adds the bias (and a residual of y's shape where res is not null),
+// applies the activation and writes fp32 NCHW: per m row, 8 neighbouring pixels per quad.
+//
+// Activation codes as kernels/cnn.cu: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b).
+// Offsets are 32-bit: convnet/cnn/gpu.py keeps a chunk's tensors under 2^31 elements.
+#include <cuda_fp16.h>
+
+#define IG_BN 128
+#define IG_BK 32
+#define IG_PITCH (IG_BK + 8)
+#define IG_THREADS 256
+#define IG_FAR (1 << 28)                          // a dy / dx that no bound check lets through
+
+__device__ __forceinline__ float ig_act(float v, int act, float a, float b) {
+    switch (act) {
+        case 1: return fmaxf(v, 0.f);
+        case 2: return v >= 0.f ? v : v * a;
+        case 3: return 1.f / (1.f + __expf(-v));
+        case 4: return tanhf(v);
+        case 5: return fminf(fmaxf(v, a), b);
+        default: return v;
+    }
+}
+
+__device__ __forceinline__ void mma_f16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                        unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&h);
+}
+
+template <int MT>
+__device__ __forceinline__ void conv_igemm_f16_body(
+        const float* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
+        const float* __restrict__ bias, const float* __restrict__ res, float* __restrict__ y, int N, int C, int H,
+        int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a, float b) {
+    constexpr int BM = MT * 16;
+    constexpr int A_VECS = BM * IG_BK / 8;                 // 16-byte vectors of a step's A tile
+    __shared__ __align__(16) __half As[2][BM][IG_PITCH];
+    __shared__ __align__(16) __half Bs[2][IG_BN][IG_PITCH];
+    __shared__ int s_out[IG_BN];                           // a pixel's offset in y (channel 0), -1: past the batch
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int P = OH * OW;
+    const long long total = (long long)N * P;
+    const long long p0 = (long long)blockIdx.x * IG_BN;
+    const int m0 = blockIdx.y * BM;
+
+    // this thread's gather pixel (tid % 128) and its half of each step's k (tid / 128)
+    const int pl = tid & (IG_BN - 1), kh = tid >> 7;
+    int base = 0, iy0 = -IG_FAR, ix0 = -IG_FAR;
+    {
+        const long long p = p0 + pl;
+        if (p < total) {
+            const int n = (int)(p / P), r = (int)(p % P), oy = r / OW, ox = r % OW;
+            iy0 = oy * SH - PT;
+            ix0 = ox * SW - PL;
+            base = n * C * H * W + iy0 * W + ix0;
+            if (kh == 0) s_out[pl] = n * M * P + r;
+        } else if (kh == 0) {
+            s_out[pl] = -1;
+        }
+    }
+
+    float breg[16];
+    uint4 areg = make_uint4(0, 0, 0, 0);
+    const int a_row = tid / (IG_BK / 8), a_col = (tid % (IG_BK / 8)) * 8;
+    auto load = [&](int k0) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const int4 e = __ldg(ktab + k0 + kh * 16 + i);
+            const int yy = iy0 + e.y, xx = ix0 + e.z;
+            breg[i] = ((unsigned)yy < (unsigned)H && (unsigned)xx < (unsigned)W) ? __ldg(x + base + e.x) : 0.f;
+        }
+        if (tid < A_VECS)
+            areg = __ldg(reinterpret_cast<const uint4*>(w + (long long)(m0 + a_row) * Kpad + k0 + a_col));
+    };
+    auto store = [&](int buf) {
+        uint4 lo, hi;
+        lo.x = pack_half2(breg[0], breg[1]);   lo.y = pack_half2(breg[2], breg[3]);
+        lo.z = pack_half2(breg[4], breg[5]);   lo.w = pack_half2(breg[6], breg[7]);
+        hi.x = pack_half2(breg[8], breg[9]);   hi.y = pack_half2(breg[10], breg[11]);
+        hi.z = pack_half2(breg[12], breg[13]); hi.w = pack_half2(breg[14], breg[15]);
+        *reinterpret_cast<uint4*>(&Bs[buf][pl][kh * 16]) = lo;
+        *reinterpret_cast<uint4*>(&Bs[buf][pl][kh * 16 + 8]) = hi;
+        if (tid < A_VECS) *reinterpret_cast<uint4*>(&As[buf][a_row][a_col]) = areg;
+    };
+
+    float acc[MT][2][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+    load(0);
+    store(0);
+    __syncthreads();
+    const int steps = Kpad / IG_BK;
+    for (int s = 0; s < steps; ++s) {
+        const int buf = s & 1;
+        if (s + 1 < steps) load((s + 1) * IG_BK);
+#pragma unroll
+        for (int kk = 0; kk < IG_BK; kk += 16) {
+            unsigned bf[2][2];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const __half* bp = &Bs[buf][warp * 16 + j * 8 + g][kk + 2 * t];
+                bf[j][0] = *reinterpret_cast<const unsigned*>(bp);
+                bf[j][1] = *reinterpret_cast<const unsigned*>(bp + 8);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                const __half* ap = &As[buf][i * 16 + g][kk + 2 * t];
+                const unsigned a0 = *reinterpret_cast<const unsigned*>(ap);
+                const unsigned a1 = *reinterpret_cast<const unsigned*>(ap + 8 * IG_PITCH);
+                const unsigned a2 = *reinterpret_cast<const unsigned*>(ap + 8);
+                const unsigned a3 = *reinterpret_cast<const unsigned*>(ap + 8 * IG_PITCH + 8);
+#pragma unroll
+                for (int j = 0; j < 2; ++j) mma_f16(acc[i][j], a0, a1, a2, a3, bf[j][0], bf[j][1]);
+            }
+        }
+        if (s + 1 < steps) store(buf ^ 1);
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int m = m0 + i * 16 + g + half * 8;
+            if (m >= M) continue;
+            const float bm = bias[m];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int o = s_out[warp * 16 + j * 8 + 2 * t + e];
+                    if (o < 0) continue;
+                    const int at = o + m * P;
+                    float v = acc[i][j][half * 2 + e] + bm;
+                    if (res) v += res[at];
+                    y[at] = ig_act(v, act, a, b);
+                }
+            }
+        }
+    }
+}
+
+#define IG_KERNEL(MT)                                                                                                \
+    extern "C" __global__ void __launch_bounds__(IG_THREADS) conv_igemm_f16_m##MT(                                   \
+            const float* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,               \
+            const float* __restrict__ bias, const float* __restrict__ res, float* __restrict__ y, int N, int C,     \
+            int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a,        \
+            float b) {                                                                                               \
+        conv_igemm_f16_body<MT>(x, w, ktab, bias, res, y, N, C, H, W, M, Kpad, SH, SW, PT, PL, OH, OW, act, a, b);  \
+    }
+IG_KERNEL(1)
+IG_KERNEL(2)
+IG_KERNEL(4)

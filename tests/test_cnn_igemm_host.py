@@ -1,0 +1,83 @@
+"""conv_igemm_f16's host-side operands (convnet/cnn/gpu.py igemm_operands), checked without a GPU: the kernel's
+gather (kernels/cnn_igemm.cu: a pixel's corner plus the k table's offset, out of the image or past K gives zero)
+emulated in numpy over the padded fp16 weights gives the float64 convolution, at strides, dilations, asymmetric
+padding and channel counts that leave partial tiles; and the residual plan fuses only the Adds it may."""
+import numpy as np
+import pytest
+
+from cnn_models import MODELS
+
+
+def emulate(x, wh, ktab, bias, m, stride, pads, out_hw):
+    """What the kernel computes for x (N, C, H, W), in numpy: its gather and fp16 operands, fp32-exact sums."""
+    n_img, c, h, w = x.shape
+    (sh, sw), (pt, pl), (oh, ow) = stride, pads, out_hw
+    xf = x.reshape(-1)
+    n, oy, ox = np.meshgrid(np.arange(n_img), np.arange(oh), np.arange(ow), indexing="ij")
+    iy0, ix0 = oy.ravel() * sh - pt, ox.ravel() * sw - pl
+    base = n.ravel() * c * h * w + iy0 * w + ix0
+    yy, xx = iy0[None, :] + ktab[:, 1:2], ix0[None, :] + ktab[:, 2:3]
+    ok = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+    cols = np.where(ok, xf[np.where(ok, base[None, :] + ktab[:, 0:1], 0)], 0.0)       # (Kpad, pixels)
+    cols = cols.astype(np.float16).astype(np.float64)
+    y = wh.astype(np.float16).astype(np.float64) @ cols                                # (Mpad, pixels)
+    y = y[:m] + bias[:, None]
+    return y.reshape(m, n_img, oh, ow).transpose(1, 0, 2, 3)
+
+
+@pytest.mark.parametrize("c,m,k,stride,dil,pads,hw", [
+    (1, 6, 5, 1, 1, (2, 2, 2, 2), (28, 28)),       # LeNet-5's first layer: K = 25 in one padded step
+    (3, 17, 3, 2, 1, (0, 1, 1, 0), (33, 31)),      # asymmetric padding, M past one 16-channel tile
+    (5, 40, 3, 1, 2, (2, 2, 2, 2), (13, 11)),      # dilation, MT = 4 with a partial tile
+    (7, 33, 1, 2, 1, (0, 0, 0, 0), (9, 10)),       # 1x1 stride 2 (a ResNet shortcut), K = 7
+    (16, 70, 7, 3, 1, (3, 1, 0, 2), (20, 23)),     # M past one block's 64, K = 784
+])
+def test_the_gather_and_padded_weights_give_the_convolution(c, m, k, stride, dil, pads, hw):
+    from convnet.cnn.graph import Layer, conv_out
+    from convnet.cnn.gpu import IGEMM_BK, igemm_operands
+    rng = np.random.default_rng(c * 100 + m)
+    w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    layer = Layer("conv", ["x"], "y", "conv", {"w": w, "b": b, "group": 1, "kernel": (k, k), "stride": (stride,) * 2,
+                                             "dilation": (dil, dil), "pads": pads, "auto_pad": "NOTSET"})
+    wh, ktab, mt = igemm_operands(layer, (c, *hw))
+    assert wh.shape[0] % (16 * mt) == 0 and wh.shape[0] >= m and (mt == 4 or m <= 16 * mt)
+    assert wh.shape[1] % IGEMM_BK == 0 and ktab.shape == (wh.shape[1], 4) and ktab.dtype == np.int32
+    assert not wh[m:].any() and not wh[:, c * k * k:].any()
+    t, l, bt, r = pads
+    oh, ow = conv_out(hw[0], k, stride, dil, t, bt), conv_out(hw[1], k, stride, dil, l, r)
+    x = rng.standard_normal((3, c, *hw)).astype(np.float32)
+    got = emulate(x, wh, ktab, b, m, (stride, stride), (t, l), (oh, ow))
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bt), (l, r)))
+    want = np.zeros((3, m, oh, ow))
+    for i in range(k):
+        for j in range(k):
+            patch = xp[:, :, i * dil:i * dil + (oh - 1) * stride + 1:stride, j * dil:j * dil + (ow - 1) * stride + 1:stride]
+            want += np.einsum("nchw,mc->nmhw", patch, w[:, :, i, j].astype(np.float64))
+    want += b[None, :, None, None]
+    assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
+
+
+def test_residual_adds_fuse_only_into_a_convolution_whose_other_input_is_ready(tmp_path):
+    """resnet_block: each block's last convolution takes its Add (the shortcut is computed before it), except where
+    the shortcut is itself a convolution computed after the main path's last: then that shortcut convolution takes
+    it. mobilenet_block: its Adds read a convolution and the block's input."""
+    onnx = pytest.importorskip("onnx")
+    from convnet import catalogue
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    for name in ("resnet_block", "mobilenet_block"):
+        model, _ = MODELS[name](np.random.default_rng(0))
+        onnx.save(model, str(tmp_path / "m.onnx"))
+        g = graph.load(tmp_path / "m.onnx")
+        net = GPUNet(g, catalogue.get("igemm_f16", "onnx"), RecordingRuntime())
+        adds = [i for i, layer in enumerate(g.layers) if layer.op == "add"]
+        assert sorted(net.summed_by) == adds
+        made = {layer.output: i for i, layer in enumerate(g.layers)}
+        for j, i in net.summed_by.items():
+            other, act = net.residual[i]
+            assert g.layers[i].op == "conv" and g.layers[i].output in g.layers[j].inputs
+            assert made.get(other, -1) < i and act == g.layers[j].act
+        plain = GPUNet(g, catalogue.get("direct", "onnx"), RecordingRuntime())
+        assert plain.summed_by == {} and plain.residual == {}
