@@ -17,6 +17,9 @@
 // The next step's A and B are loaded into registers while the tensor cores work on this one (two shared buffers,
 // one __syncthreads a step). The epilogue adds the bias (and a residual of y's shape where res is not null),
 // applies the activation and writes fp32 NCHW: per m row, 8 neighbouring pixels per quad.
+// pool 1 (max) / 2 (average): a 2x2 stride-2 pooling follows, and y is the pooled map (OH / 2 x OW / 2). The
+// pixels are then taken window by window (p = window * 4 + (wy * 2 + wx)), so a window's four accumulators sit in
+// one quad's neighbouring lanes (2t, 2t + 1 in a lane; t, t ^ 1 across): one shuffle reduces them.
 //
 // Activation codes as kernels/cnn.cu: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b).
 // Offsets are 32-bit: convnet/cnn/gpu.py keeps a chunk's tensors under 2^31 elements.
@@ -55,8 +58,8 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
 template <int MT>
 __device__ __forceinline__ void conv_igemm_f16_body(
         const float* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
-        const float* __restrict__ bias, const float* __restrict__ res, float* __restrict__ y, int N, int C, int H,
-        int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a, float b) {
+        const float* __restrict__ bias, const float* __restrict__ res, float* __restrict__ y, int pool, int N, int C,
+        int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a, float b) {
     constexpr int BM = MT * 16;
     constexpr int A_VECS = BM * IG_BK / 8;                 // 16-byte vectors of a step's A tile
     __shared__ __align__(16) __half As[2][BM][IG_PITCH];
@@ -64,18 +67,20 @@ __device__ __forceinline__ void conv_igemm_f16_body(
     __shared__ int s_out[IG_BN];                           // a pixel's offset in y (channel 0), -1: past the batch
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int P = OH * OW;
-    const long long total = (long long)N * P;
+    const int PW = pool ? OW / 2 : OW, P = pool ? (OH / 2) * PW : OH * OW;    // y's plane
+    const long long total = (long long)N * P * (pool ? 4 : 1);
     const long long p0 = (long long)blockIdx.x * IG_BN;
     const int m0 = blockIdx.y * BM;
 
     // this thread's gather pixel (tid % 128) and its half of each step's k (tid / 128)
     const int pl = tid & (IG_BN - 1), kh = tid >> 7;
-    int base = 0, iy0 = -IG_FAR, ix0 = -IG_FAR;
+    int base = 0, iy0 = -2 * IG_FAR, ix0 = -2 * IG_FAR;           // past the batch: never in bounds
     {
         const long long p = p0 + pl;
         if (p < total) {
-            const int n = (int)(p / P), r = (int)(p % P), oy = r / OW, ox = r % OW;
+            const long long q = pool ? p >> 2 : p;                 // y's pixel (a window's, pooled)
+            const int n = (int)(q / P), r = (int)(q % P), w4 = (int)(p & 3);
+            const int oy = pool ? (r / PW) * 2 + (w4 >> 1) : r / OW, ox = pool ? (r % PW) * 2 + (w4 & 1) : r % OW;
             iy0 = oy * SH - PT;
             ix0 = ox * SW - PL;
             base = n * C * H * W + iy0 * W + ix0;
@@ -153,18 +158,27 @@ __device__ __forceinline__ void conv_igemm_f16_body(
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int m = m0 + i * 16 + g + half * 8;
-            if (m >= M) continue;
-            const float bm = bias[m];
+            const float bm = m < M ? bias[m] : 0.f;
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
+                const int px = warp * 16 + j * 8 + 2 * t;          // this lane's two pixels: px, px + 1
+                float v[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) v[e] = ig_act(acc[i][j][half * 2 + e] + bm, act, a, b);
+                if (pool) {                                        // the window: px .. px + 3 over lanes t, t ^ 1
+                    float r = pool == 1 ? fmaxf(v[0], v[1]) : v[0] + v[1];
+                    const float o = __shfl_xor_sync(0xffffffffu, r, 1);
+                    r = pool == 1 ? fmaxf(r, o) : 0.25f * (r + o);
+                    const int at = s_out[px];
+                    if (m < M && (t & 1) == 0 && at >= 0) y[at + m * P] = r;
+                    continue;
+                }
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const int o = s_out[warp * 16 + j * 8 + 2 * t + e];
-                    if (o < 0) continue;
+                    const int o = s_out[px + e];
+                    if (m >= M || o < 0) continue;
                     const int at = o + m * P;
-                    float v = acc[i][j][half * 2 + e] + bm;
-                    if (res) v += res[at];
-                    y[at] = ig_act(v, act, a, b);
+                    y[at] = res ? ig_act(acc[i][j][half * 2 + e] + bm + res[at], act, a, b) : v[e];
                 }
             }
         }
@@ -174,10 +188,11 @@ __device__ __forceinline__ void conv_igemm_f16_body(
 #define IG_KERNEL(MT)                                                                                                \
     extern "C" __global__ void __launch_bounds__(IG_THREADS) conv_igemm_f16_m##MT(                                   \
             const float* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,               \
-            const float* __restrict__ bias, const float* __restrict__ res, float* __restrict__ y, int N, int C,     \
-            int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a,        \
+            const float* __restrict__ bias, const float* __restrict__ res, float* __restrict__ y, int pool, int N,  \
+            int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a, \
             float b) {                                                                                               \
-        conv_igemm_f16_body<MT>(x, w, ktab, bias, res, y, N, C, H, W, M, Kpad, SH, SW, PT, PL, OH, OW, act, a, b);  \
+        conv_igemm_f16_body<MT>(x, w, ktab, bias, res, y, pool, N, C, H, W, M, Kpad, SH, SW, PT, PL, OH, OW, act, a, \
+                                b);                                                                                  \
     }
 IG_KERNEL(1)
 IG_KERNEL(2)

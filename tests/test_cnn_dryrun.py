@@ -32,8 +32,8 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     for i, layer in enumerate(g.layers):
         if layer.op == "conv" and layer.attrs["group"] == 1:
             assert launched & CONV_KERNELS[variant], layer.name
-        elif layer.op == "add" and i in net.summed_by:            # igemm_f16: the convolution before it adds
-            assert variant == "igemm_f16" and g.layers[net.summed_by[i]].op == "conv"
+        elif i in net.written_by:               # igemm_f16: the convolution before it adds or pools in its epilogue
+            assert variant == "igemm_f16" and layer.op in ("add", "pool") and g.layers[net.written_by[i]].op == "conv"
         else:
             assert want.get(layer.op, set()) <= launched, layer.op
     x = np.random.default_rng(1).standard_normal((2, *shape))

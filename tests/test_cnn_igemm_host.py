@@ -1,7 +1,7 @@
-"""conv_igemm_f16's host-side operands (convnet/cnn/gpu.py igemm_operands), checked without a GPU: the kernel's
-gather (kernels/cnn_igemm.cu: a pixel's corner plus the k table's offset, out of the image or past K gives zero)
-emulated in numpy over the padded fp16 weights gives the float64 convolution, at strides, dilations, asymmetric
-padding and channel counts that leave partial tiles; and the residual plan fuses only the Adds it may."""
+"""conv_igemm_f16's host side (convnet/cnn/gpu.py), checked without a GPU: the kernel's gather (kernels/cnn_igemm.cu:
+a pixel's corner plus the k table's offset; out of the image or past K gives zero) emulated in numpy over the padded
+fp16 weights (igemm_operands) gives the float64 convolution, at strides, dilations, asymmetric padding and channel
+counts that leave partial tiles; and the fusion plan takes only the Adds and pools it may."""
 import numpy as np
 import pytest
 
@@ -58,26 +58,50 @@ def test_the_gather_and_padded_weights_give_the_convolution(c, m, k, stride, dil
     assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
 
 
-def test_residual_adds_fuse_only_into_a_convolution_whose_other_input_is_ready(tmp_path):
-    """resnet_block: each block's last convolution takes its Add (the shortcut is computed before it), except where
-    the shortcut is itself a convolution computed after the main path's last: then that shortcut convolution takes
-    it. mobilenet_block: its Adds read a convolution and the block's input."""
+def plan(tmp_path, name, variant="igemm_f16"):
     onnx = pytest.importorskip("onnx")
     from convnet import catalogue
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime
+    model, _ = MODELS[name](np.random.default_rng(0))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    g = graph.load(tmp_path / "m.onnx")
+    return g, GPUNet(g, catalogue.get(variant, "onnx"), RecordingRuntime())
+
+
+def test_residual_adds_fuse_only_into_a_convolution_whose_other_input_is_ready(tmp_path):
+    """resnet_block: each block's last convolution takes its Add (the shortcut is computed before it), except where
+    the shortcut is itself a convolution computed after the main path's last: then that shortcut convolution takes
+    it. mobilenet_block: its Adds read a convolution and the block's input."""
     for name in ("resnet_block", "mobilenet_block"):
-        model, _ = MODELS[name](np.random.default_rng(0))
-        onnx.save(model, str(tmp_path / "m.onnx"))
-        g = graph.load(tmp_path / "m.onnx")
-        net = GPUNet(g, catalogue.get("igemm_f16", "onnx"), RecordingRuntime())
+        g, net = plan(tmp_path, name)
         adds = [i for i, layer in enumerate(g.layers) if layer.op == "add"]
-        assert sorted(net.summed_by) == adds
+        assert sorted(j for j in net.written_by if g.layers[j].op == "add") == adds
         made = {layer.output: i for i, layer in enumerate(g.layers)}
-        for j, i in net.summed_by.items():
-            other, act = net.residual[i]
-            assert g.layers[i].op == "conv" and g.layers[i].output in g.layers[j].inputs
-            assert made.get(other, -1) < i and act == g.layers[j].act
-        plain = GPUNet(g, catalogue.get("direct", "onnx"), RecordingRuntime())
-        assert plain.summed_by == {} and plain.residual == {}
+        for j in adds:
+            i = net.written_by[j]
+            f = net.fused[i]
+            assert g.layers[i].op == "conv" and g.layers[i].output in g.layers[j].inputs and f.pool == 0
+            assert made.get(f.res, -1) < i and f.act == g.layers[j].act and f.out == g.layers[j].output
+        _, plain = plan(tmp_path, name, "direct")
+        assert plain.written_by == {} and plain.fused == {}
+
+
+@pytest.mark.parametrize("name,pooled", [("vgg_cifar", {"max": 3}), ("lenet5", {"avg": 1, "max": 1}),
+                                         ("resnet_block", {}), ("every_op", {})])
+def test_only_2x2_stride_2_pools_without_padding_fuse(tmp_path, name, pooled):
+    """vgg_cifar's three MaxPools and LeNet-5's AveragePool and MaxPool follow a convolution with 2x2 stride-2
+    windows: fused. resnet_block's 3x3 padded MaxPool and every_op's (padded, ceil mode, or after a pool) stay
+    layers of their own."""
+    from convnet.cnn.gpu import POOL_AVG, POOL_MAX
+    g, net = plan(tmp_path, name)
+    got = {}
+    for j, i in net.written_by.items():
+        layer = g.layers[j]
+        if layer.op == "pool":
+            kind = layer.attrs["kind"]
+            got[kind] = got.get(kind, 0) + 1
+            assert net.fused[i].pool == {"max": POOL_MAX, "avg": POOL_AVG}[kind] and net.fused[i].out == layer.output
+            assert net.fused[i].act == g.layers[i].act
+    assert got == pooled

@@ -72,9 +72,11 @@ def test_chunks_give_the_one_piece_result(tmp_path, variant):
     (16, 70, 7, 3, 1, [3, 1, 0, 2], (20, 23)),
     (64, 130, 3, 1, 1, [1, 1, 1, 1], (7, 9)),
 ])
-def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw):
-    """conv_igemm_f16 alone (one Conv, a LeakyReLU fused) at shapes unlike the models': partial channel tiles of
-    each MT, K past one step and not a multiple of it, strides, dilation, asymmetric padding; batch 5."""
+@pytest.mark.parametrize("pool", [None, "MaxPool", "AveragePool"])
+def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw, pool):
+    """conv_igemm_f16 alone (one Conv, a LeakyReLU fused; then a 2x2 stride-2 pool, fused: odd output sizes drop
+    their last row or column) at shapes unlike the models': partial channel tiles of each MT, K past one step and not
+    a multiple of it, strides, dilation, asymmetric padding; batch 5."""
     from onnx import TensorProto, helper, numpy_helper
     from convnet import catalogue
     from convnet.cnn import graph, reference
@@ -84,12 +86,15 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[k, k], strides=[stride] * 2,
                               dilations=[dil] * 2, pads=pads),
-             helper.make_node("LeakyRelu", ["c"], ["y"], name="act", alpha=0.1)]
+             helper.make_node("LeakyRelu", ["c"], ["a" if pool else "y"], name="act", alpha=0.1)]
+    if pool:
+        nodes.append(helper.make_node(pool, ["a"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
     gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
     onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
     g = graph.load(tmp_path / "c.onnx")
     net = GPUNet(g, catalogue.get("igemm_f16", "onnx"))
+    assert len(net.written_by) == (1 if pool else 0)                 # the pool is the convolution's epilogue
     x = rng.standard_normal((5, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
@@ -152,3 +157,27 @@ def test_per_layer_times_and_the_report(tmp_path):
     text, r = run(path, "im2col", 257, 3)
     assert r["variant"] == "im2col" and r["rel_err_float64"] <= 1e-5
     assert all(x["ms"] >= 0 for x in r["layers"]) and sum(x["ms"] for x in r["layers"]) <= r["total_ms"] * 1.05
+
+
+def test_overlapped_pieces_give_the_one_pass_result(tmp_path):
+    """params overlap (igemm_f16): 1,001 images (one chunk of 1,001) go up in 8 pieces of 126, the last one short,
+    under the layers of the piece before, from pageable memory (staged through pinned buffers) and from pinned memory (uploaded as it is):
+    both equal the one-pass forward bit for bit, with every buffer poisoned first."""
+    from convnet import catalogue
+    from convnet.cnn import gpu, reference
+    g = load(tmp_path, "vgg_cifar", seed=4)
+    net = gpu.GPUNet(g, catalogue.get("igemm_f16", "onnx"))
+    net.chunk = 1001
+    x = np.random.default_rng(6).standard_normal((1001, *g.input_shape)).astype(np.float32)
+    poison(net.rt)
+    whole = net._run(x)
+    assert rel_err(whole, reference.forward(g, x, np.float64)) <= 2e-2
+    pinned = net.rt.pinned(x.shape, np.float32)
+    pinned[...] = x
+    assert gpu.page_locked(pinned) and gpu.page_locked(pinned[10:]) and not gpu.page_locked(x)
+    for src in (x, pinned, x):
+        poison(net.rt)
+        for o in net._staging.get("out", []):      # the pinned output buffers of the run before too
+            o.fill(np.nan)
+        assert np.array_equal(net.forward(src), whole)
+    assert net._staging["piece"] == 126 and len(net._staging["in"]) == 2       # the overlapped path ran

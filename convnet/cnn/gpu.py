@@ -10,6 +10,7 @@ depthwise, a broadcast Add) is refused at construction, naming the node."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,7 +27,29 @@ ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 
 THREADS = 256
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
 IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
+GRAPH_MAX_BYTES = 16 << 20    # params graph: larger chunks run eagerly (forward)
+PIECES, MIN_PIECE = 8, 64      # params overlap: a batch in 8 pieces of at least 64 images (_overlapped)
 IGEMM_FAR = 1 << 28
+POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
+
+
+@dataclass
+class Fused:
+    """What a convolution's epilogue also does: the activation it applies (its own, or a fused Add's), a residual
+    tensor added before it, a 2x2 pooling after it; out: the tensor whose shape it writes."""
+    act: object
+    res: str | None = None
+    pool: int = 0
+    out: str = ""
+
+
+def page_locked(x: np.ndarray) -> bool:
+    """Whether x's memory is pinned (PyCUDA's page-locked allocations and registered host memory): its upload can
+    start straight from it."""
+    base = x
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return type(base).__name__ in ("HostAllocation", "RegisteredHostMemory", "PagelockedHostAllocation")
 
 
 def igemm_operands(layer, in_shape) -> tuple:
@@ -65,7 +88,9 @@ class GPUNet:
         names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
                  "concat_channels", "softmax_rows"] + \
             (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
-        self.stream = rt.stream() if variant.params.get("graph") else None
+        self.graphs, self.overlap = bool(variant.params.get("graph")), bool(variant.params.get("overlap"))
+        self.stream = rt.stream() if self.graphs or self.overlap else None
+        self._copy_stream, self._staging = None, {}      # _overlapped's copy stream and pinned buffers
         self.k = {n: self._on_stream(rt.kernel("cnn.cu", n, dict(variant.defines), variant.name)) for n in names}
         if self.igemm:
             self.k.update({f"igemm{mt}": self._on_stream(rt.kernel("cnn_igemm.cu", f"conv_igemm_f16_m{mt}",
@@ -93,7 +118,7 @@ class GPUNet:
                 shift = a["shift"] if layer.op == "affine" else a["b"].reshape(-1)
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.s", np.broadcast_to(scale, (c,))),
                              rt.pool.upload(f"{tag}.{i}.t", np.broadcast_to(shift, (c,))))
-        self._plan_residuals()
+        self._plan_fusions()
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
             (0 if self.direct or self.igemm else self._cols_per_image() * 4)
         self.chunk = max(1, min(CHUNK_BYTES // per_image, MAX_GEMM_BATCH))
@@ -135,16 +160,70 @@ class GPUNet:
 
     def forward(self, x: np.ndarray, times: list | None = None) -> np.ndarray:
         """The network's output for x (N, C, H, W) float32, chunk by chunk; `times` (a list) receives the
-        milliseconds of the upload, each layer and the download, summed over the chunks (CUDA events)."""
+        milliseconds of the upload, each layer and the download, summed over the chunks (CUDA events).
+        params graph: a chunk of at most GRAPH_MAX_BYTES replays a CUDA graph (past it the host copy into the
+        graph's pinned buffer costs more than the launches it saves). params overlap: a batch that fits in one chunk
+        goes up in pieces on a copy stream while the layers of the piece before run (_overlapped); measured on an
+        H200 it pays where the upload is a large share (LeNet-5 at 10,000: 1.64 -> 1.42 ms) and not for networks
+        whose activations take several chunks (VGG-CIFAR: 7.9 -> 8.6-12.6 ms by piece count), which run in one
+        pass a chunk."""
         x = np.ascontiguousarray(x, np.float32)
         if x.shape[1:] != tuple(self.graph.input_shape):
             raise UsageError(f"input of shape {x.shape[1:]}, the model takes {tuple(self.graph.input_shape)}")
         out = np.empty((len(x), *self.shape[self.graph.output]), np.float32)
         for s in range(0, len(x), self.chunk):
             part = x[s:s + self.chunk]
-            out[s:s + self.chunk] = self._replay(part) if self.stream is not None and times is None else \
-                self._run(part, times)
+            if times is not None:
+                out[s:s + self.chunk] = self._run(part, times)
+            elif self.graphs and part.nbytes <= GRAPH_MAX_BYTES:
+                out[s:s + self.chunk] = self._replay(part)
+            elif self.overlap and len(x) <= self.chunk and len(part) >= 2 * MIN_PIECE:
+                self._overlapped(part, out[s:s + self.chunk])
+            else:
+                out[s:s + self.chunk] = self._run(part)
         return out
+
+    def _overlapped(self, x: np.ndarray, out: np.ndarray) -> None:
+        """x's forward in pieces (a chunk's PIECES-th, at least MIN_PIECE images) through two input buffers: piece k + 1's
+        upload on a copy stream runs under piece k's layers on self.stream, and so does the host's copy into a
+        pinned staging buffer where x is not page-locked already. Outputs come back through two pinned buffers."""
+        rt, drv = self.rt, self.rt.drv
+        piece = max(MIN_PIECE, -(-self.chunk // PIECES))   # one size for every chunk: the buffers stay
+        shape_in, shape_out = (piece, *x.shape[1:]), (piece, *self.shape[self.graph.output])
+        if self._copy_stream is None:
+            self._copy_stream = rt.stream()
+        pinned = page_locked(x)
+        # pinned host buffers are slow to allocate and their release waits for the device: made once, kept
+        if self._staging.get("piece") != piece:
+            self._staging = {"piece": piece, "out": [rt.pinned(shape_out, np.float32) for _ in range(2)]}
+        if not pinned and "in" not in self._staging:
+            self._staging["in"] = [rt.pinned(shape_in, np.float32) for _ in range(2)]
+        stage, pin_out = self._staging.get("in"), self._staging["out"]
+        ins = [rt.pool.get(f"{self.act_tag}.in{k}", shape_in) for k in range(2)]
+        uploaded, done = [rt.event() for _ in range(2)], [rt.event() for _ in range(2)]
+        starts = list(range(0, len(x), piece))
+        with rt.checked(f"ONNX {self.variant.name} forward (overlapped)"):
+            for k, s in enumerate(starts + [None]):
+                if s is not None:
+                    slot, part = k % 2, x[s:s + piece]
+                    m = len(part)
+                    if k >= 2:                          # the slot's last piece has left its input buffer
+                        self._copy_stream.wait_for_event(done[slot])
+                    src = part
+                    if not pinned:
+                        uploaded[slot].synchronize()    # its staging buffer has gone up
+                        stage[slot][:m] = part
+                        src = stage[slot][:m]
+                    drv.memcpy_htod_async(ins[slot].gpudata, src, self._copy_stream)
+                    uploaded[slot].record(self._copy_stream)
+                    self.stream.wait_for_event(uploaded[slot])
+                    env = self._layers({self.graph.input: ins[slot][:m]}, m)
+                    drv.memcpy_dtoh_async(pin_out[slot][:m], env[self.graph.output].gpudata, self.stream)
+                    done[slot].record(self.stream)
+                if k >= 1:                              # the piece before: its outputs to the caller's array
+                    prev, s0 = (k - 1) % 2, starts[k - 1]
+                    done[prev].synchronize()
+                    out[s0:s0 + piece] = pin_out[prev][:min(piece, len(x) - s0)]
 
     def _replay(self, x: np.ndarray) -> np.ndarray:
         """The forward of len(x) images as one CUDA graph: captured at the first call of a batch size (after one
@@ -201,39 +280,53 @@ class GPUNet:
         """Every layer of n images in order, on self.stream; env maps tensor names to device buffers (the input's
         given) and is returned with every output. done(i) is called after layer i is enqueued."""
         for i, layer in enumerate(self.graph.layers):
-            if i in self.summed_by:             # the convolution that feeds it wrote the sum
-                env[layer.output] = env[self.graph.layers[self.summed_by[i]].output]
+            if i in self.written_by:            # the convolution that feeds it wrote its output
+                env[layer.output] = env[self.graph.layers[self.written_by[i]].output]
             else:
-                y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[layer.output]))
-                res, act = self.residual.get(i, (None, layer.act))
-                self._layer(i, layer, [env[t] for t in layer.inputs] + ([env[res]] if res else []), y, n, act)
+                f = self.fused.get(i)
+                y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[f.out if f else layer.output]))
+                ins = [env[t] for t in layer.inputs] + ([env[f.res]] if f and f.res else [])
+                self._layer(i, layer, ins, y, n, f.act if f else layer.act, f.pool if f else 0)
                 env[layer.output] = y
             done(i)
         return env
 
-    def _plan_residuals(self) -> None:
-        """conv_igemm_f16 adds a residual in its epilogue: a group-1 convolution with no activation of its own whose
-        output only an Add reads, where the Add's other input is computed before the convolution, writes
-        act(conv + other) itself and the Add is skipped (residual: conv -> (other, the Add's act); summed_by:
-        Add -> conv)."""
-        self.residual, self.summed_by = {}, {}
+    def _plan_fusions(self) -> None:
+        """What conv_igemm_f16 takes into its epilogue (fused: conv -> Fused; written_by: skipped layer -> conv).
+        - An Add: a group-1 convolution with no activation of its own whose output only an Add reads, where the
+          Add's other input is computed before the convolution, writes act(conv + other) (the Add's act).
+        - A 2x2 pooling of stride 2 without padding (max or average) that alone reads a convolution's output: the
+          convolution writes the pooled map (its epilogue reduces each window's four pixels)."""
+        self.fused, self.written_by = {}, {}
         if not self.igemm:
             return
         layers = self.graph.layers
         made = {self.graph.input: -1} | {layer.output: i for i, layer in enumerate(layers)}
-        for j, add in enumerate(layers):
-            if add.op != "add" or len(add.inputs) != 2 or self.shape[add.inputs[0]] != self.shape[add.inputs[1]]:
-                continue
-            for mine, other in (add.inputs, add.inputs[::-1]):
-                i = made[mine]
-                conv = layers[i] if i >= 0 else None
-                readers = sum(mine in x.inputs for x in layers) + (mine == self.graph.output)
-                if conv is not None and conv.op == "conv" and conv.attrs["group"] == 1 and conv.act.kind == "none" \
-                        and readers == 1 and made[other] < i and i not in self.residual:
-                    self.residual[i], self.summed_by[j] = (other, add.act), i
-                    break
 
-    def _layer(self, i, layer, ins, y, n, act):
+        def only_reader(name):
+            return sum(name in x.inputs for x in layers) + (name == self.graph.output) == 1
+
+        def fusable_conv(i):
+            return i >= 0 and layers[i].op == "conv" and layers[i].attrs["group"] == 1 and i not in self.fused
+        for j, layer in enumerate(layers):
+            if layer.op == "add" and len(layer.inputs) == 2 and \
+                    self.shape[layer.inputs[0]] == self.shape[layer.inputs[1]]:
+                for mine, other in (layer.inputs, layer.inputs[::-1]):
+                    i = made[mine]
+                    if fusable_conv(i) and layers[i].act.kind == "none" and only_reader(mine) and made[other] < i:
+                        self.fused[i], self.written_by[j] = Fused(layer.act, res=other, out=layer.output), i
+                        break
+            elif layer.op == "pool":
+                a, i = layer.attrs, made[layer.inputs[0]]
+                _, oh, ow = self.shape[layer.inputs[0]]
+                if fusable_conv(i) and tuple(a["kernel"]) == (2, 2) and tuple(a["stride"]) == (2, 2) and \
+                        not any(a["pads"]) and (not a["ceil"] or (oh % 2 == 0 and ow % 2 == 0)) and \
+                        only_reader(layer.inputs[0]):
+                    self.fused[i] = Fused(layers[i].act, pool=POOL_MAX if a["kind"] == "max" else POOL_AVG,
+                                          out=layer.output)
+                    self.written_by[j] = i
+
+    def _layer(self, i, layer, ins, y, n, act, pool=0):
         a, k = layer.attrs, self.k
         code, pa, pb = ACT_CODES[act.kind], f32(act.a), f32(act.b)
         size = int(np.prod(y.shape))
@@ -252,9 +345,11 @@ class GPUNet:
             if self.igemm:
                 _, _, ktab, mt = self.w[i]
                 res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
-                grid = (-(-n * oh * ow // IGEMM_BN), W.shape[0] // (16 * mt), 1)
-                k[f"igemm{mt}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(m), i32(W.shape[1]),
-                                i32(sh), i32(sw), i32(t), i32(l), i32(oh), i32(ow), i32(code), pa, pb)
+                pixels = n * (oh // 2) * (ow // 2) * 4 if pool else n * oh * ow     # pooled: whole windows only
+                grid = (-(-pixels // IGEMM_BN), W.shape[0] // (16 * mt), 1)
+                k[f"igemm{mt}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, ptr(y), i32(pool), i32(n),
+                                i32(c), i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t), i32(l),
+                                i32(oh), i32(ow), i32(code), pa, pb)
                 return
             if self.direct:
                 oc = int(self.variant.defines.get("DIRECT_OC", 8))
