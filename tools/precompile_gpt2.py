@@ -39,7 +39,7 @@ def collect(arch: str) -> set:
     for v in t.GPU_VARIANTS:
         if v.min_sm > sm:
             continue
-        for config in (t.SMALL, BIG) if v.name == "fast_fp32" else (t.SMALL,):
+        for config in (t.SMALL, BIG) if v.name == "fast_fp32" else (t.config_for(v),):
             rt = RecordingRuntime()
             try:
                 GPT2GPU(random_params(config), config, v, rt)
