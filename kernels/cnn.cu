@@ -17,17 +17,6 @@
 // Activation codes: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b).
 #include "common.cuh"
 
-__device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
-    switch (act) {
-        case 1: return fmaxf(v, 0.f);
-        case 2: return v >= 0.f ? v : v * a;
-        case 3: return 1.f / (1.f + __expf(-v));
-        case 4: return tanhf(v);
-        case 5: return fminf(fmaxf(v, a), b);
-        default: return v;
-    }
-}
-
 extern "C" __global__ void im2col_pad(const float* __restrict__ x, float* __restrict__ cols, int N, int C, int H,
                                       int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL, int OH,
                                       int OW) {

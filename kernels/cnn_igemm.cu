@@ -23,24 +23,13 @@
 //
 // Activation codes as kernels/cnn.cu: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b).
 // Offsets are 32-bit: convnet/cnn/gpu.py keeps a chunk's tensors under 2^31 elements.
-#include <cuda_fp16.h>
+#include "common.cuh"
 
 #define IG_BN 128
 #define IG_BK 32
 #define IG_PITCH (IG_BK + 8)
 #define IG_THREADS 256
 #define IG_FAR (1 << 28)                          // a dy / dx that no bound check lets through
-
-__device__ __forceinline__ float ig_act(float v, int act, float a, float b) {
-    switch (act) {
-        case 1: return fmaxf(v, 0.f);
-        case 2: return v >= 0.f ? v : v * a;
-        case 3: return 1.f / (1.f + __expf(-v));
-        case 4: return tanhf(v);
-        case 5: return fminf(fmaxf(v, a), b);
-        default: return v;
-    }
-}
 
 __device__ __forceinline__ void mma_f16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                         unsigned b0, unsigned b1) {
@@ -164,7 +153,7 @@ __device__ __forceinline__ void conv_igemm_f16_body(
                 const int px = warp * 16 + j * 8 + 2 * t;          // this lane's two pixels: px, px + 1
                 float v[2];
 #pragma unroll
-                for (int e = 0; e < 2; ++e) v[e] = ig_act(acc[i][j][half * 2 + e] + bm, act, a, b);
+                for (int e = 0; e < 2; ++e) v[e] = act_apply(acc[i][j][half * 2 + e] + bm, act, a, b);
                 if (pool) {                                        // the window: px .. px + 3 over lanes t, t ^ 1
                     float r = pool == 1 ? fmaxf(v[0], v[1]) : v[0] + v[1];
                     const float o = __shfl_xor_sync(0xffffffffu, r, 1);
@@ -178,7 +167,7 @@ __device__ __forceinline__ void conv_igemm_f16_body(
                     const int o = s_out[px + e];
                     if (m >= M || o < 0) continue;
                     const int at = o + m * P;
-                    y[at] = res ? ig_act(acc[i][j][half * 2 + e] + bm + res[at], act, a, b) : v[e];
+                    y[at] = res ? act_apply(acc[i][j][half * 2 + e] + bm + res[at], act, a, b) : v[e];
                 }
             }
         }

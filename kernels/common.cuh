@@ -34,6 +34,19 @@ typedef __half out_t;
 typedef float out_t;
 #endif
 
+// The ONNX path's activations (kernels/cnn.cu, cnn_igemm.cu): 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh,
+// 5 clip(a, b).
+__device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
+    switch (act) {
+        case 1: return fmaxf(v, 0.f);
+        case 2: return v >= 0.f ? v : v * a;
+        case 3: return 1.f / (1.f + __expf(-v));
+        case 4: return tanhf(v);
+        case 5: return fminf(fmaxf(v, a), b);
+        default: return v;
+    }
+}
+
 // GPT-2's GELU, the tanh approximation (HF's "gelu_new").
 __device__ __forceinline__ float gelu_tanh(float v) {
     const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);

@@ -100,22 +100,6 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
 
 
-def test_igemm_lenet86_predicts_as_the_builtin_path(tmp_path, lenet_weights):
-    """LeNet-86 through igemm_f16 (fp16 operands) on all 10,000 images: the built-in path's class for at least
-    99.5 % of them, and its accuracy within 0.3 points of 0.9163."""
-    from convnet import catalogue, data, network
-    from convnet.cnn import export, graph
-    from convnet.cnn.gpu import GPUNet
-    path = tmp_path / "lenet86.onnx"
-    onnx.save(export.lenet86_onnx(lenet_weights), str(path))
-    net = GPUNet(graph.load(path), catalogue.get("igemm_f16", "onnx"))
-    x, labels = data.load("test")
-    poison(net.rt)
-    pred = net.forward(x).argmax(1)
-    assert (pred == network.predict(x, lenet_weights)).mean() >= 0.995
-    assert abs(float((pred == labels).mean()) - 0.9163) < 3e-3
-
-
 def test_a_grouped_convolution_other_than_depthwise_is_refused(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
     from convnet import catalogue
@@ -132,20 +116,21 @@ def test_a_grouped_convolution_other_than_depthwise_is_refused(tmp_path):
         GPUNet(graph.load(path), catalogue.get("im2col", "onnx"))
 
 
-def test_the_builtin_lenet86_through_the_onnx_path_on_all_10000(tmp_path, lenet_weights):
+@pytest.mark.parametrize("variant,agree,accuracy_tol", [("direct_graph", 1.0, 5e-5), ("igemm_f16", 0.995, 3e-3)])
+def test_the_builtin_lenet86_through_the_onnx_path_on_all_10000(tmp_path, lenet_weights, variant, agree, accuracy_tol):
     """The issue's bar: LeNet-86 exported to ONNX gives the built-in path's predictions (accuracy 0.9163) on every
-    test image."""
+    test image; through igemm_f16 (fp16 operands) on at least 99.5 % of them, its accuracy within 0.3 points."""
     from convnet import catalogue, data, network
     from convnet.cnn import export, graph
     from convnet.cnn.gpu import GPUNet
     path = tmp_path / "lenet86.onnx"
     onnx.save(export.lenet86_onnx(lenet_weights), str(path))
-    net = GPUNet(graph.load(path), catalogue.get("direct_graph", "onnx"))
+    net = GPUNet(graph.load(path), catalogue.get(variant, "onnx"))
     x, labels = data.load("test")
     poison(net.rt)
     pred = net.forward(x).argmax(1)
-    assert np.array_equal(pred, network.predict(x, lenet_weights))
-    assert abs(float((pred == labels).mean()) - 0.9163) < 5e-5
+    assert (pred == network.predict(x, lenet_weights)).mean() >= agree
+    assert abs(float((pred == labels).mean()) - 0.9163) < accuracy_tol
 
 
 def test_per_layer_times_and_the_report(tmp_path):
