@@ -4,8 +4,9 @@ commit log's."""
 from __future__ import annotations
 
 import csv
-import re
 import io
+import os
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,7 +35,10 @@ def table_path(model: str, path=None) -> Path:
 
 
 def _commit() -> str:
-    """The checkout's commit (with + where the tree has changes), or the package version outside a checkout."""
+    """$CONVNET_COMMIT where set (a copy of a checkout whose .git is not the tree's, as a device call's may be), else
+    the checkout's commit (with + where the tree has changes), or the package version outside a checkout."""
+    if os.environ.get("CONVNET_COMMIT"):
+        return os.environ["CONVNET_COMMIT"]
     try:
         head = subprocess.run(["git", "-C", str(CHECKOUT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=10)

@@ -23,3 +23,15 @@ def test_the_latest_row_of_a_figure_wins(tmp_path):
                      "v,bench,3.0,ms,GPU B,1,def,2026-01-02\n")
     md = results.markdown("x", table)
     assert "1.0 ms" not in md and "2.0 ms" in md and "3.0 ms" in md
+
+
+def test_recorded_rows_name_the_commit_given_in_the_environment(tmp_path, monkeypatch):
+    """A device call's copy of the tree may carry another .git: CONVNET_COMMIT names the commit measured."""
+    from convnet import results
+    monkeypatch.setenv("CONVNET_COMMIT", "abc1234+")
+    path = tmp_path / "t.csv"
+    results.append(path, [("v", "bench", 1.5, "ms")])
+    assert results.read("x", path)[0]["commit"] == "abc1234+"
+    monkeypatch.delenv("CONVNET_COMMIT")
+    results.append(path, [("v", "bench", 2.5, "ms")])
+    assert results.read("x", path)[1]["commit"] != "abc1234+"

@@ -7,7 +7,8 @@
 #                                  machine has no index)
 #   tools/gpu_check.sh files FILE...  the GPU tests of some files through tools/gpu_suite.py (their builds first)
 # A cache precompiled on the CPU machine (CONVNET_CACHE=build/vcache python tools/precompile*.py, nvcc needs no GPU)
-# and carried as build/vcache is used as it is, so the device spends its minutes testing.
+# and carried as build/vcache is used as it is, so the device spends its minutes testing. Rows a benchmark records
+# (--record) name $CONVNET_COMMIT where set: the device copy's .git may not be the tree's commit.
 set -o pipefail
 [ -d build/vcache ] && export CONVNET_CACHE=${CONVNET_CACHE:-$PWD/build/vcache}
 OUT=${OUT:-/tmp/gpu_check}

@@ -1,7 +1,8 @@
 """An ONNX network on the project's GPU path against PyTorch with the same weights (the Graph rebuilt from
-torch.nn.functional): fp32 eager and fp16 channels_last under torch.compile, in one process, CUDA-event medians.
+torch.nn.functional): fp32 eager and fp16 channels_last under torch.compile, and onnxruntime on the same file where
+it is installed (its CUDA provider where it has one, else its CPU one), in one process, wall-clock medians.
 
-    convnet-bench cnn MODEL.onnx [--batch 10000] [--variants im2col,direct,direct_graph]
+    convnet-bench cnn MODEL.onnx [--batch 10000] [--variants direct,igemm_f16,...] [--record]
 
 End to end means from a host array of images to host outputs for both sides; both start from page-locked
 (pinned) host memory, filled before the timing (torch.Tensor.pin_memory; the runtime's pinned buffer)."""
@@ -76,6 +77,34 @@ def torch_forward(graph, dtype, channels_last: bool):
     return run
 
 
+def median_wall_ms(fn, repeat: int) -> tuple:
+    """(median milliseconds of fn() over `repeat` calls after one untimed call, the last call's result)."""
+    y = fn()
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        y = fn()
+        walls.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(walls), y
+
+
+def onnxruntime_rows(path: str, x: np.ndarray, out_ref: np.ndarray, repeat: int) -> list:
+    """onnxruntime on the same file, where it is installed: (label, ms, max rel err on the first images) for its
+    CUDA provider where that is available, else its CPU one (at most 3 timed runs: it is the slow side)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return []
+    providers = ["CUDAExecutionProvider"] if "CUDAExecutionProvider" in ort.get_available_providers() else \
+        ["CPUExecutionProvider"]
+    sess = ort.InferenceSession(str(path), providers=providers)
+    name = sess.get_inputs()[0].name
+    ms, y = median_wall_ms(lambda: sess.run(None, {name: x})[0], min(repeat, 3))
+    label = "onnxruntime_" + providers[0].removesuffix("ExecutionProvider").lower()
+    n = len(out_ref)
+    return [(label, ms, float(np.abs(y[:n] - out_ref).max() / np.abs(out_ref).max()))]
+
+
 def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
     """(the table, its rows for --record: (variant, benchmark, ms, "ms"))."""
     import torch
@@ -91,15 +120,9 @@ def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
     out_ref = reference.forward(g, x[:256], np.float64)
     for variant in variants:
         net = GPUNet(g, catalogue.get(variant, "onnx"))
-        walls = []
-        net.forward(x_pinned)
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            y = net.forward(x_pinned)
-            walls.append((time.perf_counter() - t0) * 1e3)
-        rows.append((variant, statistics.median(walls),
-                     float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
-        del net
+        ms, y = median_wall_ms(lambda: net.forward(x_pinned), repeat)
+        rows.append((variant, ms, float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
+        net = None                  # its device buffers go before the next variant's
     pin = torch.from_numpy(x).pin_memory()
     for label, dtype, cl, compile_ in (("pytorch_fp32_eager", torch.float32, False, False),
                                        ("pytorch_fp16_compile", torch.float16, True, True)):
@@ -112,13 +135,9 @@ def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
                 if cl:
                     xt = xt.contiguous(memory_format=torch.channels_last)
                 return fwd(xt).float().cpu().numpy()
-        run_torch()
-        walls = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            y = run_torch()
-            walls.append((time.perf_counter() - t0) * 1e3)
-        rows.append((label, statistics.median(walls), float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
+        ms, y = median_wall_ms(run_torch, repeat)
+        rows.append((label, ms, float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
+    rows += onnxruntime_rows(path, x, out_ref, repeat)
     best = min(r[1] for r in rows[:len(variants)])
     lines = [f"{path} batch {batch}, end to end from pinned host images to host outputs (median of {repeat})",
              f"{'what':24s} {'ms':>9s} {'/ our best':>10s} {'max rel err':>12s}"]
