@@ -15,7 +15,12 @@ nn = torch.nn
 F = torch.nn.functional
 
 VARIANTS = ["cpu", "im2col", "direct", "direct_graph", "igemm_f16"]
-HALF = {"igemm_f16"}                    # fp16 operands: 2e-2 relative, the same class on 99 % of the images
+
+
+def half(name) -> bool:
+    """fp16 operands: 2e-2 relative, the same class on 99 % of the images (fp32: 1e-5, 99.9 %)."""
+    from convnet import catalogue
+    return catalogue.get(name, "onnx").precision != "fp32"
 
 
 class LeNet5(nn.Module):
@@ -127,7 +132,7 @@ def check(model, shape, tmp_path, rng, batch):
             net = GPUNet(g, catalogue.get(name, "onnx"))
             net.rt.pool.fill("cnna", np.nan, np.float32)
             got = net.forward(x)
-        assert rel_err(got, want) <= (2e-2 if name in HALF else 1e-5), name
+        assert rel_err(got, want) <= (2e-2 if half(name) else 1e-5), name
     return g
 
 
@@ -166,5 +171,5 @@ def test_trained_lenet5_predicts_as_torch_on_all_10000(tmp_path):
     g = graph.load(tmp_path / "net.onnx")
     for name in VARIANTS[1:]:
         got = GPUNet(g, catalogue.get(name, "onnx")).forward(x).argmax(1)
-        assert (got == want).mean() >= (0.99 if name in HALF else 0.999), name     # near-ties at most
+        assert (got == want).mean() >= (0.99 if half(name) else 0.999), name     # near-ties at most
     assert (want == raw.labels).mean() > 0.7                     # trained: the weights mean something
