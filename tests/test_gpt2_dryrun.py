@@ -198,7 +198,7 @@ def test_gpt2_precompile_covers_the_gpu_test_file():
     import test_gpu_gpt2 as t
     builds = precompile_gpt2.collect("sm_90a")
     files = {f for f, _ in builds}
-    assert files == {"attention.cu", "gemm.cu", "transformer.cu"}
+    assert files == {"attention.cu", "gemm.cu", "transformer.cu", "decode_mega.cu"}     # fast_bf16_mk: the megakernel
     defines = [dict(d) for _, d in builds]
     for _, extra in t.LINEAR_BUILDS.values():          # each tunable set the GEMM tests use is among the builds
         assert any(all(d.get(k) == v for k, v in extra.items()) for d in defines), extra
