@@ -56,8 +56,9 @@ test: venv
 test-archive: venv
 	$(PY) -m pytest -q -m archive tests/test_kernels_compile.py
 
-# the whole GPU suite (current catalogue) in one go: builds compiled in parallel first, then tests in shards on the
-# one GPU (tools/gpu_suite.py); fails (instead of reporting every test skipped) where no GPU test can run
+# the whole GPU suite (current catalogue) in one go: builds compiled in parallel first (or unpacked from
+# build/suite_cache.tar.xz, packed where nvcc ran ahead: tools/gpu_suite.py says how), then tests in shards on the
+# one GPU; fails (instead of reporting every test skipped) where no GPU test can run
 gpu-test: venv
 	CONVNET_REQUIRE_GPU=1 $(PY) tools/gpu_suite.py
 
