@@ -105,3 +105,21 @@ def test_only_2x2_stride_2_pools_without_padding_fuse(tmp_path, name, pooled):
             assert net.fused[i].pool == {"max": POOL_MAX, "avg": POOL_AVG}[kind] and net.fused[i].out == layer.output
             assert net.fused[i].act == g.layers[i].act
     assert got == pooled
+
+
+def test_half_precision_outputs_past_fp16_range_are_refused_in_one_line():
+    """igemm_f16 (fp16 operands): outputs that are inf or NaN for finite inputs are an activation past 65504, said
+    in one line naming the fp32 variant; fp32 variants, finite outputs and inputs already non-finite pass through."""
+    from convnet import catalogue
+    from convnet.cnn.gpu import check_half_range
+    from convnet.errors import UsageError
+    half, full = catalogue.get("igemm_f16", "onnx"), catalogue.get("direct", "onnx")
+    x, ok = np.ones((2, 3)), np.ones((2, 5))
+    bad = ok.copy()
+    bad[1, 2] = np.inf
+    check_half_range(half, x, ok)
+    check_half_range(full, x, bad)
+    check_half_range(half, np.full((2, 3), np.nan), bad)
+    for out in (bad, np.where(ok > 0, np.nan, 0.0)):
+        with pytest.raises(UsageError, match=r"igemm_f16: the outputs are not finite .* --variant direct_graph"):
+            check_half_range(half, x, out)

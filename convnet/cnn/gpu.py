@@ -43,6 +43,15 @@ class Fused:
     out: str = ""
 
 
+def check_half_range(variant, x: np.ndarray, out: np.ndarray) -> None:
+    """fp16 operands hold at most 65504: past it a convolution's inputs become inf and the outputs inf or NaN. A half
+    precision variant whose outputs are not finite for finite inputs says so in one line instead of returning them."""
+    if variant.precision == "fp32" or np.isfinite(out).all() or not np.isfinite(x).all():
+        return
+    raise UsageError(f"variant {variant.name}: the outputs are not finite for finite inputs: an activation likely "
+                     f"left fp16's range (65504); --variant direct_graph runs this network in fp32")
+
+
 def page_locked(x: np.ndarray) -> bool:
     """Whether x's memory is pinned (PyCUDA's page-locked allocations and registered host memory): its upload can
     start straight from it."""
@@ -181,6 +190,7 @@ class GPUNet:
                 self._overlapped(part, out[s:s + self.chunk])
             else:
                 out[s:s + self.chunk] = self._run(part)
+        check_half_range(self.variant, x, out)
         return out
 
     def _overlapped(self, x: np.ndarray, out: np.ndarray) -> None:
