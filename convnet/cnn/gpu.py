@@ -1,7 +1,10 @@
-"""A loaded ONNX network on the GPU (fp32): convolutions as im2col (kernels/cnn.cu) + gemm.cu v2 with the bias and
-ReLU in the GEMM's epilogue, or direct (params conv = "direct": no im2col matrix); depthwise convolutions direct;
-every other layer one kernel of kernels/cnn.cu. With params graph = true a batch size's whole forward (upload from
-pinned memory, every kernel, download) is one CUDA graph, captured at its first call and replayed after.
+"""A loaded ONNX network on the GPU: convolutions as im2col (kernels/cnn.cu) + gemm.cu v2 with the bias and ReLU in
+the GEMM's epilogue, direct (params conv = "direct": no im2col matrix), or an implicit GEMM on tensor cores with fp16
+operands (conv = "igemm_f16", kernels/cnn_igemm.cu: bias, activation, a residual Add and a 2x2 pool fused where the
+graph allows, _plan_fusions); depthwise convolutions direct; every other layer one kernel of kernels/cnn.cu, fp32
+NCHW between layers. With params graph = true a small batch's whole forward (upload from pinned memory, every kernel,
+download) is one CUDA graph, captured at its first call and replayed after; with overlap = true a large one goes up
+in pieces under the layers of the piece before (_overlapped).
 
 Images go through in chunks sized so that the activations and the largest im2col matrix of a chunk stay within
 CHUNK_BYTES of device memory; buffers come from the runtime's pool, allocated once (each network's weights under
@@ -20,16 +23,16 @@ from ..gpu.runtime import Runtime, f32, i32, ptr
 from .graph import Graph
 from .graph import conv_pads, infer_shapes
 
-CHUNK_BYTES = 1 << 30          # also keeps every tensor of a chunk under 2^31 elements (cnn_igemm.cu's offsets)
+CHUNK_BYTES = 1 << 30          # also keeps every tensor of a chunk under 2^28 elements (cnn_igemm.cu's int offsets)
 MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gemm refuses more)
 _networks = itertools.count()
 ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5}
 THREADS = 256
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
 IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
-GRAPH_MAX_BYTES = 16 << 20    # params graph: larger chunks run eagerly (forward)
+GRAPH_MAX_BYTES = 16 << 20     # params graph: larger chunks run eagerly (forward)
 PIECES, MIN_PIECE = 8, 64      # params overlap: a batch in 8 pieces of at least 64 images (_overlapped)
-IGEMM_FAR = 1 << 28
+IGEMM_FAR = 1 << 28            # the k table's dy, dx past K: out of every image (the kernel's IG_FAR)
 POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
 
 
