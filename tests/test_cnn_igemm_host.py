@@ -123,3 +123,21 @@ def test_half_precision_outputs_past_fp16_range_are_refused_in_one_line():
     for out in (bad, np.where(ok > 0, np.nan, 0.0)):
         with pytest.raises(UsageError, match=r"igemm_f16: the outputs are not finite .* --variant direct_graph"):
             check_half_range(half, x, out)
+
+
+def test_the_report_names_what_each_epilogue_took(tmp_path):
+    """convnet --model's per-layer rows (GPUNet.op_label): a convolution lists the Add, activation and pool its
+    epilogue runs and the map it writes; the layers it took say where they went; other paths label layers as the
+    graph has them."""
+    g, net = plan(tmp_path, "vgg_cifar")
+    labels = [net.op_label(i) for i in range(len(g.layers))]
+    convs = [i for i, layer in enumerate(g.layers) if layer.op == "conv"]
+    pools = [i for i, layer in enumerate(g.layers) if layer.op == "pool"]
+    assert [labels[i][0] for i in convs] == ["conv + relu", "conv + relu + maxpool"] * 3
+    for j in pools:
+        assert labels[j] == (f"pool, in {g.layers[j - 1].name}", g.layers[j].output)
+        assert labels[j - 1][1] == g.layers[j].output               # the convolution writes the pooled map
+    g, net = plan(tmp_path, "resnet_block")
+    assert sum(" + add + relu" in label for label, _ in (net.op_label(i) for i in range(len(g.layers)))) == 2
+    g, plain = plan(tmp_path, "vgg_cifar", "direct")
+    assert [plain.op_label(i)[0] for i in pools] == ["pool"] * 3

@@ -304,6 +304,18 @@ class GPUNet:
             done(i)
         return env
 
+    def op_label(self, i: int) -> tuple[str, str]:
+        """(layer i's op as this path runs it, the tensor it writes): a convolution with what its epilogue took
+        ("conv + add + relu + maxpool"), a layer that an epilogue took named after it ("pool, in conv8")."""
+        layer = self.graph.layers[i]
+        if i in self.written_by:
+            return f"{layer.op}, in {self.graph.layers[self.written_by[i]].name}", layer.output
+        f = self.fused.get(i)
+        act = f.act if f else layer.act
+        parts = [layer.op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
+                 {POOL_MAX: "maxpool", POOL_AVG: "avgpool"}.get(f.pool, "") if f else ""]
+        return " + ".join(x for x in parts if x), f.out if f else layer.output
+
     def _plan_fusions(self) -> None:
         """What conv_igemm_f16 takes into its epilogue (fused: conv -> Fused; written_by: skipped layer -> conv).
         - An Add: a group-1 convolution with no activation of its own whose output only an Add reads, where the

@@ -36,9 +36,10 @@ def run(path, variant: str, batch: int, repeat: int = 1) -> tuple[str, dict]:
     err = float(np.linalg.norm(y[:CHECKED] - want) / max(np.linalg.norm(want), 1e-30))
     shapes = g.shapes
     rows = [["upload", "", "", f"{layer_ms[0]:.3f}"]]
-    for layer, ms in zip(g.layers, layer_ms[1:-1]):
-        what = layer.op + (f" + {layer.act.kind}" if layer.act.kind != "none" else "")
-        rows.append([layer.name, what, "x".join(map(str, shapes[layer.output])), f"{ms:.3f}"])
+    for i, (layer, ms) in enumerate(zip(g.layers, layer_ms[1:-1])):
+        what, out = net.gpu.op_label(i) if net.gpu is not None else \
+            (layer.op + (f" + {layer.act.kind}" if layer.act.kind != "none" else ""), layer.output)
+        rows.append([layer.name, what, "x".join(map(str, shapes[out])), f"{ms:.3f}"])
     rows.append(["download", "", "", f"{layer_ms[-1]:.3f}"])
     text = "\n".join([f"{path}: {len(g.layers)} layers, input {'x'.join(map(str, g.input_shape))}, batch {batch}, "
                       f"variant {net.variant.name} on {net.device}",
