@@ -37,6 +37,27 @@ def test_reference_equals_onnxruntime(name, batch, tmp_path):
     assert np.abs(got64 - want).max() <= 1e-4 * np.abs(want).max()
 
 
+@pytest.mark.parametrize("c,m,group", [(4, 6, 2), (6, 12, 6), (5, 5, 5)])
+def test_grouped_and_depthwise_convolutions_equal_onnxruntime(tmp_path, c, m, group):
+    """The reference's convolution paths beside the five models: two groups, depthwise with a channel multiplier
+    of 2 (the GEMM path), plain depthwise (the multiply-add path); stride 2, dilation 2, asymmetric padding."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph, reference
+    rng = np.random.default_rng(c * m)
+    w = numpy_helper.from_array(rng.standard_normal((m, c // group, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", kernel_shape=[3, 3], strides=[2, 2],
+                            dilations=[2, 2], pads=[1, 0, 2, 1], group=group)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, 15, 13])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    x = rng.standard_normal((3, c, 15, 13)).astype(np.float32)
+    want = run_ort(path, x)
+    got = reference.forward(graph.load(path), x, np.float64)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
 def test_batchnorm_and_activations_fold_into_the_layer_before():
     from convnet.cnn import graph
     rng = np.random.default_rng(0)

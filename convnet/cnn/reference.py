@@ -22,6 +22,9 @@ def activate(x, act: Act):
 
 
 def conv2d(x, layer):
+    """One convolution: the padded input's strided views as the im2col matrix of the whole batch, (C, KH, KW) x
+    (N, OH, OW), and one GEMM a group over every image at once (one BLAS call, all cores); a depthwise convolution
+    (groups = channels) as KH x KW multiply-adds of those views instead."""
     a = layer.attrs
     n, c, h, w = x.shape
     t, l, b, r = conv_pads(layer, h, w)
@@ -30,16 +33,25 @@ def conv2d(x, layer):
     m = wt.shape[0]
     oh, ow = conv_out(h, kh, sh, dh, t, b), conv_out(w, kw, sw, dw, l, r)
     xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
-    cols = np.empty((n, c, kh, kw, oh, ow), x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-    cg, mg = c // g, m // g
-    out = np.empty((n, m, oh, ow), x.dtype)
-    for k in range(g):
-        col = cols[:, k * cg:(k + 1) * cg].reshape(n, cg * kh * kw, oh * ow)
-        out[:, k * mg:(k + 1) * mg] = np.einsum("mk,nkp->nmp", wt[k * mg:(k + 1) * mg].reshape(mg, -1), col,
-                                                optimize=True).reshape(n, mg, oh, ow)
+
+    def view(i, j):             # the input each output pixel sees at tap (i, j): (N, C, OH, OW)
+        return xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+    if g == c == m:
+        out = np.zeros((n, c, oh, ow), x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                out += view(i, j) * wt[:, 0, i, j][None, :, None, None]
+    else:
+        cols = np.empty((c, kh, kw, n, oh, ow), x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                cols[:, i, j] = view(i, j).transpose(1, 0, 2, 3)
+        cg, mg = c // g, m // g
+        out = np.empty((m, n, oh, ow), x.dtype)
+        for k in range(g):
+            col = cols[k * cg:(k + 1) * cg].reshape(cg * kh * kw, n * oh * ow)
+            out[k * mg:(k + 1) * mg] = (wt[k * mg:(k + 1) * mg].reshape(mg, -1) @ col).reshape(mg, n, oh, ow)
+        out = out.transpose(1, 0, 2, 3)
     return activate(out + a["b"].astype(x.dtype)[None, :, None, None], layer.act)
 
 
