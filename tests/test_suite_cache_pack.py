@@ -15,7 +15,7 @@ def test_pack_then_unpack_moves_the_builds_cubins_and_logs(tmp_path, monkeypatch
     cubins = build.cubin_dir()
     cubins.mkdir(parents=True, exist_ok=True)              # (cubin_dir may make it)
     for f, d in builds:
-        name = dryrun.cache_name(f, dict(d), "sm_90a")
+        name = build.cache_name(f, dict(d), "sm_90a")
         (cubins / f"{name}.cubin").write_bytes(f"cubin of {f}".encode())
         (cubins / f"{name}.log").write_text(f"ptxas of {f}")
     (cubins / "stale-0123.cubin").write_bytes(b"not asked for")
@@ -27,7 +27,7 @@ def test_pack_then_unpack_moves_the_builds_cubins_and_logs(tmp_path, monkeypatch
     monkeypatch.setenv("CONVNET_CACHE", str(there))
     assert dryrun.unpack(path) == 4
     for f, d in builds:
-        name = dryrun.cache_name(f, dict(d), "sm_90a")
+        name = build.cache_name(f, dict(d), "sm_90a")
         assert (there / "cubin" / f"{name}.cubin").read_bytes() == f"cubin of {f}".encode()
         assert (there / "cubin" / f"{name}.log").read_text() == f"ptxas of {f}"
 

@@ -8,12 +8,6 @@ from ..gpu.recorder import RecordingRuntime, entries_of, kernels_of, precompile
 __all__ = ["RecordingRuntime", "entries_of", "kernels_of", "precompile", "seed", "pack", "unpack", "precompile_main"]
 
 
-def cache_name(kernel_file: str, defines: dict, arch: str) -> str:
-    """A build's file name in the kernel cache, without the suffix (build.compile_cubin's key)."""
-    source = build.KERNELS_DIR / kernel_file
-    return f"{source.stem}-{build._key(source, [*build.BASE_FLAGS, *build.define_flags(dict(defines))], arch)}"
-
-
 def seed(builds: set, arch: str, caches: list) -> int:
     """Copies into this cache ($CONVNET_CACHE) the cubins (and logs) of `builds` that other cache folders already hold
     under the same key (same source, headers, flags, arch and nvcc); returns how many it has now."""
@@ -21,7 +15,7 @@ def seed(builds: set, arch: str, caches: list) -> int:
     out = build.cubin_dir()
     found = 0
     for f, d in builds:
-        name = cache_name(f, d, arch)
+        name = build.cache_name(f, dict(d), arch)
         if (out / f"{name}.cubin").is_file():
             found += 1
             continue
@@ -44,7 +38,7 @@ def pack(builds: set, arch: str, path) -> int:
     tmp = Path(f"{path}.tmp")
     with tarfile.open(tmp, "w:xz", preset=6) as tar:
         for f, d in sorted(builds):
-            name = cache_name(f, d, arch)
+            name = build.cache_name(f, dict(d), arch)
             files = [src / f"{name}{build.suffix(arch)}", src / f"{name}.log"]
             if all(x.is_file() for x in files):
                 for x in files:

@@ -178,20 +178,25 @@ def prebuilt_cubin(kernel_file: str, defines: dict, arch: str) -> tuple[bytes, s
     return None
 
 
+def cache_name(kernel_file: str, defines: dict, arch: str, compiler: bool = True) -> str:
+    """The file name (without suffix) of this build in the kernel cache: the source's stem and its key (source,
+    headers, flags, arch and, with compiler, nvcc's version)."""
+    source = KERNELS_DIR / kernel_file
+    return f"{source.stem}-{_key(source, [*BASE_FLAGS, *define_flags(defines)], arch, compiler)}"
+
+
 def prebuilt_name(kernel_file: str, defines: dict, arch: str) -> str:
     """The file name (without suffix) of this build in PREBUILT_DIR/<arch>: the cache's key without the compiler."""
-    source = KERNELS_DIR / kernel_file
-    return f"{source.stem}-{_key(source, [*BASE_FLAGS, *define_flags(defines)], arch, compiler=False)}"
+    return cache_name(kernel_file, defines, arch, compiler=False)
 
 
 def cached(kernel_file: str, defines: dict, arch: str, prebuilt: bool = True) -> bool:
     """Whether this build loads without nvcc: prebuilt (unless prebuilt=False), or in this machine's cache."""
     if prebuilt and prebuilt_cubin(kernel_file, defines, arch) is not None:
         return True
-    source = KERNELS_DIR / kernel_file
     if nvcc_path() is None:
         return False
-    name = f"{source.stem}-{_key(source, [*BASE_FLAGS, *define_flags(defines)], arch)}"
+    name = cache_name(kernel_file, defines, arch)
     return (cubin_dir() / f"{name}{suffix(arch)}").is_file() and (cubin_dir() / f"{name}.log").is_file()
 
 
@@ -244,9 +249,9 @@ def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = Fa
         if found is not None:
             return found
     flags = [*BASE_FLAGS, *define_flags(defines)]
-    key = _key(source, flags, arch)
+    name = cache_name(kernel_file, defines, arch)
     out_dir = out_dir or cubin_dir()
-    cubin, log = out_dir / f"{source.stem}-{key}{suffix(arch)}", out_dir / f"{source.stem}-{key}.log"
+    cubin, log = out_dir / f"{name}{suffix(arch)}", out_dir / f"{name}.log"
     if cubin.is_file() and log.is_file() and not verbose:
         return cubin.read_bytes(), log.read_text()
     if nvcc_path() is None:
