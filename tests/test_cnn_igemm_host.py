@@ -141,3 +141,28 @@ def test_the_report_names_what_each_epilogue_took(tmp_path):
     assert sum(" + add + relu" in label for label, _ in (net.op_label(i) for i in range(len(g.layers)))) == 2
     g, plain = plan(tmp_path, "vgg_cifar", "direct")
     assert [plain.op_label(i)[0] for i in pools] == ["pool"] * 3
+
+
+def test_an_image_past_the_kernels_32_bit_offsets_is_refused_before_any_build():
+    """conv_igemm_f16 indexes a chunk with 32-bit offsets; a chunk keeps a tensor under 2^28 elements, unless one
+    image alone is larger; one whose tensor reaches 2^31 is refused in one line naming the node, before any build."""
+    from convnet import catalogue
+    from convnet.cnn.gpu import IGEMM_MAX_ELEMENTS, GPUNet
+    from convnet.cnn.graph import Graph, Layer, infer_shapes
+    from convnet.errors import UsageError
+    from convnet.gpu.recorder import RecordingRuntime
+
+    def conv_net(c, h, w):
+        conv = Layer("conv", ["x"], "y", "big", {"w": np.ones((1, c, 1, 1), np.float32), "b": np.zeros(1, np.float32),
+                                                 "group": 1, "kernel": (1, 1), "stride": (1, 1), "dilation": (1, 1),
+                                                 "pads": (0, 0, 0, 0), "auto_pad": "NOTSET"})
+        g = Graph([conv], "x", (c, h, w), "y", {})
+        g.shapes = infer_shapes(g)
+        return g
+    side = int(np.sqrt(IGEMM_MAX_ELEMENTS)) + 1
+    rt = RecordingRuntime()
+    with pytest.raises(UsageError, match=r"'big' \(Conv\): .* elements an image, past the 32-bit offsets"):
+        GPUNet(conv_net(1, side, side), catalogue.get("igemm_f16", "onnx"), rt)
+    assert rt.builds == set()
+    GPUNet(conv_net(1, side, side), catalogue.get("direct", "onnx"), RecordingRuntime())    # 64-bit there
+    GPUNet(conv_net(1, side - 2, side - 2), catalogue.get("igemm_f16", "onnx"), RecordingRuntime())

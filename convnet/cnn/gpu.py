@@ -24,6 +24,7 @@ from .graph import Graph
 from .graph import conv_pads, infer_shapes
 
 CHUNK_BYTES = 1 << 30          # also keeps every tensor of a chunk under 2^28 elements (cnn_igemm.cu's int offsets)
+IGEMM_MAX_ELEMENTS = 1 << 31   # an image whose tensor alone reaches it (a chunk holds at least one): refused
 MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gemm refuses more)
 _networks = itertools.count()
 ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5}
@@ -31,7 +32,7 @@ THREADS = 256
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
 IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
 GRAPH_MAX_BYTES = 16 << 20     # params graph: larger chunks run eagerly (forward)
-PIECES, MIN_PIECE = 8, 64      # params overlap: a batch in 8 pieces of at least 64 images (_overlapped)
+PIECES, MIN_PIECE = 8, 64      # params overlap: pieces of a chunk's eighth, at least 64 images (_overlapped)
 IGEMM_FAR = 1 << 28            # the k table's dy, dx past K: out of every image (the kernel's IG_FAR)
 POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
 
@@ -150,6 +151,11 @@ class GPUNet:
             if layer.op == "conv" and self.variant.params.get("conv") == "direct" and a["w"].shape[0] > 65535 * oc:
                 raise UsageError(f"ONNX node {layer.name!r} (Conv): {a['w'].shape[0]} output channels, more than "
                                  f"the direct convolution's grid holds ({65535 * oc})")
+            if layer.op == "conv" and a["group"] == 1 and self.variant.params.get("conv") == "igemm_f16":
+                big = max(int(np.prod(self.shape[t])) for t in (layer.inputs[0], layer.output))
+                if big >= IGEMM_MAX_ELEMENTS:
+                    raise UsageError(f"ONNX node {layer.name!r} (Conv): {big:,} elements an image, past the 32-bit "
+                                     f"offsets of conv_igemm_f16 ({IGEMM_MAX_ELEMENTS:,}); --variant direct_graph")
 
     def _cols_per_image(self) -> int:
         out = 0
@@ -175,7 +181,8 @@ class GPUNet:
         milliseconds of the upload, each layer and the download, summed over the chunks (CUDA events).
         params graph: a chunk of at most GRAPH_MAX_BYTES replays a CUDA graph (past it the host copy into the
         graph's pinned buffer costs more than the launches it saves). params overlap: a batch that fits in one chunk
-        goes up in pieces on a copy stream while the layers of the piece before run (_overlapped); measured on an
+        and makes two pieces or more goes up in pieces on a copy stream while the layers of the piece before run
+        (_overlapped); measured on an
         H200 it pays where the upload is a large share (LeNet-5 at 10,000: 1.64 -> 1.42 ms) and not for networks
         whose activations take several chunks (VGG-CIFAR: 7.9 -> 8.6-12.6 ms by piece count), which run in one
         pass a chunk."""
@@ -189,19 +196,25 @@ class GPUNet:
                 out[s:s + self.chunk] = self._run(part, times)
             elif self.graphs and part.nbytes <= GRAPH_MAX_BYTES:
                 out[s:s + self.chunk] = self._replay(part)
-            elif self.overlap and len(x) <= self.chunk and len(part) >= 2 * MIN_PIECE:
+            elif self.overlap and len(x) <= self.chunk and len(part) > self._piece:
                 self._overlapped(part, out[s:s + self.chunk])
             else:
                 out[s:s + self.chunk] = self._run(part)
         check_half_range(self.variant, x, out)
         return out
 
+    @property
+    def _piece(self) -> int:
+        """_overlapped's images a piece: a chunk's PIECES-th, at least MIN_PIECE (one size for every batch, so its
+        pinned buffers are made once)."""
+        return max(MIN_PIECE, -(-self.chunk // PIECES))
+
     def _overlapped(self, x: np.ndarray, out: np.ndarray) -> None:
-        """x's forward in pieces (a chunk's PIECES-th, at least MIN_PIECE images) through two input buffers: piece k + 1's
-        upload on a copy stream runs under piece k's layers on self.stream, and so does the host's copy into a
-        pinned staging buffer where x is not page-locked already. Outputs come back through two pinned buffers."""
+        """x's forward in pieces of self._piece images through two input buffers: piece k + 1's upload on a copy
+        stream runs under piece k's layers on self.stream, and so does the host's copy into a pinned staging buffer
+        where x is not page-locked already. Outputs come back through two pinned buffers."""
         rt, drv = self.rt, self.rt.drv
-        piece = max(MIN_PIECE, -(-self.chunk // PIECES))   # one size for every chunk: the buffers stay
+        piece = self._piece
         shape_in, shape_out = (piece, *x.shape[1:]), (piece, *self.shape[self.graph.output])
         if self._copy_stream is None:
             self._copy_stream = rt.stream()
