@@ -196,3 +196,26 @@ def test_the_onnx_path_builds_are_made_ahead():
     files = {f for f, _ in ahead.onnx_builds("sm_90a")}
     assert {"cnn.cu", "cnn_igemm.cu", "gemm.cu"} <= files
     assert {f for f, _ in ahead.onnx_builds("sm_80")} == files        # mma.sync: the same on Ampere
+
+
+def test_a_failed_nvcc_start_is_tried_again_then_said_in_one_line(monkeypatch):
+    """Starting nvcc can fail for a moment under memory pressure (fork: EFAULT): build._run_nvcc tries again, and
+    after SPAWN_TRIES failures raises one GPUError line instead of an OSError that kills a build thread."""
+    import subprocess
+    import time
+    calls = []
+
+    def flaky(cmd, **kw):
+        calls.append(cmd)
+        if len(calls) < build.SPAWN_TRIES:
+            raise OSError(14, "Bad address")
+        return subprocess.CompletedProcess(cmd, 0, "", "ptxas info")
+
+    def broken(cmd, **kw):
+        raise OSError(14, "Bad address")
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    monkeypatch.setattr(build.subprocess, "run", flaky)
+    assert build._run_nvcc(["nvcc"], "x.cu").stderr == "ptxas info" and len(calls) == build.SPAWN_TRIES
+    monkeypatch.setattr(build.subprocess, "run", broken)
+    with pytest.raises(GPUError, match=r"^could not start nvcc for x.cu: Bad address$"):
+        build._run_nvcc(["nvcc"], "x.cu")

@@ -46,3 +46,4 @@ def test_unpack_writes_nothing_outside_the_cubin_folder(tmp_path, monkeypatch):
     assert dryrun.unpack(path) == 1
     assert [p.name for p in (tmp_path / "cache" / "cubin").iterdir()] == ["ok.cubin"]
     assert not (tmp_path / "escape.cubin").exists() and not (tmp_path / "escape2.cubin").exists()
+

@@ -236,6 +236,22 @@ def _usable_cubin_dir(out: Path) -> Path:
         return tmp
 
 
+SPAWN_TRIES = 3
+
+
+def _run_nvcc(cmd: list, kernel_file: str):
+    """nvcc's completed process. Starting it can fail for a moment while memory is short (fork: EFAULT, EAGAIN,
+    ENOMEM, seen beside a test holding a 56-megapixel picture): tried SPAWN_TRIES times, then one GPUError line."""
+    import time
+    for attempt in range(SPAWN_TRIES):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e:
+            if attempt == SPAWN_TRIES - 1:
+                raise GPUError(f"could not start nvcc for {kernel_file}: {e.strerror or e}") from None
+            time.sleep(0.5 * (attempt + 1))
+
+
 def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = False,
                   out_dir: Path | None = None, prebuilt: bool = True) -> tuple[bytes, str]:
     """(cubin bytes, ptxas report) of kernels/<kernel_file> under the given -D constants: built ahead of time
@@ -261,7 +277,7 @@ def compile_cubin(kernel_file: str, defines: dict, arch: str, verbose: bool = Fa
     kind = ["-ptx"] if suffix(arch) == ".ptx" else ["-cubin", "-Xptxas", "-v"]
     cmd = [nvcc_version() and nvcc_path(), *kind, f"-arch={arch}", *flags, "-I", str(KERNELS_DIR), "-o", str(tmp),
            str(source)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = _run_nvcc(cmd, kernel_file)
     if p.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise GPUError(f"nvcc failed on {kernel_file} with {' '.join(define_flags(defines))}:\n{p.stderr.strip()}")
