@@ -186,3 +186,184 @@ __device__ __forceinline__ void conv_igemm_f16_body(
 IG_KERNEL(1)
 IG_KERNEL(2)
 IG_KERNEL(4)
+
+// ---------------------------------------------------------------------------------------------------------------------
+// conv_igemm_nhwc_m<BM>: the same GEMM where the input is fp16 NHWC (params layout = "nhwc": convolutions of C % 8 == 0
+// input channels). k = ((i * KW + j) * C + c), so 8 consecutive k are one tap's 8 neighbouring channels: 16 bytes
+// of x. A step's B tile (128 pixels x 32 k) is then 512 cp.async copies of 16 bytes (zero-filled outside the image)
+// instead of 4,096 scalar loads, and the weights' tile goes the same way; STAGES steps are in flight.
+//   ktab   one int4 per 8 k: ((dy * W + dx) * C + c, dy, dx, 0); out of every image past K
+//   warps  WARPS_M x (8 / WARPS_M), each MT 16-channel tiles x NT 8-pixel tiles; fragments by ldmatrix.x4 from
+//          rows of 40 halves (80 bytes: the eight rows of a matrix fall in distinct banks)
+//   out    y fp32 NCHW (y_nhwc 0) or fp16 NHWC (1); res likewise (res_nhwc), read in its own layout
+// The pixel order, the pooled epilogue and the activation codes are conv_igemm_f16's.
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+template <int MT, int WARPS_M, int STAGES>
+__device__ __forceinline__ void conv_igemm_nhwc_body(
+        const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
+        const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc,
+        int pool, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW,
+        int act, float a, float b) {
+    constexpr int WARPS_N = 8 / WARPS_M, NT = IG_BN / (8 * WARPS_N), BM = WARPS_M * MT * 16;
+    static_assert(NT % 2 == 0, "B fragments are loaded two n-tiles at a time");
+    __shared__ __align__(16) __half As[STAGES][BM][IG_PITCH];
+    __shared__ __align__(16) __half Bs[STAGES][IG_BN][IG_PITCH];
+    __shared__ int s_out[IG_BN], s_res[IG_BN];             // a pixel's offset in y / res (channel 0), -1: none
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+    const int PW = pool ? OW / 2 : OW, P = pool ? (OH / 2) * PW : OH * OW;
+    const long long total = (long long)N * P * (pool ? 4 : 1);
+    const long long p0 = (long long)blockIdx.x * IG_BN;
+    const int m0 = blockIdx.y * BM;
+
+    const int pl = tid & (IG_BN - 1), kq = tid >> 7;       // this thread's pixel, and its 2 of a step's 4 vectors
+    int base = 0, iy0 = -2 * IG_FAR, ix0 = -2 * IG_FAR;
+    {
+        const long long p = p0 + pl;
+        if (p < total) {
+            const long long q = pool ? p >> 2 : p;
+            const int n = (int)(q / P), r = (int)(q % P), w4 = (int)(p & 3);
+            const int oy = pool ? (r / PW) * 2 + (w4 >> 1) : r / OW, ox = pool ? (r % PW) * 2 + (w4 & 1) : r % OW;
+            iy0 = oy * SH - PT;
+            ix0 = ox * SW - PL;
+            base = ((n * H + iy0) * W + ix0) * C;
+            if (kq == 0) {
+                s_out[pl] = y_nhwc ? (int)q * M : n * M * P + r;
+                s_res[pl] = res_nhwc ? (int)q * M : n * M * P + r;
+            }
+        } else if (kq == 0) {
+            s_out[pl] = s_res[pl] = -1;
+        }
+    }
+
+    auto load = [&](int stage, int k0) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const int v = kq * 2 + u;
+            const int4 e = __ldg(ktab + k0 / 8 + v);
+            const int yy = iy0 + e.y, xx = ix0 + e.z;
+            const bool in = (unsigned)yy < (unsigned)H && (unsigned)xx < (unsigned)W;
+            cp_async16(&Bs[stage][pl][v * 8], in ? x + base + e.x : x, in);
+        }
+        for (int v = tid; v < BM * (IG_BK / 8); v += IG_THREADS) {
+            const int row = v >> 2, col = (v & 3) * 8;
+            cp_async16(&As[stage][row][col], w + (long long)(m0 + row) * Kpad + k0 + col, true);
+        }
+    };
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+    const int steps = Kpad / IG_BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < steps) load(s, s * IG_BK);
+        cp_async_commit();
+    }
+    for (int s = 0; s < steps; ++s) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();                                   // step s has landed; step s - 1's buffer is free
+        if (s + STAGES - 1 < steps) load((s + STAGES - 1) % STAGES, (s + STAGES - 1) * IG_BK);
+        cp_async_commit();
+        const int st = s % STAGES;
+#pragma unroll
+        for (int kk = 0; kk < IG_BK; kk += 16) {
+            unsigned af[MT][4], bf[NT][2];
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+                ldmatrix_x4(af[i], &As[st][wm * MT * 16 + i * 16 + (lane & 15)][kk + (lane >> 4) * 8]);
+#pragma unroll
+            for (int j = 0; j < NT; j += 2) {
+                unsigned r[4];
+                ldmatrix_x4(r, &Bs[st][wn * NT * 8 + j * 8 + (lane >> 4) * 8 + (lane & 7)][kk + ((lane >> 3) & 1) * 8]);
+                bf[j][0] = r[0]; bf[j][1] = r[1]; bf[j + 1][0] = r[2]; bf[j + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+                    mma_f16(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
+        }
+    }
+    cp_async_wait<0>();
+
+    const int ys = y_nhwc ? 1 : P, rs = res_nhwc ? 1 : P;
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int m = m0 + wm * MT * 16 + i * 16 + g + half * 8;
+            const float bm = m < M ? bias[m] : 0.f;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int px = wn * NT * 8 + j * 8 + 2 * t;
+                float v[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    v[e] = acc[i][j][half * 2 + e] + bm;
+                    const int ro = s_res[px + e];
+                    if (res && m < M && ro >= 0)
+                        v[e] += res_nhwc ? __half2float(static_cast<const __half*>(res)[ro + m])
+                                         : static_cast<const float*>(res)[ro + m * rs];
+                    v[e] = act_apply(v[e], act, a, b);
+                }
+                if (pool) {
+                    float r = pool == 1 ? fmaxf(v[0], v[1]) : v[0] + v[1];
+                    const float o = __shfl_xor_sync(0xffffffffu, r, 1);
+                    r = pool == 1 ? fmaxf(r, o) : 0.25f * (r + o);
+                    v[0] = r;
+                }
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    if (pool && (e == 1 || (t & 1))) continue;
+                    const int o = s_out[px + e];
+                    if (m >= M || o < 0) continue;
+                    if (y_nhwc) static_cast<__half*>(y)[o + m] = __float2half_rn(v[e]);
+                    else static_cast<float*>(y)[o + m * ys] = v[e];
+                }
+            }
+        }
+    }
+}
+
+#define IG_NHWC_KERNEL(BM, MT, WARPS_M, STAGES)                                                                      \
+    extern "C" __global__ void __launch_bounds__(IG_THREADS) conv_igemm_nhwc_m##BM(                                 \
+            const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,              \
+            const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y,        \
+            int y_nhwc, int pool, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL,      \
+            int OH, int OW, int act, float a, float b) {                                                             \
+        conv_igemm_nhwc_body<MT, WARPS_M, STAGES>(x, w, ktab, bias, res, res_nhwc, y, y_nhwc, pool, N, C, H, W, M,   \
+                                                  Kpad, SH, SW, PT, PL, OH, OW, act, a, b);                          \
+    }
+IG_NHWC_KERNEL(16, 1, 1, 3)
+IG_NHWC_KERNEL(32, 2, 1, 3)
+IG_NHWC_KERNEL(64, 2, 2, 3)
+IG_NHWC_KERNEL(128, 4, 2, 2)
+
+// x fp32 NCHW -> fp16 NHWC for a conv_igemm_nhwc input (C % 8 == 0): a thread per (n, pixel, 8 channels) reads its
+// 8 values a plane apart (neighbouring threads: neighbouring pixels, coalesced) and writes 16 bytes.
+extern "C" __global__ void nchw_to_nhwc_f16(const float* __restrict__ x, __half* __restrict__ y, int N, int C, int P) {
+    const int C8 = C / 8;
+    const long long total = (long long)N * C8 * P;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const int p = (int)(idx % P), c8 = (int)(idx / P % C8), n = (int)(idx / P / C8);
+        const float* src = x + ((long long)n * C + c8 * 8) * P + p;
+        uint4 o;
+        o.x = pack_half2(src[0], src[P]);         o.y = pack_half2(src[2 * P], src[3 * P]);
+        o.z = pack_half2(src[4 * P], src[5 * P]); o.w = pack_half2(src[6 * P], src[7 * P]);
+        *reinterpret_cast<uint4*>(y + ((long long)n * P + p) * C + c8 * 8) = o;
+    }
+}

@@ -166,3 +166,76 @@ def test_an_image_past_the_kernels_32_bit_offsets_is_refused_before_any_build():
     assert rt.builds == set()
     GPUNet(conv_net(1, side, side), catalogue.get("direct", "onnx"), RecordingRuntime())    # 64-bit there
     GPUNet(conv_net(1, side - 2, side - 2), catalogue.get("igemm_f16", "onnx"), RecordingRuntime())
+
+
+def emulate_nhwc(x, wh, ktab, bias, m, stride, pads, out_hw):
+    """conv_igemm_nhwc in numpy: x (N, C, H, W) laid out NHWC in fp16, each k-table row a 16-byte copy of 8
+    channels at the pixel's corner plus its offset (zero outside the image or past K)."""
+    n_img, c, h, w = x.shape
+    (sh, sw), (pt, pl), (oh, ow) = stride, pads, out_hw
+    xf = x.transpose(0, 2, 3, 1).astype(np.float16).reshape(-1)
+    n, oy, ox = np.meshgrid(np.arange(n_img), np.arange(oh), np.arange(ow), indexing="ij")
+    iy0, ix0 = oy.ravel() * sh - pt, ox.ravel() * sw - pl
+    base = ((n.ravel() * h + iy0) * w + ix0) * c
+    yy, xx = iy0[None, :] + ktab[:, 1:2], ix0[None, :] + ktab[:, 2:3]
+    ok = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)                                    # (Kpad / 8, pixels)
+    at = np.where(ok, base[None, :] + ktab[:, 0:1], 0)
+    cols = np.where(ok[:, None, :], xf[at[:, None, :] + np.arange(8)[None, :, None]], 0)  # (Kpad / 8, 8, pixels)
+    cols = cols.reshape(-1, cols.shape[-1]).astype(np.float64)
+    y = wh.astype(np.float16).astype(np.float64) @ cols
+    y = y[:m] + bias[:, None]
+    return y.reshape(m, n_img, oh, ow).transpose(1, 0, 2, 3)
+
+
+@pytest.mark.parametrize("c,m,k,stride,dil,pads,hw", [
+    (8, 6, 5, 1, 1, (2, 2, 2, 2), (12, 12)),       # K = 200: 25 taps of one vector, a partial last step
+    (16, 17, 3, 2, 1, (0, 1, 1, 0), (13, 11)),     # asymmetric padding, BM 32 with a partial tile
+    (24, 40, 3, 1, 2, (2, 2, 2, 2), (9, 7)),       # dilation, 3 vectors a tap
+    (64, 130, 1, 2, 1, (0, 0, 0, 0), (9, 10)),     # a 1x1 stride-2 shortcut, M past one 128-channel block
+    (32, 70, 7, 3, 1, (3, 1, 0, 2), (20, 23)),
+])
+def test_the_nhwc_gather_and_weights_give_the_convolution(c, m, k, stride, dil, pads, hw):
+    from convnet.cnn.graph import Layer, conv_out
+    from convnet.cnn.gpu import IGEMM_BK, NHWC_BM, nhwc_operands
+    rng = np.random.default_rng(c * 100 + m)
+    w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    layer = Layer("conv", ["x"], "y", "conv", {"w": w, "b": b, "group": 1, "kernel": (k, k), "stride": (stride,) * 2,
+                                             "dilation": (dil, dil), "pads": pads, "auto_pad": "NOTSET"})
+    wh, ktab, bm = nhwc_operands(layer, (c, *hw))
+    assert bm in NHWC_BM and wh.shape[0] % bm == 0 and (bm == 128 or m <= bm) and wh.shape[0] >= m
+    assert wh.shape[1] % IGEMM_BK == 0 and ktab.shape == (wh.shape[1] // 8, 4) and ktab.dtype == np.int32
+    t, l, bt, r = pads
+    oh, ow = conv_out(hw[0], k, stride, dil, t, bt), conv_out(hw[1], k, stride, dil, l, r)
+    x = rng.standard_normal((3, c, *hw)).astype(np.float32)
+    got = emulate_nhwc(x, wh, ktab, b, m, (stride, stride), (t, l), (oh, ow))
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bt), (l, r)))
+    want = np.zeros((3, m, oh, ow))
+    for i in range(k):
+        for j in range(k):
+            patch = xp[:, :, i * dil:i * dil + (oh - 1) * stride + 1:stride, j * dil:j * dil + (ow - 1) * stride + 1:stride]
+            want += np.einsum("nchw,mc->nmhw", patch, w[:, :, i, j].astype(np.float64))
+    want += b[None, :, None, None]
+    assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
+
+
+def test_nhwc_convolutions_hand_fp16_nhwc_only_to_nhwc_convolutions(tmp_path):
+    """igemm_f16_nhwc: convolutions over a multiple of 8 channels run NHWC; the first (3 channels) does not. A
+    tensor is written fp16 NHWC exactly when every reader is an NHWC convolution reading it as input or residual
+    (resnet_block: the first block's output, read by the next block's convolutions; not the last block's, read by
+    the global average pool)."""
+    g, net = plan(tmp_path, "resnet_block", "igemm_f16_nhwc")
+    convs = [i for i, layer in enumerate(g.layers) if layer.op == "conv"]
+    assert [net._nhwc_conv(g.layers[i]) for i in convs] == [False] + [True] * (len(convs) - 1)
+    for t in net.half_tensors:
+        for j, layer in enumerate(g.layers):
+            if t in layer.inputs:
+                conv = g.layers[net.written_by.get(j, j)]
+                assert net._nhwc_conv(conv), (t, layer.name)
+    assert g.output not in net.half_tensors
+    gap = next(layer for layer in g.layers if layer.op == "gap")
+    assert gap.inputs[0] not in net.half_tensors and len(net.half_tensors) >= 3
+    labels = [net.op_label(i)[0] for i in convs]
+    assert labels[0] == "conv + relu" and all(x.startswith("conv (fp16 NHWC)") for x in labels[1:])
+    _, plain = plan(tmp_path, "resnet_block")
+    assert plain.half_tensors == set()

@@ -20,9 +20,10 @@ def load(tmp_path, name, seed=0):
 
 def poison(rt):
     rt.pool.fill("cnna", np.nan, np.float32)          # activations, columns, input (weights: cnnw)
+    rt.pool.fill("cnna", np.nan, np.float16)          # fp16 NHWC activations (igemm_f16_nhwc)
 
 
-VARIANTS = ["im2col", "direct", "direct_graph", "igemm_f16", "igemm_f16_graph"]
+VARIANTS = ["im2col", "direct", "direct_graph", "igemm_f16", "igemm_f16_graph", "igemm_f16_nhwc"]
 
 
 def tol(variant) -> float:
@@ -72,9 +73,14 @@ def test_chunks_give_the_one_piece_result(tmp_path, variant):
     (7, 33, 1, 2, 1, [0, 0, 0, 0], (9, 10)),
     (16, 70, 7, 3, 1, [3, 1, 0, 2], (20, 23)),
     (64, 130, 3, 1, 1, [1, 1, 1, 1], (7, 9)),
+    (8, 6, 5, 1, 1, [2, 2, 2, 2], (12, 12)),
+    (24, 40, 3, 1, 2, [2, 2, 2, 2], (9, 7)),
+    (32, 17, 3, 2, 1, [0, 1, 1, 0], (13, 11)),
+    (128, 200, 3, 1, 1, [1, 1, 1, 1], (10, 6)),
 ])
 @pytest.mark.parametrize("pool", [None, "MaxPool", "AveragePool"])
-def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw, pool):
+@pytest.mark.parametrize("variant", ["igemm_f16", "igemm_f16_nhwc"])
+def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw, pool, variant):
     """conv_igemm_f16 alone (one Conv, a LeakyReLU fused; then a 2x2 stride-2 pool, fused: odd output sizes drop
     their last row or column) at shapes unlike the models': partial channel tiles of each MT, K past one step and not
     a multiple of it, strides, dilation, asymmetric padding; batch 5."""
@@ -94,8 +100,9 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
     onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
     g = graph.load(tmp_path / "c.onnx")
-    net = GPUNet(g, catalogue.get("igemm_f16", "onnx"))
+    net = GPUNet(g, catalogue.get(variant, "onnx"))
     assert len(net.written_by) == (1 if pool else 0)                 # the pool is the convolution's epilogue
+    assert net._nhwc_conv(g.layers[0]) == (variant == "igemm_f16_nhwc" and c % 8 == 0)
     x = rng.standard_normal((5, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
@@ -145,14 +152,15 @@ def test_per_layer_times_and_the_report(tmp_path):
     assert all(x["ms"] >= 0 for x in r["layers"]) and sum(x["ms"] for x in r["layers"]) <= r["total_ms"] * 1.05
 
 
-def test_overlapped_pieces_give_the_one_pass_result(tmp_path):
+@pytest.mark.parametrize("variant", ["igemm_f16", "igemm_f16_nhwc"])
+def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant):
     """params overlap (igemm_f16): 1,001 images (one chunk of 1,001) go up in 8 pieces of 126, the last one short,
     under the layers of the piece before, from pageable memory (staged through pinned buffers) and from pinned memory (uploaded as it is):
     both equal the one-pass forward bit for bit, with every buffer poisoned first."""
     from convnet import catalogue
     from convnet.cnn import gpu, reference
     g = load(tmp_path, "vgg_cifar", seed=4)
-    net = gpu.GPUNet(g, catalogue.get("igemm_f16", "onnx"))
+    net = gpu.GPUNet(g, catalogue.get(variant, "onnx"))
     net.chunk = 1001
     x = np.random.default_rng(6).standard_normal((1001, *g.input_shape)).astype(np.float32)
     poison(net.rt)

@@ -35,6 +35,8 @@ GRAPH_MAX_BYTES = 16 << 20     # params graph: larger chunks run eagerly (forwar
 PIECES, MIN_PIECE = 8, 64      # params overlap: pieces of a chunk's eighth, at least 64 images (_overlapped)
 IGEMM_FAR = 1 << 28            # the k table's dy, dx past K: out of every image (the kernel's IG_FAR)
 POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
+NHWC_BM = (16, 32, 64, 128)    # conv_igemm_nhwc_m<BM>: output channels a block (params layout = "nhwc")
+NHWC_VEC = 8                   # its input channels go in 16-byte vectors of 8 halves: C % 8 == 0
 
 
 @dataclass
@@ -87,6 +89,29 @@ def igemm_operands(layer, in_shape) -> tuple:
     return wh, ktab.astype(np.int32), mt
 
 
+def nhwc_operands(layer, in_shape) -> tuple:
+    """A group-1 convolution's operands for conv_igemm_nhwc (input fp16 NHWC, C % 8 == 0): the weights as fp16
+    [Mpad][Kpad] with k = (i * KW + j) * C + c, the k table with one row per 8 k (int32 [Kpad / 8][4]:
+    (dy * W + dx) * C + c, dy, dx, 0; out of every image past K) and BM, the block's output channels."""
+    a = layer.attrs
+    w = a["w"]
+    m, c, kh, kw = w.shape
+    _, h, wd = in_shape
+    (dh, dw) = a["dilation"]
+    bm = next((t for t in NHWC_BM if m <= t), NHWC_BM[-1])
+    K = c * kh * kw
+    mpad, kpad = -(-m // bm) * bm, -(-K // IGEMM_BK) * IGEMM_BK
+    wh = np.zeros((mpad, kpad), np.float32)
+    wh[:m, :K] = w.transpose(0, 2, 3, 1).reshape(m, K)
+    ii, jj, cc = np.meshgrid(np.arange(kh) * dh, np.arange(kw) * dw, np.arange(0, c, NHWC_VEC), indexing="ij")
+    ktab = np.zeros((kpad // NHWC_VEC, 4), np.int64)
+    ktab[:, 1:3] = IGEMM_FAR
+    n = K // NHWC_VEC
+    ktab[:n, 0] = ((ii * wd + jj) * c + cc).ravel()
+    ktab[:n, 1], ktab[:n, 2] = ii.ravel(), jj.ravel()
+    return wh, ktab.astype(np.int32), bm
+
+
 class GPUNet:
     def __init__(self, graph: Graph, variant, rt: Runtime | None = None):
         self.rt = rt = rt or Runtime.get()
@@ -98,6 +123,7 @@ class GPUNet:
             ensure(lambda r: GPUNet(graph, variant, r), rt.arch, f"ONNX {variant.name}")
         conv = variant.params.get("conv", "im2col")
         self.direct, self.igemm = conv == "direct", conv == "igemm_f16"
+        self.nhwc = self.igemm and variant.params.get("layout") == "nhwc"
         names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
                  "concat_channels", "softmax_rows"] + \
             (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
@@ -109,6 +135,9 @@ class GPUNet:
             self.k.update({f"igemm{mt}": self._on_stream(rt.kernel("cnn_igemm.cu", f"conv_igemm_f16_m{mt}",
                                                                     dict(variant.defines), variant.name))
                            for mt in IGEMM_MT})
+        if self.nhwc:
+            self.k.update({n: self._on_stream(rt.kernel("cnn_igemm.cu", n, dict(variant.defines), variant.name))
+                           for n in [f"conv_igemm_nhwc_m{bm}" for bm in NHWC_BM] + ["nchw_to_nhwc_f16"]})
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
         self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self.w = {}
@@ -116,7 +145,11 @@ class GPUNet:
         tag, self.act_tag = f"cnnw{k}", f"cnna{k}"      # this network's weights; its activations
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
-            if layer.op == "conv" and self.igemm and a["group"] == 1:
+            if layer.op == "conv" and self._nhwc_conv(layer):
+                wh, ktab, bm = nhwc_operands(layer, self.shape[layer.inputs[0]])
+                self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
+                             rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), bm)
+            elif layer.op == "conv" and self.igemm and a["group"] == 1:
                 wh, ktab, mt = igemm_operands(layer, self.shape[layer.inputs[0]])
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
                              rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), mt)
@@ -132,9 +165,44 @@ class GPUNet:
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.s", np.broadcast_to(scale, (c,))),
                              rt.pool.upload(f"{tag}.{i}.t", np.broadcast_to(shift, (c,))))
         self._plan_fusions()
+        self._plan_layouts()
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
-            (0 if self.direct or self.igemm else self._cols_per_image() * 4)
+            (0 if self.direct or self.igemm else self._cols_per_image() * 4) + \
+            sum(int(np.prod(self.shape[x.inputs[0]])) * 2 for x in graph.layers if self._nhwc_conv(x))
         self.chunk = max(1, min(CHUNK_BYTES // per_image, MAX_GEMM_BATCH))
+
+    def _nhwc_conv(self, layer) -> bool:
+        """Whether conv_igemm_nhwc runs this layer: params layout = "nhwc", a group-1 convolution over C % 8 == 0
+        channels (its first layer, over 1 or 3 channels, runs conv_igemm_f16)."""
+        return self.nhwc and layer.op == "conv" and layer.attrs["group"] == 1 and \
+            self.shape[layer.inputs[0]][0] % NHWC_VEC == 0
+
+    def _plan_layouts(self) -> None:
+        """half_tensors: the tensors an NHWC convolution writes in fp16 NHWC, those whose every reader is an NHWC
+        convolution (as its input, or as the residual its epilogue adds). Every other tensor is fp32 NCHW, and an
+        NHWC convolution whose input is one converts it first (nchw_to_nhwc_f16, once per tensor)."""
+        self.half_tensors = set()
+        if not self.nhwc:
+            return
+        layers = self.graph.layers
+        readers = {}
+        for j, layer in enumerate(layers):
+            if j in self.written_by:            # an Add or pool in a convolution's epilogue: reads its residual
+                f = self.fused[self.written_by[j]]
+                if f.res:
+                    readers.setdefault(f.res, []).append((self.written_by[j], "res"))
+                continue
+            for t in layer.inputs:
+                readers.setdefault(t, []).append((j, "in"))
+        for i, layer in enumerate(layers):
+            if i in self.written_by or not self._nhwc_conv(layer):
+                continue
+            out = self.fused[i].out if i in self.fused else layer.output
+            r = readers.get(out, [])
+            if r and out != self.graph.output and all(self._nhwc_conv(layers[j]) and
+                                                         (how == "res" or layers[j].inputs[0] == out)
+                                                         for j, how in r):
+                self.half_tensors.add(out)
 
     def _on_stream(self, fn):
         return lambda grid, block, *args: fn(grid, block, *args, stream=self.stream)
@@ -310,12 +378,32 @@ class GPUNet:
                 env[layer.output] = env[self.graph.layers[self.written_by[i]].output]
             else:
                 f = self.fused.get(i)
-                y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[f.out if f else layer.output]))
+                out = f.out if f else layer.output
+                if out in self.half_tensors:
+                    c, h, w = self.shape[out]
+                    y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, h, w, c), np.float16)
+                else:
+                    y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[out]))
                 ins = [env[t] for t in layer.inputs] + ([env[f.res]] if f and f.res else [])
+                if self._nhwc_conv(layer):
+                    ins[0] = self._as_nhwc(env, layer.inputs[0], n)
                 self._layer(i, layer, ins, y, n, f.act if f else layer.act, f.pool if f else 0)
                 env[layer.output] = y
             done(i)
         return env
+
+    def _as_nhwc(self, env: dict, name: str, n: int):
+        """Tensor `name` in fp16 NHWC: as written (half_tensors), or converted once into env[name + "@nhwc"]."""
+        if name in self.half_tensors:
+            return env[name]
+        key = name + "@nhwc"
+        if key not in env:
+            c, h, w = self.shape[name]
+            y = self.rt.pool.get(f"{self.act_tag}.nhwc.{name}", (n, h, w, c), np.float16)
+            grid, block = self._grid(n * c // NHWC_VEC * h * w)
+            self.k["nchw_to_nhwc_f16"](grid, block, ptr(env[name]), ptr(y), i32(n), i32(c), i32(h * w))
+            env[key] = y
+        return env[key]
 
     def op_label(self, i: int) -> tuple[str, str]:
         """(layer i's op as this path runs it, the tensor it writes): a convolution with what its epilogue took
@@ -325,7 +413,8 @@ class GPUNet:
             return f"{layer.op}, in {self.graph.layers[self.written_by[i]].name}", layer.output
         f = self.fused.get(i)
         act = f.act if f else layer.act
-        parts = [layer.op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
+        op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) else layer.op
+        parts = [op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
                  {POOL_MAX: "maxpool", POOL_AVG: "avgpool"}.get(f.pool, "") if f else ""]
         return " + ".join(x for x in parts if x), f.out if f else layer.output
 
@@ -379,6 +468,17 @@ class GPUNet:
                 k["conv_depthwise"](grid, block, ptr(ins[0]), W, B, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(kh),
                                     i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
                                     i32(code), pa, pb)
+                return
+            if self._nhwc_conv(layer):
+                _, _, ktab, bm = self.w[i]
+                res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
+                res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
+                pixels = n * (oh // 2) * (ow // 2) * 4 if pool else n * oh * ow
+                grid = (-(-pixels // IGEMM_BN), W.shape[0] // bm, 1)
+                k[f"conv_igemm_nhwc_m{bm}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, i32(res_nhwc),
+                                            ptr(y), i32(y.dtype == np.float16), i32(pool), i32(n), i32(c), i32(h),
+                                            i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t), i32(l),
+                                            i32(oh), i32(ow), i32(code), pa, pb)
                 return
             if self.igemm:
                 _, _, ktab, mt = self.w[i]

@@ -1,0 +1,50 @@
+"""The ONNX files behind docs/onnx.md's figures (random weights), for `convnet-bench cnn FILE`:
+
+    python tools/bench_nets.py OUT_DIR      -> lenet5.onnx, vgg_cifar.onnx, resnet224.onnx [, resnet18.onnx]
+
+lenet5, vgg_cifar and resnet224 (tests/cnn_models.py's ResNet-style net: a 7x7 stem and two basic blocks, at 224x224)
+are written with onnx.helper; resnet18 is torchvision's, exported with torch.onnx where torch and torchvision are
+installed (the GPU machine), else left out with a line saying so."""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+
+def main(argv=None) -> int:
+    import onnx
+    from cnn_models import MODELS, resnet_block
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    out = Path(argv[0])
+    out.mkdir(parents=True, exist_ok=True)
+    nets = {"lenet5": MODELS["lenet5"], "vgg_cifar": MODELS["vgg_cifar"],
+            "resnet224": lambda rng: resnet_block(rng, size=224)}
+    for name, build in nets.items():
+        model, _ = build(np.random.default_rng(0))
+        onnx.save(model, str(out / f"{name}.onnx"))
+        print(out / f"{name}.onnx")
+    try:
+        import torch
+        import torchvision
+    except ImportError:
+        print("resnet18.onnx left out: it needs torch and torchvision", file=sys.stderr)
+        return 0
+    torch.manual_seed(0)
+    net = torchvision.models.resnet18(num_classes=1000).eval()
+    x = torch.randn(1, 3, 224, 224)
+    kw = {"input_names": ["input"], "output_names": ["logits"], "dynamic_axes": {"input": {0: "N"}}, "opset_version": 17}
+    try:
+        torch.onnx.export(net, x, str(out / "resnet18.onnx"), dynamo=False, **kw)
+    except TypeError:                       # a torch without the dynamo switch
+        torch.onnx.export(net, x, str(out / "resnet18.onnx"), **kw)
+    print(out / "resnet18.onnx")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
