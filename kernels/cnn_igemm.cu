@@ -191,7 +191,8 @@ IG_KERNEL(4)
 // conv_igemm_nhwc_m<BM>: the same GEMM where the input is fp16 NHWC (params layout = "nhwc": convolutions of C % 8 == 0
 // input channels). k = ((i * KW + j) * C + c), so 8 consecutive k are one tap's 8 neighbouring channels: 16 bytes
 // of x. A step's B tile (128 pixels x 32 k) is then 512 cp.async copies of 16 bytes (zero-filled outside the image)
-// instead of 4,096 scalar loads, and the weights' tile goes the same way; STAGES steps are in flight.
+// instead of 4,096 scalar loads, and the weights' tile goes the same way; IG_STAGES steps are in flight, in
+// dynamic shared memory (IG_STAGES x (BM + 128) x 80 bytes).
 //   ktab   one int4 per 8 k: ((dy * W + dx) * C + c, dy, dx, 0); out of every image past K
 //   warps  WARPS_M x (8 / WARPS_M), each MT 16-channel tiles x NT 8-pixel tiles; fragments by ldmatrix.x4 from
 //          rows of 40 halves (80 bytes: the eight rows of a matrix fall in distinct banks)
@@ -204,6 +205,10 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half* p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 
+#ifndef IG_STAGES
+#define IG_STAGES 4                               // k-steps in flight (dynamic shared memory: convnet/cnn/gpu.py)
+#endif
+
 template <int MT, int WARPS_M, int STAGES>
 __device__ __forceinline__ void conv_igemm_nhwc_body(
         const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
@@ -212,8 +217,9 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
         int act, float a, float b) {
     constexpr int WARPS_N = 8 / WARPS_M, NT = IG_BN / (8 * WARPS_N), BM = WARPS_M * MT * 16;
     static_assert(NT % 2 == 0, "B fragments are loaded two n-tiles at a time");
-    __shared__ __align__(16) __half As[STAGES][BM][IG_PITCH];
-    __shared__ __align__(16) __half Bs[STAGES][IG_BN][IG_PITCH];
+    extern __shared__ __align__(16) unsigned char ig_smem[];   // STAGES x (A tile, B tile)
+    auto As = reinterpret_cast<__half (*)[BM][IG_PITCH]>(ig_smem);
+    auto Bs = reinterpret_cast<__half (*)[IG_BN][IG_PITCH]>(ig_smem + STAGES * BM * IG_PITCH * sizeof(__half));
     __shared__ int s_out[IG_BN], s_res[IG_BN];             // a pixel's offset in y / res (channel 0), -1: none
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -339,7 +345,7 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
 }
 
 #define IG_NHWC_KERNEL(BM, MT, WARPS_M, STAGES)                                                                      \
-    extern "C" __global__ void __launch_bounds__(IG_THREADS) conv_igemm_nhwc_m##BM(                                 \
+    extern "C" __global__ void __launch_bounds__(IG_THREADS, 2) conv_igemm_nhwc_m##BM(                                 \
             const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,              \
             const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y,        \
             int y_nhwc, int pool, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL,      \
@@ -347,10 +353,10 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
         conv_igemm_nhwc_body<MT, WARPS_M, STAGES>(x, w, ktab, bias, res, res_nhwc, y, y_nhwc, pool, N, C, H, W, M,   \
                                                   Kpad, SH, SW, PT, PL, OH, OW, act, a, b);                          \
     }
-IG_NHWC_KERNEL(16, 1, 1, 3)
-IG_NHWC_KERNEL(32, 2, 1, 3)
-IG_NHWC_KERNEL(64, 2, 2, 3)
-IG_NHWC_KERNEL(128, 4, 2, 2)
+IG_NHWC_KERNEL(16, 1, 1, IG_STAGES)
+IG_NHWC_KERNEL(32, 2, 1, IG_STAGES)
+IG_NHWC_KERNEL(64, 2, 2, IG_STAGES)
+IG_NHWC_KERNEL(128, 4, 2, IG_STAGES)
 
 // x fp32 NCHW -> fp16 NHWC for a conv_igemm_nhwc input (C % 8 == 0): a thread per (n, pixel, 8 channels) reads its
 // 8 values a plane apart (neighbouring threads: neighbouring pixels, coalesced) and writes 16 bytes.

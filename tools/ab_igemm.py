@@ -1,8 +1,10 @@
-"""conv_igemm_f16's gathers side by side on one GPU (a device call): for each convolution shape (VGG-CIFAR's, LeNet-5's,
-ResNet-18's), a one-Conv ONNX network through each variant, the convolution's median milliseconds (CUDA events,
-convnet.cnn.run) and its error against float64 on the first images.
+"""The tensor-core convolutions side by side on one GPU (a device call): for each convolution shape (LeNet-5's,
+VGG-CIFAR's, ResNet-18's), a one-Conv ONNX network through each variant, the convolution layer's median milliseconds
+(CUDA events; for igemm_f16_nhwc its input's conversion to fp16 NHWC included), TFLOP/s and its relative error
+against float64 on the first images.
 
-    python tools/ab_igemm.py [variant ...]        (default: igemm_f16 igemm_f16_nhwc)"""
+    python tools/ab_igemm.py [variant[@KEY=VALUE,...] ...]   (default: igemm_f16 igemm_f16_nhwc; @ overrides -D
+                                                              constants, e.g. igemm_f16_nhwc@IG_STAGES=6)"""
 import sys
 import tempfile
 
@@ -27,20 +29,48 @@ def one_conv(path, c, h, w, m, k, stride, pad):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
 
 
+def variant_of(spec: str):
+    """A catalogue variant, its -D constants overridden by "@KEY=VALUE,KEY=VALUE" (e.g. igemm_f16_nhwc@IG_STAGES=6)."""
+    import dataclasses
+    from convnet import catalogue
+    name, _, extra = spec.partition("@")
+    v = catalogue.get(name, "onnx")
+    defines = dict(v.defines) | dict(kv.split("=") for kv in extra.split(",") if kv)
+    return dataclasses.replace(v, name=spec.replace("@", "_").replace("=", "").replace(",", "_"), defines=defines)
+
+
+def conv_ms(path, spec, n, repeat=5):
+    """(median milliseconds of the network's Conv layer (CUDA events), its relative error against float64 on the
+    first 64 images)."""
+    import statistics
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    g = graph.load(path)
+    net = GPUNet(g, variant_of(spec))
+    x = np.random.default_rng(0).standard_normal((n, *g.input_shape)).astype(np.float32)
+    net.forward(x)
+    runs = []
+    for _ in range(repeat):
+        times = []
+        y = net.forward(x, times)
+        runs.append(times[1 + [layer.name for layer in g.layers].index("conv")])
+    want = reference.forward(g, x[:64], np.float64)
+    return statistics.median(runs), float(np.linalg.norm(y[:64] - want) / np.linalg.norm(want))
+
+
 def main() -> int:
-    from convnet.cnn.run import run
     variants = sys.argv[1:] or ["igemm_f16", "igemm_f16_nhwc"]
-    print(f"{'shape':44s}" + "".join(f"{v:>22s}" for v in variants))
+    print(f"{'shape':44s}" + "".join(f"{v:>26s}" for v in variants))
     with tempfile.TemporaryDirectory() as d:
         for n, c, h, w, m, k, s, p in SHAPES:
             path = f"{d}/conv.onnx"
             one_conv(path, c, h, w, m, k, s, p)
             cells = []
             for v in variants:
-                _, r = run(path, v, n, repeat=5)
-                conv = next(x for x in r["layers"] if x["name"] == "conv")
-                cells.append(f"{conv['ms']:9.3f} ms {r['rel_err_float64']:8.1e}")
-            print(f"{f'B={n} {c}->{m} {k}x{k}/{s} at {h}x{w}':44s}" + "".join(f"{x:>22s}" for x in cells))
+                ms, err = conv_ms(path, v, n)
+                flop = 2.0 * n * m * c * k * k * ((h + 2 * p - k) // s + 1) * ((w + 2 * p - k) // s + 1)
+                cells.append(f"{ms:7.3f} ms {flop / ms / 1e9:4.0f} TF {err:7.1e}")
+            print(f"{f'B={n} {c}->{m} {k}x{k}/{s} at {h}x{w}':44s}" + "".join(f"{x:>26s}" for x in cells), flush=True)
     return 0
 
 

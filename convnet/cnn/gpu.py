@@ -37,6 +37,7 @@ IGEMM_FAR = 1 << 28            # the k table's dy, dx past K: out of every image
 POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
 NHWC_BM = (16, 32, 64, 128)    # conv_igemm_nhwc_m<BM>: output channels a block (params layout = "nhwc")
 NHWC_VEC = 8                   # its input channels go in 16-byte vectors of 8 halves: C % 8 == 0
+NHWC_STAGES = 4                # its k-steps in flight (IG_STAGES), each (BM + 128) x 80 bytes of shared memory
 
 
 @dataclass
@@ -136,8 +137,15 @@ class GPUNet:
                                                                     dict(variant.defines), variant.name))
                            for mt in IGEMM_MT})
         if self.nhwc:
-            self.k.update({n: self._on_stream(rt.kernel("cnn_igemm.cu", n, dict(variant.defines), variant.name))
-                           for n in [f"conv_igemm_nhwc_m{bm}" for bm in NHWC_BM] + ["nchw_to_nhwc_f16"]})
+            self.k["nchw_to_nhwc_f16"] = self._on_stream(rt.kernel("cnn_igemm.cu", "nchw_to_nhwc_f16",
+                                                                   dict(variant.defines), variant.name))
+            stages = int(variant.defines.get("IG_STAGES", NHWC_STAGES))
+            for bm in NHWC_BM:
+                fn = rt.kernel("cnn_igemm.cu", f"conv_igemm_nhwc_m{bm}", dict(variant.defines), variant.name)
+                smem = stages * (bm + IGEMM_BN) * (IGEMM_BK + 8) * 2
+                fn.allow_shared(smem)
+                self.k[f"conv_igemm_nhwc_m{bm}"] = (lambda f, b: lambda grid, block, *args:
+                                                    f(grid, block, *args, stream=self.stream, shared=b))(fn, smem)
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
         self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self.w = {}

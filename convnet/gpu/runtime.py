@@ -238,7 +238,10 @@ class BufferPool:
         filled = []
         for name, buf in self._bufs.items():
             if name.startswith(prefix) and (dtype is None or buf.dtype == np.dtype(dtype)):
-                buf.fill(buf.dtype.type(value))
+                if buf.dtype == np.float16:     # (PyCUDA's fill has no float16: the same bits as uint16)
+                    buf.view(np.uint16).fill(np.float16(value).view(np.uint16))
+                else:
+                    buf.fill(buf.dtype.type(value))
                 filled.append(name)
         return filled
 
