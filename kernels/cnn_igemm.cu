@@ -229,37 +229,47 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
     const long long p0 = (long long)blockIdx.x * IG_BN;
     const int m0 = blockIdx.y * BM;
 
-    const int pl = tid & (IG_BN - 1), kq = tid >> 7;       // this thread's pixel, and its 2 of a step's 4 vectors
-    int base = 0, iy0 = -2 * IG_FAR, ix0 = -2 * IG_FAR;
-    {
-        const long long p = p0 + pl;
+    // where each of the block's pixels writes (and reads its residual): threads 0..127, a pixel each
+    if (tid < IG_BN) {
+        const long long p = p0 + tid;
+        if (p < total) {
+            const long long q = pool ? p >> 2 : p;
+            const int n = (int)(q / P), r = (int)(q % P);
+            s_out[tid] = y_nhwc ? (int)q * M : n * M * P + r;
+            s_res[tid] = res_nhwc ? (int)q * M : n * M * P + r;
+        } else {
+            s_out[tid] = s_res[tid] = -1;
+        }
+    }
+    // the gather: four neighbouring lanes copy one pixel's 4 vectors (64 contiguous bytes: whole 32-byte sectors);
+    // a thread copies vector tid % 4 of pixels tid / 4 and tid / 4 + 64
+    const int v = tid & 3, pg = tid >> 2;
+    int base[2], iy0[2], ix0[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+        const long long p = p0 + pg + u * (IG_BN / 2);
+        base[u] = 0;
+        iy0[u] = ix0[u] = -2 * IG_FAR;                     // past the batch: never in bounds
         if (p < total) {
             const long long q = pool ? p >> 2 : p;
             const int n = (int)(q / P), r = (int)(q % P), w4 = (int)(p & 3);
             const int oy = pool ? (r / PW) * 2 + (w4 >> 1) : r / OW, ox = pool ? (r % PW) * 2 + (w4 & 1) : r % OW;
-            iy0 = oy * SH - PT;
-            ix0 = ox * SW - PL;
-            base = ((n * H + iy0) * W + ix0) * C;
-            if (kq == 0) {
-                s_out[pl] = y_nhwc ? (int)q * M : n * M * P + r;
-                s_res[pl] = res_nhwc ? (int)q * M : n * M * P + r;
-            }
-        } else if (kq == 0) {
-            s_out[pl] = s_res[pl] = -1;
+            iy0[u] = oy * SH - PT;
+            ix0[u] = ox * SW - PL;
+            base[u] = ((n * H + iy0[u]) * W + ix0[u]) * C;
         }
     }
 
     auto load = [&](int stage, int k0) {
+        const int4 e = __ldg(ktab + k0 / 8 + v);
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
-            const int v = kq * 2 + u;
-            const int4 e = __ldg(ktab + k0 / 8 + v);
-            const int yy = iy0 + e.y, xx = ix0 + e.z;
+            const int yy = iy0[u] + e.y, xx = ix0[u] + e.z;
             const bool in = (unsigned)yy < (unsigned)H && (unsigned)xx < (unsigned)W;
-            cp_async16(&Bs[stage][pl][v * 8], in ? x + base + e.x : x, in);
+            cp_async16(&Bs[stage][pg + u * (IG_BN / 2)][v * 8], in ? x + base[u] + e.x : x, in);
         }
-        for (int v = tid; v < BM * (IG_BK / 8); v += IG_THREADS) {
-            const int row = v >> 2, col = (v & 3) * 8;
+        for (int i = tid; i < BM * (IG_BK / 8); i += IG_THREADS) {
+            const int row = i >> 2, col = (i & 3) * 8;
             cp_async16(&As[stage][row][col], w + (long long)(m0 + row) * Kpad + k0 + col, true);
         }
     };
