@@ -168,3 +168,25 @@ def test_pytorchs_view_batch_minus_one_is_a_flatten(tmp_path):
         assert np.abs(reference.forward(g, x) - want).max() <= 1e-5 * np.abs(want).max()
     with pytest.raises(UsageError, match=r"\(Gather\): shape arithmetic other than the batch size"):
         graph.load(model(1))
+
+
+def test_weights_passed_through_identity_nodes_are_weights(tmp_path):
+    """torch.onnx.export (TorchScript exporter) can hand a convolution its weights through Identity nodes: they are
+    read as the initializers they pass on, and the result equals onnxruntime."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph, reference
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((5, 3, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "b")
+    nodes = [helper.make_node("Identity", ["w"], ["w_id"], name="wid"),
+             helper.make_node("Identity", ["b"], ["b_id"], name="bid"),
+             helper.make_node("Conv", ["x", "w_id", "b_id"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Identity", ["c"], ["y"], name="out")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    got = reference.forward(graph.load(path), x, np.float64)
+    want = run_ort(path, x)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()

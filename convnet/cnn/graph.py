@@ -143,6 +143,9 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             _refuse(node, "only a tensor 'value' is supported")
         consts[out] = numpy_helper.to_array(a["value"])
         return []
+    if op in ("Dropout", "Identity") and ins[0] in consts:     # a weight passed through (torch.onnx writes these)
+        consts[out] = consts[ins[0]]
+        return []
     if op in ("Dropout", "Identity"):
         return [Layer("alias", ins[:1], out, name)]
     if op == "Conv":
