@@ -16,7 +16,8 @@
 //      neighbouring pixels of one tap (coalesced). Converted to fp16 and stored [pixel][k] for the B fragments.
 // The next step's A and B are loaded into registers while the tensor cores work on this one (two shared buffers,
 // one __syncthreads a step). The epilogue adds the bias (and a residual of y's shape where res is not null),
-// applies the activation and writes fp32 NCHW: per m row, 8 neighbouring pixels per quad.
+// applies the activation and writes fp32 NCHW (per m row, 8 neighbouring pixels per quad), or fp16 NHWC where
+// y_nhwc is set (the output feeds conv_igemm_nhwc only; the residual stays fp32 NCHW).
 // pool 1 (max) / 2 (average): a 2x2 stride-2 pooling follows, and y is the pooled map (OH / 2 x OW / 2). The
 // pixels are then taken window by window (p = window * 4 + (wy * 2 + wx)), so a window's four accumulators sit in
 // one quad's neighbouring lanes (2t, 2t + 1 in a lane; t, t ^ 1 across): one shuffle reduces them.
@@ -47,13 +48,15 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
 template <int MT>
 __device__ __forceinline__ void conv_igemm_f16_body(
         const float* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
-        const float* __restrict__ bias, const float* __restrict__ res, float* __restrict__ y, int pool, int N, int C,
-        int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a, float b) {
+        const float* __restrict__ bias, const float* __restrict__ res, void* __restrict__ y, int y_nhwc, int pool,
+        int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a,
+        float b) {
     constexpr int BM = MT * 16;
     constexpr int A_VECS = BM * IG_BK / 8;                 // 16-byte vectors of a step's A tile
     __shared__ __align__(16) __half As[2][BM][IG_PITCH];
     __shared__ __align__(16) __half Bs[2][IG_BN][IG_PITCH];
     __shared__ int s_out[IG_BN];                           // a pixel's offset in y (channel 0), -1: past the batch
+    __shared__ int s_res[IG_BN];                           // ... in res (fp32 NCHW)
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int PW = pool ? OW / 2 : OW, P = pool ? (OH / 2) * PW : OH * OW;    // y's plane
@@ -73,9 +76,12 @@ __device__ __forceinline__ void conv_igemm_f16_body(
             iy0 = oy * SH - PT;
             ix0 = ox * SW - PL;
             base = n * C * H * W + iy0 * W + ix0;
-            if (kh == 0) s_out[pl] = n * M * P + r;
+            if (kh == 0) {
+                s_out[pl] = y_nhwc ? (int)q * M : n * M * P + r;
+                s_res[pl] = n * M * P + r;
+            }
         } else if (kh == 0) {
-            s_out[pl] = -1;
+            s_out[pl] = s_res[pl] = -1;
         }
     }
 
@@ -159,15 +165,20 @@ __device__ __forceinline__ void conv_igemm_f16_body(
                     const float o = __shfl_xor_sync(0xffffffffu, r, 1);
                     r = pool == 1 ? fmaxf(r, o) : 0.25f * (r + o);
                     const int at = s_out[px];
-                    if (m < M && (t & 1) == 0 && at >= 0) y[at + m * P] = r;
+                    if (m < M && (t & 1) == 0 && at >= 0) {
+                        if (y_nhwc) static_cast<__half*>(y)[at + m] = __float2half_rn(r);
+                        else static_cast<float*>(y)[at + m * P] = r;
+                    }
                     continue;
                 }
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int o = s_out[px + e];
                     if (m >= M || o < 0) continue;
-                    const int at = o + m * P;
-                    y[at] = res ? act_apply(acc[i][j][half * 2 + e] + bm + res[at], act, a, b) : v[e];
+                    const float out = res ? act_apply(acc[i][j][half * 2 + e] + bm + res[s_res[px + e] + m * P], act,
+                                                      a, b) : v[e];
+                    if (y_nhwc) static_cast<__half*>(y)[o + m] = __float2half_rn(out);
+                    else static_cast<float*>(y)[o + m * P] = out;
                 }
             }
         }
@@ -177,11 +188,11 @@ __device__ __forceinline__ void conv_igemm_f16_body(
 #define IG_KERNEL(MT)                                                                                                \
     extern "C" __global__ void __launch_bounds__(IG_THREADS) conv_igemm_f16_m##MT(                                   \
             const float* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,               \
-            const float* __restrict__ bias, const float* __restrict__ res, float* __restrict__ y, int pool, int N,  \
-            int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a, \
-            float b) {                                                                                               \
-        conv_igemm_f16_body<MT>(x, w, ktab, bias, res, y, pool, N, C, H, W, M, Kpad, SH, SW, PT, PL, OH, OW, act, a, \
-                                b);                                                                                  \
+            const float* __restrict__ bias, const float* __restrict__ res, void* __restrict__ y, int y_nhwc,        \
+            int pool, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW,  \
+            int act, float a, float b) {                                                                             \
+        conv_igemm_f16_body<MT>(x, w, ktab, bias, res, y, y_nhwc, pool, N, C, H, W, M, Kpad, SH, SW, PT, PL, OH, OW, \
+                                act, a, b);                                                                          \
     }
 IG_KERNEL(1)
 IG_KERNEL(2)

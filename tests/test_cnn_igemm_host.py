@@ -239,3 +239,7 @@ def test_nhwc_convolutions_hand_fp16_nhwc_only_to_nhwc_convolutions(tmp_path):
     assert labels[0] == "conv + relu" and all(x.startswith("conv (fp16 NHWC)") for x in labels[1:])
     _, plain = plan(tmp_path, "resnet_block")
     assert plain.half_tensors == set()
+    g, net = plan(tmp_path, "vgg_cifar", "igemm_f16_nhwc")       # its first convolution (3 channels) writes NHWC too
+    convs = [layer for layer in g.layers if layer.op == "conv"]
+    assert not net._nhwc_conv(convs[0]) and all(net._nhwc_conv(c) for c in convs[1:])
+    assert convs[0].output in net.half_tensors

@@ -23,7 +23,7 @@ from ..gpu.runtime import Runtime, f32, i32, ptr
 from .graph import Graph
 from .graph import conv_pads, infer_shapes
 
-CHUNK_BYTES = 1 << 30          # also keeps every tensor of a chunk under 2^28 elements (cnn_igemm.cu's int offsets)
+CHUNK_BYTES = 4 << 30          # also keeps every tensor of a chunk under 2^30 elements (cnn_igemm.cu's int offsets)
 IGEMM_MAX_ELEMENTS = 1 << 31   # an image whose tensor alone reaches it (a chunk holds at least one): refused
 MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gemm refuses more)
 _networks = itertools.count()
@@ -186,8 +186,8 @@ class GPUNet:
             self.shape[layer.inputs[0]][0] % NHWC_VEC == 0
 
     def _plan_layouts(self) -> None:
-        """half_tensors: the tensors an NHWC convolution writes in fp16 NHWC, those whose every reader is an NHWC
-        convolution (as its input, or as the residual its epilogue adds). Every other tensor is fp32 NCHW, and an
+        """half_tensors: the tensors a tensor-core convolution writes in fp16 NHWC, those whose every reader is an
+        NHWC convolution (as its input, or as the residual its epilogue adds). Every other tensor is fp32 NCHW, and an
         NHWC convolution whose input is one converts it first (nchw_to_nhwc_f16, once per tensor)."""
         self.half_tensors = set()
         if not self.nhwc:
@@ -202,8 +202,8 @@ class GPUNet:
                 continue
             for t in layer.inputs:
                 readers.setdefault(t, []).append((j, "in"))
-        for i, layer in enumerate(layers):
-            if i in self.written_by or not self._nhwc_conv(layer):
+        for i, layer in enumerate(layers):       # conv_igemm_f16 too writes fp16 NHWC (its residual is fp32 NCHW)
+            if i in self.written_by or layer.op != "conv" or layer.attrs["group"] != 1:
                 continue
             out = self.fused[i].out if i in self.fused else layer.output
             r = readers.get(out, [])
@@ -493,7 +493,8 @@ class GPUNet:
                 res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
                 pixels = n * (oh // 2) * (ow // 2) * 4 if pool else n * oh * ow     # pooled: whole windows only
                 grid = (-(-pixels // IGEMM_BN), W.shape[0] // (16 * mt), 1)
-                k[f"igemm{mt}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, ptr(y), i32(pool), i32(n),
+                k[f"igemm{mt}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, ptr(y),
+                                i32(y.dtype == np.float16), i32(pool), i32(n),
                                 i32(c), i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t), i32(l),
                                 i32(oh), i32(ow), i32(code), pa, pb)
                 return
