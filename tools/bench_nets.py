@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     net = torchvision.models.resnet18(num_classes=1000).eval()
     x = torch.randn(1, 3, 224, 224)
-    kw = {"input_names": ["input"], "output_names": ["logits"], "dynamic_axes": {"input": {0: "N"}}, "opset_version": 17}
+    kw = {"input_names": ["input"], "output_names": ["logits"], "dynamic_axes": {"input": {0: "N"}},
+          "opset_version": 17}
     try:
         torch.onnx.export(net, x, str(out / "resnet18.onnx"), dynamo=False, **kw)
     except TypeError:                       # a torch without the dynamo switch

@@ -258,10 +258,8 @@ class GPUNet:
         params graph: a chunk of at most GRAPH_MAX_BYTES replays a CUDA graph (past it the host copy into the
         graph's pinned buffer costs more than the launches it saves). params overlap: a batch that fits in one chunk
         and makes two pieces or more goes up in pieces on a copy stream while the layers of the piece before run
-        (_overlapped); measured on an
-        H200 it pays where the upload is a large share (LeNet-5 at 10,000: 1.64 -> 1.42 ms) and not for networks
-        whose activations take several chunks (VGG-CIFAR: 7.9 -> 8.6-12.6 ms by piece count), which run in one
-        pass a chunk."""
+        (_overlapped). Measured on an H200 (igemm_f16, end to end from pinned memory): LeNet-5 at 10,000 1.64 -> 1.42
+        ms; VGG-CIFAR at 10,000, one chunk since chunks are 4 GB, 9.07 -> 7.92 ms."""
         x = np.ascontiguousarray(x, np.float32)
         if x.shape[1:] != tuple(self.graph.input_shape):
             raise UsageError(f"input of shape {x.shape[1:]}, the model takes {tuple(self.graph.input_shape)}")
@@ -272,32 +270,35 @@ class GPUNet:
                 out[s:s + self.chunk] = self._run(part, times)
             elif self.graphs and part.nbytes <= GRAPH_MAX_BYTES:
                 out[s:s + self.chunk] = self._replay(part)
-            elif self.overlap and len(x) <= self.chunk and len(part) > self._piece:
+            elif self.overlap and len(x) <= self.chunk and len(part) > self._piece(len(part)):
                 self._overlapped(part, out[s:s + self.chunk])
             else:
                 out[s:s + self.chunk] = self._run(part)
         check_half_range(self.variant, x, out)
         return out
 
-    @property
-    def _piece(self) -> int:
-        """_overlapped's images a piece: a chunk's PIECES-th, at least MIN_PIECE (one size for every batch, so its
-        pinned buffers are made once)."""
-        return max(MIN_PIECE, -(-self.chunk // PIECES))
+    @staticmethod
+    def _piece(n: int) -> int:
+        """_overlapped's images a piece for a batch of n: its PIECES-th, at least MIN_PIECE."""
+        return max(MIN_PIECE, -(-n // PIECES))
 
     def _overlapped(self, x: np.ndarray, out: np.ndarray) -> None:
-        """x's forward in pieces of self._piece images through two input buffers: piece k + 1's upload on a copy
-        stream runs under piece k's layers on self.stream, and so does the host's copy into a pinned staging buffer
-        where x is not page-locked already. Outputs come back through two pinned buffers."""
+        """x's forward in pieces of self._piece(len(x)) images through two input buffers: piece k + 1's upload on a
+        copy stream runs under piece k's layers on self.stream, and so does the host's copy into a pinned staging
+        buffer where x is not page-locked already. Outputs come back through two pinned buffers."""
         rt, drv = self.rt, self.rt.drv
-        piece = self._piece
-        shape_in, shape_out = (piece, *x.shape[1:]), (piece, *self.shape[self.graph.output])
+        piece = self._piece(len(x))
         if self._copy_stream is None:
             self._copy_stream = rt.stream()
         pinned = page_locked(x)
-        # pinned host buffers are slow to allocate and their release waits for the device: made once, kept
-        if self._staging.get("piece") != piece:
-            self._staging = {"piece": piece, "out": [rt.pinned(shape_out, np.float32) for _ in range(2)]}
+        # pinned host buffers are slow to allocate and their release waits for the device: kept, and made again
+        # only for a larger piece
+        if self._staging.get("piece", 0) < piece:
+            self._staging = {"piece": piece}
+        cap = self._staging["piece"]
+        shape_in, shape_out = (cap, *x.shape[1:]), (cap, *self.shape[self.graph.output])
+        if "out" not in self._staging:
+            self._staging["out"] = [rt.pinned(shape_out, np.float32) for _ in range(2)]
         if not pinned and "in" not in self._staging:
             self._staging["in"] = [rt.pinned(shape_in, np.float32) for _ in range(2)]
         stage, pin_out = self._staging.get("in"), self._staging["out"]
