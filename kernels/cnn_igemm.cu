@@ -203,7 +203,7 @@ IG_KERNEL(4)
 // input channels). k = ((i * KW + j) * C + c), so 8 consecutive k are one tap's 8 neighbouring channels: 16 bytes
 // of x. A step's B tile (128 pixels x 32 k) is then 512 cp.async copies of 16 bytes (zero-filled outside the image)
 // instead of 4,096 scalar loads, and the weights' tile goes the same way; IG_STAGES steps are in flight, in
-// dynamic shared memory (IG_STAGES x (BM + 128) x 80 bytes).
+// dynamic shared memory (IG_STAGES x (BM + 128) x (IG_NHWC_BK + 8) x 2 bytes).
 //   ktab   one int4 per 8 k: ((dy * W + dx) * C + c, dy, dx, 0); out of every image past K
 //   warps  WARPS_M x (8 / WARPS_M), each MT 16-channel tiles x NT 8-pixel tiles; fragments by ldmatrix.x4 from
 //          rows of 40 halves (80 bytes: the eight rows of a matrix fall in distinct banks)
@@ -219,6 +219,9 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half* p) {
 #ifndef IG_STAGES
 #define IG_STAGES 4                               // k-steps in flight (dynamic shared memory: convnet/cnn/gpu.py)
 #endif
+#ifndef IG_NHWC_BK
+#define IG_NHWC_BK 32                             // k a step: 32 or 64 (the host pads K to it)
+#endif
 
 template <int MT, int WARPS_M, int STAGES>
 __device__ __forceinline__ void conv_igemm_nhwc_body(
@@ -227,10 +230,13 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
         int pool, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW,
         int act, float a, float b) {
     constexpr int WARPS_N = 8 / WARPS_M, NT = IG_BN / (8 * WARPS_N), BM = WARPS_M * MT * 16;
+    constexpr int BK = IG_NHWC_BK, NPITCH = BK + 8;        // k a step; a shared row (16-byte multiple, 8 rows of a
+                                                           // matrix in distinct banks)
+    constexpr int VPP = BK / 8, PPP = IG_THREADS / VPP, PASSES = IG_BN / PPP;
     static_assert(NT % 2 == 0, "B fragments are loaded two n-tiles at a time");
     extern __shared__ __align__(16) unsigned char ig_smem[];   // STAGES x (A tile, B tile)
-    auto As = reinterpret_cast<__half (*)[BM][IG_PITCH]>(ig_smem);
-    auto Bs = reinterpret_cast<__half (*)[IG_BN][IG_PITCH]>(ig_smem + STAGES * BM * IG_PITCH * sizeof(__half));
+    auto As = reinterpret_cast<__half (*)[BM][NPITCH]>(ig_smem);
+    auto Bs = reinterpret_cast<__half (*)[IG_BN][NPITCH]>(ig_smem + STAGES * BM * NPITCH * sizeof(__half));
     __shared__ int s_out[IG_BN], s_res[IG_BN];             // a pixel's offset in y / res (channel 0), -1: none
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -252,13 +258,13 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
             s_out[tid] = s_res[tid] = -1;
         }
     }
-    // the gather: four neighbouring lanes copy one pixel's 4 vectors (64 contiguous bytes: whole 32-byte sectors);
-    // a thread copies vector tid % 4 of pixels tid / 4 and tid / 4 + 64
-    const int v = tid & 3, pg = tid >> 2;
-    int base[2], iy0[2], ix0[2];
+    // the gather: VPP neighbouring lanes copy one pixel's VPP vectors (a step's k of one pixel: contiguous bytes,
+    // whole 32-byte sectors); a thread copies vector tid % VPP of pixels tid / VPP + u * PPP, u < PASSES
+    const int v = tid % VPP, pg = tid / VPP;
+    int base[PASSES], iy0[PASSES], ix0[PASSES];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-        const long long p = p0 + pg + u * (IG_BN / 2);
+    for (int u = 0; u < PASSES; ++u) {
+        const long long p = p0 + pg + u * PPP;
         base[u] = 0;
         iy0[u] = ix0[u] = -2 * IG_FAR;                     // past the batch: never in bounds
         if (p < total) {
@@ -274,13 +280,13 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
     auto load = [&](int stage, int k0) {
         const int4 e = __ldg(ktab + k0 / 8 + v);
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < PASSES; ++u) {
             const int yy = iy0[u] + e.y, xx = ix0[u] + e.z;
             const bool in = (unsigned)yy < (unsigned)H && (unsigned)xx < (unsigned)W;
-            cp_async16(&Bs[stage][pg + u * (IG_BN / 2)][v * 8], in ? x + base[u] + e.x : x, in);
+            cp_async16(&Bs[stage][pg + u * PPP][v * 8], in ? x + base[u] + e.x : x, in);
         }
-        for (int i = tid; i < BM * (IG_BK / 8); i += IG_THREADS) {
-            const int row = i >> 2, col = (i & 3) * 8;
+        for (int i = tid; i < BM * VPP; i += IG_THREADS) {
+            const int row = i / VPP, col = (i % VPP) * 8;
             cp_async16(&As[stage][row][col], w + (long long)(m0 + row) * Kpad + k0 + col, true);
         }
     };
@@ -293,20 +299,20 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-    const int steps = Kpad / IG_BK;
+    const int steps = Kpad / BK;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < steps) load(s, s * IG_BK);
+        if (s < steps) load(s, s * BK);
         cp_async_commit();
     }
     for (int s = 0; s < steps; ++s) {
         cp_async_wait<STAGES - 2>();
         __syncthreads();                                   // step s has landed; step s - 1's buffer is free
-        if (s + STAGES - 1 < steps) load((s + STAGES - 1) % STAGES, (s + STAGES - 1) * IG_BK);
+        if (s + STAGES - 1 < steps) load((s + STAGES - 1) % STAGES, (s + STAGES - 1) * BK);
         cp_async_commit();
         const int st = s % STAGES;
 #pragma unroll
-        for (int kk = 0; kk < IG_BK; kk += 16) {
+        for (int kk = 0; kk < BK; kk += 16) {
             unsigned af[MT][4], bf[NT][2];
 #pragma unroll
             for (int i = 0; i < MT; ++i)

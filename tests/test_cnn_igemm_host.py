@@ -194,17 +194,18 @@ def emulate_nhwc(x, wh, ktab, bias, m, stride, pads, out_hw):
     (64, 130, 1, 2, 1, (0, 0, 0, 0), (9, 10)),     # a 1x1 stride-2 shortcut, M past one 128-channel block
     (32, 70, 7, 3, 1, (3, 1, 0, 2), (20, 23)),
 ])
-def test_the_nhwc_gather_and_weights_give_the_convolution(c, m, k, stride, dil, pads, hw):
+@pytest.mark.parametrize("bk", [32, 64])
+def test_the_nhwc_gather_and_weights_give_the_convolution(c, m, k, stride, dil, pads, hw, bk):
     from convnet.cnn.graph import Layer, conv_out
-    from convnet.cnn.gpu import IGEMM_BK, NHWC_BM, nhwc_operands
+    from convnet.cnn.gpu import NHWC_BM, nhwc_operands
     rng = np.random.default_rng(c * 100 + m)
     w = rng.standard_normal((m, c, k, k)).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
     layer = Layer("conv", ["x"], "y", "conv", {"w": w, "b": b, "group": 1, "kernel": (k, k), "stride": (stride,) * 2,
                                              "dilation": (dil, dil), "pads": pads, "auto_pad": "NOTSET"})
-    wh, ktab, bm = nhwc_operands(layer, (c, *hw))
+    wh, ktab, bm = nhwc_operands(layer, (c, *hw), bk)
     assert bm in NHWC_BM and wh.shape[0] % bm == 0 and (bm == 128 or m <= bm) and wh.shape[0] >= m
-    assert wh.shape[1] % IGEMM_BK == 0 and ktab.shape == (wh.shape[1] // 8, 4) and ktab.dtype == np.int32
+    assert wh.shape[1] % bk == 0 and ktab.shape == (wh.shape[1] // 8, 4) and ktab.dtype == np.int32
     t, l, bt, r = pads
     oh, ow = conv_out(hw[0], k, stride, dil, t, bt), conv_out(hw[1], k, stride, dil, l, r)
     x = rng.standard_normal((3, c, *hw)).astype(np.float32)

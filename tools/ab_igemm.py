@@ -1,5 +1,5 @@
 """The tensor-core convolutions side by side on one GPU (a device call): for each convolution shape (LeNet-5's,
-VGG-CIFAR's, ResNet-18's), a one-Conv ONNX network through each variant, the convolution layer's median milliseconds
+VGG-CIFAR's, ResNet-18's), a one-Conv ONNX network through each variant, its layers' median milliseconds on the device
 (CUDA events; for igemm_f16_nhwc its input's conversion to fp16 NHWC included), TFLOP/s and its relative error
 against float64 on the first images.
 
@@ -40,22 +40,21 @@ def variant_of(spec: str):
 
 
 def conv_ms(path, spec, n, repeat=5):
-    """(median milliseconds of the network's Conv layer (CUDA events), its relative error against float64 on the
-    first 64 images)."""
-    import statistics
+    """(median milliseconds of the one-Conv network's layers on the device, three forwards back to back between CUDA
+    events so that the host's launches hide under the kernels; its relative error against float64 on the first 64
+    images)."""
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
     g = graph.load(path)
     net = GPUNet(g, variant_of(spec))
     x = np.random.default_rng(0).standard_normal((n, *g.input_shape)).astype(np.float32)
-    net.forward(x)
-    runs = []
-    for _ in range(repeat):
-        times = []
-        y = net.forward(x, times)
-        runs.append(times[1 + [layer.name for layer in g.layers].index("conv")])
+    y = net.forward(x)
+    x_dev = net.rt.pool.get(f"{net.act_tag}.in", x.shape)
+    x_dev.set(x)
+    ms = net.rt.median_ms(lambda: net._layers({g.input: x_dev}, n), reps=repeat, batch=3, stream=net.stream,
+                          what=f"{spec} forward")
     want = reference.forward(g, x[:64], np.float64)
-    return statistics.median(runs), float(np.linalg.norm(y[:64] - want) / np.linalg.norm(want))
+    return ms, float(np.linalg.norm(y[:64] - want) / np.linalg.norm(want))
 
 
 def main() -> int:

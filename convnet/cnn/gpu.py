@@ -90,7 +90,7 @@ def igemm_operands(layer, in_shape) -> tuple:
     return wh, ktab.astype(np.int32), mt
 
 
-def nhwc_operands(layer, in_shape) -> tuple:
+def nhwc_operands(layer, in_shape, bk: int = IGEMM_BK) -> tuple:
     """A group-1 convolution's operands for conv_igemm_nhwc (input fp16 NHWC, C % 8 == 0): the weights as fp16
     [Mpad][Kpad] with k = (i * KW + j) * C + c, the k table with one row per 8 k (int32 [Kpad / 8][4]:
     (dy * W + dx) * C + c, dy, dx, 0; out of every image past K) and BM, the block's output channels."""
@@ -101,7 +101,7 @@ def nhwc_operands(layer, in_shape) -> tuple:
     (dh, dw) = a["dilation"]
     bm = next((t for t in NHWC_BM if m <= t), NHWC_BM[-1])
     K = c * kh * kw
-    mpad, kpad = -(-m // bm) * bm, -(-K // IGEMM_BK) * IGEMM_BK
+    mpad, kpad = -(-m // bm) * bm, -(-K // bk) * bk
     wh = np.zeros((mpad, kpad), np.float32)
     wh[:m, :K] = w.transpose(0, 2, 3, 1).reshape(m, K)
     ii, jj, cc = np.meshgrid(np.arange(kh) * dh, np.arange(kw) * dw, np.arange(0, c, NHWC_VEC), indexing="ij")
@@ -140,9 +140,10 @@ class GPUNet:
             self.k["nchw_to_nhwc_f16"] = self._on_stream(rt.kernel("cnn_igemm.cu", "nchw_to_nhwc_f16",
                                                                    dict(variant.defines), variant.name))
             stages = int(variant.defines.get("IG_STAGES", NHWC_STAGES))
+            self.nhwc_bk = int(variant.defines.get("IG_NHWC_BK", IGEMM_BK))
             for bm in NHWC_BM:
                 fn = rt.kernel("cnn_igemm.cu", f"conv_igemm_nhwc_m{bm}", dict(variant.defines), variant.name)
-                smem = stages * (bm + IGEMM_BN) * (IGEMM_BK + 8) * 2
+                smem = stages * (bm + IGEMM_BN) * (self.nhwc_bk + 8) * 2
                 fn.allow_shared(smem)
                 self.k[f"conv_igemm_nhwc_m{bm}"] = (lambda f, b: lambda grid, block, *args:
                                                     f(grid, block, *args, stream=self.stream, shared=b))(fn, smem)
@@ -154,7 +155,7 @@ class GPUNet:
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
             if layer.op == "conv" and self._nhwc_conv(layer):
-                wh, ktab, bm = nhwc_operands(layer, self.shape[layer.inputs[0]])
+                wh, ktab, bm = nhwc_operands(layer, self.shape[layer.inputs[0]], self.nhwc_bk)
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
                              rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), bm)
             elif layer.op == "conv" and self.igemm and a["group"] == 1:
