@@ -217,10 +217,10 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const __half* p) {
 }
 
 #ifndef IG_STAGES
-#define IG_STAGES 4                               // k-steps in flight (dynamic shared memory: convnet/cnn/gpu.py)
+#define IG_STAGES 3                               // k-steps in flight (dynamic shared memory: convnet/cnn/gpu.py)
 #endif
 #ifndef IG_NHWC_BK
-#define IG_NHWC_BK 32                             // k a step: 32 or 64 (the host pads K to it)
+#define IG_NHWC_BK 64                             // k a step: 32 or 64 (the host pads K to it)
 #endif
 
 template <int MT, int WARPS_M, int STAGES>

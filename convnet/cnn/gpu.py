@@ -32,12 +32,12 @@ THREADS = 256
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
 IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
 GRAPH_MAX_BYTES = 16 << 20     # params graph: larger chunks run eagerly (forward)
-PIECES, MIN_PIECE = 8, 64      # params overlap: pieces of a chunk's eighth, at least 64 images (_overlapped)
+PIECES, MIN_PIECE = 3, 64      # params overlap: a batch in 3 pieces of at least 64 images (_overlapped)
 IGEMM_FAR = 1 << 28            # the k table's dy, dx past K: out of every image (the kernel's IG_FAR)
 POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
 NHWC_BM = (16, 32, 64, 128)    # conv_igemm_nhwc_m<BM>: output channels a block (params layout = "nhwc")
 NHWC_VEC = 8                   # its input channels go in 16-byte vectors of 8 halves: C % 8 == 0
-NHWC_STAGES = 4                # its k-steps in flight (IG_STAGES), each (BM + 128) x 80 bytes of shared memory
+NHWC_STAGES, NHWC_BK = 3, 64   # its k-steps in flight (IG_STAGES) and k a step (IG_NHWC_BK): kernels/cnn_igemm.cu
 
 
 @dataclass
@@ -90,7 +90,7 @@ def igemm_operands(layer, in_shape) -> tuple:
     return wh, ktab.astype(np.int32), mt
 
 
-def nhwc_operands(layer, in_shape, bk: int = IGEMM_BK) -> tuple:
+def nhwc_operands(layer, in_shape, bk: int = 64) -> tuple:
     """A group-1 convolution's operands for conv_igemm_nhwc (input fp16 NHWC, C % 8 == 0): the weights as fp16
     [Mpad][Kpad] with k = (i * KW + j) * C + c, the k table with one row per 8 k (int32 [Kpad / 8][4]:
     (dy * W + dx) * C + c, dy, dx, 0; out of every image past K) and BM, the block's output channels."""
@@ -140,7 +140,7 @@ class GPUNet:
             self.k["nchw_to_nhwc_f16"] = self._on_stream(rt.kernel("cnn_igemm.cu", "nchw_to_nhwc_f16",
                                                                    dict(variant.defines), variant.name))
             stages = int(variant.defines.get("IG_STAGES", NHWC_STAGES))
-            self.nhwc_bk = int(variant.defines.get("IG_NHWC_BK", IGEMM_BK))
+            self.nhwc_bk = int(variant.defines.get("IG_NHWC_BK", NHWC_BK))
             for bm in NHWC_BM:
                 fn = rt.kernel("cnn_igemm.cu", f"conv_igemm_nhwc_m{bm}", dict(variant.defines), variant.name)
                 smem = stages * (bm + IGEMM_BN) * (self.nhwc_bk + 8) * 2
