@@ -1,7 +1,8 @@
 // The ONNX path's tensor-core convolution (convnet/cnn/gpu.py, params conv = "igemm_f16"): an implicit GEMM on
 // mma.sync m16n8k16 with fp16 operands and fp32 accumulation, reading and writing the path's fp32 NCHW tensors, so
 // every other layer's kernel (kernels/cnn.cu) is unchanged. Shapes, stride, dilation and padding are arguments:
-// one build serves every convolution of every network.
+// one build serves every convolution of every network. conv_igemm_nhwc_m<BM> (below) is the same GEMM over fp16
+// NHWC activations (params layout = "nhwc"), with nchw_to_nhwc_f16 converting an fp32 input.
 //
 //   conv_igemm_f16<MT>   y[n, m, oy, ox] = act(sum_k W[m, k] X[k, p] + bias[m] (+ res[n, m, oy, ox]))
 //                        GEMM rows m = output channels, columns p = (n, oy, ox) over the batch, k = (c, i, j)
@@ -201,12 +202,13 @@ IG_KERNEL(4)
 // ---------------------------------------------------------------------------------------------------------------------
 // conv_igemm_nhwc_m<BM>: the same GEMM where the input is fp16 NHWC (params layout = "nhwc": convolutions of C % 8 == 0
 // input channels). k = ((i * KW + j) * C + c), so 8 consecutive k are one tap's 8 neighbouring channels: 16 bytes
-// of x. A step's B tile (128 pixels x 32 k) is then 512 cp.async copies of 16 bytes (zero-filled outside the image)
-// instead of 4,096 scalar loads, and the weights' tile goes the same way; IG_STAGES steps are in flight, in
-// dynamic shared memory (IG_STAGES x (BM + 128) x (IG_NHWC_BK + 8) x 2 bytes).
+// of x. A step's B tile (128 pixels x IG_NHWC_BK k) is then 16 * IG_NHWC_BK cp.async copies of 16 bytes (zero-filled
+// outside the image) where conv_igemm_f16 makes 128 * IG_NHWC_BK scalar loads, and the weights' tile goes the same
+// way; IG_STAGES steps are in flight, in dynamic shared memory (IG_STAGES x (BM + 128) x (IG_NHWC_BK + 8) x 2 bytes).
 //   ktab   one int4 per 8 k: ((dy * W + dx) * C + c, dy, dx, 0); out of every image past K
 //   warps  WARPS_M x (8 / WARPS_M), each MT 16-channel tiles x NT 8-pixel tiles; fragments by ldmatrix.x4 from
-//          rows of 40 halves (80 bytes: the eight rows of a matrix fall in distinct banks)
+//          rows of IG_NHWC_BK + 8 halves (a 16-byte multiple; the eight rows of a matrix fall in distinct banks)
+//   tunables  IG_NHWC_BK (64; 32), IG_STAGES (3): measured with tools/ab_igemm.py, docs/onnx.md
 //   out    y fp32 NCHW (y_nhwc 0) or fp16 NHWC (1); res likewise (res_nhwc), read in its own layout
 // The pixel order, the pooled epilogue and the activation codes are conv_igemm_f16's.
 
