@@ -99,9 +99,37 @@ def markdown(model: str, path=None) -> str:
 _BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
 
 
+def figures_by_gpu(rows: list[dict], variant: str, benchmark: str) -> str:
+    """The latest figure of (variant, benchmark) on each GPU that has one: "0.757 ms (H100 80GB HBM3), 0.70 ms
+    (H200)"; "-" where none is recorded."""
+    latest = {}
+    for r in rows:
+        if r["variant"] == variant and r["benchmark"] == benchmark:
+            latest[r["gpu"]] = r
+    return ", ".join(f"{r['figure']} {r['unit']} ({gpu.removeprefix('NVIDIA ')})" for gpu, r in latest.items()) or "-"
+
+
+def variant_table(model: str, benchmark: str, names: list[str], path=None) -> str:
+    """A "choosing a variant" table: each named variant of `model`'s catalogue, its title, and the latest figure of
+    `benchmark` on each GPU (figures_by_gpu)."""
+    from . import catalogue
+    rows = read(model, path)
+    lines = [f"| variant | what it is | {benchmark.replace('|', '/')} |", "| --- | --- | --- |"]
+    for name in names:
+        v = catalogue.get(name, model)
+        lines.append(f"| `{name}` | {v.title.replace('|', '/')} | {figures_by_gpu(rows, name, benchmark)} |")
+    return "\n".join(lines)
+
+
+# A variants table: <!-- variants: MODEL | BENCHMARK | NAME NAME ... --> ... <!-- /variants -->
+_VARIANTS = re.compile(r"(<!-- variants: (\w+) \| ([^|]+?) \| ([^>]+?) -->\n)(.*?)(<!-- /variants -->)", re.S)
+
+
 def render_docs(text: str) -> str:
-    """text with each results block redrawn from its table."""
-    return _BLOCK.sub(lambda m: f"{m.group(1)}{markdown(m.group(2))}\n{m.group(4)}", text)
+    """text with each results block and each variants block redrawn from its table."""
+    text = _BLOCK.sub(lambda m: f"{m.group(1)}{markdown(m.group(2))}\n{m.group(4)}", text)
+    return _VARIANTS.sub(lambda m: f"{m.group(1)}{variant_table(m.group(2), m.group(3).strip(), m.group(4).split())}"
+                                   f"\n{m.group(6)}", text)
 
 
 DOCS = ("README.md", "docs/lenet.md", "docs/gpt2.md", "docs/kernels.md", "docs/onnx.md")

@@ -35,3 +35,29 @@ def test_recorded_rows_name_the_commit_given_in_the_environment(tmp_path, monkey
     monkeypatch.delenv("CONVNET_COMMIT")
     results.append(path, [("v", "bench", 2.5, "ms")])
     assert results.read("x", path)[1]["commit"] != "abc1234+"
+
+
+def test_a_variants_block_draws_titles_and_each_gpus_latest_figure(tmp_path, monkeypatch):
+    """<!-- variants: MODEL | BENCHMARK | names --> blocks: a row per named variant with its catalogue title and the
+    latest figure of that benchmark on every GPU recorded; '-' where none is; an unknown name is one line."""
+    import pytest
+    from convnet import catalogue
+    from convnet.errors import UsageError
+    table = tmp_path / "gpt2.csv"
+    table.write_text(",".join(results.COLUMNS) + "\n"
+                     "fast,forward B=8 T=1024,20.0,ms,NVIDIA H100 80GB HBM3,1,abc,2026-01-01\n"
+                     "fast,forward B=8 T=1024,14.4,ms,NVIDIA H200,1,abc,2026-01-01\n"
+                     "fast,forward B=8 T=1024,18.0,ms,NVIDIA H100 80GB HBM3,1,def,2026-01-02\n"
+                     "fast,decode,4000,tokens/s,NVIDIA H200,1,def,2026-01-02\n")
+    md = results.variant_table("gpt2", "forward B=8 T=1024", ["fast", "baseline"], table)
+    lines = md.splitlines()
+    assert lines[0] == "| variant | what it is | forward B=8 T=1024 |" and len(lines) == 4
+    assert lines[2] == f"| `fast` | {catalogue.get('fast', 'gpt2').title} | 18.0 ms (H100 80GB HBM3), 14.4 ms (H200) |"
+    assert lines[3].startswith("| `baseline` |") and lines[3].endswith("| - |")
+    real = results.read
+    monkeypatch.setattr(results, "read", lambda model, path=None: real(model, table))
+    text = "a\n<!-- variants: gpt2 | forward B=8 T=1024 | fast baseline -->\nold\n<!-- /variants -->\nb\n"
+    new = results.render_docs(text)
+    assert "old" not in new and md in new and results.render_docs(new) == new
+    with pytest.raises(UsageError, match="unknown gpt2 variant 'nope'"):
+        results.variant_table("gpt2", "forward B=8 T=1024", ["nope"], table)

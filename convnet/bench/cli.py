@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--repeat", type=positive_int, default=10)
     g.add_argument("--checkpoint", default=None, help="a GPT-2 directory or llm.c .bin (default: random 124M)")
     g.add_argument("--json", metavar="PATH", help="the results as JSON ('-': stdout)")
+    g.add_argument("--record", nargs="?", const=True, metavar="CSV",
+                   help="append each forward (and HF's) to the results table (default: results/gpt2.csv)")
     a = commands.add_parser("attention", help="causal attention alone: flash builds, naive, PyTorch SDPA")
     for name, default in (("--batch", 8), ("--heads", 12), ("--seq", 1024), ("--head-size", 64)):
         a.add_argument(name, type=int, default=default, help=f"(default {default})")
@@ -157,11 +159,19 @@ def _gpt2(args) -> int:
     for n in args.variants:
         if not catalogue.get(n, "gpt2").needs_gpu:
             raise UsageError(f"gpt2 variant {n!r} runs on the CPU; convnet-gpt2 generate runs it")
+    table = None
+    if args.record is not None:
+        from ..results import table_path
+        table = table_path("gpt2", None if args.record is True else args.record)
     _needs_gpu("convnet-bench gpt2")
     names = args.variants or [v.name for v in catalogue.load_all("gpt2").values() if v.needs_gpu and runs_here(v)[0]]
     names = [resolve_variant(n, "gpt2").name for n in names]
     text, results = run(names, args.batch, args.seq, args.repeat, args.checkpoint)
     print(text)
+    if table is not None:
+        from ..results import append
+        from .gpt2 import forward_rows
+        print(f"{append(table, forward_rows(results, args.batch, args.seq, args.checkpoint))} rows appended to {table}")
     if args.json:
         save_json(args.json, {**metadata(), "model": "gpt2", "batch": args.batch, "seq": args.seq,
                               "results": results})

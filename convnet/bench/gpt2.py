@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from pathlib import Path
+
 import numpy as np
 from tqdm import tqdm
 
@@ -20,7 +22,6 @@ DECODE_PROMPT, DECODE_NEW = 16, 64
 def load_model(checkpoint: str | None, seed: int = 0):
     if checkpoint is None:
         return random_params(GPT2_124M, seed), GPT2_124M, f"124M shape, random weights (seed {seed})"
-    from pathlib import Path
     from ..gpt2.checkpoint import load_hf, load_llmc
     path = Path(checkpoint)
     params, config = load_hf(path) if path.is_dir() else load_llmc(path)
@@ -66,6 +67,24 @@ def run(names, B: int, T: int, repeat: int, checkpoint: str | None, hf: bool = T
         raise GPUError("every variant failed:\n" + "\n".join(failed))
     anchors = _hf(params, config, idx, results) if hf else {}
     return _format(results, anchors, what, B, T, failed), results + ([{"hf": anchors}] if anchors else [])
+
+
+def forward_benchmark(B: int, T: int, checkpoint: str | None) -> str:
+    """The benchmark name --record files forwards under (README's variants table quotes it)."""
+    weights = "random 124M weights" if checkpoint is None else Path(checkpoint).name
+    return f"forward B={B} T={T}, {weights} (convnet-bench gpt2)"
+
+
+def forward_rows(results: list, B: int, T: int, checkpoint: str | None) -> list[tuple]:
+    """run()'s results as results-table rows: each variant's forward and HF's in the same run."""
+    bench = forward_benchmark(B, T, checkpoint)
+    rows = [(r["variant"], bench, r["total_ms"], "ms") for r in results if "total_ms" in r]
+    hf = next((r["hf"] for r in results if "hf" in r), {})
+    for key, label in (("fp32", "HF fp32"), ("tf32", "HF TF32"), ("bf16", "HF bf16"),
+                       ("bf16_compile", "HF bf16 torch.compile")):
+        if key in hf:
+            rows.append((label, bench, hf[key], "ms"))
+    return rows
 
 
 def _hf(params, config, idx, results) -> dict:

@@ -1,0 +1,29 @@
+"""convnet-bench gpt2 --record, without a GPU: run()'s results become results-table rows under one benchmark name
+(each variant's forward, HF's in the same run), and a table that is not one is refused before any work."""
+import subprocess
+import sys
+
+from convnet.paths import CHECKOUT_ROOT as ROOT
+
+
+def test_forward_rows_name_each_variant_and_hfs_anchors():
+    from convnet.bench.gpt2 import forward_benchmark, forward_rows
+    results = [{"variant": "fast", "total_ms": 14.4}, {"variant": "fast_bf16", "total_ms": 4.5},
+               {"hf": {"fp32": 56.7, "tf32": 23.4, "bf16": 9.1, "bf16_compile": 6.98, "versions": "torch x"}}]
+    rows = forward_rows(results, 8, 1024, None)
+    bench = forward_benchmark(8, 1024, None)
+    assert bench == "forward B=8 T=1024, random 124M weights (convnet-bench gpt2)"
+    assert rows == [("fast", bench, 14.4, "ms"), ("fast_bf16", bench, 4.5, "ms"), ("HF fp32", bench, 56.7, "ms"),
+                    ("HF TF32", bench, 23.4, "ms"), ("HF bf16", bench, 9.1, "ms"),
+                    ("HF bf16 torch.compile", bench, 6.98, "ms")]
+    assert forward_rows(results[:1], 1, 64, "/x/gpt2-medium")[0][1] == \
+        "forward B=1 T=64, gpt2-medium (convnet-bench gpt2)"
+
+
+def test_a_table_that_is_not_one_is_refused_before_the_gpu(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    p = subprocess.run([sys.executable, "-m", "convnet.bench.cli", "gpt2", "fast", "--record", str(notes)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and "not a results table" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert notes.read_text() == "mine\n"
