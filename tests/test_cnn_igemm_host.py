@@ -25,6 +25,38 @@ def emulate(x, wh, ktab, bias, m, stride, pads, out_hw):
     return y.reshape(m, n_img, oh, ow).transpose(1, 0, 2, 3)
 
 
+def conv_float64(x, w, b, stride, dil, pads, out_hw):
+    """The convolution in float64, tap by tap over the padded input (the oracle of both gathers)."""
+    t, l, bt, r = pads
+    (oh, ow), k = out_hw, w.shape[2]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bt), (l, r)))
+    want = np.zeros((len(x), w.shape[0], oh, ow))
+    for i in range(k):
+        for j in range(k):
+            patch = xp[:, :, i * dil:i * dil + (oh - 1) * stride + 1:stride, j * dil:j * dil + (ow - 1) * stride + 1:stride]
+            want += np.einsum("nchw,mc->nmhw", patch, w[:, :, i, j].astype(np.float64))
+    return want + b[None, :, None, None]
+
+
+def gathered(emulator, operands, c, m, k, stride, dil, pads, hw):
+    """A random convolution's operands(layer, input shape), after checking that the kernel's gather emulated over
+    them (emulator) gives the float64 convolution of 3 random images."""
+    from convnet.cnn.graph import Layer, conv_out
+    rng = np.random.default_rng(c * 100 + m)
+    w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    layer = Layer("conv", ["x"], "y", "conv", {"w": w, "b": b, "group": 1, "kernel": (k, k), "stride": (stride,) * 2,
+                                             "dilation": (dil, dil), "pads": pads, "auto_pad": "NOTSET"})
+    ops = operands(layer, (c, *hw))
+    t, l, bt, r = pads
+    oh, ow = conv_out(hw[0], k, stride, dil, t, bt), conv_out(hw[1], k, stride, dil, l, r)
+    x = rng.standard_normal((3, c, *hw)).astype(np.float32)
+    got = emulator(x, ops[0], ops[1], b, m, (stride, stride), (t, l), (oh, ow))
+    want = conv_float64(x, w, b, stride, dil, pads, (oh, ow))
+    assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
+    return ops
+
+
 @pytest.mark.parametrize("c,m,k,stride,dil,pads,hw", [
     (1, 6, 5, 1, 1, (2, 2, 2, 2), (28, 28)),       # LeNet-5's first layer: K = 25 in one padded step
     (3, 17, 3, 2, 1, (0, 1, 1, 0), (33, 31)),      # asymmetric padding, M past one 16-channel tile
@@ -33,29 +65,11 @@ def emulate(x, wh, ktab, bias, m, stride, pads, out_hw):
     (16, 70, 7, 3, 1, (3, 1, 0, 2), (20, 23)),     # M past one block's 64, K = 784
 ])
 def test_the_gather_and_padded_weights_give_the_convolution(c, m, k, stride, dil, pads, hw):
-    from convnet.cnn.graph import Layer, conv_out
     from convnet.cnn.gpu import IGEMM_BK, igemm_operands
-    rng = np.random.default_rng(c * 100 + m)
-    w = rng.standard_normal((m, c, k, k)).astype(np.float32)
-    b = rng.standard_normal(m).astype(np.float32)
-    layer = Layer("conv", ["x"], "y", "conv", {"w": w, "b": b, "group": 1, "kernel": (k, k), "stride": (stride,) * 2,
-                                             "dilation": (dil, dil), "pads": pads, "auto_pad": "NOTSET"})
-    wh, ktab, mt = igemm_operands(layer, (c, *hw))
+    wh, ktab, mt = gathered(emulate, igemm_operands, c, m, k, stride, dil, pads, hw)
     assert wh.shape[0] % (16 * mt) == 0 and wh.shape[0] >= m and (mt == 4 or m <= 16 * mt)
     assert wh.shape[1] % IGEMM_BK == 0 and ktab.shape == (wh.shape[1], 4) and ktab.dtype == np.int32
     assert not wh[m:].any() and not wh[:, c * k * k:].any()
-    t, l, bt, r = pads
-    oh, ow = conv_out(hw[0], k, stride, dil, t, bt), conv_out(hw[1], k, stride, dil, l, r)
-    x = rng.standard_normal((3, c, *hw)).astype(np.float32)
-    got = emulate(x, wh, ktab, b, m, (stride, stride), (t, l), (oh, ow))
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bt), (l, r)))
-    want = np.zeros((3, m, oh, ow))
-    for i in range(k):
-        for j in range(k):
-            patch = xp[:, :, i * dil:i * dil + (oh - 1) * stride + 1:stride, j * dil:j * dil + (ow - 1) * stride + 1:stride]
-            want += np.einsum("nchw,mc->nmhw", patch, w[:, :, i, j].astype(np.float64))
-    want += b[None, :, None, None]
-    assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
 
 
 def plan(tmp_path, name, variant="igemm_f16"):
@@ -196,28 +210,11 @@ def emulate_nhwc(x, wh, ktab, bias, m, stride, pads, out_hw):
 ])
 @pytest.mark.parametrize("bk", [32, 64])
 def test_the_nhwc_gather_and_weights_give_the_convolution(c, m, k, stride, dil, pads, hw, bk):
-    from convnet.cnn.graph import Layer, conv_out
     from convnet.cnn.gpu import NHWC_BM, nhwc_operands
-    rng = np.random.default_rng(c * 100 + m)
-    w = rng.standard_normal((m, c, k, k)).astype(np.float32)
-    b = rng.standard_normal(m).astype(np.float32)
-    layer = Layer("conv", ["x"], "y", "conv", {"w": w, "b": b, "group": 1, "kernel": (k, k), "stride": (stride,) * 2,
-                                             "dilation": (dil, dil), "pads": pads, "auto_pad": "NOTSET"})
-    wh, ktab, bm = nhwc_operands(layer, (c, *hw), bk)
+    wh, ktab, bm = gathered(emulate_nhwc, lambda layer, shape: nhwc_operands(layer, shape, bk), c, m, k, stride, dil,
+                            pads, hw)
     assert bm in NHWC_BM and wh.shape[0] % bm == 0 and (bm == 128 or m <= bm) and wh.shape[0] >= m
     assert wh.shape[1] % bk == 0 and ktab.shape == (wh.shape[1] // 8, 4) and ktab.dtype == np.int32
-    t, l, bt, r = pads
-    oh, ow = conv_out(hw[0], k, stride, dil, t, bt), conv_out(hw[1], k, stride, dil, l, r)
-    x = rng.standard_normal((3, c, *hw)).astype(np.float32)
-    got = emulate_nhwc(x, wh, ktab, b, m, (stride, stride), (t, l), (oh, ow))
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bt), (l, r)))
-    want = np.zeros((3, m, oh, ow))
-    for i in range(k):
-        for j in range(k):
-            patch = xp[:, :, i * dil:i * dil + (oh - 1) * stride + 1:stride, j * dil:j * dil + (ow - 1) * stride + 1:stride]
-            want += np.einsum("nchw,mc->nmhw", patch, w[:, :, i, j].astype(np.float64))
-    want += b[None, :, None, None]
-    assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
 
 
 def test_nhwc_convolutions_hand_fp16_nhwc_only_to_nhwc_convolutions(tmp_path):
