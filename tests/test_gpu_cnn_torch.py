@@ -14,7 +14,7 @@ pytest.importorskip("onnx")
 nn = torch.nn
 F = torch.nn.functional
 
-VARIANTS = ["cpu", "im2col", "direct", "direct_graph", "igemm_f16"]
+VARIANTS = ["cpu", "im2col", "direct", "direct_graph", "igemm_f16", "igemm_f16_nhwc", "igemm_f16_graph"]
 
 
 def half(name) -> bool:
@@ -131,6 +131,7 @@ def check(model, shape, tmp_path, rng, batch):
         else:
             net = GPUNet(g, catalogue.get(name, "onnx"))
             net.rt.pool.fill("cnna", np.nan, np.float32)
+            net.rt.pool.fill("cnna", np.nan, np.float16)
             got = net.forward(x)
         assert rel_err(got, want) <= (2e-2 if half(name) else 1e-5), name
     return g
@@ -143,6 +144,16 @@ def test_exported_from_torch_random_weights(tmp_path, make, shape, batch):
     torch.manual_seed(batch)
     g = check(randomise_batchnorm(make(), batch), shape, tmp_path, np.random.default_rng(batch), batch)
     assert not any(x.op == "affine" for x in g.layers)            # every BatchNorm folded into its conv
+
+
+@pytest.mark.parametrize("batch", [1, 7])
+def test_torchvision_resnet18_at_224(tmp_path, batch):
+    """The issue's ResNet-18 (torchvision's, random weights and batch-norm statistics) at 3x224x224: its
+    TorchScript export passes weights through Identity nodes; every variant against PyTorch in float64."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(batch)
+    model = randomise_batchnorm(torchvision.models.resnet18(num_classes=100), batch)
+    check(model, (3, 224, 224), tmp_path, np.random.default_rng(batch), batch)
 
 
 def test_trained_lenet5_predicts_as_torch_on_all_10000(tmp_path):
