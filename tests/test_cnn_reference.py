@@ -190,3 +190,31 @@ def test_weights_passed_through_identity_nodes_are_weights(tmp_path):
     got = reference.forward(graph.load(path), x, np.float64)
     want = run_ort(path, x)
     assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("nodes,message", [
+    ([("Conv", ["x", "w"], "c", {"kernel_shape": [1, 1]}), ("Identity", ["w"], "y", {})],
+     r"the model's output 'y' is not computed from its image input"),
+    ([("Conv", ["x", "w"], "c", {"kernel_shape": [1, 1]}), ("Add", ["c", "elsewhere"], "y", {})],
+     r"ONNX node 'n1': input 'elsewhere' is not computed from the image input"),
+])
+def test_an_output_or_input_that_the_image_does_not_reach_is_refused_in_one_line(tmp_path, nodes, message):
+    """A graph whose output is a constant, or a node reading a tensor that no node makes: one line, exit code 2 from
+    the command, nothing run."""
+    import subprocess
+    import sys
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph
+    from convnet.errors import UsageError
+    from convnet.paths import CHECKOUT_ROOT
+    w = numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w")
+    made = [helper.make_node(op, ins, [out], name=f"n{k}", **kw) for k, (op, ins, out, kw) in enumerate(nodes)]
+    g = helper.make_graph(made, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    path = tmp_path / "g.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    with pytest.raises(UsageError, match=message):
+        graph.load(path)
+    p = subprocess.run([sys.executable, "run_milestone.py", "--model", str(path), "--variant", "cpu", "--batch", "2"],
+                       capture_output=True, text=True, cwd=CHECKOUT_ROOT, timeout=120)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr

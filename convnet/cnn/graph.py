@@ -319,6 +319,10 @@ def infer_shapes(graph: Graph) -> dict:
     """Each tensor's per-image shape, (C, H, W) or (F,), by walking the layers once."""
     out = {graph.input: tuple(graph.input_shape)}
     for layer in graph.layers:
+        missing = [i for i in layer.inputs if i not in out]
+        if missing:
+            raise UsageError(f"ONNX node {layer.name!r}: input {missing[0]!r} is not computed from the image input "
+                             f"(a constant where data is expected, or a tensor no node makes)")
         s = [out[i] for i in layer.inputs]
         a = layer.attrs
         if layer.op == "conv":
@@ -366,6 +370,9 @@ def infer_shapes(graph: Graph) -> dict:
         if min(y) < 1:
             raise UsageError(f"ONNX node {layer.name!r}: output shape {y} for a {graph.input_shape} input")
         out[layer.output] = tuple(y)
+    if graph.output not in out:
+        raise UsageError(f"the model's output {graph.output!r} is not computed from its image input (a constant, "
+                         f"or a tensor no node makes)")
     return out
 
 
