@@ -96,6 +96,16 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
      "'the_node' (Add): a constant of shape (3,) on a (N, 3, 8, 8) tensor"),
     ("Add", {"inputs": ("a", "b"), "inits": (("a", np.zeros(3, np.float32)), ("b", np.zeros(3, np.float32)))},
      "'the_node' (Add): an Add of two constants"),
+    ("Conv", {"inputs": ("input", "w"), "inits": (("w", np.zeros((2, 3, 3, 3), np.float32)),), "strides": [0, 1]},
+     "'the_node' (Conv): strides [0, 1] (2 values of at least 1 are supported)"),
+    ("Conv", {"inputs": ("input", "w"), "inits": (("w", np.zeros((2, 3, 3, 3), np.float32)),),
+              "pads": [-1, 0, 0, 0]}, "'the_node' (Conv): pads [-1, 0, 0, 0]"),
+    ("Conv", {"inputs": ("input", "w"), "inits": (("w", np.zeros((2, 3, 3, 3), np.float32)),),
+              "kernel_shape": [5, 5]}, "'the_node' (Conv): kernel_shape [5, 5] (the weights' are [3, 3])"),
+    ("Conv", {"inputs": ("input", "w"), "inits": (("w", np.zeros((2, 3, 3, 3), np.float32)),), "dilations": [1, 0]},
+     "'the_node' (Conv): dilations [1, 0]"),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 0]}, "'the_node' (MaxPool): strides [2, 0]"),
+    ("AveragePool", {"kernel_shape": [0, 2]}, "'the_node' (AveragePool): kernel_shape [0, 2]"),
 ])
 def test_what_cannot_run_is_refused_in_one_line_naming_the_node(tmp_path, op, kw, message):
     from convnet.cnn import graph

@@ -129,6 +129,18 @@ def _symbolic(node, consts, sym, a) -> bool:
     return True
 
 
+def _check_window(node, a: dict, kernel) -> None:
+    """A convolution's or pooling's window attributes as the kernels can run them: 2 strides and dilations of at
+    least 1, 4 pads of at least 0, a kernel of at least 1 (and a Conv's kernel_shape equal to its weights')."""
+    for key, n, least in (("strides", 2, 1), ("dilations", 2, 1), ("pads", 4, 0)):
+        v = list(a.get(key, [least] * n))
+        if len(v) != n or min(v) < least:
+            _refuse(node, f"{key} {v} ({n} values of at least {least} are supported)")
+    if min(kernel) < 1 or ("kernel_shape" in a and node.op_type == "Conv" and tuple(a["kernel_shape"]) != kernel):
+        _refuse(node, f"kernel_shape {list(a.get('kernel_shape', kernel))} (the weights' are {list(kernel)})"
+                if min(kernel) >= 1 else f"kernel_shape {list(kernel)}")
+
+
 def _convert(node, consts, numpy_helper, sym=None) -> list:
     op, a = node.op_type, _attrs(node)
     ins = [i for i in node.input]
@@ -156,6 +168,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             _refuse(node, f"a {w.ndim - 2}-D convolution (2-D is supported)")
         b = consts[ins[2]].astype(np.float32) if len(ins) > 2 and ins[2] else np.zeros(w.shape[0], np.float32)
         kh, kw = w.shape[2:]
+        _check_window(node, a, (kh, kw))
         pads = list(a.get("pads", [0, 0, 0, 0]))
         auto = a.get("auto_pad", b"NOTSET")
         auto = auto.decode() if isinstance(auto, bytes) else auto
@@ -188,6 +201,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         k = tuple(a["kernel_shape"])
         if len(k) != 2:
             _refuse(node, f"a {len(k)}-D pool (2-D is supported)")
+        _check_window(node, a, k)
         auto = a.get("auto_pad", b"NOTSET")
         auto = auto.decode() if isinstance(auto, bytes) else auto
         if auto not in ("NOTSET", "VALID"):
