@@ -21,6 +21,11 @@ def main(argv=None) -> int:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     out = Path(argv[0])
+    names = ["lenet5", "vgg_cifar", "resnet224", "resnet18"]
+    taken = [out / f"{n}.onnx" for n in names if (out / f"{n}.onnx").exists()]
+    if taken:                                  # never overwrite a file this tool did not just write
+        print(f"bench_nets.py: {taken[0]} exists; give an empty or new folder", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     nets = {"lenet5": MODELS["lenet5"], "vgg_cifar": MODELS["vgg_cifar"],
             "resnet224": lambda rng: resnet_block(rng, size=224)}

@@ -68,49 +68,46 @@ def page_locked(x: np.ndarray) -> bool:
     return type(base).__name__ in ("HostAllocation", "RegisteredHostMemory", "PagelockedHostAllocation")
 
 
+def _padded_operands(wk: np.ndarray, tile: int, bk: int, off, dy, dx) -> tuple:
+    """The tensor-core convolutions' weights and k table: wk (M, K) in the kernel's k order zero-padded to
+    [Mpad][Kpad] (M to a multiple of `tile`, K of `bk`), and the table (int32 [rows][4]: offset, dy, dx, 0), one row
+    per K / off.size k, rows past K out of every image."""
+    m, K = wk.shape
+    mpad, kpad = -(-m // tile) * tile, -(-K // bk) * bk
+    wh = np.zeros((mpad, kpad), np.float32)
+    wh[:m, :K] = wk
+    n = off.size
+    ktab = np.zeros((kpad * n // K, 4), np.int64)
+    ktab[:, 1:3] = IGEMM_FAR
+    ktab[:n, 0], ktab[:n, 1], ktab[:n, 2] = off.ravel(), dy.ravel(), dx.ravel()
+    return wh, ktab.astype(np.int32)
+
+
 def igemm_operands(layer, in_shape) -> tuple:
     """A group-1 convolution's operands for conv_igemm_f16: the weights as fp16 [Mpad][Kpad] (zero past M and K),
     the k table (int32 [Kpad][4]: c * H * W + dy * W + dx, dy, dx, 0 for k = (c, i, j); out of every image past K)
     and MT, the block's 16-channel tiles (the fewest that cover M, at most 4)."""
-    a = layer.attrs
-    w = a["w"]
+    w = layer.attrs["w"]
     m, c, kh, kw = w.shape
     _, h, wd = in_shape
-    (dh, dw) = a["dilation"]
+    dh, dw = layer.attrs["dilation"]
     mt = next((t for t in IGEMM_MT if m <= 16 * t), IGEMM_MT[-1])
-    K = c * kh * kw
-    mpad, kpad = -(-m // (16 * mt)) * 16 * mt, -(-K // IGEMM_BK) * IGEMM_BK
-    wh = np.zeros((mpad, kpad), np.float32)
-    wh[:m, :K] = w.reshape(m, K)
     cc, ii, jj = np.meshgrid(np.arange(c), np.arange(kh) * dh, np.arange(kw) * dw, indexing="ij")
-    ktab = np.zeros((kpad, 4), np.int64)
-    ktab[:, 1:3] = IGEMM_FAR
-    ktab[:K, 0] = (cc * h * wd + ii * wd + jj).ravel()
-    ktab[:K, 1], ktab[:K, 2] = ii.ravel(), jj.ravel()
-    return wh, ktab.astype(np.int32), mt
+    return (*_padded_operands(w.reshape(m, -1), 16 * mt, IGEMM_BK, cc * h * wd + ii * wd + jj, ii, jj), mt)
 
 
-def nhwc_operands(layer, in_shape, bk: int = 64) -> tuple:
+def nhwc_operands(layer, in_shape, bk: int = NHWC_BK) -> tuple:
     """A group-1 convolution's operands for conv_igemm_nhwc (input fp16 NHWC, C % 8 == 0): the weights as fp16
     [Mpad][Kpad] with k = (i * KW + j) * C + c, the k table with one row per 8 k (int32 [Kpad / 8][4]:
     (dy * W + dx) * C + c, dy, dx, 0; out of every image past K) and BM, the block's output channels."""
-    a = layer.attrs
-    w = a["w"]
+    w = layer.attrs["w"]
     m, c, kh, kw = w.shape
     _, h, wd = in_shape
-    (dh, dw) = a["dilation"]
+    dh, dw = layer.attrs["dilation"]
     bm = next((t for t in NHWC_BM if m <= t), NHWC_BM[-1])
-    K = c * kh * kw
-    mpad, kpad = -(-m // bm) * bm, -(-K // bk) * bk
-    wh = np.zeros((mpad, kpad), np.float32)
-    wh[:m, :K] = w.transpose(0, 2, 3, 1).reshape(m, K)
     ii, jj, cc = np.meshgrid(np.arange(kh) * dh, np.arange(kw) * dw, np.arange(0, c, NHWC_VEC), indexing="ij")
-    ktab = np.zeros((kpad // NHWC_VEC, 4), np.int64)
-    ktab[:, 1:3] = IGEMM_FAR
-    n = K // NHWC_VEC
-    ktab[:n, 0] = ((ii * wd + jj) * c + cc).ravel()
-    ktab[:n, 1], ktab[:n, 2] = ii.ravel(), jj.ravel()
-    return wh, ktab.astype(np.int32), bm
+    wk = w.transpose(0, 2, 3, 1).reshape(m, -1)
+    return (*_padded_operands(wk, bm, bk, (ii * wd + jj) * c + cc, ii, jj), bm)
 
 
 class GPUNet:
@@ -145,8 +142,7 @@ class GPUNet:
                 fn = rt.kernel("cnn_igemm.cu", f"conv_igemm_nhwc_m{bm}", dict(variant.defines), variant.name)
                 smem = stages * (bm + IGEMM_BN) * (self.nhwc_bk + 8) * 2
                 fn.allow_shared(smem)
-                self.k[f"conv_igemm_nhwc_m{bm}"] = (lambda f, b: lambda grid, block, *args:
-                                                    f(grid, block, *args, stream=self.stream, shared=b))(fn, smem)
+                self.k[f"conv_igemm_nhwc_m{bm}"] = self._on_stream(fn, smem)
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
         self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self.w = {}
@@ -154,14 +150,11 @@ class GPUNet:
         tag, self.act_tag = f"cnnw{k}", f"cnna{k}"      # this network's weights; its activations
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
-            if layer.op == "conv" and self._nhwc_conv(layer):
-                wh, ktab, bm = nhwc_operands(layer, self.shape[layer.inputs[0]], self.nhwc_bk)
+            if layer.op == "conv" and self.igemm and a["group"] == 1:     # tile: BM (NHWC) or MT
+                wh, ktab, tile = nhwc_operands(layer, self.shape[layer.inputs[0]], self.nhwc_bk) \
+                    if self._nhwc_conv(layer) else igemm_operands(layer, self.shape[layer.inputs[0]])
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
-                             rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), bm)
-            elif layer.op == "conv" and self.igemm and a["group"] == 1:
-                wh, ktab, mt = igemm_operands(layer, self.shape[layer.inputs[0]])
-                self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
-                             rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), mt)
+                             rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), tile)
             elif layer.op == "conv":
                 w = a["w"]
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", w.reshape(w.shape[0], -1)), rt.pool.upload(f"{tag}.{i}.b", a["b"]))
@@ -213,8 +206,8 @@ class GPUNet:
                                                          for j, how in r):
                 self.half_tensors.add(out)
 
-    def _on_stream(self, fn):
-        return lambda grid, block, *args: fn(grid, block, *args, stream=self.stream)
+    def _on_stream(self, fn, shared: int = 0):
+        return lambda grid, block, *args: fn(grid, block, *args, stream=self.stream, shared=shared)
 
     def _check(self, graph):
         for layer in graph.layers:

@@ -136,9 +136,10 @@ def _check_window(node, a: dict, kernel) -> None:
         v = list(a.get(key, [least] * n))
         if len(v) != n or min(v) < least:
             _refuse(node, f"{key} {v} ({n} values of at least {least} are supported)")
-    if min(kernel) < 1 or ("kernel_shape" in a and node.op_type == "Conv" and tuple(a["kernel_shape"]) != kernel):
-        _refuse(node, f"kernel_shape {list(a.get('kernel_shape', kernel))} (the weights' are {list(kernel)})"
-                if min(kernel) >= 1 else f"kernel_shape {list(kernel)}")
+    if min(kernel) < 1:
+        _refuse(node, f"kernel_shape {list(kernel)}")
+    if node.op_type == "Conv" and tuple(a.get("kernel_shape", kernel)) != kernel:
+        _refuse(node, f"kernel_shape {list(a['kernel_shape'])} (the weights' are {list(kernel)})")
 
 
 def _convert(node, consts, numpy_helper, sym=None) -> list:
