@@ -89,8 +89,11 @@ def markdown(model: str, path=None) -> str:
     for row in read(model, path):
         latest[(row["variant"], row["benchmark"], row["gpu"])] = row
     lines = ["| variant | benchmark | figure | GPU | commit, date |", "| --- | --- | --- | --- | --- |"]
+    order = {}                                  # a benchmark's rows together, benchmarks in first-recorded order
     for r in latest.values():
-        lines.append(f"| `{r['variant']}` | {r['benchmark'].replace('|', '/')} | {r['figure']} {r['unit']} | "
+        order.setdefault(r["benchmark"], len(order))
+    for r in sorted(latest.values(), key=lambda r: order[r["benchmark"]]):
+        lines.append(f"| `{r['variant']}` | {r['benchmark'].replace('|', '/')} | {_figure(r['figure'])} {r['unit']} | "
                      f"{r['gpu'].removeprefix('NVIDIA ')} | {r['commit']}, {r['date']} |")
     return "\n".join(lines)
 
@@ -106,7 +109,19 @@ def figures_by_gpu(rows: list[dict], variant: str, benchmark: str) -> str:
     for r in rows:
         if r["variant"] == variant and r["benchmark"] == benchmark:
             latest[r["gpu"]] = r
-    return ", ".join(f"{r['figure']} {r['unit']} ({gpu.removeprefix('NVIDIA ')})" for gpu, r in latest.items()) or "-"
+    return ", ".join(f"{_figure(r['figure'])} {r['unit']} ({gpu.removeprefix('NVIDIA ')})"
+                     for gpu, r in latest.items()) or "-"
+
+
+def _figure(text: str) -> str:
+    """A recorded figure to four significant digits for a table (the CSV keeps what was measured)."""
+    try:
+        x = float(text)
+    except ValueError:
+        return text
+    if abs(x) >= 1000:
+        return f"{x:.0f}"
+    return f"{x:.4g}" if sum(ch.isdigit() for ch in text.lstrip("0.-")) > 4 else text
 
 
 def variant_table(model: str, benchmark: str, names: list[str], path=None) -> str:
@@ -116,8 +131,11 @@ def variant_table(model: str, benchmark: str, names: list[str], path=None) -> st
     rows = read(model, path)
     lines = [f"| variant | what it is | {benchmark.replace('|', '/')} |", "| --- | --- | --- |"]
     for name in names:
-        v = catalogue.get(name, model)
-        lines.append(f"| `{name}` | {v.title.replace('|', '/')} | {figures_by_gpu(rows, name, benchmark)} |")
+        if name.startswith("HF ") or name.startswith("pytorch"):   # an anchor measured beside the variants
+            what, label = "anchor: the same benchmark in the same run", name
+        else:
+            what, label = catalogue.get(name, model).title.replace("|", "/"), f"`{name}`"
+        lines.append(f"| {label} | {what} | {figures_by_gpu(rows, name, benchmark)} |")
     return "\n".join(lines)
 
 
@@ -125,10 +143,15 @@ def variant_table(model: str, benchmark: str, names: list[str], path=None) -> st
 _VARIANTS = re.compile(r"(<!-- variants: (\w+) \| ([^|]+?) \| ([^>]+?) -->\n)(.*?)(<!-- /variants -->)", re.S)
 
 
+def _names(text: str) -> list[str]:
+    """A block's variant names: space-separated, or comma-separated where one has a space (an anchor's)."""
+    return [n.strip() for n in text.split(",")] if "," in text else text.split()
+
+
 def render_docs(text: str) -> str:
     """text with each results block and each variants block redrawn from its table."""
     text = _BLOCK.sub(lambda m: f"{m.group(1)}{markdown(m.group(2))}\n{m.group(4)}", text)
-    return _VARIANTS.sub(lambda m: f"{m.group(1)}{variant_table(m.group(2), m.group(3).strip(), m.group(4).split())}"
+    return _VARIANTS.sub(lambda m: f"{m.group(1)}{variant_table(m.group(2), m.group(3).strip(), _names(m.group(4)))}"
                                    f"\n{m.group(6)}", text)
 
 

@@ -61,3 +61,11 @@ def test_a_variants_block_draws_titles_and_each_gpus_latest_figure(tmp_path, mon
     assert "old" not in new and md in new and results.render_docs(new) == new
     with pytest.raises(UsageError, match="unknown gpt2 variant 'nope'"):
         results.variant_table("gpt2", "forward B=8 T=1024", ["nope"], table)
+
+
+def test_the_readme_stays_a_quick_start():
+    """Issue 40: README.md at most 12 KB; its variant tables are drawn blocks, not hand-kept figures."""
+    from pathlib import Path
+    text = (Path(results.__file__).resolve().parent.parent / "README.md").read_text()
+    assert len(text.encode()) <= 12 * 1024
+    assert text.count("<!-- variants: ") == 2
