@@ -10,6 +10,7 @@
 //   channel_affine    y = act(x * scale[c] + shift[c]) (a BatchNormalization nothing folds into; a channel bias)
 //   add_act           y = act(a + b) (residual connections)
 //   pool2d            max or average over kernel x kernel windows, strides, padding, ceil mode, count_include_pad
+//   pool2d_nhwc_f16   the same over fp16 NHWC, 8 channels a thread
 //   global_avg_pool   one warp per (image, channel)
 //   concat_channels   one input's channels into its slice of the output
 //   softmax_rows      one warp per row
@@ -142,6 +143,51 @@ extern "C" __global__ void pool2d(const float* __restrict__ x, float* __restrict
             }
         }
         y[t] = is_max ? acc : acc / (float)count;
+    }
+}
+
+// pool2d over fp16 NHWC (C % 8 == 0; the tensor-core convolutions' layout, params wgmma): a thread per (image,
+// output pixel, 8 channels) reads each tap's 8 channels as 16 bytes and writes 16; sums in fp32.
+extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half* __restrict__ y, int N, int C, int H,
+                                           int W, int KH, int KW, int SH, int SW, int PT, int PL, int PB, int PR,
+                                           int OH, int OW, int is_max, int count_pad) {
+    const int C8 = C / 8;
+    const long long total = (long long)N * OH * OW * C8;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int c8 = (int)(t % C8);
+        const long long pix = t / C8;
+        const int ox = (int)(pix % OW), oy = (int)(pix / OW % OH);
+        const __half* xs = x + pix / ((long long)OH * OW) * H * W * C + c8 * 8;
+        float acc[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = is_max ? -INFINITY : 0.f;
+        int count = 0;
+        for (int i = 0; i < KH; ++i) {
+            const int py = oy * SH + i, yy = py - PT;
+            for (int j = 0; j < KW; ++j) {
+                const int px = ox * SW + j, xx = px - PL;
+                const bool in = yy >= 0 && yy < H && xx >= 0 && xx < W;
+                if (in) {
+                    const uint4 u = *reinterpret_cast<const uint4*>(xs + ((long long)yy * W + xx) * C);
+                    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const float2 f = __half22float2(h[e]);
+                        acc[2 * e] = is_max ? fmaxf(acc[2 * e], f.x) : acc[2 * e] + f.x;
+                        acc[2 * e + 1] = is_max ? fmaxf(acc[2 * e + 1], f.y) : acc[2 * e + 1] + f.y;
+                    }
+                }
+                if (in || (count_pad && py < H + PT + PB && px < W + PL + PR)) ++count;
+            }
+        }
+        uint4 o;
+        __half2* oh = reinterpret_cast<__half2*>(&o);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            oh[e] = is_max ? __floats2half2_rn(acc[2 * e], acc[2 * e + 1])
+                           : __floats2half2_rn(acc[2 * e] / (float)count, acc[2 * e + 1] / (float)count);
+        *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
     }
 }
 

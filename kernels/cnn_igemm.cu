@@ -387,18 +387,24 @@ IG_NHWC_KERNEL(32, 2, 1, IG_STAGES)
 IG_NHWC_KERNEL(64, 2, 2, IG_STAGES)
 IG_NHWC_KERNEL(128, 4, 2, IG_STAGES)
 
-// x fp32 NCHW -> fp16 NHWC for a conv_igemm_nhwc input (C % 8 == 0): a thread per (n, pixel, 8 channels) reads its
-// 8 values a plane apart (neighbouring threads: neighbouring pixels, coalesced) and writes 16 bytes.
-extern "C" __global__ void nchw_to_nhwc_f16(const float* __restrict__ x, __half* __restrict__ y, int N, int C, int P) {
-    const int C8 = C / 8;
+// x fp32 NCHW (C channels) -> fp16 NHWC of Cpad channels (Cpad % 8 == 0; channels C .. Cpad - 1 zero: a 1- or
+// 3-channel input padded for the NHWC kernels) for a conv_igemm_nhwc / conv_wgmma_nhwc input: a thread per (n,
+// pixel, 8 channels) reads its values a plane apart (neighbouring threads: neighbouring pixels, coalesced) and
+// writes 16 bytes.
+extern "C" __global__ void nchw_to_nhwc_f16(const float* __restrict__ x, __half* __restrict__ y, int N, int C,
+                                            int Cpad, int P) {
+    const int C8 = Cpad / 8;
     const long long total = (long long)N * C8 * P;
     for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
          idx += (long long)gridDim.x * blockDim.x) {
         const int p = (int)(idx % P), c8 = (int)(idx / P % C8), n = (int)(idx / P / C8);
         const float* src = x + ((long long)n * C + c8 * 8) * P + p;
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = c8 * 8 + e < C ? src[(long long)e * P] : 0.f;
         uint4 o;
-        o.x = pack_half2(src[0], src[P]);         o.y = pack_half2(src[2 * P], src[3 * P]);
-        o.z = pack_half2(src[4 * P], src[5 * P]); o.w = pack_half2(src[6 * P], src[7 * P]);
-        *reinterpret_cast<uint4*>(y + ((long long)n * P + p) * C + c8 * 8) = o;
+        o.x = pack_half2(v[0], v[1]); o.y = pack_half2(v[2], v[3]);
+        o.z = pack_half2(v[4], v[5]); o.w = pack_half2(v[6], v[7]);
+        *reinterpret_cast<uint4*>(y + ((long long)n * P + p) * Cpad + c8 * 8) = o;
     }
 }

@@ -73,17 +73,18 @@ def vgg_cifar(rng):
     return model((3, 32, 32), gemm(x, 128, 10))
 
 
-def resnet_block(rng, size=32):
+def resnet_block(rng, size=32, width=16):
+    """ResNet-18's stem and first two kinds of basic block (the second strided, with a 1x1 shortcut), `width` wide."""
     node, const, conv, bn, gemm, model = _builder(rng)
-    x = node("Relu", [bn(conv("input", 3, 16, 7, stride=2, pads=[3, 3, 3, 3], bias=False), 16)])
+    x = node("Relu", [bn(conv("input", 3, width, 7, stride=2, pads=[3, 3, 3, 3], bias=False), width)])
     x = node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    for cin, cout, stride in ((16, 16, 1), (16, 32, 2)):
+    for cin, cout, stride in ((width, width, 1), (width, 2 * width, 2)):
         y = node("Relu", [bn(conv(x, cin, cout, 3, stride=stride, bias=False), cout)])
         y = bn(conv(y, cout, cout, 3, bias=False), cout)
         short = x if stride == 1 else bn(conv(x, cin, cout, 1, stride=stride, pads=[0, 0, 0, 0], bias=False), cout)
         x = node("Relu", [node("Add", [y, short])])
     x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
-    return model((3, size, size), gemm(x, 32, 10))
+    return model((3, size, size), gemm(x, 2 * width, 10))
 
 
 def mobilenet_block(rng):
@@ -123,4 +124,5 @@ def _tensor(arr):
 
 
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
-          "every_op": every_op}
+          "every_op": every_op,
+          "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

@@ -184,7 +184,10 @@ def test_an_image_past_the_kernels_32_bit_offsets_is_refused_before_any_build():
 
 def emulate_nhwc(x, wh, ktab, bias, m, stride, pads, out_hw):
     """conv_igemm_nhwc in numpy: x (N, C, H, W) laid out NHWC in fp16, each k-table row a 16-byte copy of 8
-    channels at the pixel's corner plus its offset (zero outside the image or past K)."""
+    channels at the pixel's corner plus its offset (zero outside the image or past K); fewer than 8 channels
+    padded with zeros to 8, as nchw_to_nhwc_f16 writes them."""
+    if x.shape[1] % 8:
+        x = np.concatenate([x, np.zeros((x.shape[0], 8 - x.shape[1] % 8, *x.shape[2:]), x.dtype)], axis=1)
     n_img, c, h, w = x.shape
     (sh, sw), (pt, pl), (oh, ow) = stride, pads, out_hw
     xf = x.transpose(0, 2, 3, 1).astype(np.float16).reshape(-1)
@@ -207,14 +210,53 @@ def emulate_nhwc(x, wh, ktab, bias, m, stride, pads, out_hw):
     (24, 40, 3, 1, 2, (2, 2, 2, 2), (9, 7)),       # dilation, 3 vectors a tap
     (64, 130, 1, 2, 1, (0, 0, 0, 0), (9, 10)),     # a 1x1 stride-2 shortcut, M past one 128-channel block
     (32, 70, 7, 3, 1, (3, 1, 0, 2), (20, 23)),
+    (3, 64, 7, 2, 1, (3, 3, 3, 3), (29, 31)),      # a 3-channel stem read padded to 8 channels (params wgmma)
+    (1, 72, 5, 1, 1, (2, 2, 2, 2), (11, 9)),
 ])
-@pytest.mark.parametrize("bk", [32, 64])
-def test_the_nhwc_gather_and_weights_give_the_convolution(c, m, k, stride, dil, pads, hw, bk):
-    from convnet.cnn.gpu import NHWC_BM, nhwc_operands
-    wh, ktab, bm = gathered(emulate_nhwc, lambda layer, shape: nhwc_operands(layer, shape, bk), c, m, k, stride, dil,
-                            pads, hw)
+@pytest.mark.parametrize("bk,wgmma", [(32, False), (64, False), (32, True)])
+def test_the_nhwc_gather_and_weights_give_the_convolution(c, m, k, stride, dil, pads, hw, bk, wgmma):
+    """wgmma: the operands padded for conv_wgmma_nhwc too (channels to its 64 or 128, K to 64), still a valid
+    conv_igemm_nhwc operand at the variant's k step (the same gather runs either kernel)."""
+    from convnet.cnn.gpu import NHWC_BM, WGC_BK, nhwc_operands, wgmma_bn
+    wh, ktab, bm = gathered(emulate_nhwc, lambda layer, shape: nhwc_operands(layer, shape, bk, wgmma), c, m, k, stride,
+                            dil, pads, hw)
     assert bm in NHWC_BM and wh.shape[0] % bm == 0 and (bm == 128 or m <= bm) and wh.shape[0] >= m
     assert wh.shape[1] % bk == 0 and ktab.shape == (wh.shape[1] // 8, 4) and ktab.dtype == np.int32
+    if wgmma:
+        assert wh.shape[0] % wgmma_bn(m) == 0 and wh.shape[1] % WGC_BK == 0 and wgmma_bn(m) == (64 if m <= 64 else 128)
+
+
+def test_wgmma_runs_the_unpooled_nhwc_convolutions_on_sm_90a_only(tmp_path):
+    """igemm_f16_wgmma: on sm_90a every NHWC convolution of 33 or more output channels (8s) without a fused pooling
+    launches conv_wgmma_nhwc (64- or 128-channel blocks), the others conv_igemm_nhwc; resnet_wide's 3-channel stem
+    (64 outputs) reads its input padded to 8 channels, and its max-pool runs on fp16 NHWC (pool2d_nhwc_f16); on
+    another GPU no wgmma kernel is built or launched."""
+    from convnet import catalogue
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    for name, n_wg in (("resnet_wide", 6), ("resnet_block", 0), ("vgg_cifar", None)):
+        g, net = plan(tmp_path, name, "igemm_f16_wgmma")
+        rt = net.rt
+        shape = g.shapes[g.input]
+        net._run(np.zeros((3, *shape), np.float32))
+        convs = [i for i, layer in enumerate(g.layers) if layer.op == "conv" and net._nhwc_conv(layer)]
+        wg = [i for i in convs if net._wgmma_conv(g.layers[i], net.fused[i].pool if i in net.fused else 0)]
+        launched = [n for n, *_ in rt.launches]
+        assert sum(n.startswith("conv_wgmma_nhwc_n") for n in launched) == len(wg)
+        assert sum(n.startswith("conv_igemm_nhwc_m") for n in launched) == len(convs) - len(wg)
+        assert all(net.op_label(i)[0].startswith("conv (fp16 NHWC, wgmma)") for i in wg)
+        assert n_wg is None or len(wg) == n_wg
+        if name == "resnet_wide":                 # every convolution, the 3-channel stem included, and the pool
+            assert len(wg) == sum(layer.op == "conv" for layer in g.layers)
+            pool = next(i for i, layer in enumerate(g.layers) if layer.op == "pool")
+            assert net.nhwc_pools == {pool} and g.layers[pool].output in net.half_tensors
+            assert launched.count("pool2d_nhwc_f16") == 1 and "pool2d" not in launched
+            assert net.op_label(pool)[0] == "pool (fp16 NHWC)"
+        older = RecordingRuntime()
+        older.arch = "sm_80"
+        net = GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"), older)
+        net._run(np.zeros((3, *shape), np.float32))
+        assert not net.wgmma and not any(n.startswith("conv_wgmma") for n, *_ in older.launches)
 
 
 def test_nhwc_convolutions_hand_fp16_nhwc_only_to_nhwc_convolutions(tmp_path):

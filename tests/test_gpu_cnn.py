@@ -23,7 +23,7 @@ def poison(rt):
     rt.pool.fill("cnna", np.nan, np.float16)          # fp16 NHWC activations (igemm_f16_nhwc)
 
 
-VARIANTS = ["im2col", "direct", "direct_graph", "igemm_f16", "igemm_f16_graph", "igemm_f16_nhwc"]
+VARIANTS = ["im2col", "direct", "direct_graph", "igemm_f16", "igemm_f16_graph", "igemm_f16_nhwc", "igemm_f16_wgmma"]
 
 
 def tol(variant) -> float:
@@ -77,9 +77,12 @@ def test_chunks_give_the_one_piece_result(tmp_path, variant):
     (24, 40, 3, 1, 2, [2, 2, 2, 2], (9, 7)),
     (32, 17, 3, 2, 1, [0, 1, 1, 0], (13, 11)),
     (128, 200, 3, 1, 1, [1, 1, 1, 1], (10, 6)),
+    (8, 64, 3, 1, 1, [1, 1, 1, 1], (15, 17)),      # one whole 64-channel wgmma block
+    (48, 136, 3, 2, 1, [1, 0, 0, 1], (19, 21)),    # 128-channel wgmma blocks, the second 8 channels wide
+    (16, 24, 1, 1, 1, [0, 0, 0, 0], (5, 3)),       # fewer pixels than one block
 ])
 @pytest.mark.parametrize("pool", [None, "MaxPool", "AveragePool"])
-@pytest.mark.parametrize("variant", ["igemm_f16", "igemm_f16_nhwc"])
+@pytest.mark.parametrize("variant", ["igemm_f16", "igemm_f16_nhwc", "igemm_f16_wgmma"])
 def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw, pool, variant):
     """conv_igemm_f16 alone (one Conv, a LeakyReLU fused; then a 2x2 stride-2 pool, fused: odd output sizes drop
     their last row or column) at shapes unlike the models': partial channel tiles of each MT, K past one step and not
@@ -102,7 +105,9 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     g = graph.load(tmp_path / "c.onnx")
     net = GPUNet(g, catalogue.get(variant, "onnx"))
     assert len(net.written_by) == (1 if pool else 0)                 # the pool is the convolution's epilogue
-    assert net._nhwc_conv(g.layers[0]) == (variant == "igemm_f16_nhwc" and c % 8 == 0)
+    assert net._nhwc_conv(g.layers[0]) == (variant != "igemm_f16" and c % 8 == 0)
+    if variant == "igemm_f16_wgmma" and net.rt.arch == "sm_90a":
+        assert net._wgmma_conv(g.layers[0], 1 if pool else 0) == (c % 8 == 0 and m % 8 == 0 and m > 32 and not pool)
     x = rng.standard_normal((5, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2

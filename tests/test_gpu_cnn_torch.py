@@ -14,7 +14,8 @@ pytest.importorskip("onnx")
 nn = torch.nn
 F = torch.nn.functional
 
-VARIANTS = ["cpu", "im2col", "direct", "direct_graph", "igemm_f16", "igemm_f16_nhwc", "igemm_f16_graph"]
+VARIANTS = ["cpu", "im2col", "direct", "direct_graph", "igemm_f16", "igemm_f16_nhwc", "igemm_f16_wgmma",
+            "igemm_f16_graph"]
 
 
 def half(name) -> bool:

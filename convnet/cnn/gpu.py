@@ -38,6 +38,10 @@ POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 wi
 NHWC_BM = (16, 32, 64, 128)    # conv_igemm_nhwc_m<BM>: output channels a block (params layout = "nhwc")
 NHWC_VEC = 8                   # its input channels go in 16-byte vectors of 8 halves: C % 8 == 0
 NHWC_STAGES, NHWC_BK = 3, 64   # its k-steps in flight (IG_STAGES) and k a step (IG_NHWC_BK): kernels/cnn_igemm.cu
+WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wgmma, sm_90a): channels, pixels, k
+WGC_STAGES = 3                 # its k-steps in flight (WGC_STAGES): kernels/cnn_wgmma.cu
+WGC_MIN_M = 33                 # ... for 33 output channels or more (fewer: conv_igemm_nhwc, H200 ab_igemm.py)
+PAD_MIN_M = 64                 # params wgmma: a 1-7 channel input padded to 8 for the NHWC kernels from 64 outputs
 
 
 @dataclass
@@ -96,18 +100,34 @@ def igemm_operands(layer, in_shape) -> tuple:
     return (*_padded_operands(w.reshape(m, -1), 16 * mt, IGEMM_BK, cc * h * wd + ii * wd + jj, ii, jj), mt)
 
 
-def nhwc_operands(layer, in_shape, bk: int = NHWC_BK) -> tuple:
+def wgmma_bn(m: int) -> int:
+    """conv_wgmma_nhwc's channels a block for m output channels."""
+    return WGC_BN[0] if m <= WGC_BN[0] else WGC_BN[1]
+
+
+def padded_channels(c: int) -> int:
+    """An NHWC convolution's input channels as its kernels read them: a multiple of 8 (zeros past c)."""
+    return -(-c // NHWC_VEC) * NHWC_VEC
+
+
+def nhwc_operands(layer, in_shape, bk: int = NHWC_BK, wgmma: bool = False) -> tuple:
     """A group-1 convolution's operands for conv_igemm_nhwc (input fp16 NHWC, C % 8 == 0): the weights as fp16
     [Mpad][Kpad] with k = (i * KW + j) * C + c, the k table with one row per 8 k (int32 [Kpad / 8][4]:
-    (dy * W + dx) * C + c, dy, dx, 0; out of every image past K) and BM, the block's output channels."""
+    (dy * W + dx) * C + c, dy, dx, 0; out of every image past K) and BM, the block's output channels. wgmma: the
+    same operands padded for conv_wgmma_nhwc as well (M to its BN, K to 64), so either kernel can run the layer. An
+    input of fewer than 8 channels is read padded to 8 (padded_channels; its weights zero there)."""
     w = layer.attrs["w"]
     m, c, kh, kw = w.shape
+    if c % NHWC_VEC:
+        w = np.concatenate([w, np.zeros((m, padded_channels(c) - c, kh, kw), w.dtype)], axis=1)
+        c = w.shape[1]
     _, h, wd = in_shape
     dh, dw = layer.attrs["dilation"]
     bm = next((t for t in NHWC_BM if m <= t), NHWC_BM[-1])
     ii, jj, cc = np.meshgrid(np.arange(kh) * dh, np.arange(kw) * dw, np.arange(0, c, NHWC_VEC), indexing="ij")
     wk = w.transpose(0, 2, 3, 1).reshape(m, -1)
-    return (*_padded_operands(wk, bm, bk, (ii * wd + jj) * c + cc, ii, jj), bm)
+    rows, bk = (max(bm, wgmma_bn(m)), max(bk, WGC_BK)) if wgmma else (bm, bk)
+    return (*_padded_operands(wk, rows, bk, (ii * wd + jj) * c + cc, ii, jj), bm)
 
 
 class GPUNet:
@@ -143,6 +163,18 @@ class GPUNet:
                 smem = stages * (bm + IGEMM_BN) * (self.nhwc_bk + 8) * 2
                 fn.allow_shared(smem)
                 self.k[f"conv_igemm_nhwc_m{bm}"] = self._on_stream(fn, smem)
+        # Hopper's warpgroup MMA for the unpooled NHWC convolutions over channels in 8s; mma.sync elsewhere
+        self.wgmma = self.nhwc and bool(variant.params.get("wgmma")) and getattr(rt, "arch", "") == "sm_90a"
+        self.nhwc_pool = self.nhwc and bool(variant.params.get("wgmma"))     # pools over fp16 NHWC, any GPU
+        if self.nhwc_pool:
+            self.k["pool2d_nhwc_f16"] = self._on_stream(rt.kernel("cnn.cu", "pool2d_nhwc_f16", dict(variant.defines),
+                                                                  variant.name))
+        if self.wgmma:
+            for bn in WGC_BN:
+                fn = rt.kernel("cnn_wgmma.cu", f"conv_wgmma_nhwc_n{bn}", dict(variant.defines), variant.name)
+                smem = int(variant.defines.get("WGC_STAGES", WGC_STAGES)) * (WGC_BM + bn) * 128 + 1024
+                fn.allow_shared(smem)                     # (+ 1 KB: the kernel aligns its stages to 1024 bytes)
+                self.k[f"conv_wgmma_nhwc_n{bn}"] = self._on_stream(fn, smem)
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
         self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self.w = {}
@@ -151,7 +183,7 @@ class GPUNet:
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
             if layer.op == "conv" and self.igemm and a["group"] == 1:     # tile: BM (NHWC) or MT
-                wh, ktab, tile = nhwc_operands(layer, self.shape[layer.inputs[0]], self.nhwc_bk) \
+                wh, ktab, tile = nhwc_operands(layer, self.shape[layer.inputs[0]], self.nhwc_bk, self.wgmma) \
                     if self._nhwc_conv(layer) else igemm_operands(layer, self.shape[layer.inputs[0]])
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
                              rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), tile)
@@ -170,20 +202,32 @@ class GPUNet:
         self._plan_layouts()
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
             (0 if self.direct or self.igemm else self._cols_per_image() * 4) + \
-            sum(int(np.prod(self.shape[x.inputs[0]])) * 2 for x in graph.layers if self._nhwc_conv(x))
+            sum(int(np.prod(self.shape[x.inputs[0]][1:])) * padded_channels(self.shape[x.inputs[0]][0]) * 2
+                for j, x in enumerate(graph.layers) if self._nhwc_conv(x) or j in self.nhwc_pools)
         self.chunk = max(1, min(CHUNK_BYTES // per_image, MAX_GEMM_BATCH))
 
     def _nhwc_conv(self, layer) -> bool:
-        """Whether conv_igemm_nhwc runs this layer: params layout = "nhwc", a group-1 convolution over C % 8 == 0
-        channels (its first layer, over 1 or 3 channels, runs conv_igemm_f16)."""
-        return self.nhwc and layer.op == "conv" and layer.attrs["group"] == 1 and \
-            self.shape[layer.inputs[0]][0] % NHWC_VEC == 0
+        """Whether an NHWC kernel runs this layer: params layout = "nhwc", a group-1 convolution over C % 8 == 0
+        channels; with params wgmma also one over 1-7 channels (read padded to 8) writing PAD_MIN_M or more (a
+        network's first layer; a narrower one runs conv_igemm_f16)."""
+        if not (self.nhwc and layer.op == "conv" and layer.attrs["group"] == 1):
+            return False
+        c, m = self.shape[layer.inputs[0]][0], self.shape[layer.output][0]
+        return c % NHWC_VEC == 0 or (self.nhwc_pool and c < NHWC_VEC and m >= PAD_MIN_M)
+
+    def _wgmma_conv(self, layer, pool: int) -> bool:
+        """Whether conv_wgmma_nhwc runs this layer: params wgmma on sm_90a, an NHWC convolution without a fused
+        pooling, over output channels in 8s (its fp16 NHWC stores and residual reads are channel pairs)."""
+        m = self.shape[layer.output][0]
+        return self.wgmma and not pool and self._nhwc_conv(layer) and m % NHWC_VEC == 0 and m >= WGC_MIN_M
 
     def _plan_layouts(self) -> None:
-        """half_tensors: the tensors a tensor-core convolution writes in fp16 NHWC, those whose every reader is an
-        NHWC convolution (as its input, or as the residual its epilogue adds). Every other tensor is fp32 NCHW, and an
-        NHWC convolution whose input is one converts it first (nchw_to_nhwc_f16, once per tensor)."""
-        self.half_tensors = set()
+        """half_tensors: the tensors written in fp16 NHWC, those of a multiple of 8 channels whose every reader reads
+        fp16 NHWC: an NHWC convolution (as its input, or as the residual its epilogue adds) or, with params wgmma, a
+        pooling layer that itself writes fp16 NHWC (nhwc_pools). Every other tensor is fp32 NCHW, and an NHWC
+        convolution or pooling whose input is one converts it first (nchw_to_nhwc_f16, once per tensor). Decided
+        from the last layer back, so that a pooling's layout is known before its input's."""
+        self.half_tensors, self.nhwc_pools = set(), set()
         if not self.nhwc:
             return
         layers = self.graph.layers
@@ -196,15 +240,27 @@ class GPUNet:
                 continue
             for t in layer.inputs:
                 readers.setdefault(t, []).append((j, "in"))
-        for i, layer in enumerate(layers):       # conv_igemm_f16 too writes fp16 NHWC (its residual is fp32 NCHW)
-            if i in self.written_by or layer.op != "conv" or layer.attrs["group"] != 1:
+
+        def reads_half(j, how, t):
+            if j in self.nhwc_pools:
+                return how == "in"
+            return self._nhwc_conv(layers[j]) and (how == "res" or layers[j].inputs[0] == t)
+
+        def all_read_half(t):
+            r = readers.get(t, [])
+            return r and t != self.graph.output and self.shape[t][0] % NHWC_VEC == 0 and \
+                all(reads_half(j, how, t) for j, how in r)
+        for i in reversed(range(len(layers))):
+            layer = layers[i]
+            if i in self.written_by:
                 continue
-            out = self.fused[i].out if i in self.fused else layer.output
-            r = readers.get(out, [])
-            if r and out != self.graph.output and all(self._nhwc_conv(layers[j]) and
-                                                         (how == "res" or layers[j].inputs[0] == out)
-                                                         for j, how in r):
-                self.half_tensors.add(out)
+            if layer.op == "conv" and layer.attrs["group"] == 1:   # conv_igemm_f16 too writes fp16 NHWC
+                out = self.fused[i].out if i in self.fused else layer.output
+                if all_read_half(out):
+                    self.half_tensors.add(out)
+            elif layer.op == "pool" and self.nhwc_pool and all_read_half(layer.output):
+                self.nhwc_pools.add(i)
+                self.half_tensors.add(layer.output)
 
     def _on_stream(self, fn, shared: int = 0):
         return lambda grid, block, *args: fn(grid, block, *args, stream=self.stream, shared=shared)
@@ -388,7 +444,7 @@ class GPUNet:
                 else:
                     y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[out]))
                 ins = [env[t] for t in layer.inputs] + ([env[f.res]] if f and f.res else [])
-                if self._nhwc_conv(layer):
+                if self._nhwc_conv(layer) or i in self.nhwc_pools:
                     ins[0] = self._as_nhwc(env, layer.inputs[0], n)
                 self._layer(i, layer, ins, y, n, f.act if f else layer.act, f.pool if f else 0)
                 env[layer.output] = y
@@ -402,9 +458,10 @@ class GPUNet:
         key = name + "@nhwc"
         if key not in env:
             c, h, w = self.shape[name]
-            y = self.rt.pool.get(f"{self.act_tag}.nhwc.{name}", (n, h, w, c), np.float16)
-            grid, block = self._grid(n * c // NHWC_VEC * h * w)
-            self.k["nchw_to_nhwc_f16"](grid, block, ptr(env[name]), ptr(y), i32(n), i32(c), i32(h * w))
+            cp = padded_channels(c)
+            y = self.rt.pool.get(f"{self.act_tag}.nhwc.{name}", (n, h, w, cp), np.float16)
+            grid, block = self._grid(n * cp // NHWC_VEC * h * w)
+            self.k["nchw_to_nhwc_f16"](grid, block, ptr(env[name]), ptr(y), i32(n), i32(c), i32(cp), i32(h * w))
             env[key] = y
         return env[key]
 
@@ -416,7 +473,9 @@ class GPUNet:
             return f"{layer.op}, in {self.graph.layers[self.written_by[i]].name}", layer.output
         f = self.fused.get(i)
         act = f.act if f else layer.act
-        op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) else layer.op
+        op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_pools else layer.op
+        if self._wgmma_conv(layer, f.pool if f else 0):
+            op = f"{layer.op} (fp16 NHWC, wgmma)"
         parts = [op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
                  {POOL_MAX: "maxpool", POOL_AVG: "avgpool"}.get(f.pool, "") if f else ""]
         return " + ".join(x for x in parts if x), f.out if f else layer.output
@@ -472,15 +531,28 @@ class GPUNet:
                                     i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
                                     i32(code), pa, pb)
                 return
+            if self._wgmma_conv(layer, pool):
+                _, _, ktab, _ = self.w[i]
+                res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
+                res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
+                bn = wgmma_bn(m)
+                grid = (-(-n * oh * ow // WGC_BM), -(-m // bn), 1)
+                k[f"conv_wgmma_nhwc_n{bn}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, i32(res_nhwc),
+                                            ptr(y), i32(y.dtype == np.float16), i32(n), i32(padded_channels(c)),
+                                            i32(h), i32(w),
+                                            i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t), i32(l), i32(oh),
+                                            i32(ow), i32(code), pa, pb)
+                return
             if self._nhwc_conv(layer):
                 _, _, ktab, bm = self.w[i]
                 res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
                 res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
                 pixels = n * (oh // 2) * (ow // 2) * 4 if pool else n * oh * ow
-                grid = (-(-pixels // IGEMM_BN), W.shape[0] // bm, 1)
+                grid = (-(-pixels // IGEMM_BN), -(-m // bm), 1)
                 k[f"conv_igemm_nhwc_m{bm}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, i32(res_nhwc),
-                                            ptr(y), i32(y.dtype == np.float16), i32(pool), i32(n), i32(c), i32(h),
-                                            i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t), i32(l),
+                                            ptr(y), i32(y.dtype == np.float16), i32(pool), i32(n),
+                                            i32(padded_channels(c)), i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh),
+                                            i32(sw), i32(t), i32(l),
                                             i32(oh), i32(ow), i32(code), pa, pb)
                 return
             if self.igemm:
@@ -531,6 +603,12 @@ class GPUNet:
             c, h, w = self.shape[layer.inputs[0]]
             _, oh, ow = self.shape[layer.output]
             (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
+            if i in self.nhwc_pools:
+                g8, b8 = self._grid(n * oh * ow * c // NHWC_VEC)
+                k["pool2d_nhwc_f16"](g8, b8, ptr(ins[0]), ptr(y), i32(n), i32(c), i32(h), i32(w), i32(kh), i32(kw),
+                                     i32(sh), i32(sw), i32(t), i32(l), i32(b), i32(r), i32(oh), i32(ow),
+                                     i32(a["kind"] == "max"), i32(a["count_pad"]))
+                return
             k["pool2d"](grid, block, ptr(ins[0]), ptr(y), i32(n * c), i32(h), i32(w), i32(kh), i32(kw), i32(sh),
                         i32(sw), i32(t), i32(l), i32(b), i32(r), i32(oh), i32(ow), i32(a["kind"] == "max"),
                         i32(a["count_pad"]))

@@ -1,0 +1,189 @@
+// The ONNX path's Hopper convolution (convnet/cnn/gpu.py, params wgmma = true on sm_90a): conv_igemm_nhwc's implicit
+// GEMM (kernels/cnn_igemm.cu: fp16 NHWC input, C % 8 == 0, k = (i * KW + j) * C + c, the same operands and k table)
+// with the roles turned round for warpgroup MMA: GEMM rows are pixels, columns output channels, so a 64-channel
+// layer fills a whole m64n64 tile and a thread's two neighbouring accumulators are two neighbouring channels of one
+// pixel (one 4-byte store in NHWC).
+//
+//   conv_wgmma_nhwc_n<BN>   y[p, n] = act(sum_k X[p, k] W[n, k] + bias[n] (+ res[p, n])),  p = (image, oy, ox)
+//
+// A block is two warpgroups (256 threads) computing 128 pixels x BN (64 or 128) channels; warpgroup w owns pixels
+// 64w .. 64w + 63 and issues, per 16-deep k step, one wgmma.m64nBNk16 reading both operands from shared memory
+// (no ldmatrix, no fragments: conv_igemm_nhwc's shared-memory reads were what bounded it, 6 ldmatrix.x4 per 16 mma).
+// A step is 64 k, one 128-byte row per pixel and per channel, in the 128-byte-swizzled layout wg_desc names (16-byte
+// chunk c of row r at chunk c ^ (r % 8)), filled by cp.async: each pixel's row is 8 copies of one tap's 8 channels,
+// zero-filled outside the image (conv_igemm_nhwc's gather); WGC_STAGES steps are in flight (dynamic shared memory,
+// 3 x (16 + BN / 8) KB: two blocks an SM, one block's copies and epilogue under the other's MMAs, as gemm.cu v7).
+// The epilogue adds the bias (and a residual, fp16 NHWC or fp32 NCHW), applies the activation and writes fp16 NHWC
+// (y_nhwc) or fp32 NCHW. Pooled epilogues stay on conv_igemm_nhwc. Activation codes as kernels/cnn.cu.
+// Offsets are 32-bit: convnet/cnn/gpu.py keeps a chunk's tensors under 2^31 elements.
+#include "common.cuh"
+
+#ifndef WGC_STAGES
+#define WGC_STAGES 3
+#endif
+#define WGC_BM 128                                // pixels a block
+#define WGC_BK 64                                 // k a step: one 128-byte row (the host pads K to it)
+#define WGC_THREADS 256
+#define WGC_FAR (1 << 28)                         // a dy / dx that no bound check lets through (the host's IGEMM_FAR)
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// D (64 x N, fp32; warp w % 4 holds rows 16 (w % 4) + g and + 8, per 8 columns q: d[4q + 0, 1] row g, columns
+// 8q + 2t, + 1; d[4q + 2, 3] row g + 8) += A (64 x 16) B (16 x N), fp16, both K-major in shared memory.
+template <int N> struct WgmmaF16;
+template <> struct WgmmaF16<64> {
+    static __device__ __forceinline__ void run(float (&d)[32], unsigned long long a, unsigned long long b) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+            "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
+            : "l"(a), "l"(b), "r"(1));
+    }
+};
+template <> struct WgmmaF16<128> {
+    static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a, unsigned long long b) {
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+            "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
+            : "l"(a), "l"(b), "r"(1));
+    }
+};
+#endif
+
+template <int BN>
+__device__ __forceinline__ void conv_wgmma_nhwc_body(
+        const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
+        const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc,
+        int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a,
+        float b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int A_BYTES = WGC_BM * 128, STAGE_BYTES = A_BYTES + BN * 128;
+    constexpr int ROWS = WGC_THREADS / 8;                   // rows a pass of the copies covers (8 threads a row)
+    extern __shared__ __align__(16) unsigned char wgc_raw[];
+    const unsigned raw = (unsigned)__cvta_generic_to_shared(wgc_raw);
+    const unsigned pad = ((raw + 1023u) & ~1023u) - raw;   // swizzle atoms sit on 1024-byte lines
+    unsigned char* smem = wgc_raw + pad;
+    const unsigned base_s = raw + pad;
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2, g = lane >> 2, t = lane & 3;
+    const int P = OH * OW;
+    const long long total = (long long)N * P;
+    const long long p0 = (long long)blockIdx.x * WGC_BM;
+    const int n0 = blockIdx.y * BN;
+
+    // The copies: thread tid moves 16-byte chunk v = tid % 8 (k0 + 8v .. + 7) of rows r0 + u ROWS; every such row
+    // has r % 8 == r0 % 8, so one swizzled offset serves them all.
+    const int v = tid & 7, r0 = tid >> 3, swz = ((v ^ (r0 & 7)) << 4) + r0 * 128;
+    int xbase[WGC_BM / ROWS], iy0[WGC_BM / ROWS], ix0[WGC_BM / ROWS];
+#pragma unroll
+    for (int u = 0; u < WGC_BM / ROWS; ++u) {
+        const long long p = p0 + r0 + u * ROWS;
+        xbase[u] = 0;
+        iy0[u] = ix0[u] = -2 * WGC_FAR;                     // past the batch: never in bounds
+        if (p < total) {
+            const int n = (int)(p / P), r = (int)(p % P), oy = r / OW, ox = r % OW;
+            iy0[u] = oy * SH - PT;
+            ix0[u] = ox * SW - PL;
+            xbase[u] = ((n * H + iy0[u]) * W + ix0[u]) * C;
+        }
+    }
+    const __half* wrow = w + (long long)(n0 + r0) * Kpad + v * 8;
+    auto load = [&](int stage, int k0) {
+        unsigned char* s = smem + stage * STAGE_BYTES + swz;
+        const int4 e = __ldg(ktab + k0 / 8 + v);
+#pragma unroll
+        for (int u = 0; u < WGC_BM / ROWS; ++u) {
+            const int yy = iy0[u] + e.y, xx = ix0[u] + e.z;
+            const bool in = (unsigned)yy < (unsigned)H && (unsigned)xx < (unsigned)W;
+            cp_async16(s + u * ROWS * 128, in ? x + xbase[u] + e.x : x, in);
+        }
+#pragma unroll
+        for (int u = 0; u < BN / ROWS; ++u)                 // the weights: padded to BN rows and Kpad columns
+            cp_async16(s + A_BYTES + u * ROWS * 128, wrow + (long long)u * ROWS * Kpad + k0, true);
+    };
+
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+
+    constexpr int PRE = WGC_STAGES - 1;                     // steps in flight ahead of the one multiplied
+    const int steps = Kpad / WGC_BK;
+#pragma unroll
+    for (int s = 0; s < PRE; ++s) {
+        if (s < steps) load(s, s * WGC_BK);
+        cp_async_commit();
+    }
+    for (int s = 0; s < steps; ++s) {
+        cp_async_wait<PRE - 1>();                          // this thread's copies of step s landed
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // ... and are visible to wgmma
+        __syncthreads();                                   // everyone's; step s - 1's MMAs are done (waited below)
+        if (s + PRE < steps) load((s + PRE) % WGC_STAGES, (s + PRE) * WGC_BK);
+        cp_async_commit();
+        const unsigned st = base_s + (s % WGC_STAGES) * STAGE_BYTES;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < WGC_BK / 16; ++kk)           // + 32 bytes a 16-deep step: the swizzle is on address bits
+            WgmmaF16<BN>::run(acc, wg_desc(st + wg * 64 * 128 + kk * 32), wg_desc(st + A_BYTES + kk * 32));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    }
+    cp_async_wait<0>();
+
+    // the epilogue: rows (pixels) g and g + 8 of this warp's 16, columns (channels) 8q + 2t, + 1
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const long long p = p0 + wg * 64 + (warp & 3) * 16 + g + half * 8;
+        if (p >= total) continue;
+        const int img = (int)(p / P), r = (int)(p % P);
+        const long long nchw = (long long)img * M * P + r;  // channel 0 of this pixel in an NCHW tensor
+#pragma unroll
+        for (int q = 0; q < BN / 8; ++q) {
+            const int n = n0 + q * 8 + 2 * t;
+            if (n >= M) continue;
+            const bool two = n + 1 < M;
+            float v0 = acc[4 * q + 2 * half] + bias[n], v1 = two ? acc[4 * q + 2 * half + 1] + bias[n + 1] : 0.f;
+            if (res) {
+                if (res_nhwc) {                            // M % 8 == 0 here (an NHWC tensor's channels): aligned
+                    const float2 rv = __half22float2(*reinterpret_cast<const __half2*>(
+                        static_cast<const __half*>(res) + p * M + n));
+                    v0 += rv.x;
+                    v1 += rv.y;
+                } else {
+                    v0 += static_cast<const float*>(res)[nchw + (long long)n * P];
+                    if (two) v1 += static_cast<const float*>(res)[nchw + (long long)(n + 1) * P];
+                }
+            }
+            v0 = act_apply(v0, act, a, b);
+            v1 = act_apply(v1, act, a, b);
+            if (y_nhwc) {
+                *reinterpret_cast<__half2*>(static_cast<__half*>(y) + p * M + n) = __floats2half2_rn(v0, v1);
+            } else {
+                static_cast<float*>(y)[nchw + (long long)n * P] = v0;
+                if (two) static_cast<float*>(y)[nchw + (long long)(n + 1) * P] = v1;
+            }
+        }
+    }
+#else
+    __trap();                                              // built without sm_90a: the host never launches it
+#endif
+}
+
+#define WGC_KERNEL(BN)                                                                                               \
+    extern "C" __global__ void __launch_bounds__(WGC_THREADS, 2) conv_wgmma_nhwc_n##BN(                               \
+            const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,              \
+            const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y,        \
+            int y_nhwc, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, \
+            int act, float a, float b) {                                                                             \
+        conv_wgmma_nhwc_body<BN>(x, w, ktab, bias, res, res_nhwc, y, y_nhwc, N, C, H, W, M, Kpad, SH, SW, PT, PL,   \
+                                 OH, OW, act, a, b);                                                                 \
+    }
+WGC_KERNEL(64)
+WGC_KERNEL(128)
