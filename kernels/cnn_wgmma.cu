@@ -21,6 +21,10 @@
 #ifndef WGC_STAGES
 #define WGC_STAGES 3
 #endif
+#ifndef WGC_INFLIGHT
+#define WGC_INFLIGHT 0                            // wgmma groups left running while the next step is waited for
+#endif
+static_assert(WGC_STAGES >= 2 + WGC_INFLIGHT, "a stage a step in flight, one multiplied, one being filled");
 #define WGC_BM 128                                // pixels a block
 #define WGC_BK 64                                 // k a step: one 128-byte row (the host pads K to it)
 #define WGC_THREADS 256
@@ -114,7 +118,7 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
 
-    constexpr int PRE = WGC_STAGES - 1;                     // steps in flight ahead of the one multiplied
+    constexpr int PRE = WGC_STAGES - 1 - WGC_INFLIGHT;      // steps copied ahead of the one multiplied
     const int steps = Kpad / WGC_BK;
 #pragma unroll
     for (int s = 0; s < PRE; ++s) {
@@ -124,7 +128,7 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     for (int s = 0; s < steps; ++s) {
         cp_async_wait<PRE - 1>();                          // this thread's copies of step s landed
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // ... and are visible to wgmma
-        __syncthreads();                                   // everyone's; step s - 1's MMAs are done (waited below)
+        __syncthreads();                  // everyone's; step s - 1 - WGC_INFLIGHT's MMAs are done (waited below)
         if (s + PRE < steps) load((s + PRE) % WGC_STAGES, (s + PRE) * WGC_BK);
         cp_async_commit();
         const unsigned st = base_s + (s % WGC_STAGES) * STAGE_BYTES;
@@ -133,8 +137,9 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
         for (int kk = 0; kk < WGC_BK / 16; ++kk)           // + 32 bytes a 16-deep step: the swizzle is on address bits
             WgmmaF16<BN>::run(acc, wg_desc(st + wg * 64 * 128 + kk * 32), wg_desc(st + A_BYTES + kk * 32));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(WGC_INFLIGHT) : "memory");
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     cp_async_wait<0>();
 
     // the epilogue: rows (pixels) g and g + 8 of this warp's 16, columns (channels) 8q + 2t, + 1
