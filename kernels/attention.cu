@@ -1253,32 +1253,14 @@ static_assert(FW_STAGES >= 2 && FW_STAGES <= 4, "FW_STAGES: 2..4");
 static_assert(FW_WG >= 1 && FW_WG <= 3, "FW_WG: 1..3");
 static_assert(!FW_PIPE || FW_STAGES == 2, "FW_PIPE: two-slot K and V rings (FW_STAGES 2)");
 
+#include "wgmma.cuh"               // Wgmma16 (S = Q K^T) and WG_ACC32
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FW_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-#define FW_R32 FW_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 // S (64 x FW_BC) += Q (64 x 16) K^T (16 x FW_BC): both from shared memory, K-major.
-template <int N> struct FwQK;
-template <> struct FwQK<64> {
-    static __device__ __forceinline__ void run(float (&d)[32], unsigned long long a, unsigned long long b) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FW_R32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                     : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24) : "l"(a), "l"(b), "r"(1));
-    }
-};
-template <> struct FwQK<128> {
-    static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a, unsigned long long b) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" FW_R32 ", %32, %33, %34, %35, %36, "
-                     "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
-                     "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                     : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
-                     : "l"(a), "l"(b), "r"(1));
-    }
-};
+template <int N> using FwQK = Wgmma16<N, __nv_bfloat16>;
 // O (64 x 64) += P (64 x 16, registers: the A fragment) V (16 x 64, shared memory, N-major).
 __device__ __forceinline__ void fw_pv(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FW_R32 "}, {%32, %33, %34, %35}, %36, p, "
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" WG_ACC32 "}, {%32, %33, %34, %35}, %36, p, "
                  "1, 1, 1;\n}\n"
                  : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));

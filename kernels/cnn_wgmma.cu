@@ -21,6 +21,7 @@
 // (y_nhwc) or fp32 NCHW. Pooled epilogues stay on conv_igemm_nhwc. Activation codes as kernels/cnn.cu.
 // Offsets are 32-bit: convnet/cnn/gpu.py keeps a chunk's tensors under 2^31 elements.
 #include "common.cuh"
+#include "wgmma.cuh"                   // Wgmma16: wgmma.m64nNk16, both operands from shared memory
 
 #ifndef WGC_STAGES
 #define WGC_STAGES 3
@@ -34,37 +35,6 @@ static_assert(WGC_STAGES >= 2 + WGC_INFLIGHT, "a stage a step in flight, one mul
 #define WGC_THREADS 256
 #define WGC_FAR (1 << 28)                         // a dy / dx that no bound check lets through (the host's IGEMM_FAR)
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// D (64 x N, fp32; warp w % 4 holds rows 16 (w % 4) + g and + 8, per 8 columns q: d[4q + 0, 1] row g, columns
-// 8q + 2t, + 1; d[4q + 2, 3] row g + 8) += A (64 x 16) B (16 x N), fp16, both K-major in shared memory.
-template <int N> struct WgmmaF16;
-template <> struct WgmmaF16<64> {
-    static __device__ __forceinline__ void run(float (&d)[32], unsigned long long a, unsigned long long b) {
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
-            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-            "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
-            : "l"(a), "l"(b), "r"(1));
-    }
-};
-template <> struct WgmmaF16<128> {
-    static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a, unsigned long long b) {
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
-            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-            "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
-            : "l"(a), "l"(b), "r"(1));
-    }
-};
-#endif
 
 template <int BN>
 __device__ __forceinline__ void conv_wgmma_nhwc_body(
@@ -139,7 +109,7 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int kk = 0; kk < WGC_BK / 16; ++kk)           // + 32 bytes a 16-deep step: the swizzle is on address bits
-            WgmmaF16<BN>::run(acc, wg_desc(st + wg * 64 * 128 + kk * 32), wg_desc(st + A_BYTES + kk * 32));
+            Wgmma16<BN, __half>::run(acc, wg_desc(st + wg * 64 * 128 + kk * 32), wg_desc(st + A_BYTES + kk * 32));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(WGC_INFLIGHT) : "memory");
     }

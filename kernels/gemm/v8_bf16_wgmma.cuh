@@ -475,60 +475,9 @@ __device__ __forceinline__ void bf_epi_chunk_next(const float* stage, int m0, in
 
 struct __align__(128) TmaMap { unsigned long long opaque[16]; };  // CUtensorMap, made by the driver
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "wgmma.cuh"
 // D (64 x N, fp32, v7's fragment layout) += A (64 x 16) B (16 x N), both bf16, K-major, from shared memory.
-template <int N> struct WgmmaBf16;
-template <> struct WgmmaBf16<128> {
-    static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a, unsigned long long b) {
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-            "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56)
-            : "l"(a), "l"(b), "r"(1));
-    }
-};
-template <> struct WgmmaBf16<192> {
-    static __device__ __forceinline__ void run(float (&d)[96], unsigned long long a, unsigned long long b) {
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
-            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-            "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-            "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-            "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
-            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),
-              WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88)
-            : "l"(a), "l"(b), "r"(1));
-    }
-};
-template <> struct WgmmaBf16<256> {
-    static __device__ __forceinline__ void run(float (&d)[128], unsigned long long a, unsigned long long b) {
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-            "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-            "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-            "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-            "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-            "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-            "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-            "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-            "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-            "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-            : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24), WG_D8(32), WG_D8(40), WG_D8(48), WG_D8(56),
-              WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88), WG_D8(96), WG_D8(104), WG_D8(112), WG_D8(120)
-            : "l"(a), "l"(b), "r"(1));
-    }
-};
-#endif
+template <int N> using WgmmaBf16 = Wgmma16<N, __nv_bfloat16>;
 
 #include "mbarrier.cuh"             // mbar_init, mbar_wait, mbar_arrive, mbar_expect_tx
 // The box at (c0 = k, c1 = row) of a 2-D tensor map into shared memory, completing on mbarrier bar.
