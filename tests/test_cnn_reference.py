@@ -106,6 +106,12 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
      "'the_node' (Conv): dilations [1, 0]"),
     ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 0]}, "'the_node' (MaxPool): strides [2, 0]"),
     ("AveragePool", {"kernel_shape": [0, 2]}, "'the_node' (AveragePool): kernel_shape [0, 2]"),
+    # (2, -1) folds images together (ONNX gives (2, N * 96) for N images): not a flatten
+    ("Reshape", {"inputs": ("input", "s"), "inits": (("s", np.array([2, -1], np.int64)),)},
+     "'the_node' (Reshape): shape [2, -1] (only (N, -1) flattening is supported)"),
+    ("MatMul", {"inputs": ("input", "w"), "inits": (("w", np.zeros(8, np.float32)),)},
+     "'the_node' (MatMul): a 1-D weight (2-D is supported)"),
+    ("Softmax", {"axis": 1}, "'the_node' (Softmax): over a (N, 3, 8, 8) tensor (a flat (N, features) input"),
 ])
 def test_what_cannot_run_is_refused_in_one_line_naming_the_node(tmp_path, op, kw, message):
     from convnet.cnn import graph
@@ -228,3 +234,34 @@ def test_an_output_or_input_that_the_image_does_not_reach_is_refused_in_one_line
     p = subprocess.run([sys.executable, "run_milestone.py", "--model", str(path), "--variant", "cpu", "--batch", "2"],
                        capture_output=True, text=True, cwd=CHECKOUT_ROOT, timeout=120)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_gemm_biases_of_every_broadcastable_shape_and_a_scalar_add_equal_onnxruntime(tmp_path):
+    """Gemm's C as (F,), (1, F) or one value (times beta), transB and alpha; an Add of one value: onnxruntime's
+    outputs; a C of another shape is one line naming the node."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph, reference
+    from convnet.errors import UsageError
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    for c_shape in [(5,), (1, 5), (1,), ()]:
+        inits = [numpy_helper.from_array(rng.standard_normal((5, 18)).astype(np.float32), "w"),
+                 numpy_helper.from_array(rng.standard_normal(c_shape).astype(np.float32), "c"),
+                 numpy_helper.from_array(np.array(1.5, np.float32), "k")]
+        nodes = [helper.make_node("Flatten", ["input"], ["f"]),
+                 helper.make_node("Gemm", ["f", "w", "c"], ["g"], name="gemm", transB=1, alpha=0.5, beta=2.0),
+                 helper.make_node("Add", ["g", "k"], ["y"], name="add")]
+        gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2, 3, 3])],
+                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        path = tmp_path / "m.onnx"
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        want = ort.InferenceSession(str(path)).run(None, {"input": x})[0]
+        got = reference.forward(graph.load(path), x, np.float64)
+        assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    inits[1] = numpy_helper.from_array(np.zeros((3, 5), np.float32), "c")
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2, 3, 3])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    with pytest.raises(UsageError, match=r"'gemm' \(Gemm\): a bias C of shape \(3, 5\)"):
+        graph.load(path)

@@ -229,19 +229,23 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         if ins[1] not in consts:
             _refuse(node, "a second operand that is not an initializer")
         w = consts[ins[1]].astype(np.float32)
+        if w.ndim != 2:
+            _refuse(node, f"a {w.ndim}-D weight (2-D is supported)")
         if op == "Gemm":
             if a.get("transA", 0):
                 _refuse(node, "transA")
             w = w.T if a.get("transB", 0) else w
             w = w * float(a.get("alpha", 1.0))
-            b = consts[ins[2]].astype(np.float32) * float(a.get("beta", 1.0)) if len(ins) > 2 and ins[2] \
-                else np.zeros(w.shape[1], np.float32)
             if len(ins) > 2 and ins[2] and ins[2] not in consts:
                 _refuse(node, "a bias that is not an initializer")
+            b = consts[ins[2]].astype(np.float32) * float(a.get("beta", 1.0)) if len(ins) > 2 and ins[2] \
+                else np.zeros(w.shape[1], np.float32)
+            if b.size not in (1, w.shape[1]) or b.ndim > 2 or (b.ndim == 2 and b.shape[0] != 1):
+                _refuse(node, f"a bias C of shape {tuple(b.shape)} (one value, or one per output: ({w.shape[1]},) or "
+                              f"(1, {w.shape[1]}))")
+            b = b.reshape(-1)
         else:
             b = np.zeros(w.shape[1], np.float32)
-        if w.ndim != 2:
-            _refuse(node, f"a {w.ndim}-D weight (2-D is supported)")
         return [Layer("dense", ins[:1], out, name, {"w": np.ascontiguousarray(w), "b": np.broadcast_to(b, w.shape[1:])
                                                     .astype(np.float32), "out_features": w.shape[1]})]
     if op == "Flatten":
@@ -255,7 +259,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             _refuse(node, "a shape computed at run time (export with torch.flatten(x, 1) or a constant shape)")
         else:
             s = [int(x) for x in consts[ins[1]]]
-        if len(s) != 2 or s[0] not in (0, -1, 1) and s[1] != -1:
+        if len(s) != 2 or s[0] not in (0, -1, 1):    # (2, -1) would fold images together: not a flatten
             _refuse(node, f"shape {s} (only (N, -1) flattening is supported)")
         return [Layer("flatten", ins[:1], out, name, {"features": s[1]})]
     if op == "Softmax":
@@ -289,7 +293,7 @@ def _fold(graph: Graph) -> None:
             prev.attrs["w"] = (prev.attrs["w"] * k[:, None, None, None]).astype(np.float32)
             prev.attrs["b"] = (prev.attrs["b"] * k + layer.attrs["shift"]).astype(np.float32)
         elif alone and layer.op == "bias" and prev.op == "dense" and prev.act.kind == "none":
-            prev.attrs["b"] = (prev.attrs["b"] + layer.attrs["b"]).astype(np.float32)
+            prev.attrs["b"] = (prev.attrs["b"] + layer.attrs["b"]).reshape(-1).astype(np.float32)
         elif alone and layer.op == "act" and prev.op in ("conv", "dense", "add", "affine") and prev.act.kind == "none":
             prev.act = layer.act
         else:
@@ -376,11 +380,16 @@ def infer_shapes(graph: Graph) -> dict:
         elif layer.op == "bias":
             c = s[0][0]
             fits = {(c,), (1, c)} if len(s[0]) == 1 else {(c, 1, 1), (1, c, 1, 1)}
-            if tuple(a["b"].shape) not in fits:
+            if tuple(a["b"].shape) not in fits and not (a["b"].size == 1 and a["b"].ndim <= len(s[0]) + 1):
                 raise UsageError(f"ONNX node {layer.name!r} (Add): a constant of shape {tuple(a['b'].shape)} on a "
-                                 f"(N, {', '.join(map(str, s[0]))}) tensor (one value per channel is supported)")
+                                 f"(N, {', '.join(map(str, s[0]))}) tensor (one value, or one per channel, is supported)")
             y = s[0]
-        else:                                   # act, affine, softmax: same shape
+        elif layer.op == "softmax":
+            if len(s[0]) != 1:                   # over the channels of a map, or its flattened image: not supported
+                raise UsageError(f"ONNX node {layer.name!r} (Softmax): over a (N, {', '.join(map(str, s[0]))}) "
+                                 f"tensor (a flat (N, features) input is supported)")
+            y = s[0]
+        else:                                   # act, affine: same shape
             y = s[0]
         if min(y) < 1:
             raise UsageError(f"ONNX node {layer.name!r}: output shape {y} for a {graph.input_shape} input")
