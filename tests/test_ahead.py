@@ -192,10 +192,12 @@ def test_a_virtual_target_compiles_to_ptx(tmp_path):
 
 
 def test_the_onnx_path_builds_are_made_ahead():
-    """make kernels carries the ONNX path's builds: its kernels take shapes as arguments, one build per file."""
-    files = {f for f, _ in ahead.onnx_builds("sm_90a")}
-    assert {"cnn.cu", "cnn_igemm.cu", "gemm.cu"} <= files
-    assert {f for f, _ in ahead.onnx_builds("sm_80")} == files        # mma.sync: the same on Ampere
+    """make kernels carries the ONNX path's builds: its kernels take shapes as arguments, one build per file; the
+    Hopper convolutions (cnn_wgmma.cu) only for sm_90a, where the host side launches them."""
+    hopper = ahead.onnx_builds("sm_90a")
+    assert {"cnn.cu", "cnn_igemm.cu", "cnn_wgmma.cu", "gemm.cu"} <= {f for f, _ in hopper}
+    for arch in ("sm_80", "compute_80"):
+        assert ahead.onnx_builds(arch) == {b for b in hopper if b[0] != "cnn_wgmma.cu"}
 
 
 def test_a_failed_nvcc_start_is_tried_again_then_said_in_one_line(monkeypatch):

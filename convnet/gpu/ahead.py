@@ -54,13 +54,18 @@ def ensure(make, arch: str, what: str) -> None:
     """Compiles in parallel the builds make(runtime) asks for that are not there yet (make runs on the recorder:
     host-side set-up only, no CUDA)."""
     try:
-        todo = missing(entries_of(make), arch)
+        todo = missing(entries_of(make, arch), arch)
     except Exception:     # noqa: BLE001  what the recorder cannot set up, the real construction reports in its words
         return
     compile_all(todo, arch, what)
 
 
 # The builds the engine ships --------------------------------------------------------------------------------------
+def _gpu_arch(arch: str) -> str:
+    """The runtime arch whose builds a target serves: compute_80 (PTX for newer GPUs) is asked for what sm_80 runs."""
+    return arch.replace("compute_", "sm_")
+
+
 def lenet_builds(arch: str) -> set:
     from .. import catalogue, weights as wio
     from .lenet import GPULeNet
@@ -69,7 +74,7 @@ def lenet_builds(arch: str) -> set:
     out = set()
     for v in catalogue.load_all().values():
         if v.needs_gpu and v.min_sm <= sm:
-            out |= set(entries_of(lambda r: GPULeNet(v, w, r)))
+            out |= set(entries_of(lambda r: GPULeNet(v, w, r), _gpu_arch(arch)))
     return out
 
 
@@ -83,7 +88,7 @@ def onnx_builds(arch: str) -> set:
     out = set()
     for v in catalogue.load_all("onnx").values():
         if v.needs_gpu and v.min_sm <= sm:
-            out |= set(entries_of(lambda r: GPUNet(net, v, r)))
+            out |= set(entries_of(lambda r: GPUNet(net, v, r), _gpu_arch(arch)))
     return out
 
 
@@ -114,7 +119,7 @@ def gpt2_builds(arch: str, widths=GPT2_WIDTHS.values()) -> set:
             params, config = gpt2_dry_model(GPT2Config(1, H, C, 64, 1024))
             for v in catalogue.load_all("gpt2").values():
                 if v.needs_gpu and v.min_sm <= sm:
-                    out |= set(entries_of(lambda r: GPUGenerator(GPT2GPU(params, config, v, r))))
+                    out |= set(entries_of(lambda r: GPUGenerator(GPT2GPU(params, config, v, r)), _gpu_arch(arch)))
     return out
 
 

@@ -133,11 +133,13 @@ class RecordingRuntime:
         yield
 
 
-def entries_of(make) -> dict:
+def entries_of(make, arch: str | None = None) -> dict:
     """{(kernel file, defines): the kernel names taken from that build} for what make(runtime) builds, without
-    touching CUDA."""
+    touching CUDA, on a GPU of `arch` (default sm_90a): the host side picks its kernels by the runtime's arch."""
     from . import cublas
     rt = RecordingRuntime()
+    if arch:
+        rt.arch = arch
     real_get = cublas.CuBLAS.get
     cublas.CuBLAS.get = classmethod(lambda cls: None)
     try:
@@ -147,9 +149,9 @@ def entries_of(make) -> dict:
     return rt.entries
 
 
-def kernels_of(make) -> set:
+def kernels_of(make, arch: str | None = None) -> set:
     """The (kernel file, defines) pairs that make(runtime) builds, without touching CUDA."""
-    return set(entries_of(make))
+    return set(entries_of(make, arch))
 
 
 def precompile(builds, arch: str, workers: int | None = None) -> list:
