@@ -52,14 +52,12 @@ __device__ __forceinline__ float row_load(const In* RESTRICT x, int C, int lane,
 }
 
 // y = (x - mean) / sqrt(var + eps) * gw + gb over one row of C values (C % 4 == 0, C <= 128 * VEC), by one warp.
-// In = float or __nv_bfloat16 (the row, row_load); Out = float or __nv_bfloat16 (4 bf16 per 8-byte store). gw, gb:
-// global, constant or shared memory.
-template <int VEC, typename Out, typename In>
-__device__ __forceinline__ void layernorm_row(const In* RESTRICT x, int C, const float* RESTRICT gw,
-                                              const float* RESTRICT gb, float eps, Out* RESTRICT y, int lane) {
+// The mean and 1 / sqrt(variance + eps) of a C-wide row one warp holds as row_load's lane-strided float4 registers,
+// from this lane's sum of them: xor-shuffle sums, the variance about the mean from the registers (layernorm_row's and
+// decode_mega.cu's LayerNorm).
+template <int VEC>
+__device__ __forceinline__ float2 row_mean_rstd(const float4 (&v)[VEC], float sum, int C, float eps, int lane) {
     const int C4 = C / 4;
-    float4 v[VEC];
-    float sum = row_load<VEC>(x, C, lane, v);
     for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     const float mean = sum / C;
     float sq = 0.f;
@@ -71,7 +69,19 @@ __device__ __forceinline__ void layernorm_row(const In* RESTRICT x, int C, const
         }
     }
     for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
-    const float rstd = rsqrtf(sq / C + eps);
+    return make_float2(mean, rsqrtf(sq / C + eps));
+}
+
+// In = float or __nv_bfloat16 (the row, row_load); Out = float or __nv_bfloat16 (4 bf16 per 8-byte store). gw, gb:
+// global, constant or shared memory.
+template <int VEC, typename Out, typename In>
+__device__ __forceinline__ void layernorm_row(const In* RESTRICT x, int C, const float* RESTRICT gw,
+                                              const float* RESTRICT gb, float eps, Out* RESTRICT y, int lane) {
+    const int C4 = C / 4;
+    float4 v[VEC];
+    const float sum = row_load<VEC>(x, C, lane, v);
+    const float2 stats = row_mean_rstd<VEC>(v, sum, C, eps, lane);
+    const float mean = stats.x, rstd = stats.y;
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
         const int c = lane + 32 * i;

@@ -281,18 +281,8 @@ __device__ __forceinline__ void layernorm_to_smem(const float* src, int emb_tok,
         }
         sum += v[i].x + v[i].y + v[i].z + v[i].w;
     }
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    const float mean = sum / C;
-    float sq = 0.f;
-#pragma unroll
-    for (int i = 0; i < MK_VEC; ++i) {
-        if (lane + 32 * i < C4) {
-            const float p = v[i].x - mean, q = v[i].y - mean, r = v[i].z - mean, s = v[i].w - mean;
-            sq += p * p + q * q + r * r + s * s;
-        }
-    }
-    for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
-    const float rstd = rsqrtf(sq / C + a.eps);
+    const float2 stats = row_mean_rstd<MK_VEC>(v, sum, C, a.eps, lane);   // bf16.cuh: layernorm_row's arithmetic
+    const float mean = stats.x, rstd = stats.y;
     const float* gb = gw + C;
 #pragma unroll
     for (int i = 0; i < MK_VEC; ++i) {
