@@ -79,6 +79,23 @@ __device__ __forceinline__ GridWalk grid_walk() {
     return {blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z), step};
 }
 
+// Tile number b -> (row tile mt, column tile nt) of an mtiles x ntiles grid. GROUP > 0 (Triton's order):
+// consecutive tiles sweep a group of GROUP row tiles, then step one column right, so the blocks running at once
+// touch few rows of A and few columns of B (an LM head's B walked row-major streams from DRAM once per row of
+// tiles); GROUP 0: row-major, consecutive tiles along N. gemm.cu v4 (V4_GROUP), v8 and v9 (BF_GROUP).
+template <int GROUP>
+__device__ __forceinline__ void grouped_tile_coords(int b, int mtiles, int ntiles, int& mt, int& nt) {
+    if constexpr (GROUP > 0) {
+        const int per_group = GROUP * ntiles, g = b / per_group, first = g * GROUP;
+        const int rows = min(mtiles - first, GROUP), r = b - g * per_group;
+        mt = first + r % rows;
+        nt = r / rows;
+    } else {
+        mt = b / ntiles;
+        nt = b - mt * ntiles;
+    }
+}
+
 // 16-byte asynchronous global -> shared copy (sm_80+); an invalid source fills the 16 bytes with zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
     const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);

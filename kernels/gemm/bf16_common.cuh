@@ -34,18 +34,10 @@ __device__ __forceinline__ void bf_st2(__nv_bfloat16* p, float a, float b) {
     *(__nv_bfloat162*)p = __floats2bfloat162_rn(a, b);
 }
 
-// Tile number -> (row tile, column tile): groups of BF_GROUP row tiles, column by column inside a group, so
-// the blocks running at once share few rows of A and few columns of B (L2 reuse; the LM head's W is 77 MB).
+// Tile number -> (row tile, column tile): groups of BF_GROUP row tiles, column by column inside a group (common.cuh;
+// L2 reuse: the LM head's W is 77 MB).
 __device__ __forceinline__ void bf_tile_coords(int b, int mtiles, int ntiles, int& mt, int& nt) {
-#if BF_GROUP > 0
-    const int per_group = BF_GROUP * ntiles, g = b / per_group, first = g * BF_GROUP;
-    const int rows = min(mtiles - first, BF_GROUP), r = b - g * per_group;
-    mt = first + r % rows;
-    nt = r / rows;
-#else
-    mt = b / ntiles;
-    nt = b - mt * ntiles;
-#endif
+    grouped_tile_coords<BF_GROUP>(b, mtiles, ntiles, mt, nt);
 }
 
 // One thread's output rows: the row's validity and, for pro_2's scatter, its parts of the Q and K/V addresses

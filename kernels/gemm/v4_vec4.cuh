@@ -13,15 +13,7 @@
 // so a wave of blocks touches few rows of A and few columns of B (the LM head's B is 154 MB: walked
 // row-major, every row of tiles streams all of it from DRAM again).
 __device__ __forceinline__ void v4_tile_coords(int b, int mtiles, int ntiles, int& mt, int& nt) {
-#if V4_GROUP > 0
-    const int per_group = V4_GROUP * ntiles, g = b / per_group, first = g * V4_GROUP;
-    const int rows = min(mtiles - first, V4_GROUP), r = b - g * per_group;
-    mt = first + r % rows;
-    nt = r / rows;
-#else
-    mt = b / ntiles;
-    nt = b - mt * ntiles;
-#endif
+    grouped_tile_coords<V4_GROUP>(b, mtiles, ntiles, mt, nt);          // common.cuh
 }
 
 // A 16-byte read-only load, zero where !ok, as volatile asm: the compiler otherwise sinks the next k step's
