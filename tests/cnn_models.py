@@ -100,6 +100,16 @@ def mobilenet_block(rng):
     return model((3, 33, 31), gemm(x, 16, 7))
 
 
+def normalised(rng):
+    """In-model arithmetic as exporters write it: (x - mean) / std per channel, a per-channel Mul after a convolution
+    (folded into it), x.mean((2, 3)) (ReduceMean) and a scalar Mul on the features."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+    x = node("Div", [node("Sub", ["input", const(rng.standard_normal((1, 3, 1, 1)))]), const(0.5 + rng.random((3, 1, 1)))])
+    x = node("Relu", [node("Mul", [conv(x, 3, 16, 3, stride=2), const(1 + 0.1 * rng.standard_normal((16, 1, 1)))])])
+    x = node("Mul", [node("ReduceMean", [x], axes=[2, 3], keepdims=0), const(0.5)])
+    return model((3, 17, 15), gemm(x, 16, 10))
+
+
 def every_op(rng):
     """The ops the four above leave out: LeakyRelu, Sigmoid, Tanh, Concat, MatMul + Add, Reshape, AveragePool with
     count_include_pad and ceil_mode, Identity, strided dilated conv, auto_pad SAME_UPPER."""
@@ -124,5 +134,5 @@ def _tensor(arr):
 
 
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
-          "every_op": every_op,
+          "every_op": every_op, "normalised": normalised,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

@@ -112,6 +112,14 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
     ("MatMul", {"inputs": ("input", "w"), "inits": (("w", np.zeros(8, np.float32)),)},
      "'the_node' (MatMul): a 1-D weight (2-D is supported)"),
     ("Softmax", {"axis": 1}, "'the_node' (Softmax): over a (N, 3, 8, 8) tensor (a flat (N, features) input"),
+    ("Mul", {"inputs": ("input", "input")}, "'the_node' (Mul): a Mul of two tensors (a constant operand is supported)"),
+    ("Div", {"inputs": ("k", "input"), "inits": (("k", np.ones(1, np.float32)),)},
+     "'the_node' (Div): a constant divided by a tensor"),
+    ("Mul", {"inputs": ("input", "k"), "inits": (("k", np.ones(8, np.float32)),)},
+     "'the_node' (Mul): a constant of shape (8,) on a (N, 3, 8, 8) tensor (one value, or one per channel"),
+    ("Sub", {"inputs": ("input", "k"), "inits": (("k", np.ones((3, 8, 8), np.float32)),)},
+     "'the_node' (Sub): a constant of shape (3, 8, 8) (one value, or one per channel, is supported)"),
+    ("ReduceMean", {"axes": [1]}, "'the_node' (ReduceMean): axes [1] (the spatial axes (2, 3)"),
 ])
 def test_what_cannot_run_is_refused_in_one_line_naming_the_node(tmp_path, op, kw, message):
     from convnet.cnn import graph
@@ -265,3 +273,42 @@ def test_gemm_biases_of_every_broadcastable_shape_and_a_scalar_add_equal_onnxrun
     onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     with pytest.raises(UsageError, match=r"'gemm' \(Gemm\): a bias C of shape \(3, 5\)"):
         graph.load(path)
+
+
+@pytest.mark.parametrize("nodes,consts,folded", [
+    # a per-channel scale after a convolution folds into its weights
+    ([("Conv", ["input", "w"], {"pads": [1, 1, 1, 1]}), ("Mul", ["t0", "k"], {})],
+     {"w": (6, 3, 3, 3), "k": (6, 1, 1)}, ["conv"]),
+    # in-model normalisation: (x - mean) / std per channel, then a convolution (zero padding: not folded)
+    ([("Sub", ["input", "m"], {}), ("Div", ["t0", "d"], {}), ("Conv", ["t1", "w"], {"pads": [1, 1, 1, 1]})],
+     {"m": (1, 3, 1, 1), "d": (3, 1, 1), "w": (4, 3, 3, 3)}, ["affine", "affine", "conv"]),
+    ([("Sub", ["k", "input"], {}), ("Mul", ["k2", "t0"], {})], {"k": (1,), "k2": ()}, ["affine", "affine"]),
+    # x.mean((2, 3)) without and with keepdim, a per-feature scale on the flat result, BatchNorm1d after a Gemm
+    ([("ReduceMean", ["input"], {"axes": [-1, -2], "keepdims": 0}), ("Mul", ["t0", "k"], {}),
+      ("Gemm", ["t1", "g"], {}), ("BatchNormalization", ["t2", "s", "b", "mu", "v"], {})],
+     {"k": (1, 3), "g": (3, 5), "s": (5,), "b": (5,), "mu": (5,), "v": (5,)}, ["gap", "flatten", "affine", "dense", "affine"]),
+    ([("ReduceMean", ["input"], {"axes": [2, 3]})], {}, ["gap"]),
+])
+def test_constant_arithmetic_and_reducemean_equal_onnxruntime(tmp_path, nodes, consts, folded):
+    """Mul, Sub, Div by a constant (one value, per channel, per feature) are affine layers (folded into a
+    convolution before them where they scale it), ReduceMean over (2, 3) a global average pool: onnxruntime's
+    outputs on odd sizes."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph, reference
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(len(nodes))
+    made = [helper.make_node(op, ins, ["y" if i == len(nodes) - 1 else f"t{i}"], name=f"n{i}", **kw)
+            for i, (op, ins, kw) in enumerate(nodes)]
+    inits = [numpy_helper.from_array((np.abs(rng.standard_normal(shape)) + 0.5 if name in ("d", "v") else
+                                      rng.standard_normal(shape)).astype(np.float32), name)
+             for name, shape in consts.items()]
+    gr = helper.make_graph(made, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 7, 5])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    x = rng.standard_normal((3, 3, 7, 5)).astype(np.float32)
+    g = graph.load(path)
+    assert [layer.op for layer in g.layers] == folded
+    want = ort.InferenceSession(str(path)).run(None, {"input": x})[0]
+    got = reference.forward(g, x, np.float64)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()

@@ -16,8 +16,9 @@ import numpy as np
 from ..errors import UsageError
 
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
-SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool", "Add",
-             "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout", "Identity", "Constant")
+SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean",
+             "Add", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout",
+             "Identity", "Constant")
 # PyTorch's x.view(x.size(0), -1) exports as Shape -> Gather(0) -> Unsqueeze -> Concat(.., -1) -> Reshape: these
 # ops are followed symbolically (the batch size N) and the Reshape becomes a flatten
 SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat", "Cast", "Squeeze")
@@ -34,7 +35,7 @@ class Act:
 
 @dataclass
 class Layer:
-    op: str                      # conv, pool, gap, add, concat, dense, flatten, softmax, act, affine
+    op: str                      # conv, pool, gap, add, bias, concat, dense, flatten, softmax, act, affine
     inputs: list
     output: str
     name: str
@@ -213,6 +214,14 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             "count_pad": int(a.get("count_include_pad", 0))})]
     if op == "GlobalAveragePool":
         return [Layer("gap", ins[:1], out, name)]
+    if op == "ReduceMean":                       # x.mean((2, 3)) as torch exports it: a global average pool
+        axes = a.get("axes", consts.get(ins[1]) if len(ins) > 1 and ins[1] else None)
+        if axes is None or sorted(int(x) % 4 for x in np.ravel(axes)) != [2, 3] or a.get("noop_with_empty_axes", 0):
+            _refuse(node, f"axes {None if axes is None else [int(x) for x in np.ravel(axes)]} (the spatial axes "
+                          f"(2, 3) of an (N, C, H, W) tensor are supported)")
+        if a.get("keepdims", 1):
+            return [Layer("gap", ins[:1], out, name)]
+        return [Layer("gap", ins[:1], out + "@gap", name), Layer("flatten", [out + "@gap"], out, name)]
     if op == "Add":
         if ins[0] in consts and ins[1] in consts:
             _refuse(node, "an Add of two constants")
@@ -221,6 +230,8 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         if ins[0] in consts:
             return [Layer("bias", ins[1:2], out, name, {"b": consts[ins[0]].astype(np.float32)})]
         return [Layer("add", ins[:2], out, name)]
+    if op in ("Mul", "Sub", "Div"):
+        return [_constant_affine(node, op, ins, out, name, consts)]
     if op == "Concat":
         if a.get("axis") != 1:
             _refuse(node, f"axis {a.get('axis')} (channels, axis 1, is supported)")
@@ -269,6 +280,34 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
     raise AssertionError(op)
 
 
+def _constant_affine(node, op, ins, out, name, consts) -> Layer:
+    """x * c, x / c, x - c or c - x with a constant c of one value, one per channel ((C, 1, 1), (1, C, 1, 1)) or
+    one per feature of a flat tensor ((F,), (1, F)): an affine layer, as a BatchNormalization is."""
+    if ins[0] in consts and ins[1] in consts:
+        _refuse(node, f"a {op} of two constants")
+    if ins[0] not in consts and ins[1] not in consts:
+        _refuse(node, f"a {op} of two tensors (a constant operand is supported)")
+    first = ins[0] in consts
+    x, c = (ins[1], consts[ins[0]]) if first else (ins[0], consts[ins[1]])
+    if op == "Div" and first:
+        _refuse(node, "a constant divided by a tensor")
+    c = np.asarray(c, np.float64)
+    shape = tuple(c.shape)
+    if c.size == 1:
+        per = "one"
+    elif (c.ndim == 3 and shape[1:] == (1, 1)) or (c.ndim == 4 and shape[0] == 1 and shape[2:] == (1, 1)):
+        per = "map"
+    elif c.ndim == 1 or (c.ndim == 2 and shape[0] == 1):
+        per = "flat"
+    else:
+        _refuse(node, f"a constant of shape {shape} (one value, or one per channel, is supported)")
+    c = c.reshape(-1)
+    scale, shift = {"Mul": (c, np.zeros_like(c)), "Div": (1 / c, np.zeros_like(c)),
+                    "Sub": (-np.ones_like(c), c) if first else (np.ones_like(c), -c)}[op]
+    return Layer("affine", [x], out, name, {"scale": scale.astype(np.float32), "shift": shift.astype(np.float32),
+                                            "per": per, "const_shape": shape, "onnx_op": op})
+
+
 def _fold(graph: Graph) -> None:
     """Aliases resolved; BatchNormalization into the Conv before it, an activation into the layer before it where
     nothing else reads that layer's output; a bias Add into the Dense before it."""
@@ -288,7 +327,8 @@ def _fold(graph: Graph) -> None:
     for layer in layers:
         prev = out[-1] if out else None
         alone = prev is not None and layer.inputs == [prev.output] and readers(prev.output) == 1
-        if alone and layer.op == "affine" and prev.op == "conv" and prev.act.kind == "none":
+        per_channel = layer.attrs.get("per", "channel") in ("channel", "map", "one")
+        if alone and layer.op == "affine" and per_channel and prev.op == "conv" and prev.act.kind == "none":
             k = layer.attrs["scale"]
             prev.attrs["w"] = (prev.attrs["w"] * k[:, None, None, None]).astype(np.float32)
             prev.attrs["b"] = (prev.attrs["b"] * k + layer.attrs["shift"]).astype(np.float32)
@@ -357,6 +397,8 @@ def infer_shapes(graph: Graph) -> dict:
             (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
             y = (c, pool_out(h, kh, sh, t, b, a["ceil"]), pool_out(w, kw, sw, l, r, a["ceil"]))
         elif layer.op == "gap":
+            if len(s[0]) != 3:
+                raise UsageError(f"ONNX node {layer.name!r}: a global average pool of a flat (N, {s[0][0]}) tensor")
             y = (s[0][0], 1, 1)
         elif layer.op == "concat":
             if any(x[1:] != s[0][1:] for x in s):
@@ -389,7 +431,14 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r} (Softmax): over a (N, {', '.join(map(str, s[0]))}) "
                                  f"tensor (a flat (N, features) input is supported)")
             y = s[0]
-        else:                                   # act, affine: same shape
+        elif layer.op == "affine":              # BatchNormalization, or a constant Mul / Sub / Div
+            per, n, c = a.get("per", "channel"), a["scale"].size, s[0][0]
+            if not (n == 1 or (n == c and (per == "channel" or (per == "map") == (len(s[0]) == 3)))):
+                raise UsageError(f"ONNX node {layer.name!r} ({a.get('onnx_op', 'BatchNormalization')}): a constant of "
+                                 f"shape {a.get('const_shape', (n,))} on a (N, {', '.join(map(str, s[0]))}) tensor "
+                                 f"(one value, or one per channel, is supported)")
+            y = s[0]
+        else:                                   # act: same shape
             y = s[0]
         if min(y) < 1:
             raise UsageError(f"ONNX node {layer.name!r}: output shape {y} for a {graph.input_shape} input")
