@@ -3,7 +3,7 @@ VGG-CIFAR's, ResNet-18's), a one-Conv ONNX network through each variant, its lay
 (CUDA events; for igemm_f16_nhwc its input's conversion to fp16 NHWC included), TFLOP/s and its relative error
 against float64 on the first images.
 
-    python tools/ab_igemm.py [variant[@KEY=VALUE,...] ...]   (default: igemm_f16 igemm_f16_nhwc; @ overrides -D
+    python tools/ab_igemm.py [variant[@KEY=VALUE,...] ...]   (default: igemm_f16_nhwc igemm_f16_wgmma; @ overrides -D
                                                               constants, e.g. igemm_f16_nhwc@IG_STAGES=6)"""
 import sys
 import tempfile
@@ -58,7 +58,7 @@ def conv_ms(path, spec, n, repeat=5):
 
 
 def main() -> int:
-    variants = sys.argv[1:] or ["igemm_f16", "igemm_f16_nhwc"]
+    variants = sys.argv[1:] or ["igemm_f16_nhwc", "igemm_f16_wgmma"]
     print(f"{'shape':44s}" + "".join(f"{v:>26s}" for v in variants))
     with tempfile.TemporaryDirectory() as d:
         for n, c, h, w, m, k, s, p in SHAPES:

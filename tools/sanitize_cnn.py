@@ -1,6 +1,6 @@
-"""The ONNX path's kernels (kernels/cnn.cu, cnn_igemm.cu, gemm.cu v2) under compute-sanitizer: the five test networks
-at batch 3, one forward each per variant (run as: compute-sanitizer --tool memcheck python tools/sanitize_cnn.py
-[variant ...]; then racecheck). Default: every GPU variant of milestones/onnx.toml."""
+"""The ONNX path's kernels (kernels/cnn.cu, cnn_igemm.cu, cnn_wgmma.cu, gemm.cu v2) under compute-sanitizer: the test
+networks of tests/cnn_models.py at batch 3, one forward each per variant (run as: compute-sanitizer --tool memcheck
+python tools/sanitize_cnn.py [variant ...]; then racecheck). Default: every GPU variant of milestones/onnx.toml."""
 import sys
 import tempfile
 from pathlib import Path
