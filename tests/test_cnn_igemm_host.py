@@ -180,6 +180,12 @@ def test_an_image_past_the_kernels_32_bit_offsets_is_refused_before_any_build():
     assert rt.builds == set()
     GPUNet(conv_net(1, side, side), catalogue.get("direct", "onnx"), RecordingRuntime())    # 64-bit there
     GPUNet(conv_net(1, side - 2, side - 2), catalogue.get("igemm_f16", "onnx"), RecordingRuntime())
+    # igemm_f16_wgmma reads a 3-channel input padded to 8: 3 x 16384^2 elements fit, their padded copy does not
+    side = 16384
+    assert 3 * side * side < IGEMM_MAX_ELEMENTS <= 8 * side * side
+    with pytest.raises(UsageError, match=r"'big' \(Conv\): 2,147,483,648 elements an image"):
+        GPUNet(conv_net(3, side, side), catalogue.get("igemm_f16_wgmma", "onnx"), RecordingRuntime())
+    GPUNet(conv_net(3, side, side), catalogue.get("igemm_f16_nhwc", "onnx"), RecordingRuntime())
 
 
 def emulate_nhwc(x, wh, ktab, bias, m, stride, pads, out_hw):

@@ -279,6 +279,9 @@ class GPUNet:
                                  f"the direct convolution's grid holds ({65535 * oc})")
             if layer.op == "conv" and a["group"] == 1 and self.variant.params.get("conv") == "igemm_f16":
                 big = max(int(np.prod(self.shape[t])) for t in (layer.inputs[0], layer.output))
+                c, h, w = self.shape[layer.inputs[0]]
+                if self.variant.params.get("wgmma") and c < NHWC_VEC:      # its input may be read padded to 8
+                    big = max(big, padded_channels(c) * h * w)
                 if big >= IGEMM_MAX_ELEMENTS:
                     raise UsageError(f"ONNX node {layer.name!r} (Conv): {big:,} elements an image, past the 32-bit "
                                      f"offsets of conv_igemm_f16 ({IGEMM_MAX_ELEMENTS:,}); --variant direct_graph")
