@@ -312,3 +312,45 @@ def test_constant_arithmetic_and_reducemean_equal_onnxruntime(tmp_path, nodes, c
     want = ort.InferenceSession(str(path)).run(None, {"input": x})[0]
     got = reference.forward(g, x, np.float64)
     assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_zero_padding_folds_into_the_convolution_after_it(tmp_path):
+    """Pad (constant 0, height and width only; nn.ZeroPad2d, F.pad) read by one Conv alone becomes that Conv's own
+    padding, with its pads added (or in place of VALID): onnxruntime's outputs. Other padding is one line."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph, reference
+    from convnet.errors import UsageError
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(11)
+    w = numpy_helper.from_array(rng.standard_normal((5, 4, 3, 3)).astype(np.float32), "w")
+
+    def model(pads, conv_kw, pad_kw=None, extra=(), value=None):
+        inits = [w, numpy_helper.from_array(np.array(pads, np.int64), "p")] + list(extra)
+        ins = ["input", "p"] + (["v"] if value is not None else [])
+        if value is not None:
+            inits.append(numpy_helper.from_array(np.array(value, np.float32), "v"))
+        nodes = [helper.make_node("Pad", ins, ["q"], name="pad", **(pad_kw or {})),
+                 helper.make_node("Conv", ["q", "w"], ["y"], name="conv", **conv_kw)]
+        gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, 6, 7])],
+                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        path = tmp_path / "m.onnx"
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        return path
+    x = rng.standard_normal((3, 4, 6, 7)).astype(np.float32)
+    for pads, kw, value in [([0, 0, 2, 1, 0, 0, 0, 3], {"pads": [1, 0, 0, 1]}, None),
+                            ([0, 0, 0, 1, 0, 0, 1, 0], {"auto_pad": "VALID", "strides": [2, 2]}, 0.0)]:
+        path = model(pads, kw, value=value)
+        g = graph.load(path)
+        assert [layer.op for layer in g.layers] == ["conv"]
+        want = ort.InferenceSession(str(path)).run(None, {"input": x})[0]
+        got = reference.forward(g, x, np.float64)
+        assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    for pads, kw, pad_kw, value, message in [
+            ([0, 0, 1, 1, 0, 0, 1, 1], {}, {"mode": "reflect"}, None, r"'pad' \(Pad\): mode reflect"),
+            ([0, 0, 1, 1, 0, 0, 1, 1], {}, None, 1.0, r"'pad' \(Pad\): mode constant with value \[1.0\]"),
+            ([0, 1, 1, 1, 0, 0, 1, 1], {}, None, None, r"'pad' \(Pad\): pads \[0, 1, 1, 1, 0, 0, 1, 1\]"),
+            ([0, 0, 1, 1, 0, 0, 1, 1], {"auto_pad": "SAME_UPPER"}, None, None, r"'pad' \(Pad\): zero padding is "
+             r"supported where one Conv with explicit pads")]:
+        with pytest.raises(UsageError, match=message) as e:
+            graph.load(model(pads, kw, pad_kw, value=value))
+        assert "\n" not in str(e.value)

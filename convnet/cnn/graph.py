@@ -18,7 +18,7 @@ from ..errors import UsageError
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
 SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean",
              "Add", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout",
-             "Identity", "Constant")
+             "Identity", "Constant", "Pad")
 # PyTorch's x.view(x.size(0), -1) exports as Shape -> Gather(0) -> Unsqueeze -> Concat(.., -1) -> Reshape: these
 # ops are followed symbolically (the batch size N) and the Reshape becomes a flatten
 SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat", "Cast", "Squeeze")
@@ -232,6 +232,21 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         return [Layer("add", ins[:2], out, name)]
     if op in ("Mul", "Sub", "Div"):
         return [_constant_affine(node, op, ins, out, name, consts)]
+    if op == "Pad":                              # nn.ZeroPad2d / F.pad before a convolution: its padding
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        pads = a.get("pads", consts.get(ins[1]) if len(ins) > 1 and ins[1] else None)
+        value = consts.get(ins[2], np.zeros(1)) if len(ins) > 2 and ins[2] else np.array(a.get("value", 0.0))
+        if len(ins) > 1 and ins[1] and ins[1] not in consts or len(ins) > 2 and ins[2] and ins[2] not in consts:
+            _refuse(node, "pads or a value computed at run time")
+        if len(ins) > 3 and ins[3]:
+            _refuse(node, "an axes input (all four axes' pads are supported)")
+        pads = [int(v) for v in np.ravel(pads)] if pads is not None else []
+        if mode != "constant" or np.any(np.asarray(value) != 0):
+            _refuse(node, f"mode {mode} with value {np.ravel(value).tolist()} (zero padding is supported)")
+        if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
+            _refuse(node, f"pads {pads} (zero padding of height and width, at least 0, is supported)")
+        return [Layer("pad", ins[:1], out, name, {"pads": (pads[2], pads[3], pads[6], pads[7])})]
     if op == "Concat":
         if a.get("axis") != 1:
             _refuse(node, f"axis {a.get('axis')} (channels, axis 1, is supported)")
@@ -327,6 +342,13 @@ def _fold(graph: Graph) -> None:
     for layer in layers:
         prev = out[-1] if out else None
         alone = prev is not None and layer.inputs == [prev.output] and readers(prev.output) == 1
+        if alone and prev.op == "pad" and layer.op == "conv" and layer.attrs["auto_pad"] in ("NOTSET", "VALID"):
+            own = layer.attrs["pads"] if layer.attrs["auto_pad"] == "NOTSET" else (0, 0, 0, 0)
+            layer.attrs["pads"] = tuple(p + q for p, q in zip(own, prev.attrs["pads"]))
+            layer.attrs["auto_pad"] = "NOTSET"
+            layer.inputs = prev.inputs          # the zero padding is the convolution's own
+            out[-1] = layer
+            continue
         per_channel = layer.attrs.get("per", "channel") in ("channel", "map", "one")
         if alone and layer.op == "affine" and per_channel and prev.op == "conv" and prev.act.kind == "none":
             k = layer.attrs["scale"]
@@ -431,6 +453,9 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r} (Softmax): over a (N, {', '.join(map(str, s[0]))}) "
                                  f"tensor (a flat (N, features) input is supported)")
             y = s[0]
+        elif layer.op == "pad":                 # one that no convolution took (_fold)
+            raise UsageError(f"ONNX node {layer.name!r} (Pad): zero padding is supported where one Conv with "
+                             f"explicit pads (auto_pad NOTSET or VALID) reads it alone, and takes it as its own")
         elif layer.op == "affine":              # BatchNormalization, or a constant Mul / Sub / Div
             per, n, c = a.get("per", "channel"), a["scale"].size, s[0][0]
             if not (n == 1 or (n == c and (per == "channel" or (per == "map") == (len(s[0]) == 3)))):
