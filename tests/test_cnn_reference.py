@@ -88,7 +88,9 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
      "'the_node' (Conv): a 3-D convolution"),
     ("Conv", {"inputs": ("input", "input")}, "'the_node' (Conv): weights that are not initializers"),
     ("Concat", {"axis": 2, "inputs": ("input", "input")}, "'the_node' (Concat): axis 2"),
-    ("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER"}, "'the_node' (MaxPool): auto_pad SAME_UPPER"),
+    ("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "ceil_mode": 1},
+     "'the_node' (MaxPool): auto_pad SAME_UPPER with ceil_mode"),
+    ("MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_MIDDLE"}, "'the_node' (MaxPool): auto_pad SAME_MIDDLE"),
     ("Relu", {"shape": (1, 3, 8)}, "input 'input' has shape [1, 3, 8]"),
     ("MatMul", {"inputs": ("input", "w"), "inits": (("w", np.zeros((8, 5), np.float32)),)},
      "'the_node' (Gemm / MatMul): a (N, 8) input is supported, this one is (N, 3, 8, 8)"),
@@ -354,3 +356,24 @@ def test_zero_padding_folds_into_the_convolution_after_it(tmp_path):
         with pytest.raises(UsageError, match=message) as e:
             graph.load(model(pads, kw, pad_kw, value=value))
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("op,kw", [
+    ("AveragePool", {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"}),
+    ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_LOWER", "count_include_pad": 1}),
+    ("MaxPool", {"kernel_shape": [2, 3], "strides": [2, 3], "auto_pad": "SAME_UPPER"}),
+    ("MaxPool", {"kernel_shape": [4, 4], "strides": [3, 3], "auto_pad": "SAME_LOWER"}),
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "VALID"}),
+])
+def test_pooling_with_auto_pad_equals_onnxruntime(tmp_path, op, kw):
+    """SAME_UPPER / SAME_LOWER pooling (Keras' 'same', through tf2onnx) resolved to explicit pads at load, VALID as
+    none: onnxruntime's outputs, odd sizes."""
+    from convnet.cnn import graph, reference
+    ort = pytest.importorskip("onnxruntime")
+    path = one_node_model(tmp_path, op, shape=(2, 3, 7, 8), **kw)
+    g = graph.load(path)
+    assert not g.layers[0].attrs["auto_pad"].startswith("SAME")
+    x = np.random.default_rng(3).standard_normal((2, 3, 7, 8)).astype(np.float32)
+    want = ort.InferenceSession(str(path)).run(None, {"input": x})[0]
+    got = reference.forward(g, x, np.float64)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()

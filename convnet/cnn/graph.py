@@ -206,12 +206,14 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         _check_window(node, a, k)
         auto = a.get("auto_pad", b"NOTSET")
         auto = auto.decode() if isinstance(auto, bytes) else auto
-        if auto not in ("NOTSET", "VALID"):
+        if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
             _refuse(node, f"auto_pad {auto}")
+        if auto.startswith("SAME") and a.get("ceil_mode", 0):
+            _refuse(node, f"auto_pad {auto} with ceil_mode")
         return [Layer("pool", ins[:1], out, name, {
             "kind": "max" if op == "MaxPool" else "avg", "kernel": k, "stride": tuple(a.get("strides", [1, 1])),
-            "pads": tuple(a.get("pads", [0, 0, 0, 0])), "ceil": int(a.get("ceil_mode", 0)),
-            "count_pad": int(a.get("count_include_pad", 0))})]
+            "pads": tuple(a.get("pads", [0, 0, 0, 0])) if auto == "NOTSET" else (0, 0, 0, 0), "auto_pad": auto,
+            "ceil": int(a.get("ceil_mode", 0)), "count_pad": int(a.get("count_include_pad", 0))})]
     if op == "GlobalAveragePool":
         return [Layer("gap", ins[:1], out, name)]
     if op == "ReduceMean":                       # x.mean((2, 3)) as torch exports it: a global average pool
@@ -416,6 +418,9 @@ def infer_shapes(graph: Graph) -> dict:
             y = (a["w"].shape[0], conv_out(h, kh, sh, dh, t, b), conv_out(w, kw, sw, dw, l, r))
         elif layer.op == "pool":
             c, h, w = s[0]
+            if a.get("auto_pad", "NOTSET").startswith("SAME"):       # resolved once: the kernels take explicit pads
+                a["pads"] = conv_pads(Layer("pool", [], "", "", {**a, "dilation": (1, 1)}), h, w)
+                a["auto_pad"] = "NOTSET"
             (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
             y = (c, pool_out(h, kh, sh, t, b, a["ceil"]), pool_out(w, kw, sw, l, r, a["ceil"]))
         elif layer.op == "gap":
