@@ -534,22 +534,19 @@ class GPUNet:
                                     i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
                                     i32(code), pa, pb)
                 return
+            res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)          # a fused residual Add's other input
+            res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
             if self._wgmma_conv(layer, pool):
                 _, _, ktab, _ = self.w[i]
-                res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
-                res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
                 bn = wgmma_bn(m)
                 grid = (-(-n * oh * ow // WGC_BM), -(-m // bn), 1)
                 k[f"conv_wgmma_nhwc_n{bn}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, i32(res_nhwc),
                                             ptr(y), i32(y.dtype == np.float16), i32(n), i32(padded_channels(c)),
-                                            i32(h), i32(w),
-                                            i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t), i32(l), i32(oh),
-                                            i32(ow), i32(code), pa, pb)
+                                            i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t),
+                                            i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
             if self._nhwc_conv(layer):
                 _, _, ktab, bm = self.w[i]
-                res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
-                res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
                 pixels = n * (oh // 2) * (ow // 2) * 4 if pool else n * oh * ow
                 grid = (-(-pixels // IGEMM_BN), -(-m // bm), 1)
                 k[f"conv_igemm_nhwc_m{bm}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, i32(res_nhwc),
@@ -560,7 +557,6 @@ class GPUNet:
                 return
             if self.igemm:
                 _, _, ktab, mt = self.w[i]
-                res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)
                 pixels = n * (oh // 2) * (ow // 2) * 4 if pool else n * oh * ow     # pooled: whole windows only
                 grid = (-(-pixels // IGEMM_BN), W.shape[0] // (16 * mt), 1)
                 k[f"igemm{mt}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, ptr(y),

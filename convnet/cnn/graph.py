@@ -372,14 +372,14 @@ def _fold(graph: Graph) -> None:
 
 
 def conv_pads(layer, h: int, w: int) -> tuple:
-    """(top, left, bottom, right) padding, auto_pad resolved for an h x w input."""
+    """(top, left, bottom, right) padding of a convolution or pooling layer, auto_pad resolved for an h x w input."""
     a = layer.attrs
     if a["auto_pad"] == "VALID":
         return (0, 0, 0, 0)
     if a["auto_pad"] == "NOTSET":
         return tuple(a["pads"])
     out = []
-    for size, k, s, d in zip((h, w), a["kernel"], a["stride"], a["dilation"]):
+    for size, k, s, d in zip((h, w), a["kernel"], a["stride"], a.get("dilation", (1, 1))):     # pools: none
         total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
         small, big = total // 2, total - total // 2
         out.append((small, big) if a["auto_pad"] == "SAME_UPPER" else (big, small))
@@ -419,7 +419,7 @@ def infer_shapes(graph: Graph) -> dict:
         elif layer.op == "pool":
             c, h, w = s[0]
             if a.get("auto_pad", "NOTSET").startswith("SAME"):       # resolved once: the kernels take explicit pads
-                a["pads"] = conv_pads(Layer("pool", [], "", "", {**a, "dilation": (1, 1)}), h, w)
+                a["pads"] = conv_pads(layer, h, w)
                 a["auto_pad"] = "NOTSET"
             (kh, kw), (sh, sw), (t, l, b, r) = a["kernel"], a["stride"], a["pads"]
             y = (c, pool_out(h, kh, sh, t, b, a["ceil"]), pool_out(w, kw, sw, l, r, a["ceil"]))
