@@ -9,6 +9,8 @@
 #pragma once
 #include "common.cuh"
 
+template <int N, typename T> struct Wgmma16;      // declared everywhere (aliases of it compile for any target),
+                                                 // defined for sm_90a below
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define WG_ACC32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                         \
                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -24,7 +26,6 @@
 #define WG_OUT96 WG_OUT64, WG_D8(64), WG_D8(72), WG_D8(80), WG_D8(88)
 #define WG_OUT128 WG_OUT96, WG_D8(96), WG_D8(104), WG_D8(112), WG_D8(120)
 
-template <int N, typename T> struct Wgmma16;
 // One specialisation: the accumulator list ACC / OUT of N / 2 registers, then the descriptors and the predicate
 // (scale-d: 1, accumulate) at operand numbers IA, IB, IP.
 #define WGMMA16(N, T, TYPE, ACC, OUT, IA, IB, IP)                                                                  \

@@ -191,6 +191,17 @@ def test_a_virtual_target_compiles_to_ptx(tmp_path):
     assert [p.suffix for p in tmp_path.iterdir() if p.suffix != ".log"] == [".ptx"]
 
 
+@pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
+def test_the_bf16_gemm_builds_of_ampere_compile_beside_hopper_only_headers(tmp_path):
+    """make kernels builds gemm.cu's bf16 mma.sync path for compute_80; the file also holds sm_90a-only code (v8's
+    wgmma through kernels/wgmma.cuh), which must compile away there, not fail (it did: an alias of an undeclared
+    template)."""
+    builds = sorted(b for b in ahead.gpt2_builds("compute_80") if b[0] == "gemm.cu" and dict(b[1]).get("KERNELS_BF16_MMA"))
+    assert builds
+    data, _ = build.compile_cubin("gemm.cu", dict(builds[0][1]), "compute_80", out_dir=tmp_path)
+    assert ".entry gemm_bf16_mma" in data.decode()
+
+
 def test_the_onnx_path_builds_are_made_ahead():
     """make kernels carries the ONNX path's builds: its kernels take shapes as arguments, one build per file; the
     Hopper convolutions (cnn_wgmma.cu) only for sm_90a, where the host side launches them."""
