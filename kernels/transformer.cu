@@ -26,7 +26,10 @@
 //   layernorm_fold_bf16   the LayerNorm fold's entry (param ln_fold): xg = bf16(x gamma) and the row
 //                      statistics per column tile that gemm.cu's BF_LNS=2 GEMMs normalise with (the later LayerNorms
 //                      come from the BF_LNS=1 residual GEMMs' epilogues)
-//   LN_SMEM_GB=1       (default where LN_VEC <= 32) layernorm_warp(_bf16(_xb)) stage gamma and beta in
+//   _c256 ... _c4096   the warp LayerNorms and layernorm_fold_bf16 per row width: _cN holds rows of up to N
+//                      columns in registers (N / 128 float4 per lane); the launcher takes the smallest that fits
+//                      (gpt2/gpu.py ln_width), so one build serves every width up to 4096
+//   LN_SMEM_GB=1       (default) layernorm_warp(_bf16(_xb)) stage gamma and beta in
 //                      shared memory once per block, the warp's first row sent to L2 meanwhile, instead of reading them from
 //                      global memory in the output loop (the same arithmetic, the same output bit for bit)
 //   LN_STRIDE=1        layernorm_warp(_bf16) over a grid of resident blocks (param ln_resident): each
@@ -93,12 +96,12 @@ extern "C" __global__ void layernorm_naive(const float* RESTRICT x, const float*
     for (int c = 0; c < C; ++c) y[(long long)row * C + c] = (xr[c] - mean) * rstd * w[c] + b[c];
 }
 
-// C % 4 == 0. The row stays in registers between the two reductions (C <= 32 * 4 * LN_VEC).
-#ifndef LN_VEC
-#define LN_VEC 8                          // float4 per lane: C up to 1024
-#endif
+// C % 4 == 0. The row stays in registers between the two reductions: Vec float4 per lane, C <= 128 * Vec.
+// The widths each entry is built for, as (Vec, 128 Vec): GPT-2's 768, 1024, 1280 and 1600 take 6, 8, 10 and 13.
+#define LN_WIDTHS(X) X(2, 256) X(4, 512) X(6, 768) X(8, 1024) X(10, 1280) X(13, 1664) X(16, 2048) X(24, 3072) \
+                     X(32, 4096)
 #ifndef LN_SMEM_GB
-#define LN_SMEM_GB (LN_VEC <= 32)         // gamma and beta through shared memory (2 C floats: 32 KB at C = 4096)
+#define LN_SMEM_GB 1                      // gamma and beta through shared memory (2 C floats: 32 KB at C = 4096)
 #endif
 // A row of C values sent to L2, one lane per 128-byte line (fire and forget: its loads come later).
 template <typename In>
@@ -112,7 +115,7 @@ __device__ __forceinline__ void row_to_l2(const In* row, int C, int lane) {
 // __nv_bfloat16 (layernorm_warp_bf16(_xb): statistics in fp32, output rounded once); one warp per row, bf16.cuh's
 // layernorm_row (gemm.cu v10's LayerNorm prologue runs the same function). Pdl: a programmatic
 // dependent launch (PDL=1), which waits for the kernel before it (griddepcontrol) before reading x or writing y.
-template <typename In, typename Out, bool Pdl>
+template <int Vec, typename In, typename Out, bool Pdl>
 __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const float* RESTRICT w,
                                                     const float* RESTRICT b, Out* RESTRICT y, int rows, int C,
                                                     float eps) {
@@ -127,10 +130,10 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
     const float* gb = c_ln + C;
 #elif LN_SMEM_GB
     // gamma and beta staged once per block in shared memory. Read from global memory per element, each of
-    // a row's LN_VEC output groups waited on its own loads after the two reductions (ncu, H100: 16 us for the 12.6 MB
+    // a row's Vec output groups waited on its own loads after the two reductions (ncu, H100: 16 us for the 12.6 MB
     // of a bf16 forward's LayerNorm, DRAM 23 % busy). The warp's first row goes to L2 first, under the staging (not
     // where the staging comes before the wait: the kernel before writes that row).
-    __shared__ __align__(16) float s_gb[2 * 128 * LN_VEC];
+    __shared__ __align__(16) float s_gb[2 * 128 * Vec];
     const int first = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (!early && first < rows) row_to_l2(x + (long long)first * C, C, lane);
     for (int i = threadIdx.x; i < C / 2; i += blockDim.x)     // 2C floats as float4 (w, b 16-byte aligned, C % 4 == 0)
@@ -150,51 +153,53 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
     const int warps = gridDim.x * (blockDim.x / 32);
     for (int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
         if (row + warps < rows) row_to_l2(x + (long long)(row + warps) * C, C, lane);      // the next row
-        layernorm_row<LN_VEC, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
+        layernorm_row<Vec, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
     }
 #else
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
-    layernorm_row<LN_VEC, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
+    layernorm_row<Vec, Out>(x + (long long)row * C, C, gw, gb, eps, y + (long long)row * C, lane);
 #endif
 }
 
-extern "C" __global__ void layernorm_warp(const float* RESTRICT x, const float* RESTRICT w, const float* RESTRICT b,
-                                          float* RESTRICT y, int rows, int C, float eps) {
-    layernorm_warp_body<float, float, false>(x, w, b, y, rows, C, eps);
+#define LN_ENTRIES(V, N)                                                                                       \
+extern "C" __global__ void layernorm_warp_c##N(const float* RESTRICT x, const float* RESTRICT w,                    \
+                                               const float* RESTRICT b, float* RESTRICT y, int rows, int C,         \
+                                               float eps) {                                                         \
+    layernorm_warp_body<V, float, float, false>(x, w, b, y, rows, C, eps);                                          \
+}                                                                                                                   \
+/* PDL=1: x written by the kernel before, y read by an earlier GEMM */                                              \
+extern "C" __global__ void layernorm_warp_bf16_c##N(const float* RESTRICT x, const float* RESTRICT w,               \
+                                                    const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows,   \
+                                                    int C, float eps) {                                             \
+    layernorm_warp_body<V, float, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);                               \
+}                                                                                                                   \
+/* over a bf16 residual stream (param residual_dtype "bf16"): rows of C bf16, 16-byte aligned (C % 8 == 0) */       \
+extern "C" __global__ void layernorm_warp_bf16_xb_c##N(const __nv_bfloat16* RESTRICT x, const float* RESTRICT w,    \
+                                                       const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows,\
+                                                       int C, float eps) {                                          \
+    layernorm_warp_body<V, __nv_bfloat16, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);                       \
 }
-
-// PDL=1: x written by the kernel before, y read by an earlier GEMM
-extern "C" __global__ void layernorm_warp_bf16(const float* RESTRICT x, const float* RESTRICT w,
-                                               const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
-                                               float eps) {
-    layernorm_warp_body<float, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);
-}
-
-// over a bf16 residual stream (param residual_dtype "bf16"): rows of C bf16, 16-byte aligned (C % 8 == 0)
-extern "C" __global__ void layernorm_warp_bf16_xb(const __nv_bfloat16* RESTRICT x, const float* RESTRICT w,
-                                                  const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows, int C,
-                                                  float eps) {
-    layernorm_warp_body<__nv_bfloat16, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);
-}
+LN_WIDTHS(LN_ENTRIES)
 
 // The LayerNorm fold's entry (param ln_fold; gemm.cu BF_LNS): for the first LayerNorm of a forward, what a
 // BF_LNS=1 GEMM writes for the others: xg = bf16(x * gamma) and, per tile of `part` columns, the row's mean and M2
 // (sum of squares about that mean) at stats[p * rows + row], two passes over the registers. One warp per row.
-extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const float* RESTRICT w,
-                                               __nv_bfloat16* RESTRICT xg, float2* RESTRICT stats, int rows, int C,
-                                               int part) {
+template <int Vec>
+__device__ __forceinline__ void layernorm_fold_body(const float* RESTRICT x, const float* RESTRICT w,
+                                                    __nv_bfloat16* RESTRICT xg, float2* RESTRICT stats, int rows,
+                                                    int C, int part) {
     TR_PDL();
     const int lane = threadIdx.x % 32, row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     const int C4 = C / 4, parts = (C + part - 1) / part;
-    float4 v[LN_VEC];
-    row_load<LN_VEC>(x + (long long)row * C, C, lane, v);
+    float4 v[Vec];
+    row_load<Vec>(x + (long long)row * C, C, lane, v);
     for (int p = 0; p < parts; ++p) {                  // part % 4 == 0: a float4 lies in one part
         const int lo = p * part, n = min(part, C - lo);
         float sum = 0.f;
 #pragma unroll
-        for (int i = 0; i < LN_VEC; ++i) {
+        for (int i = 0; i < Vec; ++i) {
             const int k = 4 * (lane + 32 * i);
             if (k >= lo && k < lo + n) sum += v[i].x + v[i].y + v[i].z + v[i].w;
         }
@@ -202,7 +207,7 @@ extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const fl
         const float mean = sum / n;
         float m2 = 0.f;
 #pragma unroll
-        for (int i = 0; i < LN_VEC; ++i) {
+        for (int i = 0; i < Vec; ++i) {
             const int k = 4 * (lane + 32 * i);
             if (k >= lo && k < lo + n) {
                 const float a = v[i].x - mean, b = v[i].y - mean, c = v[i].z - mean, d = v[i].w - mean;
@@ -213,7 +218,7 @@ extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const fl
         if (lane == 0) stats[(long long)p * rows + row] = make_float2(mean, m2);
     }
 #pragma unroll
-    for (int i = 0; i < LN_VEC; ++i) {
+    for (int i = 0; i < Vec; ++i) {
         const int c = lane + 32 * i;
         if (c < C4) {
             const int k = 4 * c;
@@ -222,6 +227,14 @@ extern "C" __global__ void layernorm_fold_bf16(const float* RESTRICT x, const fl
         }
     }
 }
+
+#define LN_FOLD_ENTRY(V, N)                                                                                    \
+extern "C" __global__ void layernorm_fold_bf16_c##N(const float* RESTRICT x, const float* RESTRICT w,               \
+                                                    __nv_bfloat16* RESTRICT xg, float2* RESTRICT stats, int rows,   \
+                                                    int C, int part) {                                              \
+    layernorm_fold_body<V>(x, w, xg, stats, rows, C, part);                                                         \
+}
+LN_WIDTHS(LN_FOLD_ENTRY)
 
 // x[b, t] = bf16 wte[idx[b, t]] (the LM head's rows) + fp32 wpe[pos + t], summed in fp32, into the residual stream:
 // Out = float (embed_bf16) or __nv_bfloat16 (embed_bf16_xb, the sum rounded once).

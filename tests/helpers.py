@@ -125,6 +125,15 @@ def declared_arity() -> dict:
         for m in re.finditer(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)', text):
             params = [p.strip() for p in m.group(2).split(",")]
             arity[m.group(1)] = sum(macros.get(p, 1) for p in params)
+        # entries a macro makes per width (transformer.cu: LN_WIDTHS(LN_ENTRIES) defines layernorm_warp_c##N ...)
+        lists = {m.group(1): re.findall(r"X\(\s*\w+\s*,\s*(\w+)\s*\)", m.group(2))
+                 for m in re.finditer(r"#define (\w+)\(X\) ((?:[^\n]*\\\n)*[^\n]*)", text)}
+        for m in re.finditer(r"#define (\w+)\(V, N\)((?:[^\n]*\\\n)*[^\n]*)", text):
+            widths = [n for name, ns in lists.items() if re.search(rf"\b{name}\({m.group(1)}\)", text) for n in ns]
+            for e in re.finditer(r'extern "C" __global__ void\s+(\w+)##N\s*\(([^)]*)\)', m.group(2)):
+                params = [p.strip().rstrip("\\").strip() for p in e.group(2).split(",")]
+                for n in widths:
+                    arity[f"{e.group(1)}{n}"] = len(params)
     return arity
 
 
@@ -185,3 +194,9 @@ class Builds:
         for t in self.threads:
             t.join()
         return dict(self.reports)
+
+
+def kernel_names(launches) -> list:
+    """The kernels of recorded launches by name, the warp LayerNorms without their row-width suffix
+    (layernorm_warp_bf16_c768 -> layernorm_warp_bf16): what a test of the launch plan counts."""
+    return [re.sub(r"^(layernorm_\w+?)_c\d+$", r"\1", k) for k, *_ in launches]

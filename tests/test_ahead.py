@@ -32,40 +32,48 @@ def put(folder, kernel_file, defines, arch, data: bytes):
     (folder / arch / f"{name}.log").write_text(f"ptxas report of {kernel_file}")
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast", "fast_mma", "req_4", "fast_fp32"])
-def test_gpt2_builds_depend_on_width_and_heads_only(name):
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast_bf16_mk", "fast", "fast_mma", "req_4", "req_6",
+                                  "fast_fp32"])
+def test_gpt2_builds_depend_on_the_head_size_only(name):
     """The stand-in model ahead.ensure and make kernels dry-run (one layer, 64 tokens of vocabulary) asks for the
-    same builds as models of that width and heads with other depths, vocabularies and contexts."""
+    same builds as full models with other depths, vocabularies and contexts, and one set of builds serves every
+    GPT-2 width of head size 64 (124M to xl: the LayerNorms' row width is picked at launch, not compiled in)."""
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpt2.model import GPT2Config, random_params
     v = catalogue.get(name, "gpt2")
     seen = []
-    for config in (GPT2Config(3, 4, 128, 1000, 96), GPT2Config(2, 4, 128, 257, 160)):
+    for config in (GPT2Config(3, 2, 128, 1000, 96), GPT2Config(2, 2, 128, 257, 160)):
         with np.errstate(all="ignore"):
             seen.append(kernels_of(lambda r: GPUGenerator(GPT2GPU(random_params(config), config, v, r))))
             params, dry = ahead.gpt2_dry_model(config)
             seen.append(kernels_of(lambda r: GPUGenerator(GPT2GPU(params, dry, v, r))))
     assert seen[0] and all(s == seen[0] for s in seen)
+    widths = []
+    for heads, width in ((12, 768), (16, 1024), (20, 1280), (25, 1600)):
+        params, dry = ahead.gpt2_dry_model(GPT2Config(12, heads, width, 50257, 1024))
+        with np.errstate(all="ignore"):
+            widths.append(kernels_of(lambda r: GPUGenerator(GPT2GPU(params, dry, v, r))))
+    assert widths[0] and all(w == widths[0] for w in widths)
 
 
 def test_prebuilt_cubin_loads_without_nvcc(prebuilt, monkeypatch):
     monkeypatch.setattr(build, "nvcc_path", lambda: None)
-    d = {"LN_VEC": 6, "LN_CONST": 0}
+    d = {"LN_CONST": 0}
     put(prebuilt, "transformer.cu", d, "sm_90a", b"cubin-90a")
     put(prebuilt, "transformer.cu", d, "sm_80", b"cubin-80")
     assert build.compile_cubin("transformer.cu", d, "sm_90a") == (b"cubin-90a", "ptxas report of transformer.cu")
     assert build.cached("transformer.cu", d, "sm_90a")
     assert build.compile_cubin("transformer.cu", d, "sm_86")[0] == b"cubin-80"     # sm_8x runs sm_80's cubins
     assert build.prebuilt_cubin("transformer.cu", d, "sm_89")[0] == b"cubin-80"
-    assert build.prebuilt_cubin("transformer.cu", {**d, "LN_VEC": 8}, "sm_90a") is None      # another build
+    assert build.prebuilt_cubin("transformer.cu", {**d, "LN_CONST": 1}, "sm_90a") is None      # another build
     assert build.prebuilt_cubin("transformer.cu", d, "sm_75") is None
     with pytest.raises(GPUError, match="nvcc not found"):          # not prebuilt, no compiler: one clear error
-        build.compile_cubin("transformer.cu", {**d, "LN_VEC": 8}, "sm_90a")
+        build.compile_cubin("transformer.cu", {**d, "LN_CONST": 1}, "sm_90a")
 
 
 def test_prebuilt_is_passed_over_where_the_driver_is_older_than_its_cuda(prebuilt, monkeypatch):
-    d = {"LN_VEC": 6, "LN_CONST": 0}
+    d = {"LN_CONST": 0}
     put(prebuilt, "transformer.cu", d, "sm_90a", b"cubin")
     build.set_driver_cuda(13000)
     assert build.prebuilt_cubin("transformer.cu", d, "sm_90a") is not None
@@ -140,7 +148,7 @@ def test_ensure_leaves_set_up_errors_to_the_real_construction(monkeypatch):
 
 
 def test_make_kernels_writes_the_builds_under_compiler_free_keys(prebuilt, monkeypatch):
-    builds = {("transformer.cu", (("LN_CONST", 0), ("LN_VEC", 6))), ("ops.cu", ())}
+    builds = {("transformer.cu", (("LN_CONST", 0),)), ("ops.cu", ())}
     monkeypatch.setattr(ahead, "lenet_builds", lambda arch: set())
     monkeypatch.setattr(ahead, "onnx_builds", lambda arch: set())
     monkeypatch.setattr(ahead, "gpt2_builds", lambda arch: builds)
@@ -172,7 +180,7 @@ def test_gpus_past_hopper_take_the_ptx(prebuilt, monkeypatch):
     """sm_100 / sm_120: no cubin of theirs ships; the compute_80 PTX does, handed over NUL-terminated (what
     cuModuleLoadData wants of PTX)."""
     monkeypatch.setattr(build, "nvcc_path", lambda: None)
-    d = {"LN_VEC": 6, "LN_CONST": 0}
+    d = {"LN_CONST": 0}
     (prebuilt / "compute_80").mkdir()
     name = build.prebuilt_name("transformer.cu", d, "compute_80")
     (prebuilt / "compute_80" / f"{name}.ptx").write_bytes(b".version 9.0\n")
@@ -185,7 +193,7 @@ def test_gpus_past_hopper_take_the_ptx(prebuilt, monkeypatch):
 
 @pytest.mark.skipif(build.nvcc_path() is None, reason="nvcc not installed")
 def test_a_virtual_target_compiles_to_ptx(tmp_path):
-    data, _ = build.compile_cubin("transformer.cu", {"LN_VEC": 6, "LN_CONST": 0}, "compute_80", out_dir=tmp_path)
+    data, _ = build.compile_cubin("transformer.cu", {"LN_CONST": 0}, "compute_80", out_dir=tmp_path)
     text = data.decode()
     assert ".version" in text and ".target sm_80" in text and ".entry layernorm_warp" in text
     assert [p.suffix for p in tmp_path.iterdir() if p.suffix != ".log"] == [".ptx"]

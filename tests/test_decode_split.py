@@ -12,7 +12,7 @@ from convnet import catalogue
 from convnet.errors import GPUError
 from convnet.gpt2 import model as gpt2
 from convnet.gpt2.decode_split import chunk_keys, lanes_per_key
-from helpers import declared_arity
+from helpers import declared_arity, kernel_names
 from test_gpt2_generate import dry_runtime
 
 CONFIG = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=300, n_ctx=1024)
@@ -159,7 +159,7 @@ def test_lns_decode_step_drops_the_layernorm_kernels_between_gemms(name):
     rt.launches.clear()
     gpu.enqueue(None, cap=300, last_only=True, device_step=20)
     check_arity(rt.launches)
-    kernels = [k for k, *_ in rt.launches]
+    kernels = kernel_names(rt.launches)
     L = CONFIG.n_layer
     assert kernels.count("layernorm_warp") == 2
     assert kernels.count("gemm_small_m2_nk_lns") == 4 * L - 1          # all but layer 0's qkv
@@ -173,7 +173,7 @@ def test_lns_decode_step_drops_the_layernorm_kernels_between_gemms(name):
     assert not any(k.endswith("_lns") for k in kernels)
     fast, rt2 = make(catalogue.get("fast_s10", "gpt2"))
     fast.enqueue(None, cap=300, last_only=True, device_step=20)
-    assert [k for k, *_ in rt2.launches].count("layernorm_warp") == 2 * L + 1
+    assert kernel_names(rt2.launches).count("layernorm_warp") == 2 * L + 1
 
 
 def test_lns_refused_where_v11_cannot_carry_the_statistics():
@@ -256,7 +256,7 @@ def test_bf16_split_waves_and_ln_pdl_variants_launch_like_fast_bf16():
         check_arity(rt.launches)
         steps[name] = [(k, g, b) for k, g, b, _ in rt.launches]
     assert steps["fast_bf16_s11"] == steps["fast_bf16_lnpdl"] and steps["fast_bf16_split"] == steps["fast_bf16_split_lnpdl"]
-    assert [k for k, *_ in steps["fast_bf16_s11"]].count("layernorm_warp_bf16") == 2 * CONFIG.n_layer + 1
+    assert kernel_names(steps["fast_bf16_s11"]).count("layernorm_warp_bf16") == 2 * CONFIG.n_layer + 1
     assert [g for k, g, _ in steps["fast_bf16_split_w1"] if k == "decode_attention_split_bf16"] == [(2, 128, 1)] * 2
 
 
@@ -281,4 +281,4 @@ def test_fast_bf16_takes_ln_pdl_and_min_kt4():
     rt.launches.clear()
     gpu.enqueue(None, cap=320, last_only=True, device_step=32)
     check_arity(rt.launches)
-    assert [k for k, *_ in rt.launches].count("layernorm_warp_bf16") == 2 * CONFIG.n_layer + 1
+    assert kernel_names(rt.launches).count("layernorm_warp_bf16") == 2 * CONFIG.n_layer + 1

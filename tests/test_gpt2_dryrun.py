@@ -6,7 +6,7 @@ import pytest
 
 from convnet import catalogue
 from convnet.gpt2.model import GPT2Config, random_params
-from helpers import declared_arity
+from helpers import declared_arity, kernel_names
 
 GPU_VARIANTS = [v for v in catalogue.load_all("gpt2", archive=True).values() if v.needs_gpu]
 CONFIG = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=64)
@@ -48,7 +48,7 @@ def test_every_launch_matches_its_kernel(variant):
 @pytest.mark.parametrize("name", ["fast_fp32", "fast_mma", "req_5"])
 def test_decode_step_folds_layernorm_into_the_skinny_gemv(name):
     _, _, step = drive(catalogue.get(name, "gpt2"))
-    kernels = [k for k, *_ in step]
+    kernels = kernel_names(step)
     assert "layernorm_warp" not in kernels and "layernorm_naive" not in kernels
     assert kernels.count("gemm_skinny") == 4 * CONFIG.n_layer + 1          # 4 per layer + the LM head
     assert kernels.count("decode_attention") == CONFIG.n_layer
@@ -57,7 +57,7 @@ def test_decode_step_folds_layernorm_into_the_skinny_gemv(name):
 def test_wgmma_variant_stores_weights_transposed_and_decodes_on_the_transposed_gemv():
     """v7 reads W^T (N x K); decoding then takes the GEMV for W^T rows, LayerNorm folded in as well."""
     launches, _, step = drive(catalogue.get("fast", "gpt2"))
-    kernels = [k for k, *_ in step]
+    kernels = kernel_names(step)
     assert "gemm_skinny" not in kernels and "gemm_wgmma" not in kernels and "layernorm_warp" not in kernels
     assert kernels.count("gemm_skinny_nk") == 4 * CONFIG.n_layer + 1
     from convnet.gpt2.gpu import GPT2GPU
@@ -73,7 +73,7 @@ def test_wgmma_variant_stores_weights_transposed_and_decodes_on_the_transposed_g
 def test_full_forward_runs_every_layernorm():
     """B*T = 10 rows: too many for the skinny GEMV, so every LayerNorm is its own kernel."""
     _, full, _ = drive(catalogue.get("fast_fp32", "gpt2"))
-    kernels = [k for k, *_ in full]
+    kernels = kernel_names(full)
     assert kernels.count("layernorm_warp") == 2 * CONFIG.n_layer + 1
     assert "gemm_skinny" not in kernels
 
@@ -88,8 +88,8 @@ def test_ln_defines_reach_the_layernorm_builds_only():
     trial = with_setting(base, {"ln_defines": {"LN_GB_EARLY": 0}})
     plain, tried = (kernels_of(lambda rt: GPT2GPU(random_params(CONFIG), CONFIG, v, rt)) for v in (base, trial))
     ln = {(f, d) for f, d in tried if dict(d).get("LN_GB_EARLY") == 0}
-    assert ln and all(f == "transformer.cu" and "LN_VEC" in dict(d) for f, d in ln)
-    assert tried - ln == plain - {(f, d) for f, d in plain if f == "transformer.cu" and "LN_VEC" in dict(d)}
+    assert ln and all(f == "transformer.cu" and "LN_CONST" in dict(d) for f, d in ln)
+    assert tried - ln == plain - {(f, d) for f, d in plain if f == "transformer.cu" and "LN_CONST" in dict(d)}
 
 
 def test_flash_attention_settings_are_checked():
@@ -237,7 +237,7 @@ def test_seed_copies_cubins_other_caches_compiled(tmp_path, monkeypatch):
     from convnet.bench.dryrun import seed
     from convnet.gpu import build
     old, new = tmp_path / "old", tmp_path / "new"
-    have, missing = ("transformer.cu", (("LN_VEC", 6),)), ("transformer.cu", (("LN_VEC", 5),))
+    have, missing = ("transformer.cu", (("LN_CONST", 0),)), ("transformer.cu", (("LN_CONST", 1),))
     source = build.KERNELS_DIR / have[0]
     name = f"{source.stem}-{build._key(source, [*build.BASE_FLAGS, *build.define_flags(dict(have[1]))], 'sm_90a')}"
     (old / "cubin").mkdir(parents=True)
@@ -261,3 +261,43 @@ def test_split_decode_steps_aside_past_head_size_128(n_embd, n_head, split):
     built = kernels_of(lambda rt: made.append(GPT2GPU(random_params(config), config, fast, rt)))
     assert {dict(d)["HEAD_DIM"] for f, d in built if f == "attention.cu"} == {n_embd // n_head}
     assert (made[0].decode_split is not None) == split
+
+
+@pytest.mark.parametrize("width, entry", [(128, "_c256"), (768, "_c768"), (1088, "_c1280"), (1600, "_c1664"),
+                                          (4096, "_c4096")])
+def test_layernorm_launches_the_entry_of_its_row_width(width, entry):
+    """transformer.cu builds each warp LayerNorm for nine row widths; a model launches the smallest that holds its
+    rows (fewer float4 registers than a row needs would drop columns), both in fp32 and bf16."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpt2.gpu import GPT2GPU
+    config = GPT2Config(n_layer=1, n_head=width // 64, n_embd=width, vocab_size=64, n_ctx=32)
+    for name, kernel in (("fast_fp32", "layernorm_warp"), ("fast_bf16", "layernorm_warp_bf16")):
+        rt = RecordingRuntime()
+        with np.errstate(all="ignore"):
+            gpu = GPT2GPU(random_params(config), config, catalogue.get(name, "gpt2"), rt)
+            gpu.enqueue(np.zeros((2, 20), np.int32), cap=32)           # 40 rows: the LayerNorm kernels run
+        ln = {k for k, *_ in rt.launches if k.startswith("layernorm")}
+        assert ln == {kernel + entry}, (name, ln)
+
+
+def test_layernorm_wider_than_its_entries_is_refused_or_runs_the_plain_kernel():
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.errors import GPUError
+    from convnet.gpt2.gpu import GPT2GPU
+    config = GPT2Config(n_layer=1, n_head=66, n_embd=4224, vocab_size=64, n_ctx=32)
+    with pytest.raises(GPUError, match="n_embd up to 4096; got 4224"):
+        GPT2GPU(random_params(config), config, catalogue.get("fast_bf16", "gpt2"), RecordingRuntime())
+    rt = RecordingRuntime()
+    gpu = GPT2GPU(random_params(config), config, catalogue.get("warp", "gpt2"), rt)
+    gpu.enqueue(np.zeros((1, 4), np.int32), cap=32)
+    assert {k for k, *_ in rt.launches if k.startswith("layernorm")} == {"layernorm_naive"}
+
+
+def test_layernorm_widths_match_the_kernel_file():
+    import re
+    from convnet.gpt2.gpu import LN_WIDTHS
+    from convnet.paths import KERNELS_DIR
+    text = (KERNELS_DIR / "transformer.cu").read_text()
+    body = re.search(r"#define LN_WIDTHS\(X\) ((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
+    pairs = [(int(v), int(n)) for v, n in re.findall(r"X\((\d+), (\d+)\)", body)]
+    assert all(n == 128 * v for v, n in pairs) and tuple(n for _, n in pairs) == LN_WIDTHS

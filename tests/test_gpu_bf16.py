@@ -12,7 +12,7 @@ import pytest
 from convnet import catalogue
 from convnet.errors import GPUError
 from convnet.gpt2 import model as ref
-from helpers import gpt2_small_params as _small_params, poison as poison_buffers, rel_err, rel_max_err, spec_variant
+from helpers import kernel_names, gpt2_small_params as _small_params, poison as poison_buffers, rel_err, rel_max_err, spec_variant
 
 # the Hopper variant under test: fast_bf16, or on the GPU machine a candidate for its settings (BF16_MAIN=name)
 MAIN = os.environ.get("BF16_MAIN", "fast_bf16")
@@ -131,14 +131,14 @@ def test_bf16_kernel_plan_on_the_dry_run():
     gpu = GPT2GPU(ref.random_params(SMALL), SMALL, catalogue.get("fast_bf16", "gpt2"), rt)
     L = SMALL.n_layer
     gpu.enqueue(np.zeros((2, 40), np.int32), cap=48)          # M = 80: the tile GEMMs
-    full = [k for k, *_ in rt.launches]
+    full = kernel_names(rt.launches)
     assert full.count("embed_bf16") == 1 and full.count("layernorm_warp_bf16") == 2 * L + 1
     assert full.count("flash_attention_bf16") == L
     assert full.count("gemm_bf16_wgmma") == 4 * L + 1          # v8 for every GEMM (BF_EPI_SMEM=1, BF_BN 192)
     assert not {"embed", "layernorm_warp", "flash_attention_tf32", "decode_attention"} & set(full)
     rt.launches.clear()
     gpu._device_step(2, 48)
-    step = [k for k, *_ in rt.launches]
+    step = kernel_names(rt.launches)
     assert step.count("decode_attention_bf16") == L and "flash_attention_bf16" not in step
     assert step.count("gemm_skinny_bf16_ln") == 2 * L and step.count("gemm_skinny_bf16") == 2 * L
     assert step[-1] == "gemm_skinny_bf16_ln_pick"
@@ -164,7 +164,7 @@ def test_bf16_residual_stream_plan_on_the_dry_run(monkeypatch):
         return real(lin, A, W, C, M, N, K, lda, ldb, ldc, epi, *rest, **kw)
     monkeypatch.setattr(gemm.Linear, "_call_bf16", spy)
     gpu.enqueue(np.zeros((2, 40), np.int32), cap=48)          # M = 80: the tile GEMMs
-    full = [k for k, *_ in rt.launches]
+    full = kernel_names(rt.launches)
     assert full.count("embed_bf16_xb") == 1 and full.count("layernorm_warp_bf16_xb") == 2 * L + 1
     assert not {"embed_bf16", "layernorm_warp_bf16"} & set(full)
     xb = rt.pool.view("gpt2.act.xb")
@@ -177,7 +177,7 @@ def test_bf16_residual_stream_plan_on_the_dry_run(monkeypatch):
             gpu._device_step(2, 48)
         else:
             gpu.enqueue(prompt, cap=48, last_only=True)
-        kernels = {k for k, *_ in rt.launches}
+        kernels = set(kernel_names(rt.launches))
         assert not {"embed_bf16_xb", "layernorm_warp_bf16_xb"} & kernels
         assert not gpu._stream_takes_bf16(10 if prompt is not None else 2)
 
@@ -270,13 +270,14 @@ def test_layernorm_over_resident_blocks_writes_the_same_bits(rows, C, stream, rn
     x = (5.0 + 2.0 * rng.standard_normal((rows, C))).astype(np.float32)
     x[:, C // 3] *= 40.0
     g, b = rng.standard_normal(C).astype(np.float32), rng.standard_normal(C).astype(np.float32)
-    kernel = "layernorm_warp_bf16" if stream == "fp32" else "layernorm_warp_bf16_xb"
+    from convnet.gpt2.gpu import ln_entry
+    kernel = ln_entry("layernorm_warp_bf16" if stream == "fp32" else "layernorm_warp_bf16_xb", C)
     if stream == "bf16":
         x = from_bf16(to_bf16(x))
     X = rt.pool.upload("test.lnx", x) if stream == "fp32" else rt.pool.upload("test.lnxb", to_bf16(x), BF16)
     P = rt.pool.upload("test.lnpair", np.concatenate([g, b]))
     Y = rt.pool.get("test.lny", (rows, C), BF16)
-    d = {"LN_VEC": cdiv(C, 128), "LN_CONST": 0}
+    d = {"LN_CONST": 0}
 
     def run(fn, blocks):
         Y.fill(BF16(BF16_NAN))

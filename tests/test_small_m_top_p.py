@@ -6,7 +6,7 @@ import pytest
 
 from convnet import catalogue
 from convnet.gpt2 import model as gpt2
-from helpers import declared_arity
+from helpers import declared_arity, kernel_names
 from test_gpt2_generate import dry_runtime
 
 
@@ -30,7 +30,7 @@ def test_batched_decode_step_runs_v11_where_the_catalogue_says(name, layout, B):
     arity = declared_arity()
     for kernel, grid, block, nargs in launches:
         assert nargs == arity[kernel], f"{kernel}: {nargs} arguments passed, {arity[kernel]} declared"
-    kernels = [k for k, *_ in launches]
+    kernels = kernel_names(launches)
     lin = gpu.linear
     small = f"gemm_small_m{-(-B // 16)}_{layout}"
     takes = B <= lin.small_max_m
@@ -47,7 +47,7 @@ def test_batched_decode_step_runs_v11_where_the_catalogue_says(name, layout, B):
 def test_decode_steps_at_eight_rows_or_fewer_stay_on_the_gemv(name):
     config = gpt2.GPT2Config(n_layer=1, n_head=4, n_embd=128, vocab_size=300, n_ctx=32)
     _, launches = decode_launches(name, 8, config)
-    kernels = [k for k, *_ in launches]
+    kernels = kernel_names(launches)
     assert not any(k.startswith("gemm_small_m") for k in kernels)
     assert any(k.startswith("gemm_skinny") for k in kernels)
 

@@ -72,8 +72,9 @@ def collect(arch: str) -> set:
     for version, defines in builds:
         if sm >= 90 or version == "bf16_mma":
             Linear(rt, version, defines, "test")
+    from convnet.gpt2.gpu import ln_entry
     for K in (8, 768, 776, 1024):
-        rt.kernel("transformer.cu", "layernorm_warp_bf16", {"LN_VEC": -(-K // 128), "LN_CONST": 0}, "test")
+        rt.kernel("transformer.cu", ln_entry("layernorm_warp_bf16", K), {"LN_CONST": 0}, "test")
     Gemm(rt, "regtile", {}, "bench")                     # bench-attention's naive path
     rt.kernel("attention.cu", "softmax_rows_warp", {}, "bench")
     return rt.builds

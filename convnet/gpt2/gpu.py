@@ -84,6 +84,13 @@ from .model import GPT2Config, check_params
 GROUPS = ("embed", "layernorm", "qkv", "attention", "attn_proj", "mlp_fc", "mlp_proj", "elementwise", "lm_head")
 VOCAB_PAD = 128                # the LM head's N is padded so every row is 16-byte aligned
 SPIN_CYCLES = 40_000_000       # ~20 ms of GPU clock: the host enqueues a forward or a decode step behind it
+LN_WIDTHS = (256, 512, 768, 1024, 1280, 1664, 2048, 3072, 4096)   # the row widths of transformer.cu's LN_WIDTHS
+
+
+def ln_entry(kernel: str, C: int) -> str:
+    """transformer.cu's entry of a warp LayerNorm (layernorm_warp, _bf16, _bf16_xb, layernorm_fold_bf16) for rows of
+    C columns: the smallest width it is built for that holds the row (one build serves every width up to 4096)."""
+    return f"{kernel}_c{next(w for w in LN_WIDTHS if w >= C)}"
 
 
 class GPT2GPU:
@@ -191,24 +198,26 @@ class GPT2GPU:
         if not self.head_major:
             self.permute = rt.kernel("attention.cu", "permute_qkv", d, name)
         ln = p.get("layernorm", "naive")
-        self.ln_warp = ln == "warp" and C % 4 == 0
+        self.ln_warp = ln == "warp" and C % 4 == 0 and C <= LN_WIDTHS[-1]
+        if self.bf16 and not self.ln_warp:
+            raise GPUError(f"the bf16 path's LayerNorm holds a row in registers: n_embd up to {LN_WIDTHS[-1]}; got {C}")
         self.ln_const = bool(p.get("ln_const", False))
         if self.ln_const and (not self.ln_warp or C > 4096):
             raise GPUError("ln_const needs the warp LayerNorm, n_embd a multiple of 4 and at most 4096")
         # ln_resident (session 17): warps stride over the rows of a grid of resident blocks, the next row prefetched
         self.ln_resident = self.ln_warp and bool(p.get("ln_resident", False))
-        td = {**d, "LN_VEC": cdiv(C, 128), "LN_CONST": int(self.ln_const), **p.get("ln_defines", {})} \
-            if self.ln_warp else d
+        td = {**d, "LN_CONST": int(self.ln_const), **p.get("ln_defines", {})} if self.ln_warp else d
         if self.ln_resident:
             td = {**td, "LN_STRIDE": 1}
-        ln_kernel = ("layernorm_warp_bf16" if self.bf16 else "layernorm_warp") if self.ln_warp else "layernorm_naive"
+        ln_kernel = ln_entry("layernorm_warp_bf16" if self.bf16 else "layernorm_warp", C) if self.ln_warp \
+            else "layernorm_naive"
         # ln_pdl: the LayerNorms as programmatic dependent launches where PDL=1
         launch_ln = partial(tma.launcher, rt) if self.bf16 and self.ln_warp and p.get("ln_pdl") else rt.kernel
         self.layernorm = launch_ln("transformer.cu", ln_kernel, td, name)
         # residual_dtype "bf16" (refused up front where it cannot run: _check_residual_dtype): the bf16 stream's kernels
         self.resid_bf16 = p.get("residual_dtype", "fp32") == "bf16"
         if self.resid_bf16:
-            self.layernorm_xb = launch_ln("transformer.cu", ln_kernel + "_xb", td, name)   # layernorm_warp_bf16_xb
+            self.layernorm_xb = launch_ln("transformer.cu", ln_entry("layernorm_warp_bf16_xb", C), td, name)
             self.embed_xb = tma.launcher(rt, "transformer.cu", "embed_bf16_xb", d, name)
         if self.ln_const:
             self.c_ln, _ = rt.module("transformer.cu", td).get_global("c_ln")
@@ -262,7 +271,8 @@ class GPT2GPU:
                            f"BF_LNS {want} (the consumers' BF_LNS_PART the residual GEMMs' BF_BN); got BF_LNS {got}, "
                            f"tile widths {sorted(parts)}")
         self.fold_part = parts.pop()
-        self.fold_entry = tma.launcher(self.rt, "transformer.cu", "layernorm_fold_bf16", td, name)
+        self.fold_entry = tma.launcher(self.rt, "transformer.cu", ln_entry("layernorm_fold_bf16", self.C), td,
+                                      name)
 
     def _stream_takes_bf16(self, M: int) -> bool:
         """residual_dtype "bf16": whether an M-row call's residual GEMMs both reduce-add into x in place (v8's TMA
