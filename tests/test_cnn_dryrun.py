@@ -28,7 +28,7 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     net._run(np.zeros((3, *shape), np.float32))
     launched = {name for name, *_ in rt.launches}
     want = {"pool": {"pool2d"}, "gap": {"global_avg_pool"}, "add": {"add_act"},
-            "concat": {"concat_channels"}, "softmax": {"softmax_rows"}, "dense": {"gemm_regtile"}}
+            "concat": {"concat_channels"}, "softmax": {"softmax_rows"}, "dense": {"dense_small"}}
     for i, layer in enumerate(g.layers):
         if layer.op == "conv" and layer.attrs["group"] == 1:
             assert launched & CONV_KERNELS[variant], layer.name
@@ -39,6 +39,29 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     x = np.random.default_rng(1).standard_normal((2, *shape))
     s = g.shapes
     assert reference.forward(g, x).shape[1:] == s[g.output]
+
+
+@pytest.mark.parametrize("batch, kernel", [(1, "dense_small"), (8, "dense_small"), (9, "gemm_regtile")])
+def test_dense_layers_of_a_few_rows_take_the_warp_per_feature_kernel(tmp_path, batch, kernel):
+    """Up to DENSE_SMALL_M rows a dense layer runs dense_small over transposed weights (uploaded at the first such
+    batch, a warp for every output feature); more rows the tiled GEMM."""
+    from convnet import catalogue
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    model, shape = MODELS["lenet5"](np.random.default_rng(0))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    g = graph.load(tmp_path / "m.onnx")
+    rt = RecordingRuntime()
+    net = GPUNet(g, catalogue.get("igemm_f16_graph", "onnx"), rt)
+    net._run(np.zeros((batch, *shape), np.float32))
+    dense = [i for i, layer in enumerate(g.layers) if layer.op == "dense"]
+    launched = [(name, grid) for name, grid, *_ in rt.launches if name in ("dense_small", "gemm_regtile")]
+    assert [name for name, _ in launched] == [kernel] * len(dense)
+    for i, (name, grid) in zip(dense, launched):
+        F = g.layers[i].attrs["w"].shape[1]
+        assert name == "gemm_regtile" or grid[0] * 8 >= F > (grid[0] - 1) * 8
+        assert (len(net.w[i]) == 3) == (batch <= 8)                  # the transposed copy only where it is used
 
 
 def test_warp_a_row_kernels_get_a_warp_for_every_row():

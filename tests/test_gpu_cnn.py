@@ -52,6 +52,32 @@ def test_gpu_path_equals_float64(tmp_path, name, batch, variant):
     assert rel_err(net.forward(x2), reference.forward(g, x2, np.float64)) <= tol(variant)   # other images
 
 
+@pytest.mark.parametrize("M,K,F,act", [(1, 400, 120, "relu"), (8, 83, 13, "leaky"), (3, 2048, 257, "none"),
+                                       (5, 7, 1, "sigmoid"), (1, 1, 3, "clip"), (2, 512, 1000, "tanh")])
+def test_dense_small_at_odd_shapes(M, K, F, act):
+    """kernels/cnn.cu's dense_small (a dense layer over at most 8 rows) against float64: rows of K not a multiple of 4
+    (the scalar path), one feature, features past a block; the row after the output stays poisoned."""
+    from convnet.gpu.runtime import Runtime, f32, i32, ptr
+    rt = Runtime.get()
+    rng = np.random.default_rng(K + F)
+    x, w = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, F)).astype(np.float32)
+    b = rng.standard_normal(F).astype(np.float32)
+    code, pa, pb, fn = {"none": (0, 0, 0, lambda z: z), "relu": (1, 0, 0, lambda z: np.maximum(z, 0)),
+                        "leaky": (2, 0.1, 0, lambda z: np.where(z > 0, z, 0.1 * z)),
+                        "sigmoid": (3, 0, 0, lambda z: 1 / (1 + np.exp(-z))), "tanh": (4, 0, 0, np.tanh),
+                        "clip": (5, -0.5, 0.7, lambda z: np.clip(z, -0.5, 0.7))}[act]
+    X, B = rt.pool.upload("test.ds.x", x), rt.pool.upload("test.ds.b", b)
+    WT = rt.pool.upload("test.ds.wt", np.ascontiguousarray(w.T))
+    Y = rt.pool.get("test.ds.y", (M + 1, F))
+    Y.fill(np.float32(np.nan))
+    rt.kernel("cnn.cu", "dense_small", {}, "test")((-(-F // 8), 1, 1), (256, 1, 1), ptr(X), ptr(WT), ptr(B), ptr(Y),
+                                                   i32(M), i32(K), i32(F), i32(code), f32(pa), f32(pb))
+    rt.synchronize("dense_small")
+    got = Y.get()
+    assert rel_err(got[:M], fn(x.astype(np.float64) @ w.astype(np.float64) + b)) <= 1e-5
+    assert np.isnan(got[M]).all()
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_chunks_give_the_one_piece_result(tmp_path, variant):
     """A batch past one chunk (the chunk shrunk to 64 images): the chunks' outputs in order, the last one short

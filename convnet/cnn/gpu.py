@@ -29,6 +29,7 @@ MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gem
 _networks = itertools.count()
 ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5}
 THREADS = 256
+DENSE_SMALL_M = 8              # dense layers over at most this many rows run dense_small (kernels/cnn.cu)
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
 IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
 GRAPH_MAX_BYTES = 16 << 20     # params graph: larger chunks run eagerly (forward)
@@ -143,7 +144,7 @@ class GPUNet:
         self.direct, self.igemm = conv == "direct", conv == "igemm_f16"
         self.nhwc = self.igemm and variant.params.get("layout") == "nhwc"
         names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
-                 "concat_channels", "softmax_rows"] + \
+                 "concat_channels", "softmax_rows", "dense_small"] + \
             (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
         self.graphs, self.overlap = bool(variant.params.get("graph")), bool(variant.params.get("overlap"))
         self.stream = rt.stream() if self.graphs or self.overlap else None
@@ -179,7 +180,8 @@ class GPUNet:
         self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self.w = {}
         k = next(_networks)
-        tag, self.act_tag = f"cnnw{k}", f"cnna{k}"      # this network's weights; its activations
+        tag = self.tag = f"cnnw{k}"                     # this network's weights
+        self.act_tag = f"cnna{k}"                       # its activations
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
             if layer.op == "conv" and self.igemm and a["group"] == 1:     # tile: BM (NHWC) or MT
@@ -518,6 +520,14 @@ class GPUNet:
                                           out=layer.output)
                     self.written_by[j] = i
 
+    def _dense_wt(self, i: int):
+        """Dense layer i's weights transposed (F x K), for dense_small: uploaded at the first batch that small, so
+        that large batches alone never hold the weights twice."""
+        if len(self.w[i]) == 2:
+            self.w[i] = (*self.w[i], self.rt.pool.upload(f"{self.tag}.{i}.wt",
+                                                          np.ascontiguousarray(self.graph.layers[i].attrs["w"].T)))
+        return self.w[i][2]
+
     def _layer(self, i, layer, ins, y, n, act, pool=0):
         a, k = layer.attrs, self.k
         code, pa, pb = ACT_CODES[act.kind], f32(act.a), f32(act.b)
@@ -582,8 +592,12 @@ class GPUNet:
             if act.kind not in ("none", "relu"):
                 k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
         elif layer.op == "dense":
-            W, B = self.w[i]
+            W, B = self.w[i][:2]
             K, F = a["w"].shape
+            if n <= DENSE_SMALL_M:
+                k["dense_small"]((-(-F // (THREADS // 32)), 1, 1), (THREADS, 1, 1), ptr(ins[0]), self._dense_wt(i),
+                                 B, ptr(y), i32(n), i32(K), i32(F), i32(code), pa, pb)
+                return
             self.gemm(ins[0], W, y, n, F, K, (K, 1), (F, 1), (F, 1), bias=B, bias_mode=BIAS_COL,
                       act=ACT_RELU if act.kind == "relu" else ACT_NONE, stream=self.stream)
             if act.kind not in ("none", "relu"):
