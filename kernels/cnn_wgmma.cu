@@ -13,8 +13,10 @@
 // chunk c of row r at chunk c ^ (r % 8)), filled by cp.async: each pixel's row is 8 copies of one tap's 8 channels,
 // zero-filled outside the image (conv_igemm_nhwc's gather); WGC_STAGES steps are in flight (dynamic shared memory,
 // 3 x (16 + BN / 8) KB: two blocks an SM, one block's copies and epilogue under the other's MMAs, as gemm.cu v7).
-// Tunables (tools/ab_igemm.py, H200): WGC_STAGES 3 (2 and 4 slower: 4 leaves one 128-channel block an SM) and
-// WGC_INFLIGHT 0 (1, a step's MMAs left running under the next wait, copies one step fewer ahead: 3-13 % slower).
+// Tunables (tools/ab_igemm.py, H200): WGC_STAGES 3 for the 128-channel kernel (2 and 4 slower: 4 leaves one block an
+// SM); WGC_STAGES64 2 and WGC_MINB64 3 for the 64-channel one (three blocks an SM, 76 registers: ResNet-18's stem
+// 1.34 -> 1.18 ms, its 64 -> 64 layers 3-11 % faster than 3 stages and two blocks); WGC_INFLIGHT 0 (1, a step's
+// MMAs left running under the next wait, copies one step fewer ahead: 3-13 % slower).
 // Nsight Compute (64 -> 64 at 56x56, 256 -> 256 at 14x14): SM 44 / 32 % and memory 37 / 32 % of peak at 25 %
 // occupancy (registers and shared memory: two blocks): latency-bound, the barrier and both waits a step serial.
 // The epilogue adds the bias (and a residual, fp16 NHWC or fp32 NCHW), applies the activation and writes fp16 NHWC
@@ -26,17 +28,24 @@
 #ifndef WGC_STAGES
 #define WGC_STAGES 3
 #endif
+#ifndef WGC_STAGES64
+#define WGC_STAGES64 2                            // ... of the 64-channel kernel
+#endif
 #ifndef WGC_INFLIGHT
 #define WGC_INFLIGHT 0                            // wgmma groups left running while the next step is waited for
 #endif
-static_assert(WGC_STAGES >= 2 + WGC_INFLIGHT, "a stage a step in flight, one multiplied, one being filled");
+static_assert(WGC_STAGES >= 2 + WGC_INFLIGHT && WGC_STAGES64 >= 2 + WGC_INFLIGHT,
+              "a stage a step in flight, one multiplied, one being filled");
+#ifndef WGC_MINB64
+#define WGC_MINB64 3                              // blocks an SM the 64-channel kernel is built for (registers)
+#endif
 #define WGC_BM 128                                // pixels a block
 #define WGC_BK 64                                 // k a step: one 128-byte row (the host pads K to it)
 #define WGC_THREADS 256
 #define WGC_FAR (1 << 28)                         // a dy / dx that no bound check lets through (the host's IGEMM_FAR)
 
 
-template <int BN>
+template <int BN, int STAGES>
 __device__ __forceinline__ void conv_wgmma_nhwc_body(
         const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
         const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc,
@@ -92,7 +101,7 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
 
-    constexpr int PRE = WGC_STAGES - 1 - WGC_INFLIGHT;      // steps copied ahead of the one multiplied
+    constexpr int PRE = STAGES - 1 - WGC_INFLIGHT;      // steps copied ahead of the one multiplied
     const int steps = Kpad / WGC_BK;
 #pragma unroll
     for (int s = 0; s < PRE; ++s) {
@@ -103,9 +112,9 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
         cp_async_wait<PRE - 1>();                          // this thread's copies of step s landed
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // ... and are visible to wgmma
         __syncthreads();                  // everyone's; step s - 1 - WGC_INFLIGHT's MMAs are done (waited below)
-        if (s + PRE < steps) load((s + PRE) % WGC_STAGES, (s + PRE) * WGC_BK);
+        if (s + PRE < steps) load((s + PRE) % STAGES, (s + PRE) * WGC_BK);
         cp_async_commit();
-        const unsigned st = base_s + (s % WGC_STAGES) * STAGE_BYTES;
+        const unsigned st = base_s + (s % STAGES) * STAGE_BYTES;
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int kk = 0; kk < WGC_BK / 16; ++kk)           // + 32 bytes a 16-deep step: the swizzle is on address bits
@@ -155,14 +164,14 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
 #endif
 }
 
-#define WGC_KERNEL(BN)                                                                                               \
-    extern "C" __global__ void __launch_bounds__(WGC_THREADS, 2) conv_wgmma_nhwc_n##BN(                               \
+#define WGC_KERNEL(BN, STAGES, MINB)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(WGC_THREADS, MINB) conv_wgmma_nhwc_n##BN(                            \
             const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,              \
             const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y,        \
             int y_nhwc, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, \
             int act, float a, float b) {                                                                             \
-        conv_wgmma_nhwc_body<BN>(x, w, ktab, bias, res, res_nhwc, y, y_nhwc, N, C, H, W, M, Kpad, SH, SW, PT, PL,   \
+        conv_wgmma_nhwc_body<BN, STAGES>(x, w, ktab, bias, res, res_nhwc, y, y_nhwc, N, C, H, W, M, Kpad, SH, SW, PT, PL,   \
                                  OH, OW, act, a, b);                                                                 \
     }
-WGC_KERNEL(64)
-WGC_KERNEL(128)
+WGC_KERNEL(64, WGC_STAGES64, WGC_MINB64)
+WGC_KERNEL(128, WGC_STAGES, 2)

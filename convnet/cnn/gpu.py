@@ -40,7 +40,7 @@ NHWC_BM = (16, 32, 64, 128)    # conv_igemm_nhwc_m<BM>: output channels a block 
 NHWC_VEC = 8                   # its input channels go in 16-byte vectors of 8 halves: C % 8 == 0
 NHWC_STAGES, NHWC_BK = 3, 64   # its k-steps in flight (IG_STAGES) and k a step (IG_NHWC_BK): kernels/cnn_igemm.cu
 WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wgmma, sm_90a): channels, pixels, k
-WGC_STAGES = 3                 # its k-steps in flight (WGC_STAGES): kernels/cnn_wgmma.cu
+WGC_STAGES = {64: 2, 128: 3}   # its k-steps in flight per BN (WGC_STAGES64, WGC_STAGES): kernels/cnn_wgmma.cu
 WGC_MIN_M = 33                 # ... for 33 output channels or more (fewer: conv_igemm_nhwc, H200 ab_igemm.py)
 PAD_MIN_M = 64                 # params wgmma: a 1-7 channel input padded to 8 for the NHWC kernels from 64 outputs
 
@@ -173,7 +173,8 @@ class GPUNet:
         if self.wgmma:
             for bn in WGC_BN:
                 fn = rt.kernel("cnn_wgmma.cu", f"conv_wgmma_nhwc_n{bn}", dict(variant.defines), variant.name)
-                smem = int(variant.defines.get("WGC_STAGES", WGC_STAGES)) * (WGC_BM + bn) * 128 + 1024
+                stages = int(variant.defines.get("WGC_STAGES64" if bn == 64 else "WGC_STAGES", WGC_STAGES[bn]))
+                smem = stages * (WGC_BM + bn) * 128 + 1024
                 fn.allow_shared(smem)                     # (+ 1 KB: the kernel aligns its stages to 1024 bytes)
                 self.k[f"conv_wgmma_nhwc_n{bn}"] = self._on_stream(fn, smem)
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
