@@ -9,6 +9,7 @@
 //   activate_inplace  the activations the GEMM epilogue lacks: LeakyReLU, sigmoid, tanh, clip (ReLU6)
 //   channel_affine    y = act(x * scale[c] + shift[c]) (a BatchNormalization nothing folds into; a channel bias)
 //   add_act           y = act(a + b) (residual connections)
+//   mul_act           y = act(p * q), q of p's shape or one value per image and channel (squeeze-and-excitation)
 //   pool2d            max or average over kernel x kernel windows, strides, padding, ceil mode, count_include_pad
 //   pool2d_nhwc_f16   the same over fp16 NHWC, 8 channels a thread
 //   global_avg_pool   one warp per (image, channel)
@@ -19,7 +20,8 @@
 //                     (wt: F x K) in 16-byte pieces; at M = 1 the tiled GEMM ran a handful of blocks down all of K
 //                     (LeNet-5's 400 -> 120 layer: about 100 us on an H200)
 //
-// Activation codes: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b).
+// Activation codes: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b), 6 hard sigmoid(a, b),
+// 7 hard swish, 8 SiLU (common.cuh's act_apply).
 #include "common.cuh"
 
 extern "C" __global__ void im2col_pad(const float* __restrict__ x, float* __restrict__ cols, int N, int C, int H,
@@ -123,6 +125,13 @@ extern "C" __global__ void add_act(const float* __restrict__ p, const float* __r
                                    long long n, int act, float a, float b) {
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n; t += (long long)gridDim.x * blockDim.x)
         y[t] = act_apply(p[t] + q[t], act, a, b);
+}
+
+// per_map: q holds one value per (image, channel), each for HW consecutive elements of p
+extern "C" __global__ void mul_act(const float* __restrict__ p, const float* __restrict__ q, float* __restrict__ y,
+                                   long long n, int HW, int per_map, int act, float a, float b) {
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n; t += (long long)gridDim.x * blockDim.x)
+        y[t] = act_apply(p[t] * (per_map ? q[t / HW] : q[t]), act, a, b);
 }
 
 // Windows past the input (the declared padding, and ceil mode's overhang) hold -inf for max; for average they count

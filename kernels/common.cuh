@@ -34,8 +34,9 @@ typedef __half out_t;
 typedef float out_t;
 #endif
 
-// The ONNX path's activations (kernels/cnn.cu, cnn_igemm.cu): 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh,
-// 5 clip(a, b).
+// The ONNX path's activations (kernels/cnn.cu, cnn_igemm.cu, cnn_wgmma.cu): 0 none, 1 ReLU, 2 LeakyReLU(a),
+// 3 sigmoid, 4 tanh, 5 clip(a, b), 6 hard sigmoid max(0, min(1, a v + b)), 7 hard swish v max(0, min(1, v / 6 + 1 / 2)),
+// 8 SiLU v sigmoid(v).
 __device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
     switch (act) {
         case 1: return fmaxf(v, 0.f);
@@ -43,6 +44,9 @@ __device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
         case 3: return 1.f / (1.f + __expf(-v));
         case 4: return tanhf(v);
         case 5: return fminf(fmaxf(v, a), b);
+        case 6: return fminf(fmaxf(fmaf(v, a, b), 0.f), 1.f);
+        case 7: return v * fminf(fmaxf(fmaf(v, 1.f / 6.f, 0.5f), 0.f), 1.f);
+        case 8: return v / (1.f + __expf(-v));
         default: return v;
     }
 }

@@ -39,11 +39,11 @@ def _builder(rng):
         return node("Gemm", [x, const(rng.standard_normal((fout, fin)) / np.sqrt(fin)),
                              const(0.1 * rng.standard_normal(fout))], transB=1)
 
-    def model(x_shape, out):
+    def model(x_shape, out, opset=13):
         g = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
                                                                              ["N", *x_shape])],
                               [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = 8
         return m, tuple(x_shape)
     return node, const, conv, bn, gemm, model
@@ -110,6 +110,29 @@ def normalised(rng):
     return model((3, 17, 15), gemm(x, 16, 10))
 
 
+def mobilenet_v3_block(rng):
+    """MobileNetV3 / EfficientNet pieces: HardSwish (opset 14), squeeze-and-excitation (GlobalAveragePool, two 1x1
+    convolutions on the 1x1 map, HardSigmoid or Sigmoid, the map times that per-channel tensor), and SiLU as torch
+    exports nn.SiLU (x * Sigmoid(x)), on the map and on the features."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+
+    def se(x, c, gate, **kw):
+        s = node("Relu", [conv(node("GlobalAveragePool", [x]), c, max(8, c // 4), 1, pads=[0, 0, 0, 0])])
+        s = node(gate, [conv(s, max(8, c // 4), c, 1, pads=[0, 0, 0, 0])], **kw)
+        return node("Mul", [s, x] if gate == "Sigmoid" else [x, s])          # either order
+
+    def silu(x):
+        return node("Mul", [x, node("Sigmoid", [x])])
+    x = node("HardSwish", [bn(conv("input", 3, 16, 3, stride=2, bias=False), 16)])
+    x = node("Relu", [bn(conv(x, 16, 16, 3, group=16, bias=False), 16)])
+    x = se(x, 16, "HardSigmoid", alpha=1 / 6, beta=0.5)
+    x = bn(conv(x, 16, 24, 1, pads=[0, 0, 0, 0], bias=False), 24)
+    x = silu(conv(x, 24, 40, 3))
+    x = se(x, 40, "Sigmoid")
+    x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
+    return model((3, 31, 29), gemm(silu(gemm(x, 40, 32)), 32, 9), opset=14)
+
+
 def every_op(rng):
     """The ops the four above leave out: LeakyRelu, Sigmoid, Tanh, Concat, MatMul + Add, Reshape, AveragePool with
     count_include_pad and ceil_mode, Identity, strided dilated conv, auto_pad SAME_UPPER."""
@@ -134,5 +157,5 @@ def _tensor(arr):
 
 
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
-          "every_op": every_op, "normalised": normalised,
+          "every_op": every_op, "normalised": normalised, "mobilenet_v3_block": mobilenet_v3_block,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

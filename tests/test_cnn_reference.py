@@ -114,7 +114,8 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
     ("MatMul", {"inputs": ("input", "w"), "inits": (("w", np.zeros(8, np.float32)),)},
      "'the_node' (MatMul): a 1-D weight (2-D is supported)"),
     ("Softmax", {"axis": 1}, "'the_node' (Softmax): over a (N, 3, 8, 8) tensor (a flat (N, features) input"),
-    ("Mul", {"inputs": ("input", "input")}, "'the_node' (Mul): a Mul of two tensors (a constant operand is supported)"),
+    ("Sub", {"inputs": ("input", "input")}, "'the_node' (Sub): a Sub of two tensors (a constant operand is supported; "
+                                            "Mul also takes two tensors)"),
     ("Div", {"inputs": ("k", "input"), "inits": (("k", np.ones(1, np.float32)),)},
      "'the_node' (Div): a constant divided by a tensor"),
     ("Mul", {"inputs": ("input", "k"), "inits": (("k", np.ones(8, np.float32)),)},
@@ -377,3 +378,39 @@ def test_pooling_with_auto_pad_equals_onnxruntime(tmp_path, op, kw):
     want = ort.InferenceSession(str(path)).run(None, {"input": x})[0]
     got = reference.forward(g, x, np.float64)
     assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_a_product_of_two_tensors_runs_or_names_its_shapes(tmp_path):
+    """Mul of two tensors: of one shape (x * x here; x * sigmoid(x) is SiLU, tests/cnn_models.py) equal to
+    onnxruntime; a map by a per-channel (C, 1, 1) tensor in either order is mobilenet_v3_block's; other shapes are
+    one line naming the node and both shapes."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph, reference
+    from convnet.errors import UsageError
+    path = one_node_model(tmp_path, "Mul", inputs=("input", "input"))
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    g = graph.load(path)
+    assert [layer.op for layer in g.layers] == ["mul"]
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    assert np.allclose(reference.forward(g, x), want, rtol=1e-6, atol=1e-6)
+    nodes = [helper.make_node("Conv", ["input", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("Mul", ["c", "input"], ["y"], name="the_node")]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                           [numpy_helper.from_array(np.ones((4, 3, 1, 1), np.float32), "w")])
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "bad.onnx"))
+    with pytest.raises(UsageError, match=r"'the_node' \(Mul\): shapes \(4, 8, 8\) and \(3, 8, 8\)"):
+        graph.load(tmp_path / "bad.onnx")
+
+
+def test_silu_becomes_one_activation_folded_into_its_convolution(tmp_path):
+    """x * Sigmoid(x) (nn.SiLU as torch exports it) is one silu activation, in the convolution's epilogue; a Sigmoid
+    that something else reads as well stays a layer and the Mul a product."""
+    from convnet.cnn import graph
+    model, _ = MODELS["mobilenet_v3_block"](np.random.default_rng(0))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    g = graph.load(tmp_path / "m.onnx")
+    acts = [(layer.op, layer.act.kind) for layer in g.layers]
+    assert ("conv", "silu") in acts and ("dense", "silu") in acts and ("conv", "hardswish") in acts
+    assert ("conv", "hardsigmoid") in acts and ("conv", "sigmoid") in acts
+    assert [layer.op for layer in g.layers].count("mul") == 2                # the two squeeze-and-excitation scales

@@ -37,6 +37,7 @@ def torch_forward(graph, dtype, channels_last: bool):
     def act(y, a):
         return {"relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
                 "leaky": lambda v: F.leaky_relu(v, a.a), "clip": lambda v: torch.clamp(v, a.a, a.b),
+                "hardsigmoid": lambda v: torch.clamp(v * a.a + a.b, 0, 1), "hardswish": F.hardswish, "silu": F.silu,
                 "none": lambda v: v}[a.kind](y)
 
     def run(x):
@@ -60,6 +61,8 @@ def torch_forward(graph, dtype, channels_last: bool):
                 y = ins[0].mean((2, 3), keepdim=True)
             elif layer.op == "add":
                 y = act(ins[0] + ins[1], layer.act)
+            elif layer.op == "mul":
+                y = act(ins[0] * ins[1], layer.act)
             elif layer.op == "affine":
                 y = act(ins[0] * w[i][0].view(1, -1, 1, 1) + w[i][1].view(1, -1, 1, 1), layer.act)
             elif layer.op == "bias":

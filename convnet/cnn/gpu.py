@@ -27,7 +27,8 @@ CHUNK_BYTES = 4 << 30          # also keeps every tensor of a chunk under 2^30 e
 IGEMM_MAX_ELEMENTS = 1 << 31   # an image whose tensor alone reaches it (a chunk holds at least one): refused
 MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gemm refuses more)
 _networks = itertools.count()
-ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5}
+ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5, "hardsigmoid": 6, "hardswish": 7,
+             "silu": 8}
 THREADS = 256
 DENSE_SMALL_M = 8              # dense layers over at most this many rows run dense_small (kernels/cnn.cu)
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
@@ -144,7 +145,7 @@ class GPUNet:
         self.direct, self.igemm = conv == "direct", conv == "igemm_f16"
         self.nhwc = self.igemm and variant.params.get("layout") == "nhwc"
         names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
-                 "concat_channels", "softmax_rows", "dense_small"] + \
+                 "concat_channels", "softmax_rows", "dense_small", "mul_act"] + \
             (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
         self.graphs, self.overlap = bool(variant.params.get("graph")), bool(variant.params.get("overlap"))
         self.stream = rt.stream() if self.graphs or self.overlap else None
@@ -610,6 +611,11 @@ class GPUNet:
                                 i32(int(np.prod(s[1:]))), i32(code), pa, pb)
         elif layer.op == "add":
             k["add_act"](grid, block, ptr(ins[0]), ptr(ins[1]), ptr(y), np.int64(size), i32(code), pa, pb)
+        elif layer.op == "mul":
+            s0, s1 = self.shape[layer.inputs[0]], self.shape[layer.inputs[1]]
+            hw = int(np.prod(s0[1:])) if len(s0) == 3 else 1
+            k["mul_act"](grid, block, ptr(ins[0]), ptr(ins[1]), ptr(y), np.int64(size), i32(hw), i32(s0 != s1),
+                         i32(code), pa, pb)
         elif layer.op == "act":
             self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4, self.stream)
             k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import UsageError
 
-ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
+ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish")
 SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean",
              "Add", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout",
              "Identity", "Constant", "Pad")
@@ -27,7 +27,8 @@ BATCH = "N"
 
 @dataclass
 class Act:
-    """An activation: kind (relu, leaky, sigmoid, tanh, clip) and its two parameters (alpha; clip's min, max)."""
+    """An activation: kind (relu, leaky, sigmoid, tanh, clip, hardsigmoid, hardswish, silu) and its two parameters
+    (leaky's alpha; clip's min, max; hardsigmoid's alpha, beta)."""
     kind: str = "none"
     a: float = 0.0
     b: float = 0.0
@@ -35,7 +36,7 @@ class Act:
 
 @dataclass
 class Layer:
-    op: str                      # conv, pool, gap, add, bias, concat, dense, flatten, softmax, act, affine
+    op: str                      # conv, pool, gap, add, mul, bias, concat, dense, flatten, softmax, act, affine
     inputs: list
     output: str
     name: str
@@ -193,6 +194,10 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             if (len(ins) > 1 and ins[1] and ins[1] not in consts) or (len(ins) > 2 and ins[2] and ins[2] not in consts):
                 _refuse(node, "min / max that are not constants")
             act = Act("clip", lo, hi)
+        elif op == "HardSigmoid":                # max(0, min(1, alpha x + beta))
+            act = Act("hardsigmoid", float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
+        elif op == "HardSwish":                  # x max(0, min(1, x / 6 + 1 / 2))
+            act = Act("hardswish")
         else:
             act = Act({"Relu": "relu", "LeakyRelu": "leaky", "Sigmoid": "sigmoid", "Tanh": "tanh"}[op],
                       float(a.get("alpha", 0.01)))
@@ -232,6 +237,10 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         if ins[0] in consts:
             return [Layer("bias", ins[1:2], out, name, {"b": consts[ins[0]].astype(np.float32)})]
         return [Layer("add", ins[:2], out, name)]
+    if op == "Mul" and ins[0] not in consts and ins[1] not in consts:
+        # two tensors: of one shape (x * sigmoid(x), SiLU as torch exports it, becomes an activation at _fold), or a
+        # map scaled per image and channel by a (C, 1, 1) tensor (squeeze-and-excitation), checked at infer_shapes
+        return [Layer("mul", ins[:2], out, name)]
     if op in ("Mul", "Sub", "Div"):
         return [_constant_affine(node, op, ins, out, name, consts)]
     if op == "Pad":                              # nn.ZeroPad2d / F.pad before a convolution: its padding
@@ -303,7 +312,7 @@ def _constant_affine(node, op, ins, out, name, consts) -> Layer:
     if ins[0] in consts and ins[1] in consts:
         _refuse(node, f"a {op} of two constants")
     if ins[0] not in consts and ins[1] not in consts:
-        _refuse(node, f"a {op} of two tensors (a constant operand is supported)")
+        _refuse(node, f"a {op} of two tensors (a constant operand is supported; Mul also takes two tensors)")
     first = ins[0] in consts
     x, c = (ins[1], consts[ins[0]]) if first else (ins[0], consts[ins[1]])
     if op == "Div" and first:
@@ -340,6 +349,15 @@ def _fold(graph: Graph) -> None:
 
     def readers(name):
         return sum(name in x.inputs for x in layers) + (name == graph.output)
+    made = {x.output: x for x in layers}
+    for layer in layers:                    # x * sigmoid(x), the sigmoid read by nothing else: SiLU
+        for x, s in (layer.inputs, layer.inputs[::-1]) if layer.op == "mul" else ():
+            sig = made.get(s)
+            if sig is not None and sig.op == "act" and sig.act.kind == "sigmoid" and sig.inputs == [x] and \
+                    readers(s) == 1:
+                layer.op, layer.inputs, layer.act = "act", [x], Act("silu")
+                layers.remove(sig)
+                break
     out = []
     for layer in layers:
         prev = out[-1] if out else None
@@ -358,7 +376,8 @@ def _fold(graph: Graph) -> None:
             prev.attrs["b"] = (prev.attrs["b"] * k + layer.attrs["shift"]).astype(np.float32)
         elif alone and layer.op == "bias" and prev.op == "dense" and prev.act.kind == "none":
             prev.attrs["b"] = (prev.attrs["b"] + layer.attrs["b"]).reshape(-1).astype(np.float32)
-        elif alone and layer.op == "act" and prev.op in ("conv", "dense", "add", "affine") and prev.act.kind == "none":
+        elif alone and layer.op == "act" and prev.op in ("conv", "dense", "add", "mul", "affine") and \
+                prev.act.kind == "none":
             prev.act = layer.act
         else:
             out.append(layer)
@@ -435,6 +454,15 @@ def infer_shapes(graph: Graph) -> dict:
             if s[0] != s[1]:
                 raise UsageError(f"ONNX node {layer.name!r} (Add): shapes {s[0]} and {s[1]} (same shapes are "
                                  f"supported)")
+            y = s[0]
+        elif layer.op == "mul":
+            if len(s[0]) == 3 and s[0][1:] == (1, 1) and s[1][1:] != (1, 1):     # the per-channel factor second
+                layer.inputs = layer.inputs[::-1]
+                s = s[::-1]
+            per_map = len(s[0]) == 3 and s[1] == (s[0][0], 1, 1)
+            if s[0] != s[1] and not per_map:
+                raise UsageError(f"ONNX node {layer.name!r} (Mul): shapes {s[0]} and {s[1]} (same shapes, or a map "
+                                 f"and one value per channel (C, 1, 1), are supported)")
             y = s[0]
         elif layer.op == "dense":
             if len(s[0]) != 1 or s[0][0] != a["w"].shape[0]:

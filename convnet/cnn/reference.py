@@ -18,6 +18,12 @@ def activate(x, act: Act):
         return np.tanh(x)
     if act.kind == "clip":
         return np.clip(x, act.a, act.b)
+    if act.kind == "hardsigmoid":
+        return np.clip(x * act.a + act.b, 0, 1)
+    if act.kind == "hardswish":
+        return x * np.clip(x / 6 + 0.5, 0, 1)
+    if act.kind == "silu":
+        return x / (1 + np.exp(-x))
     return x
 
 
@@ -100,6 +106,8 @@ def forward(graph: Graph, x: np.ndarray, dtype=np.float32, times: list | None = 
             y = ins[0].mean(axis=(2, 3), keepdims=True)
         elif layer.op == "add":
             y = activate(ins[0] + ins[1], layer.act)
+        elif layer.op == "mul":                 # same shapes, or (N, C, H, W) by (N, C, 1, 1): numpy broadcasts
+            y = activate(ins[0] * ins[1], layer.act)
         elif layer.op == "bias":
             y = ins[0] + a["b"].astype(dtype)
         elif layer.op == "affine":
