@@ -106,10 +106,10 @@ def randomise_batchnorm(model, seed):
     return model.eval()
 
 
-def export(model, shape, path):
+def export(model, shape, path, opset=13):
     x = torch.zeros(1, *shape)
     kw = dict(input_names=["input"], output_names=["out"], dynamic_axes={"input": {0: "N"}, "out": {0: "N"}},
-              opset_version=13)
+              opset_version=opset)
     try:
         torch.onnx.export(model, (x,), str(path), dynamo=False, **kw)
     except TypeError:                                   # a torch without the dynamo switch
@@ -117,11 +117,11 @@ def export(model, shape, path):
     return path
 
 
-def check(model, shape, tmp_path, rng, batch):
+def check(model, shape, tmp_path, rng, batch, opset=13):
     from convnet import catalogue
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
-    path = export(model, shape, tmp_path / "net.onnx")
+    path = export(model, shape, tmp_path / "net.onnx", opset)
     g = graph.load(path)
     x = rng.standard_normal((batch, *shape)).astype(np.float32)
     with torch.no_grad():
@@ -155,6 +155,20 @@ def test_torchvision_resnet18_at_224(tmp_path, batch):
     torch.manual_seed(batch)
     model = randomise_batchnorm(torchvision.models.resnet18(num_classes=100), batch)
     check(model, (3, 224, 224), tmp_path, np.random.default_rng(batch), batch)
+
+
+@pytest.mark.parametrize("name,opset,acts", [("mobilenet_v3_small", 14, {"hardswish", "hardsigmoid"}),
+                                             ("mobilenet_v3_small", 13, {"hardsigmoid"}),
+                                             ("efficientnet_b0", 13, {"silu", "sigmoid"})])
+def test_torchvision_mobilenet_v3_and_efficientnet(tmp_path, name, opset, acts):
+    """torchvision's MobileNetV3-Small (HardSwish, or at opset 13 x * HardSigmoid(x), a product of two tensors) and
+    EfficientNet-B0 (SiLU exported as x * Sigmoid(x)), both with squeeze-and-excitation (a map times a per-channel
+    tensor), random weights and batch-norm statistics, 3x96x96 at batch 3: every variant against PyTorch in float64."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(3)
+    model = randomise_batchnorm(getattr(torchvision.models, name)(num_classes=10), 3)
+    g = check(model, (3, 96, 96), tmp_path, np.random.default_rng(3), 3, opset)
+    assert acts <= {x.act.kind for x in g.layers} and any(x.op == "mul" for x in g.layers)
 
 
 def test_trained_lenet5_predicts_as_torch_on_all_10000(tmp_path):
