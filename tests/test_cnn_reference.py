@@ -414,3 +414,29 @@ def test_silu_becomes_one_activation_folded_into_its_convolution(tmp_path):
     assert ("conv", "silu") in acts and ("dense", "silu") in acts and ("conv", "hardswish") in acts
     assert ("conv", "hardsigmoid") in acts and ("conv", "sigmoid") in acts
     assert [layer.op for layer in g.layers].count("mul") == 2                # the two squeeze-and-excitation scales
+
+
+def test_global_max_pool_is_a_max_pool_over_the_whole_map(tmp_path):
+    """GlobalMaxPool (nn.AdaptiveMaxPool2d(1)) equals onnxruntime; the GPU path launches pool2d with the map as its
+    window (recorded without a GPU); pooling a flat tensor is one line."""
+    from convnet import catalogue
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    from convnet.errors import UsageError
+    from convnet.gpu.recorder import RecordingRuntime
+    path = one_node_model(tmp_path, "GlobalMaxPool", shape=(1, 3, 7, 5))
+    g = graph.load(path)
+    x = np.random.default_rng(0).standard_normal((1, 3, 7, 5)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    assert g.shapes[g.output] == (3, 1, 1) and np.array_equal(reference.forward(g, x), want)
+    rt = RecordingRuntime()
+    GPUNet(g, catalogue.get("igemm_f16_graph", "onnx"), rt)._run(np.zeros((2, 3, 7, 5), np.float32))
+    assert [name for name, *_ in rt.launches] == ["pool2d"]
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Flatten", ["input"], ["f"], name="flat"),
+             helper.make_node("GlobalMaxPool", ["f"], ["y"], name="the_node")]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 7, 5])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "bad.onnx"))
+    with pytest.raises(UsageError, match=r"'the_node': pooling a flat \(N, 105\) tensor"):
+        graph.load(tmp_path / "bad.onnx")

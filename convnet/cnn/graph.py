@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import UsageError
 
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish")
-SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean",
+SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool",
+             "GlobalMaxPool", "ReduceMean",
              "Add", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout",
              "Identity", "Constant", "Pad")
 # PyTorch's x.view(x.size(0), -1) exports as Shape -> Gather(0) -> Unsqueeze -> Concat(.., -1) -> Reshape: these
@@ -221,6 +222,9 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             "ceil": int(a.get("ceil_mode", 0)), "count_pad": int(a.get("count_include_pad", 0))})]
     if op == "GlobalAveragePool":
         return [Layer("gap", ins[:1], out, name)]
+    if op == "GlobalMaxPool":                    # nn.AdaptiveMaxPool2d(1): a max pool over the whole map (infer_shapes)
+        return [Layer("pool", ins[:1], out, name, {"kind": "max", "kernel": None, "stride": (1, 1), "pads": (0, 0, 0, 0),
+                                                   "auto_pad": "NOTSET", "ceil": 0, "count_pad": 0, "whole_map": True})]
     if op == "ReduceMean":                       # x.mean((2, 3)) as torch exports it: a global average pool
         axes = a.get("axes", consts.get(ins[1]) if len(ins) > 1 and ins[1] else None)
         if axes is None or sorted(int(x) % 4 for x in np.ravel(axes)) != [2, 3] or a.get("noop_with_empty_axes", 0):
@@ -436,7 +440,11 @@ def infer_shapes(graph: Graph) -> dict:
                                  f"channels, the input has {c}")
             y = (a["w"].shape[0], conv_out(h, kh, sh, dh, t, b), conv_out(w, kw, sw, dw, l, r))
         elif layer.op == "pool":
+            if len(s[0]) != 3:
+                raise UsageError(f"ONNX node {layer.name!r}: pooling a flat (N, {s[0][0]}) tensor")
             c, h, w = s[0]
+            if a.get("whole_map"):                                     # GlobalMaxPool: the kernel is the map
+                a["kernel"] = (h, w)
             if a.get("auto_pad", "NOTSET").startswith("SAME"):       # resolved once: the kernels take explicit pads
                 a["pads"] = conv_pads(layer, h, w)
                 a["auto_pad"] = "NOTSET"
