@@ -440,3 +440,69 @@ def test_global_max_pool_is_a_max_pool_over_the_whole_map(tmp_path):
     onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "bad.onnx"))
     with pytest.raises(UsageError, match=r"'the_node': pooling a flat \(N, 105\) tensor"):
         graph.load(tmp_path / "bad.onnx")
+
+
+@pytest.mark.parametrize("tail", ["squeeze_23", "squeeze_all", "squeeze_twice", "reducemax", "sum"])
+def test_pooled_maps_squeezed_or_reduced_as_torch_writes_them(tmp_path, tail):
+    """After a pool to 1x1: Squeeze (axes (2, 3), none, or -1 twice: x.squeeze(-1).squeeze(-1)), ReduceMax over
+    (2, 3) (x.amax((2, 3))), and a Sum of two tensors, each equal to onnxruntime and launched by the GPU path
+    (recorded without a GPU) before a dense layer."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    ax = lambda *v: numpy_helper.from_array(np.array(v, np.int64), f"ax{len(v)}{v[0]}")   # noqa: E731
+    n = helper.make_node
+    nodes, inits = [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], []
+    if tail == "reducemax":
+        nodes.append(n("ReduceMax", ["c"], ["f"], axes=[2, 3], keepdims=0))
+    elif tail == "sum":
+        nodes += [n("GlobalAveragePool", ["c"], ["g"]), n("Sum", ["g", "g"], ["s"]), n("Flatten", ["s"], ["f"])]
+    else:
+        nodes.append(n("GlobalAveragePool", ["c"], ["g"]))
+        if tail == "squeeze_23":
+            nodes.append(n("Squeeze", ["g", "ax22"], ["f"]))
+            inits.append(ax(2, 3))
+        elif tail == "squeeze_all":
+            nodes.append(n("Squeeze", ["g"], ["f"]))
+        else:
+            nodes += [n("Squeeze", ["g", "ax1-1"], ["h"]), n("Squeeze", ["h", "ax1-1"], ["f"])]
+            inits.append(ax(-1))
+    nodes.append(n("Gemm", ["f", "fw"], ["y"], name="fc"))
+    rng = np.random.default_rng(1)
+    inits += [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+              numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "fw")]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 6, 7])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
+    g = graph.load(tmp_path / "m.onnx")
+    x = rng.standard_normal((3, 3, 6, 7)).astype(np.float32)
+    want = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    assert np.allclose(reference.forward(g, x), want, rtol=1e-5, atol=1e-5)
+    rt = RecordingRuntime()
+    GPUNet(g, catalogue.get("igemm_f16_graph", "onnx"), rt)._run(x)
+    assert any(name.startswith("dense") for name, *_ in rt.launches)
+
+
+@pytest.mark.parametrize("axes,shape,message", [
+    ([0], (1, 3, 1, 1), "axes [0] of an (N, 3, 1, 1) tensor"),
+    ([2], (1, 3, 4, 1), "axes [2] of an (N, 3, 4, 1) tensor"),
+    ([3], (1, 3, 4, 1), "'the_node': an (N, 3, 4) input, of rank 3"),
+])
+def test_squeezes_that_are_not_a_flatten_are_one_line(tmp_path, axes, shape, message):
+    """Squeezing the batch axis or an axis longer than 1 is refused at load; a squeeze that leaves a rank-3 tensor is
+    refused where a layer reads it (here a Relu after it)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph
+    from convnet.errors import UsageError
+    nodes = [helper.make_node("Squeeze", ["input", "ax"], ["s"], name="sq"),
+             helper.make_node("Relu", ["s"], ["y"], name="the_node")]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", *shape[1:]])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                           [numpy_helper.from_array(np.array(axes, np.int64), "ax")])
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")) as e:
+        graph.load(tmp_path / "m.onnx")
+    assert "\n" not in str(e.value)

@@ -71,6 +71,8 @@ def torch_forward(graph, dtype, channels_last: bool):
                 y = torch.cat(ins, 1)
             elif layer.op == "flatten":
                 y = ins[0].flatten(1)
+            elif layer.op == "squeeze":
+                y = ins[0].reshape(ins[0].shape[0], *a["shape"])
             elif layer.op == "softmax":
                 y = torch.softmax(ins[0], -1)
             else:

@@ -644,7 +644,7 @@ class GPUNet:
                 g4, b4 = self._grid(n * ci * hw)
                 k["concat_channels"](g4, b4, ptr(x), ptr(y), i32(n), i32(ci), i32(tot), i32(off), i32(hw))
                 off += ci
-        elif layer.op == "flatten":
+        elif layer.op in ("flatten", "squeeze"):
             self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4, self.stream)
         elif layer.op == "softmax":
             F = self.shape[layer.output][0]

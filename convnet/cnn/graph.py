@@ -17,8 +17,8 @@ from ..errors import UsageError
 
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish")
 SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool",
-             "GlobalMaxPool", "ReduceMean",
-             "Add", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout",
+             "GlobalMaxPool", "ReduceMean", "ReduceMax", "Squeeze",
+             "Add", "Sum", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout",
              "Identity", "Constant", "Pad")
 # PyTorch's x.view(x.size(0), -1) exports as Shape -> Gather(0) -> Unsqueeze -> Concat(.., -1) -> Reshape: these
 # ops are followed symbolically (the batch size N) and the Reshape becomes a flatten
@@ -225,17 +225,30 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
     if op == "GlobalMaxPool":                    # nn.AdaptiveMaxPool2d(1): a max pool over the whole map (infer_shapes)
         return [Layer("pool", ins[:1], out, name, {"kind": "max", "kernel": None, "stride": (1, 1), "pads": (0, 0, 0, 0),
                                                    "auto_pad": "NOTSET", "ceil": 0, "count_pad": 0, "whole_map": True})]
-    if op == "ReduceMean":                       # x.mean((2, 3)) as torch exports it: a global average pool
+    if op in ("ReduceMean", "ReduceMax"):     # x.mean((2, 3)), x.amax((2, 3)): a global average or max pool
         axes = a.get("axes", consts.get(ins[1]) if len(ins) > 1 and ins[1] else None)
         if axes is None or sorted(int(x) % 4 for x in np.ravel(axes)) != [2, 3] or a.get("noop_with_empty_axes", 0):
             _refuse(node, f"axes {None if axes is None else [int(x) for x in np.ravel(axes)]} (the spatial axes "
                           f"(2, 3) of an (N, C, H, W) tensor are supported)")
-        if a.get("keepdims", 1):
-            return [Layer("gap", ins[:1], out, name)]
-        return [Layer("gap", ins[:1], out + "@gap", name), Layer("flatten", [out + "@gap"], out, name)]
-    if op == "Add":
+        pooled = out if a.get("keepdims", 1) else out + "@pool"
+        layer = Layer("gap", ins[:1], pooled, name) if op == "ReduceMean" else \
+            Layer("pool", ins[:1], pooled, name, {"kind": "max", "kernel": None, "stride": (1, 1), "pads": (0, 0, 0, 0),
+                                                  "auto_pad": "NOTSET", "ceil": 0, "count_pad": 0, "whole_map": True})
+        return [layer] if a.get("keepdims", 1) else [layer, Layer("flatten", [pooled], out, name)]
+    if op == "Squeeze":                          # x.squeeze(-1).squeeze(-1) after a pool to 1x1: a flatten
+        if len(ins) > 1 and ins[1] and ins[1] not in consts:
+            _refuse(node, "axes computed at run time")
+        axes = a.get("axes", consts.get(ins[1]) if len(ins) > 1 and ins[1] else None)
+        return [Layer("squeeze", ins[:1], out, name, {"axes": None if axes is None else
+                                                      tuple(int(x) for x in np.ravel(axes))})]
+    if op == "Sum":                              # of one tensor: itself; of two: an Add
+        if len(ins) > 2:
+            _refuse(node, f"a Sum of {len(ins)} inputs (one or two are supported)")
+        if len(ins) == 1:
+            return [Layer("alias", ins[:1], out, name)]
+    if op in ("Add", "Sum"):
         if ins[0] in consts and ins[1] in consts:
-            _refuse(node, "an Add of two constants")
+            _refuse(node, f"an {op} of two constants")
         if ins[1] in consts and ins[0] not in consts:
             return [Layer("bias", ins[:1], out, name, {"b": consts[ins[1]].astype(np.float32)})]
         if ins[0] in consts:
@@ -431,6 +444,9 @@ def infer_shapes(graph: Graph) -> dict:
                              f"(a constant where data is expected, or a tensor no node makes)")
         s = [out[i] for i in layer.inputs]
         a = layer.attrs
+        if layer.op not in ("squeeze", "flatten") and any(len(x) == 2 for x in s):
+            raise UsageError(f"ONNX node {layer.name!r}: an (N, {', '.join(map(str, s[0]))}) input, of rank 3 (maps "
+                             f"(N, C, H, W) and flat (N, F) tensors are supported)")
         if layer.op == "conv":
             c, h, w = s[0]
             t, l, b, r = conv_pads(layer, h, w)
@@ -477,6 +493,15 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r} (Gemm / MatMul): a (N, {a['w'].shape[0]}) input is "
                                  f"supported, this one is (N, {', '.join(map(str, s[0]))})")
             y = (a["w"].shape[1],)
+        elif layer.op == "squeeze":
+            rank = len(s[0]) + 1
+            axes = sorted({x % rank for x in a["axes"]}) if a["axes"] is not None else \
+                [i + 1 for i, d in enumerate(s[0]) if d == 1]
+            if 0 in axes or any(s[0][x - 1] != 1 for x in axes) or len(axes) >= len(s[0]):
+                raise UsageError(f"ONNX node {layer.name!r} (Squeeze): axes {list(a['axes'] or [])} of an (N, "
+                                 f"{', '.join(map(str, s[0]))}) tensor (axes of size 1 past the batch, leaving at "
+                                 f"least one, are supported)")
+            y = a["shape"] = tuple(d for i, d in enumerate(s[0]) if i + 1 not in axes)
         elif layer.op == "flatten":
             y = (int(np.prod(s[0])),)
             if a.get("features", -1) not in (-1, y[0]):

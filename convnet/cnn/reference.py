@@ -120,6 +120,8 @@ def forward(graph: Graph, x: np.ndarray, dtype=np.float32, times: list | None = 
             y = activate(ins[0].reshape(len(ins[0]), -1) @ a["w"].astype(dtype) + a["b"].astype(dtype), layer.act)
         elif layer.op == "flatten":
             y = ins[0].reshape(len(ins[0]), -1)
+        elif layer.op == "squeeze":
+            y = ins[0].reshape(len(ins[0]), *a["shape"])
         elif layer.op == "softmax":
             e = np.exp(ins[0] - ins[0].max(axis=-1, keepdims=True))
             y = e / e.sum(axis=-1, keepdims=True)
