@@ -506,3 +506,23 @@ def test_squeezes_that_are_not_a_flatten_are_one_line(tmp_path, axes, shape, mes
                        .replace("]", r"\]")) as e:
         graph.load(tmp_path / "m.onnx")
     assert "\n" not in str(e.value)
+
+
+def test_interleaved_silus_each_become_one_activation(tmp_path):
+    """Two SiLUs whose Sigmoids come first in the file (s1, s2, then both Muls), and a Sigmoid that a second node
+    also reads (stays a Sigmoid, its Mul a product): equal to onnxruntime."""
+    from onnx import TensorProto, helper
+    from convnet.cnn import graph, reference
+    n = helper.make_node
+    nodes = [n("Sigmoid", ["input"], ["s1"]), n("Relu", ["input"], ["r"]), n("Sigmoid", ["r"], ["s2"]),
+             n("Mul", ["input", "s1"], ["m1"]), n("Mul", ["s2", "r"], ["m2"]), n("Add", ["m1", "m2"], ["a"]),
+             n("Sigmoid", ["a"], ["s3"]), n("Mul", ["a", "s3"], ["m3"]), n("Add", ["m3", "s3"], ["y"])]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2, 3, 4])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
+    g = graph.load(tmp_path / "m.onnx")
+    assert [(x.op, x.act.kind) for x in g.layers].count(("act", "silu")) == 2
+    assert sum(x.op == "mul" for x in g.layers) == 1 and sum(x.act.kind == "sigmoid" for x in g.layers) == 1
+    x = np.random.default_rng(2).standard_normal((2, 2, 3, 4)).astype(np.float32)
+    want = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    assert np.allclose(reference.forward(g, x), want, rtol=1e-5, atol=1e-6)

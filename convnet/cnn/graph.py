@@ -367,7 +367,7 @@ def _fold(graph: Graph) -> None:
     def readers(name):
         return sum(name in x.inputs for x in layers) + (name == graph.output)
     made = {x.output: x for x in layers}
-    for layer in layers:                    # x * sigmoid(x), the sigmoid read by nothing else: SiLU
+    for layer in list(layers):              # x * sigmoid(x), the sigmoid read by nothing else: SiLU
         for x, s in (layer.inputs, layer.inputs[::-1]) if layer.op == "mul" else ():
             sig = made.get(s)
             if sig is not None and sig.op == "act" and sig.act.kind == "sigmoid" and sig.inputs == [x] and \
