@@ -28,7 +28,9 @@
 //                      come from the BF_LNS=1 residual GEMMs' epilogues)
 //   _c256 ... _c4096   the warp LayerNorms and layernorm_fold_bf16 per row width: _cN holds rows of up to N
 //                      columns in registers (N / 128 float4 per lane); the launcher takes the smallest that fits
-//                      (gpt2/gpu.py ln_width), so one build serves every width up to 4096
+//                      (gpt2/gpu.py ln_entry), so one build serves every width up to 4096; LN_KINDS (a bit mask, 1
+//                      layernorm_warp, 2 _bf16, 4 _bf16_xb, 8 layernorm_fold_bf16; all by default) says which a build
+//                      holds: the launcher asks for its variant's, and 0 for the builds of the other kernels
 //   LN_SMEM_GB=1       (default) layernorm_warp(_bf16(_xb)) stage gamma and beta in
 //                      shared memory once per block, the warp's first row sent to L2 meanwhile, instead of reading them from
 //                      global memory in the output loop (the same arithmetic, the same output bit for bit)
@@ -100,6 +102,9 @@ extern "C" __global__ void layernorm_naive(const float* RESTRICT x, const float*
 // The widths each entry is built for, as (Vec, 128 Vec): GPT-2's 768, 1024, 1280 and 1600 take 6, 8, 10 and 13.
 #define LN_WIDTHS(X) X(2, 256) X(4, 512) X(6, 768) X(8, 1024) X(10, 1280) X(13, 1664) X(16, 2048) X(24, 3072) \
                      X(32, 4096)
+#ifndef LN_KINDS
+#define LN_KINDS 15                       // the entries a build holds: 1 fp32, 2 bf16 out, 4 bf16 rows (_xb), 8 the fold
+#endif
 #ifndef LN_SMEM_GB
 #define LN_SMEM_GB 1                      // gamma and beta through shared memory (2 C floats: 32 KB at C = 4096)
 #endif
@@ -162,25 +167,35 @@ __device__ __forceinline__ void layernorm_warp_body(const In* RESTRICT x, const 
 #endif
 }
 
-#define LN_ENTRIES(V, N)                                                                                       \
+#define LN_ENTRY_F32(V, N)                                                                                     \
 extern "C" __global__ void layernorm_warp_c##N(const float* RESTRICT x, const float* RESTRICT w,                    \
                                                const float* RESTRICT b, float* RESTRICT y, int rows, int C,         \
                                                float eps) {                                                         \
     layernorm_warp_body<V, float, float, false>(x, w, b, y, rows, C, eps);                                          \
-}                                                                                                                   \
-/* PDL=1: x written by the kernel before, y read by an earlier GEMM */                                              \
+}
+/* PDL=1: x written by the kernel before, y read by an earlier GEMM */
+#define LN_ENTRY_BF16(V, N)                                                                                    \
 extern "C" __global__ void layernorm_warp_bf16_c##N(const float* RESTRICT x, const float* RESTRICT w,               \
                                                     const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows,   \
                                                     int C, float eps) {                                             \
     layernorm_warp_body<V, float, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);                               \
-}                                                                                                                   \
-/* over a bf16 residual stream (param residual_dtype "bf16"): rows of C bf16, 16-byte aligned (C % 8 == 0) */       \
+}
+/* over a bf16 residual stream (param residual_dtype "bf16"): rows of C bf16, 16-byte aligned (C % 8 == 0) */
+#define LN_ENTRY_BF16_XB(V, N)                                                                                 \
 extern "C" __global__ void layernorm_warp_bf16_xb_c##N(const __nv_bfloat16* RESTRICT x, const float* RESTRICT w,    \
                                                        const float* RESTRICT b, __nv_bfloat16* RESTRICT y, int rows,\
                                                        int C, float eps) {                                          \
     layernorm_warp_body<V, __nv_bfloat16, __nv_bfloat16, PDL != 0>(x, w, b, y, rows, C, eps);                       \
 }
-LN_WIDTHS(LN_ENTRIES)
+#if LN_KINDS & 1
+LN_WIDTHS(LN_ENTRY_F32)
+#endif
+#if LN_KINDS & 2
+LN_WIDTHS(LN_ENTRY_BF16)
+#endif
+#if LN_KINDS & 4
+LN_WIDTHS(LN_ENTRY_BF16_XB)
+#endif
 
 // The LayerNorm fold's entry (param ln_fold; gemm.cu BF_LNS): for the first LayerNorm of a forward, what a
 // BF_LNS=1 GEMM writes for the others: xg = bf16(x * gamma) and, per tile of `part` columns, the row's mean and M2
@@ -234,7 +249,9 @@ extern "C" __global__ void layernorm_fold_bf16_c##N(const float* RESTRICT x, con
                                                     int C, int part) {                                              \
     layernorm_fold_body<V>(x, w, xg, stats, rows, C, part);                                                         \
 }
+#if LN_KINDS & 8
 LN_WIDTHS(LN_FOLD_ENTRY)
+#endif
 
 // x[b, t] = bf16 wte[idx[b, t]] (the LM head's rows) + fp32 wpe[pos + t], summed in fp32, into the residual stream:
 // Out = float (embed_bf16) or __nv_bfloat16 (embed_bf16_xb, the sum rounded once).

@@ -206,7 +206,13 @@ class GPT2GPU:
             raise GPUError("ln_const needs the warp LayerNorm, n_embd a multiple of 4 and at most 4096")
         # ln_resident (session 17): warps stride over the rows of a grid of resident blocks, the next row prefetched
         self.ln_resident = self.ln_warp and bool(p.get("ln_resident", False))
-        td = {**d, "LN_CONST": int(self.ln_const), **p.get("ln_defines", {})} if self.ln_warp else d
+        self.resid_bf16 = p.get("residual_dtype", "fp32") == "bf16"
+        # transformer.cu's builds: the LayerNorm's holds this variant's kinds of LayerNorm entry (LN_KINDS), the other
+        # kernels' (dt) none
+        kinds = (2 | 4 * self.resid_bf16 | 8 * bool(p.get("ln_fold"))) if self.bf16 else 1
+        dt = {**d, "LN_KINDS": 0}
+        td = {**d, "LN_CONST": int(self.ln_const), "LN_KINDS": kinds, **p.get("ln_defines", {})} if self.ln_warp \
+            else dt
         if self.ln_resident:
             td = {**td, "LN_STRIDE": 1}
         ln_kernel = ln_entry("layernorm_warp_bf16" if self.bf16 else "layernorm_warp", C) if self.ln_warp \
@@ -215,21 +221,20 @@ class GPT2GPU:
         launch_ln = partial(tma.launcher, rt) if self.bf16 and self.ln_warp and p.get("ln_pdl") else rt.kernel
         self.layernorm = launch_ln("transformer.cu", ln_kernel, td, name)
         # residual_dtype "bf16" (refused up front where it cannot run: _check_residual_dtype): the bf16 stream's kernels
-        self.resid_bf16 = p.get("residual_dtype", "fp32") == "bf16"
         if self.resid_bf16:
             self.layernorm_xb = launch_ln("transformer.cu", ln_entry("layernorm_warp_bf16_xb", C), td, name)
-            self.embed_xb = tma.launcher(rt, "transformer.cu", "embed_bf16_xb", d, name)
+            self.embed_xb = tma.launcher(rt, "transformer.cu", "embed_bf16_xb", dt, name)
         if self.ln_const:
             self.c_ln, _ = rt.module("transformer.cu", td).get_global("c_ln")
         self.ln_blocks = (rt.kernel("transformer.cu", ln_kernel, td, name).blocks_per_sm(256, 0) * rt.sm_count
                           if self.ln_resident else 0)          # ln_resident: the grid's blocks at most
         # the decode step's kernels: with PDL=1 (bf16 on Hopper) programmatic dependent launches (tma.launcher)
-        self.embed = tma.launcher(rt, "transformer.cu", "embed_bf16", d, name) if self.bf16 else \
-            rt.kernel("transformer.cu", "embed", d, name)
-        self.gelu = rt.kernel("transformer.cu", "gelu_inplace", d, name)
-        self.add = rt.kernel("transformer.cu", "add_inplace", d, name)
-        self.argmax = tma.launcher(rt, "transformer.cu", "argmax_rows", d, name)
-        self.advance = tma.launcher(rt, "transformer.cu", "decode_advance", d, name)
+        self.embed = tma.launcher(rt, "transformer.cu", "embed_bf16", dt, name) if self.bf16 else \
+            rt.kernel("transformer.cu", "embed", dt, name)
+        self.gelu = rt.kernel("transformer.cu", "gelu_inplace", dt, name)
+        self.add = rt.kernel("transformer.cu", "add_inplace", dt, name)
+        self.argmax = tma.launcher(rt, "transformer.cu", "argmax_rows", dt, name)
+        self.advance = tma.launcher(rt, "transformer.cu", "decode_advance", dt, name)
         self.pick = None                # decode_pick: the LM head ends the step (argmax, advance, next embedding)
         if p.get("decode_pick"):
             if not self.bf16:
@@ -245,7 +250,7 @@ class GPT2GPU:
         self.ln_fold = bool(p.get("ln_fold", False))
         if self.ln_fold:
             self._init_ln_fold(td, name)
-        self.spin = rt.kernel("transformer.cu", "spin", d, name)
+        self.spin = rt.kernel("transformer.cu", "spin", dt, name)
         self._upload(params)
         self.mega = None                # decode = "mega": greedy steps of up to 8 sequences as one persistent kernel
         if p.get("decode", "steps") == "mega":
