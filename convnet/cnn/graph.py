@@ -248,7 +248,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             return [Layer("alias", ins[:1], out, name)]
     if op in ("Add", "Sum"):
         if ins[0] in consts and ins[1] in consts:
-            _refuse(node, f"an {op} of two constants")
+            _refuse(node, f"{'an' if op == 'Add' else 'a'} {op} of two constants")
         if ins[1] in consts and ins[0] not in consts:
             return [Layer("bias", ins[:1], out, name, {"b": consts[ins[1]].astype(np.float32)})]
         if ins[0] in consts:
