@@ -133,6 +133,18 @@ def mobilenet_v3_block(rng):
     return model((3, 31, 29), gemm(silu(gemm(x, 40, 32)), 32, 9), opset=14)
 
 
+def pooled_heads(rng):
+    """The ways torch writes a pool to one value per channel: ReduceMax over (2, 3) (x.amax((2, 3))), a global
+    average pool squeezed twice (x.squeeze(-1).squeeze(-1)), GlobalMaxPool then Flatten; summed (Sum) and added."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+    x = node("Relu", [conv("input", 3, 24, 3, stride=2)])
+    a = node("ReduceMax", [x], axes=[2, 3], keepdims=0)
+    last = node("Constant", [], value=_tensor(np.array([-1], np.int64)))     # Squeeze's axes (opset 13: an input)
+    b = node("Squeeze", [node("Squeeze", [node("GlobalAveragePool", [x]), last]), last])
+    c = node("Flatten", [node("GlobalMaxPool", [node("Relu", [conv(x, 24, 24, 3)])])], axis=1)
+    return model((3, 19, 17), gemm(node("Add", [node("Sum", [a, b]), c]), 24, 6))
+
+
 def every_op(rng):
     """The ops the four above leave out: LeakyRelu, Sigmoid, Tanh, Concat, MatMul + Add, Reshape, AveragePool with
     count_include_pad and ceil_mode, Identity, strided dilated conv, auto_pad SAME_UPPER."""
@@ -158,4 +170,5 @@ def _tensor(arr):
 
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
           "every_op": every_op, "normalised": normalised, "mobilenet_v3_block": mobilenet_v3_block,
+          "pooled_heads": pooled_heads,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels
