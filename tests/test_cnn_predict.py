@@ -115,3 +115,25 @@ def test_the_main_job_report_of_an_onnx_network(tmp_path, rgb_model):
     assert [x["name"] for x in r["layers"]] == ["upload", *(x.name for x in g.layers), "download"]
     assert r["batch"] == 7 and r["rel_err_float64"] < 1e-5 and r["total_ms"] > 0
     assert "Total execution time" in p.stdout
+
+
+def test_colour_arrays_in_either_layout_give_the_pictures_predictions(tmp_path, rgb_model):
+    """--model: a .npy of colour pictures as N x H x W x 3 (uint8) and the same as N x 3 x H x W (float in [0, 1])
+    classify as the same pictures saved as PNG files; LeNet-86 (grey) still takes N x H x W only, in one line."""
+    from PIL import Image
+    rng = np.random.default_rng(3)
+    nhwc = rng.integers(0, 256, (4, 37, 41, 3), dtype=np.uint8)
+    (tmp_path / "pngs").mkdir()
+    for i, a in enumerate(nhwc):
+        Image.fromarray(a).save(tmp_path / "pngs" / f"p{i}.png")
+    np.save(tmp_path / "nhwc.npy", nhwc)
+    np.save(tmp_path / "nchw.npy", np.moveaxis(nhwc, -1, 1).astype(np.float32) / 255)
+    got = {}
+    for what in ("pngs", "nhwc.npy", "nchw.npy"):
+        p = predict(tmp_path / what, "--model", rgb_model, "--variant", "cpu", "--json", tmp_path / f"{what}.json",
+                    cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        got[what] = [r["class_index"] for r in json.loads((tmp_path / f"{what}.json").read_text())["predictions"]]
+    assert got["nhwc.npy"] == got["pngs"] == got["nchw.npy"]
+    p = predict(tmp_path / "nhwc.npy", cwd=tmp_path)
+    assert p.returncode == 2 and "expected N x H x W grey pictures" in p.stderr and len(p.stderr.splitlines()) == 1
