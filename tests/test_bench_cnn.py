@@ -22,3 +22,11 @@ def test_onnxruntime_row_agrees_with_the_reference(tmp_path):
     assert err <= 1e-4
     _, _, wrong = onnxruntime_rows(path, x, want + 1.0, repeat=1)[0]     # the error is measured, not assumed
     assert wrong > 1e-2
+
+
+def test_degenerate_outputs_are_named_under_the_table():
+    from convnet.bench.cnn import degenerate
+    rng = np.random.default_rng(0)
+    assert degenerate(rng.standard_normal((4, 10))) == ""
+    assert "at most 1.0e-09" in degenerate(1e-9 * np.ones((4, 10)))
+    assert "same outputs" in degenerate(np.tile(rng.standard_normal(10), (4, 1)))

@@ -82,6 +82,18 @@ def torch_forward(graph, dtype, channels_last: bool):
     return run
 
 
+def degenerate(out_ref: np.ndarray) -> str:
+    """Why the error column means little for these outputs (float64 reference), or "": outputs near zero (random
+    weights whose features vanish: fp16 underflows, ours and torch's alike) or the same for every image."""
+    peak = float(np.abs(out_ref).max())
+    if peak < 1e-4:
+        return (f"the outputs are at most {peak:.1e} (random weights whose features vanish?): half precision "
+                "underflows there, so its errors say nothing about the kernels")
+    if len(out_ref) > 1 and float(np.ptp(out_ref, axis=0).max()) == 0.0:
+        return "every image gives the same outputs (features that vanish?): the errors check little"
+    return ""
+
+
 def median_wall_ms(fn, repeat: int) -> tuple:
     """(median milliseconds of fn() over `repeat` calls after one untimed call, the last call's result)."""
     y = fn()
@@ -160,6 +172,9 @@ def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
              f"{'what':24s} {'ms':>9s} {'/ our best':>10s} {'max rel err':>12s}"]
     for label, ms, err in rows:
         lines.append(f"{label:24s} {ms:9.3f} {ms / best:10.2f} {err:12.2e}")
+    note = degenerate(out_ref)
+    if note:
+        lines.append(f"note: {note}")
     what = (f"convnet-bench cnn {Path(path).stem} --batch {batch}: end to end, pinned host images to host outputs "
             f"(median of {repeat})")
     return "\n".join(lines), [(label, what, round(ms, 3), "ms") for label, ms, _ in rows]
