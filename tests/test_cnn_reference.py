@@ -526,3 +526,42 @@ def test_interleaved_silus_each_become_one_activation(tmp_path):
     x = np.random.default_rng(2).standard_normal((2, 2, 3, 4)).astype(np.float32)
     want = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     assert np.allclose(reference.forward(g, x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_log_softmax_ending_a_network_as_pytorchs_mnist_example(tmp_path):
+    """F.log_softmax(x, dim=1) at the end (PyTorch's MNIST example) equals onnxruntime; the GPU path, recorded
+    without a GPU, launches no kernel for it and applies it to the downloaded outputs; anywhere but last it refuses
+    in one line (the numpy reference runs it)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    from convnet.errors import UsageError
+    from convnet.gpu.recorder import RecordingRuntime
+    rng = np.random.default_rng(4)
+    n = helper.make_node
+
+    def save(nodes, file):
+        gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 6, 6])],
+                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                               [numpy_helper.from_array(rng.standard_normal((2, 1, 3, 3)).astype(np.float32), "w"),
+                                numpy_helper.from_array(rng.standard_normal((72, 10)).astype(np.float32), "fw")])
+        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / file))
+        return graph.load(tmp_path / file)
+    head = [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]), n("Relu", ["c"], ["r"]),
+            n("Flatten", ["r"], ["f"]), n("MatMul", ["f", "fw"], ["z"])]
+    g = save(head + [n("LogSoftmax", ["z"], ["y"], axis=1)], "last.onnx")
+    x = rng.standard_normal((3, 1, 6, 6)).astype(np.float32)
+    want = ort.InferenceSession(str(tmp_path / "last.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    assert np.allclose(reference.forward(g, x), want, rtol=1e-5, atol=1e-5)
+    rt = RecordingRuntime()
+    net = GPUNet(g, catalogue.get("direct", "onnx"), rt)       # (the recorder runs no CUDA graph)
+    out = net.forward(x)                      # the recorder's downloads read zeros: log(1 / 10) each
+    assert np.allclose(out, -np.log(10)) and not any("softmax" in k for k, *_ in rt.launches)
+    assert net.op_label(len(g.layers) - 1)[0].startswith("logsoftmax, on the host")
+    g2 = save(head + [n("LogSoftmax", ["z"], ["l"], axis=1, name="the_node"), n("Relu", ["l"], ["y"])], "mid.onnx")
+    assert np.allclose(reference.forward(g2, x), np.maximum(want, 0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(UsageError, match=r"'the_node' \(LogSoftmax\): the GPU path applies it .* only as the "
+                                         r"network's last layer"):
+        GPUNet(g2, catalogue.get("igemm_f16_graph", "onnx"), RecordingRuntime())

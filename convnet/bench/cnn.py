@@ -75,6 +75,8 @@ def torch_forward(graph, dtype, channels_last: bool):
                 y = ins[0].reshape(ins[0].shape[0], *a["shape"])
             elif layer.op == "softmax":
                 y = torch.softmax(ins[0], -1)
+            elif layer.op == "logsoftmax":
+                y = torch.log_softmax(ins[0], -1)
             else:
                 y = act(ins[0], layer.act)
             env[layer.output] = y

@@ -22,6 +22,7 @@ from ..gpu.gemm import ACT_NONE, ACT_RELU, BIAS_COL, BIAS_ROW, Gemm
 from ..gpu.runtime import Runtime, f32, i32, ptr
 from .graph import Graph
 from .graph import conv_pads, infer_shapes
+from .reference import log_softmax
 
 CHUNK_BYTES = 4 << 30          # also keeps every tensor of a chunk under 2^30 elements (cnn_igemm.cu's int offsets)
 IGEMM_MAX_ELEMENTS = 1 << 31   # an image whose tensor alone reaches it (a chunk holds at least one): refused
@@ -272,6 +273,9 @@ class GPUNet:
     def _check(self, graph):
         for layer in graph.layers:
             a = layer.attrs
+            if layer.op == "logsoftmax" and (layer is not graph.layers[-1] or layer.output != graph.output):
+                raise UsageError(f"ONNX node {layer.name!r} (LogSoftmax): the GPU path applies it to the downloaded "
+                                 f"outputs, so only as the network's last layer (--variant cpu runs it anywhere)")
             if layer.op == "conv" and a["group"] > 1:
                 c = self.shape[layer.inputs[0]][0]
                 if not (a["group"] == c == a["w"].shape[0]):
@@ -331,6 +335,8 @@ class GPUNet:
                 self._overlapped(part, out[s:s + self.chunk])
             else:
                 out[s:s + self.chunk] = self._run(part)
+        if self.graph.layers and self.graph.layers[-1].op == "logsoftmax":
+            out[...] = log_softmax(out.astype(np.float64))   # N x classes values: on the host, after the download
         check_half_range(self.variant, x, out)
         return out
 
@@ -442,6 +448,8 @@ class GPUNet:
         for i, layer in enumerate(self.graph.layers):
             if i in self.written_by:            # the convolution that feeds it wrote its output
                 env[layer.output] = env[self.graph.layers[self.written_by[i]].output]
+            elif layer.op == "logsoftmax":      # the last layer (_check): forward applies it on the host
+                env[layer.output] = env[layer.inputs[0]]
             else:
                 f = self.fused.get(i)
                 out = f.out if f else layer.output
@@ -478,6 +486,8 @@ class GPUNet:
         layer = self.graph.layers[i]
         if i in self.written_by:
             return f"{layer.op}, in {self.graph.layers[self.written_by[i]].name}", layer.output
+        if layer.op == "logsoftmax":
+            return "logsoftmax, on the host after the download", layer.output
         f = self.fused.get(i)
         act = f.act if f else layer.act
         op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_pools else layer.op

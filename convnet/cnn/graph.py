@@ -18,7 +18,8 @@ from ..errors import UsageError
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish")
 SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool",
              "GlobalMaxPool", "ReduceMean", "ReduceMax", "Squeeze",
-             "Add", "Sum", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax", "Dropout",
+             "Add", "Sum", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax",
+             "LogSoftmax", "Dropout",
              "Identity", "Constant", "Pad")
 # PyTorch's x.view(x.size(0), -1) exports as Shape -> Gather(0) -> Unsqueeze -> Concat(.., -1) -> Reshape: these
 # ops are followed symbolically (the batch size N) and the Reshape becomes a flatten
@@ -37,7 +38,8 @@ class Act:
 
 @dataclass
 class Layer:
-    op: str                      # conv, pool, gap, add, mul, bias, concat, dense, flatten, softmax, act, affine
+    op: str                      # conv, pool, gap, add, mul, bias, concat, dense, flatten, squeeze, softmax, logsoftmax,
+    #                              act, affine
     inputs: list
     output: str
     name: str
@@ -316,10 +318,10 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         if len(s) != 2 or s[0] not in (0, -1, 1):    # (2, -1) would fold images together: not a flatten
             _refuse(node, f"shape {s} (only (N, -1) flattening is supported)")
         return [Layer("flatten", ins[:1], out, name, {"features": s[1]})]
-    if op == "Softmax":
+    if op in ("Softmax", "LogSoftmax"):          # F.log_softmax ends PyTorch's MNIST example
         if a.get("axis", -1) not in (-1, 1):
             _refuse(node, f"axis {a.get('axis')} (the last one is supported)")
-        return [Layer("softmax", ins[:1], out, name)]
+        return [Layer(op.lower(), ins[:1], out, name)]
     raise AssertionError(op)
 
 
@@ -514,10 +516,10 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r} (Add): a constant of shape {tuple(a['b'].shape)} on a "
                                  f"(N, {', '.join(map(str, s[0]))}) tensor (one value, or one per channel, is supported)")
             y = s[0]
-        elif layer.op == "softmax":
+        elif layer.op in ("softmax", "logsoftmax"):
             if len(s[0]) != 1:                   # over the channels of a map, or its flattened image: not supported
-                raise UsageError(f"ONNX node {layer.name!r} (Softmax): over a (N, {', '.join(map(str, s[0]))}) "
-                                 f"tensor (a flat (N, features) input is supported)")
+                raise UsageError(f"ONNX node {layer.name!r} ({'Log' * (layer.op == 'logsoftmax')}Softmax): over a "
+                                 f"(N, {', '.join(map(str, s[0]))}) tensor (a flat (N, features) input is supported)")
             y = s[0]
         elif layer.op == "pad":                 # one that no convolution took (_fold)
             raise UsageError(f"ONNX node {layer.name!r} (Pad): zero padding is supported where one Conv with "

@@ -27,6 +27,12 @@ def activate(x, act: Act):
     return x
 
 
+def log_softmax(x):
+    """Over the last axis: x - max - log(sum(exp(x - max)))."""
+    z = x - x.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
 def conv2d(x, layer):
     """One convolution: the padded input's strided views as the im2col matrix of the whole batch, (C, KH, KW) x
     (N, OH, OW), and one GEMM a group over every image at once (one BLAS call, all cores); a depthwise convolution
@@ -125,6 +131,8 @@ def forward(graph: Graph, x: np.ndarray, dtype=np.float32, times: list | None = 
         elif layer.op == "softmax":
             e = np.exp(ins[0] - ins[0].max(axis=-1, keepdims=True))
             y = e / e.sum(axis=-1, keepdims=True)
+        elif layer.op == "logsoftmax":
+            y = log_softmax(ins[0])
         elif layer.op == "act":
             y = activate(ins[0], layer.act)
         else:
