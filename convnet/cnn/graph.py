@@ -38,8 +38,8 @@ class Act:
 
 @dataclass
 class Layer:
-    op: str                      # conv, pool, gap, add, mul, bias, concat, dense, flatten, squeeze, softmax, logsoftmax,
-    #                              act, affine
+    op: str                      # conv, pool, gap, add, mul, bias, concat, dense, flatten, squeeze, softmax,
+    #                              logsoftmax, act, affine
     inputs: list
     output: str
     name: str
@@ -103,8 +103,10 @@ def load(path) -> Graph:
 
 
 def _attrs(node) -> dict:
+    """A node's attributes by name, strings (which onnx gives as bytes) as str."""
     from onnx import helper
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    return {k: v.decode() if isinstance(v, bytes) else v for k, v in values.items()}
 
 
 def _symbolic(node, consts, sym, a) -> bool:
@@ -176,8 +178,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         kh, kw = w.shape[2:]
         _check_window(node, a, (kh, kw))
         pads = list(a.get("pads", [0, 0, 0, 0]))
-        auto = a.get("auto_pad", b"NOTSET")
-        auto = auto.decode() if isinstance(auto, bytes) else auto
+        auto = a.get("auto_pad", "NOTSET")
         if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
             _refuse(node, f"auto_pad {auto}")
         return [Layer("conv", ins[:1], out, name, {
@@ -212,8 +213,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         if len(k) != 2:
             _refuse(node, f"a {len(k)}-D pool (2-D is supported)")
         _check_window(node, a, k)
-        auto = a.get("auto_pad", b"NOTSET")
-        auto = auto.decode() if isinstance(auto, bytes) else auto
+        auto = a.get("auto_pad", "NOTSET")
         if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
             _refuse(node, f"auto_pad {auto}")
         if auto.startswith("SAME") and a.get("ceil_mode", 0):
@@ -224,18 +224,15 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             "ceil": int(a.get("ceil_mode", 0)), "count_pad": int(a.get("count_include_pad", 0))})]
     if op == "GlobalAveragePool":
         return [Layer("gap", ins[:1], out, name)]
-    if op == "GlobalMaxPool":                    # nn.AdaptiveMaxPool2d(1): a max pool over the whole map (infer_shapes)
-        return [Layer("pool", ins[:1], out, name, {"kind": "max", "kernel": None, "stride": (1, 1), "pads": (0, 0, 0, 0),
-                                                   "auto_pad": "NOTSET", "ceil": 0, "count_pad": 0, "whole_map": True})]
+    if op == "GlobalMaxPool":                    # nn.AdaptiveMaxPool2d(1)
+        return [_whole_map_max_pool(ins[0], out, name)]
     if op in ("ReduceMean", "ReduceMax"):     # x.mean((2, 3)), x.amax((2, 3)): a global average or max pool
         axes = a.get("axes", consts.get(ins[1]) if len(ins) > 1 and ins[1] else None)
         if axes is None or sorted(int(x) % 4 for x in np.ravel(axes)) != [2, 3] or a.get("noop_with_empty_axes", 0):
             _refuse(node, f"axes {None if axes is None else [int(x) for x in np.ravel(axes)]} (the spatial axes "
                           f"(2, 3) of an (N, C, H, W) tensor are supported)")
         pooled = out if a.get("keepdims", 1) else out + "@pool"
-        layer = Layer("gap", ins[:1], pooled, name) if op == "ReduceMean" else \
-            Layer("pool", ins[:1], pooled, name, {"kind": "max", "kernel": None, "stride": (1, 1), "pads": (0, 0, 0, 0),
-                                                  "auto_pad": "NOTSET", "ceil": 0, "count_pad": 0, "whole_map": True})
+        layer = Layer("gap", ins[:1], pooled, name) if op == "ReduceMean" else _whole_map_max_pool(ins[0], pooled, name)
         return [layer] if a.get("keepdims", 1) else [layer, Layer("flatten", [pooled], out, name)]
     if op == "Squeeze":                          # x.squeeze(-1).squeeze(-1) after a pool to 1x1: a flatten
         if len(ins) > 1 and ins[1] and ins[1] not in consts:
@@ -263,8 +260,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
     if op in ("Mul", "Sub", "Div"):
         return [_constant_affine(node, op, ins, out, name, consts)]
     if op == "Pad":                              # nn.ZeroPad2d / F.pad before a convolution: its padding
-        mode = a.get("mode", b"constant")
-        mode = mode.decode() if isinstance(mode, bytes) else mode
+        mode = a.get("mode", "constant")
         pads = a.get("pads", consts.get(ins[1]) if len(ins) > 1 and ins[1] else None)
         value = consts.get(ins[2], np.zeros(1)) if len(ins) > 2 and ins[2] else np.array(a.get("value", 0.0))
         if len(ins) > 1 and ins[1] and ins[1] not in consts or len(ins) > 2 and ins[2] and ins[2] not in consts:
@@ -323,6 +319,12 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             _refuse(node, f"axis {a.get('axis')} (the last one is supported)")
         return [Layer(op.lower(), ins[:1], out, name)]
     raise AssertionError(op)
+
+
+def _whole_map_max_pool(x: str, out: str, name: str) -> Layer:
+    """A max pool whose window is the whole map (GlobalMaxPool, ReduceMax over (2, 3)): infer_shapes sets it."""
+    return Layer("pool", [x], out, name, {"kind": "max", "kernel": None, "stride": (1, 1), "pads": (0, 0, 0, 0),
+                                          "auto_pad": "NOTSET", "ceil": 0, "count_pad": 0, "whole_map": True})
 
 
 def _constant_affine(node, op, ins, out, name, consts) -> Layer:
@@ -446,9 +448,10 @@ def infer_shapes(graph: Graph) -> dict:
                              f"(a constant where data is expected, or a tensor no node makes)")
         s = [out[i] for i in layer.inputs]
         a = layer.attrs
-        if layer.op not in ("squeeze", "flatten") and any(len(x) == 2 for x in s):
-            raise UsageError(f"ONNX node {layer.name!r}: an (N, {', '.join(map(str, s[0]))}) input, of rank 3 (maps "
-                             f"(N, C, H, W) and flat (N, F) tensors are supported)")
+        rank3 = [x for x in s if len(x) == 2]      # a squeeze's intermediate: only a squeeze or flatten reads it
+        if rank3 and layer.op not in ("squeeze", "flatten"):
+            raise UsageError(f"ONNX node {layer.name!r}: an (N, {', '.join(map(str, rank3[0]))}) input, of rank 3 "
+                             f"(maps (N, C, H, W) and flat (N, F) tensors are supported)")
         if layer.op == "conv":
             c, h, w = s[0]
             t, l, b, r = conv_pads(layer, h, w)
@@ -514,7 +517,8 @@ def infer_shapes(graph: Graph) -> dict:
             fits = {(c,), (1, c)} if len(s[0]) == 1 else {(c, 1, 1), (1, c, 1, 1)}
             if tuple(a["b"].shape) not in fits and not (a["b"].size == 1 and a["b"].ndim <= len(s[0]) + 1):
                 raise UsageError(f"ONNX node {layer.name!r} (Add): a constant of shape {tuple(a['b'].shape)} on a "
-                                 f"(N, {', '.join(map(str, s[0]))}) tensor (one value, or one per channel, is supported)")
+                                 f"(N, {', '.join(map(str, s[0]))}) tensor (one value, or one per channel, is "
+                                 f"supported)")
             y = s[0]
         elif layer.op in ("softmax", "logsoftmax"):
             if len(s[0]) != 1:                   # over the channels of a map, or its flattened image: not supported
