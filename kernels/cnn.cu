@@ -21,7 +21,8 @@
 //                     (LeNet-5's 400 -> 120 layer: about 100 us on an H200)
 //
 // Activation codes: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b), 6 hard sigmoid(a, b),
-// 7 hard swish, 8 SiLU (common.cuh's act_apply).
+// 7 hard swish, 8 SiLU (common.cuh's act_apply: every kernel), 9 ELU(a), 10 SELU(a, b), 11 softplus, 12 Mish,
+// 13 GELU (erf), 14 GELU (tanh), 15 erf (act_apply_any: every kernel here but conv_direct).
 #include "common.cuh"
 
 extern "C" __global__ void im2col_pad(const float* __restrict__ x, float* __restrict__ cols, int N, int C, int H,
@@ -102,13 +103,13 @@ extern "C" __global__ void conv_depthwise(const float* __restrict__ x, const flo
                 if (xx >= 0 && xx < W) acc = fmaf(xs[yy * W + xx], ws[i * KW + j], acc);
             }
         }
-        y[t] = act_apply(acc, act, a, b);
+        y[t] = act_apply_any(acc, act, a, b);
     }
 }
 
 extern "C" __global__ void activate_inplace(float* __restrict__ y, long long n, int act, float a, float b) {
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n; t += (long long)gridDim.x * blockDim.x)
-        y[t] = act_apply(y[t], act, a, b);
+        y[t] = act_apply_any(y[t], act, a, b);
 }
 
 extern "C" __global__ void channel_affine(const float* __restrict__ x, const float* __restrict__ scale,
@@ -117,21 +118,21 @@ extern "C" __global__ void channel_affine(const float* __restrict__ x, const flo
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n;
          t += (long long)gridDim.x * blockDim.x) {
         const int c = (int)(t / HW % C);
-        y[t] = act_apply(fmaf(x[t], scale[c], shift[c]), act, a, b);
+        y[t] = act_apply_any(fmaf(x[t], scale[c], shift[c]), act, a, b);
     }
 }
 
 extern "C" __global__ void add_act(const float* __restrict__ p, const float* __restrict__ q, float* __restrict__ y,
                                    long long n, int act, float a, float b) {
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n; t += (long long)gridDim.x * blockDim.x)
-        y[t] = act_apply(p[t] + q[t], act, a, b);
+        y[t] = act_apply_any(p[t] + q[t], act, a, b);
 }
 
 // per_map: q holds one value per (image, channel), each for HW consecutive elements of p
 extern "C" __global__ void mul_act(const float* __restrict__ p, const float* __restrict__ q, float* __restrict__ y,
                                    long long n, int HW, int per_map, int act, float a, float b) {
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n; t += (long long)gridDim.x * blockDim.x)
-        y[t] = act_apply(p[t] * (per_map ? q[t / HW] : q[t]), act, a, b);
+        y[t] = act_apply_any(p[t] * (per_map ? q[t / HW] : q[t]), act, a, b);
 }
 
 // Windows past the input (the declared padding, and ceil mode's overhang) hold -inf for max; for average they count
@@ -270,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(256) dense_small(const float* __res
         if (m < M) {
             float v = acc[m];
             for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-            if (lane == 0) y[(long long)m * F + f] = act_apply(v + bias[f], act, a, b);
+            if (lane == 0) y[(long long)m * F + f] = act_apply_any(v + bias[f], act, a, b);
         }
     }
 }

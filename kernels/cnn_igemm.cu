@@ -23,7 +23,7 @@
 // pixels are then taken window by window (p = window * 4 + (wy * 2 + wx)), so a window's four accumulators sit in
 // one quad's neighbouring lanes (2t, 2t + 1 in a lane; t, t ^ 1 across): one shuffle reduces them.
 //
-// Activation codes as kernels/cnn.cu: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b).
+// Activation codes as kernels/cnn.cu.
 // Offsets are 32-bit: convnet/cnn/gpu.py keeps a chunk's tensors under 2^31 elements.
 #include "common.cuh"
 

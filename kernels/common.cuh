@@ -37,6 +37,19 @@ typedef float out_t;
 // The ONNX path's activations (kernels/cnn.cu, cnn_igemm.cu, cnn_wgmma.cu): 0 none, 1 ReLU, 2 LeakyReLU(a),
 // 3 sigmoid, 4 tanh, 5 clip(a, b), 6 hard sigmoid max(0, min(1, a v + b)), 7 hard swish v max(0, min(1, v / 6 + 1 / 2)),
 // 8 SiLU v sigmoid(v).
+// GPT-2's GELU, the tanh approximation (HF's "gelu_new").
+__device__ __forceinline__ float gelu_tanh(float v) {
+    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    return 0.5f * v * (1.f + tanhf(u));
+}
+
+// log(1 + e^v) without overflow: v past 20 is v to fp32's precision
+__device__ __forceinline__ float softplus(float v) { return v > 20.f ? v : log1pf(expf(v)); }
+
+// Codes 0-8: what the fused epilogues (convolutions' implicit GEMMs, conv_direct) take. Codes 9 and up (ELU, SELU,
+// softplus, Mish, the GELUs, erf) only in act_apply_any, which the element-wise kernels and dense_small use: in an
+// unrolled epilogue their switch cost conv_direct a spill and moved the implicit GEMMs' register counts, so the
+// host runs such a layer as the convolution, then activate_inplace.
 __device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
     switch (act) {
         case 1: return fmaxf(v, 0.f);
@@ -51,10 +64,17 @@ __device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
     }
 }
 
-// GPT-2's GELU, the tanh approximation (HF's "gelu_new").
-__device__ __forceinline__ float gelu_tanh(float v) {
-    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-    return 0.5f * v * (1.f + tanhf(u));
+__device__ __forceinline__ float act_apply_any(float v, int act, float a, float b) {
+    switch (act) {
+        case 9: return v > 0.f ? v : a * expm1f(v);
+        case 10: return b * (v > 0.f ? v : a * expm1f(v));
+        case 11: return softplus(v);
+        case 12: return v * tanhf(softplus(v));
+        case 13: return 0.5f * v * (1.f + erff(v * 0.7071067811865476f));
+        case 14: return gelu_tanh(v);
+        case 15: return erff(v);
+        default: return act_apply(v, act, a, b);
+    }
 }
 
 __device__ __forceinline__ float to_f32(float v) { return v; }

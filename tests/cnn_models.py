@@ -44,7 +44,7 @@ def _builder(rng):
                                                                              ["N", *x_shape])],
                               [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-        m.ir_version = 8
+        m.ir_version = 9 if opset >= 19 else 8
         return m, tuple(x_shape)
     return node, const, conv, bn, gemm, model
 
@@ -163,6 +163,23 @@ def every_op(rng):
     return model((2, 23, 21), x)
 
 
+def smooth_acts(rng):
+    """The smooth activations and their spellings: ELU, SELU after a batch norm, PReLU with one slope (folded into
+    their convolutions), Mish as older exports write it (x * tanh(softplus(x))) and as the Mish op, GELU as older
+    exports write it (x * (erf(x / sqrt 2) + 1) * 0.5) and as the Gelu op, exact and with tanh (opset 20)."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+    x = node("Elu", [conv("input", 3, 8, 3)], alpha=0.7)
+    x = node("Selu", [bn(conv(x, 8, 8, 3, stride=2), 8)])
+    x = node("PRelu", [conv(x, 8, 12, 3), const(np.array([0.15]))])
+    x = node("Mul", [x, node("Tanh", [node("Softplus", [x])])])
+    x = node("Mish", [conv(x, 12, 12, 1)])
+    e = node("Erf", [node("Div", [x, const(np.array(np.sqrt(2)))])])
+    x = node("Mul", [node("Mul", [x, node("Add", [e, const(np.array(1.0))])]), const(np.array(0.5))])
+    x = node("Gelu", [conv(x, 12, 16, 3, stride=2)])
+    x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
+    return model((3, 21, 19), gemm(node("Gelu", [gemm(x, 16, 24)], approximate="tanh"), 24, 7), opset=20)
+
+
 def _tensor(arr):
     from onnx import numpy_helper
     return numpy_helper.from_array(arr)
@@ -170,5 +187,5 @@ def _tensor(arr):
 
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
           "every_op": every_op, "normalised": normalised, "mobilenet_v3_block": mobilenet_v3_block,
-          "pooled_heads": pooled_heads,
+          "pooled_heads": pooled_heads, "smooth_acts": smooth_acts,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

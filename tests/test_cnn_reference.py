@@ -41,17 +41,15 @@ def test_reference_equals_onnxruntime(name, batch, tmp_path):
 def test_grouped_and_depthwise_convolutions_equal_onnxruntime(tmp_path, c, m, group):
     """The reference's convolution paths beside the five models: two groups, depthwise with a channel multiplier
     of 2 (the GEMM path), plain depthwise (the multiply-add path); stride 2, dilation 2, asymmetric padding."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     rng = np.random.default_rng(c * m)
     w = numpy_helper.from_array(rng.standard_normal((m, c // group, 3, 3)).astype(np.float32), "w")
     b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv", kernel_shape=[3, 3], strides=[2, 2],
                             dilations=[2, 2], pads=[1, 0, 2, 1], group=group)
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, 15, 13])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
     path = tmp_path / "g.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    save_graph(path, [node], [c, 15, 13], [w, b], input="x")
     x = rng.standard_normal((3, c, 15, 13)).astype(np.float32)
     want = run_ort(path, x)
     got = reference.forward(graph.load(path), x, np.float64)
@@ -71,15 +69,87 @@ def test_batchnorm_and_activations_fold_into_the_layer_before():
     assert all(x.act.kind == "relu" for x in g.layers if x.op == "conv")
 
 
-def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=(), **attrs):
+def save_graph(path, nodes, dims, inits=(), input="input"):
+    """nodes as an opset-13 model: one image input `input` of (N, *dims), the output "y", initializers inits."""
+    from onnx import TensorProto, helper
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(input, TensorProto.FLOAT, ["N", *dims])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], list(inits))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=(), opset=13, **attrs):
     from onnx import TensorProto, helper, numpy_helper
     g = helper.make_graph([helper.make_node(op, list(inputs), ["y"], name="the_node", **attrs)], "g",
                           [helper.make_tensor_value_info("input", TensorProto.FLOAT, list(shape))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                           [numpy_helper.from_array(a, n) for n, a in inits])
     path = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 9 if opset >= 19 else 8
+    onnx.save(m, str(path))
     return path
+
+
+@pytest.mark.parametrize("op,kw", [("Elu", {"alpha": 0.3}), ("Selu", {}), ("Selu", {"alpha": 1.2, "gamma": 0.9}),
+                                   ("Softplus", {}), ("Mish", {"opset": 18}), ("Erf", {}),
+                                   ("Gelu", {"opset": 20}), ("Gelu", {"opset": 20, "approximate": "tanh"}),
+                                   ("PRelu", {"inputs": ("input", "k"),
+                                              "inits": (("k", np.full(1, 0.2, np.float32)),)})])
+def test_smooth_activations_equal_onnxruntime_far_into_both_tails(tmp_path, op, kw):
+    """Each activation alone on inputs from -60 to 60 (softplus and Mish past exp's fp32 range, ELU's and SELU's
+    saturation, erf's tails) equals onnxruntime, in float32 and float64."""
+    from convnet.cnn import graph, reference
+    path = one_node_model(tmp_path, op, shape=("N", 3, 8, 8), **kw)
+    x = np.concatenate([np.linspace(-60, 60, 192), np.random.default_rng(3).standard_normal(192) * 3])
+    x = x.reshape(2, 3, 8, 8).astype(np.float32)
+    want = run_ort(path, x)
+    g = graph.load(path)
+    for dtype in (np.float32, np.float64):
+        got = reference.forward(g, x, dtype)
+        assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (op, dtype, np.abs(got - want).max())
+
+
+def test_gelu_written_out_becomes_one_activation(tmp_path):
+    """(x * (Erf(x / sqrt 2) + 1)) * 0.5 (nn.GELU as exports before opset 20 write it) is one gelu activation, folded
+    into the convolution before it; one whose Erf another node also reads stays its parts. Both equal onnxruntime."""
+    from onnx import helper, numpy_helper
+    from convnet.cnn import graph, reference
+    n = helper.make_node
+    c = {"r2": np.float32(np.sqrt(2)), "one": np.float32(1), "half": np.float32(0.5),
+         "w": np.random.default_rng(5).standard_normal((3, 2, 3, 3)).astype(np.float32)}
+
+    def gelu(x, tag):
+        return [n("Div", [x, "r2"], [f"d{tag}"]), n("Erf", [f"d{tag}"], [f"e{tag}"]),
+                n("Add", [f"e{tag}", "one"], [f"p{tag}"]), n("Mul", [x, f"p{tag}"], [f"m{tag}"]),
+                n("Mul", [f"m{tag}", "half"], [f"g{tag}"])]
+    nodes = [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]), *gelu("c", 1), *gelu("g1", 2),
+             n("Add", ["g2", "e2"], ["y"])]
+    save_graph(tmp_path / "m.onnx", nodes, [2, 5, 4], [numpy_helper.from_array(v, k) for k, v in c.items()])
+    g = graph.load(tmp_path / "m.onnx")
+    kinds = [(x.op, x.act.kind) for x in g.layers]
+    assert kinds[0] == ("conv", "gelu") and ("affine", "erf") in kinds and ("mul", "none") in kinds
+    x = np.random.default_rng(6).standard_normal((2, 2, 5, 4)).astype(np.float32) * 3
+    want = run_ort(tmp_path / "m.onnx", x)
+    assert np.allclose(reference.forward(g, x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_mish_written_out_becomes_one_activation(tmp_path):
+    """x * Tanh(Softplus(x)) (Mish as exports before opset 18 write it) is one mish activation; a Softplus that
+    another node also reads stays a layer and its Mul a product. Both equal onnxruntime."""
+    from onnx import helper
+    from convnet.cnn import graph, reference
+    n = helper.make_node
+    nodes = [n("Softplus", ["input"], ["s1"]), n("Tanh", ["s1"], ["t1"]), n("Mul", ["t1", "input"], ["m1"]),
+             n("Softplus", ["m1"], ["s2"]), n("Tanh", ["s2"], ["t2"]), n("Mul", ["m1", "t2"], ["m2"]),
+             n("Add", ["m2", "s2"], ["y"])]
+    save_graph(tmp_path / "m.onnx", nodes, [2, 3, 4])
+    g = graph.load(tmp_path / "m.onnx")
+    assert [(x.op, x.act.kind) for x in g.layers].count(("act", "mish")) == 1
+    assert sum(x.op == "mul" for x in g.layers) == 1 and sum(x.act.kind == "softplus" for x in g.layers) == 1
+    x = np.random.default_rng(4).standard_normal((2, 2, 3, 4)).astype(np.float32) * 4
+    want = run_ort(tmp_path / "m.onnx", x)
+    assert np.allclose(reference.forward(g, x), want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("op,kw,message", [
@@ -123,6 +193,10 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
     ("Sub", {"inputs": ("input", "k"), "inits": (("k", np.ones((3, 8, 8), np.float32)),)},
      "'the_node' (Sub): a constant of shape (3, 8, 8) (one value, or one per channel, is supported)"),
     ("ReduceMean", {"axes": [1]}, "'the_node' (ReduceMean): axes [1] (the spatial axes (2, 3)"),
+    ("PRelu", {"inputs": ("input", "k"), "inits": (("k", np.ones((3, 1, 1), np.float32)),)},
+     "'the_node' (PRelu): a slope of shape (3, 1, 1) (one slope for every channel, nn.PReLU()'s default"),
+    ("PRelu", {"inputs": ("input", "input")}, "'the_node' (PRelu): a slope that is not an initializer"),
+    ("Gelu", {"approximate": "erf", "opset": 20}, "'the_node' (Gelu): approximate 'erf' ('none' or 'tanh'"),
 ])
 def test_what_cannot_run_is_refused_in_one_line_naming_the_node(tmp_path, op, kw, message):
     from convnet.cnn import graph
@@ -166,7 +240,7 @@ def test_pytorchs_view_batch_minus_one_is_a_flatten(tmp_path):
     """x.view(x.size(0), -1) as torch.onnx.export writes it with a dynamic batch (Shape, Gather 0, Unsqueeze,
     Concat with -1, Reshape): followed symbolically, a flatten; equal to onnxruntime at batch 1 and 5. Other shape
     arithmetic is refused in one line."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     from convnet.errors import UsageError
     rng = np.random.default_rng(0)
@@ -179,12 +253,9 @@ def test_pytorchs_view_batch_minus_one_is_a_flatten(tmp_path):
                  c("m1", np.array([-1], np.int64)), helper.make_node("Concat", ["nu", "m1"], ["shape"], axis=0),
                  helper.make_node("Reshape", ["r", "shape"], ["f"], name="view"),
                  helper.make_node("Gemm", ["f", "w", "b"], ["y"], transB=1)]
-        g = helper.make_graph(nodes, "v", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2, 3, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(rng.standard_normal((5, 24)).astype(np.float32), "w"),
-                               numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "b")])
         path = tmp_path / f"v{index}.onnx"
-        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        w = numpy_helper.from_array(rng.standard_normal((5, 24)).astype(np.float32), "w")
+        save_graph(path, nodes, [2, 3, 4], [w, numpy_helper.from_array(rng.standard_normal(5).astype(np.float32), "b")])
         return path
     path = model(0)
     g = graph.load(path)
@@ -200,7 +271,7 @@ def test_pytorchs_view_batch_minus_one_is_a_flatten(tmp_path):
 def test_weights_passed_through_identity_nodes_are_weights(tmp_path):
     """torch.onnx.export (TorchScript exporter) can hand a convolution its weights through Identity nodes: they are
     read as the initializers they pass on, and the result equals onnxruntime."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     rng = np.random.default_rng(3)
     w = numpy_helper.from_array(rng.standard_normal((5, 3, 3, 3)).astype(np.float32), "w")
@@ -209,10 +280,8 @@ def test_weights_passed_through_identity_nodes_are_weights(tmp_path):
              helper.make_node("Identity", ["b"], ["b_id"], name="bid"),
              helper.make_node("Conv", ["x", "w_id", "b_id"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1] * 4),
              helper.make_node("Identity", ["c"], ["y"], name="out")]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
     path = tmp_path / "g.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    save_graph(path, nodes, [3, 8, 8], [w, b], input="x")
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
     got = reference.forward(graph.load(path), x, np.float64)
     want = run_ort(path, x)
@@ -230,16 +299,14 @@ def test_an_output_or_input_that_the_image_does_not_reach_is_refused_in_one_line
     the command, nothing run."""
     import subprocess
     import sys
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph
     from convnet.errors import UsageError
     from convnet.paths import CHECKOUT_ROOT
     w = numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w")
     made = [helper.make_node(op, ins, [out], name=f"n{k}", **kw) for k, (op, ins, out, kw) in enumerate(nodes)]
-    g = helper.make_graph(made, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
     path = tmp_path / "g.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    save_graph(path, made, [3, 4, 4], [w], input="x")
     with pytest.raises(UsageError, match=message):
         graph.load(path)
     p = subprocess.run([sys.executable, "run_milestone.py", "--model", str(path), "--variant", "cpu", "--batch", "2"],
@@ -250,7 +317,7 @@ def test_an_output_or_input_that_the_image_does_not_reach_is_refused_in_one_line
 def test_gemm_biases_of_every_broadcastable_shape_and_a_scalar_add_equal_onnxruntime(tmp_path):
     """Gemm's C as (F,), (1, F) or one value (times beta), transB and alpha; an Add of one value: onnxruntime's
     outputs; a C of another shape is one line naming the node."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     from convnet.errors import UsageError
     ort = pytest.importorskip("onnxruntime")
@@ -263,17 +330,13 @@ def test_gemm_biases_of_every_broadcastable_shape_and_a_scalar_add_equal_onnxrun
         nodes = [helper.make_node("Flatten", ["input"], ["f"]),
                  helper.make_node("Gemm", ["f", "w", "c"], ["g"], name="gemm", transB=1, alpha=0.5, beta=2.0),
                  helper.make_node("Add", ["g", "k"], ["y"], name="add")]
-        gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2, 3, 3])],
-                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
         path = tmp_path / "m.onnx"
-        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        save_graph(path, nodes, [2, 3, 3], inits)
         want = ort.InferenceSession(str(path)).run(None, {"input": x})[0]
         got = reference.forward(graph.load(path), x, np.float64)
         assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
     inits[1] = numpy_helper.from_array(np.zeros((3, 5), np.float32), "c")
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2, 3, 3])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    save_graph(path, nodes, [2, 3, 3], inits)
     with pytest.raises(UsageError, match=r"'gemm' \(Gemm\): a bias C of shape \(3, 5\)"):
         graph.load(path)
 
@@ -296,7 +359,7 @@ def test_constant_arithmetic_and_reducemean_equal_onnxruntime(tmp_path, nodes, c
     """Mul, Sub, Div by a constant (one value, per channel, per feature) are affine layers (folded into a
     convolution before them where they scale it), ReduceMean over (2, 3) a global average pool: onnxruntime's
     outputs on odd sizes."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     ort = pytest.importorskip("onnxruntime")
     rng = np.random.default_rng(len(nodes))
@@ -305,10 +368,8 @@ def test_constant_arithmetic_and_reducemean_equal_onnxruntime(tmp_path, nodes, c
     inits = [numpy_helper.from_array((np.abs(rng.standard_normal(shape)) + 0.5 if name in ("d", "v") else
                                       rng.standard_normal(shape)).astype(np.float32), name)
              for name, shape in consts.items()]
-    gr = helper.make_graph(made, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 7, 5])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     path = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    save_graph(path, made, [3, 7, 5], inits)
     x = rng.standard_normal((3, 3, 7, 5)).astype(np.float32)
     g = graph.load(path)
     assert [layer.op for layer in g.layers] == folded
@@ -320,7 +381,7 @@ def test_constant_arithmetic_and_reducemean_equal_onnxruntime(tmp_path, nodes, c
 def test_zero_padding_folds_into_the_convolution_after_it(tmp_path):
     """Pad (constant 0, height and width only; nn.ZeroPad2d, F.pad) read by one Conv alone becomes that Conv's own
     padding, with its pads added (or in place of VALID): onnxruntime's outputs. Other padding is one line."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     from convnet.errors import UsageError
     ort = pytest.importorskip("onnxruntime")
@@ -334,10 +395,8 @@ def test_zero_padding_folds_into_the_convolution_after_it(tmp_path):
             inits.append(numpy_helper.from_array(np.array(value, np.float32), "v"))
         nodes = [helper.make_node("Pad", ins, ["q"], name="pad", **(pad_kw or {})),
                  helper.make_node("Conv", ["q", "w"], ["y"], name="conv", **conv_kw)]
-        gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4, 6, 7])],
-                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
         path = tmp_path / "m.onnx"
-        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        save_graph(path, nodes, [4, 6, 7], inits)
         return path
     x = rng.standard_normal((3, 4, 6, 7)).astype(np.float32)
     for pads, kw, value in [([0, 0, 2, 1, 0, 0, 0, 3], {"pads": [1, 0, 0, 1]}, None),
@@ -384,7 +443,7 @@ def test_a_product_of_two_tensors_runs_or_names_its_shapes(tmp_path):
     """Mul of two tensors: of one shape (x * x here; x * sigmoid(x) is SiLU, tests/cnn_models.py) equal to
     onnxruntime; a map by a per-channel (C, 1, 1) tensor in either order is mobilenet_v3_block's; other shapes are
     one line naming the node and both shapes."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     from convnet.errors import UsageError
     path = one_node_model(tmp_path, "Mul", inputs=("input", "input"))
@@ -395,10 +454,8 @@ def test_a_product_of_two_tensors_runs_or_names_its_shapes(tmp_path):
     assert np.allclose(reference.forward(g, x), want, rtol=1e-6, atol=1e-6)
     nodes = [helper.make_node("Conv", ["input", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
              helper.make_node("Mul", ["c", "input"], ["y"], name="the_node")]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 8, 8])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                           [numpy_helper.from_array(np.ones((4, 3, 1, 1), np.float32), "w")])
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "bad.onnx"))
+    save_graph(tmp_path / "bad.onnx", nodes, [3, 8, 8],
+               [numpy_helper.from_array(np.ones((4, 3, 1, 1), np.float32), "w")])
     with pytest.raises(UsageError, match=r"'the_node' \(Mul\): shapes \(4, 8, 8\) and \(3, 8, 8\)"):
         graph.load(tmp_path / "bad.onnx")
 
@@ -432,12 +489,10 @@ def test_global_max_pool_is_a_max_pool_over_the_whole_map(tmp_path):
     rt = RecordingRuntime()
     GPUNet(g, catalogue.get("igemm_f16_graph", "onnx"), rt)._run(np.zeros((2, 3, 7, 5), np.float32))
     assert [name for name, *_ in rt.launches] == ["pool2d"]
-    from onnx import TensorProto, helper
+    from onnx import helper
     nodes = [helper.make_node("Flatten", ["input"], ["f"], name="flat"),
              helper.make_node("GlobalMaxPool", ["f"], ["y"], name="the_node")]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 7, 5])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "bad.onnx"))
+    save_graph(tmp_path / "bad.onnx", nodes, [3, 7, 5])
     with pytest.raises(UsageError, match=r"'the_node': pooling a flat \(N, 105\) tensor"):
         graph.load(tmp_path / "bad.onnx")
 
@@ -447,7 +502,7 @@ def test_pooled_maps_squeezed_or_reduced_as_torch_writes_them(tmp_path, tail):
     """After a pool to 1x1: Squeeze (axes (2, 3), none, or -1 twice: x.squeeze(-1).squeeze(-1)), ReduceMax over
     (2, 3) (x.amax((2, 3))), and a Sum of two tensors, each equal to onnxruntime and launched by the GPU path
     (recorded without a GPU) before a dense layer."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet import catalogue
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
@@ -473,9 +528,7 @@ def test_pooled_maps_squeezed_or_reduced_as_torch_writes_them(tmp_path, tail):
     rng = np.random.default_rng(1)
     inits += [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
               numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "fw")]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 6, 7])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
+    save_graph(tmp_path / "m.onnx", nodes, [3, 6, 7], inits)
     g = graph.load(tmp_path / "m.onnx")
     x = rng.standard_normal((3, 3, 6, 7)).astype(np.float32)
     want = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
@@ -493,15 +546,12 @@ def test_pooled_maps_squeezed_or_reduced_as_torch_writes_them(tmp_path, tail):
 def test_squeezes_that_are_not_a_flatten_are_one_line(tmp_path, axes, shape, message):
     """Squeezing the batch axis or an axis longer than 1 is refused at load; a squeeze that leaves a rank-3 tensor is
     refused where a layer reads it (here a Relu after it)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet.cnn import graph
     from convnet.errors import UsageError
     nodes = [helper.make_node("Squeeze", ["input", "ax"], ["s"], name="sq"),
              helper.make_node("Relu", ["s"], ["y"], name="the_node")]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", *shape[1:]])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                           [numpy_helper.from_array(np.array(axes, np.int64), "ax")])
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
+    save_graph(tmp_path / "m.onnx", nodes, [*shape[1:]], [numpy_helper.from_array(np.array(axes, np.int64), "ax")])
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
                        .replace("]", r"\]")) as e:
         graph.load(tmp_path / "m.onnx")
@@ -511,15 +561,13 @@ def test_squeezes_that_are_not_a_flatten_are_one_line(tmp_path, axes, shape, mes
 def test_interleaved_silus_each_become_one_activation(tmp_path):
     """Two SiLUs whose Sigmoids come first in the file (s1, s2, then both Muls), and a Sigmoid that a second node
     also reads (stays a Sigmoid, its Mul a product): equal to onnxruntime."""
-    from onnx import TensorProto, helper
+    from onnx import helper
     from convnet.cnn import graph, reference
     n = helper.make_node
     nodes = [n("Sigmoid", ["input"], ["s1"]), n("Relu", ["input"], ["r"]), n("Sigmoid", ["r"], ["s2"]),
              n("Mul", ["input", "s1"], ["m1"]), n("Mul", ["s2", "r"], ["m2"]), n("Add", ["m1", "m2"], ["a"]),
              n("Sigmoid", ["a"], ["s3"]), n("Mul", ["a", "s3"], ["m3"]), n("Add", ["m3", "s3"], ["y"])]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 2, 3, 4])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "m.onnx"))
+    save_graph(tmp_path / "m.onnx", nodes, [2, 3, 4])
     g = graph.load(tmp_path / "m.onnx")
     assert [(x.op, x.act.kind) for x in g.layers].count(("act", "silu")) == 2
     assert sum(x.op == "mul" for x in g.layers) == 1 and sum(x.act.kind == "sigmoid" for x in g.layers) == 1
@@ -532,7 +580,7 @@ def test_log_softmax_ending_a_network_as_pytorchs_mnist_example(tmp_path):
     """F.log_softmax(x, dim=1) at the end (PyTorch's MNIST example) equals onnxruntime; the GPU path, recorded
     without a GPU, launches no kernel for it and applies it to the downloaded outputs; anywhere but last it refuses
     in one line (the numpy reference runs it)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
     from convnet import catalogue
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
@@ -542,11 +590,9 @@ def test_log_softmax_ending_a_network_as_pytorchs_mnist_example(tmp_path):
     n = helper.make_node
 
     def save(nodes, file):
-        gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 6, 6])],
-                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                               [numpy_helper.from_array(rng.standard_normal((2, 1, 3, 3)).astype(np.float32), "w"),
-                                numpy_helper.from_array(rng.standard_normal((72, 10)).astype(np.float32), "fw")])
-        onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / file))
+        save_graph(tmp_path / file, nodes, [1, 6, 6],
+                   [numpy_helper.from_array(rng.standard_normal((2, 1, 3, 3)).astype(np.float32), "w"),
+                    numpy_helper.from_array(rng.standard_normal((72, 10)).astype(np.float32), "fw")])
         return graph.load(tmp_path / file)
     head = [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]), n("Relu", ["c"], ["r"]),
             n("Flatten", ["r"], ["f"]), n("MatMul", ["f", "fw"], ["z"])]

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import UsageError
 from ..gpu.gemm import ACT_NONE, ACT_RELU, BIAS_COL, BIAS_ROW, Gemm
 from ..gpu.runtime import Runtime, f32, i32, ptr
-from .graph import Graph
+from .graph import Act, Graph
 from .graph import conv_pads, infer_shapes
 from .reference import log_softmax
 
@@ -29,7 +29,14 @@ IGEMM_MAX_ELEMENTS = 1 << 31   # an image whose tensor alone reaches it (a chunk
 MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gemm refuses more)
 _networks = itertools.count()
 ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5, "hardsigmoid": 6, "hardswish": 7,
-             "silu": 8}
+             "silu": 8, "elu": 9, "selu": 10, "softplus": 11, "mish": 12, "gelu": 13, "gelu_tanh": 14, "erf": 15}
+EPILOGUE_CODES = 9         # the convolutions' fused epilogues take codes below this (common.cuh's act_apply)
+
+
+def after_epilogue(act) -> bool:
+    """Whether a convolution with this activation runs without it, then activate_inplace (ELU, SELU, softplus, Mish,
+    GELU, erf: act_apply_any's codes), writing fp32 NCHW."""
+    return ACT_CODES[act.kind] >= EPILOGUE_CODES
 THREADS = 256
 DENSE_SMALL_M = 8              # dense layers over at most this many rows run dense_small (kernels/cnn.cu)
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
@@ -261,7 +268,7 @@ class GPUNet:
                 continue
             if layer.op == "conv" and layer.attrs["group"] == 1:   # conv_igemm_f16 too writes fp16 NHWC
                 out = self.fused[i].out if i in self.fused else layer.output
-                if all_read_half(out):
+                if all_read_half(out) and not after_epilogue(layer.act):
                     self.half_tensors.add(out)
             elif layer.op == "pool" and self.nhwc_pool and all_read_half(layer.output):
                 self.nhwc_pools.add(i)
@@ -519,13 +526,15 @@ class GPUNet:
                     self.shape[layer.inputs[0]] == self.shape[layer.inputs[1]]:
                 for mine, other in (layer.inputs, layer.inputs[::-1]):
                     i = made[mine]
-                    if fusable_conv(i) and layers[i].act.kind == "none" and only_reader(mine) and made[other] < i:
+                    if fusable_conv(i) and layers[i].act.kind == "none" and only_reader(mine) and made[other] < i \
+                            and not after_epilogue(layer.act):
                         self.fused[i], self.written_by[j] = Fused(layer.act, res=other, out=layer.output), i
                         break
             elif layer.op == "pool":
                 a, i = layer.attrs, made[layer.inputs[0]]
                 _, oh, ow = self.shape[layer.inputs[0]]
-                if fusable_conv(i) and tuple(a["kernel"]) == (2, 2) and tuple(a["stride"]) == (2, 2) and \
+                if fusable_conv(i) and not after_epilogue(layers[i].act) and tuple(a["kernel"]) == (2, 2) and \
+                        tuple(a["stride"]) == (2, 2) and \
                         not any(a["pads"]) and (not a["ceil"] or (oh % 2 == 0 and ow % 2 == 0)) and \
                         only_reader(layer.inputs[0]):
                     self.fused[i] = Fused(layers[i].act, pool=POOL_MAX if a["kind"] == "max" else POOL_AVG,
@@ -545,7 +554,10 @@ class GPUNet:
         code, pa, pb = ACT_CODES[act.kind], f32(act.a), f32(act.b)
         size = int(np.prod(y.shape))
         grid, block = self._grid(size)
-        if layer.op == "conv":
+        if layer.op == "conv" and a["group"] == 1 and after_epilogue(act):    # (planned fp32 NCHW, unpooled)
+            self._layer(i, layer, ins, y, n, Act())
+            k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
+        elif layer.op == "conv":
             c, h, w = self.shape[layer.inputs[0]]
             m, oh, ow = self.shape[layer.output]
             t, l, _, _ = conv_pads(layer, h, w)

@@ -15,7 +15,9 @@ import numpy as np
 
 from ..errors import UsageError
 
-ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish")
+ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
+               "Mish", "Gelu", "Erf", "PRelu")
+SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875     # ONNX's defaults
 SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool",
              "GlobalMaxPool", "ReduceMean", "ReduceMax", "Squeeze",
              "Add", "Sum", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax",
@@ -29,8 +31,9 @@ BATCH = "N"
 
 @dataclass
 class Act:
-    """An activation: kind (relu, leaky, sigmoid, tanh, clip, hardsigmoid, hardswish, silu) and its two parameters
-    (leaky's alpha; clip's min, max; hardsigmoid's alpha, beta)."""
+    """An activation: kind (relu, leaky, sigmoid, tanh, clip, hardsigmoid, hardswish, silu, elu, selu, softplus,
+    mish, gelu (erf), gelu_tanh, erf) and its two parameters (leaky's and elu's alpha; clip's min, max; hardsigmoid's
+    alpha, beta; selu's alpha, gamma)."""
     kind: str = "none"
     a: float = 0.0
     b: float = 0.0
@@ -202,6 +205,24 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             act = Act("hardsigmoid", float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
         elif op == "HardSwish":                  # x max(0, min(1, x / 6 + 1 / 2))
             act = Act("hardswish")
+        elif op == "Elu":
+            act = Act("elu", float(a.get("alpha", 1.0)))
+        elif op == "Selu":
+            act = Act("selu", float(a.get("alpha", SELU_ALPHA)), float(a.get("gamma", SELU_GAMMA)))
+        elif op in ("Softplus", "Mish", "Erf"):  # Mish and Erf as opsets 18+ write them (older: x tanh(softplus x))
+            act = Act(op.lower())
+        elif op == "Gelu":                       # opset 20; older exports spell it with Erf, which runs as layers
+            if a.get("approximate", "none") not in ("none", "tanh"):
+                _refuse(node, f"approximate {a['approximate']!r} ('none' or 'tanh' are supported)")
+            act = Act("gelu" if a.get("approximate", "none") == "none" else "gelu_tanh")
+        elif op == "PRelu":                      # nn.PReLU(): one slope
+            slope = consts.get(ins[1]) if len(ins) > 1 else None
+            if slope is None:
+                _refuse(node, "a slope that is not an initializer")
+            if np.size(slope) != 1:
+                _refuse(node, f"a slope of shape {tuple(np.shape(slope))} (one slope for every channel, "
+                              f"nn.PReLU()'s default, is supported)")
+            act = Act("leaky", float(np.ravel(slope)[0]))
         else:
             act = Act({"Relu": "relu", "LeakyRelu": "leaky", "Sigmoid": "sigmoid", "Tanh": "tanh"}[op],
                       float(a.get("alpha", 0.01)))
@@ -356,8 +377,9 @@ def _constant_affine(node, op, ins, out, name, consts) -> Layer:
 
 
 def _fold(graph: Graph) -> None:
-    """Aliases resolved; BatchNormalization into the Conv before it, an activation into the layer before it where
-    nothing else reads that layer's output; a bias Add into the Dense before it."""
+    """Aliases resolved; SiLU, Mish and GELU written out as their parts become one activation; BatchNormalization
+    into the Conv before it, an activation into the layer before it where nothing else reads that layer's output; a
+    bias Add into the Dense before it."""
     alias = {}
     layers = []
     for layer in graph.layers:
@@ -371,13 +393,43 @@ def _fold(graph: Graph) -> None:
     def readers(name):
         return sum(name in x.inputs for x in layers) + (name == graph.output)
     made = {x.output: x for x in layers}
-    for layer in list(layers):              # x * sigmoid(x), the sigmoid read by nothing else: SiLU
+    def only(name, op):                     # the `op` layer that makes `name`, read by one layer, or None
+        f = made.get(name)
+        return f if f is not None and f.op == op and readers(name) == 1 else None
+
+    def only_act(name, kind):
+        f = only(name, "act")
+        return f if f is not None and f.act.kind == kind else None
+
+    def is_scale(layer, scale, shift=0.0):  # an affine (or bias) of one value that nothing has folded into
+        if layer is None or layer.act.kind != "none":
+            return False
+        k = np.ravel(layer.attrs["b"] if layer.op == "bias" else layer.attrs["scale"])
+        b = np.ravel(layer.attrs.get("shift", 0.0))
+        return k.size == 1 and b.size == 1 and abs(k[0] - scale) <= 1e-6 * abs(scale) and b[0] == shift
+    for layer in list(layers):              # x * sigmoid(x): SiLU; x * tanh(softplus(x)): Mish (each part read once)
         for x, s in (layer.inputs, layer.inputs[::-1]) if layer.op == "mul" else ():
-            sig = made.get(s)
-            if sig is not None and sig.op == "act" and sig.act.kind == "sigmoid" and sig.inputs == [x] and \
-                    readers(s) == 1:
+            sig, tanh = only_act(s, "sigmoid"), only_act(s, "tanh")
+            soft = only_act(tanh.inputs[0], "softplus") if tanh is not None else None
+            if sig is not None and sig.inputs == [x]:
                 layer.op, layer.inputs, layer.act = "act", [x], Act("silu")
                 layers.remove(sig)
+                break
+            if soft is not None and soft.inputs == [x]:
+                layer.op, layer.inputs, layer.act = "act", [x], Act("mish")
+                layers.remove(tanh)
+                layers.remove(soft)
+                break
+    for layer in list(layers):              # (x * (erf(x / sqrt 2) + 1)) * 0.5, GELU as exports before opset 20
+        prod = only(layer.inputs[0], "mul") if layer.op == "affine" and is_scale(layer, 0.5) else None
+        for x, s in (prod.inputs, prod.inputs[::-1]) if prod is not None else ():
+            plus = only(s, "bias")
+            erf = only_act(plus.inputs[0], "erf") if is_scale(plus, 1.0) else None
+            div = only(erf.inputs[0], "affine") if erf is not None else None
+            if div is not None and div.inputs == [x] and is_scale(div, 1 / np.sqrt(2)):
+                layer.op, layer.inputs, layer.act, layer.attrs = "act", [x], Act("gelu"), {}
+                for r in (prod, plus, erf, div):
+                    layers.remove(r)
                 break
     out = []
     for layer in layers:

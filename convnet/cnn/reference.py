@@ -2,6 +2,8 @@
 and the path that runs where there is no GPU."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .graph import Act, Graph, conv_out, conv_pads, pool_out
@@ -24,7 +26,28 @@ def activate(x, act: Act):
         return x * np.clip(x / 6 + 0.5, 0, 1)
     if act.kind == "silu":
         return x / (1 + np.exp(-x))
+    if act.kind in ("elu", "selu"):
+        y = np.where(x > 0, x, act.a * np.expm1(np.minimum(x, 0)))
+        return y * act.b if act.kind == "selu" else y
+    if act.kind == "softplus":
+        return np.logaddexp(0, x)
+    if act.kind == "mish":
+        return x * np.tanh(np.logaddexp(0, x))
+    if act.kind == "erf":
+        return erf(x)
+    if act.kind == "gelu":
+        return 0.5 * x * (1 + erf(x / np.sqrt(2)))
+    if act.kind == "gelu_tanh":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
     return x
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def erf(x):
+    """math.erf elementwise (numpy has none), in x's dtype."""
+    return _erf(x).astype(x.dtype, copy=False)
 
 
 def log_softmax(x):
