@@ -134,6 +134,30 @@ def test_gelu_written_out_becomes_one_activation(tmp_path):
     assert np.allclose(reference.forward(g, x), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("threshold", [20.0, 10.0])
+def test_softplus_as_the_dynamo_exporter_writes_it(tmp_path, threshold):
+    """Where(Greater(x, 20), x, Softplus(x)) (torch.onnx.export(dynamo=True) of nn.Softplus()) is one softplus folded
+    into the convolution, equal to onnxruntime; a threshold below 15, where that is not softplus to fp32, is one
+    line naming the Where node."""
+    from onnx import helper, numpy_helper
+    from convnet.cnn import graph, reference
+    from convnet.errors import UsageError
+    n = helper.make_node
+    w = np.random.default_rng(7).standard_normal((3, 2, 3, 3)).astype(np.float32) * 4
+    nodes = [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]), n("Softplus", ["c"], ["s"]),
+             n("Greater", ["c", "t"], ["g"]), n("Where", ["g", "c", "s"], ["y"], name="the_where")]
+    path = save_graph(tmp_path / "m.onnx", nodes, [2, 5, 4], [numpy_helper.from_array(w, "w"),
+                                                               numpy_helper.from_array(np.float32(threshold), "t")])
+    if threshold < 15:
+        with pytest.raises(UsageError, match=r"'the_where' \(Where\): a Softplus with threshold 10.0 \(nn.Softplus"):
+            graph.load(path)
+        return
+    g = graph.load(path)
+    assert [(x.op, x.act.kind) for x in g.layers] == [("conv", "softplus")]
+    x = np.random.default_rng(8).standard_normal((2, 2, 5, 4)).astype(np.float32) * 3
+    assert np.allclose(reference.forward(g, x), run_ort(path, x), rtol=1e-5, atol=1e-6)
+
+
 def test_mish_written_out_becomes_one_activation(tmp_path):
     """x * Tanh(Softplus(x)) (Mish as exports before opset 18 write it) is one mish activation; a Softplus that
     another node also reads stays a layer and its Mul a product. Both equal onnxruntime."""

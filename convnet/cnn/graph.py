@@ -96,13 +96,53 @@ def load(path) -> Graph:
         raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {shape}; an (N, C, H, W) input "
                          f"with fixed C, H, W is supported")
     layers, sym = [], {}           # sym: tensor name -> the shape values it holds ("shape of X", [N, -1], ...)
-    for node in g.node:
+    for node in _softplus_thresholds(list(g.node), consts, g.output[0].name):
         layers += _convert(node, consts, numpy_helper, sym)
     graph = Graph(layers, inputs[0].name, tuple(shape[1:]), g.output[0].name,
                   {m.key: m.value for m in model.metadata_props}, str(p))
     _fold(graph)
     graph.shapes = infer_shapes(graph)         # every size checked here, for every variant
     return graph
+
+
+SOFTPLUS_LINEAR_FROM = 15.0     # log(1 + e^x) equals x to fp32's precision from here (e^-15 = 3e-7)
+
+
+def _softplus_thresholds(nodes: list, consts: dict, output: str) -> list:
+    """torch's dynamo exporter writes nn.Softplus() as Where(Greater(x, threshold), x, Softplus(x)): that triple
+    becomes one Softplus node where the threshold is SOFTPLUS_LINEAR_FROM or more (the kernels' softplus already
+    returns x past 20), and is refused in one line below it."""
+    from onnx import helper, numpy_helper
+    made = {o: n for n in nodes for o in n.output}
+    reads = {}
+    for n in nodes:
+        for i in n.input:
+            reads[i] = reads.get(i, 0) + 1
+    reads[output] = reads.get(output, 0) + 1
+
+    def value(name):
+        if name in consts:
+            return consts[name]
+        c = made.get(name)
+        if c is not None and c.op_type == "Constant":
+            return numpy_helper.to_array(_attrs(c).get("value")) if "value" in _attrs(c) else None
+        return None
+    out, gone = [], set()
+    for n in nodes:
+        cond, soft = (made.get(i) for i in n.input[:3:2]) if n.op_type == "Where" and len(n.input) == 3 else (None, None)
+        x = n.input[1] if cond is not None else None
+        if cond is None or soft is None or cond.op_type != "Greater" or soft.op_type != "Softplus" or \
+                list(cond.input)[:1] != [x] or list(soft.input) != [x] or reads[n.input[0]] != 1 or \
+                reads[n.input[2]] != 1:
+            out.append(n)
+            continue
+        t = value(cond.input[1])
+        if t is None or np.size(t) != 1 or float(np.ravel(t)[0]) < SOFTPLUS_LINEAR_FROM:
+            _refuse(n, f"a Softplus with threshold {None if t is None else float(np.ravel(t)[0])} (nn.Softplus's "
+                       f"threshold of {SOFTPLUS_LINEAR_FROM:g} or more is supported)")
+        out.append(helper.make_node("Softplus", [x], [n.output[0]], name=n.name or n.output[0]))
+        gone |= {id(cond), id(soft)}
+    return [n for n in out if id(n) not in gone]
 
 
 def _attrs(node) -> dict:
