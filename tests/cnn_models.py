@@ -165,7 +165,7 @@ def every_op(rng):
 
 def smooth_acts(rng):
     """The smooth activations and their spellings: ELU, SELU after a batch norm, PReLU with one slope (folded into
-    their convolutions), Mish as older exports write it (x * tanh(softplus(x))) and as the Mish op, GELU as older
+    their convolutions) and with one per channel or feature, Mish as older exports write it (x * tanh(softplus(x))) and as the Mish op, GELU as older
     exports write it (x * (erf(x / sqrt 2) + 1) * 0.5) and as the Gelu op, exact and with tanh (opset 20)."""
     node, const, conv, bn, gemm, model = _builder(rng)
     x = node("Elu", [conv("input", 3, 8, 3)], alpha=0.7)
@@ -173,11 +173,13 @@ def smooth_acts(rng):
     x = node("PRelu", [conv(x, 8, 12, 3), const(np.array([0.15]))])
     x = node("Mul", [x, node("Tanh", [node("Softplus", [x])])])
     x = node("Mish", [conv(x, 12, 12, 1)])
+    x = node("PRelu", [x, const(rng.uniform(-0.5, 1.5, (12, 1, 1)))])            # nn.PReLU(12)
     e = node("Erf", [node("Div", [x, const(np.array(np.sqrt(2)))])])
     x = node("Mul", [node("Mul", [x, node("Add", [e, const(np.array(1.0))])]), const(np.array(0.5))])
     x = node("Gelu", [conv(x, 12, 16, 3, stride=2)])
     x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
-    return model((3, 21, 19), gemm(node("Gelu", [gemm(x, 16, 24)], approximate="tanh"), 24, 7), opset=20)
+    x = node("PRelu", [node("Gelu", [gemm(x, 16, 24)], approximate="tanh"), const(rng.uniform(0, 0.5, 24))])
+    return model((3, 21, 19), gemm(x, 24, 7), opset=20)
 
 
 def _tensor(arr):

@@ -95,7 +95,11 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
                                    ("Softplus", {}), ("Mish", {"opset": 18}), ("Erf", {}),
                                    ("Gelu", {"opset": 20}), ("Gelu", {"opset": 20, "approximate": "tanh"}),
                                    ("PRelu", {"inputs": ("input", "k"),
-                                              "inits": (("k", np.full(1, 0.2, np.float32)),)})])
+                                              "inits": (("k", np.full(1, 0.2, np.float32)),)}),
+                                   ("PRelu", {"inputs": ("input", "k"),
+                                              "inits": (("k", np.array([[[0.2]], [[-0.5]], [[1.5]]], np.float32)),)}),
+                                   ("PRelu", {"inputs": ("input", "k"),
+                                              "inits": (("k", np.array([[[[0.3]], [[0.]], [[2.]]]], np.float32)),)})])
 def test_smooth_activations_equal_onnxruntime_far_into_both_tails(tmp_path, op, kw):
     """Each activation alone on inputs from -60 to 60 (softplus and Mish past exp's fp32 range, ELU's and SELU's
     saturation, erf's tails) equals onnxruntime, in float32 and float64."""
@@ -217,8 +221,10 @@ def test_mish_written_out_becomes_one_activation(tmp_path):
     ("Sub", {"inputs": ("input", "k"), "inits": (("k", np.ones((3, 8, 8), np.float32)),)},
      "'the_node' (Sub): a constant of shape (3, 8, 8) (one value, or one per channel, is supported)"),
     ("ReduceMean", {"axes": [1]}, "'the_node' (ReduceMean): axes [1] (the spatial axes (2, 3)"),
-    ("PRelu", {"inputs": ("input", "k"), "inits": (("k", np.ones((3, 1, 1), np.float32)),)},
-     "'the_node' (PRelu): a slope of shape (3, 1, 1) (one slope for every channel, nn.PReLU()'s default"),
+    ("PRelu", {"inputs": ("input", "k"), "inits": (("k", np.ones((3, 8, 8), np.float32)),)},
+     "'the_node' (PRelu): a slope of shape (3, 8, 8) (one slope, or one per channel, is supported)"),
+    ("PRelu", {"inputs": ("input", "k"), "inits": (("k", np.ones((4, 1, 1), np.float32)),)},
+     "'the_node' (PRelu): a constant of shape (4, 1, 1) on a (N, 3, 8, 8) tensor"),
     ("PRelu", {"inputs": ("input", "input")}, "'the_node' (PRelu): a slope that is not an initializer"),
     ("Gelu", {"approximate": "erf", "opset": 20}, "'the_node' (Gelu): approximate 'erf' ('none' or 'tanh'"),
 ])

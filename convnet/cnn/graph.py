@@ -255,13 +255,12 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             if a.get("approximate", "none") not in ("none", "tanh"):
                 _refuse(node, f"approximate {a['approximate']!r} ('none' or 'tanh' are supported)")
             act = Act("gelu" if a.get("approximate", "none") == "none" else "gelu_tanh")
-        elif op == "PRelu":                      # nn.PReLU(): one slope
+        elif op == "PRelu":                      # nn.PReLU(): one slope, a LeakyReLU; nn.PReLU(C): _prelu
             slope = consts.get(ins[1]) if len(ins) > 1 else None
             if slope is None:
                 _refuse(node, "a slope that is not an initializer")
             if np.size(slope) != 1:
-                _refuse(node, f"a slope of shape {tuple(np.shape(slope))} (one slope for every channel, "
-                              f"nn.PReLU()'s default, is supported)")
+                return _prelu(node, ins[0], out, name, np.asarray(slope, np.float64))
             act = Act("leaky", float(np.ravel(slope)[0]))
         else:
             act = Act({"Relu": "relu", "LeakyRelu": "leaky", "Sigmoid": "sigmoid", "Tanh": "tanh"}[op],
@@ -386,6 +385,26 @@ def _whole_map_max_pool(x: str, out: str, name: str) -> Layer:
     """A max pool whose window is the whole map (GlobalMaxPool, ReduceMax over (2, 3)): infer_shapes sets it."""
     return Layer("pool", [x], out, name, {"kind": "max", "kernel": None, "stride": (1, 1), "pads": (0, 0, 0, 0),
                                           "auto_pad": "NOTSET", "ceil": 0, "count_pad": 0, "whole_map": True})
+
+
+def _prelu(node, x: str, out: str, name: str, slope) -> list:
+    """PReLU with a slope per channel ((C, 1, 1) or (1, C, 1, 1) on a map, (F,) or (1, F) on features) as layers every
+    path runs: y = x + (1 - slope) relu(-x), which is x where x >= 0 and slope x below."""
+    shape = tuple(slope.shape)
+    if (slope.ndim == 3 and shape[1:] == (1, 1)) or (slope.ndim == 4 and shape[0] == 1 and shape[2:] == (1, 1)):
+        per = "map"
+    elif slope.ndim == 1 or (slope.ndim == 2 and shape[0] == 1):
+        per = "flat"
+    else:
+        _refuse(node, f"a slope of shape {shape} (one slope, or one per channel, is supported)")
+    k = slope.reshape(-1)
+
+    def affine(scale):
+        return {"scale": scale.astype(np.float32), "shift": np.zeros(k.size, np.float32), "per": per,
+                "const_shape": shape, "onnx_op": "PRelu"}
+    return [Layer("affine", [x], out + "@neg", name, affine(-np.ones_like(k)), act=Act("relu")),   # relu(-x)
+            Layer("affine", [out + "@neg"], out + "@part", name, affine(1 - k)),
+            Layer("add", [x, out + "@part"], out, name)]
 
 
 def _constant_affine(node, op, ins, out, name, consts) -> Layer:
