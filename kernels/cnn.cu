@@ -12,6 +12,8 @@
 //   mul_act           y = act(p * q), q of p's shape or one value per image and channel (squeeze-and-excitation)
 //   pool2d            max or average over kernel x kernel windows, strides, padding, ceil mode, count_include_pad
 //   pool2d_nhwc_f16   the same over fp16 NHWC, 8 channels a thread
+//   conv_dw_nhwc_f16  a depthwise convolution (groups = channels, one filter each) over fp16 NHWC, 8 channels a
+//                     thread, bias and activation fused (variant param nhwc_depthwise)
 //   global_avg_pool   one warp per (image, channel)
 //   concat_channels   one input's channels into its slice of the output
 //   softmax_rows      one warp per row
@@ -201,6 +203,54 @@ extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half*
         for (int e = 0; e < 4; ++e)
             oh[e] = is_max ? __floats2half2_rn(acc[2 * e], acc[2 * e + 1])
                            : __floats2half2_rn(acc[2 * e] / (float)count, acc[2 * e + 1] / (float)count);
+        *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
+    }
+}
+
+// conv_depthwise over fp16 NHWC (C % 8 == 0), so that a MobileNet's or EfficientNet's depthwise layers between
+// NHWC convolutions stay in their layout (conv_depthwise reads and writes fp32 NCHW: a conversion before and after
+// each). A thread per (image, output pixel, 8 channels): each tap's 8 channels as one 16-byte load, the tap's
+// weights as two float4 of w laid out (KH * KW, C), fp32 sums from the bias, act_apply_any, 16 bytes out.
+extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const float* __restrict__ w,
+                                            const float* __restrict__ bias, __half* __restrict__ y, int N, int C,
+                                            int H, int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT,
+                                            int PL, int OH, int OW, int act, float a, float b) {
+    const int C8 = C / 8;
+    const long long total = (long long)N * OH * OW * C8;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int c8 = (int)(t % C8);
+        const long long pix = t / C8;
+        const int ox = (int)(pix % OW), oy = (int)(pix / OW % OH);
+        const __half* xs = x + pix / ((long long)OH * OW) * H * W * C + c8 * 8;
+        const float* ws = w + c8 * 8;
+        const float4 b0 = *reinterpret_cast<const float4*>(bias + c8 * 8);
+        const float4 b1 = *reinterpret_cast<const float4*>(bias + c8 * 8 + 4);
+        float acc[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+        for (int i = 0; i < KH; ++i) {
+            const int yy = oy * SH - PT + i * DH;
+            if (yy < 0 || yy >= H) continue;
+            for (int j = 0; j < KW; ++j) {
+                const int xx = ox * SW - PL + j * DW;
+                if (xx < 0 || xx >= W) continue;
+                const uint4 u = *reinterpret_cast<const uint4*>(xs + ((long long)yy * W + xx) * C);
+                const __half2* h = reinterpret_cast<const __half2*>(&u);
+                const float4 w0 = *reinterpret_cast<const float4*>(ws + (long long)(i * KW + j) * C);
+                const float4 w1 = *reinterpret_cast<const float4*>(ws + (long long)(i * KW + j) * C + 4);
+                const float wf[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float2 f = __half22float2(h[e]);
+                    acc[2 * e] = fmaf(f.x, wf[2 * e], acc[2 * e]);
+                    acc[2 * e + 1] = fmaf(f.y, wf[2 * e + 1], acc[2 * e + 1]);
+                }
+            }
+        }
+        uint4 o;
+        __half2* oh = reinterpret_cast<__half2*>(&o);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            oh[e] = __floats2half2_rn(act_apply_any(acc[2 * e], act, a, b), act_apply_any(acc[2 * e + 1], act, a, b));
         *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
     }
 }

@@ -124,3 +124,37 @@ def test_smooth_activations_run_after_the_convolution(tmp_path, variant):
     after = [int(args[-3]) for name, args in calls if name == "activate_inplace"]
     assert sorted(c for c in after if c >= EPILOGUE_CODES) == sorted(ACT_CODES[x.act.kind] for x in smooth
                                                                      if x.op in ("conv", "act"))
+
+
+@pytest.mark.parametrize("name", ["mobilenet_block", "mobilenet_v3_block"])
+def test_depthwise_layers_stay_in_fp16_nhwc_with_nhwc_depthwise(tmp_path, name):
+    """Param nhwc_depthwise (on igemm_f16_wgmma): each depthwise convolution over channels in 8s whose readers all
+    read fp16 NHWC runs conv_dw_nhwc_f16 and writes fp16 NHWC, so fewer tensors are converted from fp32 NCHW; without
+    the param every depthwise layer runs conv_depthwise. In mobilenet_v3_block the squeeze-and-excitation (a global
+    pool and a product, fp32 NCHW) reads the depthwise output, which therefore stays conv_depthwise's."""
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    model, shape = MODELS[name](np.random.default_rng(0))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    g = graph.load(tmp_path / "m.onnx")
+    runs = {}
+    for on in (False, True):
+        rt = RecordingRuntime()
+        variant = with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"nhwc_depthwise": on})
+        net = GPUNet(g, variant, rt)
+        net._run(np.zeros((3, *shape), np.float32))
+        runs[on] = (net, [n for n, *_ in rt.launches])
+    depthwise = [i for i, x in enumerate(g.layers) if x.op == "conv" and x.attrs["group"] > 1]
+    off, on = runs[False], runs[True]
+    assert depthwise and not off[0].nhwc_dws and "conv_dw_nhwc_f16" not in off[1]
+    if name == "mobilenet_v3_block":
+        assert not on[0].nhwc_dws and on[1] == off[1]
+        return
+    assert on[0].nhwc_dws and on[0].nhwc_dws <= set(depthwise)
+    assert on[1].count("conv_dw_nhwc_f16") == len(on[0].nhwc_dws)
+    assert on[1].count("conv_depthwise") == len(depthwise) - len(on[0].nhwc_dws)
+    assert {g.layers[i].output for i in on[0].nhwc_dws} <= on[0].half_tensors
+    assert on[1].count("nchw_to_nhwc_f16") < off[1].count("nchw_to_nhwc_f16")

@@ -52,6 +52,23 @@ def test_gpu_path_equals_float64(tmp_path, name, batch, variant):
     assert rel_err(net.forward(x2), reference.forward(g, x2, np.float64)) <= tol(variant)   # other images
 
 
+@pytest.mark.parametrize("name", ["mobilenet_block", "smooth_acts", "resnet_wide"])
+@pytest.mark.parametrize("batch", [1, 7, 300])
+def test_nhwc_depthwise_equals_float64(tmp_path, name, batch):
+    """Param nhwc_depthwise on igemm_f16_wgmma: mobilenet_block's depthwise layers in fp16 NHWC (conv_dw_nhwc_f16,
+    ReLU6 fused) against float64, poisoned, at odd batches; networks without depthwise layers run as before."""
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    g = load(tmp_path, name, seed=batch)
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"nhwc_depthwise": True}))
+    x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 2e-2
+    assert bool(net.nhwc_dws) == (name == "mobilenet_block")
+
+
 @pytest.mark.parametrize("M,K,F,act", [(1, 400, 120, "relu"), (8, 83, 13, "leaky"), (3, 2048, 257, "none"),
                                        (5, 7, 1, "sigmoid"), (1, 1, 3, "clip"), (2, 512, 1000, "tanh")])
 def test_dense_small_at_odd_shapes(M, K, F, act):

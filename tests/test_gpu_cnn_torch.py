@@ -171,6 +171,30 @@ def test_torchvision_mobilenet_v3_and_efficientnet(tmp_path, name, opset, acts):
     assert acts <= {x.act.kind for x in g.layers} and any(x.op == "mul" for x in g.layers)
 
 
+@pytest.mark.parametrize("on", [False, True], ids=["conv_depthwise", "nhwc_depthwise"])
+def test_torchvision_mobilenet_v2_depthwise_in_nhwc(tmp_path, on):
+    """torchvision's MobileNetV2 (depthwise layers of stride 1 and 2 between 1x1 convolutions, no squeeze-and-
+    excitation), random weights and batch-norm statistics, 3x96x96 at batch 5, on igemm_f16_wgmma against PyTorch in
+    float64, poisoned: with param nhwc_depthwise every depthwise layer runs conv_dw_nhwc_f16 in fp16 NHWC."""
+    torchvision = pytest.importorskip("torchvision")
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    torch.manual_seed(5)
+    model = randomise_batchnorm(torchvision.models.mobilenet_v2(num_classes=10), 5)
+    g = graph.load(export(model, (3, 96, 96), tmp_path / "net.onnx"))
+    x = np.random.default_rng(5).standard_normal((5, 3, 96, 96)).astype(np.float32)
+    with torch.no_grad():
+        want = copy.deepcopy(model).double()(torch.from_numpy(x).double()).numpy()
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"nhwc_depthwise": on}))
+    net.rt.pool.fill("cnna", np.nan, np.float32)
+    net.rt.pool.fill("cnna", np.nan, np.float16)
+    assert rel_err(net.forward(x), want) <= 2e-2
+    depthwise = {i for i, x in enumerate(g.layers) if x.op == "conv" and x.attrs["group"] > 1}
+    assert net.nhwc_dws == (depthwise if on else set()) and len(depthwise) == 17
+
+
 def test_trained_lenet5_predicts_as_torch_on_all_10000(tmp_path):
     """LeNet-5 trained briefly on Fashion-MNIST (28x28, scaled to [0, 1]): every variant predicts as PyTorch fp32
     on all 10,000 test images, and agrees with PyTorch float64 to 1e-5."""

@@ -179,6 +179,11 @@ class GPUNet:
         if self.nhwc_pool:
             self.k["pool2d_nhwc_f16"] = self._on_stream(rt.kernel("cnn.cu", "pool2d_nhwc_f16", dict(variant.defines),
                                                                   variant.name))
+        # param nhwc_depthwise: depthwise layers between fp16 NHWC tensors run conv_dw_nhwc_f16 in that layout
+        self.nhwc_dw = self.nhwc_pool and bool(variant.params.get("nhwc_depthwise"))
+        if self.nhwc_dw:
+            self.k["conv_dw_nhwc_f16"] = self._on_stream(rt.kernel("cnn.cu", "conv_dw_nhwc_f16", dict(variant.defines),
+                                                                   variant.name))
         if self.wgmma:
             for bn in WGC_BN:
                 fn = rt.kernel("cnn_wgmma.cu", f"conv_wgmma_nhwc_n{bn}", dict(variant.defines), variant.name)
@@ -202,6 +207,8 @@ class GPUNet:
             elif layer.op == "conv":
                 w = a["w"]
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", w.reshape(w.shape[0], -1)), rt.pool.upload(f"{tag}.{i}.b", a["b"]))
+                if self._dw_nhwc(layer):          # conv_dw_nhwc_f16's weights: (KH * KW, C)
+                    self.w[i] += (rt.pool.upload(f"{tag}.{i}.wt", np.ascontiguousarray(w.reshape(w.shape[0], -1).T)),)
             elif layer.op == "dense":
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", a["w"]), rt.pool.upload(f"{tag}.{i}.b", a["b"]))
             elif layer.op in ("affine", "bias"):
@@ -215,8 +222,16 @@ class GPUNet:
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
             (0 if self.direct or self.igemm else self._cols_per_image() * 4) + \
             sum(int(np.prod(self.shape[x.inputs[0]][1:])) * padded_channels(self.shape[x.inputs[0]][0]) * 2
-                for j, x in enumerate(graph.layers) if self._nhwc_conv(x) or j in self.nhwc_pools)
+                for j, x in enumerate(graph.layers) if self._nhwc_conv(x) or j in self.nhwc_pools or j in self.nhwc_dws)
         self.chunk = max(1, min(CHUNK_BYTES // per_image, MAX_GEMM_BATCH))
+
+    def _dw_nhwc(self, layer) -> bool:
+        """Whether conv_dw_nhwc_f16 can run this layer (param nhwc_depthwise): a depthwise convolution, one filter
+        per channel, over C % 8 == 0 channels. It does where _plan_layouts makes its output fp16 NHWC."""
+        if not (self.nhwc_dw and layer.op == "conv"):
+            return False
+        c, m = self.shape[layer.inputs[0]][0], self.shape[layer.output][0]
+        return layer.attrs["group"] == c == m and c % NHWC_VEC == 0
 
     def _nhwc_conv(self, layer) -> bool:
         """Whether an NHWC kernel runs this layer: params layout = "nhwc", a group-1 convolution over C % 8 == 0
@@ -239,7 +254,7 @@ class GPUNet:
         pooling layer that itself writes fp16 NHWC (nhwc_pools). Every other tensor is fp32 NCHW, and an NHWC
         convolution or pooling whose input is one converts it first (nchw_to_nhwc_f16, once per tensor). Decided
         from the last layer back, so that a pooling's layout is known before its input's."""
-        self.half_tensors, self.nhwc_pools = set(), set()
+        self.half_tensors, self.nhwc_pools, self.nhwc_dws = set(), set(), set()
         if not self.nhwc:
             return
         layers = self.graph.layers
@@ -254,7 +269,7 @@ class GPUNet:
                 readers.setdefault(t, []).append((j, "in"))
 
         def reads_half(j, how, t):
-            if j in self.nhwc_pools:
+            if j in self.nhwc_pools or j in self.nhwc_dws:
                 return how == "in"
             return self._nhwc_conv(layers[j]) and (how == "res" or layers[j].inputs[0] == t)
 
@@ -272,6 +287,9 @@ class GPUNet:
                     self.half_tensors.add(out)
             elif layer.op == "pool" and self.nhwc_pool and all_read_half(layer.output):
                 self.nhwc_pools.add(i)
+                self.half_tensors.add(layer.output)
+            elif self._dw_nhwc(layer) and all_read_half(layer.output):
+                self.nhwc_dws.add(i)
                 self.half_tensors.add(layer.output)
 
     def _on_stream(self, fn, shared: int = 0):
@@ -466,7 +484,7 @@ class GPUNet:
                 else:
                     y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[out]))
                 ins = [env[t] for t in layer.inputs] + ([env[f.res]] if f and f.res else [])
-                if self._nhwc_conv(layer) or i in self.nhwc_pools:
+                if self._nhwc_conv(layer) or i in self.nhwc_pools or i in self.nhwc_dws:
                     ins[0] = self._as_nhwc(env, layer.inputs[0], n)
                 self._layer(i, layer, ins, y, n, f.act if f else layer.act, f.pool if f else 0)
                 env[layer.output] = y
@@ -497,7 +515,8 @@ class GPUNet:
             return "logsoftmax, on the host after the download", layer.output
         f = self.fused.get(i)
         act = f.act if f else layer.act
-        op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_pools else layer.op
+        op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_pools or i in self.nhwc_dws \
+            else layer.op
         if self._wgmma_conv(layer, f.pool if f else 0):
             op = f"{layer.op} (fp16 NHWC, wgmma)"
         parts = [op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
@@ -563,6 +582,12 @@ class GPUNet:
             t, l, _, _ = conv_pads(layer, h, w)
             (kh, kw), (sh, sw), (dh, dw) = a["kernel"], a["stride"], a["dilation"]
             W, B = self.w[i][:2]
+            if i in self.nhwc_dws:
+                g9, b9 = self._grid(n * oh * ow * c // NHWC_VEC)
+                k["conv_dw_nhwc_f16"](g9, b9, ptr(ins[0]), self.w[i][2], B, ptr(y), i32(n), i32(c), i32(h), i32(w),
+                                      i32(kh), i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh),
+                                      i32(ow), i32(code), pa, pb)
+                return
             if a["group"] > 1:
                 k["conv_depthwise"](grid, block, ptr(ins[0]), W, B, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(kh),
                                     i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
