@@ -13,7 +13,9 @@
 //   pool2d            max or average over kernel x kernel windows, strides, padding, ceil mode, count_include_pad
 //   pool2d_nhwc_f16   the same over fp16 NHWC, 8 channels a thread
 //   conv_dw_nhwc_f16  a depthwise convolution (groups = channels, one filter each) over fp16 NHWC, 8 channels a
-//                     thread, bias and activation fused (variant param nhwc_depthwise)
+//                     thread, bias and activation fused (variant param nhwc_depthwise, as the two below)
+//   global_avg_pool_nhwc_f16  global_avg_pool of an fp16 NHWC map: a warp per (image, 8 channels), fp32 out
+//   mul_channels_nhwc_f16     squeeze-and-excitation's product over fp16 NHWC: y = act(x * s[image, channel])
 //   global_avg_pool   one warp per (image, channel)
 //   concat_channels   one input's channels into its slice of the output
 //   softmax_rows      one warp per row
@@ -251,6 +253,66 @@ extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const 
 #pragma unroll
         for (int e = 0; e < 4; ++e)
             oh[e] = __floats2half2_rn(act_apply_any(acc[2 * e], act, a, b), act_apply_any(acc[2 * e + 1], act, a, b));
+        *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
+    }
+}
+
+// A warp per (image, 8 channels): lane l sums pixels l, l + 32, ... (16 bytes each) in fp32, then the warp's
+// shuffles; y (N x C fp32) is the NCHW pool's (N, C, 1, 1). Squeeze-and-excitation's pool of an NHWC block.
+extern "C" __global__ void global_avg_pool_nhwc_f16(const __half* __restrict__ x, float* __restrict__ y, int N, int C,
+                                                    int HW) {
+    const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31, C8 = C / 8;
+    if (warp >= (long long)N * C8) return;
+    const int c8 = (int)(warp % C8);
+    const long long n = warp / C8;
+    const __half* xs = x + n * HW * C + c8 * 8;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int p = lane; p < HW; p += 32) {
+        const uint4 u = *reinterpret_cast<const uint4*>(xs + (long long)p * C);
+        const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float2 f = __half22float2(h[e]);
+            acc[2 * e] += f.x;
+            acc[2 * e + 1] += f.y;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        for (int o = 16; o; o >>= 1) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+    if (lane < 8) {
+        float v = acc[0];
+#pragma unroll
+        for (int e = 1; e < 8; ++e) v = lane == e ? acc[e] : v;
+        y[n * C + c8 * 8 + lane] = v / (float)HW;
+    }
+}
+
+// y = act(x * s[n, c]) for an fp16 NHWC map x (C % 8 == 0) and fp32 factors s (N x C): a thread per (image, pixel,
+// 8 channels), 16 bytes in and out.
+extern "C" __global__ void mul_channels_nhwc_f16(const __half* __restrict__ x, const float* __restrict__ s,
+                                                 __half* __restrict__ y, int N, int C, int HW, int act, float a,
+                                                 float b) {
+    const int C8 = C / 8;
+    const long long total = (long long)N * HW * C8;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int c8 = (int)(t % C8);
+        const long long pix = t / C8;
+        const float* sn = s + pix / HW * C + c8 * 8;
+        const float4 s0 = *reinterpret_cast<const float4*>(sn), s1 = *reinterpret_cast<const float4*>(sn + 4);
+        const float sf[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+        const uint4 u = *reinterpret_cast<const uint4*>(x + pix * C + c8 * 8);
+        const __half2* h = reinterpret_cast<const __half2*>(&u);
+        uint4 o;
+        __half2* oh = reinterpret_cast<__half2*>(&o);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float2 f = __half22float2(h[e]);
+            oh[e] = __floats2half2_rn(act_apply_any(f.x * sf[2 * e], act, a, b),
+                                      act_apply_any(f.y * sf[2 * e + 1], act, a, b));
+        }
         *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
     }
 }

@@ -52,11 +52,12 @@ def test_gpu_path_equals_float64(tmp_path, name, batch, variant):
     assert rel_err(net.forward(x2), reference.forward(g, x2, np.float64)) <= tol(variant)   # other images
 
 
-@pytest.mark.parametrize("name", ["mobilenet_block", "smooth_acts", "resnet_wide"])
+@pytest.mark.parametrize("name", ["mobilenet_block", "mobilenet_v3_block", "smooth_acts", "resnet_wide"])
 @pytest.mark.parametrize("batch", [1, 7, 300])
 def test_nhwc_depthwise_equals_float64(tmp_path, name, batch):
-    """Param nhwc_depthwise on igemm_f16_wgmma: mobilenet_block's depthwise layers in fp16 NHWC (conv_dw_nhwc_f16,
-    ReLU6 fused) against float64, poisoned, at odd batches; networks without depthwise layers run as before."""
+    """Param nhwc_depthwise on igemm_f16_wgmma: depthwise layers in fp16 NHWC (conv_dw_nhwc_f16, ReLU6 or ReLU
+    fused), mobilenet_v3_block's squeeze-and-excitation pools and products too (global_avg_pool_nhwc_f16,
+    mul_channels_nhwc_f16), against float64, poisoned, at odd batches; networks without them run as before."""
     from convnet import catalogue
     from convnet.bench.layer import with_setting
     from convnet.cnn import reference
@@ -66,7 +67,8 @@ def test_nhwc_depthwise_equals_float64(tmp_path, name, batch):
     x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 2e-2
-    assert bool(net.nhwc_dws) == (name == "mobilenet_block")
+    assert bool(net.nhwc_dws) == (name in ("mobilenet_block", "mobilenet_v3_block"))
+    assert bool(net.nhwc_muls) == (name == "mobilenet_v3_block")
 
 
 @pytest.mark.parametrize("M,K,F,act", [(1, 400, 120, "relu"), (8, 83, 13, "leaky"), (3, 2048, 257, "none"),

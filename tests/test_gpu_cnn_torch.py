@@ -172,18 +172,21 @@ def test_torchvision_mobilenet_v3_and_efficientnet(tmp_path, name, opset, acts):
 
 
 @pytest.mark.parametrize("on", [False, True], ids=["conv_depthwise", "nhwc_depthwise"])
-def test_torchvision_mobilenet_v2_depthwise_in_nhwc(tmp_path, on):
-    """torchvision's MobileNetV2 (depthwise layers of stride 1 and 2 between 1x1 convolutions, no squeeze-and-
-    excitation), random weights and batch-norm statistics, 3x96x96 at batch 5, on igemm_f16_wgmma against PyTorch in
-    float64, poisoned: with param nhwc_depthwise every depthwise layer runs conv_dw_nhwc_f16 in fp16 NHWC."""
+@pytest.mark.parametrize("name,depthwise,se", [("mobilenet_v2", 17, 0), ("mobilenet_v3_small", 11, 9),
+                                               ("efficientnet_b0", 16, 16)])
+def test_torchvision_depthwise_blocks_in_nhwc(tmp_path, on, name, depthwise, se):
+    """torchvision's MobileNetV2 (depthwise layers of stride 1 and 2 between 1x1 convolutions), MobileNetV3-Small
+    and EfficientNet-B0 (with squeeze-and-excitation), random weights and batch-norm statistics, 3x96x96 at batch 5,
+    on igemm_f16_wgmma against PyTorch in float64, poisoned: with param nhwc_depthwise every depthwise layer runs
+    conv_dw_nhwc_f16 and every squeeze-and-excitation product mul_channels_nhwc_f16, in fp16 NHWC."""
     torchvision = pytest.importorskip("torchvision")
     from convnet import catalogue
     from convnet.bench.layer import with_setting
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     torch.manual_seed(5)
-    model = randomise_batchnorm(torchvision.models.mobilenet_v2(num_classes=10), 5)
-    g = graph.load(export(model, (3, 96, 96), tmp_path / "net.onnx"))
+    model = randomise_batchnorm(getattr(torchvision.models, name)(num_classes=10), 5)
+    g = graph.load(export(model, (3, 96, 96), tmp_path / "net.onnx", opset=14))
     x = np.random.default_rng(5).standard_normal((5, 3, 96, 96)).astype(np.float32)
     with torch.no_grad():
         want = copy.deepcopy(model).double()(torch.from_numpy(x).double()).numpy()
@@ -191,8 +194,8 @@ def test_torchvision_mobilenet_v2_depthwise_in_nhwc(tmp_path, on):
     net.rt.pool.fill("cnna", np.nan, np.float32)
     net.rt.pool.fill("cnna", np.nan, np.float16)
     assert rel_err(net.forward(x), want) <= 2e-2
-    depthwise = {i for i, x in enumerate(g.layers) if x.op == "conv" and x.attrs["group"] > 1}
-    assert net.nhwc_dws == (depthwise if on else set()) and len(depthwise) == 17
+    dw = {i for i, x in enumerate(g.layers) if x.op == "conv" and x.attrs["group"] > 1}
+    assert net.nhwc_dws == (dw if on else set()) and len(dw) == depthwise and len(net.nhwc_muls) == (se if on else 0)
 
 
 def test_trained_lenet5_predicts_as_torch_on_all_10000(tmp_path):

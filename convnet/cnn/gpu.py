@@ -179,11 +179,12 @@ class GPUNet:
         if self.nhwc_pool:
             self.k["pool2d_nhwc_f16"] = self._on_stream(rt.kernel("cnn.cu", "pool2d_nhwc_f16", dict(variant.defines),
                                                                   variant.name))
-        # param nhwc_depthwise: depthwise layers between fp16 NHWC tensors run conv_dw_nhwc_f16 in that layout
+        # param nhwc_depthwise: a MobileNet or EfficientNet block stays in fp16 NHWC: its depthwise convolution, and
+        # the global pool and product of its squeeze-and-excitation
         self.nhwc_dw = self.nhwc_pool and bool(variant.params.get("nhwc_depthwise"))
         if self.nhwc_dw:
-            self.k["conv_dw_nhwc_f16"] = self._on_stream(rt.kernel("cnn.cu", "conv_dw_nhwc_f16", dict(variant.defines),
-                                                                   variant.name))
+            self.k.update({n: self._on_stream(rt.kernel("cnn.cu", n, dict(variant.defines), variant.name))
+                           for n in ("conv_dw_nhwc_f16", "global_avg_pool_nhwc_f16", "mul_channels_nhwc_f16")})
         if self.wgmma:
             for bn in WGC_BN:
                 fn = rt.kernel("cnn_wgmma.cu", f"conv_wgmma_nhwc_n{bn}", dict(variant.defines), variant.name)
@@ -222,7 +223,7 @@ class GPUNet:
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
             (0 if self.direct or self.igemm else self._cols_per_image() * 4) + \
             sum(int(np.prod(self.shape[x.inputs[0]][1:])) * padded_channels(self.shape[x.inputs[0]][0]) * 2
-                for j, x in enumerate(graph.layers) if self._nhwc_conv(x) or j in self.nhwc_pools or j in self.nhwc_dws)
+                for j, x in enumerate(graph.layers) if self._nhwc_conv(x) or j in self.nhwc_in)
         self.chunk = max(1, min(CHUNK_BYTES // per_image, MAX_GEMM_BATCH))
 
     def _dw_nhwc(self, layer) -> bool:
@@ -232,6 +233,24 @@ class GPUNet:
             return False
         c, m = self.shape[layer.inputs[0]][0], self.shape[layer.output][0]
         return layer.attrs["group"] == c == m and c % NHWC_VEC == 0
+
+    def _se_mul(self, layer) -> bool:
+        """Whether mul_channels_nhwc_f16 can run this layer (param nhwc_depthwise): a map (C % 8 == 0) times one
+        value per image and channel. It does where _plan_layouts makes its output fp16 NHWC."""
+        if not (self.nhwc_dw and layer.op == "mul"):
+            return False
+        s0, s1 = self.shape[layer.inputs[0]], self.shape[layer.inputs[1]]      # (infer_shapes put the map first)
+        return s0 != s1 and len(s0) == 3 and s0[0] % NHWC_VEC == 0
+
+    def _gap_reads_half(self, layer) -> bool:
+        """A global average pool takes its input in either layout (param nhwc_depthwise): fp16 NHWC where that is
+        how it was written (global_avg_pool_nhwc_f16), else fp32 NCHW."""
+        return self.nhwc_dw and layer.op == "gap" and self.shape[layer.inputs[0]][0] % NHWC_VEC == 0
+
+    @property
+    def nhwc_in(self) -> set:
+        """The layers other than NHWC convolutions that read their first input in fp16 NHWC."""
+        return self.nhwc_pools | self.nhwc_dws | self.nhwc_muls
 
     def _nhwc_conv(self, layer) -> bool:
         """Whether an NHWC kernel runs this layer: params layout = "nhwc", a group-1 convolution over C % 8 == 0
@@ -254,7 +273,7 @@ class GPUNet:
         pooling layer that itself writes fp16 NHWC (nhwc_pools). Every other tensor is fp32 NCHW, and an NHWC
         convolution or pooling whose input is one converts it first (nchw_to_nhwc_f16, once per tensor). Decided
         from the last layer back, so that a pooling's layout is known before its input's."""
-        self.half_tensors, self.nhwc_pools, self.nhwc_dws = set(), set(), set()
+        self.half_tensors, self.nhwc_pools, self.nhwc_dws, self.nhwc_muls = set(), set(), set(), set()
         if not self.nhwc:
             return
         layers = self.graph.layers
@@ -269,8 +288,10 @@ class GPUNet:
                 readers.setdefault(t, []).append((j, "in"))
 
         def reads_half(j, how, t):
-            if j in self.nhwc_pools or j in self.nhwc_dws:
+            if j in self.nhwc_pools or j in self.nhwc_dws or self._gap_reads_half(layers[j]):
                 return how == "in"
+            if j in self.nhwc_muls:                 # the map, not the per-channel factors
+                return how == "in" and layers[j].inputs[0] == t
             return self._nhwc_conv(layers[j]) and (how == "res" or layers[j].inputs[0] == t)
 
         def all_read_half(t):
@@ -290,6 +311,9 @@ class GPUNet:
                 self.half_tensors.add(layer.output)
             elif self._dw_nhwc(layer) and all_read_half(layer.output):
                 self.nhwc_dws.add(i)
+                self.half_tensors.add(layer.output)
+            elif self._se_mul(layer) and all_read_half(layer.output):
+                self.nhwc_muls.add(i)
                 self.half_tensors.add(layer.output)
 
     def _on_stream(self, fn, shared: int = 0):
@@ -484,7 +508,7 @@ class GPUNet:
                 else:
                     y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[out]))
                 ins = [env[t] for t in layer.inputs] + ([env[f.res]] if f and f.res else [])
-                if self._nhwc_conv(layer) or i in self.nhwc_pools or i in self.nhwc_dws:
+                if self._nhwc_conv(layer) or i in self.nhwc_in:
                     ins[0] = self._as_nhwc(env, layer.inputs[0], n)
                 self._layer(i, layer, ins, y, n, f.act if f else layer.act, f.pool if f else 0)
                 env[layer.output] = y
@@ -515,8 +539,8 @@ class GPUNet:
             return "logsoftmax, on the host after the download", layer.output
         f = self.fused.get(i)
         act = f.act if f else layer.act
-        op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_pools or i in self.nhwc_dws \
-            else layer.op
+        op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_in or \
+            (layer.op == "gap" and layer.inputs[0] in self.half_tensors) else layer.op
         if self._wgmma_conv(layer, f.pool if f else 0):
             op = f"{layer.op} (fp16 NHWC, wgmma)"
         parts = [op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
@@ -658,6 +682,11 @@ class GPUNet:
                                 i32(int(np.prod(s[1:]))), i32(code), pa, pb)
         elif layer.op == "add":
             k["add_act"](grid, block, ptr(ins[0]), ptr(ins[1]), ptr(y), np.int64(size), i32(code), pa, pb)
+        elif layer.op == "mul" and i in self.nhwc_muls:
+            c, h, w = self.shape[layer.inputs[0]]
+            g9, b9 = self._grid(n * h * w * c // NHWC_VEC)
+            k["mul_channels_nhwc_f16"](g9, b9, ptr(ins[0]), ptr(ins[1]), ptr(y), i32(n), i32(c), i32(h * w), i32(code),
+                                       pa, pb)
         elif layer.op == "mul":
             s0, s1 = self.shape[layer.inputs[0]], self.shape[layer.inputs[1]]
             hw = int(np.prod(s0[1:])) if len(s0) == 3 else 1
@@ -679,6 +708,10 @@ class GPUNet:
             k["pool2d"](grid, block, ptr(ins[0]), ptr(y), i32(n * c), i32(h), i32(w), i32(kh), i32(kw), i32(sh),
                         i32(sw), i32(t), i32(l), i32(b), i32(r), i32(oh), i32(ow), i32(a["kind"] == "max"),
                         i32(a["count_pad"]))
+        elif layer.op == "gap" and layer.inputs[0] in self.half_tensors:
+            c, h, w = self.shape[layer.inputs[0]]
+            g3, b3 = self._warp_grid(n * c // NHWC_VEC)
+            k["global_avg_pool_nhwc_f16"](g3, b3, ptr(ins[0]), ptr(y), i32(n), i32(c), i32(h * w))
         elif layer.op == "gap":
             c, h, w = self.shape[layer.inputs[0]]
             g3, b3 = self._warp_grid(n * c)
