@@ -158,3 +158,16 @@ def test_depthwise_layers_stay_in_fp16_nhwc_with_nhwc_depthwise(tmp_path, name):
     assert on[1].count("conv_depthwise") == len(depthwise) - len(on[0].nhwc_dws)
     assert {g.layers[i].output for i in on[0].nhwc_dws} <= on[0].half_tensors
     assert on[1].count("nchw_to_nhwc_f16") < off[1].count("nchw_to_nhwc_f16")
+
+
+def test_a_variant_spec_overrides_params_and_constants():
+    """tools/ab_igemm.py's and tools/sanitize_cnn.py's NAME@KEY=VALUE: lower-case keys are params, upper-case -D
+    constants, whole numbers ints; a malformed spec is one line."""
+    from convnet.bench.layer import variant_spec
+    from convnet.errors import ConvnetError
+    v = variant_spec("igemm_f16_wgmma@nhwc_depthwise=1,IG_STAGES=4", "onnx")
+    assert v.params["nhwc_depthwise"] == 1 and v.defines["IG_STAGES"] == 4 and v.params["wgmma"]
+    assert v.name == "igemm_f16_wgmma_nhwc_depthwise1_IG_STAGES4"
+    assert variant_spec("igemm_f16_wgmma", "onnx").name == "igemm_f16_wgmma"
+    with pytest.raises(ConvnetError, match="expected NAME@KEY=VALUE"):
+        variant_spec("igemm_f16_wgmma@IG_STAGES", "onnx")

@@ -4,7 +4,7 @@ VGG-CIFAR's, ResNet-18's), a one-Conv ONNX network through each variant, its lay
 against float64 on the first images.
 
     python tools/ab_igemm.py [variant[@KEY=VALUE,...] ...]   (default: igemm_f16_nhwc igemm_f16_wgmma; @ overrides -D
-                                                              constants, e.g. igemm_f16_nhwc@IG_STAGES=6)"""
+                                                              constants and params, e.g. igemm_f16_nhwc@IG_STAGES=6)"""
 import sys
 import tempfile
 
@@ -29,24 +29,15 @@ def one_conv(path, c, h, w, m, k, stride, pad):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
 
 
-def variant_of(spec: str):
-    """A catalogue variant, its -D constants overridden by "@KEY=VALUE,KEY=VALUE" (e.g. igemm_f16_nhwc@IG_STAGES=6)."""
-    import dataclasses
-    from convnet import catalogue
-    name, _, extra = spec.partition("@")
-    v = catalogue.get(name, "onnx")
-    defines = dict(v.defines) | dict(kv.split("=") for kv in extra.split(",") if kv)
-    return dataclasses.replace(v, name=spec.replace("@", "_").replace("=", "").replace(",", "_"), defines=defines)
-
-
 def conv_ms(path, spec, n, repeat=5):
     """(median milliseconds of the one-Conv network's layers on the device, three forwards back to back between CUDA
     events so that the host's launches hide under the kernels; its relative error against float64 on the first 64
     images)."""
+    from convnet.bench.layer import variant_spec
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
     g = graph.load(path)
-    net = GPUNet(g, variant_of(spec))
+    net = GPUNet(g, variant_spec(spec, "onnx"))
     x = np.random.default_rng(0).standard_normal((n, *g.input_shape)).astype(np.float32)
     y = net.forward(x)
     x_dev = net.rt.pool.get(f"{net.act_tag}.in", x.shape)

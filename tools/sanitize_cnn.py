@@ -1,6 +1,7 @@
 """The ONNX path's kernels (kernels/cnn.cu, cnn_igemm.cu, cnn_wgmma.cu, gemm.cu v2) under compute-sanitizer: the test
 networks of tests/cnn_models.py at batch 3, one forward each per variant (run as: compute-sanitizer --tool memcheck
-python tools/sanitize_cnn.py [variant ...]; then racecheck). Default: every GPU variant of milestones/onnx.toml."""
+python tools/sanitize_cnn.py [variant[@KEY=VALUE,...] ...]; then racecheck), e.g. igemm_f16_wgmma@nhwc_depthwise=1.
+Default: every GPU variant of milestones/onnx.toml."""
 import sys
 import tempfile
 from pathlib import Path
@@ -12,6 +13,7 @@ from cnn_models import MODELS                     # noqa: E402
 
 import onnx                                       # noqa: E402
 from convnet import catalogue                     # noqa: E402
+from convnet.bench.layer import variant_spec      # noqa: E402
 from convnet.cnn import graph, reference          # noqa: E402
 from convnet.cnn.gpu import GPUNet                # noqa: E402
 
@@ -24,6 +26,6 @@ with tempfile.TemporaryDirectory() as d:
         x = np.random.default_rng(1).standard_normal((3, *shape)).astype(np.float32)
         want = reference.forward(g, x, np.float64)
         for v in variants:
-            got = GPUNet(g, catalogue.get(v, "onnx")).forward(x)
+            got = GPUNet(g, variant_spec(v, "onnx")).forward(x)
             print(name, v, float(np.abs(got - want).max() / np.abs(want).max()))
 print("sanitize run done")

@@ -53,6 +53,18 @@ def with_setting(variant, setting: dict):
     return dataclasses.replace(variant, params=params, defines=defines)
 
 
+def variant_spec(spec: str, model: str):
+    """'name@KEY=V,key=v' -> the catalogue variant with those settings (upper-case keys -D constants, lower-case ones
+    params; whole numbers as int), named after the spec, e.g. igemm_f16_wgmma@nhwc_depthwise=1."""
+    name, _, extra = spec.partition("@")
+    pairs = [kv.partition("=") for kv in extra.split(",") if kv]
+    if any(not k or not sep or not v for k, sep, v in pairs):
+        raise ConvnetError(f"{spec!r}: expected NAME@KEY=VALUE,KEY=VALUE")
+    setting = {k: int(v) if v.lstrip("-").isdigit() else v for k, _, v in pairs}
+    v = with_setting(catalogue.get(name, model), setting)
+    return dataclasses.replace(v, name=spec.replace("@", "_").replace("=", "").replace(",", "_")) if extra else v
+
+
 def time_conv(rt, conv, x_gpu, y_gpu, batch, reps=20) -> float:
     """Median milliseconds of conv over `reps` runs after two warm-ups."""
     return rt.median_ms(lambda: conv(x_gpu, y_gpu, batch), reps, what=f"benchmark of {conv.variant.name}")
