@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
 
 def cases(nn):
@@ -35,6 +35,7 @@ def main() -> int:
     from torch import nn
     from convnet.cnn import graph, reference
     from convnet.errors import UsageError
+    from torchvision_zoo import export
     x = torch.randn(3, 3, 12, 10, generator=torch.Generator().manual_seed(0))
     print("| activation | exporter | loaded as | error vs torch (max, relative) |\n| --- | --- | --- | --- |")
     for name, act in cases(nn).items():
@@ -45,10 +46,8 @@ def main() -> int:
             exporter = "dynamo" if dynamo else "TorchScript"
             with tempfile.TemporaryDirectory() as d:
                 path = f"{d}/m.onnx"
-                kw = {"dynamic_shapes": ({0: torch.export.Dim("N")},)} if dynamo else \
-                    {"dynamic_axes": {"input": {0: "N"}}}
                 try:
-                    torch.onnx.export(m, (x,), path, dynamo=dynamo, input_names=["input"], **kw)
+                    export(m, x, path, dynamo)
                 except Exception as e:          # noqa: BLE001  an exporter's own failure, reported as such
                     print(f"| {name} | {exporter} | export failed: {type(e).__name__} | |")
                     continue

@@ -36,12 +36,13 @@ def trained_like(model, seed: int = 0):
 
 
 def export(model, x, path: str, dynamo: bool) -> None:
+    """model at x's shape into path, the batch axis dynamic, by the dynamo exporter or the TorchScript one."""
     import torch
     kw = dict(input_names=["input"], output_names=["out"])
     with torch.no_grad():
         if dynamo:
             torch.onnx.export(model, (x,), path, dynamo=True,
-                              dynamic_shapes={"x": {0: torch.export.Dim("N", min=1, max=1024)}}, **kw)
+                              dynamic_shapes=({0: torch.export.Dim("N", min=1, max=1024)},), **kw)
         else:
             torch.onnx.export(model, (x,), path, dynamo=False, dynamic_axes={"input": {0: "N"}, "out": {0: "N"}}, **kw)
 

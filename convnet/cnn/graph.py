@@ -387,15 +387,22 @@ def _whole_map_max_pool(x: str, out: str, name: str) -> Layer:
                                           "auto_pad": "NOTSET", "ceil": 0, "count_pad": 0, "whole_map": True})
 
 
+def _per(c) -> str | None:
+    """How a constant operand broadcasts: "one" value, one per channel of a "map" ((C, 1, 1), (1, C, 1, 1)), one per
+    feature of a "flat" tensor ((F,), (1, F)); None for any other shape."""
+    shape = tuple(np.shape(c))
+    if np.size(c) == 1:
+        return "one"
+    if (len(shape) == 3 and shape[1:] == (1, 1)) or (len(shape) == 4 and shape[0] == 1 and shape[2:] == (1, 1)):
+        return "map"
+    return "flat" if len(shape) == 1 or (len(shape) == 2 and shape[0] == 1) else None
+
+
 def _prelu(node, x: str, out: str, name: str, slope) -> list:
     """PReLU with a slope per channel ((C, 1, 1) or (1, C, 1, 1) on a map, (F,) or (1, F) on features) as layers every
     path runs: y = x + (1 - slope) relu(-x), which is x where x >= 0 and slope x below."""
-    shape = tuple(slope.shape)
-    if (slope.ndim == 3 and shape[1:] == (1, 1)) or (slope.ndim == 4 and shape[0] == 1 and shape[2:] == (1, 1)):
-        per = "map"
-    elif slope.ndim == 1 or (slope.ndim == 2 and shape[0] == 1):
-        per = "flat"
-    else:
+    shape, per = tuple(slope.shape), _per(slope)
+    if per is None:
         _refuse(node, f"a slope of shape {shape} (one slope, or one per channel, is supported)")
     k = slope.reshape(-1)
 
@@ -419,14 +426,8 @@ def _constant_affine(node, op, ins, out, name, consts) -> Layer:
     if op == "Div" and first:
         _refuse(node, "a constant divided by a tensor")
     c = np.asarray(c, np.float64)
-    shape = tuple(c.shape)
-    if c.size == 1:
-        per = "one"
-    elif (c.ndim == 3 and shape[1:] == (1, 1)) or (c.ndim == 4 and shape[0] == 1 and shape[2:] == (1, 1)):
-        per = "map"
-    elif c.ndim == 1 or (c.ndim == 2 and shape[0] == 1):
-        per = "flat"
-    else:
+    shape, per = tuple(c.shape), _per(c)
+    if per is None:
         _refuse(node, f"a constant of shape {shape} (one value, or one per channel, is supported)")
     c = c.reshape(-1)
     scale, shift = {"Mul": (c, np.zeros_like(c)), "Div": (1 / c, np.zeros_like(c)),
