@@ -139,10 +139,10 @@ def onnxruntime_rows(path: str, x: np.ndarray, out_ref: np.ndarray, repeat: int)
 def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
     """(the table, its rows for --record: (variant, benchmark, ms, "ms"))."""
     import torch
-    from .. import catalogue
     from ..cnn import graph as cg, reference
     from ..cnn.gpu import GPUNet
     from ..gpu.runtime import Runtime
+    from .layer import variant_spec
     g = cg.load(path)
     x = np.random.default_rng(0).standard_normal((batch, *g.input_shape)).astype(np.float32)
     x_pinned = Runtime.get().pinned(x.shape, np.float32)
@@ -150,7 +150,7 @@ def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
     rows = []
     out_ref = reference.forward(g, x[:256], np.float64)
     for variant in variants:
-        net = GPUNet(g, catalogue.get(variant, "onnx"))
+        net = GPUNet(g, variant_spec(variant, "onnx"))
         ms, y = median_wall_ms(lambda: net.forward(x_pinned), repeat)
         rows.append((variant, ms, float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
         net = None                  # its device buffers go before the next variant's
@@ -187,7 +187,8 @@ def main(argv=None) -> int:
     p.add_argument("model")
     p.add_argument("--batch", type=int, default=10000)
     p.add_argument("--variants", default="direct,direct_graph,igemm_f16,igemm_f16_graph",
-                   help="comma list (default: %(default)s)")
+                   help="comma list, each a variant or VARIANT@KEY=VALUE (a param or -D constant), e.g. "
+                        "igemm_f16_graph@nhwc_depthwise=1 (default: %(default)s)")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--record", nargs="?", const=True, metavar="CSV",
                    help="append the figures to the results table (default: results/onnx.csv)")
