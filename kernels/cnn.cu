@@ -17,6 +17,7 @@
 //   global_avg_pool_nhwc_f16  global_avg_pool of an fp16 NHWC map: a warp per (image, 8 channels), fp32 out
 //   mul_channels_nhwc_f16     squeeze-and-excitation's product over fp16 NHWC: y = act(x * s[image, channel])
 //   global_avg_pool   one warp per (image, channel)
+//   resize2d          nearest or bilinear resize of each map, by per-axis taps the host computed (ONNX Resize)
 //   concat_channels   one input's channels into its slice of the output
 //   softmax_rows      one warp per row
 //   dense_small       a fully connected layer over a few rows (M <= DENSE_SMALL_M: batch 1 and small graphs), bias
@@ -314,6 +315,24 @@ extern "C" __global__ void mul_channels_nhwc_f16(const __half* __restrict__ x, c
                                       act_apply_any(f.y * sf[2 * e + 1], act, a, b));
         }
         *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
+    }
+}
+
+// y[nc][oy][ox] = (1 - a) ((1 - b) x[y0][x0] + b x[y0][x1]) + a ((1 - b) x[y1][x0] + b x[y1][x1]), the taps and
+// weights per output row (ty: y0, y1 pairs, wy: a) and column (tx, wx: b) as graph.resize_taps gives them
+// (nearest: one tap twice, weight 0), so every coordinate mode is the same kernel. One thread an output value.
+extern "C" __global__ void resize2d(const float* __restrict__ x, float* __restrict__ y, long long NC, int H, int W,
+                                    int OH, int OW, const int* __restrict__ ty, const float* __restrict__ wy,
+                                    const int* __restrict__ tx, const float* __restrict__ wx) {
+    const long long total = NC * OH * OW;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int ox = (int)(t % OW), oy = (int)(t / OW % OH);
+        const float* p = x + t / ((long long)OH * OW) * H * W;
+        const int y0 = ty[2 * oy], y1 = ty[2 * oy + 1], x0 = tx[2 * ox], x1 = tx[2 * ox + 1];
+        const float a = wy[oy], b = wx[ox];
+        auto row = [&](int r) { return b != 0.f ? (1.f - b) * p[r * W + x0] + b * p[r * W + x1] : p[r * W + x0]; };
+        y[t] = a != 0.f ? (1.f - a) * row(y0) + a * row(y1) : row(y0);     // (a zero weight: the tap as it is)
     }
 }
 

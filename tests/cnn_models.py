@@ -165,8 +165,9 @@ def every_op(rng):
 
 def smooth_acts(rng):
     """The smooth activations and their spellings: ELU, SELU after a batch norm, PReLU with one slope (folded into
-    their convolutions) and with one per channel or feature, Mish as older exports write it (x * tanh(softplus(x))) and as the Mish op, GELU as older
-    exports write it (x * (erf(x / sqrt 2) + 1) * 0.5) and as the Gelu op, exact and with tanh (opset 20)."""
+    their convolutions) and with one per channel or feature, Mish as older exports write it (x * tanh(softplus(x)))
+    and as the Mish op, GELU as older exports write it (x * (erf(x / sqrt 2) + 1) * 0.5) and as the Gelu op, exact
+    and with tanh (opset 20)."""
     node, const, conv, bn, gemm, model = _builder(rng)
     x = node("Elu", [conv("input", 3, 8, 3)], alpha=0.7)
     x = node("Selu", [bn(conv(x, 8, 8, 3, stride=2), 8)])
@@ -182,6 +183,32 @@ def smooth_acts(rng):
     return model((3, 21, 19), gemm(x, 24, 7), opset=20)
 
 
+def upsampling(rng):
+    """Resize as F.interpolate exports it: nearest x2 (asymmetric, floor), bilinear x2 (half_pixel), bilinear with
+    align_corners to a size computed from the input's shape (Shape -> Slice -> Concat with the constant size), and
+    nearest by a fractional scale (round_prefer_floor, pytorch_half_pixel)."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+
+    def resize(x, scales=None, size=None, **attrs):
+        if size is None:
+            return node("Resize", [x, "", const(np.array(scales))], **attrs)
+        lead = node("Slice", [node("Shape", [x]), _const_i64(node, [0]), _const_i64(node, [2])])
+        return node("Resize", [x, "", "", node("Concat", [lead, _const_i64(node, size)], axis=0)], **attrs)
+    x = node("Relu", [conv("input", 3, 8, 3, stride=2)])
+    x = resize(x, [1, 1, 2, 2], mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    x = resize(node("Relu", [conv(x, 8, 8, 3)]), [1, 1, 2, 2], mode="linear",
+               coordinate_transformation_mode="half_pixel")
+    x = resize(node("Relu", [conv(x, 8, 16, 3, stride=2)]), size=[13, 9], mode="linear",
+               coordinate_transformation_mode="align_corners")
+    x = resize(x, [1, 1, 0.7, 1.4], mode="nearest", coordinate_transformation_mode="pytorch_half_pixel")
+    x = node("Flatten", [node("GlobalAveragePool", [node("Relu", [conv(x, 16, 16, 3)])])], axis=1)
+    return model((3, 18, 15), gemm(x, 16, 5))
+
+
+def _const_i64(node, values):
+    return node("Constant", [], value=_tensor(np.array(values, np.int64)))
+
+
 def _tensor(arr):
     from onnx import numpy_helper
     return numpy_helper.from_array(arr)
@@ -189,5 +216,5 @@ def _tensor(arr):
 
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
           "every_op": every_op, "normalised": normalised, "mobilenet_v3_block": mobilenet_v3_block,
-          "pooled_heads": pooled_heads, "smooth_acts": smooth_acts,
+          "pooled_heads": pooled_heads, "smooth_acts": smooth_acts, "upsampling": upsampling,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import UsageError
 from ..gpu.gemm import ACT_NONE, ACT_RELU, BIAS_COL, BIAS_ROW, Gemm
 from ..gpu.runtime import Runtime, f32, i32, ptr
-from .graph import Act, Graph
+from .graph import Act, Graph, resize_taps
 from .graph import conv_pads, infer_shapes
 from .reference import log_softmax
 
@@ -153,7 +153,7 @@ class GPUNet:
         self.direct, self.igemm = conv == "direct", conv == "igemm_f16"
         self.nhwc = self.igemm and variant.params.get("layout") == "nhwc"
         names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
-                 "concat_channels", "softmax_rows", "dense_small", "mul_act"] + \
+                 "concat_channels", "softmax_rows", "dense_small", "mul_act", "resize2d"] + \
             (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
         self.graphs, self.overlap = bool(variant.params.get("graph")), bool(variant.params.get("overlap"))
         self.stream = rt.stream() if self.graphs or self.overlap else None
@@ -212,6 +212,13 @@ class GPUNet:
                     self.w[i] += (rt.pool.upload(f"{tag}.{i}.wt", np.ascontiguousarray(w.reshape(w.shape[0], -1).T)),)
             elif layer.op == "dense":
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", a["w"]), rt.pool.upload(f"{tag}.{i}.b", a["b"]))
+            elif layer.op == "resize":                # per-axis taps and weights (graph.resize_taps)
+                (_, h, w), (_, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
+                scales = a["scales"] or (None, None)
+                taps = [resize_taps(n_in, n_out, k, a) for n_in, n_out, k in ((h, oh, scales[0]), (w, ow, scales[1]))]
+                self.w[i] = tuple(x for axis, (t0, t1, wt) in zip("yx", taps) for x in (
+                    rt.pool.upload(f"{tag}.{i}.t{axis}", np.stack([t0, t1], 1).astype(np.int32), np.int32),
+                    rt.pool.upload(f"{tag}.{i}.w{axis}", wt.astype(np.float32))))
             elif layer.op in ("affine", "bias"):
                 c = self.shape[layer.inputs[0]][0]
                 scale = a["scale"] if layer.op == "affine" else np.ones(c, np.float32)
@@ -708,6 +715,10 @@ class GPUNet:
             k["pool2d"](grid, block, ptr(ins[0]), ptr(y), i32(n * c), i32(h), i32(w), i32(kh), i32(kw), i32(sh),
                         i32(sw), i32(t), i32(l), i32(b), i32(r), i32(oh), i32(ow), i32(a["kind"] == "max"),
                         i32(a["count_pad"]))
+        elif layer.op == "resize":
+            (c, h, w), (_, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
+            k["resize2d"](grid, block, ptr(ins[0]), ptr(y), np.int64(n * c), i32(h), i32(w), i32(oh), i32(ow),
+                          *self.w[i])
         elif layer.op == "gap" and layer.inputs[0] in self.half_tensors:
             c, h, w = self.shape[layer.inputs[0]]
             g3, b3 = self._warp_grid(n * c // NHWC_VEC)

@@ -22,10 +22,11 @@ SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool
              "GlobalMaxPool", "ReduceMean", "ReduceMax", "Squeeze",
              "Add", "Sum", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax",
              "LogSoftmax", "Dropout",
-             "Identity", "Constant", "Pad")
+             "Identity", "Constant", "Pad", "Resize", "Upsample")
 # PyTorch's x.view(x.size(0), -1) exports as Shape -> Gather(0) -> Unsqueeze -> Concat(.., -1) -> Reshape: these
 # ops are followed symbolically (the batch size N) and the Reshape becomes a flatten
-SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat", "Cast", "Squeeze")
+SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat", "Cast", "Squeeze", "Slice")
+UNKNOWN = "?"                  # a dimension the shape arithmetic does not know (only Resize's sizes read past them)
 BATCH = "N"
 
 
@@ -129,7 +130,8 @@ def _softplus_thresholds(nodes: list, consts: dict, output: str) -> list:
         return None
     out, gone = [], set()
     for n in nodes:
-        cond, soft = (made.get(i) for i in n.input[:3:2]) if n.op_type == "Where" and len(n.input) == 3 else (None, None)
+        where = n.op_type == "Where" and len(n.input) == 3
+        cond, soft = (made.get(i) for i in n.input[:3:2]) if where else (None, None)
         x = n.input[1] if cond is not None else None
         if cond is None or soft is None or cond.op_type != "Greater" or soft.op_type != "Softplus" or \
                 list(cond.input)[:1] != [x] or list(soft.input) != [x] or reads[n.input[0]] != 1 or \
@@ -157,8 +159,18 @@ def _symbolic(node, consts, sym, a) -> bool:
     op, ins, out = node.op_type, list(node.input), node.output[0] if node.output else ""
     if op not in SHAPE_OPS or (op != "Shape" and not any(i in sym for i in ins)):
         return False
-    if op == "Shape":
+    if op == "Shape" and ("start" in a or "end" in a):        # opset 15: a slice of the shape (dynamo's sizes)
+        sym[out] = ("dims", [BATCH, UNKNOWN, UNKNOWN, UNKNOWN][a.get("start", 0):a.get("end", 4)], False)
+    elif op == "Shape":
         sym[out] = ("shape", ins[0])
+    elif op == "Slice":                                       # x.shape[:2], as F.interpolate(size=...) exports
+        starts, ends = (consts.get(ins[k]) if len(ins) > k else None for k in (1, 2))
+        axes = consts.get(ins[3]) if len(ins) > 3 and ins[3] else np.zeros(1)
+        steps = consts.get(ins[4]) if len(ins) > 4 and ins[4] else np.ones(1)
+        if sym[ins[0]][0] != "shape" or starts is None or ends is None or np.size(starts) != 1 or axes is None or \
+                steps is None or int(np.ravel(axes)[0]) != 0 or int(np.ravel(steps)[0]) != 1:
+            _refuse(node, "shape arithmetic other than a leading slice of the input's shape")
+        sym[out] = ("dims", [BATCH, UNKNOWN, UNKNOWN, UNKNOWN][int(np.ravel(starts)[0]):int(np.ravel(ends)[0])], False)
     elif op == "Gather":
         idx = consts.get(ins[1]) if len(ins) > 1 else None
         if sym[ins[0]][0] != "shape" or idx is None or np.ndim(idx) != 0 or int(idx) != 0 or a.get("axis", 0) != 0:
@@ -177,6 +189,69 @@ def _symbolic(node, consts, sym, a) -> bool:
                 _refuse(node, "shape arithmetic other than (x.size(0), -1); export with torch.flatten(x, 1)")
         sym[out] = ("dims", dims, False)
     return True
+
+
+RESIZE_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _resize(node, op, ins, out, name, a, consts, sym) -> Layer:
+    """Resize / Upsample of the height and width: nearest or (bi)linear, by constant scales or to sizes (constant, or
+    as F.interpolate(size=...) computes them from the input's shape). Opset 10's Resize and Upsample take
+    (X, scales) and map coordinates asymmetrically; opset 11's and later (X, roi, scales, sizes)."""
+    old = op == "Upsample" or len(ins) == 2
+    mode = {"bilinear": "linear"}.get(a.get("mode", "nearest"), a.get("mode", "nearest"))
+    ctm = "asymmetric" if old else a.get("coordinate_transformation_mode", "half_pixel")
+    nearest = "floor" if old else a.get("nearest_mode", "round_prefer_floor")
+    if mode not in ("nearest", "linear"):
+        _refuse(node, f"mode {mode!r} (nearest and linear are supported)")
+    if ctm not in RESIZE_MODES or nearest not in NEAREST_MODES:
+        _refuse(node, f"coordinate_transformation_mode {ctm!r} / nearest_mode {nearest!r} "
+                      f"({', '.join(RESIZE_MODES)} are supported)")
+    if a.get("antialias", 0) or a.get("keep_aspect_ratio_policy", "stretch") != "stretch" or \
+            a.get("axes") not in (None, [2, 3], [-2, -1]):
+        _refuse(node, "antialias, keep_aspect_ratio_policy or axes (a plain resize of height and width is supported)")
+    scales_in, sizes_in = (ins[1] if len(ins) > 1 else "", "") if old else \
+        (ins[2] if len(ins) > 2 else "", ins[3] if len(ins) > 3 else "")
+    scales = sizes = None
+    if sizes_in:
+        v = consts.get(sizes_in)
+        dims = list(np.ravel(v)) if v is not None else (sym[sizes_in][1] if sizes_in in sym else None)
+        if dims is None or len(dims) not in (2, 4) or not all(isinstance(d, (int, np.integer)) for d in dims[-2:]):
+            _refuse(node, "sizes computed at run time (constant sizes, or the input's own batch and channels then "
+                          "constant height and width, are supported)")
+        sizes = tuple(int(d) for d in dims[-2:])
+    elif scales_in in consts and np.size(consts[scales_in]) == 4:
+        k = [float(x) for x in np.ravel(consts[scales_in])]
+        if k[0] != 1 or k[1] != 1 or min(k[2:]) <= 0:
+            _refuse(node, f"scales {k} (1, 1 for the batch and channels, positive for height and width)")
+        scales = tuple(k[2:])
+    else:
+        _refuse(node, "scales that are not 4 constants (or sizes)")
+    return Layer("resize", ins[:1], out, name, {"mode": mode, "ctm": ctm, "nearest": nearest, "scales": scales,
+                                                "sizes": sizes})
+
+
+def resize_taps(n_in: int, n_out: int, scale: float | None, layer_attrs: dict):
+    """Along one axis, for each output index: the two input indices and the second one's weight (nearest: the same
+    index twice, weight 0), by ONNX's coordinate transformation; scale None: n_out / n_in (sizes given)."""
+    # in fp32, as onnxruntime computes it, so that the floor and round modes fall on the same side of their edges
+    # (one case of the 80 in the tests still differs: nearest, round_prefer_ceil, asymmetric, 7 -> 4 columns)
+    a, f = layer_attrs, np.float32
+    k = f(scale) if scale is not None else f(n_out) / f(n_in)
+    o = np.arange(n_out, dtype=f)
+    x = {"half_pixel": (o + f(0.5)) / k - f(0.5),
+         "pytorch_half_pixel": (o + f(0.5)) / k - f(0.5) if n_out > 1 else np.zeros(n_out, f),
+         "asymmetric": o / k,
+         "align_corners": o * f(n_in - 1) / f(n_out - 1) if n_out > 1 else np.zeros(n_out, f)}[a["ctm"]]
+    if a["mode"] == "nearest":
+        i = {"floor": np.floor(x), "ceil": np.ceil(x), "round_prefer_floor": np.ceil(x - f(0.5)),
+             "round_prefer_ceil": np.floor(x + f(0.5))}[a["nearest"]]
+        i = np.clip(i, 0, n_in - 1).astype(np.int32)
+        return i, i, np.zeros(n_out, f)
+    x = np.clip(x, 0, n_in - 1)
+    i0 = np.floor(x).astype(np.int32)
+    return i0, np.minimum(i0 + 1, n_in - 1).astype(np.int32), x - i0
 
 
 def _check_window(node, a: dict, kernel) -> None:
@@ -266,6 +341,8 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             act = Act({"Relu": "relu", "LeakyRelu": "leaky", "Sigmoid": "sigmoid", "Tanh": "tanh"}[op],
                       float(a.get("alpha", 0.01)))
         return [Layer("act", ins[:1], out, name, act=act)]
+    if op in ("Resize", "Upsample"):
+        return [_resize(node, op, ins, out, name, a, consts, sym)]
     if op in ("MaxPool", "AveragePool"):
         if a.get("dilations", [1, 1]) != [1, 1] or a.get("storage_order", 0):
             _refuse(node, "dilations or storage_order")
@@ -637,6 +714,13 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r} ({'Log' * (layer.op == 'logsoftmax')}Softmax): over a "
                                  f"(N, {', '.join(map(str, s[0]))}) tensor (a flat (N, features) input is supported)")
             y = s[0]
+        elif layer.op == "resize":
+            if len(s[0]) != 3:
+                raise UsageError(f"ONNX node {layer.name!r} (Resize): a (N, {', '.join(map(str, s[0]))}) tensor (an "
+                                 f"(N, C, H, W) map is supported)")
+            c, h, w = s[0]
+            y = (c, *a["sizes"]) if a["sizes"] else (c, int(np.floor(h * a["scales"][0] + 1e-9)),
+                                                     int(np.floor(w * a["scales"][1] + 1e-9)))
         elif layer.op == "pad":                 # one that no convolution took (_fold)
             raise UsageError(f"ONNX node {layer.name!r} (Pad): zero padding is supported where one Conv with "
                              f"explicit pads (auto_pad NOTSET or VALID) reads it alone, and takes it as its own")

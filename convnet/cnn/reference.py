@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .graph import Act, Graph, conv_out, conv_pads, pool_out
+from .graph import Act, Graph, conv_out, conv_pads, pool_out, resize_taps
 
 
 def activate(x, act: Act):
@@ -48,6 +48,19 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 def erf(x):
     """math.erf elementwise (numpy has none), in x's dtype."""
     return _erf(x).astype(x.dtype, copy=False)
+
+
+def resize(x, out_hw, attrs):
+    """x (N, C, H, W) to (N, C, *out_hw) by resize_taps along each axis: rows first, then columns, each output the
+    (1 - w) and w blend of its two taps (nearest: one tap, taken as it is)."""
+    (h, w), (oh, ow) = x.shape[2:], out_hw
+    scales = attrs["scales"] or (None, None)
+    (y0, y1, wy), (x0, x1, wx) = resize_taps(h, oh, scales[0], attrs), resize_taps(w, ow, scales[1], attrs)
+    if attrs["mode"] == "nearest":
+        return x[:, :, y0][:, :, :, x0]
+    wy, wx = wy.astype(x.dtype)[:, None], wx.astype(x.dtype)
+    rows = lambda r: (1 - wx) * x[:, :, r][:, :, :, x0] + wx * x[:, :, r][:, :, :, x1]     # noqa: E731
+    return (1 - wy) * rows(y0) + wy * rows(y1)
 
 
 def log_softmax(x):
@@ -158,6 +171,8 @@ def forward(graph: Graph, x: np.ndarray, dtype=np.float32, times: list | None = 
             y = log_softmax(ins[0])
         elif layer.op == "act":
             y = activate(ins[0], layer.act)
+        elif layer.op == "resize":
+            y = resize(ins[0], graph.shapes[layer.output][1:], a)
         else:
             raise AssertionError(layer.op)
         env[layer.output] = y.astype(dtype, copy=False)
