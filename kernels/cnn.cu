@@ -18,6 +18,7 @@
 //   mul_channels_nhwc_f16     squeeze-and-excitation's product over fp16 NHWC: y = act(x * s[image, channel])
 //   global_avg_pool   one warp per (image, channel)
 //   resize2d          nearest or bilinear resize of each map, by per-axis taps the host computed (ONNX Resize)
+//   dilate2d          stride - 1 zeros between each map's pixels: a ConvTranspose's input, before its convolution
 //   concat_channels   one input's channels into its slice of the output
 //   softmax_rows      one warp per row
 //   dense_small       a fully connected layer over a few rows (M <= DENSE_SMALL_M: batch 1 and small graphs), bias
@@ -333,6 +334,16 @@ extern "C" __global__ void resize2d(const float* __restrict__ x, float* __restri
         const float a = wy[oy], b = wx[ox];
         auto row = [&](int r) { return b != 0.f ? (1.f - b) * p[r * W + x0] + b * p[r * W + x1] : p[r * W + x0]; };
         y[t] = a != 0.f ? (1.f - a) * row(y0) + a * row(y1) : row(y0);     // (a zero weight: the tap as it is)
+    }
+}
+
+extern "C" __global__ void dilate2d(const float* __restrict__ x, float* __restrict__ y, long long NC, int H, int W,
+                                    int SH, int SW, int OH, int OW) {
+    const long long total = NC * OH * OW;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int ox = (int)(t % OW), oy = (int)(t / OW % OH);
+        y[t] = oy % SH == 0 && ox % SW == 0 ? x[t / ((long long)OH * OW) * H * W + (oy / SH) * W + ox / SW] : 0.f;
     }
 }
 

@@ -205,6 +205,25 @@ def upsampling(rng):
     return model((3, 18, 15), gemm(x, 16, 5))
 
 
+def decoder(rng):
+    """ConvTranspose as nn.ConvTranspose2d exports it (weights C_in x C_out x k x k): stride 2 with padding and
+    output_padding, with a batch norm and ReLU after it; stride 1; kernel 2 stride 2 (the U-Net decoder's) without a
+    bias; a dilated one of unequal strides."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+
+    def up(x, cin, cout, k, bias=True, **attrs):
+        ins = [x, const(rng.standard_normal((cin, cout, k, k)) / np.sqrt(cin * k * k))]
+        return node("ConvTranspose", ins + ([const(0.1 * rng.standard_normal(cout))] if bias else []),
+                    kernel_shape=[k, k], **attrs)
+    x = node("Relu", [conv("input", 3, 16, 3, stride=2)])
+    x = node("Relu", [bn(up(x, 16, 8, 3, strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]), 8)])
+    x = node("Relu", [up(x, 8, 8, 3, pads=[1, 0, 1, 2])])
+    x = up(x, 8, 8, 2, bias=False, strides=[2, 2])
+    x = node("Sigmoid", [up(x, 8, 4, 3, strides=[2, 3], dilations=[2, 1], pads=[1, 0, 2, 1])])
+    x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
+    return model((3, 11, 9), gemm(x, 4, 3))
+
+
 def _const_i64(node, values):
     return node("Constant", [], value=_tensor(np.array(values, np.int64)))
 
@@ -216,5 +235,5 @@ def _tensor(arr):
 
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
           "every_op": every_op, "normalised": normalised, "mobilenet_v3_block": mobilenet_v3_block,
-          "pooled_heads": pooled_heads, "smooth_acts": smooth_acts, "upsampling": upsampling,
+          "pooled_heads": pooled_heads, "smooth_acts": smooth_acts, "upsampling": upsampling, "decoder": decoder,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

@@ -275,6 +275,13 @@ def test_mish_written_out_becomes_one_activation(tmp_path):
                 "coordinate_transformation_mode": "tf_crop_and_resize"},
      "'the_node' (Resize): coordinate_transformation_mode 'tf_crop_and_resize'"),
     ("Resize", {"inputs": ("input", "", "", "input")}, "'the_node' (Resize): sizes computed at run time"),
+    ("ConvTranspose", {"inputs": ("input", "w"), "inits": (("w", np.ones((3, 2, 3, 3), np.float32)),), "group": 3},
+     "'the_node' (ConvTranspose): group, auto_pad or output_shape (group 1 with explicit pads is supported)"),
+    ("ConvTranspose", {"inputs": ("input", "w"), "inits": (("w", np.ones((3, 2, 3, 3), np.float32)),),
+                       "pads": [3, 0, 0, 0]}, "'the_node' (ConvTranspose): pads [3, 0, 0, 0] past the kernel's reach"),
+    ("ConvTranspose", {"inputs": ("input", "w"), "inits": (("w", np.ones((3, 2, 3, 3), np.float32)),),
+                       "strides": [2, 2], "output_padding": [2, 0]},
+     "'the_node' (ConvTranspose): output_padding [2, 0] (each below its stride or dilation)"),
 ])
 def test_what_cannot_run_is_refused_in_one_line_naming_the_node(tmp_path, op, kw, message):
     from convnet.cnn import graph

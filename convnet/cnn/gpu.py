@@ -153,7 +153,7 @@ class GPUNet:
         self.direct, self.igemm = conv == "direct", conv == "igemm_f16"
         self.nhwc = self.igemm and variant.params.get("layout") == "nhwc"
         names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
-                 "concat_channels", "softmax_rows", "dense_small", "mul_act", "resize2d"] + \
+                 "concat_channels", "softmax_rows", "dense_small", "mul_act", "resize2d", "dilate2d"] + \
             (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
         self.graphs, self.overlap = bool(variant.params.get("graph")), bool(variant.params.get("overlap"))
         self.stream = rt.stream() if self.graphs or self.overlap else None
@@ -715,6 +715,10 @@ class GPUNet:
             k["pool2d"](grid, block, ptr(ins[0]), ptr(y), i32(n * c), i32(h), i32(w), i32(kh), i32(kw), i32(sh),
                         i32(sw), i32(t), i32(l), i32(b), i32(r), i32(oh), i32(ow), i32(a["kind"] == "max"),
                         i32(a["count_pad"]))
+        elif layer.op == "dilate":
+            (c, h, w), (_, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
+            k["dilate2d"](grid, block, ptr(ins[0]), ptr(y), np.int64(n * c), i32(h), i32(w), *map(i32, a["stride"]),
+                          i32(oh), i32(ow))
         elif layer.op == "resize":
             (c, h, w), (_, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
             k["resize2d"](grid, block, ptr(ins[0]), ptr(y), np.int64(n * c), i32(h), i32(w), i32(oh), i32(ow),

@@ -18,7 +18,7 @@ from ..errors import UsageError
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
                "Mish", "Gelu", "Erf", "PRelu")
 SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875     # ONNX's defaults
-SUPPORTED = ("Conv", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool",
+SUPPORTED = ("Conv", "ConvTranspose", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool",
              "GlobalMaxPool", "ReduceMean", "ReduceMax", "Squeeze",
              "Add", "Sum", "Mul", "Sub", "Div", "Concat", "Gemm", "MatMul", "Flatten", "Reshape", "Softmax",
              "LogSoftmax", "Dropout",
@@ -43,7 +43,7 @@ class Act:
 @dataclass
 class Layer:
     op: str                      # conv, pool, gap, add, mul, bias, concat, dense, flatten, squeeze, softmax,
-    #                              logsoftmax, act, affine
+    #                              logsoftmax, act, affine, resize, dilate
     inputs: list
     output: str
     name: str
@@ -191,6 +191,39 @@ def _symbolic(node, consts, sym, a) -> bool:
     return True
 
 
+def _conv_transpose(node, ins, out, name, a, consts) -> list:
+    """ConvTranspose (nn.ConvTranspose2d) as the convolution it equals: the input with stride - 1 zeros between its
+    pixels (a dilate layer; none at stride 1), then a stride-1 convolution of the same dilation whose weights are
+    flipped, input and output channels swapped, padded by dilation (k - 1) - pad on each side (+ output_padding at
+    the bottom and right)."""
+    if ins[1] not in consts or (len(ins) > 2 and ins[2] and ins[2] not in consts):
+        _refuse(node, "weights that are not initializers")
+    w = consts[ins[1]].astype(np.float32)
+    if w.ndim != 4:
+        _refuse(node, f"a {w.ndim - 2}-D transposed convolution (2-D is supported)")
+    if int(a.get("group", 1)) != 1 or a.get("auto_pad", "NOTSET") != "NOTSET" or "output_shape" in a:
+        _refuse(node, "group, auto_pad or output_shape (group 1 with explicit pads is supported)")
+    kh, kw = w.shape[2:]
+    _check_window(node, a, (kh, kw))
+    (sh, sw), (dh, dw) = a.get("strides", [1, 1]), a.get("dilations", [1, 1])
+    pt, pl, pb, pr = a.get("pads", [0, 0, 0, 0])
+    oph, opw = a.get("output_padding", [0, 0])
+    if not (0 <= oph < max(sh, dh) and 0 <= opw < max(sw, dw)):
+        _refuse(node, f"output_padding {[oph, opw]} (each below its stride or dilation)")
+    pads = (dh * (kh - 1) - pt, dw * (kw - 1) - pl, dh * (kh - 1) - pb + oph, dw * (kw - 1) - pr + opw)
+    if min(pads) < 0:
+        _refuse(node, f"pads {[pt, pl, pb, pr]} past the kernel's reach (dilation (k - 1) at most)")
+    b = consts[ins[2]].astype(np.float32) if len(ins) > 2 and ins[2] else np.zeros(w.shape[1], np.float32)
+    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    x, layers = ins[0], []
+    if (sh, sw) != (1, 1):
+        layers.append(Layer("dilate", [x], out + "@dilated", name, {"stride": (sh, sw)}))
+        x = out + "@dilated"
+    return layers + [Layer("conv", [x], out, name, {
+        "w": flipped, "b": b, "stride": (1, 1), "dilation": (dh, dw), "pads": pads, "auto_pad": "NOTSET", "group": 1,
+        "kernel": (kh, kw)})]
+
+
 RESIZE_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
@@ -302,6 +335,8 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         return [Layer("conv", ins[:1], out, name, {
             "w": w, "b": b, "stride": tuple(a.get("strides", [1, 1])), "dilation": tuple(a.get("dilations", [1, 1])),
             "pads": tuple(pads), "auto_pad": auto, "group": int(a.get("group", 1)), "kernel": (kh, kw)})]
+    if op == "ConvTranspose":
+        return _conv_transpose(node, ins, out, name, a, consts)
     if op == "BatchNormalization":
         if not all(i in consts for i in ins[1:5]):
             _refuse(node, "statistics that are not initializers")
@@ -714,6 +749,12 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r} ({'Log' * (layer.op == 'logsoftmax')}Softmax): over a "
                                  f"(N, {', '.join(map(str, s[0]))}) tensor (a flat (N, features) input is supported)")
             y = s[0]
+        elif layer.op == "dilate":             # a ConvTranspose's zeros between pixels
+            if len(s[0]) != 3:
+                raise UsageError(f"ONNX node {layer.name!r} (ConvTranspose): a (N, {', '.join(map(str, s[0]))}) "
+                                 f"input (an (N, C, H, W) map is supported)")
+            (sh, sw), (c, h, w) = a["stride"], s[0]
+            y = (c, (h - 1) * sh + 1, (w - 1) * sw + 1)
         elif layer.op == "resize":
             if len(s[0]) != 3:
                 raise UsageError(f"ONNX node {layer.name!r} (Resize): a (N, {', '.join(map(str, s[0]))}) tensor (an "

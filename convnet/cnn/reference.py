@@ -173,6 +173,10 @@ def forward(graph: Graph, x: np.ndarray, dtype=np.float32, times: list | None = 
             y = activate(ins[0], layer.act)
         elif layer.op == "resize":
             y = resize(ins[0], graph.shapes[layer.output][1:], a)
+        elif layer.op == "dilate":              # stride - 1 zeros between pixels (ConvTranspose)
+            (n, c, h, w), (sh, sw) = ins[0].shape, a["stride"]
+            y = np.zeros((n, c, (h - 1) * sh + 1, (w - 1) * sw + 1), ins[0].dtype)
+            y[:, :, ::sh, ::sw] = ins[0]
         else:
             raise AssertionError(layer.op)
         env[layer.output] = y.astype(dtype, copy=False)
