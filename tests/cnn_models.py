@@ -164,12 +164,13 @@ def every_op(rng):
 
 
 def smooth_acts(rng):
-    """The smooth activations and their spellings: ELU, SELU after a batch norm, PReLU with one slope (folded into
+    """The smooth activations and their spellings: ELU, CELU, SELU after a batch norm, softsign, PReLU with one slope (folded into
     their convolutions) and with one per channel or feature, Mish as older exports write it (x * tanh(softplus(x)))
     and as the Mish op, GELU as older exports write it (x * (erf(x / sqrt 2) + 1) * 0.5) and as the Gelu op, exact
     and with tanh (opset 20)."""
     node, const, conv, bn, gemm, model = _builder(rng)
     x = node("Elu", [conv("input", 3, 8, 3)], alpha=0.7)
+    x = node("Celu", [conv(x, 8, 8, 1)], alpha=0.8)
     x = node("Selu", [bn(conv(x, 8, 8, 3, stride=2), 8)])
     x = node("PRelu", [conv(x, 8, 12, 3), const(np.array([0.15]))])
     x = node("Mul", [x, node("Tanh", [node("Softplus", [x])])])
@@ -180,6 +181,7 @@ def smooth_acts(rng):
     x = node("Gelu", [conv(x, 12, 16, 3, stride=2)])
     x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
     x = node("PRelu", [node("Gelu", [gemm(x, 16, 24)], approximate="tanh"), const(rng.uniform(0, 0.5, 24))])
+    x = node("Softsign", [gemm(x, 24, 24)])
     return model((3, 21, 19), gemm(x, 24, 7), opset=20)
 
 

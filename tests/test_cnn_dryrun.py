@@ -99,7 +99,7 @@ def test_chunks_stay_within_the_gemm_batch_limit():
 
 @pytest.mark.parametrize("variant", ["im2col", "direct", "igemm_f16", "igemm_f16_nhwc", "igemm_f16_wgmma"])
 def test_smooth_activations_run_after_the_convolution(tmp_path, variant):
-    """ELU, SELU, Mish and GELU on a convolution (act_apply_any's codes, past what the fused epilogues take): the
+    """ELU, CELU, SELU, Mish and GELU on a convolution (act_apply_any's codes, past what the fused epilogues take): the
     convolution runs without them and activate_inplace applies each after it; a standalone activation takes its code
     itself. No convolution kernel gets a code of 9 or more, and none of their outputs is written fp16 NHWC."""
     from convnet import catalogue
@@ -118,7 +118,7 @@ def test_smooth_activations_run_after_the_convolution(tmp_path, variant):
     net._run(np.zeros((3, *shape), np.float32))
     smooth = [x for x in g.layers if ACT_CODES[x.act.kind] >= EPILOGUE_CODES]
     convs = [x for x in smooth if x.op == "conv"]
-    assert [x.act.kind for x in convs] == ["elu", "selu", "mish", "gelu"]
+    assert [x.act.kind for x in convs] == ["elu", "celu", "selu", "mish", "gelu"]
     assert not {x.output for x in convs} & net.half_tensors
     assert all(int(args[-3]) < EPILOGUE_CODES for name, args in calls if name.startswith(("conv_", "igemm")))
     after = [int(args[-3]) for name, args in calls if name == "activate_inplace"]

@@ -92,7 +92,8 @@ def one_node_model(tmp_path, op, inputs=("input",), shape=(1, 3, 8, 8), inits=()
 
 
 @pytest.mark.parametrize("op,kw", [("Elu", {"alpha": 0.3}), ("Selu", {}), ("Selu", {"alpha": 1.2, "gamma": 0.9}),
-                                   ("Softplus", {}), ("Mish", {"opset": 18}), ("Erf", {}),
+                                   ("Softplus", {}), ("Mish", {"opset": 18}), ("Erf", {}), ("Softsign", {}),
+                                   ("Celu", {"alpha": 0.6}), ("Celu", {}),
                                    ("Gelu", {"opset": 20}), ("Gelu", {"opset": 20, "approximate": "tanh"}),
                                    ("PRelu", {"inputs": ("input", "k"),
                                               "inits": (("k", np.full(1, 0.2, np.float32)),)}),
@@ -175,6 +176,23 @@ def test_older_resizes_equal_onnxruntime(tmp_path, op, opset, kw):
     x = np.random.default_rng(9).standard_normal((2, 3, 5, 4)).astype(np.float32)
     g = graph.load(path)
     assert g.shapes[g.output] == (3, 10, 6)
+    assert np.allclose(reference.forward(g, x), run_ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+def test_softsign_as_torch_writes_it(tmp_path):
+    """x / (|x| + 1) (nn.Softsign as both exporters write it: Abs, Add, Div) is one softsign folded into the
+    convolution; equal to onnxruntime."""
+    from onnx import helper, numpy_helper
+    from convnet.cnn import graph, reference
+    n = helper.make_node
+    w = np.random.default_rng(11).standard_normal((3, 2, 3, 3)).astype(np.float32)
+    nodes = [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]), n("Abs", ["c"], ["a"]),
+             n("Add", ["a", "one"], ["d"]), n("Div", ["c", "d"], ["y"])]
+    path = save_graph(tmp_path / "m.onnx", nodes, [2, 5, 4], [numpy_helper.from_array(w, "w"),
+                                                               numpy_helper.from_array(np.float32(1), "one")])
+    g = graph.load(path)
+    assert [(x.op, x.act.kind) for x in g.layers] == [("conv", "softsign")]
+    x = np.random.default_rng(12).standard_normal((2, 2, 5, 4)).astype(np.float32) * 3
     assert np.allclose(reference.forward(g, x), run_ort(path, x), rtol=1e-5, atol=1e-6)
 
 

@@ -19,7 +19,8 @@ def cases(nn):
     return {"ReLU": nn.ReLU(), "LeakyReLU": nn.LeakyReLU(0.1), "ReLU6": nn.ReLU6(), "Sigmoid": nn.Sigmoid(),
             "Tanh": nn.Tanh(), "Hardsigmoid": nn.Hardsigmoid(), "Hardswish": nn.Hardswish(), "SiLU": nn.SiLU(),
             "ELU": nn.ELU(0.7), "SELU": nn.SELU(), "Softplus": nn.Softplus(), "Mish": nn.Mish(),
-            "GELU": nn.GELU(), "GELU tanh": nn.GELU("tanh"), "PReLU": nn.PReLU(), "PReLU per channel": None}
+            "GELU": nn.GELU(), "GELU tanh": nn.GELU("tanh"), "PReLU": nn.PReLU(), "PReLU per channel": None,
+            "CELU": nn.CELU(0.6), "Softsign": nn.Softsign(), "Hardtanh": nn.Hardtanh(-2, 1)}
 
 
 def network(nn, act):

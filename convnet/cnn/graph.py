@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import UsageError
 
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
-               "Mish", "Gelu", "Erf", "PRelu")
+               "Mish", "Gelu", "Erf", "PRelu", "Celu", "Softsign")
 SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875     # ONNX's defaults
 SUPPORTED = ("Conv", "ConvTranspose", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool",
              "GlobalMaxPool", "ReduceMean", "ReduceMax", "Squeeze",
@@ -33,7 +33,7 @@ BATCH = "N"
 @dataclass
 class Act:
     """An activation: kind (relu, leaky, sigmoid, tanh, clip, hardsigmoid, hardswish, silu, elu, selu, softplus,
-    mish, gelu (erf), gelu_tanh, erf) and its two parameters (leaky's and elu's alpha; clip's min, max; hardsigmoid's
+    mish, gelu (erf), gelu_tanh, erf, celu, softsign) and its two parameters (leaky's and elu's alpha; clip's min, max; hardsigmoid's
     alpha, beta; selu's alpha, gamma)."""
     kind: str = "none"
     a: float = 0.0
@@ -97,7 +97,7 @@ def load(path) -> Graph:
         raise UsageError(f"--model {path}: input {inputs[0].name!r} has shape {shape}; an (N, C, H, W) input "
                          f"with fixed C, H, W is supported")
     layers, sym = [], {}           # sym: tensor name -> the shape values it holds ("shape of X", [N, -1], ...)
-    for node in _softplus_thresholds(list(g.node), consts, g.output[0].name):
+    for node in _exported_activations(list(g.node), consts, g.output[0].name):
         layers += _convert(node, consts, numpy_helper, sym)
     graph = Graph(layers, inputs[0].name, tuple(shape[1:]), g.output[0].name,
                   {m.key: m.value for m in model.metadata_props}, str(p))
@@ -109,10 +109,11 @@ def load(path) -> Graph:
 SOFTPLUS_LINEAR_FROM = 15.0     # log(1 + e^x) equals x to fp32's precision from here (e^-15 = 3e-7)
 
 
-def _softplus_thresholds(nodes: list, consts: dict, output: str) -> list:
-    """torch's dynamo exporter writes nn.Softplus() as Where(Greater(x, threshold), x, Softplus(x)): that triple
-    becomes one Softplus node where the threshold is SOFTPLUS_LINEAR_FROM or more (the kernels' softplus already
-    returns x past 20), and is refused in one line below it."""
+def _exported_activations(nodes: list, consts: dict, output: str) -> list:
+    """Activations torch writes out of ops the loader does not take, as one node each (their parts read by nothing
+    else): the dynamo exporter's nn.Softplus(), Where(Greater(x, threshold), x, Softplus(x)), becomes Softplus where
+    the threshold is SOFTPLUS_LINEAR_FROM or more (the kernels' softplus already returns x past 20; below it one
+    line); nn.Softsign(), Div(x, Add(Abs(x), 1)), becomes Softsign."""
     from onnx import helper, numpy_helper
     made = {o: n for n in nodes for o in n.output}
     reads = {}
@@ -128,8 +129,23 @@ def _softplus_thresholds(nodes: list, consts: dict, output: str) -> list:
         if c is not None and c.op_type == "Constant":
             return numpy_helper.to_array(_attrs(c).get("value")) if "value" in _attrs(c) else None
         return None
+    def softsign(n):                        # Div(x, Add(Abs(x), 1)) -> (the Add, the Abs) or None
+        add = made.get(n.input[1]) if n.op_type == "Div" and len(n.input) == 2 else None
+        if add is None or add.op_type != "Add" or reads[n.input[1]] != 1:
+            return None
+        for abs_in, one in (add.input, add.input[::-1]):
+            v, ab = value(one), made.get(abs_in)
+            if v is not None and np.size(v) == 1 and float(np.ravel(v)[0]) == 1 and ab is not None and \
+                    ab.op_type == "Abs" and list(ab.input) == [n.input[0]] and reads[abs_in] == 1:
+                return add, ab
+        return None
     out, gone = [], set()
     for n in nodes:
+        parts = softsign(n)
+        if parts:
+            out.append(helper.make_node("Softsign", [n.input[0]], [n.output[0]], name=n.name or n.output[0]))
+            gone |= {id(p) for p in parts}
+            continue
         where = n.op_type == "Where" and len(n.input) == 3
         cond, soft = (made.get(i) for i in n.input[:3:2]) if where else (None, None)
         x = n.input[1] if cond is not None else None
@@ -359,8 +375,10 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             act = Act("elu", float(a.get("alpha", 1.0)))
         elif op == "Selu":
             act = Act("selu", float(a.get("alpha", SELU_ALPHA)), float(a.get("gamma", SELU_GAMMA)))
-        elif op in ("Softplus", "Mish", "Erf"):  # Mish and Erf as opsets 18+ write them (older: x tanh(softplus x))
+        elif op in ("Softplus", "Mish", "Erf", "Softsign"):  # Mish: opset 18 (older: x tanh(softplus x))
             act = Act(op.lower())
+        elif op == "Celu":                       # max(0, x) + min(0, alpha (e^(x / alpha) - 1))
+            act = Act("celu", float(a.get("alpha", 1.0)))
         elif op == "Gelu":                       # opset 20; older exports spell it with Erf, which runs as layers
             if a.get("approximate", "none") not in ("none", "tanh"):
                 _refuse(node, f"approximate {a['approximate']!r} ('none' or 'tanh' are supported)")

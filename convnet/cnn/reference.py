@@ -37,6 +37,10 @@ def activate(x, act: Act):
         return erf(x)
     if act.kind == "gelu":
         return 0.5 * x * (1 + erf(x / np.sqrt(2)))
+    if act.kind == "celu":
+        return np.maximum(x, 0) + np.minimum(0, act.a * np.expm1(np.minimum(x, 0) / act.a))
+    if act.kind == "softsign":
+        return x / (1 + np.abs(x))
     if act.kind == "gelu_tanh":
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
     return x
