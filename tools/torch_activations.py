@@ -34,9 +34,8 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     import torch
     from torch import nn
-    from convnet.cnn import graph, reference
-    from convnet.errors import UsageError
-    from torchvision_zoo import export
+    from convnet.cnn import reference
+    from torchvision_zoo import export_and_load
     x = torch.randn(3, 3, 12, 10, generator=torch.Generator().manual_seed(0))
     print("| activation | exporter | loaded as | error vs torch (max, relative) |\n| --- | --- | --- | --- |")
     for name, act in cases(nn).items():
@@ -46,16 +45,9 @@ def main() -> int:
                 want = m(x).double().numpy()
             exporter = "dynamo" if dynamo else "TorchScript"
             with tempfile.TemporaryDirectory() as d:
-                path = f"{d}/m.onnx"
-                try:
-                    export(m, x, path, dynamo)
-                except Exception as e:          # noqa: BLE001  an exporter's own failure, reported as such
-                    print(f"| {name} | {exporter} | export failed: {type(e).__name__} | |")
-                    continue
-                try:
-                    g = graph.load(path)
-                except UsageError as e:
-                    print(f"| {name} | {exporter} | refused: {e} | |")
+                g, why = export_and_load(m, x, f"{d}/m.onnx", dynamo)
+                if g is None:
+                    print(f"| {name} | {exporter} | {why} | |")
                     continue
                 got = reference.forward(g, x.numpy(), np.float64)
                 kinds = ", ".join(f"{x.op}:{x.act.kind}" for x in g.layers if x.act.kind != "none")

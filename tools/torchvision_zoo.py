@@ -47,12 +47,26 @@ def export(model, x, path: str, dynamo: bool) -> None:
             torch.onnx.export(model, (x,), path, dynamo=False, dynamic_axes={"input": {0: "N"}, "out": {0: "N"}}, **kw)
 
 
+def export_and_load(model, x, path: str, dynamo: bool):
+    """(the loaded graph, None), or (None, why): the exporter's own failure or the loader's one-line refusal."""
+    from convnet.cnn import graph
+    from convnet.errors import UsageError
+    try:
+        export(model, x, path, dynamo)
+    except Exception as e:                         # the exporter's own limits (e.g. adaptive pooling sizes)
+        line = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).splitlines()[0][:100]     # (dynamo colours its errors)
+        return None, f"export failed: {type(e).__name__}: {line}"
+    try:
+        return graph.load(path), None
+    except UsageError as e:
+        return None, f"refused: {e}"
+
+
 def main(argv=None) -> int:
     import onnxruntime as ort
     import torch
     import torchvision
-    from convnet.cnn import graph, reference
-    from convnet.errors import UsageError
+    from convnet.cnn import reference
     p = argparse.ArgumentParser(prog="tools/torchvision_zoo.py")
     p.add_argument("models", nargs="*", default=MODELS)
     p.add_argument("--dynamo", action="store_true", help="the dynamo exporter (default: TorchScript's)")
@@ -68,16 +82,9 @@ def main(argv=None) -> int:
             model = trained_like(getattr(torchvision.models, name)(num_classes=10, **kw))
             x = torch.randn(2, 3, a.size, a.size)
             path = f"{d}/{name}.onnx"
-            try:
-                export(model, x, path, a.dynamo)
-            except Exception as e:                     # the exporter's own limits (e.g. adaptive pooling sizes)
-                line = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).splitlines()[0][:100]    # (dynamo colours its errors)
-                print(f"| {name} | export failed: {type(e).__name__}: {line} | | | |")
-                continue
-            try:
-                g = graph.load(path)
-            except UsageError as e:
-                print(f"| {name} | refused: {str(e)[:160]} | | | |")
+            g, why = export_and_load(model, x, path, a.dynamo)
+            if g is None:
+                print(f"| {name} | {why[:180]} | | | |")
                 continue
             want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"input": x.numpy()})[0]
             got = reference.forward(g, x.numpy())
