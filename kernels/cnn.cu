@@ -28,8 +28,8 @@
 //
 // Activation codes: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b), 6 hard sigmoid(a, b),
 // 7 hard swish, 8 SiLU (common.cuh's act_apply: every kernel), 9 ELU(a), 10 SELU(a, b), 11 softplus, 12 Mish,
-// 13 GELU (erf), 14 GELU (tanh), 15 erf, 16 CELU(a), 17 softsign (act_apply_any: every kernel here but
-// conv_direct).
+// 13 GELU (erf), 14 GELU (tanh), 15 erf, 16 CELU(a), 17 softsign, 18 log-sigmoid, 19 tanhshrink (act_apply_any:
+// every kernel here but conv_direct).
 #include "common.cuh"
 
 extern "C" __global__ void im2col_pad(const float* __restrict__ x, float* __restrict__ cols, int N, int C, int H,

@@ -47,7 +47,7 @@ __device__ __forceinline__ float gelu_tanh(float v) {
 __device__ __forceinline__ float softplus(float v) { return v > 20.f ? v : log1pf(expf(v)); }
 
 // Codes 0-8: what the fused epilogues (convolutions' implicit GEMMs, conv_direct) take. Codes 9 and up (ELU, SELU,
-// softplus, Mish, the GELUs, erf, CELU, softsign) only in act_apply_any, which the element-wise kernels and dense_small use: in an
+// softplus, Mish, the GELUs, erf, CELU, softsign, log-sigmoid, tanhshrink) only in act_apply_any, which the element-wise kernels and dense_small use: in an
 // unrolled epilogue their switch cost conv_direct a spill and moved the implicit GEMMs' register counts, so the
 // host runs such a layer as the convolution, then activate_inplace.
 __device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
@@ -75,6 +75,8 @@ __device__ __forceinline__ float act_apply_any(float v, int act, float a, float 
         case 15: return erff(v);
         case 16: return fmaxf(v, 0.f) + fminf(0.f, a * expm1f(fminf(v, 0.f) / a));
         case 17: return v / (1.f + fabsf(v));
+        case 18: return -softplus(-v);
+        case 19: return v - tanhf(v);
         default: return act_apply(v, act, a, b);
     }
 }

@@ -164,7 +164,8 @@ def every_op(rng):
 
 
 def smooth_acts(rng):
-    """The smooth activations and their spellings: ELU, CELU, SELU after a batch norm, softsign, PReLU with one slope (folded into
+    """The smooth activations and their spellings: ELU, CELU, SELU after a batch norm, softsign, log-sigmoid and
+    tanhshrink as torch writes them, PReLU with one slope (folded into
     their convolutions) and with one per channel or feature, Mish as older exports write it (x * tanh(softplus(x)))
     and as the Mish op, GELU as older exports write it (x * (erf(x / sqrt 2) + 1) * 0.5) and as the Gelu op, exact
     and with tanh (opset 20)."""
@@ -182,6 +183,8 @@ def smooth_acts(rng):
     x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
     x = node("PRelu", [node("Gelu", [gemm(x, 16, 24)], approximate="tanh"), const(rng.uniform(0, 0.5, 24))])
     x = node("Softsign", [gemm(x, 24, 24)])
+    x = node("Log", [node("Sigmoid", [x])])                                        # nn.LogSigmoid()
+    x = node("Sub", [x, node("Tanh", [x])])                                        # nn.Tanhshrink()
     return model((3, 21, 19), gemm(x, 24, 7), opset=20)
 
 

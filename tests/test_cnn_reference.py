@@ -179,6 +179,26 @@ def test_older_resizes_equal_onnxruntime(tmp_path, op, opset, kw):
     assert np.allclose(reference.forward(g, x), run_ort(path, x), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind,nodes", [
+    ("logsigmoid", [("Sigmoid", ["c"], "s"), ("Log", ["s"], "y")]),
+    ("tanhshrink", [("Tanh", ["c"], "t"), ("Sub", ["c", "t"], "y")])])
+def test_log_sigmoid_and_tanhshrink_as_torch_writes_them(tmp_path, kind, nodes):
+    """Log(Sigmoid(x)) and x - Tanh(x) (nn.LogSigmoid, nn.Tanhshrink through both exporters) are one activation
+    folded into the convolution; equal to onnxruntime on inputs where its literal Log(Sigmoid(x)) is still finite
+    (it gives -inf from about x = -17 on, where torch's LogSigmoid, and ours, give x)."""
+    from onnx import helper, numpy_helper
+    from convnet.cnn import graph, reference
+    w = np.random.default_rng(13).standard_normal((3, 2, 3, 3)).astype(np.float32)
+    made = [helper.make_node("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])] + \
+        [helper.make_node(op, ins, [out]) for op, ins, out in nodes]
+    path = save_graph(tmp_path / "m.onnx", made, [2, 5, 4], [numpy_helper.from_array(w, "w")])
+    g = graph.load(path)
+    assert [(x.op, x.act.kind) for x in g.layers] == [("conv", kind)]
+    x = np.random.default_rng(14).standard_normal((2, 2, 5, 4)).astype(np.float32)
+    # (onnxruntime's fp32 sigmoid is good to about 2e-5 relative, which its Log carries: -10.00024 for -10.00005)
+    assert np.allclose(reference.forward(g, x), run_ort(path, x), rtol=1e-4, atol=1e-5)
+
+
 def test_softsign_as_torch_writes_it(tmp_path):
     """x / (|x| + 1) (nn.Softsign as both exporters write it: Abs, Add, Div) is one softsign folded into the
     convolution; equal to onnxruntime."""

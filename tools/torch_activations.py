@@ -20,7 +20,8 @@ def cases(nn):
             "Tanh": nn.Tanh(), "Hardsigmoid": nn.Hardsigmoid(), "Hardswish": nn.Hardswish(), "SiLU": nn.SiLU(),
             "ELU": nn.ELU(0.7), "SELU": nn.SELU(), "Softplus": nn.Softplus(), "Mish": nn.Mish(),
             "GELU": nn.GELU(), "GELU tanh": nn.GELU("tanh"), "PReLU": nn.PReLU(), "PReLU per channel": None,
-            "CELU": nn.CELU(0.6), "Softsign": nn.Softsign(), "Hardtanh": nn.Hardtanh(-2, 1)}
+            "CELU": nn.CELU(0.6), "Softsign": nn.Softsign(), "Hardtanh": nn.Hardtanh(-2, 1),
+            "LogSigmoid": nn.LogSigmoid(), "Tanhshrink": nn.Tanhshrink()}
 
 
 def network(nn, act):

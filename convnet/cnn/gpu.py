@@ -30,7 +30,7 @@ MAX_GEMM_BATCH = 65535         # the im2col GEMM's images ride the grid's z (Gem
 _networks = itertools.count()
 ACT_CODES = {"none": 0, "relu": 1, "leaky": 2, "sigmoid": 3, "tanh": 4, "clip": 5, "hardsigmoid": 6, "hardswish": 7,
              "silu": 8, "elu": 9, "selu": 10, "softplus": 11, "mish": 12, "gelu": 13, "gelu_tanh": 14, "erf": 15,
-             "celu": 16, "softsign": 17}
+             "celu": 16, "softsign": 17, "logsigmoid": 18, "tanhshrink": 19}
 EPILOGUE_CODES = 9         # the convolutions' fused epilogues take codes below this (common.cuh's act_apply)
 
 

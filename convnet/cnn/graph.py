@@ -17,6 +17,7 @@ from ..errors import UsageError
 
 ACTIVATIONS = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
                "Mish", "Gelu", "Erf", "PRelu", "Celu", "Softsign")
+WRITTEN_OUT = ("LogSigmoid", "Tanhshrink")     # not ONNX ops: the nodes _exported_activations makes of torch's forms
 SELU_ALPHA, SELU_GAMMA = 1.67326319217681884765625, 1.05070102214813232421875     # ONNX's defaults
 SUPPORTED = ("Conv", "ConvTranspose", "BatchNormalization", *ACTIVATIONS, "MaxPool", "AveragePool", "GlobalAveragePool",
              "GlobalMaxPool", "ReduceMean", "ReduceMax", "Squeeze",
@@ -33,7 +34,7 @@ BATCH = "N"
 @dataclass
 class Act:
     """An activation: kind (relu, leaky, sigmoid, tanh, clip, hardsigmoid, hardswish, silu, elu, selu, softplus,
-    mish, gelu (erf), gelu_tanh, erf, celu, softsign) and its two parameters (leaky's and elu's alpha; clip's min, max; hardsigmoid's
+    mish, gelu (erf), gelu_tanh, erf, celu, softsign, logsigmoid, tanhshrink) and its two parameters (leaky's and elu's alpha; clip's min, max; hardsigmoid's
     alpha, beta; selu's alpha, gamma)."""
     kind: str = "none"
     a: float = 0.0
@@ -113,7 +114,8 @@ def _exported_activations(nodes: list, consts: dict, output: str) -> list:
     """Activations torch writes out of ops the loader does not take, as one node each (their parts read by nothing
     else): the dynamo exporter's nn.Softplus(), Where(Greater(x, threshold), x, Softplus(x)), becomes Softplus where
     the threshold is SOFTPLUS_LINEAR_FROM or more (the kernels' softplus already returns x past 20; below it one
-    line); nn.Softsign(), Div(x, Add(Abs(x), 1)), becomes Softsign."""
+    line); nn.Softsign(), Div(x, Add(Abs(x), 1)), becomes Softsign; nn.LogSigmoid(), Log(Sigmoid(x)), LogSigmoid;
+    nn.Tanhshrink(), Sub(x, Tanh(x)), Tanhshrink (the last two names are the loader's own)."""
     from onnx import helper, numpy_helper
     made = {o: n for n in nodes for o in n.output}
     reads = {}
@@ -145,6 +147,17 @@ def _exported_activations(nodes: list, consts: dict, output: str) -> list:
         if parts:
             out.append(helper.make_node("Softsign", [n.input[0]], [n.output[0]], name=n.name or n.output[0]))
             gone |= {id(p) for p in parts}
+            continue
+        inner = made.get(n.input[-1]) if n.input and reads.get(n.input[-1]) == 1 else None
+        one = None
+        if inner is not None and n.op_type == "Log" and inner.op_type == "Sigmoid":
+            one = ("LogSigmoid", inner.input[0])
+        elif inner is not None and n.op_type == "Sub" and len(n.input) == 2 and inner.op_type == "Tanh" and \
+                list(inner.input) == [n.input[0]]:
+            one = ("Tanhshrink", n.input[0])
+        if one:
+            out.append(helper.make_node(one[0], [one[1]], [n.output[0]], name=n.name or n.output[0]))
+            gone.add(id(inner))
             continue
         where = n.op_type == "Where" and len(n.input) == 3
         cond, soft = (made.get(i) for i in n.input[:3:2]) if where else (None, None)
@@ -323,7 +336,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
     name = node.name or out
     if sym is not None and _symbolic(node, consts, sym, a):
         return []
-    if op not in SUPPORTED:
+    if op not in SUPPORTED and op not in WRITTEN_OUT:
         _refuse(node, f"this op is not supported (supported: {', '.join(SUPPORTED)})")
     if op == "Constant":
         if "value" not in a:
@@ -360,7 +373,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         k = scale / np.sqrt(var + float(a.get("epsilon", 1e-5)))
         return [Layer("affine", ins[:1], out, name, {"scale": k.astype(np.float32),
                                                      "shift": (bias - mean * k).astype(np.float32)})]
-    if op in ACTIVATIONS:
+    if op in ACTIVATIONS or op in WRITTEN_OUT:
         if op == "Clip":
             lo = float(consts[ins[1]]) if len(ins) > 1 and ins[1] else float(a.get("min", -np.inf))
             hi = float(consts[ins[2]]) if len(ins) > 2 and ins[2] else float(a.get("max", np.inf))
@@ -375,7 +388,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             act = Act("elu", float(a.get("alpha", 1.0)))
         elif op == "Selu":
             act = Act("selu", float(a.get("alpha", SELU_ALPHA)), float(a.get("gamma", SELU_GAMMA)))
-        elif op in ("Softplus", "Mish", "Erf", "Softsign"):  # Mish: opset 18 (older: x tanh(softplus x))
+        elif op in ("Softplus", "Mish", "Erf", "Softsign", "LogSigmoid", "Tanhshrink"):   # Mish: opset 18
             act = Act(op.lower())
         elif op == "Celu":                       # max(0, x) + min(0, alpha (e^(x / alpha) - 1))
             act = Act("celu", float(a.get("alpha", 1.0)))

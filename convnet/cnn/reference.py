@@ -41,6 +41,10 @@ def activate(x, act: Act):
         return np.maximum(x, 0) + np.minimum(0, act.a * np.expm1(np.minimum(x, 0) / act.a))
     if act.kind == "softsign":
         return x / (1 + np.abs(x))
+    if act.kind == "logsigmoid":
+        return -np.logaddexp(0, -x)
+    if act.kind == "tanhshrink":
+        return x - np.tanh(x)
     if act.kind == "gelu_tanh":
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
     return x
