@@ -13,6 +13,7 @@
     convnet-bench generate --variant fast_bf16                       the generate path against HF generate
     convnet-bench megakernel --sizes 124M xl --batches 1 8           decode megakernel vs fast_bf16, HF, the limit
     convnet-bench gemm --version bf16_wgmma bf16                     Linear against cuBLAS at GPT-2's shapes
+    convnet-bench gemv --sizes 124M xl --sweep BFS_CG=1,2            decoding's GEMV from DRAM, chained, vs cuBLAS
     convnet-bench cnn MODEL.onnx --batch 10000                       an ONNX network against PyTorch (+ torch.compile)
     convnet-bench gemm-groups / gemm-trace / forward-ab / autotune / plot
     convnet-bench results [--model gpt2] [--docs | --check]          the recorded figures; redraw the docs' tables
@@ -31,8 +32,8 @@ from ..outputs import check_output
 
 PROG = "convnet-bench"
 # commands that are a module's own main(argv)
-MODULES = {"cnn": "cnn", "stream": "stream", "layer": "layer", "gemm": "gemm", "gemm-groups": "gemm_groups",
-           "gemm-trace": "gemm_trace", "forward-ab": "forward_ab", "autotune": "autotune",
+MODULES = {"cnn": "cnn", "stream": "stream", "layer": "layer", "gemm": "gemm", "gemv": "gemv",
+           "gemm-groups": "gemm_groups", "gemm-trace": "gemm_trace", "forward-ab": "forward_ab", "autotune": "autotune",
            "small-batch": "small_batch", "predict-speed": "predict_speed", "plot": "plot"}
 
 
