@@ -7,7 +7,9 @@ events, two warm-ups, median of --repeat; per call microseconds and the weights'
     convnet-bench gemv [--variant fast_bf16] [--rows 1] [--sweep BFS_CG=1,2,8] [--sizes 124M xl]
 
 At M = 1 the GPT-2 groups' shapes: qkv (C -> 3C), attn_proj (C -> C), mlp_fc (C -> 4C), mlp_proj (4C -> C) and, at
-124M, the LM head (C -> 50304). A --sweep key is a -D constant of the GEMV's build, one column per value."""
+124M, the LM head (C -> 50304; as a plain GEMV, without decode_pick's choice), each built as the variant builds
+that group (its gemm_group_defines). A --sweep key
+is a -D constant of the GEMV's build put on top, one column per value."""
 from __future__ import annotations
 
 import argparse
@@ -63,8 +65,14 @@ def run(variant_name: str = "fast_bf16", rows: int = 1, sizes=("124M", "xl"), gr
     rt = Runtime.get()
     runs = sweep_settings(grid or {})
     version = base.params.get("gemm", "bf16_wgmma")
-    precompile({("gemm.cu", tuple(sorted({**base.defines, **s, "BF_OUT": 0}.items()))) for s in runs}, rt.arch)
-    lins = [Linear(rt, version, {**base.defines, **s}, "gemv_bench") for s in runs]
+    group_defines = base.params.get("gemm_group_defines", {})
+
+    def defines(group, setting):            # as the variant builds this group's GEMV, the setting on top
+        return {**base.defines, **group_defines.get(group, {}), **setting}
+    groups = {g for size in sizes for g in shapes_of(size)}
+    precompile({("gemm.cu", tuple(sorted({**defines(g, s), "BF_OUT": 0}.items()))) for g in groups for s in runs},
+               rt.arch)
+    lins = {(g, i): Linear(rt, version, defines(g, s), "gemv_bench") for g in groups for i, s in enumerate(runs)}
     try:
         import torch
         torch = torch if torch.cuda.is_available() else None
@@ -85,7 +93,8 @@ def run(variant_name: str = "fast_bf16", rows: int = 1, sizes=("124M", "xl"), gr
             A = rt.pool.upload("gemvb.A", to_bf16(rng.standard_normal((rows, K)).astype(np.float32)), BF16)
             C = rt.pool.get("gemvb.C", (rows, N), np.float32)
             row = [f"{size} {group} {N} x {K}", R]
-            for lin in lins:
+            for i in range(len(runs)):
+                lin = lins[(group, i)]
                 with Graph.capture(stream) as g:
                     for W in Ws:
                         lin(A, W, C, rows, N, K, K, K, N, stream=stream)
