@@ -165,6 +165,36 @@ def test_resize_modes_equal_onnxruntime(tmp_path, mode, ctm, near, scales, sizes
     assert got.shape == want.shape and np.allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+def test_resize_to_the_inputs_height_and_width_as_torchscript_writes_it(tmp_path):
+    """F.interpolate(y, size=x.shape[-2:]) (torchvision's segmentation heads) through the TorchScript exporter:
+    Shape -> Gather 2 and 3 -> Unsqueeze -> Concat after Slice(Shape(y), 0, 2) as the Resize's sizes: the sizes are
+    the input's height and width once shapes are known; equal to onnxruntime. A Reshape to such a shape is one
+    line."""
+    from onnx import helper, numpy_helper
+    from convnet.cnn import graph, reference
+    from convnet.errors import UsageError
+    n = helper.make_node
+    c = {"w": np.random.default_rng(15).standard_normal((4, 3, 3, 3)).astype(np.float32),
+         "i2": np.array(2, np.int64), "i3": np.array(-1, np.int64), "z": np.array([0], np.int64),
+         "s0": np.array([0], np.int64), "s2": np.array([2], np.int64)}
+    nodes = [n("Conv", ["input", "w"], ["f"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             n("Shape", ["input"], ["sx"]), n("Gather", ["sx", "i2"], ["h"], axis=0),
+             n("Gather", ["sx", "i3"], ["w_"], axis=0), n("Unsqueeze", ["h", "z"], ["hu"]),
+             n("Unsqueeze", ["w_", "z"], ["wu"]), n("Concat", ["hu", "wu"], ["hw"], axis=0),
+             n("Shape", ["f"], ["sf"]), n("Slice", ["sf", "s0", "s2"], ["nc"]),
+             n("Concat", ["nc", "hw"], ["sizes"], axis=0),
+             n("Resize", ["f", "", "", "sizes"], ["y"], mode="linear", coordinate_transformation_mode="half_pixel")]
+    path = save_graph(tmp_path / "m.onnx", nodes, [3, 10, 13], [numpy_helper.from_array(v, k) for k, v in c.items()])
+    g = graph.load(path)
+    assert g.shapes[g.output] == (4, 10, 13)
+    x = np.random.default_rng(16).standard_normal((2, 3, 10, 13)).astype(np.float32)
+    assert np.allclose(reference.forward(g, x), run_ort(path, x), rtol=1e-5, atol=1e-6)
+    nodes[-1] = n("Reshape", ["f", "sizes"], ["y"], name="view")
+    with pytest.raises(UsageError, match=r"'view' \(Reshape\): a shape computed from the input's height or width"):
+        graph.load(save_graph(tmp_path / "r.onnx", nodes, [3, 10, 13],
+                              [numpy_helper.from_array(v, k) for k, v in c.items()]))
+
+
 @pytest.mark.parametrize("op,opset,kw", [("Upsample", 9, {"mode": "nearest"}), ("Upsample", 9, {"mode": "linear"}),
                                          ("Resize", 10, {"mode": "nearest"}), ("Resize", 10, {"mode": "linear"})])
 def test_older_resizes_equal_onnxruntime(tmp_path, op, opset, kw):

@@ -28,6 +28,13 @@ SUPPORTED = ("Conv", "ConvTranspose", "BatchNormalization", *ACTIVATIONS, "MaxPo
 # ops are followed symbolically (the batch size N) and the Reshape becomes a flatten
 SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat", "Cast", "Squeeze", "Slice")
 UNKNOWN = "?"                  # a dimension the shape arithmetic does not know (only Resize's sizes read past them)
+
+
+@dataclass(frozen=True)
+class SpatialDim:
+    """Height (axis 2) or width (axis 3) of a tensor, as x.shape[2] exports: known once infer_shapes has its shape."""
+    tensor: str
+    axis: int
 BATCH = "N"
 
 
@@ -61,6 +68,7 @@ class Graph:
     meta: dict                   # the model's metadata_props (mean, std, labels where an exporter put them)
     source: str = ""
     shapes: dict = field(default_factory=dict)   # tensor name -> per-image shape, (C, H, W) or (F,)
+    renamed: dict = field(default_factory=dict)  # a tensor folded away -> the one that holds its values now
 
     @property
     def output_size(self) -> int:
@@ -202,9 +210,11 @@ def _symbolic(node, consts, sym, a) -> bool:
         sym[out] = ("dims", [BATCH, UNKNOWN, UNKNOWN, UNKNOWN][int(np.ravel(starts)[0]):int(np.ravel(ends)[0])], False)
     elif op == "Gather":
         idx = consts.get(ins[1]) if len(ins) > 1 else None
-        if sym[ins[0]][0] != "shape" or idx is None or np.ndim(idx) != 0 or int(idx) != 0 or a.get("axis", 0) != 0:
+        k = int(idx) if idx is not None and np.ndim(idx) == 0 else None
+        if sym[ins[0]][0] != "shape" or k not in (0, 2, 3, -2, -1) or a.get("axis", 0) != 0:
             _refuse(node, "shape arithmetic other than the batch size (x.size(0)); export with torch.flatten(x, 1)")
-        sym[out] = ("dims", [BATCH], True)                     # a scalar: the batch size
+        # the batch size, or a map's height or width (x.shape[-2:], for a Resize's sizes: infer_shapes reads it)
+        sym[out] = ("dims", [BATCH if k == 0 else SpatialDim(sym[ins[0]][1], k % 4)], True)
     elif op in ("Unsqueeze", "Squeeze", "Cast"):
         sym[out] = ("dims", sym[ins[0]][1], op == "Squeeze") if sym[ins[0]][0] == "dims" else sym[ins[0]]
     elif op == "Concat":
@@ -279,10 +289,11 @@ def _resize(node, op, ins, out, name, a, consts, sym) -> Layer:
     if sizes_in:
         v = consts.get(sizes_in)
         dims = list(np.ravel(v)) if v is not None else (sym[sizes_in][1] if sizes_in in sym else None)
-        if dims is None or len(dims) not in (2, 4) or not all(isinstance(d, (int, np.integer)) for d in dims[-2:]):
+        if dims is None or len(dims) not in (2, 4) or \
+                not all(isinstance(d, (int, np.integer, SpatialDim)) for d in dims[-2:]):
             _refuse(node, "sizes computed at run time (constant sizes, or the input's own batch and channels then "
                           "constant height and width, are supported)")
-        sizes = tuple(int(d) for d in dims[-2:])
+        sizes = tuple(d if isinstance(d, SpatialDim) else int(d) for d in dims[-2:])
     elif scales_in in consts and np.size(consts[scales_in]) == 4:
         k = [float(x) for x in np.ravel(consts[scales_in])]
         if k[0] != 1 or k[1] != 1 or min(k[2:]) <= 0:
@@ -510,6 +521,9 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
     if op == "Reshape":
         if sym and ins[1] in sym and sym[ins[1]][0] == "dims":
             s = [0 if d == BATCH else d for d in sym[ins[1]][1]]
+            if any(isinstance(d, SpatialDim) or d == UNKNOWN for d in s):
+                _refuse(node, "a shape computed from the input's height or width (only (N, -1) flattening is "
+                              "supported; export with torch.flatten(x, 1))")
         elif ins[1] not in consts:
             _refuse(node, "a shape computed at run time (export with torch.flatten(x, 1) or a constant shape)")
         else:
@@ -588,7 +602,7 @@ def _fold(graph: Graph) -> None:
     for layer in graph.layers:
         layer.inputs = [alias.get(i, i) for i in layer.inputs]
         if layer.op == "alias":
-            alias[layer.output] = layer.inputs[0]
+            alias[layer.output] = graph.renamed[layer.output] = layer.inputs[0]
             continue
         layers.append(layer)
     graph.output = alias.get(graph.output, graph.output)
@@ -661,6 +675,7 @@ def _fold(graph: Graph) -> None:
         layer.inputs = []                   # folded away: it reads nothing now
         for later in layers:                # and its readers read prev
             later.inputs = [prev.output if i == layer.output else i for i in later.inputs]
+        graph.renamed[layer.output] = prev.output
         if graph.output == layer.output:
             graph.output = prev.output
     graph.layers = out
@@ -691,6 +706,16 @@ def pool_out(size: int, k: int, s: int, p0: int, p1: int, ceil: int) -> int:
     if ceil and (out - 1) * s >= size + p0:          # the last window must start inside the input or its left pad
         out -= 1
     return out
+
+
+def _current(graph: Graph, name: str) -> str:
+    """The tensor that holds `name`'s values after folding (an activation folded into the layer before it, an
+    Identity): followed through graph.renamed."""
+    seen = set()
+    while name in graph.renamed and name not in seen:
+        seen.add(name)
+        name = graph.renamed[name]
+    return name
 
 
 def infer_shapes(graph: Graph) -> dict:
@@ -791,6 +816,14 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r} (Resize): a (N, {', '.join(map(str, s[0]))}) tensor (an "
                                  f"(N, C, H, W) map is supported)")
             c, h, w = s[0]
+            if a["sizes"]:                      # a SpatialDim: that tensor's height or width, known by now
+                a["sizes"] = tuple(SpatialDim(_current(graph, d.tensor), d.axis) if isinstance(d, SpatialDim) else d
+                                   for d in a["sizes"])
+                known = [d for d in a["sizes"] if isinstance(d, SpatialDim) and len(out.get(d.tensor, ())) != 3]
+                if known:
+                    raise UsageError(f"ONNX node {layer.name!r} (Resize): sizes from the shape of {known[0].tensor!r}, "
+                                     f"which is not an (N, C, H, W) map the network computes")
+                a["sizes"] = tuple(out[d.tensor][d.axis - 1] if isinstance(d, SpatialDim) else d for d in a["sizes"])
             y = (c, *a["sizes"]) if a["sizes"] else (c, int(np.floor(h * a["scales"][0] + 1e-9)),
                                                      int(np.floor(w * a["scales"][1] + 1e-9)))
         elif layer.op == "pad":                 # one that no convolution took (_fold)
