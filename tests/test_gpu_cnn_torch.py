@@ -198,6 +198,29 @@ def test_torchvision_depthwise_blocks_in_nhwc(tmp_path, on, name, depthwise, se)
     assert net.nhwc_dws == (dw if on else set()) and len(dw) == depthwise and len(net.nhwc_muls) == (se if on else 0)
 
 
+class SegmentationOut(nn.Module):
+    """torchvision's segmentation nets return a dict; the "out" map is what a user exports."""
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+@pytest.mark.parametrize("name", ["lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50"])
+def test_torchvision_segmentation_maps(tmp_path, name):
+    """torchvision's segmentation nets (dilated convolutions, a bilinear Resize to the input's size computed from
+    its shape), random weights and batch-norm statistics, 3x96x96 at batch 2: every variant's per-pixel class maps
+    against PyTorch in float64."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(2)
+    model = randomise_batchnorm(SegmentationOut(getattr(torchvision.models.segmentation, name)(
+        num_classes=5, weights_backbone=None, aux_loss=None)), 2)
+    g = check(model, (3, 96, 96), tmp_path, np.random.default_rng(2), 2)
+    assert any(x.op == "resize" for x in g.layers)
+
+
 def test_trained_lenet5_predicts_as_torch_on_all_10000(tmp_path):
     """LeNet-5 trained briefly on Fashion-MNIST (28x28, scaled to [0, 1]): every variant predicts as PyTorch fp32
     on all 10,000 test images, and agrees with PyTorch float64 to 1e-5."""
