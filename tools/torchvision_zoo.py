@@ -1,5 +1,5 @@
-"""Which torchvision classifiers the ONNX loader reads, and whether its numpy reference then equals onnxruntime: each
-model (random weights, 10 classes) exported with torch.onnx, by the TorchScript exporter (dynamo=False) or the
+"""Which torchvision classifiers and segmentation nets the ONNX loader reads, and whether its numpy reference then
+equals onnxruntime: each model (random weights, 10 classes) exported with torch.onnx, by the TorchScript exporter (dynamo=False) or the
 dynamo one, at batch 2 with a dynamic batch axis; a table of what loads (and its error against onnxruntime's CPU
 provider) and what is refused, with the refusal's one line. Needs torch, torchvision, onnx, onnxruntime (and
 onnxscript for dynamo); no GPU.
@@ -18,7 +18,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 MODELS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1", "densenet121",
           "googlenet", "inception_v3", "mnasnet0_5", "regnet_x_400mf", "resnext50_32x4d", "shufflenet_v2_x0_5",
-          "convnext_tiny"]
+          "convnext_tiny", "lraspp_mobilenet_v3_large", "deeplabv3_mobilenet_v3_large", "fcn_resnet50"]
+SEGMENTATION = ("lraspp_", "deeplabv3_", "fcn_")     # torchvision.models.segmentation: their "out" map is exported
+
+
+def build(name: str):
+    """A torchvision model by name, 10 classes, random weights: a classifier, or a segmentation net returning its
+    "out" map (the dict it returns otherwise does not export as one tensor)."""
+    import torch
+    import torchvision
+    if name.startswith(SEGMENTATION):
+        class Out(torch.nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+
+            def forward(self, x):
+                return self.model(x)["out"]
+        return Out(getattr(torchvision.models.segmentation, name)(num_classes=10, weights_backbone=None,
+                                                                   aux_loss=None))
+    kw = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
+    return getattr(torchvision.models, name)(num_classes=10, **kw)
 
 
 def trained_like(model, seed: int = 0):
@@ -65,7 +85,6 @@ def export_and_load(model, x, path: str, dynamo: bool):
 def main(argv=None) -> int:
     import onnxruntime as ort
     import torch
-    import torchvision
     from convnet.cnn import reference
     p = argparse.ArgumentParser(prog="tools/torchvision_zoo.py")
     p.add_argument("models", nargs="*", default=MODELS)
@@ -78,8 +97,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as d:
         for name in a.models:
             torch.manual_seed(0)
-            kw = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
-            model = trained_like(getattr(torchvision.models, name)(num_classes=10, **kw))
+            model = trained_like(build(name))
             x = torch.randn(2, 3, a.size, a.size)
             path = f"{d}/{name}.onnx"
             g, why = export_and_load(model, x, path, a.dynamo)
