@@ -30,3 +30,20 @@ def test_degenerate_outputs_are_named_under_the_table():
     assert degenerate(rng.standard_normal((4, 10))) == ""
     assert "at most 1.0e-09" in degenerate(1e-9 * np.ones((4, 10)))
     assert "same outputs" in degenerate(np.tile(rng.standard_normal(10), (4, 1)))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_torch_anchor_computes_the_reference(tmp_path, name):
+    """convnet-bench cnn's PyTorch side (torch_forward, on the CPU in float64 here) gives the float64 reference's
+    outputs on every test network: each activation, Resize, a ConvTranspose's dilation, per-feature affines. Where
+    torch is not installed (CI) this is skipped; the GPU machine has it."""
+    torch = pytest.importorskip("torch")
+    from convnet.bench.cnn import torch_forward
+    from convnet.cnn import graph, reference
+    model, shape = MODELS[name](np.random.default_rng(0))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    g = graph.load(tmp_path / "m.onnx")
+    x = np.random.default_rng(1).standard_normal((3, *shape))
+    want = reference.forward(g, x, np.float64)
+    got = torch_forward(g, torch.float64, False, dev="cpu")(torch.from_numpy(x)).numpy()
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-12 * np.abs(want).max()

@@ -17,12 +17,13 @@ from pathlib import Path
 import numpy as np
 
 
-def torch_forward(graph, dtype, channels_last: bool):
-    """A callable x -> y running the graph with torch.nn.functional (weights on the GPU in dtype)."""
+def torch_forward(graph, dtype, channels_last: bool, dev: str = "cuda"):
+    """A callable x -> y running the graph with torch.nn.functional (weights on `dev` in dtype). A resize gathers
+    and blends the taps graph.resize_taps gives, as the reference and the GPU path do (F.interpolate's coordinate
+    modes are not ONNX's)."""
     import torch
     import torch.nn.functional as F
-    from ..cnn.graph import conv_pads
-    dev = "cuda"
+    from ..cnn.graph import conv_pads, resize_taps
     w = {}
     for i, layer in enumerate(graph.layers):
         a = layer.attrs
@@ -33,12 +34,27 @@ def torch_forward(graph, dtype, channels_last: bool):
                                                                                          dtype=dtype))
         if layer.op == "bias":
             w[i] = torch.as_tensor(a["b"], device=dev, dtype=dtype)
+        if layer.op == "resize":                # (rows, columns): taps as index tensors, weights in dtype
+            (_, h, wd), (_, oh, ow) = graph.shapes[layer.inputs[0]], graph.shapes[layer.output]
+            scales = a["scales"] or (None, None)
+            w[i] = [tuple(torch.as_tensor(t, device=dev, dtype=torch.long) for t in taps[:2]) +
+                    (torch.as_tensor(taps[2], device=dev, dtype=dtype),)
+                    for taps in (resize_taps(h, oh, scales[0], a), resize_taps(wd, ow, scales[1], a))]
 
     def act(y, a):
         return {"relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
                 "leaky": lambda v: F.leaky_relu(v, a.a), "clip": lambda v: torch.clamp(v, a.a, a.b),
                 "hardsigmoid": lambda v: torch.clamp(v * a.a + a.b, 0, 1), "hardswish": F.hardswish, "silu": F.silu,
-                "none": lambda v: v}[a.kind](y)
+                "elu": lambda v: F.elu(v, a.a), "selu": lambda v: a.b * F.elu(v, a.a), "softplus": F.softplus,
+                "mish": F.mish, "gelu": F.gelu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"),
+                "erf": torch.erf, "celu": lambda v: F.celu(v, a.a), "softsign": F.softsign,
+                "logsigmoid": F.logsigmoid, "tanhshrink": F.tanhshrink, "none": lambda v: v}[a.kind](y)
+
+    def resize(x, taps):
+        (y0, y1, wy), (x0, x1, wx) = taps
+        wy = wy.view(-1, 1)
+        rows = lambda r: (1 - wx) * x[:, :, r][:, :, :, x0] + wx * x[:, :, r][:, :, :, x1]      # noqa: E731
+        return (1 - wy) * rows(y0) + wy * rows(y1)
 
     def run(x):
         env = {graph.input: x}
@@ -63,8 +79,9 @@ def torch_forward(graph, dtype, channels_last: bool):
                 y = act(ins[0] + ins[1], layer.act)
             elif layer.op == "mul":
                 y = act(ins[0] * ins[1], layer.act)
-            elif layer.op == "affine":
-                y = act(ins[0] * w[i][0].view(1, -1, 1, 1) + w[i][1].view(1, -1, 1, 1), layer.act)
+            elif layer.op == "affine":          # per channel of a map, or per feature of a flat tensor
+                shape = (1, -1) + (1,) * (ins[0].dim() - 2)
+                y = act(ins[0] * w[i][0].view(shape) + w[i][1].view(shape), layer.act)
             elif layer.op == "bias":
                 y = ins[0] + w[i]
             elif layer.op == "concat":
@@ -77,8 +94,16 @@ def torch_forward(graph, dtype, channels_last: bool):
                 y = torch.softmax(ins[0], -1)
             elif layer.op == "logsoftmax":
                 y = torch.log_softmax(ins[0], -1)
-            else:
+            elif layer.op == "resize":
+                y = resize(ins[0], w[i])
+            elif layer.op == "dilate":          # a ConvTranspose's zeros between pixels
+                (sh, sw), (n, c, h, wd) = a["stride"], ins[0].shape
+                y = ins[0].new_zeros((n, c, (h - 1) * sh + 1, (wd - 1) * sw + 1))
+                y[:, :, ::sh, ::sw] = ins[0]
+            elif layer.op == "act":
                 y = act(ins[0], layer.act)
+            else:
+                raise AssertionError(f"torch_forward: layer op {layer.op!r}")
             env[layer.output] = y
         return env[graph.output]
     return run
