@@ -36,7 +36,7 @@ typedef float out_t;
 
 // The ONNX path's activations (kernels/cnn.cu, cnn_igemm.cu, cnn_wgmma.cu): 0 none, 1 ReLU, 2 LeakyReLU(a),
 // 3 sigmoid, 4 tanh, 5 clip(a, b), 6 hard sigmoid max(0, min(1, a v + b)), 7 hard swish v max(0, min(1, v / 6 + 1 / 2)),
-// 8 SiLU v sigmoid(v).
+// 8 SiLU v sigmoid(v); 9-19 (act_apply_any) as kernels/cnn.cu lists them.
 // GPT-2's GELU, the tanh approximation (HF's "gelu_new").
 __device__ __forceinline__ float gelu_tanh(float v) {
     const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
@@ -47,9 +47,9 @@ __device__ __forceinline__ float gelu_tanh(float v) {
 __device__ __forceinline__ float softplus(float v) { return v > 20.f ? v : log1pf(expf(v)); }
 
 // Codes 0-8: what the fused epilogues (convolutions' implicit GEMMs, conv_direct) take. Codes 9 and up (ELU, SELU,
-// softplus, Mish, the GELUs, erf, CELU, softsign, log-sigmoid, tanhshrink) only in act_apply_any, which the element-wise kernels and dense_small use: in an
-// unrolled epilogue their switch cost conv_direct a spill and moved the implicit GEMMs' register counts, so the
-// host runs such a layer as the convolution, then activate_inplace.
+// softplus, Mish, the GELUs, erf, CELU, softsign, log-sigmoid, tanhshrink) only in act_apply_any, which the
+// element-wise kernels and dense_small use: in an unrolled epilogue their switch cost conv_direct a spill and moved
+// the implicit GEMMs' register counts, so the host runs such a layer as the convolution, then activate_inplace.
 __device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
     switch (act) {
         case 1: return fmaxf(v, 0.f);

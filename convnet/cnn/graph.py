@@ -41,8 +41,8 @@ BATCH = "N"
 @dataclass
 class Act:
     """An activation: kind (relu, leaky, sigmoid, tanh, clip, hardsigmoid, hardswish, silu, elu, selu, softplus,
-    mish, gelu (erf), gelu_tanh, erf, celu, softsign, logsigmoid, tanhshrink) and its two parameters (leaky's and elu's alpha; clip's min, max; hardsigmoid's
-    alpha, beta; selu's alpha, gamma)."""
+    mish, gelu (erf), gelu_tanh, erf, celu, softsign, logsigmoid, tanhshrink) and its two parameters (leaky's, elu's
+    and celu's alpha; clip's min, max; hardsigmoid's alpha, beta; selu's alpha, gamma)."""
     kind: str = "none"
     a: float = 0.0
     b: float = 0.0
@@ -137,8 +137,10 @@ def _exported_activations(nodes: list, consts: dict, output: str) -> list:
             return consts[name]
         c = made.get(name)
         if c is not None and c.op_type == "Constant":
-            return numpy_helper.to_array(_attrs(c).get("value")) if "value" in _attrs(c) else None
+            v = _attrs(c).get("value")
+            return numpy_helper.to_array(v) if v is not None else None
         return None
+
     def softsign(n):                        # Div(x, Add(Abs(x), 1)) -> (the Add, the Abs) or None
         add = made.get(n.input[1]) if n.op_type == "Div" and len(n.input) == 2 else None
         if add is None or add.op_type != "Add" or reads[n.input[1]] != 1:
@@ -403,7 +405,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             act = Act(op.lower())
         elif op == "Celu":                       # max(0, x) + min(0, alpha (e^(x / alpha) - 1))
             act = Act("celu", float(a.get("alpha", 1.0)))
-        elif op == "Gelu":                       # opset 20; older exports spell it with Erf, which runs as layers
+        elif op == "Gelu":                       # opset 20 (older exports write it out: _fold makes it one)
             if a.get("approximate", "none") not in ("none", "tanh"):
                 _refuse(node, f"approximate {a['approximate']!r} ('none' or 'tanh' are supported)")
             act = Act("gelu" if a.get("approximate", "none") == "none" else "gelu_tanh")
@@ -610,6 +612,7 @@ def _fold(graph: Graph) -> None:
     def readers(name):
         return sum(name in x.inputs for x in layers) + (name == graph.output)
     made = {x.output: x for x in layers}
+
     def only(name, op):                     # the `op` layer that makes `name`, read by one layer, or None
         f = made.get(name)
         return f if f is not None and f.op == op and readers(name) == 1 else None
@@ -718,6 +721,15 @@ def _current(graph: Graph, name: str) -> str:
     return name
 
 
+def _spatial_size(graph: Graph, shapes: dict, layer: Layer, d: SpatialDim) -> int:
+    """The height or width d names, from the shapes inferred so far (its tensor followed past folding)."""
+    shape = shapes.get(_current(graph, d.tensor), ())
+    if len(shape) != 3:
+        raise UsageError(f"ONNX node {layer.name!r} (Resize): sizes from the shape of {d.tensor!r}, which is not an "
+                         f"(N, C, H, W) map the network computes")
+    return shape[d.axis - 1]
+
+
 def infer_shapes(graph: Graph) -> dict:
     """Each tensor's per-image shape, (C, H, W) or (F,), by walking the layers once."""
     out = {graph.input: tuple(graph.input_shape)}
@@ -817,13 +829,8 @@ def infer_shapes(graph: Graph) -> dict:
                                  f"(N, C, H, W) map is supported)")
             c, h, w = s[0]
             if a["sizes"]:                      # a SpatialDim: that tensor's height or width, known by now
-                a["sizes"] = tuple(SpatialDim(_current(graph, d.tensor), d.axis) if isinstance(d, SpatialDim) else d
+                a["sizes"] = tuple(_spatial_size(graph, out, layer, d) if isinstance(d, SpatialDim) else d
                                    for d in a["sizes"])
-                known = [d for d in a["sizes"] if isinstance(d, SpatialDim) and len(out.get(d.tensor, ())) != 3]
-                if known:
-                    raise UsageError(f"ONNX node {layer.name!r} (Resize): sizes from the shape of {known[0].tensor!r}, "
-                                     f"which is not an (N, C, H, W) map the network computes")
-                a["sizes"] = tuple(out[d.tensor][d.axis - 1] if isinstance(d, SpatialDim) else d for d in a["sizes"])
             y = (c, *a["sizes"]) if a["sizes"] else (c, int(np.floor(h * a["scales"][0] + 1e-9)),
                                                      int(np.floor(w * a["scales"][1] + 1e-9)))
         elif layer.op == "pad":                 # one that no convolution took (_fold)
