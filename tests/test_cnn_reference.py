@@ -335,6 +335,7 @@ def test_mish_written_out_becomes_one_activation(tmp_path):
      "'the_node' (PRelu): a constant of shape (4, 1, 1) on a (N, 3, 8, 8) tensor"),
     ("PRelu", {"inputs": ("input", "input")}, "'the_node' (PRelu): a slope that is not an initializer"),
     ("Gelu", {"approximate": "erf", "opset": 20}, "'the_node' (Gelu): approximate 'erf' ('none' or 'tanh'"),
+    ("Celu", {"alpha": 0.0}, "'the_node' (Celu): alpha 0 (CELU divides by it)"),
     ("Resize", {"inputs": ("input", "", "s"), "inits": (("s", np.array([1, 1, 2, 2], np.float32)),), "mode": "cubic"},
      "'the_node' (Resize): mode 'cubic' (nearest and linear are supported)"),
     ("Resize", {"inputs": ("input", "", "s"), "inits": (("s", np.array([1, 2, 2, 2], np.float32)),)},

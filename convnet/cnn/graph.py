@@ -404,6 +404,8 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         elif op in ("Softplus", "Mish", "Erf", "Softsign", "LogSigmoid", "Tanhshrink"):   # Mish: opset 18
             act = Act(op.lower())
         elif op == "Celu":                       # max(0, x) + min(0, alpha (e^(x / alpha) - 1))
+            if float(a.get("alpha", 1.0)) == 0:
+                _refuse(node, "alpha 0 (CELU divides by it)")
             act = Act("celu", float(a.get("alpha", 1.0)))
         elif op == "Gelu":                       # opset 20 (older exports write it out: _fold makes it one)
             if a.get("approximate", "none") not in ("none", "tanh"):
