@@ -20,13 +20,18 @@ from ..errors import ConvnetError, exit_code
 LAYERS = {"conv1": ("conv1.weight", (1, 86, 86)), "conv2": ("conv2.weight", (4, 40, 40))}
 
 
+def setting_value(text: str):
+    """A setting's value as written on a command line: a whole number as int, anything else as it is."""
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
 def parse_sweep(items):
     grid = {}
     for item in items:
         key, _, values = item.partition("=")
         if not values:
             raise ConvnetError(f"--sweep takes key=v1,v2,..., got {item!r}")
-        grid[key] = [int(v) if v.lstrip("-").isdigit() else v for v in values.split(",")]
+        grid[key] = [setting_value(v) for v in values.split(",")]
     return grid
 
 
@@ -60,7 +65,7 @@ def variant_spec(spec: str, model: str):
     pairs = [kv.partition("=") for kv in extra.split(",") if kv]
     if any(not k or not sep or not v for k, sep, v in pairs):
         raise ConvnetError(f"{spec!r}: expected NAME@KEY=VALUE,KEY=VALUE")
-    setting = {k: int(v) if v.lstrip("-").isdigit() else v for k, _, v in pairs}
+    setting = {k: setting_value(v) for k, _, v in pairs}
     v = with_setting(catalogue.get(name, model), setting)
     return dataclasses.replace(v, name=spec.replace("@", "_").replace("=", "").replace(",", "_")) if extra else v
 
