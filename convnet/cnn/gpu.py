@@ -255,11 +255,6 @@ class GPUNet:
         how it was written (global_avg_pool_nhwc_f16), else fp32 NCHW."""
         return self.nhwc_dw and layer.op == "gap" and self.shape[layer.inputs[0]][0] % NHWC_VEC == 0
 
-    @property
-    def nhwc_in(self) -> set:
-        """The layers other than NHWC convolutions that read their first input in fp16 NHWC."""
-        return self.nhwc_pools | self.nhwc_dws | self.nhwc_muls
-
     def _nhwc_conv(self, layer) -> bool:
         """Whether an NHWC kernel runs this layer: params layout = "nhwc", a group-1 convolution over C % 8 == 0
         channels; with params wgmma also one over 1-7 channels (read padded to 8) writing PAD_MIN_M or more (a
@@ -282,6 +277,7 @@ class GPUNet:
         convolution or pooling whose input is one converts it first (nchw_to_nhwc_f16, once per tensor). Decided
         from the last layer back, so that a pooling's layout is known before its input's."""
         self.half_tensors, self.nhwc_pools, self.nhwc_dws, self.nhwc_muls = set(), set(), set(), set()
+        self.nhwc_in = set()
         if not self.nhwc:
             return
         layers = self.graph.layers
@@ -323,6 +319,7 @@ class GPUNet:
             elif self._se_mul(layer) and all_read_half(layer.output):
                 self.nhwc_muls.add(i)
                 self.half_tensors.add(layer.output)
+        self.nhwc_in = self.nhwc_pools | self.nhwc_dws | self.nhwc_muls   # layers but NHWC convolutions reading NHWC
 
     def _on_stream(self, fn, shared: int = 0):
         return lambda grid, block, *args: fn(grid, block, *args, stream=self.stream, shared=shared)
