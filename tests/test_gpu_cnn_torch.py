@@ -117,6 +117,13 @@ def export(model, shape, path, opset=13):
     return path
 
 
+def float64(model, x):
+    """The oracle: a float64 copy of the model (it stays fp32) on x, on the GPU (torch's float64 convolutions on
+    the CPU take minutes for torchvision's nets)."""
+    with torch.no_grad():
+        return copy.deepcopy(model).double().cuda()(torch.from_numpy(x).double().cuda()).cpu().numpy()
+
+
 def check(model, shape, tmp_path, rng, batch, opset=13):
     from convnet import catalogue
     from convnet.cnn import graph, reference
@@ -124,8 +131,7 @@ def check(model, shape, tmp_path, rng, batch, opset=13):
     path = export(model, shape, tmp_path / "net.onnx", opset)
     g = graph.load(path)
     x = rng.standard_normal((batch, *shape)).astype(np.float32)
-    with torch.no_grad():
-        want = copy.deepcopy(model).double()(torch.from_numpy(x).double()).numpy()      # the model stays fp32
+    want = float64(model, x)
     for name in VARIANTS:
         if name == "cpu":
             got = reference.forward(g, x)
@@ -188,8 +194,7 @@ def test_torchvision_depthwise_blocks_in_nhwc(tmp_path, on, name, depthwise, se)
     model = randomise_batchnorm(getattr(torchvision.models, name)(num_classes=10), 5)
     g = graph.load(export(model, (3, 96, 96), tmp_path / "net.onnx", opset=14))
     x = np.random.default_rng(5).standard_normal((5, 3, 96, 96)).astype(np.float32)
-    with torch.no_grad():
-        want = copy.deepcopy(model).double()(torch.from_numpy(x).double()).numpy()
+    want = float64(model, x)
     net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"nhwc_depthwise": on}))
     net.rt.pool.fill("cnna", np.nan, np.float32)
     net.rt.pool.fill("cnna", np.nan, np.float16)

@@ -9,8 +9,9 @@ precompile step then finds every build (H200, 1,621 builds: 17 MB, unpacked in 1
 
     python tools/gpu_suite.py [pytest args, e.g. tests/test_gpu_lenet.py or -k decode]
 
-Tests are dealt to shards by test function (all cases of a function in one shard, so they share its module
-fixtures), largest function first onto the least loaded shard. Each shard's log and JUnit XML go to $OUT (default
+Tests are dealt to shards by test function (the cases of a function in one shard, so they share its module
+fixtures; a function with more cases than a shard's share is cut into shares), largest first onto the least
+loaded shard. Each shard's log and JUnit XML go to $OUT (default
 /tmp/gpu_suite); shards still running LIMIT seconds after the start (default 560, builds included) are interrupted,
 so pytest still prints what failed and its slowest tests. Exit status 0 only when every shard passed."""
 import os
@@ -39,6 +40,8 @@ def deal(ids: list, shards: int) -> list:
     groups = defaultdict(list)
     for i in ids:
         groups[i.split("[")[0]].append(i)
+    share = -(-len(ids) // shards)                # a function with more cases than a shard's share is cut up
+    groups = {(k, n): v[n:n + share] for k, v in groups.items() for n in range(0, len(v), share)}
     load, out = [0] * shards, [[] for _ in range(shards)]
     for g in sorted(groups.values(), key=len, reverse=True):
         k = load.index(min(load))
@@ -73,7 +76,9 @@ def main() -> int:
         log = open(out_dir / f"shard{n}.log", "w")
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", MARK, "-rfE", "--durations=15",
                f"--junitxml={out_dir / f'shard{n}.xml'}", *part]
-        procs.append((n, len(part), log, subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)))
+        env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 8) // shards)), **os.environ}   # torch's CPU work
+        procs.append((n, len(part), log, subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                                          env=env)))
     for n, count, log, p in procs:
         try:
             p.wait(max(1.0, deadline - time.perf_counter()))

@@ -17,7 +17,7 @@ from convnet.bench.dryrun import RecordingRuntime, precompile_main   # noqa: E40
 
 
 COLLECTORS = ("precompile", "precompile_gpt2", "precompile_gpt2_configs", "precompile_generate", "precompile_small_m",
-              "precompile_decode_split", "precompile_bf16", "precompile_device_call")
+              "precompile_decode_split", "precompile_bf16", "precompile_device_call", "precompile_cnn")
 
 
 def collect_one(tool: str, arch: str) -> set:
