@@ -295,6 +295,46 @@ def test_bf16_greedy_batch_of_different_lengths(name, graph, monkeypatch):
     assert sum(a == g for a, g in zip(alone, got)) >= len(prompts) - 2, (got, alone)
 
 
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb"])
+@pytest.mark.parametrize("B", [1, 3, 8])
+@pytest.mark.parametrize("graph", [True, False])
+def test_bf16_greedy_steps_end_in_the_lm_heads_pick(name, B, graph, monkeypatch):
+    """decode_pick in the generate path: greedy runs of B prompts of one length, without end-of-text or a repetition
+    penalty, end each decode step in the LM head's pick (no sample_tokens / advance_tokens launch) up to PICK_MAX_B
+    sequences (and, the limit raised, up to the pick's 8), poisoned first; the tokens equal those of the sampler's
+    steps (the same logits, the same lowest-index argmax) bit for bit. With end-of-text or a penalty the sampler
+    runs as before."""
+    from convnet.gpt2 import gpu_generate
+    params = small_params(SMALL)
+    gen = make_generator(name, params, SMALL)
+    gpu = gen.gpu
+    prompts = [[int(x) for x in np.arange(1, 8) * (5 + 3 * i) % 257] for i in range(B)]
+    calls, enqueue = [], gpu.enqueue
+    gpu.enqueue = lambda *a, **kw: calls.append(kw.get("pick", False)) or enqueue(*a, **kw)
+    poison(gpu.rt)
+    default = run(gen, prompts, 20, graph=graph)
+    assert (True in calls) == (B <= gpu_generate.PICK_MAX_B)
+    monkeypatch.setattr(gpu_generate, "PICK_MAX_B", 8)
+    calls.clear()
+    gen.forget()
+    poison(gpu.rt)
+    got = run(gen, prompts, 20, graph=graph)
+    assert True in calls and got == default and all(len(ids) == 20 for ids in got)
+    picks = gpu._picks
+    gpu._picks = lambda b: False                    # the sampler's steps
+    gen.forget()
+    poison(gpu.rt)
+    calls.clear()
+    assert run(gen, prompts, 20, graph=graph) == got and True not in calls
+    gpu._picks = picks
+    for s, eos in ((Sampling(0.0, repetition_penalty=1.5), None), (Sampling(), 256)):
+        calls.clear()
+        run(gen, prompts, 6, s, eos, graph=graph)
+        assert calls and True not in calls
+    want = [generate(params, SMALL, p, 20) for p in prompts]
+    assert sum(g == w for g, w in zip(got, want)) >= B - max(1, B // 4), (got, want)
+
+
 @pytest.mark.parametrize("plain,lnpdl", [("fast_bf16-ln_pdl", "fast_bf16"), (SPLIT + "-ln_pdl", SPLIT)])
 @pytest.mark.parametrize("graph", [True, False])
 def test_bf16_ln_pdl_gives_the_same_tokens(plain, lnpdl, graph):
