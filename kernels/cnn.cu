@@ -167,19 +167,44 @@ extern "C" __global__ void pool2d(const float* __restrict__ x, float* __restrict
     }
 }
 
+// A thread's share of an fp16 NHWC output (C % 8 == 0): element t of N x OH x OW x C/8 is (pixel, 8 channels);
+// xs points at its image's input at those channels, for reads of 8 channels (16 bytes) a tap.
+struct Nhwc8 {
+    long long pix;
+    int c8, ox, oy;
+    const __half* xs;
+};
+
+__device__ __forceinline__ Nhwc8 nhwc8_at(long long t, const __half* x, int C, int H, int W, int OH, int OW) {
+    Nhwc8 p;
+    p.c8 = (int)(t % (C / 8));
+    p.pix = t / (C / 8);
+    p.ox = (int)(p.pix % OW);
+    p.oy = (int)(p.pix / OW % OH);
+    p.xs = x + p.pix / ((long long)OH * OW) * H * W * C + p.c8 * 8;
+    return p;
+}
+
+// 8 fp32 values as 8 halves (round to nearest) in one 16-byte store.
+__device__ __forceinline__ void store_half8(__half* y, const float (&v)[8]) {
+    uint4 o;
+    __half2* oh = reinterpret_cast<__half2*>(&o);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) oh[e] = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+    *reinterpret_cast<uint4*>(y) = o;
+}
+
 // pool2d over fp16 NHWC (C % 8 == 0; the tensor-core convolutions' layout, params wgmma): a thread per (image,
 // output pixel, 8 channels) reads each tap's 8 channels as 16 bytes and writes 16; sums in fp32.
 extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half* __restrict__ y, int N, int C, int H,
                                            int W, int KH, int KW, int SH, int SW, int PT, int PL, int PB, int PR,
                                            int OH, int OW, int is_max, int count_pad) {
-    const int C8 = C / 8;
-    const long long total = (long long)N * OH * OW * C8;
+    const long long total = (long long)N * OH * OW * (C / 8);
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
          t += (long long)gridDim.x * blockDim.x) {
-        const int c8 = (int)(t % C8);
-        const long long pix = t / C8;
-        const int ox = (int)(pix % OW), oy = (int)(pix / OW % OH);
-        const __half* xs = x + pix / ((long long)OH * OW) * H * W * C + c8 * 8;
+        const Nhwc8 p = nhwc8_at(t, x, C, H, W, OH, OW);
+        const int ox = p.ox, oy = p.oy, c8 = p.c8;
+        const __half* xs = p.xs;
         float acc[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] = is_max ? -INFINITY : 0.f;
@@ -202,13 +227,11 @@ extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half*
                 if (in || (count_pad && py < H + PT + PB && px < W + PL + PR)) ++count;
             }
         }
-        uint4 o;
-        __half2* oh = reinterpret_cast<__half2*>(&o);
+        if (!is_max) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-            oh[e] = is_max ? __floats2half2_rn(acc[2 * e], acc[2 * e + 1])
-                           : __floats2half2_rn(acc[2 * e] / (float)count, acc[2 * e + 1] / (float)count);
-        *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
+            for (int e = 0; e < 8; ++e) acc[e] /= (float)count;
+        }
+        store_half8(y + p.pix * C + c8 * 8, acc);
     }
 }
 
@@ -220,14 +243,12 @@ extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const 
                                             const float* __restrict__ bias, __half* __restrict__ y, int N, int C,
                                             int H, int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT,
                                             int PL, int OH, int OW, int act, float a, float b) {
-    const int C8 = C / 8;
-    const long long total = (long long)N * OH * OW * C8;
+    const long long total = (long long)N * OH * OW * (C / 8);
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
          t += (long long)gridDim.x * blockDim.x) {
-        const int c8 = (int)(t % C8);
-        const long long pix = t / C8;
-        const int ox = (int)(pix % OW), oy = (int)(pix / OW % OH);
-        const __half* xs = x + pix / ((long long)OH * OW) * H * W * C + c8 * 8;
+        const Nhwc8 p = nhwc8_at(t, x, C, H, W, OH, OW);
+        const int ox = p.ox, oy = p.oy, c8 = p.c8;
+        const __half* xs = p.xs;
         const float* ws = w + c8 * 8;
         const float4 b0 = *reinterpret_cast<const float4*>(bias + c8 * 8);
         const float4 b1 = *reinterpret_cast<const float4*>(bias + c8 * 8 + 4);
@@ -251,12 +272,9 @@ extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const 
                 }
             }
         }
-        uint4 o;
-        __half2* oh = reinterpret_cast<__half2*>(&o);
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-            oh[e] = __floats2half2_rn(act_apply_any(acc[2 * e], act, a, b), act_apply_any(acc[2 * e + 1], act, a, b));
-        *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
+        for (int e = 0; e < 8; ++e) acc[e] = act_apply_any(acc[e], act, a, b);
+        store_half8(y + p.pix * C + c8 * 8, acc);
     }
 }
 
