@@ -202,13 +202,19 @@ def test_per_layer_times_and_the_report(tmp_path):
     assert all(x["ms"] >= 0 for x in r["layers"]) and sum(x["ms"] for x in r["layers"]) <= r["total_ms"] * 1.05
 
 
-@pytest.mark.parametrize("variant", ["igemm_f16", "igemm_f16_nhwc"])
-def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant):
+@pytest.mark.parametrize("variant", ["igemm_f16", "igemm_f16_nhwc", "igemm_f16_graph"])
+def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant, monkeypatch):
     """params overlap (igemm_f16): 1,001 images (one chunk of 1,001) go up in 3 pieces of 334, the last one short,
     under the layers of the piece before, from pageable memory (staged through pinned buffers) and from pinned memory (uploaded as it is):
-    both equal the one-pass forward bit for bit, with every buffer poisoned first."""
+    both equal the one-pass forward bit for bit, with every buffer poisoned first. params graph, with the batch past
+    the whole-forward graph's size: each piece's layers are captured after their first pass and replayed after."""
     from convnet import catalogue
     from convnet.cnn import gpu, reference
+    from convnet.gpu.graph import Graph
+    launches = []
+    launch = Graph.launch
+    monkeypatch.setattr(Graph, "launch", lambda self: launches.append(self) or launch(self))
+    monkeypatch.setattr(gpu, "GRAPH_MAX_BYTES", 0)
     g = load(tmp_path, "vgg_cifar", seed=4)
     net = gpu.GPUNet(g, catalogue.get(variant, "onnx"))
     net.chunk = 1001
@@ -225,3 +231,7 @@ def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant):
             o.fill(np.nan)
         assert np.array_equal(net.forward(src), whole)
     assert net._staging["piece"] == 334 and len(net._staging["in"]) == 2       # the overlapped path ran
+    graphs = {id(e[1]) for e in net._piece_graphs.values()}
+    assert (sorted(net._piece_graphs), len(launches)) == (([(0, 333), (0, 334), (1, 334)], 6) if net.graphs else
+                                                          ([], 0))
+    assert {id(x) for x in launches} == graphs
