@@ -5,7 +5,8 @@
 //   im2col_pad        one image's columns for a strided, dilated, padded convolution: cols[(c, i, j), (oy, ox)]
 //   conv_direct       the convolution without the im2col matrix: a thread holds one output pixel of DIRECT_OC
 //                     output channels (the warp reads the same weights: broadcast), bias and activation fused
-//   conv_depthwise    groups = channels (MobileNet): one thread an output pixel, bias and activation fused
+//   conv_grouped      groups > 1 (depthwise, channel multipliers, ResNeXt): one thread an output, bias and
+//                     activation fused
 //   activate_inplace  the activations the GEMM epilogue lacks: LeakyReLU, sigmoid, tanh, clip (ReLU6)
 //   channel_affine    y = act(x * scale[c] + shift[c]) (a BatchNormalization nothing folds into; a channel bias)
 //   add_act           y = act(a + b) (residual connections)
@@ -89,25 +90,30 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct(
         if (m0 + k < M) y[at + k * plane] = act_apply(acc[k] + bias[m0 + k], act, a, b);
 }
 
-extern "C" __global__ void conv_depthwise(const float* __restrict__ x, const float* __restrict__ w,
-                                          const float* __restrict__ bias, float* __restrict__ y, int N, int C, int H,
-                                          int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-                                          int OH, int OW, int act, float a, float b) {
-    const long long total = (long long)N * C * OH * OW;
+// A grouped convolution, fp32 NCHW: group g's CG input channels feed its MG outputs (depthwise: CG = MG = 1; a
+// channel multiplier: CG = 1; ResNeXt's and RegNet's: both past 1). One thread an output; w as ONNX lays it out,
+// (M, CG, KH, KW); bias and act_apply_any fused.
+extern "C" __global__ void conv_grouped(const float* __restrict__ x, const float* __restrict__ w,
+                                        const float* __restrict__ bias, float* __restrict__ y, int N, int C, int H,
+                                        int W, int M, int CG, int MG, int KH, int KW, int SH, int SW, int DH, int DW,
+                                        int PT, int PL, int OH, int OW, int act, float a, float b) {
+    const long long total = (long long)N * M * OH * OW;
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
          t += (long long)gridDim.x * blockDim.x) {
         const int ox = (int)(t % OW), oy = (int)(t / OW % OH);
-        const long long nc = t / ((long long)OH * OW);
-        const int c = (int)(nc % C);
-        const float* xs = x + nc * H * W;
-        const float* ws = w + (long long)c * KH * KW;
-        float acc = bias[c];
-        for (int i = 0; i < KH; ++i) {
-            const int yy = oy * SH - PT + i * DH;
-            if (yy < 0 || yy >= H) continue;
-            for (int j = 0; j < KW; ++j) {
-                const int xx = ox * SW - PL + j * DW;
-                if (xx >= 0 && xx < W) acc = fmaf(xs[yy * W + xx], ws[i * KW + j], acc);
+        const long long nm = t / ((long long)OH * OW);
+        const int m = (int)(nm % M);
+        const float* xs = x + ((nm / M) * C + (long long)(m / MG) * CG) * H * W;
+        const float* ws = w + (long long)m * CG * KH * KW;
+        float acc = bias[m];
+        for (int cg = 0; cg < CG; ++cg, xs += (long long)H * W, ws += KH * KW) {
+            for (int i = 0; i < KH; ++i) {
+                const int yy = oy * SH - PT + i * DH;
+                if (yy < 0 || yy >= H) continue;
+                for (int j = 0; j < KW; ++j) {
+                    const int xx = ox * SW - PL + j * DW;
+                    if (xx >= 0 && xx < W) acc = fmaf(xs[yy * W + xx], ws[i * KW + j], acc);
+                }
             }
         }
         y[t] = act_apply_any(acc, act, a, b);
@@ -235,8 +241,8 @@ extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half*
     }
 }
 
-// conv_depthwise over fp16 NHWC (C % 8 == 0), so that a MobileNet's or EfficientNet's depthwise layers between
-// NHWC convolutions stay in their layout (conv_depthwise reads and writes fp32 NCHW: a conversion before and after
+// A depthwise conv_grouped over fp16 NHWC (C % 8 == 0), so that a MobileNet's or EfficientNet's depthwise layers between
+// NHWC convolutions stay in their layout (conv_grouped reads and writes fp32 NCHW: a conversion before and after
 // each). A thread per (image, output pixel, 8 channels): each tap's 8 channels as one 16-byte load, the tap's
 // weights as two float4 of w laid out (KH * KW, C), fp32 sums from the bias, act_apply_any, 16 bytes out.
 extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const float* __restrict__ w,

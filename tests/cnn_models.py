@@ -229,6 +229,21 @@ def decoder(rng):
     return model((3, 11, 9), gemm(x, 4, 3))
 
 
+def grouped(rng):
+    """Grouped convolutions past depthwise: ResNeXt's cardinality (4 groups of 4 channels into 6), a depthwise one
+    with two filters a channel (group = channels, twice the outputs) dilated, a 1x1 of 2 groups of 24 into a residual
+    Add, and a strided one of 8 groups with ELU (an activation no convolution epilogue takes)."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+    x0 = node("Relu", [bn(conv("input", 3, 16, 3, stride=2, pads=[1, 0, 1, 1]), 16)])
+    x = node("Relu", [bn(conv(x0, 16, 24, 3, group=4, bias=False), 24)])
+    x = conv(x, 24, 48, 3, group=24, pads=[2, 2, 2, 2], dilations=[2, 2])
+    x = bn(conv(x, 48, 16, 1, group=2, pads=[0, 0, 0, 0], bias=False), 16)
+    x = node("Relu", [node("Add", [x0, x])])
+    x = node("Elu", [conv(x, 16, 32, 3, stride=2, group=8)], alpha=0.7)
+    x = node("Flatten", [node("GlobalAveragePool", [x])], axis=1)
+    return model((3, 23, 19), gemm(x, 32, 10))
+
+
 def _const_i64(node, values):
     return node("Constant", [], value=_tensor(np.array(values, np.int64)))
 
@@ -241,4 +256,5 @@ def _tensor(arr):
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
           "every_op": every_op, "normalised": normalised, "mobilenet_v3_block": mobilenet_v3_block,
           "pooled_heads": pooled_heads, "smooth_acts": smooth_acts, "upsampling": upsampling, "decoder": decoder,
+          "grouped": grouped,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

@@ -130,7 +130,7 @@ def test_smooth_activations_run_after_the_convolution(tmp_path, variant):
 def test_depthwise_layers_stay_in_fp16_nhwc_with_nhwc_depthwise(tmp_path, name):
     """Param nhwc_depthwise (on igemm_f16_wgmma): each depthwise convolution over channels in 8s whose readers all
     read fp16 NHWC runs conv_dw_nhwc_f16 and writes fp16 NHWC, so fewer tensors are converted from fp32 NCHW; without
-    the param every depthwise layer runs conv_depthwise. In mobilenet_v3_block the squeeze-and-excitation's global
+    the param every depthwise layer runs conv_grouped. In mobilenet_v3_block the squeeze-and-excitation's global
     pool and product read that output in fp16 NHWC too (and the product writes it)."""
     from convnet import catalogue
     from convnet.bench.layer import with_setting
@@ -155,7 +155,7 @@ def test_depthwise_layers_stay_in_fp16_nhwc_with_nhwc_depthwise(tmp_path, name):
     assert "global_avg_pool_nhwc_f16" in on[1] and not off[0].nhwc_muls      # (mobilenet_block: its head's pool)
     assert on[0].nhwc_dws and on[0].nhwc_dws <= set(depthwise)
     assert on[1].count("conv_dw_nhwc_f16") == len(on[0].nhwc_dws)
-    assert on[1].count("conv_depthwise") == len(depthwise) - len(on[0].nhwc_dws)
+    assert on[1].count("conv_grouped") == len(depthwise) - len(on[0].nhwc_dws)
     assert {g.layers[i].output for i in on[0].nhwc_dws} <= on[0].half_tensors
     assert on[1].count("nchw_to_nhwc_f16") < off[1].count("nchw_to_nhwc_f16")
 

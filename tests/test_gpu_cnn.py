@@ -158,20 +158,33 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
 
 
-def test_a_grouped_convolution_other_than_depthwise_is_refused(tmp_path):
+@pytest.mark.parametrize("c,m,group,act", [(4, 6, 2, "Relu"), (6, 12, 6, "Elu"), (5, 5, 5, None), (12, 8, 4, "Relu"),
+                                           (3, 9, 3, None), (64, 64, 32, "Relu")])
+@pytest.mark.parametrize("variant", ["im2col", "igemm_f16_graph"])
+def test_grouped_convolutions_at_odd_shapes(tmp_path, c, m, group, act, variant):
+    """conv_grouped: groups of c / group input channels into m / group outputs (depthwise, a channel multiplier,
+    ResNeXt's 32 groups of 2), dilated, strided, asymmetrically padded, with and without an activation, against
+    float64 at an odd batch, poisoned; the same kernel in every variant (fp32 NCHW between NHWC layers)."""
     from onnx import TensorProto, helper, numpy_helper
     from convnet import catalogue
-    from convnet.cnn import graph
+    from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
-    from convnet.errors import UsageError
-    w = numpy_helper.from_array(np.zeros((4, 2, 3, 3), np.float32), "w")
-    gr = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="grouped", group=2, kernel_shape=[3, 3])],
-                           "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    rng = np.random.default_rng(c * m + group)
+    w = numpy_helper.from_array(rng.standard_normal((m, c // group, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y" if act is None else "z"], name="grouped", group=group,
+                              kernel_shape=[3, 3], strides=[2, 1], dilations=[2, 1], pads=[1, 0, 2, 1])]
+    if act is not None:
+        nodes.append(helper.make_node(act, ["z"], ["y"]))
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, 13, 10])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
     path = tmp_path / "g.onnx"
     onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    with pytest.raises(UsageError, match=r"'grouped' \(Conv\): group 2 over 4 channels"):
-        GPUNet(graph.load(path), catalogue.get("im2col", "onnx"))
+    g = graph.load(path)
+    net = GPUNet(g, catalogue.get(variant, "onnx"))
+    x = rng.standard_normal((7, c, 13, 10)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-5
 
 
 @pytest.mark.parametrize("variant,agree,accuracy_tol", [("direct_graph", 1.0, 5e-5), ("igemm_f16", 0.995, 3e-3)])

@@ -177,7 +177,19 @@ def test_torchvision_mobilenet_v3_and_efficientnet(tmp_path, name, opset, acts):
     assert acts <= {x.act.kind for x in g.layers} and any(x.op == "mul" for x in g.layers)
 
 
-@pytest.mark.parametrize("on", [False, True], ids=["conv_depthwise", "nhwc_depthwise"])
+@pytest.mark.parametrize("name", ["regnet_x_400mf", "resnext50_32x4d"])
+def test_torchvision_grouped_convolutions(tmp_path, name):
+    """torchvision's RegNetX-400MF (groups of 16 channels) and ResNeXt-50 (32 groups), random weights and batch-norm
+    statistics, 3x64x64 at batch 2: every variant against PyTorch in float64, their grouped convolutions on
+    conv_grouped."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(4)
+    model = randomise_batchnorm(getattr(torchvision.models, name)(num_classes=10), 4)
+    g = check(model, (3, 64, 64), tmp_path, np.random.default_rng(4), 2)
+    assert any(x.op == "conv" and 1 < x.attrs["group"] < x.attrs["w"].shape[0] for x in g.layers)
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["conv_grouped", "nhwc_depthwise"])
 @pytest.mark.parametrize("name,depthwise,se", [("mobilenet_v2", 17, 0), ("mobilenet_v3_small", 11, 9),
                                                ("efficientnet_b0", 16, 16)])
 def test_torchvision_depthwise_blocks_in_nhwc(tmp_path, on, name, depthwise, se):

@@ -1,15 +1,15 @@
 """A loaded ONNX network on the GPU: convolutions as im2col (kernels/cnn.cu) + gemm.cu v2 with the bias and ReLU in
 the GEMM's epilogue, direct (params conv = "direct": no im2col matrix), or an implicit GEMM on tensor cores with fp16
 operands (conv = "igemm_f16", kernels/cnn_igemm.cu: bias, activation, a residual Add and a 2x2 pool fused where the
-graph allows, _plan_fusions); depthwise convolutions direct; every other layer one kernel of kernels/cnn.cu, fp32
+graph allows, _plan_fusions); grouped ones (depthwise included) direct, conv_grouped; every other layer one kernel of kernels/cnn.cu, fp32
 NCHW between layers. With params graph = true a small batch's whole forward (upload from pinned memory, every kernel,
 download) is one CUDA graph, captured at its first call and replayed after; with overlap = true a large one goes up
 in pieces under the layers of the piece before (_overlapped).
 
 Images go through in chunks sized so that the activations and the largest im2col matrix of a chunk stay within
 CHUNK_BYTES of device memory; buffers come from the runtime's pool, allocated once (each network's weights under
-its own cnnw<k>. names, its activations under cnna<k>.). What the path cannot run (a grouped convolution other than
-depthwise, a broadcast Add) is refused at construction, naming the node."""
+its own cnnw<k>. names, its activations under cnna<k>.). What the path cannot run (a broadcast Add) is refused at
+construction, naming the node."""
 from __future__ import annotations
 
 import itertools
@@ -153,7 +153,7 @@ class GPUNet:
         conv = variant.params.get("conv", "im2col")
         self.direct, self.igemm = conv == "direct", conv == "igemm_f16"
         self.nhwc = self.igemm and variant.params.get("layout") == "nhwc"
-        names = ["conv_depthwise", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
+        names = ["conv_grouped", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
                  "concat_channels", "softmax_rows", "dense_small", "mul_act", "resize2d", "dilate2d"] + \
             (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
         self.graphs, self.overlap = bool(variant.params.get("graph")), bool(variant.params.get("overlap"))
@@ -331,11 +331,6 @@ class GPUNet:
             if layer.op == "logsoftmax" and (layer is not graph.layers[-1] or layer.output != graph.output):
                 raise UsageError(f"ONNX node {layer.name!r} (LogSoftmax): the GPU path applies it to the downloaded "
                                  f"outputs, so only as the network's last layer (--variant cpu runs it anywhere)")
-            if layer.op == "conv" and a["group"] > 1:
-                c = self.shape[layer.inputs[0]][0]
-                if not (a["group"] == c == a["w"].shape[0]):
-                    raise UsageError(f"ONNX node {layer.name!r} (Conv): group {a['group']} over {c} channels into "
-                                     f"{a['w'].shape[0]} (the GPU path runs group 1 and depthwise, group = channels)")
             oc = int(self.variant.defines.get("DIRECT_OC", 8))
             if layer.op == "conv" and self.variant.params.get("conv") == "direct" and a["w"].shape[0] > 65535 * oc:
                 raise UsageError(f"ONNX node {layer.name!r} (Conv): {a['w'].shape[0]} output channels, more than "
@@ -641,9 +636,10 @@ class GPUNet:
                                       i32(ow), i32(code), pa, pb)
                 return
             if a["group"] > 1:
-                k["conv_depthwise"](grid, block, ptr(ins[0]), W, B, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(kh),
-                                    i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh), i32(ow),
-                                    i32(code), pa, pb)
+                g = a["group"]
+                k["conv_grouped"](grid, block, ptr(ins[0]), W, B, ptr(y), i32(n), i32(c), i32(h), i32(w), i32(m),
+                                  i32(c // g), i32(m // g), i32(kh), i32(kw), i32(sh), i32(sw), i32(dh), i32(dw),
+                                  i32(t), i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
             res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)          # a fused residual Add's other input
             res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
