@@ -344,6 +344,8 @@ def test_mish_written_out_becomes_one_activation(tmp_path):
                 "coordinate_transformation_mode": "tf_crop_and_resize"},
      "'the_node' (Resize): coordinate_transformation_mode 'tf_crop_and_resize'"),
     ("Resize", {"inputs": ("input", "", "", "input")}, "'the_node' (Resize): sizes computed at run time"),
+    ("Conv", {"inputs": ("input", "w"), "inits": (("w", np.ones((4, 1, 3, 3), np.float32)),), "group": 3},
+     "'the_node' (Conv): 4 output channels in 3 groups (each group needs as many)"),
     ("ConvTranspose", {"inputs": ("input", "w"), "inits": (("w", np.ones((3, 2, 3, 3), np.float32)),), "group": 3},
      "'the_node' (ConvTranspose): group, auto_pad or output_shape (group 1 with explicit pads is supported)"),
     ("ConvTranspose", {"inputs": ("input", "w"), "inits": (("w", np.ones((3, 2, 3, 3), np.float32)),),

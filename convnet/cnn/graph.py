@@ -753,6 +753,9 @@ def infer_shapes(graph: Graph) -> dict:
             if a["w"].shape[1] * a["group"] != c:
                 raise UsageError(f"ONNX node {layer.name!r} (Conv): weights for {a['w'].shape[1] * a['group']} input "
                                  f"channels, the input has {c}")
+            if a["w"].shape[0] % a["group"]:
+                raise UsageError(f"ONNX node {layer.name!r} (Conv): {a['w'].shape[0]} output channels in "
+                                 f"{a['group']} groups (each group needs as many)")
             y = (a["w"].shape[0], conv_out(h, kh, sh, dh, t, b), conv_out(w, kw, sw, dw, l, r))
         elif layer.op == "pool":
             if len(s[0]) != 3:
