@@ -24,7 +24,7 @@ def collect(arch: str) -> set:
     rt = RecordingRuntime()
     rt.arch = arch
     variants = [v for v in catalogue.load_all("onnx").values() if v.needs_gpu and v.min_sm <= int(arch[3:5])]
-    variants += [with_setting(v, {"nhwc_depthwise": True}) for v in variants if v.name == "igemm_f16_wgmma"]
+    variants += [with_setting(v, {"nhwc_depthwise": False}) for v in variants if v.params.get("nhwc_depthwise")]
     with tempfile.TemporaryDirectory() as d:
         for name, make in MODELS.items():
             model, shape = make(np.random.default_rng(0))

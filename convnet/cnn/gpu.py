@@ -1,8 +1,8 @@
 """A loaded ONNX network on the GPU: convolutions as im2col (kernels/cnn.cu) + gemm.cu v2 with the bias and ReLU in
 the GEMM's epilogue, direct (params conv = "direct": no im2col matrix), or an implicit GEMM on tensor cores with fp16
 operands (conv = "igemm_f16", kernels/cnn_igemm.cu: bias, activation, a residual Add and a 2x2 pool fused where the
-graph allows, _plan_fusions); grouped ones (depthwise included) direct, conv_grouped; every other layer one kernel of kernels/cnn.cu, fp32
-NCHW between layers. With params graph = true a small batch's whole forward (upload from pinned memory, every kernel,
+graph allows, _plan_fusions); grouped ones (depthwise included) direct, conv_grouped; every other layer one kernel
+of kernels/cnn.cu, fp32 NCHW between layers. With params graph = true a small batch's whole forward (upload from pinned memory, every kernel,
 download) is one CUDA graph, captured at its first call and replayed after; with overlap = true a large one goes up
 in pieces under the layers of the piece before (_overlapped).
 
@@ -38,6 +38,8 @@ def after_epilogue(act) -> bool:
     """Whether a convolution with this activation runs without it, then activate_inplace (ELU, SELU, softplus, Mish,
     GELU, erf: act_apply_any's codes), writing fp32 NCHW."""
     return ACT_CODES[act.kind] >= EPILOGUE_CODES
+
+
 THREADS = 256
 DENSE_SMALL_M = 8              # dense layers over at most this many rows run dense_small (kernels/cnn.cu)
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block

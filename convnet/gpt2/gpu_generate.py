@@ -255,7 +255,7 @@ class GPUGenerator:
         gpu.ragged = Ragged(gpu, lens, T) if ragged else None
         # plain greedy steps of one sequence end in the LM head's own pick (decode_pick: argmax, advance and the
         # next embedding in its GEMV) in place of sample_tokens, advance_tokens and the embedding: the same tokens,
-        # two launches fewer (H200, fast_bf16: 124M B=1 +1.2 %; B=8 -1.1 %, so not past PICK_MAX_B; xl even)
+        # three launches fewer (H200, fast_bf16: 124M B=1 +1.2 %; B=8 -1.1 %, so not past PICK_MAX_B; xl even)
         pick = not mega and B <= PICK_MAX_B and temp == 0 and s.repetition_penalty == 1 and done is None and \
             gpu.graphable and gpu._picks(B)
 
