@@ -191,6 +191,18 @@ __device__ __forceinline__ Nhwc8 nhwc8_at(long long t, const __half* x, int C, i
     return p;
 }
 
+// 8 halves at x (16-byte aligned) as 8 fp32 values, in one 16-byte load.
+__device__ __forceinline__ void load_half8(const __half* x, float (&v)[8]) {
+    const uint4 u = *reinterpret_cast<const uint4*>(x);
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const float2 f = __half22float2(h[e]);
+        v[2 * e] = f.x;
+        v[2 * e + 1] = f.y;
+    }
+}
+
 // 8 fp32 values as 8 halves (round to nearest) in one 16-byte store.
 __device__ __forceinline__ void store_half8(__half* y, const float (&v)[8]) {
     uint4 o;
@@ -221,14 +233,10 @@ extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half*
                 const int px = ox * SW + j, xx = px - PL;
                 const bool in = yy >= 0 && yy < H && xx >= 0 && xx < W;
                 if (in) {
-                    const uint4 u = *reinterpret_cast<const uint4*>(xs + ((long long)yy * W + xx) * C);
-                    const __half2* h = reinterpret_cast<const __half2*>(&u);
+                    float v[8];
+                    load_half8(xs + ((long long)yy * W + xx) * C, v);
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const float2 f = __half22float2(h[e]);
-                        acc[2 * e] = is_max ? fmaxf(acc[2 * e], f.x) : acc[2 * e] + f.x;
-                        acc[2 * e + 1] = is_max ? fmaxf(acc[2 * e + 1], f.y) : acc[2 * e + 1] + f.y;
-                    }
+                    for (int e = 0; e < 8; ++e) acc[e] = is_max ? fmaxf(acc[e], v[e]) : acc[e] + v[e];
                 }
                 if (in || (count_pad && py < H + PT + PB && px < W + PL + PR)) ++count;
             }
@@ -265,17 +273,13 @@ extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const 
             for (int j = 0; j < KW; ++j) {
                 const int xx = ox * SW - PL + j * DW;
                 if (xx < 0 || xx >= W) continue;
-                const uint4 u = *reinterpret_cast<const uint4*>(xs + ((long long)yy * W + xx) * C);
-                const __half2* h = reinterpret_cast<const __half2*>(&u);
+                float v[8];
+                load_half8(xs + ((long long)yy * W + xx) * C, v);
                 const float4 w0 = *reinterpret_cast<const float4*>(ws + (long long)(i * KW + j) * C);
                 const float4 w1 = *reinterpret_cast<const float4*>(ws + (long long)(i * KW + j) * C + 4);
                 const float wf[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const float2 f = __half22float2(h[e]);
-                    acc[2 * e] = fmaf(f.x, wf[2 * e], acc[2 * e]);
-                    acc[2 * e + 1] = fmaf(f.y, wf[2 * e + 1], acc[2 * e + 1]);
-                }
+                for (int e = 0; e < 8; ++e) acc[e] = fmaf(v[e], wf[e], acc[e]);
             }
         }
 #pragma unroll
@@ -296,14 +300,10 @@ extern "C" __global__ void global_avg_pool_nhwc_f16(const __half* __restrict__ x
     const __half* xs = x + n * HW * C + c8 * 8;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     for (int p = lane; p < HW; p += 32) {
-        const uint4 u = *reinterpret_cast<const uint4*>(xs + (long long)p * C);
-        const __half2* h = reinterpret_cast<const __half2*>(&u);
+        float v[8];
+        load_half8(xs + (long long)p * C, v);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const float2 f = __half22float2(h[e]);
-            acc[2 * e] += f.x;
-            acc[2 * e + 1] += f.y;
-        }
+        for (int e = 0; e < 8; ++e) acc[e] += v[e];
     }
 #pragma unroll
     for (int e = 0; e < 8; ++e)
@@ -330,17 +330,11 @@ extern "C" __global__ void mul_channels_nhwc_f16(const __half* __restrict__ x, c
         const float* sn = s + pix / HW * C + c8 * 8;
         const float4 s0 = *reinterpret_cast<const float4*>(sn), s1 = *reinterpret_cast<const float4*>(sn + 4);
         const float sf[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
-        const uint4 u = *reinterpret_cast<const uint4*>(x + pix * C + c8 * 8);
-        const __half2* h = reinterpret_cast<const __half2*>(&u);
-        uint4 o;
-        __half2* oh = reinterpret_cast<__half2*>(&o);
+        float v[8];
+        load_half8(x + pix * C + c8 * 8, v);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const float2 f = __half22float2(h[e]);
-            oh[e] = __floats2half2_rn(act_apply_any(f.x * sf[2 * e], act, a, b),
-                                      act_apply_any(f.y * sf[2 * e + 1], act, a, b));
-        }
-        *reinterpret_cast<uint4*>(y + pix * C + c8 * 8) = o;
+        for (int e = 0; e < 8; ++e) v[e] = act_apply_any(v[e] * sf[e], act, a, b);
+        store_half8(y + pix * C + c8 * 8, v);
     }
 }
 
