@@ -197,16 +197,79 @@ def test_resize_to_the_inputs_height_and_width_as_torchscript_writes_it(tmp_path
 
 @pytest.mark.parametrize("op,opset,kw", [("Upsample", 9, {"mode": "nearest"}), ("Upsample", 9, {"mode": "linear"}),
                                          ("Resize", 10, {"mode": "nearest"}), ("Resize", 10, {"mode": "linear"})])
-def test_older_resizes_equal_onnxruntime(tmp_path, op, opset, kw):
-    """Upsample (opset 9) and Resize (opset 10) take (X, scales) and map coordinates asymmetrically."""
+@pytest.mark.parametrize("scales,out", [((2, 1.5), (10, 6)), ((0.6, 0.5), (3, 2))])
+def test_older_resizes_equal_onnxruntime(tmp_path, op, opset, kw, scales, out):
+    """Upsample (opset 9) and Resize (opset 10) take (X, scales) and map coordinates asymmetrically; their nearest
+    pixel rounds down when enlarging and up when shrinking, as onnxruntime's. Upsample below 1 is refused (ONNX
+    defines it for scales of at least 1; onnxruntime refuses it too)."""
     from convnet.cnn import graph, reference
-    scales = np.array([1, 1, 2, 1.5], np.float32)
+    from convnet.errors import UsageError
+    scales = np.array([1, 1, *scales], np.float32)
     path = one_node_model(tmp_path, op, inputs=("input", "s"), shape=("N", 3, 5, 4), inits=(("s", scales),),
                           opset=opset, **kw)
     x = np.random.default_rng(9).standard_normal((2, 3, 5, 4)).astype(np.float32)
+    if op == "Upsample" and min(scales) < 1:
+        with pytest.raises(UsageError, match="Upsample only enlarges"):
+            graph.load(path)
+        return
     g = graph.load(path)
-    assert g.shapes[g.output] == (3, 10, 6)
+    assert g.shapes[g.output] == (3, *out)
     assert np.allclose(reference.forward(g, x), run_ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("scale,side", [(0.7, 10), (7 / 3, 15), (0.3, 20), (1.1, 10)])
+def test_resize_output_sides_round_as_onnxruntime(tmp_path, mode, scale, side):
+    """A side of floor(side x scale) taken in fp32 as onnxruntime and torch take it: F.interpolate(scale_factor=0.7)
+    on 10 pixels gives 7 (10 x 0.699999988 is 6.99999988 exactly, 7.0 in fp32)."""
+    from convnet.cnn import graph, reference
+    path = one_node_model(tmp_path, "Resize", inputs=("input", "", "s"), shape=("N", 2, side, side),
+                          inits=(("s", np.array([1, 1, scale, scale], np.float32)),), mode=mode)
+    x = np.random.default_rng(11).standard_normal((1, 2, side, side)).astype(np.float32)
+    want = run_ort(path, x)
+    got = reference.forward(graph.load(path), x, np.float64)
+    assert got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_crop_to_another_maps_run_time_size_is_refused_in_one_line(tmp_path):
+    """A UNet's crop of a skip connection, a[:, :, :u.shape[2], :u.shape[3]]: a Slice of an activation whose ends
+    are another tensor's shape. One line naming the Slice (it was a KeyError)."""
+    from onnx import helper, numpy_helper
+    from convnet.cnn import graph
+    from convnet.errors import UsageError
+    n = helper.make_node
+    c = {"w": np.ones((4, 3, 3, 3), np.float32), "a2": np.array([2], np.int64), "a4": np.array([4], np.int64),
+         "z2": np.array([0, 0], np.int64), "ax": np.array([2, 3], np.int64)}
+    nodes = [n("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
+             n("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             n("Shape", ["p"], ["s"]), n("Slice", ["s", "a2", "a4"], ["hw"]),
+             n("Slice", ["c", "z2", "hw", "ax"], ["y"], name="crop")]
+    path = save_graph(tmp_path / "m.onnx", nodes, [3, 6, 8], [numpy_helper.from_array(v, k) for k, v in c.items()])
+    with pytest.raises(UsageError, match=r"'crop' \(Slice\): a run-time shape") as e:
+        graph.load(path)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("nodes,inits,message", [
+    ([("Conv", ["input", "w"], "c", {"pads": [1, 1, 1, 1]}), ("Mul", ["c", "k"], "y", {})],
+     {"w": (4, 3, 3, 3), "k": (3, 1, 1)}, "'the_mul' (Mul): 3 values for the 4 outputs"),
+    ([("Conv", ["input", "w"], "c", {}), ("BatchNormalization", ["c", "s", "b", "m", "v"], "y", {})],
+     {"w": (4, 3, 3, 3), "s": (3,), "b": (3,), "m": (3,), "v": (3,)},
+     "'the_batchnormalization' (BatchNormalization): 3 values for the 4 outputs"),
+    ([("Flatten", ["input"], "f", {}), ("MatMul", ["f", "W"], "m", {}), ("Add", ["m", "B"], "y", {})],
+     {"W": (192, 5), "B": (4,)}, "'the_add' (Add): 4 values for the 5 outputs")])
+def test_a_constant_that_does_not_fit_the_layer_it_folds_into_is_one_line(tmp_path, nodes, inits, message):
+    """A per-channel constant (Mul, BatchNormalization) or a bias of the wrong length right after the convolution or
+    dense layer it folds into: one line (it was numpy's broadcast error)."""
+    from onnx import helper, numpy_helper
+    from convnet.cnn import graph
+    from convnet.errors import UsageError
+    made = [helper.make_node(op, i, [o], name=f"the_{op.lower()}", **kw) for op, i, o, kw in nodes]
+    path = save_graph(tmp_path / "m.onnx", made, [3, 8, 8],
+                      [numpy_helper.from_array(np.ones(s, np.float32), k) for k, s in inits.items()])
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as e:
+        graph.load(path)
+    assert "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("kind,nodes", [
@@ -353,6 +416,16 @@ def test_mish_written_out_becomes_one_activation(tmp_path):
     ("ConvTranspose", {"inputs": ("input", "w"), "inits": (("w", np.ones((3, 2, 3, 3), np.float32)),),
                        "strides": [2, 2], "output_padding": [2, 0]},
      "'the_node' (ConvTranspose): output_padding [2, 0] (each below its stride or dilation)"),
+    ("Clip", {"inputs": ("input", "input")}, "'the_node' (Clip): min / max that are not constants of one value"),
+    ("Clip", {"inputs": ("input", "", "k"), "inits": (("k", np.ones(3, np.float32)),)},
+     "'the_node' (Clip): min / max that are not constants of one value"),
+    ("Dropout", {"inputs": ("input", "r", "t"), "inits": (("r", np.array(0.5, np.float32)), ("t", np.array(True)))},
+     "'the_node' (Dropout): training_mode that is not a constant false"),
+    ("Reshape", {"inputs": ("input", "s"), "inits": (("s", np.array([1, -1], np.int64)),), "shape": ("N", 3, 8, 8)},
+     "'the_node' (Reshape): shape (1, -1) puts a batch of N images in one row"),
+    ("MaxPool", {}, "'the_node' (MaxPool): no kernel_shape"),
+    ("Resize", {"inputs": ("input", "", "", "z"), "inits": (("z", np.array([1, 4, 10, 10], np.int64)),)},
+     "'the_node' (Resize): sizes of 4 channels for a 3-channel map"),
 ])
 def test_what_cannot_run_is_refused_in_one_line_naming_the_node(tmp_path, op, kw, message):
     from convnet.cnn import graph

@@ -108,6 +108,10 @@ def load(path) -> Graph:
     layers, sym = [], {}           # sym: tensor name -> the shape values it holds ("shape of X", [N, -1], ...)
     for node in _exported_activations(list(g.node), consts, g.output[0].name):
         layers += _convert(node, consts, numpy_helper, sym)
+    for layer in layers:           # x.view(1, -1): one row of a whole batch, a flatten only at a fixed batch of 1
+        if layer.attrs.get("one_row") and shape[0] != 1:
+            raise UsageError(f"ONNX node {layer.name!r} (Reshape): shape (1, -1) puts a batch of {shape[0] or 'N'} "
+                             f"images in one row; a per-image flatten is (N, -1) (export with torch.flatten(x, 1))")
     graph = Graph(layers, inputs[0].name, tuple(shape[1:]), g.output[0].name,
                   {m.key: m.value for m in model.metadata_props}, str(p))
     _fold(graph)
@@ -198,6 +202,9 @@ def _symbolic(node, consts, sym, a) -> bool:
     op, ins, out = node.op_type, list(node.input), node.output[0] if node.output else ""
     if op not in SHAPE_OPS or (op != "Shape" and not any(i in sym for i in ins)):
         return False
+    if op != "Shape" and op != "Concat" and ins[0] not in sym:    # an activation sliced or squeezed by run-time sizes
+        _refuse(node, "a run-time shape (computed from another tensor's) applied to an activation; only the "
+                      "batch-size flatten and a Resize's sizes are followed")
     if op == "Shape" and ("start" in a or "end" in a):        # opset 15: a slice of the shape (dynamo's sizes)
         sym[out] = ("dims", [BATCH, UNKNOWN, UNKNOWN, UNKNOWN][a.get("start", 0):a.get("end", 4)], False)
     elif op == "Shape":
@@ -276,10 +283,11 @@ def _resize(node, op, ins, out, name, a, consts, sym) -> Layer:
     old = op == "Upsample" or len(ins) == 2
     mode = {"bilinear": "linear"}.get(a.get("mode", "nearest"), a.get("mode", "nearest"))
     ctm = "asymmetric" if old else a.get("coordinate_transformation_mode", "half_pixel")
-    nearest = "floor" if old else a.get("nearest_mode", "round_prefer_floor")
+    # opset 10 and Upsample name no nearest mode: onnxruntime rounds down when enlarging, up when shrinking
+    nearest = "simple" if old else a.get("nearest_mode", "round_prefer_floor")
     if mode not in ("nearest", "linear"):
         _refuse(node, f"mode {mode!r} (nearest and linear are supported)")
-    if ctm not in RESIZE_MODES or nearest not in NEAREST_MODES:
+    if ctm not in RESIZE_MODES or nearest not in (*NEAREST_MODES, "simple"):
         _refuse(node, f"coordinate_transformation_mode {ctm!r} / nearest_mode {nearest!r} "
                       f"({', '.join(RESIZE_MODES)} are supported)")
     if a.get("antialias", 0) or a.get("keep_aspect_ratio_policy", "stretch") != "stretch" or \
@@ -296,15 +304,19 @@ def _resize(node, op, ins, out, name, a, consts, sym) -> Layer:
             _refuse(node, "sizes computed at run time (constant sizes, or the input's own batch and channels then "
                           "constant height and width, are supported)")
         sizes = tuple(d if isinstance(d, SpatialDim) else int(d) for d in dims[-2:])
+        if len(dims) == 4 and isinstance(dims[1], (int, np.integer)):    # the channels: checked in infer_shapes
+            a["sizes_channels"] = int(dims[1])
     elif scales_in in consts and np.size(consts[scales_in]) == 4:
         k = [float(x) for x in np.ravel(consts[scales_in])]
         if k[0] != 1 or k[1] != 1 or min(k[2:]) <= 0:
             _refuse(node, f"scales {k} (1, 1 for the batch and channels, positive for height and width)")
+        if op == "Upsample" and min(k[2:]) < 1:
+            _refuse(node, f"scales {k} below 1 (Upsample only enlarges, as ONNX defines it; Resize shrinks)")
         scales = tuple(k[2:])
     else:
         _refuse(node, "scales that are not 4 constants (or sizes)")
     return Layer("resize", ins[:1], out, name, {"mode": mode, "ctm": ctm, "nearest": nearest, "scales": scales,
-                                                "sizes": sizes})
+                                                "sizes": sizes, "channels": a.get("sizes_channels")})
 
 
 def resize_taps(n_in: int, n_out: int, scale: float | None, layer_attrs: dict):
@@ -321,7 +333,8 @@ def resize_taps(n_in: int, n_out: int, scale: float | None, layer_attrs: dict):
          "align_corners": o * f(n_in - 1) / f(n_out - 1) if n_out > 1 else np.zeros(n_out, f)}[a["ctm"]]
     if a["mode"] == "nearest":
         i = {"floor": np.floor(x), "ceil": np.ceil(x), "round_prefer_floor": np.ceil(x - f(0.5)),
-             "round_prefer_ceil": np.floor(x + f(0.5))}[a["nearest"]]
+             "round_prefer_ceil": np.floor(x + f(0.5)),
+             "simple": np.ceil(x) if k < 1 else np.floor(x)}[a["nearest"]]
         i = np.clip(i, 0, n_in - 1).astype(np.int32)
         return i, i, np.zeros(n_out, f)
     x = np.clip(x, 0, n_in - 1)
@@ -359,6 +372,8 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
     if op in ("Dropout", "Identity") and ins[0] in consts:     # a weight passed through (torch.onnx writes these)
         consts[out] = consts[ins[0]]
         return []
+    if op == "Dropout" and len(ins) > 2 and ins[2] and (ins[2] not in consts or bool(np.ravel(consts[ins[2]])[0])):
+        _refuse(node, "training_mode that is not a constant false (inference drops nothing)")
     if op in ("Dropout", "Identity"):
         return [Layer("alias", ins[:1], out, name)]
     if op == "Conv":
@@ -388,10 +403,11 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
                                                      "shift": (bias - mean * k).astype(np.float32)})]
     if op in ACTIVATIONS or op in WRITTEN_OUT:
         if op == "Clip":
-            lo = float(consts[ins[1]]) if len(ins) > 1 and ins[1] else float(a.get("min", -np.inf))
-            hi = float(consts[ins[2]]) if len(ins) > 2 and ins[2] else float(a.get("max", np.inf))
-            if (len(ins) > 1 and ins[1] and ins[1] not in consts) or (len(ins) > 2 and ins[2] and ins[2] not in consts):
-                _refuse(node, "min / max that are not constants")
+            bounds = [ins[k] for k in (1, 2) if len(ins) > k and ins[k]]
+            if any(t not in consts or np.size(consts[t]) != 1 for t in bounds):
+                _refuse(node, "min / max that are not constants of one value")
+            lo = float(np.ravel(consts[ins[1]])[0]) if len(ins) > 1 and ins[1] else float(a.get("min", -np.inf))
+            hi = float(np.ravel(consts[ins[2]])[0]) if len(ins) > 2 and ins[2] else float(a.get("max", np.inf))
             act = Act("clip", lo, hi)
         elif op == "HardSigmoid":                # max(0, min(1, alpha x + beta))
             act = Act("hardsigmoid", float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
@@ -427,6 +443,8 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
     if op in ("MaxPool", "AveragePool"):
         if a.get("dilations", [1, 1]) != [1, 1] or a.get("storage_order", 0):
             _refuse(node, "dilations or storage_order")
+        if "kernel_shape" not in a:
+            _refuse(node, "no kernel_shape (ONNX requires it)")
         k = tuple(a["kernel_shape"])
         if len(k) != 2:
             _refuse(node, f"a {len(k)}-D pool (2-D is supported)")
@@ -534,7 +552,7 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             s = [int(x) for x in consts[ins[1]]]
         if len(s) != 2 or s[0] not in (0, -1, 1):    # (2, -1) would fold images together: not a flatten
             _refuse(node, f"shape {s} (only (N, -1) flattening is supported)")
-        return [Layer("flatten", ins[:1], out, name, {"features": s[1]})]
+        return [Layer("flatten", ins[:1], out, name, {"features": s[1], "one_row": s[0] == 1})]
     if op in ("Softmax", "LogSoftmax"):          # F.log_softmax ends PyTorch's MNIST example
         if a.get("axis", -1) not in (-1, 1):
             _refuse(node, f"axis {a.get('axis')} (the last one is supported)")
@@ -665,6 +683,13 @@ def _fold(graph: Graph) -> None:
             out[-1] = layer
             continue
         per_channel = layer.attrs.get("per", "channel") in ("channel", "map", "one")
+        folds = alone and ((layer.op, prev.op) == ("bias", "dense") or
+                           (layer.op, prev.op) == ("affine", "conv") and per_channel)
+        values = np.size(layer.attrs["scale" if layer.op == "affine" else "b"]) if folds else 1
+        if values not in (1, _out_features(prev) if folds else 1):     # checked before numpy broadcasts it
+            what = layer.attrs.get("onnx_op", "BatchNormalization") if layer.op == "affine" else "Add"
+            raise UsageError(f"ONNX node {layer.name!r} ({what}): {values} values for the {_out_features(prev)} "
+                             f"outputs of {prev.name!r}")
         if alone and layer.op == "affine" and per_channel and prev.op == "conv" and prev.act.kind == "none":
             k = layer.attrs["scale"]
             prev.attrs["w"] = (prev.attrs["w"] * k[:, None, None, None]).astype(np.float32)
@@ -684,6 +709,11 @@ def _fold(graph: Graph) -> None:
         if graph.output == layer.output:
             graph.output = prev.output
     graph.layers = out
+
+
+def _out_features(layer) -> int:
+    """A convolution's output channels or a dense layer's output features."""
+    return layer.attrs["w"].shape[0] if layer.op == "conv" else layer.attrs["w"].shape[1]
 
 
 def conv_pads(layer, h: int, w: int) -> tuple:
@@ -833,11 +863,15 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r} (Resize): a (N, {', '.join(map(str, s[0]))}) tensor (an "
                                  f"(N, C, H, W) map is supported)")
             c, h, w = s[0]
+            if a.get("channels") not in (None, c):
+                raise UsageError(f"ONNX node {layer.name!r} (Resize): sizes of {a['channels']} channels for a "
+                                 f"{c}-channel map (a resize of height and width is supported)")
             if a["sizes"]:                      # a SpatialDim: that tensor's height or width, known by now
                 a["sizes"] = tuple(_spatial_size(graph, out, layer, d) if isinstance(d, SpatialDim) else d
                                    for d in a["sizes"])
-            y = (c, *a["sizes"]) if a["sizes"] else (c, int(np.floor(h * a["scales"][0] + 1e-9)),
-                                                     int(np.floor(w * a["scales"][1] + 1e-9)))
+            # floor(size * scale) in fp32, as onnxruntime and torch (a 10-pixel side at 0.7 is 7, not 6.99..)
+            y = (c, *a["sizes"]) if a["sizes"] else (c, *(int(np.floor(np.float32(n) * np.float32(k)))
+                                                         for n, k in zip((h, w), a["scales"])))
         elif layer.op == "pad":                 # one that no convolution took (_fold)
             raise UsageError(f"ONNX node {layer.name!r} (Pad): zero padding is supported where one Conv with "
                              f"explicit pads (auto_pad NOTSET or VALID) reads it alone, and takes it as its own")
