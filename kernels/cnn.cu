@@ -5,6 +5,9 @@
 //   im2col_pad        one image's columns for a strided, dilated, padded convolution: cols[(c, i, j), (oy, ox)]
 //   conv_direct       the convolution without the im2col matrix: a thread holds one output pixel of DIRECT_OC
 //                     output channels (the warp reads the same weights: broadcast), bias and activation fused
+//   conv_small_[pool_]m8 / m16  few taps and at most 16 outputs (an MNIST net's first layers): IPB images and the
+//                     weights in shared memory, a thread per output pixel or fused 2x2 window, all channels in
+//                     registers, fp32 (params small_conv)
 //   conv_grouped      groups > 1 (depthwise, channel multipliers, ResNeXt): one thread an output, bias and
 //                     activation fused
 //   activate_inplace  the activations the GEMM epilogue lacks: LeakyReLU, sigmoid, tanh, clip (ReLU6)
@@ -89,6 +92,102 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct(
     for (int k = 0; k < DIRECT_OC; ++k)
         if (m0 + k < M) y[at + k * plane] = act_apply(acc[k] + bias[m0 + k], act, a, b);
 }
+
+// A convolution of few taps and channels from shared memory (params small_conv; fp32 NCHW in and out, fp32
+// throughout): at most SMALL_M (16) outputs of C * KH * KW taps, as an MNIST or LeNet net's first layers.
+// conv_igemm_f16 runs those as a step or a few of 16-channel tensor-core tiles, latency-bound (LeNet-5's 1 -> 6
+// 5x5 over 10,000 images: 0.56 ms on an H200 for 1.2 GFLOP). A block copies IPB whole images, zero-padded to
+// HP x WP so that no tap needs a bound check, and the weights (as [tap][m], so a tap's MM weights are float4
+// broadcasts) into dynamic shared memory,
+// then a thread per (image, output pixel, or 2x2 window where pool is set) keeps MM channels of its SUBS pixels
+// in registers: each tap's weights are read once for the SUBS pixels. Bias, activation (act_apply_any) and the
+// pooling (max or average of the window, after the activation) as conv_igemm_f16's epilogue.
+#define SMALL_M 16
+
+template <int MM, int SUBS>
+__device__ __forceinline__ void conv_small_body(
+        const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+        float* __restrict__ y, int N, int C, int H, int W, int M, int KH, int KW, int SH, int SW, int DH, int DW,
+        int PT, int PL, int HP, int WP, int OH, int OW, int is_max, int act, float a, float b, int ipb) {
+    extern __shared__ __align__(16) float small_sh[];
+    const int taps = C * KH * KW, plane = C * HP * WP;
+    float* ws = small_sh;                                  // [taps][MM]
+    float* xs = small_sh + taps * MM;                      // IPB images, zero-padded to HP x WP
+    const long long n0 = (long long)blockIdx.x * ipb;
+    const int imgs = (int)min((long long)ipb, (long long)N - n0);
+    for (int e = threadIdx.x; e < taps * MM; e += blockDim.x) {
+        const int t = e / MM, m = e % MM;
+        ws[e] = m < M ? w[(long long)m * taps + t] : 0.f;
+    }
+    const float* xg = x + n0 * C * H * W;
+    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (int row = threadIdx.x >> 5; row < imgs * C * HP; row += warps) {   // a warp a padded row: one division
+        const int r = row % HP - PT;
+        const float* src = xg + ((long long)(row / HP) * H + r) * W - PL;
+        const bool in = r >= 0 && r < H;
+        for (int q = lane; q < WP; q += 32) xs[row * WP + q] = in && q >= PL && q < W + PL ? src[q] : 0.f;
+    }
+    __syncthreads();
+    const int PH = SUBS == 4 ? OH / 2 : OH, PW = SUBS == 4 ? OW / 2 : OW, outs = PH * PW;
+    for (int item = threadIdx.x; item < imgs * outs; item += blockDim.x) {
+        const int img = item / outs, o = item % outs, py = o / PW, px = o % PW;
+        // the window's (or pixel's) top-left tap in padded coordinates; its pixels s at sub[s] from there
+        const float* x0 = xs + img * plane + (SUBS == 4 ? 2 * py : py) * SH * WP + (SUBS == 4 ? 2 * px : px) * SW;
+        int sub[SUBS];
+#pragma unroll
+        for (int s = 0; s < SUBS; ++s) sub[s] = (s / 2) * SH * WP + (s % 2) * SW;
+        float acc[SUBS][MM];
+#pragma unroll
+        for (int s = 0; s < SUBS; ++s)
+#pragma unroll
+            for (int m = 0; m < MM; ++m) acc[s][m] = 0.f;
+        const float4* wt = reinterpret_cast<const float4*>(ws);
+        for (int c = 0; c < C; ++c)
+            for (int i = 0; i < KH; ++i) {
+                const float* row = x0 + (c * HP + i * DH) * WP;
+                for (int j = 0; j < KW; ++j, wt += MM / 4) {
+                    float wv[MM];
+#pragma unroll
+                    for (int q = 0; q < MM / 4; ++q) {
+                        const float4 w4 = wt[q];
+                        wv[4 * q] = w4.x, wv[4 * q + 1] = w4.y, wv[4 * q + 2] = w4.z, wv[4 * q + 3] = w4.w;
+                    }
+#pragma unroll
+                    for (int s = 0; s < SUBS; ++s) {
+                        const float v = row[j * DW + sub[s]];
+#pragma unroll
+                        for (int m = 0; m < MM; ++m) acc[s][m] = fmaf(v, wv[m], acc[s][m]);
+                    }
+                }
+            }
+        float* yo = y + (n0 + img) * M * outs + o;
+#pragma unroll
+        for (int m = 0; m < MM; ++m) {
+            if (m >= M) break;
+            float r = 0.f;
+#pragma unroll
+            for (int s = 0; s < SUBS; ++s) {               // ReLU inline, not through the general switch
+                const float u = acc[s][m] + bias[m];
+                const float v = act == 1 ? fmaxf(u, 0.f) : act_apply_any(u, act, a, b);
+                r = s == 0 ? v : is_max ? fmaxf(r, v) : r + v;
+            }
+            yo[(long long)m * outs] = (SUBS == 4 && !is_max) ? r * 0.25f : r;
+        }
+    }
+}
+
+#define CONV_SMALL(name, MM, SUBS)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(256) name(                                                          \
+            const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,                \
+            float* __restrict__ y, int N, int C, int H, int W, int M, int KH, int KW, int SH, int SW, int DH, int DW, \
+            int PT, int PL, int HP, int WP, int OH, int OW, int is_max, int act, float a, float b, int ipb) {         \
+        conv_small_body<MM, SUBS>(x, w, bias, y, N, C, H, W, M, KH, KW, SH, SW, DH, DW, PT, PL, HP, WP, OH, OW,      \
+                                  is_max, act, a, b, ipb);                                                           \
+    }
+CONV_SMALL(conv_small_m8, 8, 1)
+CONV_SMALL(conv_small_m16, 16, 1)
+CONV_SMALL(conv_small_pool_m8, 8, 4)
+CONV_SMALL(conv_small_pool_m16, 16, 4)
 
 // A grouped convolution, fp32 NCHW: group g's CG input channels feed its MG outputs (depthwise: CG = MG = 1; a
 // channel multiplier: CG = 1; ResNeXt's and RegNet's: both past 1). One thread an output; w as ONNX lays it out,

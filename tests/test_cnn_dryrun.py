@@ -44,7 +44,7 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
 @pytest.mark.parametrize("batch, kernel", [(1, "dense_small"), (8, "dense_small"), (9, "gemm_regtile")])
 def test_dense_layers_of_a_few_rows_take_the_warp_per_feature_kernel(tmp_path, batch, kernel):
     """Up to DENSE_SMALL_M rows a dense layer runs dense_small over transposed weights (uploaded at the first such
-    batch, a warp for every output feature); more rows the tiled GEMM."""
+    batch, a warp for every output feature); more rows the tiled GEMMs."""
     from convnet import catalogue
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
@@ -56,11 +56,13 @@ def test_dense_layers_of_a_few_rows_take_the_warp_per_feature_kernel(tmp_path, b
     net = GPUNet(g, catalogue.get("igemm_f16_graph", "onnx"), rt)
     net._run(np.zeros((batch, *shape), np.float32))
     dense = [i for i, layer in enumerate(g.layers) if layer.op == "dense"]
-    launched = [(name, grid) for name, grid, *_ in rt.launches if name in ("dense_small", "gemm_regtile")]
-    assert [name for name, _ in launched] == [kernel] * len(dense)
+    launched = [(name, grid) for name, grid, *_ in rt.launches if name in ("dense_small", "gemm_regtile", "gemm_tf32")]
+    # params tf32_dense: TF32 tiles where the features come in 4s (120, 84), fp32 register tiles else (10)
+    tiled = ["gemm_tf32" if g.layers[i].attrs["w"].shape[1] % 4 == 0 else "gemm_regtile" for i in dense]
+    assert [name for name, _ in launched] == ([kernel] * len(dense) if kernel == "dense_small" else tiled)
     for i, (name, grid) in zip(dense, launched):
         F = g.layers[i].attrs["w"].shape[1]
-        assert name == "gemm_regtile" or grid[0] * 8 >= F > (grid[0] - 1) * 8
+        assert name != "dense_small" or grid[0] * 8 >= F > (grid[0] - 1) * 8
         assert (len(net.w[i]) == 3) == (batch <= 8)                  # the transposed copy only where it is used
 
 
@@ -171,3 +173,53 @@ def test_a_variant_spec_overrides_params_and_constants():
     assert variant_spec("igemm_f16_wgmma", "onnx").name == "igemm_f16_wgmma"
     with pytest.raises(ConvnetError, match="expected NAME@KEY=VALUE"):
         variant_spec("igemm_f16_wgmma@IG_STAGES", "onnx")
+
+
+def test_small_convolutions_take_conv_small_where_their_output_is_fp32(tmp_path):
+    """params small_conv = 32 (igemm_f16_wgmma): LeNet-5's first convolution (1 -> 6, 25 taps, a fused 2x2 pooling)
+    launches conv_small's pooled build, a block an image with the 26 arguments; its second (150 taps) keeps its
+    tensor-core tile, unless small_conv takes 150 taps (6 images a block then); igemm_f16_nhwc, without the param,
+    keeps its tiles; a convolution whose reader takes fp16 NHWC (8 channels in, a wide layer after) keeps the tile
+    that writes that layout."""
+    from convnet import catalogue
+    from convnet.bench.layer import variant_spec
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    model, shape = MODELS["lenet5"](np.random.default_rng(0))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    g = graph.load(path)
+    rt = RecordingRuntime()
+    GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"), rt)._run(np.zeros((301, *shape), np.float32))
+    convs = [x for x in rt.launches if x[0].startswith("conv_")]
+    assert [x[0] for x in convs] == ["conv_small_pool_m8", "conv_igemm_f16_m1"]
+    assert convs[0][1] == (301, 1, 1) and convs[0][2] == (224, 1, 1) and convs[0][3] == 26   # 196 windows an image
+    rt = RecordingRuntime()
+    GPUNet(g, variant_spec("igemm_f16_wgmma@small_conv=150", "onnx"), rt)._run(np.zeros((301, *shape), np.float32))
+    small = [x for x in rt.launches if x[0].startswith("conv_small")]
+    assert [x[0] for x in small] == ["conv_small_pool_m8", "conv_small_pool_m16"]
+    assert small[1][1] == (-(-301 // 6), 1, 1)          # 6 images of 6 x 14 x 14 a block: 150 windows
+    rt = RecordingRuntime()
+    GPUNet(g, catalogue.get("igemm_f16_nhwc", "onnx"), rt)._run(np.zeros((3, *shape), np.float32))
+    assert not any(x[0].startswith("conv_small") for x in rt.launches)
+    net = GPUNet(graph.load(_save(tmp_path, _two_convs())), catalogue.get("igemm_f16_wgmma", "onnx"), RecordingRuntime())
+    assert not net._small_conv(0, net.graph.layers[0]) and "c0" in net.half_tensors
+
+
+def _two_convs():
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+             for n, s in (("w0", (8, 3, 3, 3)), ("b0", (8,)), ("w1", (64, 8, 3, 3)), ("b1", (64,)))]
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], name="narrow", kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Conv", ["c0", "w1", "b1"], ["y"], name="wide", kernel_shape=[3, 3], pads=[1] * 4)]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 12, 12])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _save(tmp_path, model):
+    path = tmp_path / "two.onnx"
+    onnx.save(model, str(path))
+    return path

@@ -187,6 +187,52 @@ def test_grouped_convolutions_at_odd_shapes(tmp_path, c, m, group, act, variant)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-5
 
 
+SMALL_CASES = [  # c, h, w, m, kernel, strides, dilations, pads, activation, pooling after it
+    (1, 28, 28, 6, (5, 5), (1, 1), (1, 1), [2, 2, 2, 2], "Relu", "AveragePool"),       # LeNet-5's first layer
+    (6, 14, 14, 16, (5, 5), (1, 1), (1, 1), [0, 0, 0, 0], "Relu", "MaxPool"),           # ... and its second
+    (3, 17, 23, 5, (3, 4), (2, 1), (1, 2), [1, 0, 2, 1], "Elu", None),
+    (2, 9, 31, 16, (7, 7), (1, 3), (1, 1), [3, 3, 3, 3], None, "MaxPool"),              # odd output: floor windows
+    (4, 40, 40, 9, (1, 1), (1, 1), (1, 1), [0, 0, 0, 0], "Sigmoid", None),
+    (2, 62, 62, 3, (3, 3), (1, 1), (1, 1), [1, 1, 1, 1], "LeakyRelu", "AveragePool"),  # padded: SMALL_PLANE
+]
+
+
+@pytest.mark.parametrize("case", SMALL_CASES, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}_m{c[3]}_{c[8]}_{c[9]}")
+@pytest.mark.parametrize("batch", [1, 7, 300])
+def test_small_convolutions_in_fp32(tmp_path, case, batch):
+    """conv_small (params small_conv of igemm_f16_wgmma and igemm_f16_graph): few taps and at most 16 outputs,
+    images in shared memory, strided, dilated, asymmetrically padded, a fused 2x2 pooling or none, images a block
+    that do not divide the batch; fp32 throughout, so within 1e-5 of float64, poisoned, where the tensor-core
+    tiles it replaces are within 2e-2."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.bench.layer import variant_spec
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    c, h, w, m, kernel, strides, dilations, pads, act, pool = case
+    rng = np.random.default_rng(batch * 31 + c * m)
+    wt = numpy_helper.from_array(rng.standard_normal((m, c, *kernel)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
+    nodes, t = [helper.make_node("Conv", ["x", "w", "b"], ["c0"], name="small", kernel_shape=list(kernel),
+                                 strides=list(strides), dilations=list(dilations), pads=pads)], "c0"
+    for op in (act, pool):
+        if op is not None:
+            extra = {"kernel_shape": [2, 2], "strides": [2, 2]} if "Pool" in op else {}
+            nodes.append(helper.make_node(op, [t], [t + op], **extra))
+            t += op
+    nodes.append(helper.make_node("Identity", [t], ["y"]))
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, h, w])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [wt, b])
+    path = tmp_path / "small.onnx"
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    g = graph.load(path)
+    for variant in ("igemm_f16_wgmma", "igemm_f16_graph"):         # (their small_conv, 32 taps, widened)
+        net = GPUNet(g, variant_spec(f"{variant}@small_conv=256", "onnx"))
+        assert net._small_conv(0, g.layers[0]), "conv_small does not take this layer"
+        x = rng.standard_normal((batch, c, h, w)).astype(np.float32)
+        poison(net.rt)
+        assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-5
+
+
 @pytest.mark.parametrize("variant,agree,accuracy_tol", [("direct_graph", 1.0, 5e-5), ("igemm_f16", 0.995, 3e-3)])
 def test_the_builtin_lenet86_through_the_onnx_path_on_all_10000(tmp_path, lenet_weights, variant, agree, accuracy_tol):
     """The issue's bar: LeNet-86 exported to ONNX gives the built-in path's predictions (accuracy 0.9163) on every

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError
-from ..gpu.gemm import ACT_NONE, ACT_RELU, BIAS_COL, BIAS_ROW, Gemm
+from ..gpu.gemm import ACT_NONE, ACT_RELU, BIAS_COL, BIAS_ROW, Epilogue, Gemm, Linear
 from ..gpu.runtime import Runtime, f32, i32, ptr
 from .graph import Act, Graph, resize_taps
 from .graph import conv_pads, infer_shapes
@@ -45,7 +45,7 @@ DENSE_SMALL_M = 8              # dense layers over at most this many rows run de
 IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a block
 IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
 GRAPH_MAX_BYTES = 16 << 20     # params graph: larger chunks run eagerly (forward)
-PIECES, MIN_PIECE = 3, 64      # params overlap: a batch in 3 pieces of at least 64 images (_overlapped)
+PIECES, MIN_PIECE = 3, 64      # params overlap: a batch in 3 pieces (params pieces) of at least 64 images
 IGEMM_FAR = 1 << 28            # the k table's dy, dx past K: out of every image (the kernel's IG_FAR)
 POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
 NHWC_BM = (16, 32, 64, 128)    # conv_igemm_nhwc_m<BM>: output channels a block (params layout = "nhwc")
@@ -55,6 +55,9 @@ WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wg
 WGC_STAGES = {64: 2, 128: 3}   # its k-steps in flight per BN (WGC_STAGES64, WGC_STAGES): kernels/cnn_wgmma.cu
 WGC_MIN_M = 33                 # ... for 33 output channels or more (fewer: conv_igemm_nhwc, H200 ab_igemm.py)
 PAD_MIN_M = 64                 # params wgmma: a 1-7 channel input padded to 8 for the NHWC kernels from 64 outputs
+SMALL_M = 16                   # params small_conv: conv_small's most output channels (kernels/cnn.cu) ...
+SMALL_PLANE = 8192             # ... and floats of an image in its shared memory
+SMALL_ITEMS = 256              # its threads a block: images a block so that they have about this many outputs
 
 
 @dataclass
@@ -195,7 +198,16 @@ class GPUNet:
                 smem = stages * (WGC_BM + bn) * 128 + 1024
                 fn.allow_shared(smem)                     # (+ 1 KB: the kernel aligns its stages to 1024 bytes)
                 self.k[f"conv_wgmma_nhwc_n{bn}"] = self._on_stream(fn, smem)
+        # params small_conv = T: a convolution of at most T taps and SMALL_M outputs runs conv_small (fp32, shared
+        # memory), not a tensor-core tile of mostly padding
+        self.small_taps = int(variant.params.get("small_conv", 0)) if self.igemm else 0
+        if self.small_taps:
+            self.k_small = {n: rt.kernel("cnn.cu", f"conv_small_{n}", dict(variant.defines), variant.name)
+                            for n in ("m8", "m16", "pool_m8", "pool_m16")}
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
+        # params tf32_dense: dense layers past DENSE_SMALL_M rows on gemm.cu v5 (TF32 tensor cores, bias and ReLU
+        # in its epilogue; rows or features not in 4s fall back to self.gemm), not on fp32 register tiles
+        self.linear = Linear(rt, "tf32", {}, variant.name) if self.igemm and variant.params.get("tf32_dense") else None
         self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self._piece_graphs = {}                     # (input slot, images) -> (pool generation, graph, output)
         self.w = {}
@@ -209,6 +221,8 @@ class GPUNet:
                     if self._nhwc_conv(layer) else igemm_operands(layer, self.shape[layer.inputs[0]])
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
                              rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), tile)
+                if self._small_shape(layer):            # conv_small's fp32 weights (M, taps), beside the tile's
+                    self.w[i] += (rt.pool.upload(f"{tag}.{i}.ws", a["w"].reshape(a["w"].shape[0], -1)),)
             elif layer.op == "conv":
                 w = a["w"]
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", w.reshape(w.shape[0], -1)), rt.pool.upload(f"{tag}.{i}.b", a["b"]))
@@ -236,6 +250,27 @@ class GPUNet:
             sum(int(np.prod(self.shape[x.inputs[0]][1:])) * padded_channels(self.shape[x.inputs[0]][0]) * 2
                 for j, x in enumerate(graph.layers) if self._nhwc_conv(x) or j in self.nhwc_in)
         self.chunk = max(1, min(CHUNK_BYTES // per_image, MAX_GEMM_BATCH))
+
+    def _small_shape(self, layer) -> bool:
+        """Whether conv_small can run this convolution (params small_conv = T): group 1, read as fp32 NCHW, at most
+        SMALL_M outputs of at most T taps, an image of at most SMALL_PLANE floats. It does where its output is fp32
+        NCHW and no residual Add is fused (_small_conv)."""
+        if not (self.small_taps and layer.op == "conv" and layer.attrs["group"] == 1) or self._nhwc_conv(layer):
+            return False
+        c, hp, wp = self._small_plane(layer)
+        kh, kw = layer.attrs["kernel"]
+        return self.shape[layer.output][0] <= SMALL_M and c * kh * kw <= self.small_taps and c * hp * wp <= SMALL_PLANE
+
+    def _small_plane(self, layer) -> tuple:
+        """(C, HP, WP): conv_small's zero-padded image, every tap of every output inside it."""
+        (c, h, w), (_, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
+        (kh, kw), (sh, sw), (dh, dw) = layer.attrs["kernel"], layer.attrs["stride"], layer.attrs["dilation"]
+        t, l, _, _ = conv_pads(layer, h, w)
+        return c, max(h + t, (oh - 1) * sh + (kh - 1) * dh + 1), max(w + l, (ow - 1) * sw + (kw - 1) * dw + 1)
+
+    def _small_conv(self, i: int, layer) -> bool:
+        f = self.fused.get(i)
+        return self._small_shape(layer) and not (f and f.res) and (f.out if f else layer.output) not in self.half_tensors
 
     def _dw_nhwc(self, layer) -> bool:
         """Whether conv_dw_nhwc_f16 can run this layer (param nhwc_depthwise): a depthwise convolution, one filter
@@ -392,10 +427,9 @@ class GPUNet:
         check_half_range(self.variant, x, out)
         return out
 
-    @staticmethod
-    def _piece(n: int) -> int:
-        """_overlapped's images a piece for a batch of n: its PIECES-th, at least MIN_PIECE."""
-        return max(MIN_PIECE, -(-n // PIECES))
+    def _piece(self, n: int) -> int:
+        """_overlapped's images a piece for a batch of n: its PIECES-th (params pieces), at least MIN_PIECE."""
+        return max(MIN_PIECE, -(-n // int(self.variant.params.get("pieces", PIECES))))
 
     def _overlapped(self, x: np.ndarray, out: np.ndarray) -> None:
         """x's forward in pieces of self._piece(len(x)) images through two input buffers: piece k + 1's upload on a
@@ -524,6 +558,8 @@ class GPUNet:
                 env[layer.output] = env[self.graph.layers[self.written_by[i]].output]
             elif layer.op == "logsoftmax":      # the last layer (_check): forward applies it on the host
                 env[layer.output] = env[layer.inputs[0]]
+            elif layer.op in ("flatten", "squeeze"):   # fp32 NCHW in (no reader of fp16 NHWC): the same buffer
+                env[layer.output] = env[layer.inputs[0]].reshape(n, *self.shape[layer.output])
             else:
                 f = self.fused.get(i)
                 out = f.out if f else layer.output
@@ -568,6 +604,8 @@ class GPUNet:
             (layer.op == "gap" and layer.inputs[0] in self.half_tensors) else layer.op
         if self._wgmma_conv(layer, f.pool if f else 0):
             op = f"{layer.op} (fp16 NHWC, wgmma)"
+        elif layer.op == "conv" and self._small_conv(i, layer):
+            op = "conv (fp32, conv_small)"
         parts = [op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
                  {POOL_MAX: "maxpool", POOL_AVG: "avgpool"}.get(f.pool, "") if f else ""]
         return " + ".join(x for x in parts if x), f.out if f else layer.output
@@ -608,6 +646,24 @@ class GPUNet:
                     self.fused[i] = Fused(layers[i].act, pool=POOL_MAX if a["kind"] == "max" else POOL_AVG,
                                           out=layer.output)
                     self.written_by[j] = i
+
+    def _conv_small(self, i, layer, x, y, n, act, pool) -> None:
+        """Layer i on conv_small: `ipb` images a block, all in its shared memory with the weights."""
+        a = layer.attrs
+        (c, h, w), (m, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
+        t, l, _, _ = conv_pads(layer, h, w)
+        (kh, kw), (sh, sw), (dh, dw) = a["kernel"], a["stride"], a["dilation"]
+        _, hp, wp = self._small_plane(layer)
+        outs = (oh // 2) * (ow // 2) if pool else oh * ow
+        ipb = max(1, min(SMALL_PLANE // (c * hp * wp), SMALL_ITEMS // max(outs, 1)))
+        mm = 8 if m <= 8 else 16
+        threads = min(THREADS, -(-ipb * outs // 32) * 32)
+        shared = (c * kh * kw * mm + ipb * c * hp * wp) * 4
+        fn = self.k_small[("pool_" if pool else "") + f"m{mm}"]
+        fn((-(-n // ipb), 1, 1), (threads, 1, 1), ptr(x), self.w[i][4], self.w[i][1], ptr(y), i32(n), i32(c), i32(h),
+           i32(w), i32(m), i32(kh), i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(hp), i32(wp), i32(oh),
+           i32(ow), i32(pool == POOL_MAX), i32(ACT_CODES[act.kind]), f32(act.a), f32(act.b), i32(ipb),
+           stream=self.stream, shared=shared)
 
     def _dense_wt(self, i: int):
         """Dense layer i's weights transposed (F x K), for dense_small: uploaded at the first batch that small, so
@@ -664,8 +720,11 @@ class GPUNet:
                                             i32(sw), i32(t), i32(l),
                                             i32(oh), i32(ow), i32(code), pa, pb)
                 return
+            if self._small_conv(i, layer):
+                self._conv_small(i, layer, ins[0], y, n, act, pool)
+                return
             if self.igemm:
-                _, _, ktab, mt = self.w[i]
+                _, _, ktab, mt = self.w[i][:4]
                 pixels = n * (oh // 2) * (ow // 2) * 4 if pool else n * oh * ow     # pooled: whole windows only
                 grid = (-(-pixels // IGEMM_BN), W.shape[0] // (16 * mt), 1)
                 k[f"igemm{mt}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, ptr(y),
@@ -697,8 +756,12 @@ class GPUNet:
                 k["dense_small"]((-(-F // (THREADS // 32)), 1, 1), (THREADS, 1, 1), ptr(ins[0]), self._dense_wt(i),
                                  B, ptr(y), i32(n), i32(K), i32(F), i32(code), pa, pb)
                 return
-            self.gemm(ins[0], W, y, n, F, K, (K, 1), (F, 1), (F, 1), bias=B, bias_mode=BIAS_COL,
-                      act=ACT_RELU if act.kind == "relu" else ACT_NONE, stream=self.stream)
+            relu = ACT_RELU if act.kind == "relu" else ACT_NONE
+            if self.linear is not None:
+                self.linear(ins[0], W, y, n, F, K, K, F, F, Epilogue(bias=B, act=relu), stream=self.stream)
+            else:
+                self.gemm(ins[0], W, y, n, F, K, (K, 1), (F, 1), (F, 1), bias=B, bias_mode=BIAS_COL, act=relu,
+                          stream=self.stream)
             if act.kind not in ("none", "relu"):
                 k["activate_inplace"](grid, block, ptr(y), np.int64(size), i32(code), pa, pb)
         elif layer.op in ("affine", "bias"):
@@ -758,8 +821,6 @@ class GPUNet:
                 g4, b4 = self._grid(n * ci * hw)
                 k["concat_channels"](g4, b4, ptr(x), ptr(y), i32(n), i32(ci), i32(tot), i32(off), i32(hw))
                 off += ci
-        elif layer.op in ("flatten", "squeeze"):
-            self.rt.drv.memcpy_dtod_async(y.gpudata, ins[0].gpudata, size * 4, self.stream)
         elif layer.op == "softmax":
             F = self.shape[layer.output][0]
             g5, b5 = self._warp_grid(n)

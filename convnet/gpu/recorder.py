@@ -29,6 +29,9 @@ class _Buf:
     def fill(self, _):
         pass
 
+    def reshape(self, *shape):
+        return _Buf(shape, self.dtype)
+
 
 class _Pool:
     """Shape-only buffers, remembered by name as the real pool does (view, names, fill)."""
