@@ -231,6 +231,27 @@ def test_resize_output_sides_round_as_onnxruntime(tmp_path, mode, scale, side):
     assert got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("axis,ok", [(1, True), (-3, True), (-1, False), (2, False)])
+def test_concat_and_flatten_axes_counted_from_the_end(tmp_path, axis, ok):
+    """Concat and Flatten on a map take axis 1 or its negative form -3 (equal to onnxruntime); -1 or 2 on a map
+    (not the channels) is one line naming the axis and the shape."""
+    from onnx import helper, numpy_helper
+    from convnet.cnn import graph, reference
+    from convnet.errors import UsageError
+    n = helper.make_node
+    w = numpy_helper.from_array(np.random.default_rng(3).standard_normal((2, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [n("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]), n("Concat", ["c", "input"], ["j"], axis=axis),
+             n("Flatten", ["j"], ["y"], axis=axis)]
+    path = save_graph(tmp_path / "m.onnx", nodes, [3, 5, 6], [w])
+    if not ok:
+        with pytest.raises(UsageError, match=rf"\(Concat\): axis {axis} ") as e:
+            graph.load(path)
+        assert "\n" not in str(e.value)
+        return
+    x = np.random.default_rng(4).standard_normal((2, 3, 5, 6)).astype(np.float32)
+    assert np.allclose(reference.forward(graph.load(path), x, np.float64), run_ort(path, x), rtol=1e-5, atol=1e-6)
+
+
 def test_a_crop_to_another_maps_run_time_size_is_refused_in_one_line(tmp_path):
     """A UNet's crop of a skip connection, a[:, :, :u.shape[2], :u.shape[3]]: a Slice of an activation whose ends
     are another tensor's shape. One line naming the Slice (it was a KeyError)."""

@@ -510,9 +510,9 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
             _refuse(node, f"pads {pads} (zero padding of height and width, at least 0, is supported)")
         return [Layer("pad", ins[:1], out, name, {"pads": (pads[2], pads[3], pads[6], pads[7])})]
     if op == "Concat":
-        if a.get("axis") != 1:
+        if a.get("axis") not in (1, -1, -3):     # -3 on a map, -1 on features: checked in infer_shapes
             _refuse(node, f"axis {a.get('axis')} (channels, axis 1, is supported)")
-        return [Layer("concat", ins, out, name)]
+        return [Layer("concat", ins, out, name, {"axis": a.get("axis")})]
     if op in ("Gemm", "MatMul"):
         if ins[1] not in consts:
             _refuse(node, "a second operand that is not an initializer")
@@ -537,9 +537,9 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         return [Layer("dense", ins[:1], out, name, {"w": np.ascontiguousarray(w), "b": np.broadcast_to(b, w.shape[1:])
                                                     .astype(np.float32), "out_features": w.shape[1]})]
     if op == "Flatten":
-        if a.get("axis", 1) != 1:
+        if a.get("axis", 1) not in (1, -1, -3):  # -3 on a map, -1 on features: axis 1 (infer_shapes checks)
             _refuse(node, f"axis {a.get('axis')} (1 is supported)")
-        return [Layer("flatten", ins[:1], out, name)]
+        return [Layer("flatten", ins[:1], out, name, {"axis": a.get("axis", 1)})]
     if op == "Reshape":
         if sym and ins[1] in sym and sym[ins[1]][0] == "dims":
             s = [0 if d == BATCH else d for d in sym[ins[1]][1]]
@@ -711,6 +711,14 @@ def _fold(graph: Graph) -> None:
     graph.layers = out
 
 
+def _axis_one(layer, op: str, shape: tuple, what: str) -> None:
+    """A Concat's or Flatten's axis, negative ones counted from the end of (N, *shape): axis 1 is supported."""
+    axis = layer.attrs.get("axis", 1)
+    if axis is not None and (axis if axis >= 0 else axis + len(shape) + 1) != 1:
+        raise UsageError(f"ONNX node {layer.name!r} ({op}): axis {axis} on a (N, {', '.join(map(str, shape))}) tensor "
+                         f"({what} is supported)")
+
+
 def _out_features(layer) -> int:
     """A convolution's output channels or a dense layer's output features."""
     return layer.attrs["w"].shape[0] if layer.op == "conv" else layer.attrs["w"].shape[1]
@@ -803,6 +811,7 @@ def infer_shapes(graph: Graph) -> dict:
                 raise UsageError(f"ONNX node {layer.name!r}: a global average pool of a flat (N, {s[0][0]}) tensor")
             y = (s[0][0], 1, 1)
         elif layer.op == "concat":
+            _axis_one(layer, "Concat", s[0], "channels, axis 1")
             if any(x[1:] != s[0][1:] for x in s):
                 raise UsageError(f"ONNX node {layer.name!r} (Concat): inputs of different sizes {s}")
             y = (sum(x[0] for x in s), *s[0][1:])
@@ -835,6 +844,7 @@ def infer_shapes(graph: Graph) -> dict:
                                  f"least one, are supported)")
             y = a["shape"] = tuple(d for i, d in enumerate(s[0]) if i + 1 not in axes)
         elif layer.op == "flatten":
+            _axis_one(layer, "Flatten", s[0], "1")
             y = (int(np.prod(s[0])),)
             if a.get("features", -1) not in (-1, y[0]):
                 raise UsageError(f"ONNX node {layer.name!r} (Reshape): to (N, {a['features']}) from (N, "
