@@ -194,18 +194,14 @@ __device__ __forceinline__ void conv_small_body(
         conv_small_body<MM, SUBS, K>(x, w, bias, y, N, C, H, W, M, KH, KW, SH, SW, DH, DW, PT, PL, HP, WP, OH, OW,   \
                                      is_max, act, a, b, ipb);                                                        \
     }
-CONV_SMALL(conv_small_m8, 8, 1, 0)
-CONV_SMALL(conv_small_m16, 16, 1, 0)
-CONV_SMALL(conv_small_pool_m8, 8, 4, 0)
-CONV_SMALL(conv_small_pool_m16, 16, 4, 0)
-CONV_SMALL(conv_small_m8_k3, 8, 1, 3)
-CONV_SMALL(conv_small_m16_k3, 16, 1, 3)
-CONV_SMALL(conv_small_pool_m8_k3, 8, 4, 3)
-CONV_SMALL(conv_small_pool_m16_k3, 16, 4, 3)
-CONV_SMALL(conv_small_m8_k5, 8, 1, 5)
-CONV_SMALL(conv_small_m16_k5, 16, 1, 5)
-CONV_SMALL(conv_small_pool_m8_k5, 8, 4, 5)
-CONV_SMALL(conv_small_pool_m16_k5, 16, 4, 5)
+#define CONV_SMALL_K(suffix, K)                                                                                      \
+    CONV_SMALL(conv_small_m8##suffix, 8, 1, K)                                                                       \
+    CONV_SMALL(conv_small_m16##suffix, 16, 1, K)                                                                     \
+    CONV_SMALL(conv_small_pool_m8##suffix, 8, 4, K)                                                                  \
+    CONV_SMALL(conv_small_pool_m16##suffix, 16, 4, K)
+CONV_SMALL_K(, 0)
+CONV_SMALL_K(_k3, 3)
+CONV_SMALL_K(_k5, 5)
 
 // A grouped convolution, fp32 NCHW: group g's CG input channels feed its MG outputs (depthwise: CG = MG = 1; a
 // channel multiplier: CG = 1; ResNeXt's and RegNet's: both past 1). One thread an output; w as ONNX lays it out,
