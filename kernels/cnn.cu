@@ -5,9 +5,9 @@
 //   im2col_pad        one image's columns for a strided, dilated, padded convolution: cols[(c, i, j), (oy, ox)]
 //   conv_direct       the convolution without the im2col matrix: a thread holds one output pixel of DIRECT_OC
 //                     output channels (the warp reads the same weights: broadcast), bias and activation fused
-//   conv_small_[pool_]m8 / m16[_k3 / _k5]  few taps and at most 16 outputs (an MNIST net's first layers): IPB
-//                     images and the weights in shared memory, a thread per output pixel or fused 2x2 window, all
-//                     channels in registers, fp32 (params small_conv); _k3 / _k5: 3x3 and 5x5 undilated, unrolled
+//   conv_small_[pool_]m8 / m16  few taps and at most 16 outputs (an MNIST net's first layers): IPB images and the
+//                     weights in shared memory, a thread per output pixel or fused 2x2 window, all channels in
+//                     registers, fp32 (params small_conv)
 //   conv_grouped      groups > 1 (depthwise, channel multipliers, ResNeXt): one thread an output, bias and
 //                     activation fused
 //   activate_inplace  the activations the GEMM epilogue lacks: LeakyReLU, sigmoid, tanh, clip (ReLU6)
@@ -104,21 +104,13 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct(
 // pooling (max or average of the window, after the activation) as conv_igemm_f16's epilogue.
 #define SMALL_M 16
 
-// Activations other than ReLU, once per output channel and pixel: a call, not inlined 32 to 64 times per thread (that
-// was about 18,000 instructions of code, most never run).
-__device__ __noinline__ float conv_small_act(float v, int act, float a, float b) {
-    return act_apply_any(v, act, a, b);
-}
-
-// K: the kernel size as a constant (square, no dilation: the taps' shared-memory offsets become immediates), 0 any.
-template <int MM, int SUBS, int K>
+template <int MM, int SUBS>
 __device__ __forceinline__ void conv_small_body(
         const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
         float* __restrict__ y, int N, int C, int H, int W, int M, int KH, int KW, int SH, int SW, int DH, int DW,
         int PT, int PL, int HP, int WP, int OH, int OW, int is_max, int act, float a, float b, int ipb) {
     extern __shared__ __align__(16) float small_sh[];
-    const int kh = K ? K : KH, kw = K ? K : KW, dh = K ? 1 : DH, dw = K ? 1 : DW;
-    const int taps = C * kh * kw, plane = C * HP * WP;
+    const int taps = C * KH * KW, plane = C * HP * WP;
     float* ws = small_sh;                                  // [taps][MM]
     float* xs = small_sh + taps * MM;                      // IPB images, zero-padded to HP x WP
     const long long n0 = (long long)blockIdx.x * ipb;
@@ -139,11 +131,11 @@ __device__ __forceinline__ void conv_small_body(
     const int PH = SUBS == 4 ? OH / 2 : OH, PW = SUBS == 4 ? OW / 2 : OW, outs = PH * PW;
     for (int item = threadIdx.x; item < imgs * outs; item += blockDim.x) {
         const int img = item / outs, o = item % outs, py = o / PW, px = o % PW;
-        // the window's (or pixel's) top-left tap in padded coordinates; its pixels s at xp[s]
+        // the window's (or pixel's) top-left tap in padded coordinates; its pixels s at sub[s] from there
         const float* x0 = xs + img * plane + (SUBS == 4 ? 2 * py : py) * SH * WP + (SUBS == 4 ? 2 * px : px) * SW;
-        const float* xp[SUBS];
+        int sub[SUBS];
 #pragma unroll
-        for (int s = 0; s < SUBS; ++s) xp[s] = x0 + (s / 2) * SH * WP + (s % 2) * SW;
+        for (int s = 0; s < SUBS; ++s) sub[s] = (s / 2) * SH * WP + (s % 2) * SW;
         float acc[SUBS][MM];
 #pragma unroll
         for (int s = 0; s < SUBS; ++s)
@@ -151,11 +143,9 @@ __device__ __forceinline__ void conv_small_body(
             for (int m = 0; m < MM; ++m) acc[s][m] = 0.f;
         const float4* wt = reinterpret_cast<const float4*>(ws);
         for (int c = 0; c < C; ++c)
-#pragma unroll
-            for (int i = 0; i < kh; ++i) {
-                const int ro = (c * HP + i * dh) * WP;
-#pragma unroll
-                for (int j = 0; j < kw; ++j, wt += MM / 4) {
+            for (int i = 0; i < KH; ++i) {
+                const float* row = x0 + (c * HP + i * DH) * WP;
+                for (int j = 0; j < KW; ++j, wt += MM / 4) {
                     float wv[MM];
 #pragma unroll
                     for (int q = 0; q < MM / 4; ++q) {
@@ -164,7 +154,7 @@ __device__ __forceinline__ void conv_small_body(
                     }
 #pragma unroll
                     for (int s = 0; s < SUBS; ++s) {
-                        const float v = xp[s][ro + j * dw];
+                        const float v = row[j * DW + sub[s]];
 #pragma unroll
                         for (int m = 0; m < MM; ++m) acc[s][m] = fmaf(v, wv[m], acc[s][m]);
                     }
@@ -176,9 +166,9 @@ __device__ __forceinline__ void conv_small_body(
             if (m >= M) break;
             float r = 0.f;
 #pragma unroll
-            for (int s = 0; s < SUBS; ++s) {
+            for (int s = 0; s < SUBS; ++s) {               // ReLU inline, not through the general switch
                 const float u = acc[s][m] + bias[m];
-                const float v = act == 1 ? fmaxf(u, 0.f) : act == 0 ? u : conv_small_act(u, act, a, b);
+                const float v = act == 1 ? fmaxf(u, 0.f) : act_apply_any(u, act, a, b);
                 r = s == 0 ? v : is_max ? fmaxf(r, v) : r + v;
             }
             yo[(long long)m * outs] = (SUBS == 4 && !is_max) ? r * 0.25f : r;
@@ -186,22 +176,18 @@ __device__ __forceinline__ void conv_small_body(
     }
 }
 
-#define CONV_SMALL(name, MM, SUBS, K)                                                                                \
+#define CONV_SMALL(name, MM, SUBS)                                                                                   \
     extern "C" __global__ void __launch_bounds__(256) name(                                                          \
             const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,                \
             float* __restrict__ y, int N, int C, int H, int W, int M, int KH, int KW, int SH, int SW, int DH, int DW, \
             int PT, int PL, int HP, int WP, int OH, int OW, int is_max, int act, float a, float b, int ipb) {         \
-        conv_small_body<MM, SUBS, K>(x, w, bias, y, N, C, H, W, M, KH, KW, SH, SW, DH, DW, PT, PL, HP, WP, OH, OW,   \
-                                     is_max, act, a, b, ipb);                                                        \
+        conv_small_body<MM, SUBS>(x, w, bias, y, N, C, H, W, M, KH, KW, SH, SW, DH, DW, PT, PL, HP, WP, OH, OW,      \
+                                  is_max, act, a, b, ipb);                                                           \
     }
-#define CONV_SMALL_K(suffix, K)                                                                                      \
-    CONV_SMALL(conv_small_m8##suffix, 8, 1, K)                                                                       \
-    CONV_SMALL(conv_small_m16##suffix, 16, 1, K)                                                                     \
-    CONV_SMALL(conv_small_pool_m8##suffix, 8, 4, K)                                                                  \
-    CONV_SMALL(conv_small_pool_m16##suffix, 16, 4, K)
-CONV_SMALL_K(, 0)
-CONV_SMALL_K(_k3, 3)
-CONV_SMALL_K(_k5, 5)
+CONV_SMALL(conv_small_m8, 8, 1)
+CONV_SMALL(conv_small_m16, 16, 1)
+CONV_SMALL(conv_small_pool_m8, 8, 4)
+CONV_SMALL(conv_small_pool_m16, 16, 4)
 
 // A grouped convolution, fp32 NCHW: group g's CG input channels feed its MG outputs (depthwise: CG = MG = 1; a
 // channel multiplier: CG = 1; ResNeXt's and RegNet's: both past 1). One thread an output; w as ONNX lays it out,

@@ -193,12 +193,12 @@ def test_small_convolutions_take_conv_small_where_their_output_is_fp32(tmp_path)
     rt = RecordingRuntime()
     GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"), rt)._run(np.zeros((301, *shape), np.float32))
     convs = [x for x in rt.launches if x[0].startswith("conv_")]
-    assert [x[0] for x in convs] == ["conv_small_pool_m8_k5", "conv_igemm_f16_m1"]
+    assert [x[0] for x in convs] == ["conv_small_pool_m8", "conv_igemm_f16_m1"]
     assert convs[0][1] == (301, 1, 1) and convs[0][2] == (224, 1, 1) and convs[0][3] == 26   # 196 windows an image
     rt = RecordingRuntime()
     GPUNet(g, variant_spec("igemm_f16_wgmma@small_conv=150", "onnx"), rt)._run(np.zeros((301, *shape), np.float32))
     small = [x for x in rt.launches if x[0].startswith("conv_small")]
-    assert [x[0] for x in small] == ["conv_small_pool_m8_k5", "conv_small_pool_m16_k5"]
+    assert [x[0] for x in small] == ["conv_small_pool_m8", "conv_small_pool_m16"]
     assert small[1][1] == (-(-301 // 6), 1, 1)          # 6 images of 6 x 14 x 14 a block: 150 windows
     rt = RecordingRuntime()
     GPUNet(g, catalogue.get("igemm_f16_nhwc", "onnx"), rt)._run(np.zeros((3, *shape), np.float32))

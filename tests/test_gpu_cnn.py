@@ -196,7 +196,7 @@ SMALL_CASES = [  # c, h, w, m, kernel, strides, dilations, pads, activation, poo
     (2, 62, 62, 3, (3, 3), (1, 1), (1, 1), [1, 1, 1, 1], "LeakyRelu", "AveragePool"),  # padded: SMALL_PLANE
     (3, 11, 13, 12, (3, 3), (1, 1), (1, 1), [1, 1, 1, 1], "Sigmoid", None),
     (1, 20, 21, 4, (5, 5), (2, 2), (1, 1), [2, 2, 2, 2], None, None),
-    (2, 15, 15, 8, (3, 3), (1, 1), (2, 2), [2, 2, 2, 2], "Relu", "MaxPool"),            # dilated: the general build
+    (2, 15, 15, 8, (3, 3), (1, 1), (2, 2), [2, 2, 2, 2], "Relu", "MaxPool"),
 ]
 
 
@@ -204,8 +204,7 @@ SMALL_CASES = [  # c, h, w, m, kernel, strides, dilations, pads, activation, poo
 @pytest.mark.parametrize("batch", [1, 7, 300])
 def test_small_convolutions_in_fp32(tmp_path, case, batch):
     """conv_small (params small_conv of igemm_f16_wgmma and igemm_f16_graph): few taps and at most 16 outputs,
-    images in shared memory, strided, dilated, asymmetrically padded, a fused 2x2 pooling or none, 3x3 and 5x5 on
-    their unrolled builds (_k3, _k5) and every other kernel on the general one, images a block
+    images in shared memory, strided, dilated, asymmetrically padded, a fused 2x2 pooling or none, images a block
     that do not divide the batch; fp32 throughout, so within 1e-5 of float64, poisoned, where the tensor-core
     tiles it replaces are within 2e-2."""
     from onnx import TensorProto, helper, numpy_helper

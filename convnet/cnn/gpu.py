@@ -58,7 +58,6 @@ PAD_MIN_M = 64                 # params wgmma: a 1-7 channel input padded to 8 f
 SMALL_M = 16                   # params small_conv: conv_small's most output channels (kernels/cnn.cu) ...
 SMALL_PLANE = 8192             # ... and floats of an image in its shared memory
 SMALL_ITEMS = 256              # its threads a block: images a block so that they have about this many outputs
-SMALL_FIXED_K = (3, 5)         # square undilated kernels with a conv_small build of their own (_k3, _k5: unrolled)
 
 
 @dataclass
@@ -202,11 +201,9 @@ class GPUNet:
         # params small_conv = T: a convolution of at most T taps and SMALL_M outputs runs conv_small (fp32, shared
         # memory), not a tensor-core tile of mostly padding
         self.small_taps = int(variant.params.get("small_conv", 0)) if self.igemm else 0
-        self.small_fixed = SMALL_FIXED_K
         if self.small_taps:
-            self.k_small = {n + k: rt.kernel("cnn.cu", f"conv_small_{n}{k}", dict(variant.defines), variant.name)
-                            for n in ("m8", "m16", "pool_m8", "pool_m16")
-                            for k in ("", *(f"_k{size}" for size in SMALL_FIXED_K))}
+            self.k_small = {n: rt.kernel("cnn.cu", f"conv_small_{n}", dict(variant.defines), variant.name)
+                            for n in ("m8", "m16", "pool_m8", "pool_m16")}
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
         # params tf32_dense: dense layers past DENSE_SMALL_M rows on gemm.cu v5 (TF32 tensor cores, bias and ReLU
         # in its epilogue; rows or features not in 4s fall back to self.gemm), not on fp32 register tiles
@@ -662,8 +659,7 @@ class GPUNet:
         mm = 8 if m <= 8 else 16
         threads = min(THREADS, -(-ipb * outs // 32) * 32)
         shared = (c * kh * kw * mm + ipb * c * hp * wp) * 4
-        fixed = f"_k{kh}" if kh == kw and kh in self.small_fixed and (dh, dw) == (1, 1) else ""
-        fn = self.k_small[("pool_" if pool else "") + f"m{mm}" + fixed]
+        fn = self.k_small[("pool_" if pool else "") + f"m{mm}"]
         fn((-(-n // ipb), 1, 1), (threads, 1, 1), ptr(x), self.w[i][4], self.w[i][1], ptr(y), i32(n), i32(c), i32(h),
            i32(w), i32(m), i32(kh), i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(hp), i32(wp), i32(oh),
            i32(ow), i32(pool == POOL_MAX), i32(ACT_CODES[act.kind]), f32(act.a), f32(act.b), i32(ipb),
