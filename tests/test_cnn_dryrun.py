@@ -203,7 +203,8 @@ def test_small_convolutions_take_conv_small_where_their_output_is_fp32(tmp_path)
     rt = RecordingRuntime()
     GPUNet(g, catalogue.get("igemm_f16_nhwc", "onnx"), rt)._run(np.zeros((3, *shape), np.float32))
     assert not any(x[0].startswith("conv_small") for x in rt.launches)
-    net = GPUNet(graph.load(_save(tmp_path, _two_convs())), catalogue.get("igemm_f16_wgmma", "onnx"), RecordingRuntime())
+    two = graph.load(_save(tmp_path, _two_convs()))
+    net = GPUNet(two, catalogue.get("igemm_f16_wgmma", "onnx"), RecordingRuntime())
     assert not net._small_conv(0, net.graph.layers[0]) and "c0" in net.half_tensors
 
 

@@ -330,11 +330,11 @@ def test_softsign_as_torch_writes_it(tmp_path):
     assert np.allclose(reference.forward(g, x), run_ort(path, x), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("threshold", [20.0, 10.0])
+@pytest.mark.parametrize("threshold", [20.0, 10.0, (20.0, 10.0)])
 def test_softplus_as_the_dynamo_exporter_writes_it(tmp_path, threshold):
     """Where(Greater(x, 20), x, Softplus(x)) (torch.onnx.export(dynamo=True) of nn.Softplus()) is one softplus folded
-    into the convolution, equal to onnxruntime; a threshold below 15, where that is not softplus to fp32, is one
-    line naming the Where node."""
+    into the convolution, equal to onnxruntime; a threshold below 15, where that is not softplus to fp32, or more
+    than one threshold, is one line naming the Where node and the thresholds."""
     from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     from convnet.errors import UsageError
@@ -344,8 +344,9 @@ def test_softplus_as_the_dynamo_exporter_writes_it(tmp_path, threshold):
              n("Greater", ["c", "t"], ["g"]), n("Where", ["g", "c", "s"], ["y"], name="the_where")]
     path = save_graph(tmp_path / "m.onnx", nodes, [2, 5, 4], [numpy_helper.from_array(w, "w"),
                                                                numpy_helper.from_array(np.float32(threshold), "t")])
-    if threshold < 15:
-        with pytest.raises(UsageError, match=r"'the_where' \(Where\): a Softplus with threshold 10.0 \(nn.Softplus"):
+    if np.size(threshold) > 1 or threshold < 15:
+        shown = r"\[20.0, 10.0\]" if np.size(threshold) > 1 else "10.0"
+        with pytest.raises(UsageError, match=rf"'the_where' \(Where\): a Softplus with threshold {shown} \("):
             graph.load(path)
         return
     g = graph.load(path)
@@ -445,6 +446,8 @@ def test_mish_written_out_becomes_one_activation(tmp_path):
     ("Reshape", {"inputs": ("input", "s"), "inits": (("s", np.array([1, -1], np.int64)),), "shape": ("N", 3, 8, 8)},
      "'the_node' (Reshape): shape (1, -1) puts a batch of N images in one row"),
     ("MaxPool", {}, "'the_node' (MaxPool): no kernel_shape"),
+    ("Div", {"inputs": ("input", "k"), "inits": (("k", np.array([[[1.]], [[0.]], [[2.]]], np.float32)),)},
+     "'the_node' (Div): a division by a constant that holds zero"),
     ("Resize", {"inputs": ("input", "", "", "z"), "inits": (("z", np.array([1, 4, 10, 10], np.int64)),)},
      "'the_node' (Resize): sizes of 4 channels for a 3-channel map"),
 ])

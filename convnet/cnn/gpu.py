@@ -270,7 +270,8 @@ class GPUNet:
 
     def _small_conv(self, i: int, layer) -> bool:
         f = self.fused.get(i)
-        return self._small_shape(layer) and not (f and f.res) and (f.out if f else layer.output) not in self.half_tensors
+        out = f.out if f else layer.output
+        return self._small_shape(layer) and not (f and f.res) and out not in self.half_tensors
 
     def _dw_nhwc(self, layer) -> bool:
         """Whether conv_dw_nhwc_f16 can run this layer (param nhwc_depthwise): a depthwise convolution, one filter
@@ -661,8 +662,8 @@ class GPUNet:
         shared = (c * kh * kw * mm + ipb * c * hp * wp) * 4
         fn = self.k_small[("pool_" if pool else "") + f"m{mm}"]
         fn((-(-n // ipb), 1, 1), (threads, 1, 1), ptr(x), self.w[i][4], self.w[i][1], ptr(y), i32(n), i32(c), i32(h),
-           i32(w), i32(m), i32(kh), i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(hp), i32(wp), i32(oh),
-           i32(ow), i32(pool == POOL_MAX), i32(ACT_CODES[act.kind]), f32(act.a), f32(act.b), i32(ipb),
+           i32(w), i32(m), i32(kh), i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(hp), i32(wp),
+           i32(oh), i32(ow), i32(pool == POOL_MAX), i32(ACT_CODES[act.kind]), f32(act.a), f32(act.b), i32(ipb),
            stream=self.stream, shared=shared)
 
     def _dense_wt(self, i: int):

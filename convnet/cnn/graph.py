@@ -183,8 +183,9 @@ def _exported_activations(nodes: list, consts: dict, output: str) -> list:
             continue
         t = value(cond.input[1])
         if t is None or np.size(t) != 1 or float(np.ravel(t)[0]) < SOFTPLUS_LINEAR_FROM:
-            _refuse(n, f"a Softplus with threshold {None if t is None else float(np.ravel(t)[0])} (nn.Softplus's "
-                       f"threshold of {SOFTPLUS_LINEAR_FROM:g} or more is supported)")
+            shown = None if t is None else float(np.ravel(t)[0]) if np.size(t) == 1 else np.ravel(t).tolist()
+            _refuse(n, f"a Softplus with threshold {shown} (nn.Softplus's one threshold of {SOFTPLUS_LINEAR_FROM:g} or "
+                       f"more is supported)")
         out.append(helper.make_node("Softplus", [x], [n.output[0]], name=n.name or n.output[0]))
         gone |= {id(cond), id(soft)}
     return [n for n in out if id(n) not in gone]
@@ -605,6 +606,8 @@ def _constant_affine(node, op, ins, out, name, consts) -> Layer:
     if op == "Div" and first:
         _refuse(node, "a constant divided by a tensor")
     c = np.asarray(c, np.float64)
+    if op == "Div" and not np.all(c):
+        _refuse(node, "a division by a constant that holds zero")
     shape, per = tuple(c.shape), _per(c)
     if per is None:
         _refuse(node, f"a constant of shape {shape} (one value, or one per channel, is supported)")
