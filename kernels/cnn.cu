@@ -94,15 +94,15 @@ extern "C" __global__ void __launch_bounds__(256) conv_direct(
 }
 
 // A convolution of few taps and channels from shared memory (params small_conv; fp32 NCHW in and out, fp32
-// throughout): at most SMALL_M (16) outputs of C * KH * KW taps, as an MNIST or LeNet net's first layers.
+// throughout): at most 16 outputs of C * KH * KW taps, as an MNIST or LeNet net's first layers.
 // conv_igemm_f16 runs those as a step or a few of 16-channel tensor-core tiles, latency-bound (LeNet-5's 1 -> 6
 // 5x5 over 10,000 images: 0.56 ms on an H200 for 1.2 GFLOP). A block copies IPB whole images, zero-padded to
 // HP x WP so that no tap needs a bound check, and the weights (as [tap][m], so a tap's MM weights are float4
-// broadcasts) into dynamic shared memory,
-// then a thread per (image, output pixel, or 2x2 window where pool is set) keeps MM channels of its SUBS pixels
-// in registers: each tap's weights are read once for the SUBS pixels. Bias, activation (act_apply_any) and the
-// pooling (max or average of the window, after the activation) as conv_igemm_f16's epilogue.
-#define SMALL_M 16
+// broadcasts) into dynamic shared memory; then a thread per (image, output pixel, or 2x2 window where pool is set)
+// keeps MM channels of its SUBS pixels in registers: each tap's weights are read once for the SUBS pixels. Bias,
+// activation (act_apply_any) and the pooling (max or average of the window, after the activation) as
+// conv_igemm_f16's epilogue. The host (convnet/cnn/gpu.py, SMALL_M and SMALL_PLANE) keeps M <= 16 and the shared
+// memory within 48 KB.
 
 template <int MM, int SUBS>
 __device__ __forceinline__ void conv_small_body(

@@ -1,8 +1,8 @@
 """Which torchvision classifiers and segmentation nets the ONNX loader reads, and whether its numpy reference then
-equals onnxruntime: each model (random weights, 10 classes) exported with torch.onnx, by the TorchScript exporter (dynamo=False) or the
-dynamo one, at batch 2 with a dynamic batch axis; a table of what loads (and its error against onnxruntime's CPU
-provider) and what is refused, with the refusal's one line. Needs torch, torchvision, onnx, onnxruntime (and
-onnxscript for dynamo); no GPU.
+equals onnxruntime: each model (random weights, 10 classes) exported with torch.onnx, by the TorchScript exporter
+(dynamo=False) or the dynamo one, at batch 2 with a dynamic batch axis; a table of what loads (and its error
+against onnxruntime's CPU provider) and what is refused, with the refusal's one line. Needs torch, torchvision,
+onnx, onnxruntime (and onnxscript for dynamo); no GPU.
 
     python tools/torchvision_zoo.py [--dynamo] [--size 160] [model ...]"""
 import argparse

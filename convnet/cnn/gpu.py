@@ -1,10 +1,11 @@
 """A loaded ONNX network on the GPU: convolutions as im2col (kernels/cnn.cu) + gemm.cu v2 with the bias and ReLU in
 the GEMM's epilogue, direct (params conv = "direct": no im2col matrix), or an implicit GEMM on tensor cores with fp16
 operands (conv = "igemm_f16", kernels/cnn_igemm.cu: bias, activation, a residual Add and a 2x2 pool fused where the
-graph allows, _plan_fusions); grouped ones (depthwise included) direct, conv_grouped; every other layer one kernel
-of kernels/cnn.cu, fp32 NCHW between layers. With params graph = true a small batch's whole forward (upload from pinned memory, every kernel,
-download) is one CUDA graph, captured at its first call and replayed after; with overlap = true a large one goes up
-in pieces under the layers of the piece before (_overlapped).
+graph allows, _plan_fusions); grouped ones (depthwise included) direct, conv_grouped; few-tap ones on conv_small
+(params small_conv); every other layer one kernel of kernels/cnn.cu, fp32 NCHW between layers. With params graph =
+true a small batch's whole forward (upload from pinned memory, every kernel, download) is one CUDA graph, captured
+at its first call and replayed after; with overlap = true a large one goes up in pieces under the layers of the
+piece before (_overlapped).
 
 Images go through in chunks sized so that the activations and the largest im2col matrix of a chunk stay within
 CHUNK_BYTES of device memory; buffers come from the runtime's pool, allocated once (each network's weights under

@@ -288,7 +288,7 @@ def _resize(node, op, ins, out, name, a, consts, sym) -> Layer:
     nearest = "simple" if old else a.get("nearest_mode", "round_prefer_floor")
     if mode not in ("nearest", "linear"):
         _refuse(node, f"mode {mode!r} (nearest and linear are supported)")
-    if ctm not in RESIZE_MODES or nearest not in (*NEAREST_MODES, "simple"):
+    if ctm not in RESIZE_MODES or (not old and nearest not in NEAREST_MODES):
         _refuse(node, f"coordinate_transformation_mode {ctm!r} / nearest_mode {nearest!r} "
                       f"({', '.join(RESIZE_MODES)} are supported)")
     if a.get("antialias", 0) or a.get("keep_aspect_ratio_policy", "stretch") != "stretch" or \
@@ -686,19 +686,12 @@ def _fold(graph: Graph) -> None:
             out[-1] = layer
             continue
         per_channel = layer.attrs.get("per", "channel") in ("channel", "map", "one")
-        folds = alone and ((layer.op, prev.op) == ("bias", "dense") or
-                           (layer.op, prev.op) == ("affine", "conv") and per_channel)
-        values = np.size(layer.attrs["scale" if layer.op == "affine" else "b"]) if folds else 1
-        if values not in (1, _out_features(prev) if folds else 1):     # checked before numpy broadcasts it
-            what = layer.attrs.get("onnx_op", "BatchNormalization") if layer.op == "affine" else "Add"
-            raise UsageError(f"ONNX node {layer.name!r} ({what}): {values} values for the {_out_features(prev)} "
-                             f"outputs of {prev.name!r}")
         if alone and layer.op == "affine" and per_channel and prev.op == "conv" and prev.act.kind == "none":
-            k = layer.attrs["scale"]
+            k = _folding(layer, prev, "scale")
             prev.attrs["w"] = (prev.attrs["w"] * k[:, None, None, None]).astype(np.float32)
             prev.attrs["b"] = (prev.attrs["b"] * k + layer.attrs["shift"]).astype(np.float32)
         elif alone and layer.op == "bias" and prev.op == "dense" and prev.act.kind == "none":
-            prev.attrs["b"] = (prev.attrs["b"] + layer.attrs["b"]).reshape(-1).astype(np.float32)
+            prev.attrs["b"] = (prev.attrs["b"] + _folding(layer, prev, "b")).reshape(-1).astype(np.float32)
         elif alone and layer.op == "act" and prev.op in ("conv", "dense", "add", "mul", "affine") and \
                 prev.act.kind == "none":
             prev.act = layer.act
@@ -717,14 +710,20 @@ def _fold(graph: Graph) -> None:
 def _axis_one(layer, op: str, shape: tuple, what: str) -> None:
     """A Concat's or Flatten's axis, negative ones counted from the end of (N, *shape): axis 1 is supported."""
     axis = layer.attrs.get("axis", 1)
-    if axis is not None and (axis if axis >= 0 else axis + len(shape) + 1) != 1:
+    if (axis if axis >= 0 else axis + len(shape) + 1) != 1:
         raise UsageError(f"ONNX node {layer.name!r} ({op}): axis {axis} on a (N, {', '.join(map(str, shape))}) tensor "
                          f"({what} is supported)")
 
 
-def _out_features(layer) -> int:
-    """A convolution's output channels or a dense layer's output features."""
-    return layer.attrs["w"].shape[0] if layer.op == "conv" else layer.attrs["w"].shape[1]
+def _folding(layer, prev, key: str) -> np.ndarray:
+    """layer's constant `key`, folded into prev: one value, or one per output channel or feature of prev; any other
+    length is one line here, before numpy broadcasts it."""
+    c, outputs = layer.attrs[key], prev.attrs["w"].shape[0 if prev.op == "conv" else 1]
+    if np.size(c) not in (1, outputs):
+        what = layer.attrs.get("onnx_op", "BatchNormalization") if layer.op == "affine" else "Add"
+        raise UsageError(f"ONNX node {layer.name!r} ({what}): {np.size(c)} values for the {outputs} outputs of "
+                         f"{prev.name!r}")
+    return c
 
 
 def conv_pads(layer, h: int, w: int) -> tuple:
