@@ -45,6 +45,48 @@ static_assert(WGC_STAGES >= 2 + WGC_INFLIGHT && WGC_STAGES64 >= 2 + WGC_INFLIGHT
 #define WGC_FAR (1 << 28)                         // a dy / dx that no bound check lets through (the host's IGEMM_FAR)
 
 
+// The epilogue of a warp's accumulators (gemm.cu v7's fragment layout): pixels prow and prow + 8 (prow = the
+// warp's row g), channels n0 + 8q + 2t, + 1 for each 8 channels q: bias, residual, activation, then fp16 NHWC (channel
+// pairs, one 4-byte store) or fp32 NCHW.
+template <int BN>
+__device__ __forceinline__ void wgc_epilogue(const float (&acc)[BN / 2], long long prow, int n0, int t, long long total,
+                                             int P, int M, const float* __restrict__ bias, const void* __restrict__ res,
+                                             int res_nhwc, void* __restrict__ y, int y_nhwc, int act, float a, float b) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const long long p = prow + half * 8;
+        if (p >= total) continue;
+        const int img = (int)(p / P), r = (int)(p % P);
+        const long long nchw = (long long)img * M * P + r;  // channel 0 of this pixel in an NCHW tensor
+#pragma unroll
+        for (int q = 0; q < BN / 8; ++q) {
+            const int n = n0 + q * 8 + 2 * t;
+            if (n >= M) continue;
+            const bool two = n + 1 < M;
+            float v0 = acc[4 * q + 2 * half] + bias[n], v1 = two ? acc[4 * q + 2 * half + 1] + bias[n + 1] : 0.f;
+            if (res) {
+                if (res_nhwc) {                            // M % 8 == 0 here (an NHWC tensor's channels): aligned
+                    const float2 rv = __half22float2(*reinterpret_cast<const __half2*>(
+                        static_cast<const __half*>(res) + p * M + n));
+                    v0 += rv.x;
+                    v1 += rv.y;
+                } else {
+                    v0 += static_cast<const float*>(res)[nchw + (long long)n * P];
+                    if (two) v1 += static_cast<const float*>(res)[nchw + (long long)(n + 1) * P];
+                }
+            }
+            v0 = act_apply(v0, act, a, b);
+            v1 = act_apply(v1, act, a, b);
+            if (y_nhwc) {
+                *reinterpret_cast<__half2*>(static_cast<__half*>(y) + p * M + n) = __floats2half2_rn(v0, v1);
+            } else {
+                static_cast<float*>(y)[nchw + (long long)n * P] = v0;
+                if (two) static_cast<float*>(y)[nchw + (long long)(n + 1) * P] = v1;
+            }
+        }
+    }
+}
+
 template <int BN, int STAGES>
 __device__ __forceinline__ void conv_wgmma_nhwc_body(
         const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
@@ -125,40 +167,8 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     cp_async_wait<0>();
 
-    // the epilogue: rows (pixels) g and g + 8 of this warp's 16, columns (channels) 8q + 2t, + 1
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const long long p = p0 + wg * 64 + (warp & 3) * 16 + g + half * 8;
-        if (p >= total) continue;
-        const int img = (int)(p / P), r = (int)(p % P);
-        const long long nchw = (long long)img * M * P + r;  // channel 0 of this pixel in an NCHW tensor
-#pragma unroll
-        for (int q = 0; q < BN / 8; ++q) {
-            const int n = n0 + q * 8 + 2 * t;
-            if (n >= M) continue;
-            const bool two = n + 1 < M;
-            float v0 = acc[4 * q + 2 * half] + bias[n], v1 = two ? acc[4 * q + 2 * half + 1] + bias[n + 1] : 0.f;
-            if (res) {
-                if (res_nhwc) {                            // M % 8 == 0 here (an NHWC tensor's channels): aligned
-                    const float2 rv = __half22float2(*reinterpret_cast<const __half2*>(
-                        static_cast<const __half*>(res) + p * M + n));
-                    v0 += rv.x;
-                    v1 += rv.y;
-                } else {
-                    v0 += static_cast<const float*>(res)[nchw + (long long)n * P];
-                    if (two) v1 += static_cast<const float*>(res)[nchw + (long long)(n + 1) * P];
-                }
-            }
-            v0 = act_apply(v0, act, a, b);
-            v1 = act_apply(v1, act, a, b);
-            if (y_nhwc) {
-                *reinterpret_cast<__half2*>(static_cast<__half*>(y) + p * M + n) = __floats2half2_rn(v0, v1);
-            } else {
-                static_cast<float*>(y)[nchw + (long long)n * P] = v0;
-                if (two) static_cast<float*>(y)[nchw + (long long)(n + 1) * P] = v1;
-            }
-        }
-    }
+    wgc_epilogue<BN>(acc, p0 + wg * 64 + (warp & 3) * 16 + g, n0, t, total, P, M, bias, res, res_nhwc, y, y_nhwc, act,
+                     a, b);
 #else
     __trap();                                              // built without sm_90a: the host never launches it
 #endif
@@ -175,3 +185,129 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     }
 WGC_KERNEL(64, WGC_STAGES64, WGC_MINB64)
 WGC_KERNEL(128, WGC_STAGES, 2)
+
+// ---- conv_tma_nhwc_n<BN>: the same GEMM with the copy engine as producer -----------------------------------------
+// conv_wgmma_nhwc's threads issue every 16-byte copy of the gather and wait for it, the barrier and the MMAs of each
+// step in turn (latency-bound, above). Here, for inputs of C % 64 == 0 channels (a 64-deep step is one tap's 64
+// channels), 288 threads, persistent over the (pixel tile, channel tile) pairs, channel tiles fastest (blocks running
+// together read the same pixels, from L2):
+// - warp 8 is the producer: one thread walks the block's tiles and steps and asks the copy engine for each step's two
+//   boxes into a ring of STAGES shared-memory stages, completing on the stage's "full" mbarrier: the 128 pixels' 64
+//   channels at the step's tap through an im2col tensor map (the map holds the image's shape, padding, stride and
+//   dilation; the engine walks the tile's output pixels in order, across rows and images, and zero-fills taps outside
+//   the image and pixels past the batch), and the weights' 64 k x BN rows through a 2-D map, both in the
+//   128-byte-swizzled layout wg_desc names;
+// - warpgroups 0 and 1 each multiply 64 of the tile's pixels (four wgmma.m64nBNk16 a step), leave one step's group in
+//   flight and hand the stage before it back through its "empty" mbarrier (one arrive per warp); then the epilogue
+//   (wgc_epilogue) while the producer fills the next tile's stages. One producer warp, not a warpgroup, leaves
+//   registers for two blocks an SM at BN 128 (three at 64): one block's epilogue runs under another's MMAs.
+// No deadlock: the producer waits only for stages the consumers release after a step it issued earlier, the
+// consumers only for steps it issues, in the same order. The maps are made by the host (convnet/gpu/tma.py) and
+// passed by value (__grid_constant__, launched through the driver: tma.DriverKernel).
+// Measured (H200, tools/ab_igemm.py shapes, ResNet-18 at 256 images): a 256-pixel tile for 64 channels (one block an
+// SM) took 0.70 ms on 64 -> 64 at 56x56 against 0.43 for conv_wgmma_nhwc; at 128 x 128 the k loop reads 32 KB from
+// L2 per 2.1 MFLOP and stays near gemm.cu v8's 330 TFLOP/s at that tile.
+#include "mbarrier.cuh"
+#include "tma.cuh"
+
+#ifndef WGT_STAGES
+#define WGT_STAGES 3                              // ring depth: 3 x 32 KB at BN 128 (two blocks an SM), 3 x 24 KB at 64
+#endif                                            // (three)
+#define WGT_THREADS 288
+
+template <int BN>
+__device__ __forceinline__ void conv_tma_nhwc_body(
+        const TmaMap* mx, const TmaMap* mw, const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc,
+        void* __restrict__ y, int y_nhwc, int N, int C, int M, int KW, int DH, int DW, int steps, int SH, int SW, int PT,
+        int PL, int OH, int OW, int act, float a, float b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int A_BYTES = WGC_BM * 128, STAGE_BYTES = A_BYTES + BN * 128;
+    extern __shared__ __align__(16) unsigned char wgt_raw[];
+    const unsigned raw = (unsigned)__cvta_generic_to_shared(wgt_raw);
+    const unsigned base = (raw + 1023u) & ~1023u;                  // swizzle atoms sit on 1024-byte lines
+    const unsigned full = base + WGT_STAGES * STAGE_BYTES, empty = full + 8 * WGT_STAGES;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int P = OH * OW;
+    const long long total = (long long)N * P;
+    const int ntiles = (M + BN - 1) / BN, tiles = (int)((total + WGC_BM - 1) / WGC_BM) * ntiles;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < WGT_STAGES; ++s) {
+            mbar_init(full + 8 * s, 1);                            // the producer's arrive (+ the boxes' bytes)
+            mbar_init(empty + 8 * s, 8);                           // one arrive per consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == 8) {
+        if (lane == 0) {
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"(mx) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"(mw) : "memory");
+            int it = 0;                                            // steps issued so far (all tiles)
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int mt = tile / ntiles, nt = tile - mt * ntiles;
+                const long long p0 = (long long)mt * WGC_BM;
+                const int img = (int)(p0 / P), r = (int)(p0 % P), oy = r / OW, ox = r % OW;
+                const int w0 = ox * SW - PL, h0 = oy * SH - PT;   // the first pixel's filter origin
+                int c0 = 0, i = 0, j = 0;                          // step ks: channels c0.., tap (i, j)
+                for (int ks = 0; ks < steps; ++ks, ++it) {
+                    const int s = it % WGT_STAGES;
+                    if (it >= WGT_STAGES) mbar_wait(empty + 8 * s, ((it / WGT_STAGES) + 1) & 1);
+                    const unsigned stage = base + s * STAGE_BYTES;
+                    mbar_expect_tx(full + 8 * s, STAGE_BYTES);    // boxes count whole, zero-filled parts too
+                    tma_load_im2col_4d(stage, mx, c0, w0, h0, img, (unsigned short)(j * DW), (unsigned short)(i * DH),
+                                       full + 8 * s);
+                    tma_load_2d(stage + A_BYTES, mw, ks * WGC_BK, nt * BN, full + 8 * s);
+                    if ((c0 += WGC_BK) == C) {
+                        c0 = 0;
+                        if (++j == KW) {
+                            j = 0;
+                            ++i;
+                        }
+                    }
+                }
+            }
+        }
+    } else {
+        const int c = warp / 4, g = lane / 4, t = lane % 4;       // rows 64c .. 64c + 63 of the tile
+        int it = 0;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            const int mt = tile / ntiles, nt = tile - mt * ntiles;
+            float acc[BN / 2];
+#pragma unroll
+            for (int e = 0; e < BN / 2; ++e) acc[e] = 0.f;
+            for (int ks = 0; ks < steps; ++ks, ++it) {
+                const int s = it % WGT_STAGES;
+                mbar_wait(full + 8 * s, (it / WGT_STAGES) & 1);
+                const unsigned stage = base + s * STAGE_BYTES;
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < WGC_BK / 16; ++kk)
+                    Wgmma16<BN, __half>::run(acc, wg_desc(stage + c * 64 * 128 + kk * 32),
+                                             wg_desc(stage + A_BYTES + kk * 32));
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                // one group stays in flight: the step before is done, so its stage goes back
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (ks > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % WGT_STAGES));
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % WGT_STAGES));
+            wgc_epilogue<BN>(acc, (long long)mt * WGC_BM + c * 64 + (warp & 3) * 16 + g, nt * BN, t, total, P, M, bias,
+                             res, res_nhwc, y, y_nhwc, act, a, b);
+        }
+    }
+#else
+    __trap();                                              // built without sm_90a: the host never launches it
+#endif
+}
+
+#define WGT_KERNEL(BN, MINB)                                                                                         \
+    extern "C" __global__ void __launch_bounds__(WGT_THREADS, MINB) conv_tma_nhwc_n##BN(                              \
+            const __grid_constant__ TmaMap mx, const __grid_constant__ TmaMap mw, const float* __restrict__ bias,     \
+            const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc, int N, int C, int M,      \
+            int KW, int DH, int DW, int steps, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a,      \
+            float b) {                                                                                               \
+        conv_tma_nhwc_body<BN>(&mx, &mw, bias, res, res_nhwc, y, y_nhwc, N, C, M, KW, DH, DW, steps, SH, SW, PT, PL, \
+                               OH, OW, act, a, b);                                                                   \
+    }
+WGT_KERNEL(64, 3)
+WGT_KERNEL(128, 2)

@@ -208,6 +208,32 @@ def test_small_convolutions_take_conv_small_where_their_output_is_fp32(tmp_path)
     assert not net._small_conv(0, net.graph.layers[0]) and "c0" in net.half_tensors
 
 
+def test_convolutions_over_64_channel_inputs_take_the_tma_kernel(tmp_path):
+    """params tma_conv (igemm_f16_wgmma, sm_90a): every unpooled convolution over input channels in 64s launches
+    conv_tma_nhwc (288 threads, a persistent grid of at most one block an SM here, 23 arguments with the two maps), the
+    others conv_wgmma_nhwc; tma_min_steps sends those of fewer 64-deep steps back; without the param none."""
+    from convnet import catalogue
+    from convnet.bench.layer import variant_spec
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    model, shape = MODELS["resnet_wide"](np.random.default_rng(0))
+    g = graph.load(_save(tmp_path, model))
+    convs = [(layer, g.shapes[layer.inputs[0]][0]) for layer in g.layers if layer.op == "conv"]
+    wide = [layer for layer, c in convs if c % 64 == 0]
+    assert wide and len(wide) < len(convs)
+    for spec, want in (("igemm_f16_wgmma", len(wide)), ("igemm_f16_wgmma@tma_conv=0", 0),
+                       ("igemm_f16_wgmma@tma_min_steps=9", sum(layer.attrs["kernel"] == (3, 3) for layer in wide))):
+        rt = RecordingRuntime()
+        net = GPUNet(g, variant_spec(spec, "onnx"), rt)
+        net._run(np.zeros((5, *shape), np.float32))
+        tma = [x for x in rt.launches if x[0].startswith("conv_tma_nhwc")]
+        assert len(tma) == want, spec
+        assert all(x[2] == (288, 1, 1) and x[3] == 23 and x[1][0] <= rt.sm_count for x in tma)
+        assert sum(x[0].startswith("conv_wgmma_nhwc") for x in rt.launches) == \
+            sum(net._wgmma_conv(layer, 0) for layer, _ in convs) - want
+
+
 def _two_convs():
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(0)

@@ -158,6 +158,61 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
 
 
+@pytest.mark.parametrize("c,m,k,stride,dil,pads,hw,batch", [
+    (64, 64, 3, 1, 1, [1, 1, 1, 1], (15, 17), 5),      # one 64-channel block; 1275 pixels: a partial last tile
+    (64, 136, 3, 2, 1, [1, 0, 0, 1], (19, 21), 3),     # 128-channel blocks, the second 8 channels wide; stride 2
+    (128, 40, 1, 2, 1, [0, 0, 0, 0], (9, 10), 7),      # a 1x1 downsample, two 64-channel steps a tap
+    (192, 200, 5, 1, 2, [4, 3, 2, 4], (13, 11), 2),    # dilated, asymmetric padding, three steps a tap
+    (64, 72, 7, 3, 1, [3, 1, 0, 2], (20, 23), 1),      # stride 3, a 7x7 kernel, batch 1
+    (128, 256, 3, 1, 1, [0, 0, 0, 0], (4, 4), 33),     # no padding, images of 4 pixels: tiles span many images
+    (64, 48, 3, 1, 1, [1, 1, 1, 1], (1, 1), 300),      # 1x1 images: every tap but the centre outside
+])
+def test_tma_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw, batch):
+    """conv_tma_nhwc (params tma_conv: the copy engine gathers each step through an im2col tensor map) alone, a
+    LeakyReLU fused, at shapes unlike the models': partial pixel and channel tiles, strides, dilation, asymmetric
+    padding, tiles across images, batch tails; fp32 NCHW output against float64, poisoned first."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    rng = np.random.default_rng(m + c)
+    w = numpy_helper.from_array((rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[k, k], strides=[stride] * 2,
+                              dilations=[dil] * 2, pads=pads),
+             helper.make_node("LeakyRelu", ["c"], ["y"], name="act", alpha=0.1)]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
+    g = graph.load(tmp_path / "c.onnx")
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"tma_conv": True}))
+    if net.rt.arch != "sm_90a":
+        pytest.skip("conv_tma_nhwc needs Hopper (sm_90a)")
+    assert net._tma_conv(g.layers[0], 0)
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+
+
+@pytest.mark.parametrize("batch", [1, 7, 130])
+def test_tma_convolutions_in_a_network(tmp_path, batch):
+    """params tma_conv through a residual network of 64-128 channels (fp16 NHWC in and out, the residual Add and
+    ReLU fused in the epilogue, a whole-forward graph at batch 1) against float64, poisoned first."""
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    g = load(tmp_path, "resnet_wide", seed=batch)
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_graph", "onnx"), {"tma_conv": True}))
+    if net.rt.arch != "sm_90a":
+        pytest.skip("conv_tma_nhwc needs Hopper (sm_90a)")
+    assert any(net._tma_conv(layer, 0) for layer in g.layers)
+    x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 2e-2
+
+
 @pytest.mark.parametrize("c,m,group,act", [(4, 6, 2, "Relu"), (6, 12, 6, "Elu"), (5, 5, 5, None), (12, 8, 4, "Relu"),
                                            (3, 9, 3, None), (64, 64, 32, "Relu")])
 @pytest.mark.parametrize("variant", ["im2col", "igemm_f16_graph"])

@@ -56,6 +56,8 @@ WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wg
 WGC_STAGES = {64: 2, 128: 3}   # its k-steps in flight per BN (WGC_STAGES64, WGC_STAGES): kernels/cnn_wgmma.cu
 WGC_MIN_M = 33                 # ... for 33 output channels or more (fewer: conv_igemm_nhwc, H200 ab_igemm.py)
 PAD_MIN_M = 64                 # params wgmma: a 1-7 channel input padded to 8 for the NHWC kernels from 64 outputs
+WGT_THREADS, WGT_STAGES = 288, 3   # conv_tma_nhwc_n<BN> (params tma_conv): threads, ring depth (kernels/cnn_wgmma.cu)
+WGT_CORNER = 127               # its im2col map's reach: pads and dilated kernel extents up to this (TMA's 4-D bound)
 SMALL_M = 16                   # params small_conv: conv_small's most output channels (kernels/cnn.cu) ...
 SMALL_PLANE = 8192             # ... and floats of an image in its shared memory
 SMALL_ITEMS = 256              # its threads a block: images a block so that they have about this many outputs
@@ -199,6 +201,24 @@ class GPUNet:
                 smem = stages * (WGC_BM + bn) * 128 + 1024
                 fn.allow_shared(smem)                     # (+ 1 KB: the kernel aligns its stages to 1024 bytes)
                 self.k[f"conv_wgmma_nhwc_n{bn}"] = self._on_stream(fn, smem)
+        # params tma_conv: those of C % 64 == 0 input channels on conv_tma_nhwc (the copy engine gathers the pixels
+        # through an im2col tensor map; warp-specialised, persistent), launched through the driver (by-value maps)
+        self.tma_conv = self.wgmma and bool(variant.params.get("tma_conv"))
+        self.tma_min_steps = int(variant.params.get("tma_min_steps", 1))   # fewer 64-deep steps: conv_wgmma_nhwc
+        if self.tma_conv:
+            from ..gpu import tma
+            self._im2col_map = tma.im2col_map if isinstance(rt, Runtime) else tma.dry_map
+            self._rows_map = tma.rows_map if isinstance(rt, Runtime) else tma.dry_map
+            self._tma_maps, self._tma_slots = {}, {}
+            stages = int(variant.defines.get("WGT_STAGES", WGT_STAGES))
+            for bn in WGC_BN:
+                fn = tma.driver_launcher(rt, "cnn_wgmma.cu", f"conv_tma_nhwc_n{bn}", dict(variant.defines),
+                                         variant.name)
+                smem = stages * (WGC_BM + bn) * 128 + 1024 + 16 * stages
+                fn.allow_shared(smem)
+                per_sm = fn.max_blocks_per_sm(WGT_THREADS, smem) if hasattr(fn, "max_blocks_per_sm") else 1
+                self._tma_slots[bn] = max(1, per_sm) * getattr(rt, "sm_count", 1)
+                self.k[f"conv_tma_nhwc_n{bn}"] = self._on_stream(fn, smem)
         # params small_conv = T: a convolution of at most T taps and SMALL_M outputs runs conv_small (fp32, shared
         # memory), not a tensor-core tile of mostly padding
         self.small_taps = int(variant.params.get("small_conv", 0)) if self.igemm else 0
@@ -309,6 +329,33 @@ class GPUNet:
         pooling, over output channels in 8s (its fp16 NHWC stores and residual reads are channel pairs)."""
         m = self.shape[layer.output][0]
         return self.wgmma and not pool and self._nhwc_conv(layer) and m % NHWC_VEC == 0 and m >= WGC_MIN_M
+
+    def _tma_conv(self, layer, pool: int) -> bool:
+        """Whether conv_tma_nhwc runs this layer: params tma_conv, a layer conv_wgmma_nhwc would run, over input
+        channels in 64s (a step is one tap's 64 channels), with pads and dilated extents within the im2col map's
+        reach."""
+        if not (self.tma_conv and self._wgmma_conv(layer, pool)):
+            return False
+        c, h, w = self.shape[layer.inputs[0]]
+        a = layer.attrs
+        (kh, kw), (dh, dw) = a["kernel"], a["dilation"]
+        return c % WGC_BK == 0 and kh * kw * c // WGC_BK >= self.tma_min_steps and \
+            max(*conv_pads(layer, h, w), (kh - 1) * dh, (kw - 1) * dw) <= WGT_CORNER
+
+    def _tma_conv_maps(self, layer, x, W, n: int) -> tuple:
+        """The im2col map of x (fp16 NHWC, n images) and the 2-D map of the weights W (fp16 [rows][Kpad]) for
+        conv_tma_nhwc, made once per (input address, batch, weights) and kept."""
+        c, h, w = self.shape[layer.inputs[0]]
+        key = (int(ptr(x)), n, int(ptr(W)))
+        maps = self._tma_maps.get(key)
+        if maps is None:
+            a = layer.attrs
+            bn = wgmma_bn(self.shape[layer.output][0])
+            maps = self._tma_maps[key] = (
+                self._im2col_map(key[0], n, h, w, c, a["kernel"], a["stride"], conv_pads(layer, h, w), a["dilation"],
+                                 WGC_BM, WGC_BK),
+                self._rows_map(key[2], W.shape[0], W.shape[1], W.shape[1], bn, WGC_BK, False, True))
+        return maps
 
     def _plan_layouts(self) -> None:
         """half_tensors: the tensors written in fp16 NHWC, those of a multiple of 8 channels whose every reader reads
@@ -604,7 +651,9 @@ class GPUNet:
         act = f.act if f else layer.act
         op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_in or \
             (layer.op == "gap" and layer.inputs[0] in self.half_tensors) else layer.op
-        if self._wgmma_conv(layer, f.pool if f else 0):
+        if self._tma_conv(layer, f.pool if f else 0):
+            op = f"{layer.op} (fp16 NHWC, wgmma, TMA)"
+        elif self._wgmma_conv(layer, f.pool if f else 0):
             op = f"{layer.op} (fp16 NHWC, wgmma)"
         elif layer.op == "conv" and self._small_conv(i, layer):
             op = "conv (fp32, conv_small)"
@@ -703,6 +752,15 @@ class GPUNet:
                 return
             res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)          # a fused residual Add's other input
             res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
+            if self._tma_conv(layer, pool):
+                bn = wgmma_bn(m)
+                tiles = -(-n * oh * ow // WGC_BM) * -(-m // bn)
+                mx, mw = self._tma_conv_maps(layer, ins[0], W, n)
+                k[f"conv_tma_nhwc_n{bn}"]((min(tiles, self._tma_slots[bn]), 1, 1), (WGT_THREADS, 1, 1), mx, mw, ptr(B),
+                                          res, i32(res_nhwc), ptr(y), i32(y.dtype == np.float16), i32(n), i32(c),
+                                          i32(m), i32(kw), i32(dh), i32(dw), i32(W.shape[1] // WGC_BK), i32(sh),
+                                          i32(sw), i32(t), i32(l), i32(oh), i32(ow), i32(code), pa, pb)
+                return
             if self._wgmma_conv(layer, pool):
                 _, _, ktab, _ = self.w[i]
                 bn = wgmma_bn(m)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import GPUError
 
+FLOAT16 = 6                        # CU_TENSOR_MAP_DATA_TYPE_FLOAT16
 FLOAT32 = 7                        # CU_TENSOR_MAP_DATA_TYPE_FLOAT32
 BFLOAT16 = 9                       # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
 SWIZZLE_128B = 3                   # CU_TENSOR_MAP_SWIZZLE_128B
@@ -37,25 +38,68 @@ def _encoder():
     return _encode
 
 
-def rows_map(address: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, fp32: bool = False) -> bytes:
-    """The map of a row-major bf16 (or fp32) matrix (rows x cols, row stride ld elements) at `address`, copied in
+def rows_map(address: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, fp32: bool = False,
+             fp16: bool = False) -> bytes:
+    """The map of a row-major bf16 (fp32, fp16) matrix (rows x cols, row stride ld elements) at `address`, copied in
     boxes of box_rows x box_cols (box_cols x element bytes = 128: the 128-byte swizzle's row); out-of-range parts
     are zero-filled by loads and clipped by stores."""
     size = 4 if fp32 else 2
+    kind = "fp32" if fp32 else "fp16" if fp16 else "bf16"
     if address % 16 or (ld * size) % 16:
-        raise GPUError(f"TMA needs 16-byte aligned rows (address {address:#x}, row stride {ld} "
-                       f"{'fp32' if fp32 else 'bf16'})")
+        raise GPUError(f"TMA needs 16-byte aligned rows (address {address:#x}, row stride {ld} {kind})")
     out = (ctypes.c_ubyte * (MAP_BYTES + 64))()              # the driver wants the map 64-byte aligned
     at = (ctypes.addressof(out) + 63) & ~63
     dims = (ctypes.c_uint64 * 2)(cols, rows)                 # innermost first
     strides = (ctypes.c_uint64 * 1)(ld * size)               # bytes, dimensions 1.. only
     box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
     step = (ctypes.c_uint32 * 2)(1, 1)
-    status = _encoder()(ctypes.c_void_p(at), FLOAT32 if fp32 else BFLOAT16, 2, ctypes.c_void_p(address), dims,
-                        strides, box, step, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0)
+    status = _encoder()(ctypes.c_void_p(at), FLOAT32 if fp32 else FLOAT16 if fp16 else BFLOAT16, 2,
+                        ctypes.c_void_p(address), dims, strides, box, step, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0)
     if status != 0:
-        raise GPUError(f"cuTensorMapEncodeTiled failed (CUresult {status}) for a {rows} x {cols} "
-                       f"{'fp32' if fp32 else 'bf16'} matrix, row stride {ld}, box {box_rows} x {box_cols}")
+        raise GPUError(f"cuTensorMapEncodeTiled failed (CUresult {status}) for a {rows} x {cols} {kind} matrix, "
+                       f"row stride {ld}, box {box_rows} x {box_cols}")
+    return ctypes.string_at(at, MAP_BYTES)
+
+
+_encode_im2col = None
+
+
+def im2col_map(address: int, n: int, h: int, w: int, c: int, kernel: tuple, stride: tuple, pads: tuple,
+               dilation: tuple, pixels: int, channels: int) -> bytes:
+    """The im2col map of an fp16 NHWC image batch (n x h x w x c) at `address` for a convolution (kernel (kh, kw),
+    stride (sh, sw), pads (top, left, bottom, right), dilation (dh, dw)): a copy moves `pixels` output pixels in
+    order (across rows and images) x `channels` channels (128 bytes: the 128-byte swizzle's row) at one tap, named
+    by the first pixel's filter origin (ox * sw - left, oy * sh - top, image) and the tap's offsets (j * dw, i * dh);
+    taps outside the image and pixels past the batch are zero-filled."""
+    global _encode_im2col
+    if _encode_im2col is None:
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeIm2col
+        except (OSError, AttributeError) as e:
+            raise GPUError(f"the driver has no cuTensorMapEncodeIm2col (TMA needs CUDA 12 and a Hopper GPU): {e}") \
+                from None
+        u32, u64, vp, pi = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)
+        fn.argtypes = [vp, ctypes.c_int, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64), pi, pi, u32, u32,
+                       ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        fn.restype = ctypes.c_int
+        _encode_im2col = fn
+    (kh, kw), (sh, sw), (top, left, bottom, right), (dh, dw) = kernel, stride, pads, dilation
+    if address % 16 or (c * 2) % 16:
+        raise GPUError(f"TMA needs a 16-byte aligned NHWC tensor (address {address:#x}, {c} fp16 channels)")
+    out = (ctypes.c_ubyte * (MAP_BYTES + 64))()
+    at = (ctypes.addressof(out) + 63) & ~63
+    dims = (ctypes.c_uint64 * 4)(c, w, h, n)                  # innermost first
+    strides = (ctypes.c_uint64 * 3)(c * 2, w * c * 2, h * w * c * 2)
+    # the filter origins' box: from (-left, -top) to the last origin a window fits from, (w - 1 + right - (kw - 1)
+    # dw, ...), as offsets from the image's far corner (w, h innermost first)
+    lower = (ctypes.c_int * 2)(-left, -top)
+    upper = (ctypes.c_int * 2)(right - (kw - 1) * dw, bottom - (kh - 1) * dh)
+    step = (ctypes.c_uint32 * 4)(1, sw, sh, 1)
+    status = _encode_im2col(ctypes.c_void_p(at), FLOAT16, 4, ctypes.c_void_p(address), dims, strides, lower, upper,
+                            channels, pixels, step, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0)
+    if status != 0:
+        raise GPUError(f"cuTensorMapEncodeIm2col failed (CUresult {status}) for an fp16 NHWC batch {n} x {h} x {w} x "
+                       f"{c}, kernel {kh}x{kw}, stride {sh}x{sw}, pads {pads}, dilation {dh}x{dw}")
     return ctypes.string_at(at, MAP_BYTES)
 
 
@@ -88,6 +132,14 @@ class DriverKernel:
     def allow_shared(self, nbytes: int):
         self._check(self.lib.cuFuncSetAttribute(self.fn, self._FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                 int(nbytes)), "cuFuncSetAttribute")
+
+    def max_blocks_per_sm(self, threads: int, shared: int) -> int:
+        """cuOccupancyMaxActiveBlocksPerMultiprocessor for this block size and dynamic shared memory (0: none fit)."""
+        fn = self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor
+        fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+        n = ctypes.c_int(0)
+        self._check(fn(ctypes.byref(n), self.fn, int(threads), int(shared)), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return n.value
 
     def __call__(self, grid, block, *args, stream=None, shared: int = 0):
         """args: bytes (a tensor map, by value) or numpy scalars (np.int32, np.int64, np.uintp pointers)."""
@@ -196,13 +248,17 @@ class CooperativeKernel(PdlKernel):
         self._attr.id = COOPERATIVE
         ctypes.c_int.from_buffer(self._attr.value).value = 1
 
-    def max_blocks_per_sm(self, threads: int, shared: int) -> int:
-        """cuOccupancyMaxActiveBlocksPerMultiprocessor for this block size and dynamic shared memory (0: none fit)."""
-        fn = self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor
-        fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
-        n = ctypes.c_int(0)
-        self._check(fn(ctypes.byref(n), self.fn, int(threads), int(shared)), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
-        return n.value
+
+
+def driver_launcher(rt, kernel_file: str, name: str, defines: dict, variant: str):
+    """rt.kernel(...), or where rt is a real Runtime a DriverKernel of the same build (for by-value tensor maps);
+    the cubin comes from the same disk cache."""
+    from . import build
+    from .runtime import Runtime
+    fn = rt.kernel(kernel_file, name, defines, variant)     # the PyCUDA module too: it checks the name exists
+    if not isinstance(rt, Runtime):
+        return fn
+    return DriverKernel(build.kernel_cubin(kernel_file, defines, name, rt.arch), name, variant)
 
 
 def launcher(rt, kernel_file: str, name: str, defines: dict, variant: str, flag: str = "PDL"):

@@ -473,18 +473,13 @@ __device__ __forceinline__ void bf_epi_chunk_next(const float* stage, int m0, in
     bf_epi_chunk_fast(stage, m0, nt0 + ch * BF_EPI_CH, M, N, bcur, BF_EPI_ARGS);
 }
 
-struct __align__(128) TmaMap { unsigned long long opaque[16]; };  // CUtensorMap, made by the driver
+#include "tma.cuh"                 // TmaMap (CUtensorMap, made by the driver), tma_load_2d
 
 #include "wgmma.cuh"
 // D (64 x N, fp32, v7's fragment layout) += A (64 x 16) B (16 x N), both bf16, K-major, from shared memory.
 template <int N> using WgmmaBf16 = Wgmma16<N, __nv_bfloat16>;
 
 #include "mbarrier.cuh"             // mbar_init, mbar_wait, mbar_arrive, mbar_expect_tx
-// The box at (c0 = k, c1 = row) of a 2-D tensor map into shared memory, completing on mbarrier bar.
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, int c0, int c1, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-                 :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
-}
 
 // BF_EPI_TMA: the box at src (shared memory, the map's layout) to (c0 = column, c1 = row) of C, stored or added
 // (reduce-add in L2), tracked by this thread's bulk groups.
