@@ -234,7 +234,8 @@ def test_the_nhwc_gather_and_weights_give_the_convolution(c, m, k, stride, dil, 
 
 def test_wgmma_runs_the_unpooled_nhwc_convolutions_on_sm_90a_only(tmp_path):
     """igemm_f16_wgmma: on sm_90a every NHWC convolution of 33 or more output channels (8s) without a fused pooling
-    launches conv_wgmma_nhwc (64- or 128-channel blocks), the others conv_igemm_nhwc; resnet_wide's 3-channel stem
+    launches conv_wgmma_nhwc (64- or 128-channel blocks; conv_tma_nhwc where the input's channels are in 64s), the
+    others conv_igemm_nhwc; resnet_wide's 3-channel stem
     (64 outputs) reads its input padded to 8 channels, and its max-pool runs on fp16 NHWC (pool2d_nhwc_f16); on
     another GPU no wgmma kernel is built or launched."""
     from convnet import catalogue
@@ -248,9 +249,12 @@ def test_wgmma_runs_the_unpooled_nhwc_convolutions_on_sm_90a_only(tmp_path):
         convs = [i for i, layer in enumerate(g.layers) if layer.op == "conv" and net._nhwc_conv(layer)]
         wg = [i for i in convs if net._wgmma_conv(g.layers[i], net.fused[i].pool if i in net.fused else 0)]
         launched = [n for n, *_ in rt.launches]
-        assert sum(n.startswith("conv_wgmma_nhwc_n") for n in launched) == len(wg)
+        tma = [i for i in wg if net._tma_conv(g.layers[i], 0)]        # over 64-channel inputs: conv_tma_nhwc
+        assert sum(n.startswith("conv_wgmma_nhwc_n") for n in launched) == len(wg) - len(tma)
+        assert sum(n.startswith("conv_tma_nhwc_n") for n in launched) == len(tma)
+        assert len(tma) == (5 if name == "resnet_wide" else 0)
         assert sum(n.startswith("conv_igemm_nhwc_m") for n in launched) == len(convs) - len(wg)
-        assert all(net.op_label(i)[0].startswith("conv (fp16 NHWC, wgmma)") for i in wg)
+        assert all(net.op_label(i)[0].startswith("conv (fp16 NHWC, wgmma" + (", TMA)" if i in tma else ")")) for i in wg)
         assert n_wg is None or len(wg) == n_wg
         if name == "resnet_wide":                 # every convolution, the 3-channel stem included, and the pool
             assert len(wg) == sum(layer.op == "conv" for layer in g.layers)

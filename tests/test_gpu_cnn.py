@@ -319,9 +319,14 @@ def test_per_layer_times_and_the_report(tmp_path):
     assert all(x["ms"] >= 0 for x in r["layers"]) and sum(x["ms"] for x in r["layers"]) <= r["total_ms"] * 1.05
 
 
+@pytest.mark.parametrize("chunk,piece,keys,replays", [
+    (1001, 334, [(0, 333), (0, 334), (1, 334)], 6),
+    (300, 300, [(0, 300), (1, 101), (1, 300)], 9),       # past one chunk: pieces of a chunk, four of them
+])
 @pytest.mark.parametrize("variant", ["igemm_f16", "igemm_f16_nhwc", "igemm_f16_graph"])
-def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant, monkeypatch):
-    """params overlap (igemm_f16): 1,001 images (one chunk of 1,001) go up in 3 pieces of 334, the last one short,
+def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant, chunk, piece, keys, replays, monkeypatch):
+    """params overlap (igemm_f16): 1,001 images (one chunk of 1,001) go up in 3 pieces of 334, the last one short
+    (or, in chunks of 300, in 4 pieces of at most a chunk),
     under the layers of the piece before, from pageable memory (staged through pinned buffers) and from pinned memory (uploaded as it is):
     both equal the one-pass forward bit for bit, with every buffer poisoned first. params graph, with the batch past
     the whole-forward graph's size: each piece's layers are captured after their first pass and replayed after."""
@@ -334,7 +339,7 @@ def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant, monkeypat
     monkeypatch.setattr(gpu, "GRAPH_MAX_BYTES", 0)
     g = load(tmp_path, "vgg_cifar", seed=4)
     net = gpu.GPUNet(g, catalogue.get(variant, "onnx"))
-    net.chunk = 1001
+    net.chunk = chunk
     x = np.random.default_rng(6).standard_normal((1001, *g.input_shape)).astype(np.float32)
     poison(net.rt)
     whole = net._run(x)
@@ -347,8 +352,7 @@ def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant, monkeypat
         for o in net._staging.get("out", []):      # the pinned output buffers of the run before too
             o.fill(np.nan)
         assert np.array_equal(net.forward(src), whole)
-    assert net._staging["piece"] == 334 and len(net._staging["in"]) == 2       # the overlapped path ran
+    assert net._staging["piece"] == piece and len(net._staging["in"]) == 2     # the overlapped path ran
     graphs = {id(e[1]) for e in net._piece_graphs.values()}
-    assert (sorted(net._piece_graphs), len(launches)) == (([(0, 333), (0, 334), (1, 334)], 6) if net.graphs else
-                                                          ([], 0))
+    assert (sorted(net._piece_graphs), len(launches)) == ((keys, replays) if net.graphs else ([], 0))
     assert {id(x) for x in launches} == graphs

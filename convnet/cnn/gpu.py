@@ -453,24 +453,28 @@ class GPUNet:
         """The network's output for x (N, C, H, W) float32, chunk by chunk; `times` (a list) receives the
         milliseconds of the upload, each layer and the download, summed over the chunks (CUDA events).
         params graph: a chunk of at most GRAPH_MAX_BYTES replays a CUDA graph (past it the host copy into the
-        graph's pinned buffer costs more than the launches it saves). params overlap: a batch that fits in one chunk
-        and makes two pieces or more goes up in pieces on a copy stream while the layers of the piece before run
-        (_overlapped). Measured on an H200 (igemm_f16, end to end from pinned memory): LeNet-5 at 10,000 1.64 -> 1.42
+        graph's pinned buffer costs more than the launches it saves). params overlap: a batch of two pieces or more
+        goes up in pieces (each at most a chunk) on a copy stream while the layers of the piece before run
+        (_overlapped); it took only batches of one chunk until ResNet-18 at 256 (two chunks: 200 and 56 images)
+        was found running its chunks one after the other, uploads not overlapped. Measured on an H200 (igemm_f16, end to end from pinned memory): LeNet-5 at 10,000 1.64 -> 1.42
         ms; VGG-CIFAR at 10,000, one chunk since chunks are 4 GB, 9.07 -> 7.92 ms."""
         x = np.ascontiguousarray(x, np.float32)
         if x.shape[1:] != tuple(self.graph.input_shape):
             raise UsageError(f"input of shape {x.shape[1:]}, the model takes {tuple(self.graph.input_shape)}")
         out = np.empty((len(x), *self.shape[self.graph.output]), np.float32)
-        for s in range(0, len(x), self.chunk):
-            part = x[s:s + self.chunk]
-            if times is not None:
-                out[s:s + self.chunk] = self._run(part, times)
-            elif self.graphs and part.nbytes <= GRAPH_MAX_BYTES:
-                out[s:s + self.chunk] = self._replay(part)
-            elif self.overlap and len(x) <= self.chunk and len(part) > self._piece(len(part)):
-                self._overlapped(part, out[s:s + self.chunk])
-            else:
-                out[s:s + self.chunk] = self._run(part)
+        piece = min(self._piece(len(x)), self.chunk)
+        replay = self.graphs and x[:self.chunk].nbytes <= GRAPH_MAX_BYTES
+        if times is None and self.overlap and not replay and len(x) > piece:
+            self._overlapped(x, out, piece)          # the whole batch, past one chunk too: pieces fit in one
+        else:
+            for s in range(0, len(x), self.chunk):
+                part = x[s:s + self.chunk]
+                if times is not None:
+                    out[s:s + self.chunk] = self._run(part, times)
+                elif replay:
+                    out[s:s + self.chunk] = self._replay(part)
+                else:
+                    out[s:s + self.chunk] = self._run(part)
         if self.graph.layers and self.graph.layers[-1].op == "logsoftmax":
             out[...] = log_softmax(out.astype(np.float64))   # N x classes values: on the host, after the download
         check_half_range(self.variant, x, out)
@@ -480,12 +484,11 @@ class GPUNet:
         """_overlapped's images a piece for a batch of n: its PIECES-th (params pieces), at least MIN_PIECE."""
         return max(MIN_PIECE, -(-n // int(self.variant.params.get("pieces", PIECES))))
 
-    def _overlapped(self, x: np.ndarray, out: np.ndarray) -> None:
-        """x's forward in pieces of self._piece(len(x)) images through two input buffers: piece k + 1's upload on a
-        copy stream runs under piece k's layers on self.stream, and so does the host's copy into a pinned staging
-        buffer where x is not page-locked already. Outputs come back through two pinned buffers."""
+    def _overlapped(self, x: np.ndarray, out: np.ndarray, piece: int) -> None:
+        """x's forward in pieces of `piece` images (at most a chunk) through two input buffers: piece k + 1's upload
+        on a copy stream runs under piece k's layers on self.stream, and so does the host's copy into a pinned
+        staging buffer where x is not page-locked already. Outputs come back through two pinned buffers."""
         rt, drv = self.rt, self.rt.drv
-        piece = self._piece(len(x))
         if self._copy_stream is None:
             self._copy_stream = rt.stream()
         pinned = page_locked(x)
