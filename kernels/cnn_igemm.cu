@@ -387,6 +387,29 @@ IG_NHWC_KERNEL(32, 2, 1, IG_STAGES)
 IG_NHWC_KERNEL(64, 2, 2, IG_STAGES)
 IG_NHWC_KERNEL(128, 4, 2, IG_STAGES)
 
+// nchw_to_nhwc4_pad_f16: a convolution's input of at most 4 channels (an image stem) as fp16 NHWC of 4 channels with
+// its padding written out as zeros (N x Hp x Wp x 4, pixel (y, x) of the image at (y + PT, x + PL)): 8 bytes a
+// pixel, so one 16-byte copy is two neighbouring pixels (conv_wgmma_nhwc's gather of tap pairs, params stem_pairs).
+// A thread per padded pixel.
+extern "C" __global__ void nchw_to_nhwc4_pad_f16(const float* __restrict__ x, __half* __restrict__ y, int N, int C,
+                                                 int H, int W, int Hp, int Wp, int PT, int PL) {
+    const long long total = (long long)N * Hp * Wp;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const int xx = (int)(idx % Wp), yy = (int)(idx / Wp % Hp), n = (int)(idx / Wp / Hp);
+        const int iy = yy - PT, ix = xx - PL;
+        const bool in = (unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W;
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = in && e < C ? x[(((long long)n * C + e) * H + iy) * W + ix] : 0.f;
+        uint2 o;
+        o.x = pack_half2(v[0], v[1]);
+        o.y = pack_half2(v[2], v[3]);
+        *reinterpret_cast<uint2*>(y + idx * 4) = o;
+    }
+}
+
+
 // x fp32 NCHW (C channels) -> fp16 NHWC of Cpad channels (Cpad % 8 == 0; channels C .. Cpad - 1 zero: a 1- or
 // 3-channel input padded for the NHWC kernels) for a conv_igemm_nhwc / conv_wgmma_nhwc input: a thread per (n,
 // pixel, 8 channels) reads its values a plane apart (neighbouring threads: neighbouring pixels, coalesced) and

@@ -232,6 +232,51 @@ def test_the_nhwc_gather_and_weights_give_the_convolution(c, m, k, stride, dil, 
         assert wh.shape[0] % wgmma_bn(m) == 0 and wh.shape[1] % WGC_BK == 0 and wgmma_bn(m) == (64 if m <= 64 else 128)
 
 
+@pytest.mark.parametrize("c,m,k,stride,pads,hw", [
+    (3, 64, 7, 2, (3, 3, 3, 3), (29, 31)),         # ResNet's stem: 7 taps a row as 4 pairs, the last half zero
+    (1, 72, 5, 2, (2, 1, 0, 2), (11, 9)),          # asymmetric padding, odd sizes
+    (4, 130, 3, 4, (1, 1, 1, 1), (17, 22)),        # 4 channels, stride 4, M past one 128-channel block
+    (2, 64, 4, 2, (0, 0, 0, 0), (8, 8)),           # an even kernel: pairs with no padding tap
+])
+def test_the_stem_tap_pairs_give_the_convolution(c, m, k, stride, pads, hw):
+    """params stem_pairs: the input as nchw_to_nhwc4_pad_f16 writes it (4 fp16 channels, the padding written out, Hp x
+    Wp from pair_shape), each k-table row one 16-byte copy of two neighbouring pixels at the pixel's corner plus its
+    offset (zero past K), the weights of pair_operands: the float64 convolution; K in 64s, 16-byte aligned pairs."""
+    from convnet.cnn.gpu import WGC_BK, pair_operands, pair_shape
+    from convnet.cnn.graph import conv_out
+    t, l, b, r = pads
+    out = (m, conv_out(hw[0], k, stride, 1, t, b), conv_out(hw[1], k, stride, 1, l, r))
+    shape = {}
+
+    def operands(layer, in_shape):
+        shape["hp"], shape["wp"] = pair_shape(layer, in_shape, out)
+        return pair_operands(layer, shape["wp"])
+
+    def emulate_pairs(x, wh, ktab, bias, m, stride, pads, out_hw):
+        n_img, c, h, w = x.shape
+        hp, wp = shape["hp"], shape["wp"]
+        xp = np.zeros((n_img, hp, wp, 4), np.float16)
+        xp[:, t:t + h, l:l + w, :c] = x.transpose(0, 2, 3, 1)
+        xf = xp.reshape(-1)
+        (sh, sw), (oh, ow) = stride, out_hw
+        n, oy, ox = np.meshgrid(np.arange(n_img), np.arange(oh), np.arange(ow), indexing="ij")
+        iy0, ix0 = oy.ravel() * sh, ox.ravel() * sw
+        base = ((n.ravel() * hp + iy0) * wp + ix0) * 4
+        assert (base % 8 == 0).all() and (ktab[:, 0] % 8 == 0).all()             # 16-byte copies
+        yy, xx = iy0[None, :] + ktab[:, 1:2], ix0[None, :] + ktab[:, 2:3]
+        ok = (yy < hp) & (xx < wp)
+        at = np.where(ok, base[None, :] + ktab[:, 0:1], 0)
+        assert (at + 8 <= xf.size).all()                       # a pair never reads past the buffer
+        cols = np.where(ok[:, None, :], xf[at[:, None, :] + np.arange(8)[None, :, None]], 0)
+        cols = cols.reshape(-1, cols.shape[-1]).astype(np.float64)
+        y = wh.astype(np.float16).astype(np.float64) @ cols
+        return (y[:m] + bias[:, None]).reshape(m, n_img, oh, ow).transpose(1, 0, 2, 3)
+
+    wh, ktab, _ = gathered(emulate_pairs, operands, c, m, k, stride, 1, pads, hw)
+    assert wh.shape[1] % WGC_BK == 0 and wh.shape[1] == -(-k * 2 * -(-k // 2) * 4 // WGC_BK) * WGC_BK
+    assert shape["wp"] % 2 == 0
+
+
 def test_wgmma_runs_the_unpooled_nhwc_convolutions_on_sm_90a_only(tmp_path):
     """igemm_f16_wgmma: on sm_90a every NHWC convolution of 33 or more output channels (8s) without a fused pooling
     launches conv_wgmma_nhwc (64- or 128-channel blocks; conv_tma_nhwc where the input's channels are in 64s), the

@@ -195,6 +195,40 @@ def test_tma_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw,
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
 
 
+@pytest.mark.parametrize("c,m,k,stride,pads,hw,batch", [
+    (3, 64, 7, 2, [3, 3, 3, 3], (29, 31), 5),      # ResNet's stem at an odd size
+    (1, 72, 5, 2, [2, 1, 0, 2], (11, 9), 3),       # asymmetric padding, odd channel blocks
+    (4, 130, 3, 4, [1, 1, 1, 1], (17, 22), 2),     # 4 channels, stride 4, M past one 128-channel block
+    (2, 64, 4, 2, [0, 0, 0, 0], (8, 8), 300),      # an even kernel, many images
+])
+def test_stem_tap_pairs_at_odd_shapes(tmp_path, c, m, k, stride, pads, hw, batch):
+    """params stem_pairs (igemm_f16_wgmma): a stem of at most 4 channels read as 4-channel fp16 pixels with its padding
+    written out (nchw_to_nhwc4_pad_f16), two pixels a copy, on conv_wgmma_nhwc; a LeakyReLU fused; fp32 NCHW out,
+    against float64, poisoned first."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    rng = np.random.default_rng(m + c)
+    w = numpy_helper.from_array((rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[k, k], strides=[stride] * 2,
+                              pads=pads),
+             helper.make_node("LeakyRelu", ["c"], ["y"], name="act", alpha=0.1)]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
+    g = graph.load(tmp_path / "c.onnx")
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"stem_pairs": True}))
+    if net.rt.arch != "sm_90a":
+        pytest.skip("conv_wgmma_nhwc needs Hopper (sm_90a)")
+    assert net._stem_pair(g.layers[0])
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+
+
 @pytest.mark.parametrize("batch", [1, 7, 130])
 def test_tma_convolutions_in_a_network(tmp_path, batch):
     """params tma_conv through a residual network of 64-128 channels (fp16 NHWC in and out, the residual Add and

@@ -56,6 +56,7 @@ WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wg
 WGC_STAGES = {64: 2, 128: 3}   # its k-steps in flight per BN (WGC_STAGES64, WGC_STAGES): kernels/cnn_wgmma.cu
 WGC_MIN_M = 33                 # ... for 33 output channels or more (fewer: conv_igemm_nhwc, H200 ab_igemm.py)
 PAD_MIN_M = 64                 # params wgmma: a 1-7 channel input padded to 8 for the NHWC kernels from 64 outputs
+STEM_PAIR_C = 4                # params stem_pairs: a stem of at most 4 channels read as pairs of 4-channel pixels
 WGT_THREADS, WGT_STAGES = 288, 3   # conv_tma_nhwc_n<BN> (params tma_conv): threads, ring depth (kernels/cnn_wgmma.cu)
 WGT_CORNER = 127               # its im2col map's reach: pads and dilated kernel extents up to this (TMA's 4-D bound)
 SMALL_M = 16                   # params small_conv: conv_small's most output channels (kernels/cnn.cu) ...
@@ -149,6 +150,33 @@ def nhwc_operands(layer, in_shape, bk: int = NHWC_BK, wgmma: bool = False) -> tu
     return (*_padded_operands(wk, rows, bk, (ii * wd + jj) * c + cc, ii, jj), bm)
 
 
+def pair_shape(layer, in_shape, out_shape) -> tuple:
+    """params stem_pairs: the padded input (Hp, Wp) a stem's tap pairs read (nchw_to_nhwc4_pad_f16): the padding
+    written out, Wp wide enough for the last window's odd tap past KW and even (16-byte pairs of 8-byte pixels)."""
+    _, h, w = in_shape
+    _, oh, ow = out_shape
+    t, l, b, r = conv_pads(layer, h, w)
+    kh, kw = layer.attrs["kernel"]
+    wp = max(w + l + r, (ow - 1) * layer.attrs["stride"][1] + 2 * -(-kw // 2))
+    return h + t + b, wp + wp % 2
+
+
+def pair_operands(layer, wp: int) -> tuple:
+    """params stem_pairs: a stem's operands for conv_wgmma_nhwc over its padded fp16 NHWC input of 4 channels (Wp
+    pixels a row): k = ((i * KW2 + j) * 4 + c), KW2 = KW rounded up to even, one 16-byte k-table row per tap pair
+    (i, 2q .. 2q + 1): offset (i * Wp + 2q) * 4, dy i, dx 2q; weights zero past KW and C. K is KH x KW2 x 4 against
+    KH x KW x 8 read padded to 8 channels (7x7: 224 against 392, 4 k-steps of 64 against 7)."""
+    w = layer.attrs["w"]
+    m, c, kh, kw = w.shape
+    kw2 = 2 * -(-kw // 2)
+    wk = np.zeros((m, kh, kw2, STEM_PAIR_C), np.float32)
+    wk[:, :, :kw, :c] = w.transpose(0, 2, 3, 1)
+    ii, qq = np.meshgrid(np.arange(kh), np.arange(kw2 // 2), indexing="ij")
+    bm = next((t for t in NHWC_BM if m <= t), NHWC_BM[-1])
+    return (*_padded_operands(wk.reshape(m, -1), max(bm, wgmma_bn(m)), WGC_BK, (ii * wp + 2 * qq) * STEM_PAIR_C,
+                              ii, 2 * qq), bm)
+
+
 class GPUNet:
     def __init__(self, graph: Graph, variant, rt: Runtime | None = None):
         self.rt = rt = rt or Runtime.get()
@@ -219,6 +247,13 @@ class GPUNet:
                 per_sm = fn.max_blocks_per_sm(WGT_THREADS, smem) if hasattr(fn, "max_blocks_per_sm") else 1
                 self._tma_slots[bn] = max(1, per_sm) * getattr(rt, "sm_count", 1)
                 self.k[f"conv_tma_nhwc_n{bn}"] = self._on_stream(fn, smem)
+        # params stem_pairs: an unpooled stem of at most 4 channels and an even horizontal stride on conv_wgmma_nhwc
+        # reads its input as 4 fp16 channels with the padding written out (nchw_to_nhwc4_pad_f16), two pixels a
+        # 16-byte copy: a tap pair a k-table row, not one tap's 8 channels, 5 of 8 of them padding
+        self.stem_pairs = self.wgmma and bool(variant.params.get("stem_pairs"))
+        if self.stem_pairs:
+            self.k["nchw_to_nhwc4_pad_f16"] = self._on_stream(rt.kernel("cnn_igemm.cu", "nchw_to_nhwc4_pad_f16",
+                                                                        dict(variant.defines), variant.name))
         # params small_conv = T: a convolution of at most T taps and SMALL_M outputs runs conv_small (fp32, shared
         # memory), not a tensor-core tile of mostly padding
         self.small_taps = int(variant.params.get("small_conv", 0)) if self.igemm else 0
@@ -238,8 +273,13 @@ class GPUNet:
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
             if layer.op == "conv" and self.igemm and a["group"] == 1:     # tile: BM (NHWC) or MT
-                wh, ktab, tile = nhwc_operands(layer, self.shape[layer.inputs[0]], self.nhwc_bk, self.wgmma) \
-                    if self._nhwc_conv(layer) else igemm_operands(layer, self.shape[layer.inputs[0]])
+                if self._stem_pair(layer):
+                    wh, ktab, tile = pair_operands(layer, pair_shape(layer, self.shape[layer.inputs[0]],
+                                                                     self.shape[layer.output])[1])
+                elif self._nhwc_conv(layer):
+                    wh, ktab, tile = nhwc_operands(layer, self.shape[layer.inputs[0]], self.nhwc_bk, self.wgmma)
+                else:
+                    wh, ktab, tile = igemm_operands(layer, self.shape[layer.inputs[0]])
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
                              rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), tile)
                 if self._small_shape(layer):            # conv_small's fp32 weights (M, taps), beside the tile's
@@ -329,6 +369,16 @@ class GPUNet:
         pooling, over output channels in 8s (its fp16 NHWC stores and residual reads are channel pairs)."""
         m = self.shape[layer.output][0]
         return self.wgmma and not pool and self._nhwc_conv(layer) and m % NHWC_VEC == 0 and m >= WGC_MIN_M
+
+    def _stem_pair(self, layer, pool: int = 0) -> bool:
+        """Whether this convolution reads its input as tap pairs (params stem_pairs): conv_wgmma_nhwc's, over at most
+        4 channels (fp32 NCHW: narrower tensors are never fp16 NHWC), undilated, an even horizontal stride (a pair
+        starts on an even pixel: 16-byte aligned)."""
+        if not (self.stem_pairs and self._wgmma_conv(layer, pool)):
+            return False
+        a = layer.attrs
+        return self.shape[layer.inputs[0]][0] <= STEM_PAIR_C and tuple(a["dilation"]) == (1, 1) and \
+            a["stride"][1] % 2 == 0
 
     def _tma_conv(self, layer, pool: int) -> bool:
         """Whether conv_tma_nhwc runs this layer: params tma_conv, a layer conv_wgmma_nhwc would run, over input
@@ -621,7 +671,7 @@ class GPUNet:
                 else:
                     y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[out]))
                 ins = [env[t] for t in layer.inputs] + ([env[f.res]] if f and f.res else [])
-                if self._nhwc_conv(layer) or i in self.nhwc_in:
+                if (self._nhwc_conv(layer) and not self._stem_pair(layer, f.pool if f else 0)) or i in self.nhwc_in:
                     ins[0] = self._as_nhwc(env, layer.inputs[0], n)
                 self._layer(i, layer, ins, y, n, f.act if f else layer.act, f.pool if f else 0)
                 env[layer.output] = y
@@ -764,12 +814,20 @@ class GPUNet:
                                           i32(m), i32(kw), i32(dh), i32(dw), i32(W.shape[1] // WGC_BK), i32(sh),
                                           i32(sw), i32(t), i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
+            if self._stem_pair(layer, pool):           # the padded 4-channel copy, then the tap pairs' GEMM
+                hp, wp = pair_shape(layer, (c, h, w), (m, oh, ow))
+                xp = self.rt.pool.get(f"{self.act_tag}.pairs.{i}", (n, hp, wp, STEM_PAIR_C), np.float16)
+                g4, b4 = self._grid(n * hp * wp)
+                k["nchw_to_nhwc4_pad_f16"](g4, b4, ptr(ins[0]), ptr(xp), i32(n), i32(c), i32(h), i32(w), i32(hp),
+                                           i32(wp), i32(t), i32(l))
+                ins[0], c, h, w, t, l = xp, STEM_PAIR_C, hp, wp, 0, 0
+            cin = c if self._stem_pair(layer, pool) else padded_channels(c)    # the channels its input holds
             if self._wgmma_conv(layer, pool):
                 _, _, ktab, _ = self.w[i]
                 bn = wgmma_bn(m)
                 grid = (-(-n * oh * ow // WGC_BM), -(-m // bn), 1)
                 k[f"conv_wgmma_nhwc_n{bn}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, i32(res_nhwc),
-                                            ptr(y), i32(y.dtype == np.float16), i32(n), i32(padded_channels(c)),
+                                            ptr(y), i32(y.dtype == np.float16), i32(n), i32(cin),
                                             i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t),
                                             i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
