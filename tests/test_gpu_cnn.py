@@ -198,7 +198,7 @@ def test_tma_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw,
 @pytest.mark.parametrize("c,m,k,stride,pads,hw,batch", [
     (3, 64, 7, 2, [3, 3, 3, 3], (29, 31), 5),      # ResNet's stem at an odd size
     (1, 72, 5, 2, [2, 1, 0, 2], (11, 9), 3),       # asymmetric padding, odd channel blocks
-    (4, 130, 3, 4, [1, 1, 1, 1], (17, 22), 2),     # 4 channels, stride 4, M past one 128-channel block
+    (4, 136, 3, 4, [1, 1, 1, 1], (17, 22), 2),     # 4 channels, stride 4, M past one 128-channel block
     (2, 64, 4, 2, [0, 0, 0, 0], (8, 8), 300),      # an even kernel, many images
 ])
 def test_stem_tap_pairs_at_odd_shapes(tmp_path, c, m, k, stride, pads, hw, batch):
