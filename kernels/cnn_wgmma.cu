@@ -5,6 +5,8 @@
 // pixel (one 4-byte store in NHWC).
 //
 //   conv_wgmma_nhwc_n<BN>   y[p, n] = act(sum_k X[p, k] W[n, k] + bias[n] (+ res[p, n])),  p = (image, oy, ox)
+//   conv_tma_nhwc_n<BN>     the same for C % 64 == 0, the gather by the copy engine (im2col tensor maps),
+//                           warp-specialised and persistent (params tma_conv; at the end of this file)
 //
 // A block is two warpgroups (256 threads) computing 128 pixels x BN (64 or 128) channels; warpgroup w owns pixels
 // 64w .. 64w + 63 and issues, per 16-deep k step, one wgmma.m64nBNk16 reading both operands from shared memory
