@@ -18,6 +18,24 @@ def load(tmp_path, name, seed=0):
     return graph.load(path)
 
 
+def one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw, pool=None):
+    """A one-Conv network (random weights from rng, then its bias) with a LeakyReLU, and a 2x2 stride-2 pool (pool:
+    "MaxPool" or "AveragePool") after it where given, loaded."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph
+    w = numpy_helper.from_array((rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[k, k], strides=[stride] * 2,
+                              dilations=[dil] * 2, pads=pads),
+             helper.make_node("LeakyRelu", ["c"], ["a" if pool else "y"], name="act", alpha=0.1)]
+    if pool:
+        nodes.append(helper.make_node(pool, ["a"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
+    return graph.load(tmp_path / "c.onnx")
+
+
 def poison(rt):
     rt.pool.fill("cnna", np.nan, np.float32)          # activations, columns, input (weights: cnnw)
     rt.pool.fill("cnna", np.nan, np.float16)          # fp16 NHWC activations (igemm_f16_nhwc)
@@ -132,22 +150,11 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     """conv_igemm_f16 alone (one Conv, a LeakyReLU fused; then a 2x2 stride-2 pool, fused: odd output sizes drop
     their last row or column) at shapes unlike the models': partial channel tiles of each MT, K past one step and not
     a multiple of it, strides, dilation, asymmetric padding; batch 5."""
-    from onnx import TensorProto, helper, numpy_helper
     from convnet import catalogue
-    from convnet.cnn import graph, reference
+    from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     rng = np.random.default_rng(m)
-    w = numpy_helper.from_array((rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32), "w")
-    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[k, k], strides=[stride] * 2,
-                              dilations=[dil] * 2, pads=pads),
-             helper.make_node("LeakyRelu", ["c"], ["a" if pool else "y"], name="act", alpha=0.1)]
-    if pool:
-        nodes.append(helper.make_node(pool, ["a"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
-    g = graph.load(tmp_path / "c.onnx")
+    g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw, pool)
     net = GPUNet(g, catalogue.get(variant, "onnx"))
     assert len(net.written_by) == (1 if pool else 0)                 # the pool is the convolution's epilogue
     assert net._nhwc_conv(g.layers[0]) == (variant != "igemm_f16" and c % 8 == 0)
@@ -171,21 +178,12 @@ def test_tma_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw,
     """conv_tma_nhwc (params tma_conv: the copy engine gathers each step through an im2col tensor map) alone, a
     LeakyReLU fused, at shapes unlike the models': partial pixel and channel tiles, strides, dilation, asymmetric
     padding, tiles across images, batch tails; fp32 NCHW output against float64, poisoned first."""
-    from onnx import TensorProto, helper, numpy_helper
     from convnet import catalogue
     from convnet.bench.layer import with_setting
-    from convnet.cnn import graph, reference
+    from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     rng = np.random.default_rng(m + c)
-    w = numpy_helper.from_array((rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32), "w")
-    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[k, k], strides=[stride] * 2,
-                              dilations=[dil] * 2, pads=pads),
-             helper.make_node("LeakyRelu", ["c"], ["y"], name="act", alpha=0.1)]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
-    g = graph.load(tmp_path / "c.onnx")
+    g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw)
     net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"tma_conv": True}))
     if net.rt.arch != "sm_90a":
         pytest.skip("conv_tma_nhwc needs Hopper (sm_90a)")
@@ -205,21 +203,12 @@ def test_stem_tap_pairs_at_odd_shapes(tmp_path, c, m, k, stride, pads, hw, batch
     """params stem_pairs (igemm_f16_wgmma): a stem of at most 4 channels read as 4-channel fp16 pixels with its padding
     written out (nchw_to_nhwc4_pad_f16), two pixels a copy, on conv_wgmma_nhwc; a LeakyReLU fused; fp32 NCHW out,
     against float64, poisoned first."""
-    from onnx import TensorProto, helper, numpy_helper
     from convnet import catalogue
     from convnet.bench.layer import with_setting
-    from convnet.cnn import graph, reference
+    from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     rng = np.random.default_rng(m + c)
-    w = numpy_helper.from_array((rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32), "w")
-    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[k, k], strides=[stride] * 2,
-                              pads=pads),
-             helper.make_node("LeakyRelu", ["c"], ["y"], name="act", alpha=0.1)]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
-    g = graph.load(tmp_path / "c.onnx")
+    g = one_conv(tmp_path, rng, c, m, k, stride, 1, pads, hw)
     net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"stem_pairs": True}))
     if net.rt.arch != "sm_90a":
         pytest.skip("conv_wgmma_nhwc needs Hopper (sm_90a)")
