@@ -18,24 +18,32 @@ SWIZZLE_128B = 3                   # CU_TENSOR_MAP_SWIZZLE_128B
 L2_PROMOTION_256B = 3              # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 MAP_BYTES = 128
 
-_encode = None
+_encoders: dict = {}
 
 
-def _encoder():
-    global _encode
-    if _encode is None:
+def _encoder(name: str):
+    """The driver's cuTensorMapEncode<name> (Tiled, Im2col) through ctypes, loaded once; both share their leading
+    (map, type, rank, address, dims, strides) and trailing (interleave, swizzle, L2 promotion, fill) arguments."""
+    if name not in _encoders:
         try:
-            lib = ctypes.CDLL("libcuda.so.1")
-            fn = lib.cuTensorMapEncodeTiled
+            fn = getattr(ctypes.CDLL("libcuda.so.1"), f"cuTensorMapEncode{name}")
         except (OSError, AttributeError) as e:
-            raise GPUError(f"the driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 and a Hopper GPU): {e}") \
+            raise GPUError(f"the driver has no cuTensorMapEncode{name} (TMA needs CUDA 12 and a Hopper GPU): {e}") \
                 from None
-        u32, u64, vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
-        fn.argtypes = [vp, ctypes.c_int, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64), ctypes.POINTER(u32),
+        u32, u64, vp, i32p = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)
+        middle = {"Tiled": [ctypes.POINTER(u32)],                       # box
+                  "Im2col": [i32p, i32p, u32, u32]}[name]               # corners, channels and pixels a copy
+        fn.argtypes = [vp, ctypes.c_int, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64), *middle,
                        ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         fn.restype = ctypes.c_int
-        _encode = fn
-    return _encode
+        _encoders[name] = fn
+    return _encoders[name]
+
+
+def _map_buffer():
+    """A 128-byte map's home, 64-byte aligned as the driver wants it: (the buffer to keep alive, its address)."""
+    out = (ctypes.c_ubyte * (MAP_BYTES + 64))()
+    return out, (ctypes.addressof(out) + 63) & ~63
 
 
 def rows_map(address: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, fp32: bool = False,
@@ -47,21 +55,17 @@ def rows_map(address: int, rows: int, cols: int, ld: int, box_rows: int, box_col
     kind = "fp32" if fp32 else "fp16" if fp16 else "bf16"
     if address % 16 or (ld * size) % 16:
         raise GPUError(f"TMA needs 16-byte aligned rows (address {address:#x}, row stride {ld} {kind})")
-    out = (ctypes.c_ubyte * (MAP_BYTES + 64))()              # the driver wants the map 64-byte aligned
-    at = (ctypes.addressof(out) + 63) & ~63
+    out, at = _map_buffer()
     dims = (ctypes.c_uint64 * 2)(cols, rows)                 # innermost first
     strides = (ctypes.c_uint64 * 1)(ld * size)               # bytes, dimensions 1.. only
     box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
     step = (ctypes.c_uint32 * 2)(1, 1)
-    status = _encoder()(ctypes.c_void_p(at), FLOAT32 if fp32 else FLOAT16 if fp16 else BFLOAT16, 2,
+    status = _encoder("Tiled")(ctypes.c_void_p(at), FLOAT32 if fp32 else FLOAT16 if fp16 else BFLOAT16, 2,
                         ctypes.c_void_p(address), dims, strides, box, step, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0)
     if status != 0:
         raise GPUError(f"cuTensorMapEncodeTiled failed (CUresult {status}) for a {rows} x {cols} {kind} matrix, "
                        f"row stride {ld}, box {box_rows} x {box_cols}")
     return ctypes.string_at(at, MAP_BYTES)
-
-
-_encode_im2col = None
 
 
 def im2col_map(address: int, n: int, h: int, w: int, c: int, kernel: tuple, stride: tuple, pads: tuple,
@@ -71,23 +75,10 @@ def im2col_map(address: int, n: int, h: int, w: int, c: int, kernel: tuple, stri
     order (across rows and images) x `channels` channels (128 bytes: the 128-byte swizzle's row) at one tap, named
     by the first pixel's filter origin (ox * sw - left, oy * sh - top, image) and the tap's offsets (j * dw, i * dh);
     taps outside the image and pixels past the batch are zero-filled."""
-    global _encode_im2col
-    if _encode_im2col is None:
-        try:
-            fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeIm2col
-        except (OSError, AttributeError) as e:
-            raise GPUError(f"the driver has no cuTensorMapEncodeIm2col (TMA needs CUDA 12 and a Hopper GPU): {e}") \
-                from None
-        u32, u64, vp, pi = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)
-        fn.argtypes = [vp, ctypes.c_int, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64), pi, pi, u32, u32,
-                       ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-        fn.restype = ctypes.c_int
-        _encode_im2col = fn
     (kh, kw), (sh, sw), (top, left, bottom, right), (dh, dw) = kernel, stride, pads, dilation
     if address % 16 or (c * 2) % 16:
         raise GPUError(f"TMA needs a 16-byte aligned NHWC tensor (address {address:#x}, {c} fp16 channels)")
-    out = (ctypes.c_ubyte * (MAP_BYTES + 64))()
-    at = (ctypes.addressof(out) + 63) & ~63
+    out, at = _map_buffer()
     dims = (ctypes.c_uint64 * 4)(c, w, h, n)                  # innermost first
     strides = (ctypes.c_uint64 * 3)(c * 2, w * c * 2, h * w * c * 2)
     # the filter origins' box: from (-left, -top) to the last origin a window fits from, (w - 1 + right - (kw - 1)
@@ -95,7 +86,7 @@ def im2col_map(address: int, n: int, h: int, w: int, c: int, kernel: tuple, stri
     lower = (ctypes.c_int * 2)(-left, -top)
     upper = (ctypes.c_int * 2)(right - (kw - 1) * dw, bottom - (kh - 1) * dh)
     step = (ctypes.c_uint32 * 4)(1, sw, sh, 1)
-    status = _encode_im2col(ctypes.c_void_p(at), FLOAT16, 4, ctypes.c_void_p(address), dims, strides, lower, upper,
+    status = _encoder("Im2col")(ctypes.c_void_p(at), FLOAT16, 4, ctypes.c_void_p(address), dims, strides, lower, upper,
                             channels, pixels, step, 0, SWIZZLE_128B, L2_PROMOTION_256B, 0)
     if status != 0:
         raise GPUError(f"cuTensorMapEncodeIm2col failed (CUresult {status}) for an fp16 NHWC batch {n} x {h} x {w} x "
@@ -247,7 +238,6 @@ class CooperativeKernel(PdlKernel):
         self._attr = _LaunchAttr()
         self._attr.id = COOPERATIVE
         ctypes.c_int.from_buffer(self._attr.value).value = 1
-
 
 
 def driver_launcher(rt, kernel_file: str, name: str, defines: dict, variant: str):
