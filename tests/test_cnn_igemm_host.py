@@ -277,6 +277,42 @@ def test_the_stem_tap_pairs_give_the_convolution(c, m, k, stride, pads, hw):
     assert shape["wp"] % 2 == 0
 
 
+@pytest.mark.parametrize("pool", [None, "MaxPool"])
+def test_a_stem_reads_tap_pairs_only_where_conv_wgmma_runs_it(tmp_path, pool):
+    """params stem_pairs (igemm_f16_wgmma): a 3-channel 7x7 stride-2 stem without a fused pooling reads its input as
+    tap pairs (pair_operands' k table, nchw_to_nhwc4_pad_f16, conv_wgmma_nhwc); with a 2x2 pool fused in its
+    epilogue it runs conv_igemm_nhwc, whose operands and input are the 8-channel ones (nhwc_operands,
+    nchw_to_nhwc_f16): the choice is made once, after the fusion plan, for the operands and the launch alike."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet, nhwc_operands, pair_operands, pair_shape
+    from convnet.gpu.recorder import RecordingRuntime
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((64, 3, 7, 7)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[7, 7], strides=[2, 2], pads=[3] * 4),
+             helper.make_node("Relu", ["c"], ["a" if pool else "y"])]
+    if pool:
+        nodes.append(helper.make_node(pool, ["a"], ["y"], kernel_shape=[2, 2], strides=[2, 2]))
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 32, 32])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "s.onnx"))
+    g = graph.load(tmp_path / "s.onnx")
+    rt = RecordingRuntime()
+    net = GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"), rt)
+    net._run(np.zeros((3, 3, 32, 32), np.float32))
+    conv, shapes = g.layers[0], (g.shapes[g.input], g.shapes[g.layers[0].output])
+    want = pair_operands(conv, pair_shape(conv, *shapes)[1]) if not pool else \
+        nhwc_operands(conv, shapes[0], net.nhwc_bk, net.wgmma)
+    assert net.pair_convs == (set() if pool else {0})
+    assert net.w[0][2].shape == want[1].shape            # the k table: 32 rows of tap pairs, 56 of 8 channels
+    launched = [x[0] for x in rt.launches]
+    assert launched == (["nchw_to_nhwc_f16", "conv_igemm_nhwc_m64"] if pool else
+                        ["nchw_to_nhwc4_pad_f16", "conv_wgmma_nhwc_n64"])
+
+
 def test_wgmma_runs_the_unpooled_nhwc_convolutions_on_sm_90a_only(tmp_path):
     """igemm_f16_wgmma: on sm_90a every NHWC convolution of 33 or more output channels (8s) without a fused pooling
     launches conv_wgmma_nhwc (64- or 128-channel blocks; conv_tma_nhwc where the input's channels are in 64s), the
@@ -294,7 +330,7 @@ def test_wgmma_runs_the_unpooled_nhwc_convolutions_on_sm_90a_only(tmp_path):
         convs = [i for i, layer in enumerate(g.layers) if layer.op == "conv" and net._nhwc_conv(layer)]
         wg = [i for i in convs if net._wgmma_conv(g.layers[i], net.fused[i].pool if i in net.fused else 0)]
         launched = [n for n, *_ in rt.launches]
-        tma = [i for i in wg if net._tma_conv(g.layers[i], 0)]        # over 64-channel inputs: conv_tma_nhwc
+        tma = [i for i in wg if i in net.tma_convs]            # over 64-channel inputs: conv_tma_nhwc
         assert sum(n.startswith("conv_wgmma_nhwc_n") for n in launched) == len(wg) - len(tma)
         assert sum(n.startswith("conv_tma_nhwc_n") for n in launched) == len(tma)
         assert len(tma) == (5 if name == "resnet_wide" else 0)

@@ -187,7 +187,7 @@ def test_tma_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw,
     net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"tma_conv": True}))
     if net.rt.arch != "sm_90a":
         pytest.skip("conv_tma_nhwc needs Hopper (sm_90a)")
-    assert net._tma_conv(g.layers[0], 0)
+    assert net.tma_convs == {0}
     x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
@@ -212,7 +212,7 @@ def test_stem_tap_pairs_at_odd_shapes(tmp_path, c, m, k, stride, pads, hw, batch
     net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"stem_pairs": True}))
     if net.rt.arch != "sm_90a":
         pytest.skip("conv_wgmma_nhwc needs Hopper (sm_90a)")
-    assert net._stem_pair(g.layers[0])
+    assert net.pair_convs == {0}
     x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
@@ -230,7 +230,7 @@ def test_tma_convolutions_in_a_network(tmp_path, batch):
     net = GPUNet(g, with_setting(catalogue.get("igemm_f16_graph", "onnx"), {"tma_conv": True}))
     if net.rt.arch != "sm_90a":
         pytest.skip("conv_tma_nhwc needs Hopper (sm_90a)")
-    assert any(net._tma_conv(layer, 0) for layer in g.layers)
+    assert net.tma_convs
     x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 2e-2

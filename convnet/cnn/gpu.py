@@ -266,6 +266,13 @@ class GPUNet:
         self.linear = Linear(rt, "tf32", {}, variant.name) if self.igemm and variant.params.get("tf32_dense") else None
         self._graphs = {}                           # batch -> (pool generation, graph, pinned in, pinned out)
         self._piece_graphs = {}                     # (input slot, images) -> (pool generation, graph, output)
+        self._plan_fusions()
+        self._plan_layouts()
+        # the convolutions each Hopper kernel takes, decided once with their fused pooling known (a stem whose 2x2
+        # pool is fused stays on conv_igemm_nhwc, and so must its operands)
+        pools = [self.fused[i].pool if i in self.fused else 0 for i in range(len(graph.layers))]
+        self.pair_convs = {i for i, layer in enumerate(graph.layers) if self._stem_pair(layer, pools[i])}
+        self.tma_convs = {i for i, layer in enumerate(graph.layers) if self._tma_conv(layer, pools[i])}
         self.w = {}
         k = next(_networks)
         tag = self.tag = f"cnnw{k}"                     # this network's weights
@@ -273,7 +280,7 @@ class GPUNet:
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
             if layer.op == "conv" and self.igemm and a["group"] == 1:     # tile: BM (NHWC) or MT
-                if self._stem_pair(layer):
+                if i in self.pair_convs:
                     wh, ktab, tile = pair_operands(layer, pair_shape(layer, self.shape[layer.inputs[0]],
                                                                      self.shape[layer.output])[1])
                 elif self._nhwc_conv(layer):
@@ -304,8 +311,6 @@ class GPUNet:
                 shift = a["shift"] if layer.op == "affine" else a["b"].reshape(-1)
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.s", np.broadcast_to(scale, (c,))),
                              rt.pool.upload(f"{tag}.{i}.t", np.broadcast_to(shift, (c,))))
-        self._plan_fusions()
-        self._plan_layouts()
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
             (0 if self.direct or self.igemm else self._cols_per_image() * 4) + \
             sum(int(np.prod(self.shape[x.inputs[0]][1:])) * padded_channels(self.shape[x.inputs[0]][0]) * 2
@@ -370,7 +375,7 @@ class GPUNet:
         m = self.shape[layer.output][0]
         return self.wgmma and not pool and self._nhwc_conv(layer) and m % NHWC_VEC == 0 and m >= WGC_MIN_M
 
-    def _stem_pair(self, layer, pool: int = 0) -> bool:
+    def _stem_pair(self, layer, pool: int) -> bool:
         """Whether this convolution reads its input as tap pairs (params stem_pairs): conv_wgmma_nhwc's, over at most
         4 channels (fp32 NCHW: narrower tensors are never fp16 NHWC), undilated, an even horizontal stride (a pair
         starts on an even pixel: 16-byte aligned)."""
@@ -504,10 +509,9 @@ class GPUNet:
         milliseconds of the upload, each layer and the download, summed over the chunks (CUDA events).
         params graph: a chunk of at most GRAPH_MAX_BYTES replays a CUDA graph (past it the host copy into the
         graph's pinned buffer costs more than the launches it saves). params overlap: a batch of two pieces or more
-        goes up in pieces (each at most a chunk) on a copy stream while the layers of the piece before run
-        (_overlapped); it took only batches of one chunk until ResNet-18 at 256 (two chunks: 200 and 56 images)
-        was found running its chunks one after the other, uploads not overlapped. Measured on an H200 (igemm_f16, end to end from pinned memory): LeNet-5 at 10,000 1.64 -> 1.42
-        ms; VGG-CIFAR at 10,000, one chunk since chunks are 4 GB, 9.07 -> 7.92 ms."""
+        goes up in pieces (each at most a chunk, so a batch of several chunks too) on a copy stream while the layers
+        of the piece before run (_overlapped). Measured on an H200 (igemm_f16, end to end from pinned memory):
+        LeNet-5 at 10,000 1.64 -> 1.42 ms; VGG-CIFAR at 10,000, one chunk since chunks are 4 GB, 9.07 -> 7.92 ms."""
         x = np.ascontiguousarray(x, np.float32)
         if x.shape[1:] != tuple(self.graph.input_shape):
             raise UsageError(f"input of shape {x.shape[1:]}, the model takes {tuple(self.graph.input_shape)}")
@@ -671,7 +675,7 @@ class GPUNet:
                 else:
                     y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[out]))
                 ins = [env[t] for t in layer.inputs] + ([env[f.res]] if f and f.res else [])
-                if (self._nhwc_conv(layer) and not self._stem_pair(layer, f.pool if f else 0)) or i in self.nhwc_in:
+                if (self._nhwc_conv(layer) and i not in self.pair_convs) or i in self.nhwc_in:
                     ins[0] = self._as_nhwc(env, layer.inputs[0], n)
                 self._layer(i, layer, ins, y, n, f.act if f else layer.act, f.pool if f else 0)
                 env[layer.output] = y
@@ -704,7 +708,7 @@ class GPUNet:
         act = f.act if f else layer.act
         op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_in or \
             (layer.op == "gap" and layer.inputs[0] in self.half_tensors) else layer.op
-        if self._tma_conv(layer, f.pool if f else 0):
+        if i in self.tma_convs:
             op = f"{layer.op} (fp16 NHWC, wgmma, TMA)"
         elif self._wgmma_conv(layer, f.pool if f else 0):
             op = f"{layer.op} (fp16 NHWC, wgmma)"
@@ -805,7 +809,7 @@ class GPUNet:
                 return
             res = ptr(ins[1]) if len(ins) > 1 else np.uintp(0)          # a fused residual Add's other input
             res_nhwc = len(ins) > 1 and self.fused[i].res in self.half_tensors
-            if self._tma_conv(layer, pool):
+            if i in self.tma_convs:
                 bn = wgmma_bn(m)
                 tiles = -(-n * oh * ow // WGC_BM) * -(-m // bn)
                 mx, mw = self._tma_conv_maps(layer, ins[0], W, n)
@@ -814,14 +818,14 @@ class GPUNet:
                                           i32(m), i32(kw), i32(dh), i32(dw), i32(W.shape[1] // WGC_BK), i32(sh),
                                           i32(sw), i32(t), i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
-            if self._stem_pair(layer, pool):           # the padded 4-channel copy, then the tap pairs' GEMM
+            cin = padded_channels(c)                   # the channels its NHWC input holds
+            if i in self.pair_convs:                   # the padded 4-channel copy, then the tap pairs' GEMM
                 hp, wp = pair_shape(layer, (c, h, w), (m, oh, ow))
                 xp = self.rt.pool.get(f"{self.act_tag}.pairs.{i}", (n, hp, wp, STEM_PAIR_C), np.float16)
                 g4, b4 = self._grid(n * hp * wp)
                 k["nchw_to_nhwc4_pad_f16"](g4, b4, ptr(ins[0]), ptr(xp), i32(n), i32(c), i32(h), i32(w), i32(hp),
                                            i32(wp), i32(t), i32(l))
-                ins[0], c, h, w, t, l = xp, STEM_PAIR_C, hp, wp, 0, 0
-            cin = c if self._stem_pair(layer, pool) else padded_channels(c)    # the channels its input holds
+                ins[0], cin, h, w, t, l = xp, STEM_PAIR_C, hp, wp, 0, 0
             if self._wgmma_conv(layer, pool):
                 _, _, ktab, _ = self.w[i]
                 bn = wgmma_bn(m)
