@@ -409,7 +409,6 @@ extern "C" __global__ void nchw_to_nhwc4_pad_f16(const float* __restrict__ x, __
     }
 }
 
-
 // x fp32 NCHW (C channels) -> fp16 NHWC of Cpad channels (Cpad % 8 == 0; channels C .. Cpad - 1 zero: a 1- or
 // 3-channel input padded for the NHWC kernels) for a conv_igemm_nhwc / conv_wgmma_nhwc input: a thread per (n,
 // pixel, 8 channels) reads its values a plane apart (neighbouring threads: neighbouring pixels, coalesced) and

@@ -296,7 +296,7 @@ def _resize(node, op, ins, out, name, a, consts, sym) -> Layer:
         _refuse(node, "antialias, keep_aspect_ratio_policy or axes (a plain resize of height and width is supported)")
     scales_in, sizes_in = (ins[1] if len(ins) > 1 else "", "") if old else \
         (ins[2] if len(ins) > 2 else "", ins[3] if len(ins) > 3 else "")
-    scales = sizes = None
+    scales = sizes = channels = None
     if sizes_in:
         v = consts.get(sizes_in)
         dims = list(np.ravel(v)) if v is not None else (sym[sizes_in][1] if sizes_in in sym else None)
@@ -306,7 +306,7 @@ def _resize(node, op, ins, out, name, a, consts, sym) -> Layer:
                           "constant height and width, are supported)")
         sizes = tuple(d if isinstance(d, SpatialDim) else int(d) for d in dims[-2:])
         if len(dims) == 4 and isinstance(dims[1], (int, np.integer)):    # the channels: checked in infer_shapes
-            a["sizes_channels"] = int(dims[1])
+            channels = int(dims[1])
     elif scales_in in consts and np.size(consts[scales_in]) == 4:
         k = [float(x) for x in np.ravel(consts[scales_in])]
         if k[0] != 1 or k[1] != 1 or min(k[2:]) <= 0:
@@ -317,7 +317,7 @@ def _resize(node, op, ins, out, name, a, consts, sym) -> Layer:
     else:
         _refuse(node, "scales that are not 4 constants (or sizes)")
     return Layer("resize", ins[:1], out, name, {"mode": mode, "ctm": ctm, "nearest": nearest, "scales": scales,
-                                                "sizes": sizes, "channels": a.get("sizes_channels")})
+                                                "sizes": sizes, "channels": channels})
 
 
 def resize_taps(n_in: int, n_out: int, scale: float | None, layer_attrs: dict):
