@@ -165,6 +165,24 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
 
 
+def hopper_conv_equals_float64(tmp_path, param, taken, c, m, k, stride, dil, pads, hw, batch):
+    """one_conv (seeded m + c) on igemm_f16_wgmma with `param` on: the convolution is in the network's set `taken`
+    (its Hopper kernel runs it), and its fp32 NCHW output, poisoned first, equals float64 within 1e-2."""
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    rng = np.random.default_rng(m + c)
+    g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw)
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {param: True}))
+    if net.rt.arch != "sm_90a":
+        pytest.skip(f"params {param} needs Hopper (sm_90a)")
+    assert getattr(net, taken) == {0}
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+
+
 @pytest.mark.parametrize("c,m,k,stride,dil,pads,hw,batch", [
     (64, 64, 3, 1, 1, [1, 1, 1, 1], (15, 17), 5),      # one 64-channel block; 1275 pixels: a partial last tile
     (64, 136, 3, 2, 1, [1, 0, 0, 1], (19, 21), 3),     # 128-channel blocks, the second 8 channels wide; stride 2
@@ -178,19 +196,7 @@ def test_tma_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw,
     """conv_tma_nhwc (params tma_conv: the copy engine gathers each step through an im2col tensor map) alone, a
     LeakyReLU fused, at shapes unlike the models': partial pixel and channel tiles, strides, dilation, asymmetric
     padding, tiles across images, batch tails; fp32 NCHW output against float64, poisoned first."""
-    from convnet import catalogue
-    from convnet.bench.layer import with_setting
-    from convnet.cnn import reference
-    from convnet.cnn.gpu import GPUNet
-    rng = np.random.default_rng(m + c)
-    g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw)
-    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"tma_conv": True}))
-    if net.rt.arch != "sm_90a":
-        pytest.skip("conv_tma_nhwc needs Hopper (sm_90a)")
-    assert net.tma_convs == {0}
-    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
-    poison(net.rt)
-    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+    hopper_conv_equals_float64(tmp_path, "tma_conv", "tma_convs", c, m, k, stride, dil, pads, hw, batch)
 
 
 @pytest.mark.parametrize("c,m,k,stride,pads,hw,batch", [
@@ -203,19 +209,7 @@ def test_stem_tap_pairs_at_odd_shapes(tmp_path, c, m, k, stride, pads, hw, batch
     """params stem_pairs (igemm_f16_wgmma): a stem of at most 4 channels read as 4-channel fp16 pixels with its padding
     written out (nchw_to_nhwc4_pad_f16), two pixels a copy, on conv_wgmma_nhwc; a LeakyReLU fused; fp32 NCHW out,
     against float64, poisoned first."""
-    from convnet import catalogue
-    from convnet.bench.layer import with_setting
-    from convnet.cnn import reference
-    from convnet.cnn.gpu import GPUNet
-    rng = np.random.default_rng(m + c)
-    g = one_conv(tmp_path, rng, c, m, k, stride, 1, pads, hw)
-    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {"stem_pairs": True}))
-    if net.rt.arch != "sm_90a":
-        pytest.skip("conv_wgmma_nhwc needs Hopper (sm_90a)")
-    assert net.pair_convs == {0}
-    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
-    poison(net.rt)
-    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+    hopper_conv_equals_float64(tmp_path, "stem_pairs", "pair_convs", c, m, k, stride, 1, pads, hw, batch)
 
 
 @pytest.mark.parametrize("batch", [1, 7, 130])
