@@ -313,6 +313,37 @@ def test_a_stem_reads_tap_pairs_only_where_conv_wgmma_runs_it(tmp_path, pool):
                         ["nchw_to_nhwc4_pad_f16", "conv_wgmma_nhwc_n64"])
 
 
+@pytest.mark.parametrize("k,stride,dil,pad,tma", [
+    (3, 1, 1, 1, True), (3, 8, 1, 1, True), (3, 9, 1, 1, False),      # element strides: at most 8
+    (3, 1, 1, 127, True), (3, 1, 1, 128, False),                       # the im2col box's corners: -127 ..
+    (3, 1, 63, 63, True), (3, 1, 64, 64, False),                       # ... and the dilated extent
+])
+def test_tma_convolutions_stay_within_the_im2col_maps_bounds(tmp_path, k, stride, dil, pad, tma):
+    """params tma_conv takes a 64-channel convolution only where its im2col tensor map can describe it (strides of
+    at most 8, pads and dilated kernel extents of at most 127); the rest stay on conv_wgmma_nhwc, in the dry run as
+    on the GPU (the map is made at the first launch, where a refusal would come mid-forward)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((64, 64, k, k)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "b")]
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[k, k], strides=[stride] * 2,
+                            dilations=[dil] * 2, pads=[pad] * 4)
+    gr = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64, 20, 20])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "t.onnx"))
+    rt = RecordingRuntime()
+    net = GPUNet(graph.load(tmp_path / "t.onnx"), catalogue.get("igemm_f16_wgmma", "onnx"), rt)
+    net._run(np.zeros((2, 64, 20, 20), np.float32))
+    assert net.tma_convs == ({0} if tma else set())
+    assert [x[0] for x in rt.launches if x[0].startswith("conv_")] == \
+        ["conv_tma_nhwc_n64" if tma else "conv_wgmma_nhwc_n64"]
+
+
 def test_wgmma_runs_the_unpooled_nhwc_convolutions_on_sm_90a_only(tmp_path):
     """igemm_f16_wgmma: on sm_90a every NHWC convolution of 33 or more output channels (8s) without a fused pooling
     launches conv_wgmma_nhwc (64- or 128-channel blocks; conv_tma_nhwc where the input's channels are in 64s), the

@@ -59,6 +59,7 @@ PAD_MIN_M = 64                 # params wgmma: a 1-7 channel input padded to 8 f
 STEM_PAIR_C = 4                # params stem_pairs: a stem of at most 4 channels read as pairs of 4-channel pixels
 WGT_THREADS, WGT_STAGES = 288, 3   # conv_tma_nhwc_n<BN> (params tma_conv): threads, ring depth (kernels/cnn_wgmma.cu)
 WGT_CORNER = 127               # its im2col map's reach: pads and dilated kernel extents up to this (TMA's 4-D bound)
+WGT_MAX_STRIDE = 8             # ... and its traversal strides (a tensor map's element strides: at most 8)
 SMALL_M = 16                   # params small_conv: conv_small's most output channels (kernels/cnn.cu) ...
 SMALL_PLANE = 8192             # ... and floats of an image in its shared memory
 SMALL_ITEMS = 256              # its threads a block: images a block so that they have about this many outputs
@@ -388,14 +389,15 @@ class GPUNet:
     def _tma_conv(self, layer, pool: int) -> bool:
         """Whether conv_tma_nhwc runs this layer: params tma_conv, a layer conv_wgmma_nhwc would run, over input
         channels in 64s (a step is one tap's 64 channels), with pads and dilated extents within the im2col map's
-        reach."""
+        reach and strides within its element strides'."""
         if not (self.tma_conv and self._wgmma_conv(layer, pool)):
             return False
         c, h, w = self.shape[layer.inputs[0]]
         a = layer.attrs
         (kh, kw), (dh, dw) = a["kernel"], a["dilation"]
         return c % WGC_BK == 0 and kh * kw * c // WGC_BK >= self.tma_min_steps and \
-            max(*conv_pads(layer, h, w), (kh - 1) * dh, (kw - 1) * dw) <= WGT_CORNER
+            max(*conv_pads(layer, h, w), (kh - 1) * dh, (kw - 1) * dw) <= WGT_CORNER and \
+            max(a["stride"]) <= WGT_MAX_STRIDE
 
     def _tma_conv_maps(self, layer, x, W, n: int) -> tuple:
         """The im2col map of x (fp16 NHWC, n images) and the 2-D map of the weights W (fp16 [rows][Kpad]) for
