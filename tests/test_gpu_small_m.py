@@ -206,7 +206,7 @@ def make(v, params, config):
 # reduction inside v11) or its decode attention unsplit (tools/precompile_small_m.py compiles these too)
 DECODE_VARIANTS = ["fast", "fast_mma", "fast_3xtf32_smm", "fast-PDL-SMM_LNS-SMM_RED-decode_split_waves", "fast-SMM_LNS",
                    "fast-SMM_RED-decode_split_waves", "fast+decode_attention=decode"]
-BF16_DECODE_VARIANTS = ["fast_bf16", "fast_bf16_xb", "fast_bf16-ln_pdl-BFM_MIN_KT", "fast_bf16+decode_attention=split",
+BF16_DECODE_VARIANTS = ["fast_bf16", "fast_bf16_xb", "fast_bf16+BFM_SLAB=0", "fast_bf16+BFM_SLAB_WARPS=8", "fast_bf16-ln_pdl-BFM_MIN_KT", "fast_bf16+decode_attention=split",
                         "fast_bf16+decode_attention=split+decode_split_waves=1"]
 
 
@@ -253,7 +253,8 @@ def test_batch_of_twelve_prompts_generates_as_the_reference():
 # ---- v12: the bf16 path's small-M GEMM (session 11) ----------------------------------------------------------------
 # fast_bf16's -D constants (its qkv / mlp_fc builds: 32-column blocks, 4 stages, PDL=1, 8 partials at once) and a
 # tunables build on v9's Linear (v12 serves both): 16-column blocks, 3 stages, no PDL, 5 partials at once
-BF16_BUILDS = {"fast_bf16": ("bf16_wgmma", None),
+BF16_BUILDS = {"fast_bf16": ("bf16_wgmma", None),                  # v13 (BFM_SLAB), v12 past one wave
+               "fast_bf16_v12": ("bf16_wgmma", {"BFM_SLAB": 0}),      # v12 on fast_bf16's constants
                "bn16_s3_red5": ("bf16_mma", {"BFM_MAX_M": 64, "BFM_BN": 16, "BFM_STAGES": 3, "BFM_RED": 5})}
 # M in 9..64 (1-4 row fragments); N multiples of 4, K multiples of 8: shorter than a k tile, not a multiple of 64, long
 BF16_SHAPES = [(9, 44, 56), (17, 2304, 768), (31, 260, 1032), (33, 132, 1000), (47, 772, 3072), (64, 36, 4096),
@@ -263,8 +264,38 @@ BF16_SHAPES = [(9, 44, 56), (17, 2304, 768), (31, 260, 1032), (33, 132, 1000), (
 def bf16_linear(key):
     import test_gpu_gemm_bf16 as tb
     version, defines = BF16_BUILDS[key]
+    if key == "fast_bf16_v12":
+        defines = {**catalogue.get("fast_bf16", "gpt2").defines, **defines}
     rt, lin = tb.linear(version, defines if defines is not None else catalogue.get(key, "gpt2").defines)
+    assert (lin.slab is not None) == (key == "fast_bf16")
     return tb, rt, lin
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("M,N,K", BF16_SHAPES)
+def test_bf16_slab_every_cluster_size(out_bf16, M, N, K, rng):
+    """v13 (BFM_SLAB) with its K split forced to each cluster size that fits its shared memory (1, 2, 4, 8 blocks
+    adding their tiles through distributed shared memory) against float64 of the bf16-rounded operands: bias, GELU
+    and the residual; C NaN-poisoned, its columns past N left alone; each size run twice."""
+    from convnet.gpu.gemm import ACT_GELU, SLAB_CLUSTERS, Epilogue, slab_bytes
+    tb, rt, lin = bf16_linear("fast_bf16")
+    A, W, a, w = tb.operands(rt, lin, rng, M, N, K)
+    bias = rng.standard_normal(N).astype(np.float32)
+    r = rng.standard_normal((M, N + 4)).astype(np.float32)
+    R = tb.upload(rt, "test.slab.R", r, out_bf16)
+    want = ref.gelu(a @ w + bias) + (tb.round_bf16(r[:, :N]) if out_bf16 else r[:, :N])
+    sizes = [ks for ks in SLAB_CLUSTERS if slab_bytes(-(-M // 16), ks, K, lin.slab_warps) <= lin.slab_smem]
+    assert sizes and lin.slab_split(M, N, K) in [0, *sizes]
+    for ks in sizes:
+        lin.fixed_splits = ks
+        for _ in range(2):
+            C = tb.poisoned(rt, "test.slab.C", (M, N + 4), out_bf16)
+            lin(A, W, C, M, N, K, K, lin.ldb(K, N), N + 4,
+                Epilogue(bias=rt.pool.upload("test.slab.bias", bias), act=ACT_GELU, resid=R))
+            rt.synchronize(f"test v13 slab, clusters of {ks}")
+            got = tb.result(C, out_bf16)
+            assert rel_err(got[:, :N], want) <= (tb.BF16_TOL if out_bf16 else tb.FP32_TOL), f"clusters of {ks}"
+            assert np.isnan(got[:, N:]).all(), f"v13 wrote past column N (clusters of {ks})"
 
 
 @pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])

@@ -123,8 +123,21 @@ SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column ti
 # v12 (gemm_small_m_bf16, session 11): v11 for the bf16 versions, 8 < M <= BFM_MAX_M (0 = off), N <= BFM_MAX_N (0 =
 # any), 64-deep bf16 k tiles, split-K slices of at least BFM_MIN_KT tiles filling BFM_WAVES waves of resident blocks
 BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "BFM_MIN_KT": 2, "BFM_WAVES": 1,
-                "BFM_LNS": 0}     # BFM_LNS 1: the _lnsin / _lnsout builds (LayerNorm statistics between GEMMs)
+                "BFM_LNS": 0,     # BFM_LNS 1: the _lnsin / _lnsout builds (LayerNorm statistics between GEMMs)
+                "BFM_SLAB": 0, "BFM_SLAB_SMEM": 110 << 10,   # BFM_SLAB 1: v13's slab kernels take v12's calls
+                "BFM_SLAB_WARPS": 4}                           # that fit one wave of blocks
 BFM_BK = 64
+# v13 (gemm_slab_m<MF>_k<KS>_bf16): 16 columns a block, K split over clusters of KS blocks (kernels/gemm/v13_bf16_slab.cuh)
+SLAB_BN, SLAB_CLUSTERS = 16, (1, 2, 4, 8)
+SM_SHARED = 228 << 10                            # shared memory an SM gives its blocks (Hopper; 1 KB a block reserved)
+
+
+def slab_bytes(mf: int, ks: int, K: int, warps: int = 4) -> int:
+    """v13's shared memory for 16 mf rows and a K split over ks blocks: the slabs of W^T and A (rows padded to a
+    multiple of 64 plus 8 bf16), the warps' accumulators and the block's tile (as the kernel lays them out)."""
+    depth = _cdiv(K, 16 * ks) * 16
+    pitch = _cdiv(depth, 64) * 64 + 8
+    return 2 * pitch * (SLAB_BN + 16 * mf) + 4 * (warps * mf * 256 + 16 * mf * SLAB_BN)
 
 
 def _bf8_smem(c: dict) -> int:
@@ -325,6 +338,7 @@ class Linear:
         in the same gemm.cu builds as v8-v10 (BF_OUT 1 and 0)."""
         c = {**BFM_DEFAULTS, **{k: int(v) for k, v in self.defines.items() if k in BFM_DEFAULTS}}
         self.bfm, self.bfm_max_m, self.bfm_max_n = None, c["BFM_MAX_M"], c["BFM_MAX_N"]
+        self.slab = None                        # BFM_SLAB: {(mf, ks, bf16 out): kernel}, v13 instead of v12
         if self.bfm_max_m <= 0:
             return
         if self.bfm_max_m > SMM_ROWS or c["BFM_BN"] not in (16, 32, 64) or c["BFM_STAGES"] < 2:
@@ -333,6 +347,15 @@ class Linear:
         self.bfm_bn, self.bfm_threads = c["BFM_BN"], 4 * c["BFM_BN"]
         self.bfm_min_kt, self.bfm_waves = max(1, c["BFM_MIN_KT"]), max(1, c["BFM_WAVES"])
         self.bfm = {}
+        if c["BFM_SLAB"]:
+            self.slab, self.slab_smem, self.slab_warps = {}, c["BFM_SLAB_SMEM"], c["BFM_SLAB_WARPS"]
+            for mf in range(1, _cdiv(self.bfm_max_m, 16) + 1):
+                for ks in SLAB_CLUSTERS:
+                    for out in (True, False):
+                        d = {**self.defines, "BF_OUT": int(out)}
+                        fn = tma.launcher(self.rt, "gemm.cu", f"gemm_slab_m{mf}_k{ks}_bf16", d, self.variant)
+                        fn.allow_shared(self.slab_smem)
+                        self.slab[mf, ks, out] = fn
         for mf in range(1, _cdiv(self.bfm_max_m, 16) + 1):
             name = f"gemm_small_m{mf}_bf16"
             # BFM_STAGES x (A: 16 mf rows, W^T: BFM_BN rows) of BFM_BK + 8 bf16, as kernels/gemm.cu lays them out
@@ -389,7 +412,31 @@ class Linear:
         return (self.bfm is not None and (not self.bf_gemv or M > SKINNY_M) and M <= self.bfm_max_m and N % 4 == 0
                 and (not self.bfm_max_n or N <= self.bfm_max_n))
 
+    def slab_split(self, M: int, N: int, K: int) -> int:
+        """v13's cluster size for a call: the smallest of SLAB_CLUSTERS whose slab fits BFM_SLAB_SMEM and whose blocks
+        fill the SMs, else the largest that fits; 0 (v12 takes the call) where none fits or the blocks would not all
+        be resident at once (a second wave costs more than v12's split-K: xl's MLP projection, H200)."""
+        tiles, mf, best = _cdiv(N, SLAB_BN), _cdiv(M, 16), 0
+        for ks in SLAB_CLUSTERS:
+            smem = slab_bytes(mf, ks, K, self.slab_warps)
+            if smem <= self.slab_smem and tiles * ks <= SM_SHARED // (smem + 1024) * self.rt.sm_count:
+                best = ks
+                if tiles * ks >= self.rt.sm_count:
+                    break
+        return best
+
     def _call_small_bf16(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16):
+        mf = _cdiv(M, 16)
+        if self.slab is not None:
+            fixed = (self.fixed_splits in SLAB_CLUSTERS
+                     and slab_bytes(mf, self.fixed_splits, K, self.slab_warps) <= self.slab_smem)
+            ks = self.fixed_splits if fixed else self.slab_split(M, N, K)
+            if ks:
+                self.slab[mf, ks, bool(out_bf16)]((_cdiv(N, SLAB_BN), ks, 1), (32 * self.slab_warps, 1, 1), ptr(A),
+                                                  ptr(W), i32(M), i32(N), i32(K), i32(lda), i32(ldb),
+                                                  *epi.args(C, ldc), stream=stream,
+                                                  shared=slab_bytes(mf, ks, K, self.slab_warps))
+                return
         fns, smem, slots = self.bfm[_cdiv(M, 16)]
         tiles, ktiles = _cdiv(N, self.bfm_bn), _cdiv(K, BFM_BK)
         wanted = self.fixed_splits if self.fixed_splits is not None else \
