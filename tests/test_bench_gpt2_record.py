@@ -27,3 +27,13 @@ def test_a_table_that_is_not_one_is_refused_before_the_gpu(tmp_path):
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 2 and "not a results table" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert notes.read_text() == "mine\n"
+
+
+def test_megakernel_batches_past_eight_only_without_the_megakernel():
+    """convnet-bench megakernel --batches 32: refused in one line while fast_bf16_mk (1 to 8 sequences) is among the
+    variants, before any GPU work; with --variants fast_bf16 alone it gets past that check (to the GPU check here)."""
+    cmd = [sys.executable, "-m", "convnet.bench.cli", "megakernel", "--sizes", "124M", "--batches", "8", "32"]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and "fast_bf16_mk" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = subprocess.run([*cmd, "--variants", "fast_bf16"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "runs 1 to 8" not in p.stderr

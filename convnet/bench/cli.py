@@ -214,8 +214,11 @@ def _generate(args) -> int:
 
 
 def _megakernel(args) -> int:
-    if max(args.batches) > 8:
-        raise UsageError("--batches: the decode megakernel runs 1 to 8 sequences")
+    from .. import catalogue
+    mega = [n for n in args.variants if catalogue.get(n, "gpt2").params.get("decode") == "mega"]
+    if max(args.batches) > 8 and (mega or args.trace):
+        raise UsageError(f"--batches: the decode megakernel ({', '.join(mega) or 'fast_bf16_mk'}) runs 1 to 8 "
+                         "sequences; past 8, name only other --variants (e.g. --variants fast_bf16)")
     if args.prompt_len + args.new_tokens > 1024:
         raise UsageError("--prompt-len + --new-tokens exceed GPT-2's context of 1024")
     _needs_gpu("convnet-bench megakernel")
@@ -224,9 +227,6 @@ def _megakernel(args) -> int:
         defines = dict(kv.split("=", 1) for kv in args.define)
         print(trace_report(args.sizes[0], args.batches[0], args.prompt_len, defines=defines))
         return 0
-    from .. import catalogue
-    for name in args.variants:
-        catalogue.get(name, "gpt2")                         # an unknown name: one line before any work
     path = None
     if args.record is not None:
         from ..results import table_path

@@ -125,7 +125,7 @@ SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column ti
 BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "BFM_MIN_KT": 2, "BFM_WAVES": 1,
                 "BFM_LNS": 0,     # BFM_LNS 1: the _lnsin / _lnsout builds (LayerNorm statistics between GEMMs)
                 "BFM_SLAB": 0, "BFM_SLAB_SMEM": 110 << 10,   # BFM_SLAB 1: v13's slab kernels take v12's calls
-                "BFM_SLAB_WARPS": 4}                           # that fit one wave of blocks
+                "BFM_SLAB_WARPS": 8}                           # that fit one wave of blocks
 BFM_BK = 64
 # v13 (gemm_slab_m<MF>_k<KS>_bf16): 16 columns a block, K split over clusters of KS blocks (kernels/gemm/v13_bf16_slab.cuh)
 SLAB_BN, SLAB_CLUSTERS = 16, (1, 2, 4, 8)
@@ -134,10 +134,11 @@ SM_SHARED = 228 << 10                            # shared memory an SM gives its
 
 def slab_bytes(mf: int, ks: int, K: int, warps: int = 4) -> int:
     """v13's shared memory for 16 mf rows and a K split over ks blocks: the slabs of W^T and A (rows padded to a
-    multiple of 64 plus 8 bf16), the warps' accumulators and the block's tile (as the kernel lays them out)."""
+    multiple of 64 plus 8 bf16), which the warps' accumulators then reuse, and the block's tile (as the kernel lays
+    them out)."""
     depth = _cdiv(K, 16 * ks) * 16
     pitch = _cdiv(depth, 64) * 64 + 8
-    return 2 * pitch * (SLAB_BN + 16 * mf) + 4 * (warps * mf * 256 + 16 * mf * SLAB_BN)
+    return max(2 * pitch * (SLAB_BN + 16 * mf), 4 * warps * mf * 256) + 4 * 16 * mf * SLAB_BN
 
 
 def _bf8_smem(c: dict) -> int:

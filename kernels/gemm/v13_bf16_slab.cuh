@@ -18,7 +18,7 @@
 // BFM_SLAB_SMEM and whose blocks fill the SMs.
 #define BFW_BN 16
 #ifndef BFM_SLAB_WARPS
-#define BFM_SLAB_WARPS 4           // warps a block (4 or 8), each copying and multiplying its share of the slice
+#define BFM_SLAB_WARPS 8           // warps a block (4 or 8), each copying and multiplying its share of the slice
 #endif
 #define BFW_WARPS BFM_SLAB_WARPS
 static_assert(BFW_WARPS == 4 || BFW_WARPS == 8, "BFM_SLAB_WARPS: 4 or 8");
@@ -63,8 +63,9 @@ __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const
     const int q0 = min(steps, warp * per) * 16, q1 = min(steps, (warp + 1) * per) * 16;
     __nv_bfloat16* ws = reinterpret_cast<__nv_bfloat16*>(bfw_raw);            // W^T: BFW_BN rows x P
     __nv_bfloat16* as = ws + BFW_BN * P;                                       // A: MR rows x P
-    float* red = reinterpret_cast<float*>(as + MR * P);                        // the warps' accumulators
-    float* tile = red + BFW_WARPS * MF * 2 * 4 * 32;                           // the block's MR x 16 partial
+    // after the products: the warps' accumulators over the slabs, then the block's MR x 16 partial past both
+    float* red = reinterpret_cast<float*>(bfw_raw);
+    float* tile = reinterpret_cast<float*>(bfw_raw + max(2 * P * (BFW_BN + MR), BFW_WARPS * MF * 2 * 4 * 32 * 4));
     const int cq = (q1 - q0) / 8;                                              // 16-byte chunks a row, this warp
     auto copy_rows = [&](__nv_bfloat16* dst, const __nv_bfloat16* src, int ld, int rows, int valid_rows) {
         for (int e = lane; e < rows * cq; e += 32) {
@@ -108,6 +109,7 @@ __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const
     }
     // the warps' shares meet: red[warp][i][j][e][lane], then the block's tile [m][n] (fragment layout: d = D[g][2t],
     // D[g][2t+1], D[g+8][2t], D[g+8][2t+1])
+    __syncthreads();                                               // every warp is done with the slabs red reuses
 #pragma unroll
     for (int i = 0; i < MF; ++i)
 #pragma unroll
