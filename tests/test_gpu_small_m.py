@@ -206,7 +206,8 @@ def make(v, params, config):
 # reduction inside v11) or its decode attention unsplit (tools/precompile_small_m.py compiles these too)
 DECODE_VARIANTS = ["fast", "fast_mma", "fast_3xtf32_smm", "fast-PDL-SMM_LNS-SMM_RED-decode_split_waves", "fast-SMM_LNS",
                    "fast-SMM_RED-decode_split_waves", "fast+decode_attention=decode"]
-BF16_DECODE_VARIANTS = ["fast_bf16", "fast_bf16_xb", "fast_bf16+BFM_SLAB=0", "fast_bf16+BFM_SLAB_WARPS=4", "fast_bf16-ln_pdl-BFM_MIN_KT", "fast_bf16+decode_attention=split",
+BF16_DECODE_VARIANTS = ["fast_bf16", "fast_bf16_xb", "fast_bf16+BFM_SLAB=0", "fast_bf16+BFM_SLAB_WARPS=4",
+                        "fast_bf16-ln_pdl-BFM_MIN_KT", "fast_bf16+decode_attention=split",
                         "fast_bf16+decode_attention=split+decode_split_waves=1"]
 
 

@@ -8,10 +8,10 @@
 // Here a block owns BFW_BN = 16 columns and one K slice, and copies the whole slice of W^T (16 rows) and of A (16 MF
 // rows) into shared memory with one cp.async per 16 bytes, all in flight at once: W before griddepcontrol.wait
 // (PDL=1: no earlier kernel writes it, so it streams in while the kernel before finishes), A after it. Each of the
-// BFM_SLAB_WARPS warps copies and multiplies its own share of the slice (only __syncwarp between its copies and its mma), the
-// shares meet in shared memory, and a K split over KS blocks is one thread-block cluster (1, KS, 1) whose blocks
-// add each other's tiles through distributed shared memory, in rank order (deterministic): no workspace, no
-// ticket, no second pass over global memory. Rank r finishes rows r M / KS .. and runs the bf16 epilogue
+// BFM_SLAB_WARPS warps copies and multiplies its own share of the slice (only __syncwarp between its copies and its
+// mma); the shares meet in shared memory (over the slabs, once every warp is done with them); and a K split over
+// KS blocks is one thread-block cluster (1, KS, 1) whose blocks add each other's tiles through distributed shared
+// memory, in rank order (deterministic): no workspace, no ticket, no second pass over global memory. Rank r finishes rows r M / KS .. and runs the bf16 epilogue
 // (bf_store_pair: bias, GELU, residual, the head-major QKV scatter; C bf16 or fp32 by BF_OUT).
 // Slice depth ks = K / KS rounded up to 16 (zeros past K); shared rows padded to a multiple of 64 plus 8 bf16, so a
 // fragment's 32 32-bit loads hit 32 banks. The launcher picks KS (1, 2, 4, 8): the smallest whose slab fits
