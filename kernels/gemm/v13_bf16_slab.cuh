@@ -11,11 +11,12 @@
 // BFM_SLAB_WARPS warps copies and multiplies its own share of the slice (only __syncwarp between its copies and its
 // mma); the shares meet in shared memory (over the slabs, once every warp is done with them); and a K split over
 // KS blocks is one thread-block cluster (1, KS, 1) whose blocks add each other's tiles through distributed shared
-// memory, in rank order (deterministic): no workspace, no ticket, no second pass over global memory. Rank r finishes rows r M / KS .. and runs the bf16 epilogue
-// (bf_store_pair: bias, GELU, residual, the head-major QKV scatter; C bf16 or fp32 by BF_OUT).
+// memory, in rank order (deterministic): no workspace, no ticket, no second pass over global memory. Rank r
+// finishes rows r M / KS .. and runs the bf16 epilogue (bf_store_pair: bias, GELU, residual, the head-major QKV
+// scatter; C bf16 or fp32 by BF_OUT).
 // Slice depth ks = K / KS rounded up to 16 (zeros past K); shared rows padded to a multiple of 64 plus 8 bf16, so a
 // fragment's 32 32-bit loads hit 32 banks. The launcher picks KS (1, 2, 4, 8): the smallest whose slab fits
-// BFM_SLAB_SMEM and whose blocks fill the SMs.
+// BFM_SLAB_SMEM and whose blocks fill the SMs; v12 keeps a call whose blocks would not all be resident at once.
 #define BFW_BN 16
 #ifndef BFM_SLAB_WARPS
 #define BFM_SLAB_WARPS 8           // warps a block (4 or 8), each copying and multiplying its share of the slice
