@@ -212,7 +212,6 @@ def test_convolutions_over_64_channel_inputs_take_the_tma_kernel(tmp_path):
     """params tma_conv (igemm_f16_wgmma, sm_90a): every unpooled convolution over input channels in 64s launches
     conv_tma_nhwc (288 threads, a persistent grid of at most one block an SM here, 23 arguments with the two maps), the
     others conv_wgmma_nhwc; tma_min_steps sends those of fewer 64-deep steps back; without the param none."""
-    from convnet import catalogue
     from convnet.bench.layer import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
