@@ -125,7 +125,8 @@ SMM_TICKETS = 1 << 16                 # v11's split-K tickets: one per column ti
 BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "BFM_MIN_KT": 2, "BFM_WAVES": 1,
                 "BFM_LNS": 0,     # BFM_LNS 1: the _lnsin / _lnsout builds (LayerNorm statistics between GEMMs)
                 "BFM_SLAB": 0, "BFM_SLAB_SMEM": 110 << 10,   # BFM_SLAB 1: v13's slab kernels take v12's calls
-                "BFM_SLAB_WARPS": 8}                           # that fit one wave of blocks
+                "BFM_SLAB_WARPS": 8,                           # that fit one wave of blocks
+                "BFM_SLAB_MIN_M": 9}                           # and rows from this many (< 9: the GEMV's too)
 BFM_BK = 64
 # v13 (gemm_slab_m<MF>_k<KS>_bf16): 16 columns a block, K split over clusters of KS blocks (kernels/gemm/v13_bf16_slab.cuh)
 SLAB_BN, SLAB_CLUSTERS = 16, (1, 2, 4, 8)
@@ -350,6 +351,7 @@ class Linear:
         self.bfm = {}
         if c["BFM_SLAB"]:
             self.slab, self.slab_smem, self.slab_warps = {}, c["BFM_SLAB_SMEM"], c["BFM_SLAB_WARPS"]
+            self.slab_min_m = max(1, c["BFM_SLAB_MIN_M"])
             for mf in range(1, _cdiv(self.bfm_max_m, 16) + 1):
                 for ks in SLAB_CLUSTERS:
                     for out in (True, False):
@@ -407,6 +409,12 @@ class Linear:
         fn((tiles, splits, 1), (self.bfm_threads, 1, 1), ptr(A), ptr(W), ptr(ws), ptr(tickets), i32(M), i32(N), i32(K),
            i32(lda), i32(ldb), i32(k_split), ptr(gamma), ptr(beta), np.float32(eps), ptr(stats_out), ptr(stats_in),
            *epi.args(C, ldc), stream=stream, shared=smem)
+
+    def slab_rows(self, M: int, N: int, K: int) -> bool:
+        """Whether v13 takes a call of at most SKINNY_M rows that the GEMV would otherwise run (BFM_SLAB_MIN_M <= M;
+        not the LM head's N past BFM_MAX_N, nor a slab that does not fit one wave)."""
+        return (self.slab is not None and self.slab_min_m <= M <= SKINNY_M and N % 4 == 0
+                and (not self.bfm_max_n or N <= self.bfm_max_n) and self.slab_split(M, N, K) > 0)
 
     def bfm_takes(self, M: int, N: int) -> bool:
         """Whether v12 runs a bf16 call of M rows and N columns (BFM_MAX_M, BFM_MAX_N; N % 4 == 0 for its split-K)."""
@@ -581,7 +589,8 @@ class Linear:
         versions: v10's _ln builds, A then being the fp32 rows to normalise)."""
         if self.version in BF16_VERSIONS:
             lin = self.bf_mma if self.version == "bf16" else self
-            return lin.bf_gemv and M <= SKINNY_M and K % 8 == 0 and K <= lin.bf_ln_max_k
+            return (lin.bf_gemv and M <= SKINNY_M and K % 8 == 0 and K <= lin.bf_ln_max_k
+                    and not lin.slab_rows(M, N, K))
         return all(v % 4 == 0 for v in (K, N)) and ((self.skinny is not None and M <= SKINNY_M) or
                                                     (self.small_ln and self.small_takes(M, N)))
 
@@ -693,13 +702,13 @@ class Linear:
             (skinny1 if M == 1 else skinny)((_cdiv(N, self.bf_skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),
                                             i32(N), i32(K), i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps),
                                             *epi.args(C, ldc), stream=stream)
-        elif self.bf_gemv and M <= SKINNY_M:
+        elif self.bf_gemv and M <= SKINNY_M and not self.slab_rows(M, N, K):
             # decoding: a 128-row tile would be almost all padding and N / tile width blocks too few; read W once
             skinny, skinny1 = self.bf_skinny[bool(out_bf16)]
             (skinny1 if M == 1 else skinny)((_cdiv(N, self.bf_skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),
                                             i32(N), i32(K), i32(lda), i32(ldb), *epi.args(C, ldc), stream=stream)
-        elif self.bfm_takes(M, N):
-            # batched decoding: W read once over split-K slices that fill the GPU (v12)
+        elif self.bfm_takes(M, N) or self.slab_rows(M, N, K):
+            # batched decoding: W read once over split-K slices that fill the GPU (v13, else v12)
             self._call_small_bf16(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         elif self.version == "bf16_wgmma":
             if epi.lns is not None:

@@ -83,6 +83,32 @@ __device__ __forceinline__ bool bfm_merge_halves(float (&acc)[MF][2][4], float* 
     return s_last;
 }
 
+// One 16-deep k step of 16 MF rows x 16 columns on m16n8k16 (v12, v13): A's rows i 16 + g (+ 8) and W^T's rows
+// j 8 + g from padded shared rows of P bf16, k at kk = k0 + 2t (+ 8): fragments by 32-bit loads.
+template <int MF>
+__device__ __forceinline__ void bfm_k16_step(float (&acc)[MF][2][4], const __nv_bfloat16* as,
+                                             const __nv_bfloat16* ws, int P, int kk, int g) {
+    unsigned a[MF][4], b[2][2];
+#pragma unroll
+    for (int i = 0; i < MF; ++i) {                              // rows g, g + 8; k 2t, 2t + 8 (two bf16 each)
+        const __nv_bfloat16* ar = as + (i * 16 + g) * P + kk;
+        a[i][0] = *(const unsigned*)ar;
+        a[i][1] = *(const unsigned*)(ar + 8 * P);
+        a[i][2] = *(const unsigned*)(ar + 8);
+        a[i][3] = *(const unsigned*)(ar + 8 * P + 8);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {                               // column g of the 8-column piece; k 2t, 2t + 8
+        const __nv_bfloat16* br = ws + (j * 8 + g) * P + kk;
+        b[j][0] = *(const unsigned*)br;
+        b[j][1] = *(const unsigned*)(br + 8);
+    }
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
+}
+
 template <int MF>
 __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt,
                                              float* RESTRICT ws, unsigned* RESTRICT tickets, int M, int N, int K,
@@ -143,28 +169,8 @@ __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, co
         const __nv_bfloat16* as = bfm_smem + (tile % BFM_STAGES) * STAGE;
         const __nv_bfloat16* wsm = as + A_EL;
 #pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-            const int kk = wk * 32 + ks * 16 + 2 * t;
-            unsigned a[MF][4], b[2][2];
-#pragma unroll
-            for (int i = 0; i < MF; ++i) {                      // rows g, g + 8; k 2t, 2t + 8 (two bf16 each)
-                const __nv_bfloat16* ar = as + (i * 16 + g) * BFM_P + kk;
-                a[i][0] = *(const unsigned*)ar;
-                a[i][1] = *(const unsigned*)(ar + 8 * BFM_P);
-                a[i][2] = *(const unsigned*)(ar + 8);
-                a[i][3] = *(const unsigned*)(ar + 8 * BFM_P + 8);
-            }
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {                       // column g of the 8-column piece; k 2t, 2t + 8
-                const __nv_bfloat16* br = wsm + (wn * 16 + j * 8 + g) * BFM_P + kk;
-                b[j][0] = *(const unsigned*)br;
-                b[j][1] = *(const unsigned*)(br + 8);
-            }
-#pragma unroll
-            for (int i = 0; i < MF; ++i)
-#pragma unroll
-                for (int j = 0; j < 2; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
-        }
+        for (int ks = 0; ks < 2; ++ks)
+            bfm_k16_step<MF>(acc, as, wsm + wn * 16 * BFM_P, BFM_P, wk * 32 + ks * 16 + 2 * t, g);
     }
     if (!bfm_merge_halves<MF>(acc, (float*)bfm_smem, s_last, ws, tickets, M, N, n0, BF_EPI_ARGS)) return;
     // The last slice of this column tile to finish: every slice's partial added in slice order (the launcher:

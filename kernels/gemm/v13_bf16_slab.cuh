@@ -86,28 +86,7 @@ __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const
     cp_async_wait<0>();
     __syncwarp();                                                  // the warp's copies, seen by all its lanes
     float acc[MF][2][4] = {};
-    for (int k0 = q0; k0 < q1; k0 += 16) {
-        const int kk = k0 + 2 * t;
-        unsigned a[MF][4], b[2][2];
-#pragma unroll
-        for (int i = 0; i < MF; ++i) {                              // rows g, g + 8; k 2t, 2t + 8 (two bf16 each)
-            const __nv_bfloat16* ar = as + (i * 16 + g) * P + kk;
-            a[i][0] = *(const unsigned*)ar;
-            a[i][1] = *(const unsigned*)(ar + 8 * P);
-            a[i][2] = *(const unsigned*)(ar + 8);
-            a[i][3] = *(const unsigned*)(ar + 8 * P + 8);
-        }
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {                               // column g of the 8-column piece; k 2t, 2t + 8
-            const __nv_bfloat16* br = ws + (j * 8 + g) * P + kk;
-            b[j][0] = *(const unsigned*)br;
-            b[j][1] = *(const unsigned*)(br + 8);
-        }
-#pragma unroll
-        for (int i = 0; i < MF; ++i)
-#pragma unroll
-            for (int j = 0; j < 2; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
-    }
+    for (int k0 = q0; k0 < q1; k0 += 16) bfm_k16_step<MF>(acc, as, ws, P, k0 + 2 * t, g);
     // the warps' shares meet: red[warp][i][j][e][lane], then the block's tile [m][n] (fragment layout: d = D[g][2t],
     // D[g][2t+1], D[g+8][2t], D[g+8][2t+1])
     __syncthreads();                                               // every warp is done with the slabs red reuses
