@@ -350,6 +350,9 @@ class Linear:
         self.bfm_min_kt, self.bfm_waves = max(1, c["BFM_MIN_KT"]), max(1, c["BFM_WAVES"])
         self.bfm = {}
         if c["BFM_SLAB"]:
+            if self.rt.arch != "sm_90a":          # its K splits are thread-block clusters
+                raise GPUError(f"GEMM v13 (BFM_SLAB=1) needs a Hopper GPU (sm_90a); {self.rt.name} is {self.rt.arch} "
+                               "(BFM_SLAB=0 runs v12)")
             self.slab, self.slab_smem, self.slab_warps = {}, c["BFM_SLAB_SMEM"], c["BFM_SLAB_WARPS"]
             self.slab_min_m = max(1, c["BFM_SLAB_MIN_M"])
             for mf in range(1, _cdiv(self.bfm_max_m, 16) + 1):
