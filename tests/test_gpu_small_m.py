@@ -254,10 +254,9 @@ def test_batch_of_twelve_prompts_generates_as_the_reference():
 # ---- v12: the bf16 path's small-M GEMM (session 11) ----------------------------------------------------------------
 # fast_bf16's -D constants (its qkv / mlp_fc builds: 32-column blocks, 4 stages, PDL=1, 8 partials at once) and a
 # tunables build on v9's Linear (v12 serves both): 16-column blocks, 3 stages, no PDL, 5 partials at once
-BF16_BUILDS = {"fast_bf16": ("bf16_wgmma", None),                  # v13 (BFM_SLAB), v12 past one wave
+BF16_BUILDS = {"fast_bf16": ("bf16_wgmma", None),         # v13 (BFM_SLAB) from 2 rows, v12 past one wave
                "fast_bf16_v12": ("bf16_wgmma", {"BFM_SLAB": 0}),      # v12 on fast_bf16's constants
-               "bn16_s3_red5": ("bf16_mma", {"BFM_MAX_M": 64, "BFM_BN": 16, "BFM_STAGES": 3, "BFM_RED": 5}),
-               "slab_from_2": ("bf16_wgmma", {"BFM_SLAB_MIN_M": 2})}  # v13 also for 2-8 rows (the GEMV's)
+               "bn16_s3_red5": ("bf16_mma", {"BFM_MAX_M": 64, "BFM_BN": 16, "BFM_STAGES": 3, "BFM_RED": 5})}
 # M in 9..64 (1-4 row fragments); N multiples of 4, K multiples of 8: shorter than a k tile, not a multiple of 64, long
 BF16_SHAPES = [(9, 44, 56), (17, 2304, 768), (31, 260, 1032), (33, 132, 1000), (47, 772, 3072), (64, 36, 4096),
                (63, 128, 8), (12, 768, 3072), (50, 3072, 768)]
@@ -266,23 +265,21 @@ BF16_SHAPES = [(9, 44, 56), (17, 2304, 768), (31, 260, 1032), (33, 132, 1000), (
 def bf16_linear(key):
     import test_gpu_gemm_bf16 as tb
     version, defines = BF16_BUILDS[key]
-    if key in ("fast_bf16_v12", "slab_from_2"):
+    if key == "fast_bf16_v12":
         defines = {**catalogue.get("fast_bf16", "gpt2").defines, **defines}
     rt, lin = tb.linear(version, defines if defines is not None else catalogue.get(key, "gpt2").defines)
-    assert (lin.slab is not None) == (key in ("fast_bf16", "slab_from_2"))
+    assert (lin.slab is not None) == (key == "fast_bf16")
     return tb, rt, lin
 
 
 @pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
-@pytest.mark.parametrize("key,M,N,K", [("fast_bf16", *shape) for shape in BF16_SHAPES] +
-                         [("slab_from_2", *shape) for shape in ((2, 2304, 768), (5, 44, 56), (8, 772, 3072),
-                                                                (3, 36, 1000))])
-def test_bf16_slab_every_cluster_size(key, out_bf16, M, N, K, rng):
+@pytest.mark.parametrize("M,N,K", [*BF16_SHAPES, (2, 2304, 768), (5, 44, 56), (8, 772, 3072), (3, 36, 1000)])
+def test_bf16_slab_every_cluster_size(out_bf16, M, N, K, rng):
     """v13 (BFM_SLAB) with its K split forced to each cluster size that fits its shared memory (1, 2, 4, 8 blocks
     adding their tiles through distributed shared memory) against float64 of the bf16-rounded operands: bias, GELU
     and the residual; C NaN-poisoned, its columns past N left alone; each size run twice."""
     from convnet.gpu.gemm import ACT_GELU, SLAB_CLUSTERS, Epilogue, slab_bytes
-    tb, rt, lin = bf16_linear(key)
+    tb, rt, lin = bf16_linear("fast_bf16")
     assert lin.bfm_takes(M, N) or lin.slab_rows(M, N, K)
     A, W, a, w = tb.operands(rt, lin, rng, M, N, K)
     bias = rng.standard_normal(N).astype(np.float32)
@@ -404,9 +401,9 @@ def test_bf16_batched_decode_equals_full_recompute(name, B, rng):
 
 @pytest.mark.parametrize("B", [3, 8])
 def test_bf16_small_batches_decode_on_the_slab(B, rng):
-    """fast_bf16 with BFM_SLAB_MIN_M=2: decode steps of 2-8 sequences run v13 (and a LayerNorm kernel) instead of the
+    """fast_bf16 (BFM_SLAB_MIN_M=2): decode steps of 2-8 sequences run v13 (and a LayerNorm kernel) instead of the
     GEMV with its LayerNorm prologue; every step's logits within tolerance of the float64 forward so far."""
-    v = variant("fast_bf16+BFM_SLAB_MIN_M=2")
+    v = variant("fast_bf16")
     params = gpt2_small_params(SMALL)
     gpu = make(v, params, SMALL)
     C = SMALL.n_embd

@@ -407,7 +407,7 @@ class GPT2GPU:
             if fold:
                 a, ln = buf["a"], None
             else:
-                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C)
+                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C, group="qkv")
             if self.head_major:
                 qkv = Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap), pos_dev=pos_dev)
                 if fold:
@@ -433,7 +433,7 @@ class GPT2GPU:
                 fc = Epilogue(bias=self.w[h + "mlp.c_fc.fold_b"], act=ACT_GELU,
                               lns=(self.w[h + "mlp.c_fc.fold_s"], stats, None, eps))
             else:
-                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C)
+                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C, group="mlp_fc")
                 fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
             self._linear("mlp_fc", M, 4 * C)(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, ldb(C, 4 * C), 4 * C,
                                    fc, s, ln=ln)
@@ -452,7 +452,8 @@ class GPT2GPU:
             a, ln = buf["a"], None                      # ln_fold: the LM head finishes ln_f
             head = Epilogue(bias=self.w["lm_head.fold_b"], lns=(self.w["lm_head.fold_s"], stats, None, eps))
         else:
-            a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, self.Vp, gemm_rows=rows)
+            a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, self.Vp, gemm_rows=rows,
+                                          group="lm_head")
         a_ld = C
         if last_only:
             a_ld, a = T * C, ptr(a, (T - 1) * C)
@@ -488,17 +489,18 @@ class GPT2GPU:
                 all(self._linear(g, M, n) is self.prefill_linears[g]
                     for g, n in (("qkv", 3 * C), ("attn_proj", C), ("mlp_fc", 4 * C), ("mlp_proj", C))))
 
-    def _layernorm_input(self, x, y, pair, rows, n_out, gemm_rows=None):
+    def _layernorm_input(self, x, y, pair, rows, n_out, gemm_rows=None, group=None):
         """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
-        (over gemm_rows of them, default all) normalises it itself (decoding: the skinny GEMV's
-        prologue), else (y, None) after running the LayerNorm."""
+        (over gemm_rows of them, default all; the group's Linear where given) normalises it itself (decoding: the
+        skinny GEMV's prologue), else (y, None) after running the LayerNorm."""
         if _is_bf16(x):                                 # a bf16 residual stream: the GEMV prologues read fp32 rows
             self._layernorm(x, y, pair, rows)
             self._mark("layernorm")
             return y, None
         if self._stats_of is x and gemm_rows is None and self.linear.stats_takes(rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon, self._stats_buf)   # SMM_LNS
-        if self.ln_fuse and not self.ln_const and self.linear.fuses_layernorm(gemm_rows or rows, n_out, self.C):
+        lin = self._linear(group) if group else self.linear
+        if self.ln_fuse and not self.ln_const and lin.fuses_layernorm(gemm_rows or rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon)
         self._layernorm(x, y, pair, rows)
         self._mark("layernorm")
