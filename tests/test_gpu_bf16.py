@@ -122,9 +122,10 @@ def test_bf16_variant_stores_bf16_weights_once():
 def test_bf16_kernel_plan_on_the_dry_run():
     """What fast_bf16 launches (dry run, no GPU): a full forward takes the bf16 embedding, 2 L + 1 bf16 LayerNorms,
     the bf16 flash kernel per layer and v8 for every GEMM; a device-side decode step
-    (B = 2) takes decode_attention_bf16 and v10's GEMV for every linear layer, the LayerNorms inside the GEMVs of
-    qkv, mlp_fc and the LM head (no LayerNorm launch), no fp32 kernel; the LM head's GEMV picks the tokens and embeds
-    the next step's (decode_pick: no embedding, argmax or advance launch)."""
+    (B = 2) takes decode_attention_bf16, v13 for every layer's linear layers after two LayerNorm kernels, and v10's
+    GEMV for the LM head with ln_f inside, no fp32 kernel; the LM head's GEMV picks the tokens and embeds the next
+    step's (decode_pick: no embedding, argmax or advance launch). At B = 1 every linear layer is v10's GEMV with the
+    LayerNorms inside (no LayerNorm launch)."""
     from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpt2.gpu import GPT2GPU
     rt = RecordingRuntime()
@@ -140,11 +141,17 @@ def test_bf16_kernel_plan_on_the_dry_run():
     gpu._device_step(2, 48)
     step = kernel_names(rt.launches)
     assert step.count("decode_attention_bf16") == L and "flash_attention_bf16" not in step
-    assert step.count("gemm_skinny_bf16_ln") == 2 * L and step.count("gemm_skinny_bf16") == 2 * L
+    assert sum(k.startswith("gemm_slab_m1_") for k in step) == 4 * L      # v13 from 2 rows (BFM_SLAB_MIN_M)
+    assert step.count("layernorm_warp_bf16") == 2 * L and "gemm_skinny_bf16" not in step
     assert step[-1] == "gemm_skinny_bf16_ln_pick"
-    assert not {"gemm_bf16_wgmma", "gemm_bf16_mma", "layernorm_warp_bf16", "decode_attention", "embed_bf16",
-                "argmax_rows", "decode_advance"} & set(step)
-    assert len(step) == 5 * L + 1                              # 5 per layer, the LM head
+    assert not {"gemm_bf16_wgmma", "gemm_bf16_mma", "decode_attention", "embed_bf16", "argmax_rows",
+                "decode_advance"} & set(step)
+    assert len(step) == 7 * L + 1                              # 7 per layer, the LM head
+    rt.launches.clear()
+    gpu._device_step(1, 48)                                    # one row: the GEMVs with their LayerNorms
+    one = kernel_names(rt.launches)
+    assert one.count("gemm_skinny_bf16_ln1") == 2 * L and one.count("gemm_skinny_bf16_1") == 2 * L
+    assert "layernorm_warp_bf16" not in one and len(one) == 5 * L + 1
 
 
 def test_bf16_residual_stream_plan_on_the_dry_run(monkeypatch):
