@@ -130,7 +130,6 @@ BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "
 BFM_BK = 64
 # v13 (gemm_slab_m<MF>_k<KS>_bf16): 16 columns a block, K split over clusters of KS blocks (kernels/gemm/v13_bf16_slab.cuh)
 SLAB_BN, SLAB_CLUSTERS = 16, (1, 2, 4, 8)
-SM_SHARED = 228 << 10                            # shared memory an SM gives its blocks (Hopper; 1 KB a block reserved)
 
 
 def slab_bytes(mf: int, ks: int, K: int, warps: int = 4) -> int:
@@ -355,13 +354,17 @@ class Linear:
                                "(BFM_SLAB=0 runs v12)")
             self.slab, self.slab_smem, self.slab_warps = {}, c["BFM_SLAB_SMEM"], c["BFM_SLAB_WARPS"]
             self.slab_min_m = max(1, c["BFM_SLAB_MIN_M"])
+            self.slab_occupancy, self._slab_ks = {}, {}       # (mf, ks): the bf16-out build; (mf, N, K): slab_split
             for mf in range(1, _cdiv(self.bfm_max_m, 16) + 1):
                 for ks in SLAB_CLUSTERS:
+                    name = f"gemm_slab_m{mf}_k{ks}_bf16"
                     for out in (True, False):
                         d = {**self.defines, "BF_OUT": int(out)}
-                        fn = tma.launcher(self.rt, "gemm.cu", f"gemm_slab_m{mf}_k{ks}_bf16", d, self.variant)
+                        fn = tma.launcher(self.rt, "gemm.cu", name, d, self.variant)
                         fn.allow_shared(self.slab_smem)
                         self.slab[mf, ks, out] = fn
+                    self.slab_occupancy[mf, ks] = self.rt.kernel("gemm.cu", name, {**self.defines, "BF_OUT": 1},
+                                                                 self.variant)
         for mf in range(1, _cdiv(self.bfm_max_m, 16) + 1):
             name = f"gemm_small_m{mf}_bf16"
             # BFM_STAGES x (A: 16 mf rows, W^T: BFM_BN rows) of BFM_BK + 8 bf16, as kernels/gemm.cu lays them out
@@ -428,14 +431,20 @@ class Linear:
         """v13's cluster size for a call: the smallest of SLAB_CLUSTERS whose slab fits BFM_SLAB_SMEM and whose blocks
         fill the SMs, else the largest that fits; 0 (v12 takes the call) where none fits or the blocks would not all
         be resident at once (a second wave costs more than v12's split-K: xl's MLP projection, H200)."""
-        tiles, mf, best = _cdiv(N, SLAB_BN), _cdiv(M, 16), 0
-        for ks in SLAB_CLUSTERS:
-            smem = slab_bytes(mf, ks, K, self.slab_warps)
-            if smem <= self.slab_smem and tiles * ks <= SM_SHARED // (smem + 1024) * self.rt.sm_count:
-                best = ks
-                if tiles * ks >= self.rt.sm_count:
-                    break
-        return best
+        key = (_cdiv(M, 16), N, K)
+        if key not in self._slab_ks:                    # asked up to four times a call (routing, LayerNorm, launch)
+            mf, tiles, best = key[0], _cdiv(N, SLAB_BN), 0
+            for ks in SLAB_CLUSTERS:
+                smem = slab_bytes(mf, ks, K, self.slab_warps)
+                if smem > self.slab_smem:
+                    continue
+                per_sm = self.slab_occupancy[mf, ks].blocks_per_sm(32 * self.slab_warps, smem)
+                if tiles * ks <= per_sm * self.rt.sm_count:
+                    best = ks
+                    if tiles * ks >= self.rt.sm_count:
+                        break
+            self._slab_ks[key] = best
+        return self._slab_ks[key]
 
     def _call_small_bf16(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16):
         mf = _cdiv(M, 16)
@@ -449,7 +458,7 @@ class Linear:
                                                   *epi.args(C, ldc), stream=stream,
                                                   shared=slab_bytes(mf, ks, K, self.slab_warps))
                 return
-        fns, smem, slots = self.bfm[_cdiv(M, 16)]
+        fns, smem, slots = self.bfm[mf]
         tiles, ktiles = _cdiv(N, self.bfm_bn), _cdiv(K, BFM_BK)
         wanted = self.fixed_splits if self.fixed_splits is not None else \
             max(1, min(_cdiv(self.bfm_waves * slots, tiles), ktiles // self.bfm_min_kt))
