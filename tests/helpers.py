@@ -116,7 +116,7 @@ def direct_maxpool(x, k):
 def declared_arity() -> dict:
     """kernel name -> number of parameters, from the extern "C" signatures in kernels/*.cu."""
     arity = {}
-    from convnet.gpu.build import expanded_text
+    from convnet.gpu.build import expanded_text, macro_kernels
     from convnet.paths import KERNELS_DIR
     for path in KERNELS_DIR.glob("*.cu"):
         text = expanded_text(path)                      # gemm.cu with its pieces under kernels/gemm/
@@ -134,21 +134,9 @@ def declared_arity() -> dict:
                 params = [p.strip().rstrip("\\").strip() for p in e.group(2).split(",")]
                 for n in widths:
                     arity[f"{e.group(1)}{n}"] = len(params)
-        # entries a function-like macro declares per invocation, its name pasted from the arguments (gemm/v13:
-        # BFW_KERNEL(2, 4) declares gemm_slab_m##MF##_k##KS##_bf16 -> gemm_slab_m2_k4_bf16)
-        for m in re.finditer(r"#define (\w+)\(([\w ,]+)\)((?:[^\n]*\\\n)*[^\n]*)", text):
-            e = re.search(r'extern "C" __global__ void[\s\\]+'
-                          r"(?:(?:__launch_bounds__|__cluster_dims__)\([^)]*\)[\s\\]*)*(\w+(?:##\w+)+)\s*\(([^)]*)\)",
-                          m.group(3))
-            if e is None:
-                continue
-            names = [a.strip() for a in m.group(2).split(",")]
-            params = [p.strip().rstrip("\\").strip() for p in e.group(2).split(",")]
-            for call in re.finditer(rf"^\s*{m.group(1)}\(([^()]*)\)|\s{m.group(1)}\(([^()]*)\)", text, re.M):
-                values = [v.strip() for v in (call.group(1) or call.group(2)).split(",")]
-                if len(values) == len(names) and all(v.isdigit() for v in values):
-                    kernel = "".join(dict(zip(names, values)).get(t, t) for t in e.group(1).split("##"))
-                    arity[kernel] = sum(macros.get(p, 1) for p in params)
+        # entries a function-like macro declares per invocation, its name pasted from the arguments (gemm/v13)
+        for _, kernel, params in macro_kernels(text):
+            arity[kernel] = sum(macros.get(p, 1) for p in params)
     return arity
 
 

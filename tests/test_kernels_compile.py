@@ -104,14 +104,34 @@ def check_variant(variant, reports) -> None:
 
 def test_a_family_build_holds_its_family_alone():
     """gemm.cu marks its kernel families: the build of one kernel compiles that family only, and a build asked for
-    no kernel compiles them all."""
+    no kernel compiles them all. Kernels a macro declares per invocation (v13's gemm_slab_m<MF>_k<KS>_bf16) belong to
+    the family around the invocation: they once compiled the whole file, 13 families, for each slab build."""
     d = build.kernel_defines("gemm.cu", {"TILE": 16}, "gemm_tiled")
     assert d == {"TILE": 16, "KERNEL_SUBSET": 1, "KERNELS_TILED": 1}
     assert set(spills(build.compile_cubin("gemm.cu", d, "sm_90a")[1])) == {"gemm_tiled"}
     assert build.kernel_defines("gemm.cu", {"TILE": 16}) == {"TILE": 16}
     families = build._families(build.KERNELS_DIR / "gemm.cu", 0)
-    assert len(families) == 43 and families["gemm_skinny_bf16_ln1_pick"] == "KERNELS_SKINNY_BF16"
+    assert len(families) == 59 and families["gemm_skinny_bf16_ln1_pick"] == "KERNELS_SKINNY_BF16"
+    assert {families[f"gemm_slab_m{mf}_k{ks}_bf16"] for mf in (1, 2, 3, 4) for ks in (1, 2, 4, 8)} == \
+        {"KERNELS_SLAB_BF16"}
     assert build.kernel_defines("ops.cu", {}, "relu_maxpool") == {}       # a file without families: as given
+
+
+def test_a_build_keeps_only_the_constants_its_text_names():
+    """A variant's -D constants reach every file it builds; those the compiled text never names (comments aside) are
+    left out, so variants that differ only in another kernel's constants share a build: here a GEMV tunable, a v13
+    switch and a name found only in a comment, against transformer.cu's LayerNorm and attention.cu's decode family."""
+    d = {"BFS_CG": 8, "BFM_SLAB": 1, "EMB_VEC": 8, "PDL": 1, "HEAD_DIM": 64, "Tunables": 1}
+    assert build.kernel_defines("transformer.cu", d, "layernorm_warp_bf16") == {"EMB_VEC": 8, "PDL": 1}
+    assert build.kernel_defines("attention.cu", d, "decode_attention_bf16") == \
+        {"HEAD_DIM": 64, "PDL": 1, "KERNEL_SUBSET": 1, "KERNELS_DECODE_BF16": 1}
+    assert build.kernel_defines("gemm.cu", d, "gemm_skinny_bf16")["BFS_CG"] == 8
+    assert "Tunables" not in build.kernel_defines("gemm.cu", d)              # gemm.cu names it in a comment only
+    # the same build with or without a constant it never names
+    assert build.cache_name("transformer.cu", build.kernel_defines("transformer.cu", d, "layernorm_warp_bf16"),
+                            "sm_90a", compiler=False) == \
+        build.cache_name("transformer.cu", build.kernel_defines("transformer.cu", {"EMB_VEC": 8, "PDL": 1},
+                                                                "layernorm_warp_bf16"), "sm_90a", compiler=False)
 
 
 def test_compile_error_is_reported(tmp_path, monkeypatch):

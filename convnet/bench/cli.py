@@ -89,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--prompt-len", type=positive_int, default=64)
     m.add_argument("--new-tokens", type=positive_int, default=128)
     m.add_argument("--repeat", type=positive_int, default=3)
-    m.add_argument("--variants", nargs="+", default=["fast_bf16", "fast_bf16_mk"])
+    m.add_argument("--variants", nargs="+", default=["fast_bf16", "fast_bf16_mk"],
+                   help="catalogue names, or NAME@KEY=V,... for one with other -D constants or params "
+                        "(e.g. fast_bf16@BFM_SLAB_LN=64)")
     m.add_argument("--no-hf", action="store_true", help="without HF generate")
     m.add_argument("--record", nargs="?", const=True, metavar="CSV",
                    help="append the rates to the results table (default: results/gpt2.csv)")
@@ -214,8 +216,8 @@ def _generate(args) -> int:
 
 
 def _megakernel(args) -> int:
-    from .. import catalogue
-    mega = [n for n in args.variants if catalogue.get(n, "gpt2").params.get("decode") == "mega"]
+    from .layer import variant_spec
+    mega = [n for n in args.variants if variant_spec(n, "gpt2").params.get("decode") == "mega"]
     if max(args.batches) > 8 and (mega or args.trace):
         raise UsageError(f"--batches: the decode megakernel ({', '.join(mega) or 'fast_bf16_mk'}) runs 1 to 8 "
                          "sequences; past 8, name only other --variants (e.g. --variants fast_bf16)")

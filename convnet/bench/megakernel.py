@@ -45,13 +45,13 @@ def _rate(gen, prompts, new_tokens: int, repeat: int) -> tuple[float, list]:
 def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8), prompt_len: int = 64,
                          new_tokens: int = 128, repeat: int = 3, variants=("fast_bf16", "fast_bf16_mk"),
                          hf: bool = True) -> tuple[str, list]:
-    """Returns (the table, rows of dicts)."""
-    from .. import catalogue
+    """Returns (the table, rows of dicts). variants: catalogue names or NAME@KEY=V,... (bench.layer.variant_spec)."""
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.gpu_generate import GPUGenerator
     from ..gpt2.model import random_params
     from ..gpu.runtime import Runtime
     from . import hf_anchor
+    from .layer import variant_spec
     rt = Runtime.get()
     peak = nominal_bandwidth(rt.name)
     rows = []
@@ -63,7 +63,7 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
         prompts = {B: [list(map(int, p)) for p in rng.integers(0, 50257, (B, prompt_len))] for B in batches}
         tokens = {}
         for name in variants:
-            gen = GPUGenerator(GPT2GPU(params, config, catalogue.get(name, "gpt2")))
+            gen = GPUGenerator(GPT2GPU(params, config, variant_spec(name, "gpt2")))
             for B in batches:
                 rate, ids = _rate(gen, prompts[B], new_tokens, repeat)
                 tokens[(name, B)] = ids

@@ -51,6 +51,29 @@ def define_flags(defines: dict) -> list[str]:
 # compiles that kernel's family alone (gemm.cu holds 13 families; all of them took nvcc ~25 s a build, one 1-18 s).
 _FAMILY_GUARD = re.compile(r"^#if !KERNEL_SUBSET \|\| (KERNELS_\w+)\s*$", re.M)
 _KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(')
+# a function-like macro that declares a kernel whose name it pastes from its arguments (gemm/v13: BFW_KERNEL(2, 4)
+# declares gemm_slab_m##MF##_k##KS##_bf16, i.e. gemm_slab_m2_k4_bf16)
+_KERNEL_MACRO = re.compile(r"#define (\w+)\(([\w ,]+)\)((?:[^\n]*\\\n)*[^\n]*)")
+_PASTED_KERNEL = re.compile(r'extern "C" __global__ void[\s\\]+(?:(?:__launch_bounds__|__cluster_dims__)\([^)]*\)[\s\\]*)*'
+                            r"(\w+(?:##\w+)+)\s*\(([^)]*)\)")
+
+
+def macro_kernels(text: str) -> list[tuple[int, str, list[str]]]:
+    """(position of the invocation, kernel name, its declared parameters as written) for every kernel that a
+    function-like macro declares per invocation with literal arguments."""
+    out = []
+    for m in _KERNEL_MACRO.finditer(text):
+        e = _PASTED_KERNEL.search(m.group(3))
+        if e is None:
+            continue
+        names = [a.strip() for a in m.group(2).split(",")]
+        params = [p.strip().rstrip("\\").strip() for p in e.group(2).split(",")]
+        for call in re.finditer(rf"\b{m.group(1)}\(([^()]*)\)", text):
+            values = [v.strip() for v in call.group(1).split(",")]
+            if len(values) == len(names) and all(v.isdigit() for v in values):
+                kernel = "".join(dict(zip(names, values)).get(t, t) for t in e.group(1).split("##"))
+                out.append((call.start(), kernel, params))
+    return out
 
 
 _LOCAL_INCLUDE = re.compile(r'^#include "((\w+)/[\w.]+)"\s*$', re.M)
@@ -67,23 +90,75 @@ def _families(source: Path, mtime_ns: int, headers: tuple = ()) -> dict:
     text = expanded_text(source)
     guards = [(m.start(), m.group(1)) for m in _FAMILY_GUARD.finditer(text)]
     out = {}
-    for m in _KERNEL.finditer(text):
-        opened = [g for at, g in guards if at < m.start()]
-        if opened and text.rfind("#endif", 0, m.start()) < text.rfind("#if !KERNEL_SUBSET", 0, m.start()):
-            out[m.group(1)] = opened[-1]
+    for at, name in [(m.start(), m.group(1)) for m in _KERNEL.finditer(text)] + \
+            [(at, name) for at, name, _ in macro_kernels(text)]:
+        opened = [g for g_at, g in guards if g_at < at]
+        if opened and _guard_open(text, at):
+            out[name] = opened[-1]
     return out
+
+
+def _guard_open(text: str, at: int) -> bool:
+    """Whether the text at `at` lies inside a family guard: #if / #endif pairs after the guard's #if balance."""
+    start = text.rfind("#if !KERNEL_SUBSET", 0, at)
+    if start < 0:
+        return False
+    depth = 0
+    for d in re.finditer(r"^\s*#\s*(if|ifdef|ifndef|endif)\b", text[start:at], re.M):
+        depth += 1 if d.group(1) != "endif" else -1
+    return depth > 0
+
+
+def _other_families_removed(text: str, family: str) -> str | None:
+    """The text without the blocks the other families' guards wrap (each guard's #if to its matching #endif); None
+    where a guard has an #else or #elif at its own depth (a branch compiled when the guard is off)."""
+    out, at = [], 0
+    for g in _FAMILY_GUARD.finditer(text):
+        if g.start() < at or g.group(1) == family:
+            continue
+        depth = 0
+        for d in re.finditer(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b", text[g.start():], re.M):
+            kind = d.group(1)
+            if kind in ("elif", "else") and depth == 1:
+                return None
+            depth += 1 if kind.startswith("if") else -1 if kind == "endif" else 0
+            if depth == 0:
+                out.append(text[at:g.start()])
+                at = g.start() + d.end()
+                break
+    return "".join(out) + text[at:]
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+@lru_cache(maxsize=None)
+def _names_read(source: Path, mtime_ns: int, headers: tuple, family: str | None) -> frozenset:
+    """Every identifier in the text a build compiles: the file with its pieces (without the other families' blocks
+    when family names one) and every header at the top of kernels/ (a superset of those it includes)."""
+    text = expanded_text(source)
+    if family:
+        text = _other_families_removed(text, family) or text
+    names = set(_IDENTIFIER.findall(_COMMENT.sub(" ", text)))
+    for header in sorted(KERNELS_DIR.glob("*.cuh")):
+        names.update(_IDENTIFIER.findall(_COMMENT.sub(" ", header.read_text())))
+    return frozenset(names)
 
 
 def kernel_defines(kernel_file: str, defines: dict, kernel: str | None = None) -> dict:
     """The -D constants of the build that serves `kernel` of kernel_file: defines, plus KERNEL_SUBSET and the kernel's
-    family switch where the file marks families (only that family is compiled); defines as given otherwise."""
-    if kernel is None:
-        return dict(defines)
+    family switch where the file marks families (only that family is compiled); with kernel None the whole file.
+    Constants the compiled text never names are left out: a variant's constants for other kernels (v10's BFS_CG in
+    a v13 build, the GEMM's in transformer.cu) would otherwise make builds that differ in name only."""
     source = KERNELS_DIR / kernel_file
     if not source.is_file():
         raise GPUError(f"kernel source {source} not found")
-    family = _families(source, source.stat().st_mtime_ns, _headers_mtime()).get(kernel)
-    return {**defines, "KERNEL_SUBSET": 1, family: 1} if family else dict(defines)
+    mtimes = (source.stat().st_mtime_ns, _headers_mtime())
+    family = _families(source, *mtimes).get(kernel) if kernel is not None else None
+    used = _names_read(source, *mtimes, family)
+    kept = {k: v for k, v in defines.items() if k in used}
+    return {**kept, "KERNEL_SUBSET": 1, family: 1} if family else kept
 
 
 def kernel_cubin(kernel_file: str, defines: dict, kernel: str, arch: str) -> bytes:
