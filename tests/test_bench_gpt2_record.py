@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from convnet.paths import CHECKOUT_ROOT as ROOT
 
 
@@ -37,3 +39,15 @@ def test_megakernel_batches_past_eight_only_without_the_megakernel():
     assert p.returncode == 2 and "fast_bf16_mk" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     p = subprocess.run([*cmd, "--variants", "fast_bf16"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "runs 1 to 8" not in p.stderr
+
+
+@pytest.mark.parametrize("spec,message", [("fast_bf16@X", "expected NAME@KEY=VALUE"),
+                                          ("nosuch", "unknown gpt2 variant 'nosuch'"),
+                                          ("fast_bf16_mk@MK_SLOTS=4", "runs 1 to 8")])
+def test_megakernel_variant_specs_are_checked_before_any_gpu_work(spec, message):
+    """--variants takes NAME@KEY=V,...: a malformed spec or an unknown name is one line and exit 2, and a megakernel
+    spec counts as the megakernel for the batch check, all before the GPU check."""
+    cmd = [sys.executable, "-m", "convnet.bench.cli", "megakernel", "--sizes", "124M", "--batches", "1", "32",
+           "--variants", "fast_bf16", spec]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1
