@@ -149,8 +149,9 @@ def _names_read(source: Path, mtime_ns: int, headers: tuple, family: str | None)
 def kernel_defines(kernel_file: str, defines: dict, kernel: str | None = None) -> dict:
     """The -D constants of the build that serves `kernel` of kernel_file: defines, plus KERNEL_SUBSET and the kernel's
     family switch where the file marks families (only that family is compiled); with kernel None the whole file.
-    Constants the compiled text never names are left out: a variant's constants for other kernels (v10's BFS_CG in
-    a v13 build, the GEMM's in transformer.cu) would otherwise make builds that differ in name only."""
+    Constants the compiled text never names are left out: a variant's GEMM constants would otherwise make
+    transformer.cu, attention.cu or sampling.cu builds that differ in name only. (gemm.cu's families share file-scope
+    code that names most of its constants, so its family builds keep them.)"""
     source = KERNELS_DIR / kernel_file
     if not source.is_file():
         raise GPUError(f"kernel source {source} not found")
