@@ -134,9 +134,22 @@
 #include "gemm/v7_wgmma.cuh"
 #if defined(BF_OUT)                      // the bf16 Linear's builds
 #include "gemm/bf16_common.cuh"
+// A family build (KERNEL_SUBSET) reads the pieces its kernels use, no more: another version's file-scope tunables
+// and helpers would otherwise name constants that make its builds differ (build.kernel_defines keeps only those
+// the compiled text names).
+#if !KERNEL_SUBSET || KERNELS_BF16_WGMMA
 #include "gemm/v8_bf16_wgmma.cuh"
+#endif
+#if !KERNEL_SUBSET || KERNELS_BF16_MMA
 #include "gemm/v9_bf16_mma.cuh"
+#endif
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
 #include "gemm/v10_bf16_gemv.cuh"
+#endif
+#if !KERNEL_SUBSET || KERNELS_SMALL_M_BF16 || KERNELS_SLAB_BF16
 #include "gemm/v12_bf16_small_m.cuh"
+#endif
+#if !KERNEL_SUBSET || KERNELS_SLAB_BF16
 #include "gemm/v13_bf16_slab.cuh"
+#endif
 #endif  // defined(BF_OUT): v8, v9, v10, v12, v13

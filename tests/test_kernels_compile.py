@@ -126,6 +126,11 @@ def test_a_build_keeps_only_the_constants_its_text_names():
     assert build.kernel_defines("attention.cu", d, "decode_attention_bf16") == \
         {"HEAD_DIM": 64, "PDL": 1, "KERNEL_SUBSET": 1, "KERNELS_DECODE_BF16": 1}
     assert build.kernel_defines("gemm.cu", d, "gemm_skinny_bf16")["BFS_CG"] == 8
+    # gemm.cu's bf16 pieces sit in their families' guards (v12's in v13's too: v13 takes its k step), so a v13 build
+    # no longer names v10's tunables, and v12's build no longer names v13's
+    slab = build.kernel_defines("gemm.cu", {**d, "BFM_SLAB_WARPS": 4, "BFM_STAGES": 3}, "gemm_slab_m2_k4_bf16")
+    assert "BFS_CG" not in slab and slab["BFM_SLAB_WARPS"] == 4
+    assert "BFM_SLAB_WARPS" not in build.kernel_defines("gemm.cu", {**d, "BFM_SLAB_WARPS": 4}, "gemm_small_m2_bf16")
     assert "Tunables" not in build.kernel_defines("gemm.cu", d)              # gemm.cu names it in a comment only
     # the same build with or without a constant it never names
     assert build.cache_name("transformer.cu", build.kernel_defines("transformer.cu", d, "layernorm_warp_bf16"),

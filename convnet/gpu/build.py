@@ -49,7 +49,13 @@ def define_flags(defines: dict) -> list[str]:
 
 # A kernel file may wrap each kernel in `#if !KERNEL_SUBSET || KERNELS_<FAMILY>`: a build asked for one kernel then
 # compiles that kernel's family alone (gemm.cu holds 13 families; all of them took nvcc ~25 s a build, one 1-18 s).
-_FAMILY_GUARD = re.compile(r"^#if !KERNEL_SUBSET \|\| (KERNELS_\w+)\s*$", re.M)
+# A guard may name several families (`#if !KERNEL_SUBSET || KERNELS_A || KERNELS_B`: a piece of code they share); a
+# kernel's own guard names one.
+_FAMILY_GUARD = re.compile(r"^#if !KERNEL_SUBSET((?: \|\| KERNELS_\w+)+)\s*$", re.M)
+
+
+def _guard_families(guard: re.Match) -> list[str]:
+    return re.findall(r"KERNELS_\w+", guard.group(1))
 _KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(')
 # a function-like macro that declares a kernel whose name it pastes from its arguments (gemm/v13: BFW_KERNEL(2, 4)
 # declares gemm_slab_m##MF##_k##KS##_bf16, i.e. gemm_slab_m2_k4_bf16)
@@ -88,13 +94,14 @@ def expanded_text(source: Path) -> str:
 def _families(source: Path, mtime_ns: int, headers: tuple = ()) -> dict:
     """kernel name -> the KERNELS_<FAMILY> switch guarding it, for the kernels of a file that marks families."""
     text = expanded_text(source)
-    guards = [(m.start(), m.group(1)) for m in _FAMILY_GUARD.finditer(text)]
+    guards = [(m.start(), _guard_families(m)) for m in _FAMILY_GUARD.finditer(text)]
     out = {}
-    for at, name in [(m.start(), m.group(1)) for m in _KERNEL.finditer(text)] + \
+    # (a kernel declared inside a macro's body reads as "__launch_bounds__" here: macro_kernels names those)
+    for at, name in [(m.start(), m.group(1)) for m in _KERNEL.finditer(text) if not m.group(1).startswith("__")] + \
             [(at, name) for at, name, _ in macro_kernels(text)]:
         opened = [g for g_at, g in guards if g_at < at]
-        if opened and _guard_open(text, at):
-            out[name] = opened[-1]
+        if opened and len(opened[-1]) == 1 and _guard_open(text, at):
+            out[name] = opened[-1][0]
     return out
 
 
@@ -114,7 +121,7 @@ def _other_families_removed(text: str, family: str) -> str | None:
     where a guard has an #else or #elif at its own depth (a branch compiled when the guard is off)."""
     out, at = [], 0
     for g in _FAMILY_GUARD.finditer(text):
-        if g.start() < at or g.group(1) == family:
+        if g.start() < at or family in _guard_families(g):
             continue
         depth = 0
         for d in re.finditer(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b", text[g.start():], re.M):
@@ -150,8 +157,8 @@ def kernel_defines(kernel_file: str, defines: dict, kernel: str | None = None) -
     """The -D constants of the build that serves `kernel` of kernel_file: defines, plus KERNEL_SUBSET and the kernel's
     family switch where the file marks families (only that family is compiled); with kernel None the whole file.
     Constants the compiled text never names are left out: a variant's GEMM constants would otherwise make
-    transformer.cu, attention.cu or sampling.cu builds that differ in name only. (gemm.cu's families share file-scope
-    code that names most of its constants, so its family builds keep them.)"""
+    transformer.cu, attention.cu or sampling.cu builds, or one GEMM version's family builds (gemm.cu guards each bf16
+    piece by the families that use it), that differ in name only."""
     source = KERNELS_DIR / kernel_file
     if not source.is_file():
         raise GPUError(f"kernel source {source} not found")

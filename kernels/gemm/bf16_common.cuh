@@ -9,6 +9,14 @@
 // Built only where BF_OUT is given (the bf16 Linear's builds): gemm.cu includes this and v8-v10, v12 under
 // #if defined(BF_OUT), so every fp32 build compiles as before (half the time).
 #include "bf16.cuh"                 // bf16x8_to_f32, layernorm_row (shared with transformer.cu, attention.cu)
+
+// D += A B on mma.sync m16n8k16 (bf16 in, fp32 accumulators): v9's tiles, v12's and v13's k steps
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 #if BF_OUT
 typedef __nv_bfloat16 bf_out_t;
 #else
