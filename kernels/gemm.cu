@@ -136,7 +136,7 @@
 #include "gemm/bf16_common.cuh"
 // A family build (KERNEL_SUBSET) reads the pieces its kernels use, no more: another version's file-scope tunables
 // and helpers would otherwise name constants that make its builds differ (build.kernel_defines keeps only those
-// the compiled text names).
+// the compiled text names). The fp32 pieces above share their definitions too widely for that.
 #if !KERNEL_SUBSET || KERNELS_BF16_WGMMA
 #include "gemm/v8_bf16_wgmma.cuh"
 #endif

@@ -128,8 +128,9 @@ def test_a_build_keeps_only_the_constants_its_text_names():
     assert build.kernel_defines("gemm.cu", d, "gemm_skinny_bf16")["BFS_CG"] == 8
     # gemm.cu's bf16 pieces sit in their families' guards (v12's in v13's too: v13 takes its k step), so a v13 build
     # no longer names v10's tunables, and v12's build no longer names v13's
-    slab = build.kernel_defines("gemm.cu", {**d, "BFM_SLAB_WARPS": 4, "BFM_STAGES": 3}, "gemm_slab_m2_k4_bf16")
-    assert "BFS_CG" not in slab and slab["BFM_SLAB_WARPS"] == 4
+    slab = build.kernel_defines("gemm.cu", {**d, "BFM_SLAB_WARPS": 4, "BF_GROUP": 32}, "gemm_slab_m2_k4_bf16")
+    assert "BFS_CG" not in slab and "BF_GROUP" not in slab and slab["BFM_SLAB_WARPS"] == 4   # BF_GROUP: v8's, v9's
+    assert build.kernel_defines("gemm.cu", {"BF_GROUP": 32, "BF_OUT": 1}, "gemm_bf16_mma")["BF_GROUP"] == 32
     assert "BFM_SLAB_WARPS" not in build.kernel_defines("gemm.cu", {**d, "BFM_SLAB_WARPS": 4}, "gemm_small_m2_bf16")
     assert "Tunables" not in build.kernel_defines("gemm.cu", d)              # gemm.cu names it in a comment only
     # the same build with or without a constant it never names

@@ -22,9 +22,6 @@ typedef __nv_bfloat16 bf_out_t;
 #else
 typedef float bf_out_t;
 #endif
-#ifndef BF_GROUP
-#define BF_GROUP 8                 // tile order: groups of BF_GROUP row tiles walked column by column (0: N fastest)
-#endif
 // EPI_PARAMS with C, resid, k_out and v_out in the output type (the launcher passes the same arguments)
 #define BF_EPI_PARAMS bf_out_t* C, long long ldc, const float* RESTRICT bias, int act, const bf_out_t* resid,        \
                       bf_out_t* RESTRICT k_out, bf_out_t* RESTRICT v_out, int qkv_T, int pos, int n_head,              \
@@ -43,10 +40,15 @@ __device__ __forceinline__ void bf_st2(__nv_bfloat16* p, float a, float b) {
 }
 
 // Tile number -> (row tile, column tile): groups of BF_GROUP row tiles, column by column inside a group (common.cuh;
-// L2 reuse: the LM head's W is 77 MB).
+// L2 reuse: the LM head's W is 77 MB). v8's and v9's tile walks.
+#if !KERNEL_SUBSET || KERNELS_BF16_WGMMA || KERNELS_BF16_MMA
+#ifndef BF_GROUP
+#define BF_GROUP 8                 // tile order: groups of BF_GROUP row tiles walked column by column (0: N fastest)
+#endif
 __device__ __forceinline__ void bf_tile_coords(int b, int mtiles, int ntiles, int& mt, int& nt) {
     grouped_tile_coords<BF_GROUP>(b, mtiles, ntiles, mt, nt);
 }
+#endif
 
 // One thread's output rows: the row's validity and, for pro_2's scatter, its parts of the Q and K/V addresses
 // (b, t), worked out once per row instead of once per element.
