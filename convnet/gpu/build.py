@@ -48,20 +48,21 @@ def define_flags(defines: dict) -> list[str]:
 
 
 # A kernel file may wrap each kernel in `#if !KERNEL_SUBSET || KERNELS_<FAMILY>`: a build asked for one kernel then
-# compiles that kernel's family alone (gemm.cu holds 13 families; all of them took nvcc ~25 s a build, one 1-18 s).
+# compiles that kernel's family alone (gemm.cu holds 14 families; all of them took nvcc ~25 s a build, one 1-18 s).
 # A guard may name several families (`#if !KERNEL_SUBSET || KERNELS_A || KERNELS_B`: a piece of code they share); a
 # kernel's own guard names one.
 _FAMILY_GUARD = re.compile(r"^#if !KERNEL_SUBSET((?: \|\| KERNELS_\w+)+)\s*$", re.M)
-
-
-def _guard_families(guard: re.Match) -> list[str]:
-    return re.findall(r"KERNELS_\w+", guard.group(1))
 _KERNEL = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(')
 # a function-like macro that declares a kernel whose name it pastes from its arguments (gemm/v13: BFW_KERNEL(2, 4)
 # declares gemm_slab_m##MF##_k##KS##_bf16, i.e. gemm_slab_m2_k4_bf16)
 _KERNEL_MACRO = re.compile(r"#define (\w+)\(([\w ,]+)\)((?:[^\n]*\\\n)*[^\n]*)")
-_PASTED_KERNEL = re.compile(r'extern "C" __global__ void[\s\\]+(?:(?:__launch_bounds__|__cluster_dims__)\([^)]*\)[\s\\]*)*'
+_PASTED_KERNEL = re.compile(r'extern "C" __global__ void[\s\\]+'
+                            r"(?:(?:__launch_bounds__|__cluster_dims__)\([^)]*\)[\s\\]*)*"
                             r"(\w+(?:##\w+)+)\s*\(([^)]*)\)")
+
+
+def _guard_families(guard: re.Match) -> list[str]:
+    return re.findall(r"KERNELS_\w+", guard.group(1))
 
 
 def macro_kernels(text: str) -> list[tuple[int, str, list[str]]]:
