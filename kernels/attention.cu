@@ -36,7 +36,8 @@
 //   decode_attention_bf16  Tq = 1 over the bf16 KV cache (the bf16 variants' decode steps): decode_attention's plan
 //                     with a key row spread over HEAD_DIM / 8 lanes, fp32 p and accumulators; PDL=1 waits for the
 //                     previous kernel (programmatic dependent launch) before reading anything; PDL_EARLY=1
-//                     (fast_bf16) reads pos and sends the older K/V rows to L2 before that wait.
+//                     (fast_bf16) sends the older K/V rows to L2 before that wait; PDL_TRIGGER_START=1 launches
+//                     the next kernel from this one's start.
 //                     _gap: ragged batches, each sequence's padding slots skipped.
 //   decode_attention_split_bf16  Tq = 1, flash-decoding over the bf16 KV cache (bf16 param
 //                     decode_attention = "split"): decode_attention_split's plan with a key row over HEAD_DIM / 8 lanes
@@ -1560,13 +1561,19 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
 #define AT_PDL_WAIT() do { } while (0)
 #define AT_PDL_TRIGGER() do { } while (0)
 #endif
-// PDL_EARLY=1 (with PDL=1): before the wait, pos (written only by decode_advance, which has
-// completed: a kernel launches only when the one before it passed its own wait) and an L2 prefetch of this head's
-// cached keys and values before the newest one (written by earlier steps), so the loop's first loads find them in
-// L2 instead of DRAM; q and the newest K/V row (the QKV GEMV's) are read after the wait as before.
+// PDL_EARLY=1 (with PDL=1): before the wait, an L2 prefetch of this head's cached keys and values before the newest
+// one (written by earlier steps), so the loop's first loads find them in L2 instead of DRAM; its range comes from a
+// read of pos that is only a hint (a kernel may launch before the step's end has written pos: PDL_TRIGGER_START).
+// pos, q and the newest K/V row (the QKV GEMV's) are read after the wait, pos and q in the same round trip.
+// PDL_TRIGGER_START=1: launch_dependents first, as gemm.cu v10's GEMVs do (v10_bf16_gemv.cuh says why it is safe).
 #ifndef PDL_EARLY
 #define PDL_EARLY 0
 #endif
+#ifndef PDL_TRIGGER_START
+#define PDL_TRIGGER_START 0
+#endif
+#define AT_PDL_TRIGGER_AT_START() do { if (PDL_TRIGGER_START) AT_PDL_TRIGGER(); } while (0)
+#define AT_PDL_TRIGGER_AFTER_WAIT() do { if (!PDL_TRIGGER_START) AT_PDL_TRIGGER(); } while (0)
 #define DB_THREADS 128
 #define DB_LPK (HEAD_DIM / 8)            // lanes per key row
 #define DB_GROUPS (DB_THREADS / DB_LPK)  // keys in flight per block
@@ -1586,22 +1593,20 @@ decode_attention_bf16_body(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16*
                            const int* RESTRICT gap) {
     constexpr int D = HEAD_DIM;
     const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x, grp = tid / DB_LPK, sub = tid % DB_LPK;
+    AT_PDL_TRIGGER_AT_START();
 #if PDL && PDL_EARLY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (pos_dev) Tk = *pos_dev + 1;
-    if (tid < 2 && Tk > 1) {                     // keys lo .. Tk - 2 of K (thread 0) and V (thread 1) into L2
-        const int lo0 = window > 0 ? max(0, Tk - window) : 0;
-        if (Tk - 1 > lo0)
+    const int hint = pos_dev ? *pos_dev + 1 : Tk;
+    if (tid < 2 && hint > 1 && hint <= cap_kv) { // keys lo .. hint - 2 of K (thread 0) and V (thread 1) into L2
+        const int lo0 = window > 0 ? max(0, hint - window) : 0;
+        if (hint - 1 > lo0)
             asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n"
-                         :: "l"((tid ? v : k) + ((long long)bh * cap_kv + lo0) * D), "r"((unsigned)(Tk - 1 - lo0) * D * 2u)
+                         :: "l"((tid ? v : k) + ((long long)bh * cap_kv + lo0) * D), "r"((unsigned)(hint - 1 - lo0) * D * 2u)
                          : "memory");
     }
-    AT_PDL_WAIT();
-    AT_PDL_TRIGGER();
-#else
-    AT_PDL_WAIT();
-    AT_PDL_TRIGGER();
-    if (pos_dev) Tk = *pos_dev + 1;
 #endif
+    AT_PDL_WAIT();
+    AT_PDL_TRIGGER_AFTER_WAIT();
+    if (pos_dev) Tk = *(const volatile int*)pos_dev + 1;
     __shared__ float ms[DB_GROUPS], ls[DB_GROUPS];
     __shared__ __align__(16) float os[DB_GROUPS][D];
     const __nv_bfloat16* kh = k + (long long)bh * cap_kv * D + sub * 8;
@@ -1713,10 +1718,11 @@ decode_attention_split_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16
                             float* RESTRICT part, unsigned* RESTRICT tickets) {
     constexpr int D = HEAD_DIM, NW = DS_THREADS / 32;
     const int S = gridDim.x, j = blockIdx.x, bh = blockIdx.y, BH = gridDim.y, tid = threadIdx.x;
+    AT_PDL_TRIGGER_AT_START();
 #if PDL && PDL_EARLY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (pos_dev) Tk = *pos_dev + 1;
-    if (tid < 2) {                               // this block's keys before the newest: K (thread 0), V (thread 1)
-        const int qy = Tk - 1, lo0 = window > 0 ? max(0, qy - window + 1) : 0, nch = (qy - lo0 + DSB_CH) / DSB_CH;
+    const int hint = pos_dev ? *pos_dev + 1 : Tk;  // the prefetch's range only (see decode_attention_bf16)
+    if (tid < 2 && hint <= cap_kv) {             // this block's keys before the newest: K (thread 0), V (thread 1)
+        const int qy = hint - 1, lo0 = window > 0 ? max(0, qy - window + 1) : 0, nch = (qy - lo0 + DSB_CH) / DSB_CH;
         for (int ch = j; ch < nch; ch += S) {
             const int a = lo0 + ch * DSB_CH, e = min(a + DSB_CH, qy);   // keys a .. e-1 (e <= the newest, excluded)
             if (e > a)
@@ -1725,13 +1731,10 @@ decode_attention_split_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16
                              : "memory");
         }
     }
-    AT_PDL_WAIT();
-    AT_PDL_TRIGGER();
-#else
-    AT_PDL_WAIT();
-    AT_PDL_TRIGGER();
-    if (pos_dev) Tk = *pos_dev + 1;
 #endif
+    AT_PDL_WAIT();
+    AT_PDL_TRIGGER_AFTER_WAIT();
+    if (pos_dev) Tk = *(const volatile int*)pos_dev + 1;
     __shared__ float red[2][NW];
     __shared__ __align__(16) float os[DSB_G][D];
     __shared__ float ls[DSB_G];

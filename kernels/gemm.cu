@@ -89,7 +89,8 @@
 //   gemm_skinny_bf16 v10 bf16 GEMV for M <= 8 (decoding): W^T rows read once, 16 bytes per load. _ln builds: the
 //                      LayerNorm of the fp32 residual stream as a prologue (no LayerNorm launch in a decode step);
 //                      PDL=1: programmatic dependent launch (weights loaded before griddepcontrol.wait). PDL_EARLY=1:
-//                      bias, gamma / beta and pos read before the wait too. _pick builds:
+//                      bias, gamma / beta read before the wait too, pos right after it. PDL_TRIGGER_START=1: the
+//                      next kernel launched from this one's start, not from its wait. _pick builds:
 //                      the LM head's GEMV ends a greedy decode step (argmax by atomicMax keys, then its last block
 //                      advances pos and embeds the next tokens: three launches fewer). H100, greedy B=1 124M, same
 //                      run: 4,011 tok/s with both vs 3,083 without; with BFS_CG 8 for the LM head and 1 for the N = 768
@@ -120,7 +121,7 @@
 // head, i.e. straight into the KV cache), so attention needs no permute kernel.
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
-// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA BF_EPI_TMA_BUFS BF_PDL BF_TRACE BF_LNS BF_LNS_PART (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY (v10),
+// BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA BF_EPI_TMA_BUFS BF_PDL BF_TRACE BF_LNS BF_LNS_PART (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY PDL_TRIGGER_START (v10),
 // SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12), BFM_SLAB BFM_SLAB_SMEM (v13): see each
 // version's section.
 // The versions, one file each under kernels/gemm/, in the order they build on each other:

@@ -90,7 +90,9 @@ def test_tunables(defines, D, rng):
         check(got, want)
 
 
-@pytest.mark.parametrize("defines", [{}, {"PDL": 1}, {"PDL": 1, "PDL_EARLY": 1}], ids=["plain", "pdl", "pdl_early"])
+@pytest.mark.parametrize("defines", [{}, {"PDL": 1}, {"PDL": 1, "PDL_EARLY": 1},
+                                     {"PDL": 1, "PDL_EARLY": 1, "PDL_TRIGGER_START": 1}],
+                         ids=["plain", "pdl", "pdl_early", "pdl_trigger_start"])
 @pytest.mark.parametrize("Tk,cap", [(1, 8), (2, 8), (333, 400), (129, 1024)])
 def test_device_position_pdl_tickets_and_repeated_launches(defines, Tk, cap, rng):
     """The position from device memory (a graph's decode step), with the PDL builds (PDL_EARLY: pos and the L2

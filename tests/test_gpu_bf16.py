@@ -410,14 +410,15 @@ def test_bf16_flash_attention_lean_writes_the_same_bits(tile, Tq, Tk, B, H, wind
 
 
 # ---- decode_attention_bf16 (Tq = 1) --------------------------------------------------------------------------
-def _decode_attention_case(rng, B, H, Tk, D, window=0, on_device=False, pdl=False, early=False):
+def _decode_attention_case(rng, B, H, Tk, D, window=0, on_device=False, pdl=False, early=False, start=False):
     import math
     from convnet.gpu import tma
     from convnet.gpu.runtime import f32, i32, ptr
     case = _AttentionCase(rng, B, H, 1, Tk, D, window, "db")
     rt = case.rt
     fn = tma.launcher(rt, "attention.cu", "decode_attention_bf16",
-                      {"HEAD_DIM": D, "PDL": int(pdl), **({"PDL_EARLY": 1} if early else {})}, "test")
+                      {"HEAD_DIM": D, "PDL": int(pdl), **({"PDL_EARLY": 1} if early else {}),
+                       **({"PDL_TRIGGER_START": 1} if start else {})}, "test")
     pos = rt.pool.upload("test.db.pos", np.array([Tk - 1], np.int32), np.int32) if on_device else None
     b = case.bufs
     fn((B * H, 1, 1), (128, 1, 1), ptr(b["q"]), ptr(b["k"]), ptr(b["v"]), ptr(case.y), i32(H),
@@ -443,9 +444,12 @@ def test_bf16_decode_attention_windows_device_position_and_pdl(Tk, window, on_de
 @pytest.mark.gpu
 @pytest.mark.parametrize("Tk,window,on_device", [(1, 0, True), (2, 0, True), (130, 0, True), (500, 100, True),
                                                  (64, 64, False), (1025, 0, False)])
-def test_bf16_decode_attention_early_reads(Tk, window, on_device, rng):
-    """PDL_EARLY=1 (session 10): pos and the L2 prefetch of the older K/V rows before the wait (one key: none)."""
-    _decode_attention_case(rng, B=2, H=12, Tk=Tk, D=64, window=window, on_device=on_device, pdl=True, early=True)
+@pytest.mark.parametrize("start", [False, True], ids=["trigger_after_wait", "trigger_at_start"])
+def test_bf16_decode_attention_early_reads(Tk, window, on_device, start, rng):
+    """PDL_EARLY=1 (session 10): the L2 prefetch of the older K/V rows before the wait, its range from pos read as a
+    hint (one key: none), pos read again after the wait; PDL_TRIGGER_START=1: the next kernel launched from the start."""
+    _decode_attention_case(rng, B=2, H=12, Tk=Tk, D=64, window=window, on_device=on_device, pdl=True, early=True,
+                           start=start)
 
 
 # decode_attention_bf16_gap (session 25): ragged batches' decode steps, sequence b's padding slots [lo_b, hi_b) skipped;
@@ -778,7 +782,8 @@ def test_bf16_pick_head_keys_and_reset(M, rng):
     from convnet.gpu.gemm import Epilogue, Linear, PickHead
     from convnet.gpu.runtime import ptr
     rt = runtime_for("fast_bf16")
-    lin = Linear(rt, "bf16_wgmma", catalogue.get("fast_bf16", "gpt2").defines, "test")
+    # the LM head group's constants: up to 8 rows on the GEMV (fast_bf16 runs 2-8 rows of the other groups on v13)
+    lin = Linear(rt, "bf16_wgmma", {**catalogue.get("fast_bf16", "gpt2").defines, "BFM_SLAB_MIN_M": 9}, "test")
     head = PickHead(rt, lin, "test")
     K, V, N, n_ctx, eps = 128, 257, 384, 40, 1e-5
     x = rng.standard_normal((M, K)).astype(np.float32)

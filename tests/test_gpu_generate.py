@@ -335,6 +335,35 @@ def test_bf16_greedy_steps_end_in_the_lm_heads_pick(name, B, graph, monkeypatch)
     assert sum(g == w for g, w in zip(got, want)) >= B - max(1, B // 4), (got, want)
 
 
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb"])
+def test_picked_steps_chain_in_graphs(name, monkeypatch):
+    """Greedy steps of one sequence (decode_pick) replay CHAIN steps a graph, each step's token into its row of a
+    device ring fetched once a graph, and the steps left over one a graph: for runs of new tokens around multiples
+    of CHAIN, poisoned first, the tokens equal eager launches' (graph=False) bit for bit and the reference's. A chain
+    is captured once for a shape (CHAIN steps launched from the host into it) and replayed by the next run of it."""
+    from convnet.gpt2 import gpu_generate
+    chain = gpu_generate.CHAIN
+    params = small_params(SMALL)
+    gen = make_generator(name, params, SMALL)
+    rt = gen.gpu.rt
+    calls, enqueue = [], gen.gpu.enqueue
+    monkeypatch.setattr(gen.gpu, "enqueue", lambda *a, **k: calls.append(k.get("pick_out") is not None) or enqueue(*a, **k))
+    prompt = [[3, 14, 15, 92, 65]]
+    for n in (chain + 2, chain + 3, 2 * chain + 1, 2 * chain + 6, 3 * chain + 2):
+        calls.clear()
+        poison(rt)
+        got = run(gen, prompt, n)
+        assert calls.count(True) == chain, (n, calls)          # captured: a new capacity, so a new step key
+        calls.clear()
+        poison(rt)
+        assert run(gen, prompt, n) == got and True not in calls, (n, calls)     # replayed
+        assert len(got[0]) == n and got == run(gen, prompt, n, graph=False), n
+    prompts = [[int(x) for x in np.arange(1, 7) * (7 + 2 * i) % 257] for i in range(4)]
+    got = [run(gen, [p], 2 * chain + 6)[0] for p in prompts]
+    want = [generate(params, SMALL, p, 2 * chain + 6) for p in prompts]
+    assert sum(g == w for g, w in zip(got, want)) >= 3, (got, want)
+
+
 @pytest.mark.parametrize("plain,lnpdl", [("fast_bf16-ln_pdl", "fast_bf16"), (SPLIT + "-ln_pdl", SPLIT)])
 @pytest.mark.parametrize("graph", [True, False])
 def test_bf16_ln_pdl_gives_the_same_tokens(plain, lnpdl, graph):

@@ -355,7 +355,7 @@ class GPT2GPU:
 
     # -- one forward -------------------------------------------------------------------------------
     def enqueue(self, idx_host: np.ndarray | None, pos: int = 0, cap: int | None = None, last_only: bool = False,
-                device_step: int = 0, last_rows=None, pick: bool = False):
+                device_step: int = 0, last_rows=None, pick: bool = False, pick_out=None):
         """Runs tokens idx_host (B, T) at positions pos.. on the stream; keys and values of earlier
         positions must already be in the cache. Returns the logits buffer: rows (B*T or B, Vp). idx_host = (B, T),
         a shape: the tokens are in the gpt2.act.idx buffer already (forward()'s graph: no host copy inside it).
@@ -364,7 +364,8 @@ class GPT2GPU:
         (step_idx, pos): nothing comes from the host, so the step can be captured in a CUDA graph.
         last_rows (device int32 (B,), with last_only and self.ragged): the row of each sequence whose logits
         are wanted (right-padded prompts of different lengths), instead of the last.
-        pick (device_step, where _picks): the step's tokens are embedded already and the LM head ends it (PickHead)."""
+        pick (device_step, where _picks): the step's tokens are embedded already and the LM head ends it (PickHead),
+        writing the chosen tokens into pick_out (B int32 on the device; default gpt2.act.next)."""
         if device_step:
             B, T, pos_dev = device_step, 1, self.rt.pool.get("gpt2.act.pos", (1,), np.int32)
         elif isinstance(idx_host, tuple):               # (B, T): the tokens are in gpt2.act.idx already (forward())
@@ -459,7 +460,8 @@ class GPT2GPU:
             a_ld, a = T * C, ptr(a, (T - 1) * C)
         if pick:
             self.pick(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, self.V, ln, self.w["wpe"], cfg.n_ctx,
-                      self.rt.pool.get("gpt2.act.next", (B,), np.int32), idx_dev, pos_dev, buf["x"], s)
+                      self.rt.pool.get("gpt2.act.next", (B,), np.int32) if pick_out is None else pick_out, idx_dev,
+                      pos_dev, buf["x"], s)
         else:
             self._linear("lm_head", rows, self.Vp, ln)(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp),
                                     self.Vp, head, s, ln=ln)

@@ -123,6 +123,10 @@ def z_shared_bytes(rt, V: int) -> int:
 
 
 PICK_MAX_B = 1        # greedy steps of up to this many sequences take the LM head's pick (decode_pick)
+# Picked steps (the host has nothing to add to them) replay CHAIN to a CUDA graph, each step's tokens into its row of
+# a device ring, fetched once a graph: between graphs the device idled about 14 us a step (the replay's start and the
+# copy of the tokens), inside one the steps chain by programmatic dependent launch like the kernels of a step.
+CHAIN = 8
 
 
 class GPUGenerator:
@@ -147,6 +151,8 @@ class GPUGenerator:
         # next run with the same key (batch, capacity, sampling, buffers): the eager step and the capture it saves
         # are two of a short generate call's three host-launched forwards
         self._step_graph = None
+        # CHAIN picked steps as one graph, kept as the step's is
+        self._chain_graph = None
         # the prompt's forward and first choice as a graph too, captured when a run's prompt key (its step key and
         # prompt length) repeats the previous run's, replayed by the runs after it with that key: a new shape costs
         # no capture, a benchmark's or a server's repeated shape no host launches (~5 ms at the 124M shape)
@@ -259,9 +265,9 @@ class GPUGenerator:
         pick = not mega and B <= PICK_MAX_B and temp == 0 and s.repetition_penalty == 1 and done is None and \
             gpu.graphable and gpu._picks(B)
 
-        def device_step():
+        def device_step(pick_out=None):
             if pick:
-                gpu.enqueue(None, cap=cap, last_only=True, device_step=B, pick=True)
+                gpu.enqueue(None, cap=cap, last_only=True, device_step=B, pick=True, pick_out=pick_out)
                 return
             if mega:                                # its logits, then the samplers as for the other steps
                 logits = pool.get("gpt2.act.logits", (B, gpu.Vp))
@@ -297,8 +303,12 @@ class GPUGenerator:
                 graph = False
             on_device = gpu.graphable
             step_graph, processed, launched, timed_from = None, 0, 1, 2 if on_device and graph else 1
+            chained = pick and on_device and graph and N - 2 >= CHAIN
+            ring = pool.get("gpt2.gen.ring", (CHAIN, B), np.int32) if chained else None
+            chain_graph = None
             finished = False
-            for n in range(1, N):
+            n = 1
+            while n < N:
                 if not on_device:                               # the host feeds each step's tokens
                     lookahead = 0
                     events[n - 1].synchronize()
@@ -309,8 +319,27 @@ class GPUGenerator:
                         break
                 if finished:
                     break
+                k = CHAIN if chained and n >= 2 and N - n >= CHAIN else 1
+                if k > 1 and chain_graph is None:
+                    chain_graph = self._kept(self._chain_graph, step_key)
+                    if chain_graph is None:                     # captured before the timing starts
+                        generation = pool.generation
+                        chain_graph = Graph.capture(st)
+                        with chain_graph:
+                            for j in range(CHAIN):
+                                device_step(ptr(ring, j * B))
+                        whole = pool.generation == generation
+                        self._chain_graph = (step_key, generation, chain_graph) if whole else None
                 if n == timed_from:
                     start.record(st)
+                if k > 1:
+                    chain_graph.launch()
+                    ring.get_async(stream=st, ary=host[n:n + k])
+                    events[n + k - 1].record(st)
+                    events[n:n + k - 1] = [events[n + k - 1]] * (k - 1)
+                    n += k
+                    launched = n
+                    continue
                 if step_graph is None and on_device and graph:
                     step_graph = self._kept(self._step_graph, step_key)
                 if step_graph is not None:
@@ -329,7 +358,7 @@ class GPUGenerator:
                     choose(logits)
                 nxt.get_async(stream=st, ary=host[n])
                 events[n].record(st)
-                launched = n + 1
+                launched = n = n + 1
             end.record(st)
             while not finished and processed < launched:
                 finished = self._process(events, host, processed, rows, on_step)
@@ -373,7 +402,7 @@ class GPUGenerator:
     def forget(self):
         """Drops what runs keep for the next (the decode step's and the prompt's graphs, the pinned token rows): the
         next run captures anew, as a first call of its shape does."""
-        self._step_graph = self._prompt_graph = self._last_prompt_key = self._host = None
+        self._step_graph = self._chain_graph = self._prompt_graph = self._last_prompt_key = self._host = None
 
     def _host_tokens(self, N: int, B: int):
         """Pinned host rows for N steps' B token ids: the last run's buffer where it is large enough (pinning costs

@@ -37,6 +37,15 @@
 #ifndef PDL_EARLY
 #define PDL_EARLY 0
 #endif
+// PDL_TRIGGER_START=1 (with PDL=1): launch_dependents as the kernel's first instruction instead of after the wait, so
+// the next kernel launches once all of this one's blocks are resident, not once they have passed their wait: its
+// weights stream in during this kernel's whole run, not only its tail. Safe because every programmatic kernel of a
+// decode step reads before its wait only what no kernel writes (weights, biases, gamma, beta) or hints (an L2
+// prefetch range); pos and every activation are read after it, and the wait is transitive (this kernel completes only
+// after its own wait returned).
+#ifndef PDL_TRIGGER_START
+#define PDL_TRIGGER_START 0
+#endif
 #define BFS_EARLY (PDL && PDL_EARLY)
 #define BFS_GT (256 / BFS_CG)      // threads per column group
 static_assert(BFS_GT % 32 == 0, "BFS_CG: 1, 2, 4 or 8 (a column group is whole warps)");
@@ -128,6 +137,7 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     const int warp = threadIdx.x / 32, gt = threadIdx.x % BFS_GT;
     const int n0 = (blockIdx.x * BFS_CG + threadIdx.x / BFS_GT) * 4;
     const bool live = n0 < N;
+    if (PDL_TRIGGER_START) BF_PDL_TRIGGER();
     const __nv_bfloat16* w[4];
 #pragma unroll
     for (int c = 0; c < 4; ++c) w[c] = Bt + (long long)min(n0 + c, N - 1) * ldb;
@@ -140,17 +150,16 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     }
     if (live && gt < 4 && K > BFS_PRE * STEP)                 // the rest of this group's W^T rows into L2
         BF_PDL_L2(Bt + (long long)min(n0 + gt, N - 1) * ldb + BFS_PRE * STEP, (unsigned)(K - BFS_PRE * STEP) * 2u);
-    // the epilogue thread (group, row): its 4 columns; PDL_EARLY: their bias and pos read before the wait
+    // the epilogue thread (group, row): its 4 columns; PDL_EARLY: their bias read before the wait, pos right after it
+    // (issued with the first reads of A, so it costs no round trip of its own)
     const int grp = threadIdx.x / MR, m_e = threadIdx.x % MR, n_e = (blockIdx.x * BFS_CG + grp) * 4;
+    const bool epi = grp < BFS_CG && m_e < M && n_e < N;
 #if BFS_EARLY
     float bias_e[4] = {0.f, 0.f, 0.f, 0.f};
     int pos_e = pos;
-    if (grp < BFS_CG && m_e < M && n_e < N) {
-        if (bias) {
+    if (epi && bias) {
 #pragma unroll
-            for (int c = 0; c < 4; ++c) bias_e[c] = n_e + c < N ? bias[n_e + c] : 0.f;
-        }
-        if (qkv_T > 0 && pos_dev) pos_e = *pos_dev;
+        for (int c = 0; c < 4; ++c) bias_e[c] = n_e + c < N ? bias[n_e + c] : 0.f;
     }
     if constexpr (LN) {                                       // gamma (K floats), beta (K floats) into g_sh
         for (int c = threadIdx.x; c < K / 2; c += 256) {
@@ -161,7 +170,10 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     }
 #endif
     BF_PDL_WAIT();                                            // the previous kernels' outputs are visible now
-    BF_PDL_TRIGGER();
+    if (!PDL_TRIGGER_START) BF_PDL_TRIGGER();
+#if BFS_EARLY
+    if (epi && qkv_T > 0 && pos_dev) pos_e = *(const volatile int*)pos_dev;
+#endif
     const __nv_bfloat16* A = (const __nv_bfloat16*)Ain;
     int a_ld = lda;
     if constexpr (LN) {
@@ -212,7 +224,7 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     __syncthreads();
     // thread (group, row): the group's WPG warp partials of one row, summed and stored
     unsigned long long key = 0ull;                            // _pick: this thread's best (logit, column)
-    if (grp < BFS_CG && m_e < M && n_e < N) {
+    if (epi) {
         float4 v = red[grp * WPG][m_e];
         for (int i = 1; i < WPG; ++i) {
             const float4 p = red[grp * WPG + i][m_e];
