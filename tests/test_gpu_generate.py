@@ -364,6 +364,34 @@ def test_picked_steps_chain_in_graphs(name, monkeypatch):
     assert sum(g == w for g, w in zip(got, want)) >= 3, (got, want)
 
 
+@pytest.mark.parametrize("name", ["fast_fp32", "fast_bf16"])
+def test_sampled_steps_chain_in_graphs(name, monkeypatch):
+    """Steps that end in the samplers (3 sequences: seeded top-p with a repetition penalty; greedy with an end-of-text
+    token that stops one sequence inside a chain) replay CHAIN steps a graph too, each step's tokens into its row of the
+    ring: poisoned first, the tokens equal eager launches' (graph=False) and the next run's from the kept graphs."""
+    from convnet.gpt2.gpu_generate import CHAIN
+    params = small_params(SMALL)
+    gen = make_generator(name, params, SMALL)
+    rt = gen.gpu.rt
+    calls, enqueue = [], gen.gpu.enqueue
+    monkeypatch.setattr(gen.gpu, "enqueue", lambda *a, **k: calls.append(k.get("device_step", 0)) or enqueue(*a, **k))
+    prompts = [[5, 9, 2], [7, 1, 4], [100, 3, 3]]
+    n = 2 * CHAIN + 5
+    free = run(gen, prompts, n)
+    eos = free[1][CHAIN + 3]                            # inside the second chain
+    for s, e in ((Sampling(0.9, top_p=0.8, repetition_penalty=1.3, seed=11), None), (Sampling(), eos)):
+        calls.clear()
+        poison(rt)
+        got = run(gen, prompts, n, s, e)
+        assert calls.count(2) == 2 + CHAIN, calls       # an eager step, the step's graph, the chain's
+        calls.clear()
+        poison(rt)
+        assert run(gen, prompts, n, s, e) == got and 2 not in calls
+        assert got == run(gen, prompts, n, s, e, graph=False)
+    cut = free[1].index(eos) + 1
+    assert got[1] == free[1][:cut] and cut <= CHAIN + 4
+
+
 @pytest.mark.parametrize("plain,lnpdl", [("fast_bf16-ln_pdl", "fast_bf16"), (SPLIT + "-ln_pdl", SPLIT)])
 @pytest.mark.parametrize("graph", [True, False])
 def test_bf16_ln_pdl_gives_the_same_tokens(plain, lnpdl, graph):
@@ -391,7 +419,10 @@ def test_next_runs_of_the_same_shape_replay_the_kept_graphs(name, monkeypatch):
     of eager launches (graph=False: the same kernels) and, for the same prompts, the first run's; other prompts of the
     same shapes (one length, then different lengths) get their own tokens from the graphs; other sampling, an
     allocation in the pool since a capture, or forget() captures anew. (Each entry of `calls` is one forward launched
-    from the host: 0 the prompt's, 2 a decode step's.)"""
+    from the host: 0 the prompt's, 2 a decode step's; a capture is an eager step, the step's graph and CHAIN steps
+    into the chain's graph.)"""
+    from convnet.gpt2.gpu_generate import CHAIN
+    captured = [0, 2, 2] + [2] * CHAIN                          # prompt, eager step, captured step, captured chain
     params = small_params(SMALL)
     gen = make_generator(name, params, SMALL)
     rt = gen.gpu.rt
@@ -400,10 +431,10 @@ def test_next_runs_of_the_same_shape_replay_the_kept_graphs(name, monkeypatch):
     monkeypatch.setattr(gen.gpu, "enqueue", lambda *a, **k: calls.append(k.get("device_step", 0)) or enqueue(*a, **k))
     prompts = [[5, 9, 2], [7, 1, 4]]
     first = run(gen, prompts, 12)
-    assert calls == [0, 2, 2]                                   # prompt, eager step, captured step
+    assert calls == captured
     # (prompts, the host's launches): the prompt key seen again (captured), then replayed; different lengths (another
     # key: captured anew, the ragged step kept) twice
-    for other, launched in ((prompts, [0, 0]), ([[100, 3, 3], [250, 9, 1]], []), ([[5, 9, 2], [7]], [0, 2, 2]),
+    for other, launched in ((prompts, [0, 0]), ([[100, 3, 3], [250, 9, 1]], []), ([[5, 9, 2], [7]], captured),
                             ([[8], [30, 31, 32]], [0, 0]), ([[9], [31, 32, 33]], [])):
         calls.clear()
         poison(rt)
@@ -414,10 +445,10 @@ def test_next_runs_of_the_same_shape_replay_the_kept_graphs(name, monkeypatch):
             assert got == first
     calls.clear()
     run(gen, prompts, 12, Sampling(0.7, seed=3))
-    assert calls == [0, 2, 2]                                   # other sampling: captured anew
+    assert calls == captured                                    # other sampling: captured anew
     gen.gpu.logits(np.zeros((3, 90), np.int32))                 # larger buffers: the pool's generation moves on
     calls.clear()
-    assert run(gen, prompts, 12) == first and calls == [0, 2, 2]
+    assert run(gen, prompts, 12) == first and calls == captured
     gen.forget()                                                # as a first call: captured anew
     calls.clear()
-    assert run(gen, prompts, 12) == first and calls == [0, 2, 2]
+    assert run(gen, prompts, 12) == first and calls == captured

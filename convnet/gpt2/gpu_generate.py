@@ -123,9 +123,10 @@ def z_shared_bytes(rt, V: int) -> int:
 
 
 PICK_MAX_B = 1        # greedy steps of up to this many sequences take the LM head's pick (decode_pick)
-# Picked steps (the host has nothing to add to them) replay CHAIN to a CUDA graph, each step's tokens into its row of
-# a device ring, fetched once a graph: between graphs the device idled about 14 us a step (the replay's start and the
-# copy of the tokens), inside one the steps chain by programmatic dependent launch like the kernels of a step.
+# Steps on the device (the host has nothing to add to them) replay CHAIN to a CUDA graph, each step's tokens into its
+# row of a device ring, fetched once a graph: between graphs the device idled about 14 us a step (the replay's start
+# and the copy of the tokens), inside one the steps follow each other as the kernels of a step do. A run that ends
+# (end-of-text everywhere, a stop string) within a chain leaves at most CHAIN - 1 steps computed and not used.
 CHAIN = 8
 
 
@@ -243,15 +244,16 @@ class GPUGenerator:
         if split is not None:
             split.buffers(B)
 
-        def choose(logits):
+        def choose(logits, out=None):                   # the tokens into out (default gpt2.act.next), then advance
+            out = nxt if out is None else out
             if split is not None:
-                split(logits, gpu.Vp, zbuf, seen, words, done, step, row_ids, s, pad, nxt, B, st)
+                split(logits, gpu.Vp, zbuf, seen, words, done, step, row_ids, s, pad, out, B, st)
             else:
                 self.sample_k((B, 1, 1), (SAMPLE_THREADS, 1, 1), logits, np.int64(gpu.Vp), i32(V), zbuf, ptr(seen),
                               i32(words), ptr(done), step, row_ids, np.uint64(s.seed), f32(temp),
-                              f32(s.repetition_penalty), i32(s.top_k or 0), f32(s.top_p or 1.0), i32(pad), nxt,
+                              f32(s.repetition_penalty), i32(s.top_k or 0), f32(s.top_p or 1.0), i32(pad), ptr(out),
                               np.uintp(0), i32(self.z_smem > 0), stream=st, shared=self.z_smem)
-            self.advance_k((cdiv(B, 128), 1, 1), (128, 1, 1), nxt, step_idx, pos, step, ptr(done), ptr(seen),
+            self.advance_k((cdiv(B, 128), 1, 1), (128, 1, 1), ptr(out), step_idx, pos, step, ptr(done), ptr(seen),
                            i32(words), i32(pad), i32(B), stream=st)
 
         ragged = len(set(lens)) > 1
@@ -265,16 +267,16 @@ class GPUGenerator:
         pick = not mega and B <= PICK_MAX_B and temp == 0 and s.repetition_penalty == 1 and done is None and \
             gpu.graphable and gpu._picks(B)
 
-        def device_step(pick_out=None):
+        def device_step(out=None):                      # out: where the step's tokens go (default gpt2.act.next)
             if pick:
-                gpu.enqueue(None, cap=cap, last_only=True, device_step=B, pick=True, pick_out=pick_out)
+                gpu.enqueue(None, cap=cap, last_only=True, device_step=B, pick=True, pick_out=out)
                 return
             if mega:                                # its logits, then the samplers as for the other steps
                 logits = pool.get("gpt2.act.logits", (B, gpu.Vp))
                 gpu.mega.launch(B, cap, 1, logits=logits, stream=st)
             else:
                 logits, _ = gpu.enqueue(None, cap=cap, last_only=True, device_step=B)
-            choose(logits)
+            choose(logits, out)
 
         # what a captured step's launches bake in besides pool buffers (their addresses: the pool's generation)
         step_key = (B, cap, s, pad, split is not None, seen is not None, done is not None, ragged)
@@ -303,7 +305,7 @@ class GPUGenerator:
                 graph = False
             on_device = gpu.graphable
             step_graph, processed, launched, timed_from = None, 0, 1, 2 if on_device and graph else 1
-            chained = pick and on_device and graph and N - 2 >= CHAIN
+            chained = on_device and graph and N - 2 >= CHAIN
             ring = pool.get("gpt2.gen.ring", (CHAIN, B), np.int32) if chained else None
             chain_graph = None
             finished = False
