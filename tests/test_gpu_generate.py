@@ -383,10 +383,11 @@ def test_sampled_steps_chain_in_graphs(name, monkeypatch):
         calls.clear()
         poison(rt)
         got = run(gen, prompts, n, s, e)
-        assert calls.count(2) == 2 + CHAIN, calls       # an eager step, the step's graph, the chain's
+        B = len(prompts)                                # (device_step=B: a step of B sequences)
+        assert calls.count(B) == 2 + CHAIN, calls       # an eager step, the step's graph, the chain's
         calls.clear()
         poison(rt)
-        assert run(gen, prompts, n, s, e) == got and 2 not in calls
+        assert run(gen, prompts, n, s, e) == got and B not in calls
         assert got == run(gen, prompts, n, s, e, graph=False)
     cut = free[1].index(eos) + 1
     assert got[1] == free[1][:cut] and cut <= CHAIN + 4

@@ -314,7 +314,9 @@ class GPUGenerator:
                 if not on_device:                               # the host feeds each step's tokens
                     lookahead = 0
                     events[n - 1].synchronize()
-                while processed <= n - 1 - lookahead:          # steps the device has (nearly) finished
+                # steps the device has (nearly) finished; a chain's steps all end with it, so the host waits for the
+                # chain before the one in flight, not for that one (the device would idle while the host launches)
+                while processed <= n - 1 - lookahead - (CHAIN if chained else 0):
                     finished = self._process(events, host, processed, rows, on_step)
                     processed += 1
                     if finished:
