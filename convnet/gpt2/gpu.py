@@ -33,7 +33,9 @@ kernel each step uses:
                     decode_split_waves N: at most N waves of resident blocks (0, the default: splits cover the cache)
     -D PDL=1        bf16 on Hopper: the decode step's kernels (embedding, v10 GEMVs, decode attention, argmax,
                     advance) go out as programmatic dependent launches (tma.PdlKernel); -D PDL_EARLY=1: they also
-                    read their biases, LayerNorm parameters, pos and older KV rows before the wait
+                    read their biases and LayerNorm parameters and prefetch older KV rows before the wait (pos right
+                    after it); -D PDL_TRIGGER_START=1: v10's GEMVs and the decode attention launch the next kernel
+                    from their start (session 40)
     flash_wgmma     (session 17) bf16 prompts' attention on flash_attention_bf16_wg (wgmma; head size 64, no window;
                     else the mma.sync kernel); flash_defines {constant: value}: -D constants for the flash builds only
                     (FW_BC, FW_STAGES, FW_WG, FW_MIN_BLOCKS, FW_PIPE, FB_PDL)
