@@ -347,7 +347,8 @@ def test_picked_steps_chain_in_graphs(name, monkeypatch):
     gen = make_generator(name, params, SMALL)
     rt = gen.gpu.rt
     calls, enqueue = [], gen.gpu.enqueue
-    monkeypatch.setattr(gen.gpu, "enqueue", lambda *a, **k: calls.append(k.get("pick_out") is not None) or enqueue(*a, **k))
+    monkeypatch.setattr(gen.gpu, "enqueue",
+                        lambda *a, **k: calls.append(k.get("pick_out") is not None) or enqueue(*a, **k))
     prompt = [[3, 14, 15, 92, 65]]
     for n in (chain + 2, chain + 3, 2 * chain + 1, 2 * chain + 6, 3 * chain + 2):
         calls.clear()

@@ -2,9 +2,10 @@
 device (kernels/sampling.cu), several prompts in one batch, end-of-text per sequence.
 
 A decode step (forward of each sequence's newest token, the choice, the advance) reads its inputs from device
-memory only, so steps after the first replay one captured CUDA graph, kept for the next run of the same batch,
-capacity and sampling (which then replays it from its first step); the host only copies each step's token ids back
-and decides, a step or two behind the device, whether every sequence has finished.
+memory only, so steps after the first replay captured CUDA graphs (CHAIN steps a graph, then one step a graph for
+the rest), kept for the next run of the same batch, capacity and sampling (which then replays them from its first
+step); the host only copies the steps' token ids back and decides, a chain behind the device, whether every sequence
+has finished.
 
 Prompts of different lengths (variants with flash attention) run as one batch: right-padded to the longest,
 T tokens. The prefill's causal mask already keeps a prompt from its padding; each prompt's first new token
@@ -152,7 +153,7 @@ class GPUGenerator:
         # next run with the same key (batch, capacity, sampling, buffers): the eager step and the capture it saves
         # are two of a short generate call's three host-launched forwards
         self._step_graph = None
-        # CHAIN picked steps as one graph, kept as the step's is
+        # CHAIN steps as one graph, kept as the step's is
         self._chain_graph = None
         # the prompt's forward and first choice as a graph too, captured when a run's prompt key (its step key and
         # prompt length) repeats the previous run's, replayed by the runs after it with that key: a new shape costs
@@ -404,8 +405,8 @@ class GPUGenerator:
         rt.synchronize(f"GPT-2 generation (variant {gpu.variant.name}, decode megakernel)")
 
     def forget(self):
-        """Drops what runs keep for the next (the decode step's and the prompt's graphs, the pinned token rows): the
-        next run captures anew, as a first call of its shape does."""
+        """Drops what runs keep for the next (the decode step's, the chain's and the prompt's graphs, the pinned token
+        rows): the next run captures anew, as a first call of its shape does."""
         self._step_graph = self._chain_graph = self._prompt_graph = self._last_prompt_key = self._host = None
 
     def _host_tokens(self, N: int, B: int):
