@@ -486,6 +486,65 @@ def dry_runtime():
     return DryRun()
 
 
+class _Graph:
+    """Graph's stand-in on the dry run: the launches inside `with` are recorded (by the runtime) and replays counted."""
+    made = []
+
+    def __init__(self, stream):
+        self.launched = 0
+        _Graph.made.append(self)
+
+    @classmethod
+    def capture(cls, stream):
+        return cls(stream)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def launch(self):
+        self.launched += 1
+
+
+@pytest.mark.parametrize("name,B,N,chains,singles", [("fast_bf16", 1, 20, 2, 2), ("fast_bf16", 3, 20, 2, 2),
+                                                     ("fast_fp32", 2, 9, 0, 7), ("fast_fp32", 2, 10, 1, 0)])
+def test_decode_steps_chain_in_graphs_on_the_host_side(name, B, N, chains, singles, monkeypatch):
+    """The generation loop with graphs on the dry run (Graph stood in for): the first step launched, then captured
+    alone; where CHAIN steps remain after it, CHAIN steps captured once into the chain's graph and replayed while CHAIN
+    steps remain, single steps after; every step handed to on_step once, in order; the next run of the shape launches
+    no step from the host and replays the kept graphs, its first step too (it captures its prompt: _launch_prompt)."""
+    from convnet import catalogue
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpt2.gpu_generate import CHAIN, GPUGenerator
+    from convnet.gpt2.generate import Sampling
+    from convnet.gpu import graph
+    monkeypatch.setattr(graph, "Graph", _Graph)
+    config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=64)
+    rt = dry_runtime()
+    gen = GPUGenerator(GPT2GPU(gpt2.random_params(config), config, catalogue.get(name, "gpt2"), rt))
+    assert gen.gpu.graphable
+    calls, enqueue = [], gen.gpu.enqueue
+    monkeypatch.setattr(gen.gpu, "enqueue", lambda *a, **k: calls.append(k.get("device_step", 0)) or enqueue(*a, **k))
+    prompts = [list(range(1, 6)) for _ in range(B)]
+    for run in range(2):
+        _Graph.made.clear()
+        calls.clear()
+        steps = []
+        gen.run(prompts, N, Sampling(), None, list(range(B)), lambda rows, tokens: steps.append(list(rows)) and False)
+        assert steps == [list(range(B))] * N
+        step_calls = [c for c in calls if c]
+        if run == 0:
+            assert step_calls == [B] * (2 + (CHAIN if chains else 0))
+            assert [g.launched for g in _Graph.made] == [singles] + ([chains] if chains else [])
+            kept = [gen._step_graph[2]] + ([gen._chain_graph[2]] if chains else [])
+        else:                   # replayed: no step launched or captured (the prompt is: its key repeats the first's)
+            assert step_calls == [] and len(_Graph.made) == 1 and _Graph.made[0] is gen._prompt_graph[2]
+            # its first step too comes from the kept step graph
+            assert [g.launched for g in kept] == [2 * singles + 1] + ([2 * chains] if chains else [])
+
+
 @pytest.mark.parametrize("name,lens,C", [("fast_fp32", (3, 3), 128), ("fast_fp32", (2, 5, 1), 128),
                                          ("baseline", (2, 5, 5), 128), ("fast_bf16", (3, 3), 128),
                                          ("fast_bf16", (2, 5, 1), 128), ("fast_bf16_xb", (2, 5, 1), 128),
