@@ -208,7 +208,6 @@ class GPUGenerator:
                       lookahead)
 
     def _run(self, prompts, N, s: Sampling, eos_id, rows, on_step, graph, lookahead):
-        from ..gpu.graph import Graph
         gpu, rt = self.gpu, self.gpu.rt
         pool, st, V = rt.pool, gpu.stream, gpu.V
         lens = [len(p) for p in prompts]
@@ -328,13 +327,10 @@ class GPUGenerator:
                 if k > 1 and chain_graph is None:
                     chain_graph = self._kept(self._chain_graph, step_key)
                     if chain_graph is None:                     # captured before the timing starts
-                        generation = pool.generation
-                        chain_graph = Graph.capture(st)
-                        with chain_graph:
+                        def chain_steps():
                             for j in range(CHAIN):
                                 device_step(ptr(ring, j * B))
-                        whole = pool.generation == generation
-                        self._chain_graph = (step_key, generation, chain_graph) if whole else None
+                        chain_graph, self._chain_graph = self._capture(step_key, chain_steps)
                 if n == timed_from:
                     start.record(st)
                 if k > 1:
@@ -352,12 +348,7 @@ class GPUGenerator:
                 elif on_device:
                     device_step()
                     if graph:                                   # buffers exist now: capture the next steps
-                        generation = pool.generation
-                        step_graph = Graph.capture(st)
-                        with step_graph:
-                            device_step()
-                        whole = pool.generation == generation   # nothing allocated while capturing
-                        self._step_graph = (step_key, generation, step_graph) if whole else None
+                        step_graph, self._step_graph = self._capture(step_key, device_step)
                 else:
                     logits, _ = gpu.enqueue(host[n - 1].reshape(B, 1), pos=T + n - 1, cap=cap, last_only=True)
                     choose(logits)
@@ -419,8 +410,6 @@ class GPUGenerator:
     def _launch_prompt(self, prompt, key, graph: bool):
         """prompt() on the stream: replayed from the kept graph where it was captured with this key in this pool
         generation; launched, and captured for the next run when the previous run had the same key."""
-        from ..gpu.graph import Graph
-        pool = self.gpu.rt.pool
         kept = self._kept(self._prompt_graph, key) if graph else None
         if kept is not None:
             kept.launch()
@@ -429,14 +418,21 @@ class GPUGenerator:
         if not graph:
             return
         if key == self._last_prompt_key:
-            generation, g = pool.generation, Graph.capture(self.gpu.stream)
-            try:
-                with g:                              # records only: the launch above computed this run's prompt
-                    prompt()
+            try:                                     # records only: the launch above computed this run's prompt
+                _, self._prompt_graph = self._capture(key, prompt)
             except (GPUError, self.gpu.rt.drv.Error):    # a prompt that cannot be captured: it stays eager
-                g = None
-            self._prompt_graph = (key, generation, g) if g is not None and pool.generation == generation else None
+                self._prompt_graph = None
         self._last_prompt_key = key
+
+    def _capture(self, key, fill):
+        """fill()'s launches on the stream captured as a Graph (recorded, not run), and its entry for _kept: (key,
+        pool generation, Graph), or None where fill allocated in the pool while capturing."""
+        from ..gpu.graph import Graph
+        pool = self.gpu.rt.pool
+        generation, g = pool.generation, Graph.capture(self.gpu.stream)
+        with g:
+            fill()
+        return g, ((key, generation, g) if pool.generation == generation else None)
 
     def _kept(self, kept, key):
         """The Graph of a kept (key, pool generation, Graph) where it fits this run: the same key, and no pool
