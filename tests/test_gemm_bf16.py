@@ -67,8 +67,13 @@ def test_builds_both_output_types(version, kernel):
     assert lin.fuses_layernorm(1, 768, 768) and lin.fuses_layernorm(8, 2304, 1024)
     assert not lin.fuses_layernorm(9, 768, 768) and not lin.fuses_layernorm(1, 768, 1032)
     assert not lin.fuses_layernorm(1, 768, 772)
+    # folded (v10's _lnf1 builds): one row, any K a multiple of 8
+    assert lin.fuses_layernorm(1, 768, 1600, fold=True) and lin.fuses_layernorm(1, 6400, 6400, fold=True)
+    assert not lin.fuses_layernorm(2, 768, 768, fold=True) and not lin.fuses_layernorm(1, 768, 1604, fold=True)
+    assert {k.name for pair in lin.bf_skinny_lnf.values() for k in pair} == {"gemm_skinny_bf16_lnf1",
+                                                                             "gemm_skinny_bf16_lnf1_dense"}
     lin.bf_gemv = False
-    assert not lin.fuses_layernorm(1, 768, 768)
+    assert not lin.fuses_layernorm(1, 768, 768) and not lin.fuses_layernorm(1, 768, 768, fold=True)
 
 
 def test_layout_is_bf16_w_transposed(rng):

@@ -154,6 +154,32 @@ def test_bf16_kernel_plan_on_the_dry_run():
     assert "layernorm_warp_bf16" not in one and len(one) == 5 * L + 1
 
 
+@pytest.mark.parametrize("C,H", [(128, 4), (1600, 25)])
+def test_bf16_decode_fold_plan_on_the_dry_run(C, H):
+    """decode_fold (dry run): a B = 1 step runs every LayerNorm folded into v10's GEMV (the _lnf1 builds; at xl's
+    1600 too, where the prologue stops at 1024) from the fold vectors made at load; no LayerNorm kernel, the LM
+    head's pick folded too. Off, xl's step has its 2 L + 1 LayerNorm kernels and no pick."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.bench.layer import with_setting
+    from convnet.gpt2.gpu import GPT2GPU
+    cfg = ref.GPT2Config(n_layer=2, n_head=H, n_embd=C, vocab_size=257, n_ctx=64)
+    L, steps = cfg.n_layer, {}
+    for fold in (True, False):
+        rt = RecordingRuntime()
+        gpu = GPT2GPU(ref.random_params(cfg), cfg, with_setting(catalogue.get("fast_bf16", "gpt2"),
+                                                                {"decode_fold": fold}), rt)
+        assert gpu._picks(1) == (fold or C <= 1024)
+        gpu._device_step(1, 48)
+        steps[fold] = kernel_names(rt.launches)
+        assert ("h.0.attn.c_attn.fold_s" in gpu.w) == fold and ("lm_head.fold_b" in gpu.w) == fold
+    one = steps[True]
+    dense = sum(k == "gemm_skinny_bf16_lnf1_dense" for k in one)          # qkv and mlp_fc past 3 blocks an SM
+    assert one.count("gemm_skinny_bf16_lnf1") + dense == 2 * L and one[-1] == "gemm_skinny_bf16_lnf1_pick"
+    assert "layernorm_warp_bf16" not in one and len(one) == 5 * L + 1
+    if C > 1024:
+        assert steps[False].count("layernorm_warp_bf16") == 2 * L + 1 and "gemm_skinny_bf16_ln1" not in steps[False]
+
+
 def test_bf16_residual_stream_plan_on_the_dry_run(monkeypatch):
     """fast_bf16_xb (residual_dtype "bf16"): a forward on v8's TMA tiles embeds into the bf16 stream and runs its
     2 L + 1 LayerNorms on it, both residual GEMMs reduce-adding into that one buffer (a bf16 C that is the residual);
@@ -724,8 +750,9 @@ def test_bf16_greedy_generation_picks_reference_maxima(graph, rng):
 def test_bf16_decode_step_paths_agree(B, rng):
     """The catalogue's decode step (programmatic dependent launches on Hopper, the LayerNorms inside the GEMVs,
     decode_attention_bf16), replayed from a CUDA graph for 40 tokens: the same tokens with PDL=0 (the same kernels
-    launched plainly: no race hides in the early launches) and with the LayerNorm kernel (the same bf16 operands);
-    with the flash kernel at Tq = 1 (p rounded to bf16 there) every token is still a float64 near-maximum."""
+    launched plainly: no race hides in the early launches); the LayerNorm in the GEMV's prologue (decode_fold off)
+    the same as the LayerNorm kernel (the same bf16 operands); with those and with the flash kernel at Tq = 1 (p
+    rounded to bf16 there) every token is still a float64 near-maximum."""
     from convnet.bench.layer import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpu.runtime import Runtime
@@ -733,13 +760,13 @@ def test_bf16_decode_step_paths_agree(B, rng):
     params = _small_params(SMALL, wte_scale=4.0)
     prompt = rng.integers(0, SMALL.vocab_size, (B, 7))
     out = {}
-    for label, setting in (("catalogue", {}), ("no_pdl", {"PDL": 0}), ("ln_kernel", {"ln_fuse": False}),
-                           ("flash", {"decode_attention": "flash"})):
+    for label, setting in (("catalogue", {}), ("no_pdl", {"PDL": 0}), ("prologue", {"decode_fold": False}),
+                           ("ln_kernel", {"ln_fuse": False}), ("flash", {"decode_attention": "flash"})):
         gpu = GPT2GPU(params, SMALL, with_setting(catalogue.get(name, "gpt2"), setting))
         out[label] = gpu.generate(prompt, 40)[0]
     assert np.array_equal(out["catalogue"], out["no_pdl"])
-    assert np.array_equal(out["catalogue"], out["ln_kernel"])
-    for label in ("catalogue", "flash"):
+    assert np.array_equal(out["prologue"], out["ln_kernel"])
+    for label in ("catalogue", "prologue", "flash"):
         seq = np.concatenate([prompt, out[label]], axis=1)
         want = ref.forward(params, SMALL, seq[:, :-1], dtype=np.float64)[:, 6:]
         scale = np.abs(want).max()
@@ -824,3 +851,50 @@ def test_bf16_pick_head_keys_and_reset(M, rng):
         assert np.array_equal(X.get(), np.tile(from_bf16(to_bf16(w2[tok])) + wpe[6 + launch], (M, 1)))
         t = rt.pool.view("gpt2.act.pick").get()
         assert not t.any(), "keys and ticket left zero"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K", [128, 1600])
+def test_bf16_pick_head_folded(K, rng):
+    """PickHead with the LayerNorm folded (decode_fold; v10's _lnf1_pick build, b' as the bias): the logits bit for
+    bit as the folded GEMV writes them (K past the prologue's 1024 too), the token their argmax over the first V
+    columns, pos += 1 and x = wte[token] + wpe[pos]; the logits within fp32 rounding of float64's LayerNorm. Two
+    rows are refused in one line."""
+    M = 1
+    from convnet.gpt2.ln_fold import fold_vectors
+    from convnet.gpu.bf16 import BF16, from_bf16, round_bf16, to_bf16
+    from convnet.gpu.gemm import Epilogue, FoldedLN, Linear, PickHead
+    rt = runtime_for("fast_bf16")
+    lin = Linear(rt, "bf16_wgmma", {**catalogue.get("fast_bf16", "gpt2").defines, "BFM_SLAB_MIN_M": 9}, "test")
+    head = PickHead(rt, lin, "test")
+    V, N, n_ctx, eps = 1001, 1024, 40, 1e-5
+    x = (rng.standard_normal((M, K)) * 3 + 20).astype(np.float32)
+    g = (1 + 0.3 * rng.standard_normal(K)).astype(np.float32)
+    be = (0.2 * rng.standard_normal(K)).astype(np.float32)
+    w = rng.standard_normal((N, K)).astype(np.float32)
+    w[V + 5] *= 50                                               # the largest logits, but past V
+    s_vec, b_vec = fold_vectors(g, be, round_bf16(w).T)
+    ln = FoldedLN(rt.pool.upload("test.pkf.g", g), rt.pool.upload("test.pkf.s", s_vec), eps)
+    bias = rt.pool.upload("test.pkf.b", b_vec)
+    W = rt.pool.upload("test.pkf.W", to_bf16(w), BF16)
+    wpe = rng.standard_normal((n_ctx, K)).astype(np.float32)
+    pos = rt.pool.upload("test.pkf.pos", np.array([7], np.int32), np.int32)
+    nxt, idx = rt.pool.get("test.pkf.next", (M,), np.int32), rt.pool.get("test.pkf.idx", (M, 1), np.int32)
+    nxt.fill(np.int32(-1))
+    X = rt.pool.upload("test.pkf.x", x)
+    logits, ref_logits = rt.pool.get("test.pkf.logits", (M, N)), rt.pool.get("test.pkf.ref", (M, N))
+    logits.fill(np.float32(np.nan))
+    ref_logits.fill(np.float32(np.nan))
+    head(X, W, logits, M, N, K, V, ln, rt.pool.upload("test.pkf.wpe", wpe), n_ctx, nxt, idx, pos, X, None, bias=bias)
+    lin(rt.pool.upload("test.pkf.x2", x), W, ref_logits, M, N, K, K, K, N, Epilogue(bias=bias), ln=ln)
+    rt.synchronize("PickHead folded")
+    got = logits.get()
+    assert np.array_equal(got, ref_logits.get())
+    mu = x.astype(np.float64).mean(1, keepdims=True)
+    a = (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + eps) * g + be
+    assert rel_err(got, a @ round_bf16(w).T.astype(np.float64)) <= 1e-4
+    tok = got[:, :V].argmax(1)
+    assert (nxt.get() == tok).all() and (idx.get()[:, 0] == tok).all() and pos.get()[0] == 8
+    assert np.array_equal(X.get(), from_bf16(to_bf16(w[tok])) + wpe[8])
+    with pytest.raises(GPUError, match="one row"):
+        head(X, W, logits, 2, N, K, V, ln, None, n_ctx, nxt, idx, pos, X, None, bias=bias)

@@ -604,3 +604,43 @@ def test_gemv_layernorm_prologue(version, variant, extra, out_bf16, M, N, K, pad
     a = round_bf16(_layernorm64(x, g, be, eps).astype(np.float32)).astype(np.float64)
     want = ref.gelu(a @ round_bf16(w) + bias) + (round_bf16(r) if out_bf16 else r)
     assert rel_err(got, want) <= (BF16_TOL if out_bf16 else 1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("version,variant,extra", GEMV_BUILDS, ids=GEMV_IDS)
+@pytest.mark.parametrize("N,K,pad,offset", [(2304, 768, 0, 0.0), (770, 776, 4, 300.0), (72, 1600, 0, 0.0),
+                                            (6403, 1600, 0, -1000.0), (8, 8, 4, 0.0), (50304, 768, 0, 0.0),
+                                            (1003, 2056, 0, 50.0)])
+def test_gemv_layernorm_fold(version, variant, extra, out_bf16, N, K, pad, offset, rng):
+    """v10's _lnf1 builds (decode_fold, one row): C = GELU(rstd (x gamma W - mean s) + b') + resid with s and b' from
+    ln_fold.fold_vectors, equal to GELU(LayerNorm(X) @ W + b) + resid in float64 with the LayerNorm not rounded:
+    K past the prologue's 1024, rows far from zero (offset: the sums are shifted by each row's first value), odd N,
+    grids of one wave (_lnf1) and of several (_lnf1_dense). Two rows are refused in one line."""
+    M = 1
+    from convnet.gpt2.ln_fold import fold_vectors
+    from convnet.gpu.gemm import ACT_GELU, Epilogue, FoldedLN
+    rt, lin = gemv_linear(version, variant, extra)
+    eps = 1e-5
+    x = (rng.standard_normal((M, K)) * 2 + offset).astype(np.float32)
+    g = (1 + 0.2 * rng.standard_normal(K)).astype(np.float32)
+    be = (0.1 * rng.standard_normal(K)).astype(np.float32)
+    w = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    s_vec, b_vec = fold_vectors(g, be, round_bf16(w), bias)
+    X = rt.pool.upload("test.bfXp", np.pad(x, ((0, 0), (0, pad))))
+    W = rt.pool.upload("test.bfW", lin.layout(w), lin.w_dtype)
+    r = rng.standard_normal((M, N)).astype(np.float32)
+    epi = Epilogue(bias=rt.pool.upload("test.bfb", b_vec), act=ACT_GELU, resid=upload(rt, "test.bfR", r, out_bf16))
+    assert lin.fuses_layernorm(M, N, K, fold=True)
+    C = poisoned(rt, "test.bfC", (M, N), out_bf16)
+    lin(X, W, C, M, N, K, K + pad, lin.ldb(K, N), N, epi,
+        ln=FoldedLN(rt.pool.upload("test.bfg", g), rt.pool.upload("test.bfs", s_vec), eps))
+    rt.synchronize("bf16 GEMV with the LayerNorm folded")
+    want = ref.gelu(_layernorm64(x, g, be, eps) @ round_bf16(w) + bias) + (round_bf16(r) if out_bf16 else r)
+    err = rel_err(result(C, out_bf16), want)
+    print(f"folded LayerNorm GEMV vs float64: rel err {err:.2e}")
+    assert err <= (BF16_TOL if out_bf16 else FP32_TOL)
+    from convnet.errors import GPUError
+    with pytest.raises(GPUError, match="LayerNorm"):
+        lin(X, W, C, 2, N, K, K + pad, lin.ldb(K, N), N, epi, ln=FoldedLN(None, None, eps))

@@ -26,6 +26,10 @@ kernel each step uses:
                     stay fp32
     ln_fuse         (default true) LayerNorm inside the GEMV where the GEMM allows it (decoding: v6's and v10's
                     prologue); false runs the LayerNorm kernel
+    decode_fold     (session 41) bf16, with ln_fuse: each LayerNorm before a decode GEMV (qkv, mlp_fc, the LM head and
+                    its pick) folds into it instead (gpt2/ln_fold.py's algebra, v10's _lnf builds): the GEMV multiplies
+                    x gamma in fp32 and sums the row as it reads it, then rstd (x gamma W - mean s) + b'; any width
+                    (the prologue stops at 1024, so xl's steps lose their 2 L + 1 LayerNorm kernels)
     decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16), "split" (flash-decoding,
                     decode_attention_split_bf16, session 12) or "flash" (the flash kernel);
                     fp32 decode steps (flash variants): "decode" (default, decode_attention: a block per head) or
@@ -77,7 +81,7 @@ import numpy as np
 from ..errors import GPUError, UsageError
 from ..gpu import tma
 from ..gpu.bf16 import round_bf16
-from ..gpu.gemm import ACT_GELU, BF16_VERSIONS, SKINNY_M, Epilogue, Gemm, Linear
+from ..gpu.gemm import ACT_GELU, BF16_VERSIONS, SKINNY_M, Epilogue, FoldedLN, Gemm, Linear
 from ..gpu.runtime import Runtime, cdiv, f32, i32, ptr
 from . import flash
 from .ln_fold import fold_vectors
@@ -252,6 +256,11 @@ class GPT2GPU:
         self.ln_fold = bool(p.get("ln_fold", False))
         if self.ln_fold:
             self._init_ln_fold(td, name)
+        # decode_fold: where ln_fuse would put a LayerNorm inside a decode GEMV, fold it there instead (v10's _lnf
+        # builds, FoldedLN: any width); with ln_fuse off, LayerNorm kernels as before
+        self.decode_fold = bool(p.get("decode_fold", False)) and self.ln_fuse
+        if self.decode_fold and not (self.bf16 and not self.ln_const):
+            raise GPUError(f"variant {name}: decode_fold needs the bf16 path (v10's GEMV) and no ln_const")
         self.spin = rt.kernel("transformer.cu", "spin", dt, name)
         self._upload(params)
         self.mega = None                # decode = "mega": greedy steps of up to 8 sequences as one persistent kernel
@@ -321,7 +330,7 @@ class GPT2GPU:
         wte_t = np.zeros((self.C, self.Vp), np.float32)
         wte_t[:, :self.V] = params["wte"].T
         self.w["lm_head"] = self.w["wte"] = put("lm_head", self.linear.layout(wte_t), self.linear.w_dtype)
-        if self.ln_fold:                # ln_fold: s and b' of each GEMM after a LayerNorm, from its bf16 weight
+        if self.ln_fold or self.decode_fold:    # s and b' of each GEMM after a LayerNorm, from its bf16 weight
             def fold(key, ln, w_kn, bias):
                 s_vec, b_vec = fold_vectors(params[ln + ".weight"], params[ln + ".bias"], round_bf16(w_kn), bias)
                 self.w[key + ".fold_s"], self.w[key + ".fold_b"] = put(key + ".fold_s", s_vec), put(key + ".fold_b", b_vec)
@@ -410,9 +419,11 @@ class GPT2GPU:
             if fold:
                 a, ln = buf["a"], None
             else:
-                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C, group="qkv")
+                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_1.pair"], M, 3 * C, group="qkv",
+                                              weight=h + "attn.c_attn")
+            qkv_bias = None if fold else self._bias_for(h + "attn.c_attn", ln, h + "attn.c_attn.bias")
             if self.head_major:
-                qkv = Epilogue(bias=self.w[h + "attn.c_attn.bias"], qkv=(kc, vc, T, pos, H, D, T, cap), pos_dev=pos_dev)
+                qkv = Epilogue(bias=qkv_bias, qkv=(kc, vc, T, pos, H, D, T, cap), pos_dev=pos_dev)
                 if fold:
                     qkv = Epilogue(bias=self.w[h + "attn.c_attn.fold_b"], qkv=qkv.qkv,
                                    lns=(self.w[h + "attn.c_attn.fold_s"], stats, None, eps))
@@ -421,7 +432,7 @@ class GPT2GPU:
                 self._mark("qkv")
             else:
                 self.linear(a, self.w[h + "attn.c_attn.weight"], buf["qkv"], M, 3 * C, C, C, ldb(C, 3 * C), 3 * C,
-                            Epilogue(bias=self.w[h + "attn.c_attn.bias"]), s, ln=ln)
+                            Epilogue(bias=qkv_bias), s, ln=ln)
                 self._mark("qkv")
                 self.permute((cdiv(M * 3 * C, 256), 1, 1), (256, 1, 1), buf["qkv"], buf["q"], kc, vc, i32(B),
                              i32(T), i32(H), i32(D), i32(T), i32(cap), i32(pos), stream=s)
@@ -436,8 +447,10 @@ class GPT2GPU:
                 fc = Epilogue(bias=self.w[h + "mlp.c_fc.fold_b"], act=ACT_GELU,
                               lns=(self.w[h + "mlp.c_fc.fold_s"], stats, None, eps))
             else:
-                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C, group="mlp_fc")
-                fc = Epilogue(bias=self.w[h + "mlp.c_fc.bias"], act=ACT_GELU if self.fuse else 0)
+                a, ln = self._layernorm_input(x, buf["a"], self.w[h + "ln_2.pair"], M, 4 * C, group="mlp_fc",
+                                              weight=h + "mlp.c_fc")
+                fc = Epilogue(bias=self._bias_for(h + "mlp.c_fc", ln, h + "mlp.c_fc.bias"),
+                              act=ACT_GELU if self.fuse else 0)
             self._linear("mlp_fc", M, 4 * C)(a, self.w[h + "mlp.c_fc.weight"], buf["h"], M, 4 * C, C, C, ldb(C, 4 * C), 4 * C,
                                    fc, s, ln=ln)
             self._mark("mlp_fc")
@@ -456,14 +469,15 @@ class GPT2GPU:
             head = Epilogue(bias=self.w["lm_head.fold_b"], lns=(self.w["lm_head.fold_s"], stats, None, eps))
         else:
             a, ln = self._layernorm_input(x, buf["a"], self.w["ln_f.pair"], M, self.Vp, gemm_rows=rows,
-                                          group="lm_head")
+                                          group="lm_head", weight="lm_head")
+            head = Epilogue(bias=self._bias_for("lm_head", ln, None))
         a_ld = C
         if last_only:
             a_ld, a = T * C, ptr(a, (T - 1) * C)
         if pick:
             self.pick(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, self.V, ln, self.w["wpe"], cfg.n_ctx,
                       self.rt.pool.get("gpt2.act.next", (B,), np.int32) if pick_out is None else pick_out, idx_dev,
-                      pos_dev, buf["x"], s)
+                      pos_dev, buf["x"], s, bias=head.bias)
         else:
             self._linear("lm_head", rows, self.Vp, ln)(a, self.w["lm_head"], buf["logits"], rows, self.Vp, C, a_ld, ldb(C, self.Vp),
                                     self.Vp, head, s, ln=ln)
@@ -493,10 +507,11 @@ class GPT2GPU:
                 all(self._linear(g, M, n) is self.prefill_linears[g]
                     for g, n in (("qkv", 3 * C), ("attn_proj", C), ("mlp_fc", 4 * C), ("mlp_proj", C))))
 
-    def _layernorm_input(self, x, y, pair, rows, n_out, gemm_rows=None, group=None):
+    def _layernorm_input(self, x, y, pair, rows, n_out, gemm_rows=None, group=None, weight=None):
         """The input of the linear layer after a LayerNorm of x's `rows` rows: (x, ln args) when the GEMM
         (over gemm_rows of them, default all; the group's Linear where given) normalises it itself (decoding: the
-        skinny GEMV's prologue), else (y, None) after running the LayerNorm."""
+        skinny GEMV's prologue; decode_fold: a FoldedLN of `weight`'s fold vectors, whose b' the call then takes as
+        its bias: _bias_for), else (y, None) after running the LayerNorm."""
         if _is_bf16(x):                                 # a bf16 residual stream: the GEMV prologues read fp32 rows
             self._layernorm(x, y, pair, rows)
             self._mark("layernorm")
@@ -504,11 +519,20 @@ class GPT2GPU:
         if self._stats_of is x and gemm_rows is None and self.linear.stats_takes(rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon, self._stats_buf)   # SMM_LNS
         lin = self._linear(group) if group else self.linear
+        if self.decode_fold and weight and not self.ln_const and \
+                lin.fuses_layernorm(gemm_rows or rows, n_out, self.C, fold=True):
+            return x, FoldedLN(pair, self.w[weight + ".fold_s"], self.cfg.layer_norm_epsilon)
         if self.ln_fuse and not self.ln_const and lin.fuses_layernorm(gemm_rows or rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon)
         self._layernorm(x, y, pair, rows)
         self._mark("layernorm")
         return y, None
+
+    def _bias_for(self, weight, ln, bias_key):
+        """The bias of `weight`'s GEMM: the fold's b' when ln is a FoldedLN, else self.w[bias_key] (None: none)."""
+        if isinstance(ln, FoldedLN):
+            return self.w[weight + ".fold_b"]
+        return self.w[bias_key] if bias_key else None
 
     def _layernorm(self, x, y, pair, rows):
         C, s = self.C, self.stream
@@ -735,7 +759,8 @@ class GPT2GPU:
     def _picks(self, B) -> bool:
         """Whether greedy device steps of B sequences end in the LM head's pick (decode_pick; LayerNorm in the GEMV)."""
         return self.pick is not None and B <= self.pick.max_m and self.ragged is None and \
-            self._linear("lm_head").fuses_layernorm(B, self.Vp, self.C) and self.ln_fuse and not self.ln_const
+            self.ln_fuse and not self.ln_const and (self._linear("lm_head").fuses_layernorm(B, self.Vp, self.C) or (
+                self.decode_fold and self._linear("lm_head").fuses_layernorm(B, self.Vp, self.C, fold=True)))
 
     def _device_step(self, B, cap):
         if self._picks(B):

@@ -25,6 +25,7 @@ class GPT2Params:
     ln_pdl: bool = False                # LayerNorms as programmatic dependent launches
     ln_fuse: bool = True                # the LayerNorm inside the decode GEMV where it allows
     ln_fold: bool = False               # the LayerNorm folded into the GEMMs around it
+    decode_fold: bool = False           # the LayerNorm folded into one-row decode GEMVs (with ln_fuse)
     dtype: str = "fp32"                 # fp32 or bf16 weights and activations
     residual_dtype: str = "fp32"        # fp32 or bf16 residual stream (bf16 path)
     window: int = 0                     # local causal attention over this many keys (0: full)

@@ -15,6 +15,7 @@ Linear  a linear layer C = act(A @ W + bias) + resid for GPT-2: v4 (fp32 SIMT, f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -156,6 +157,14 @@ def _bf8_smem(c: dict) -> int:
         c["BF_BM"] * (c["BF_BN"] + 8) * 4 if c["BF_EPI_WG"] else (2 * 64 * (c["BF_EPI_CH"] + 8) * 4 if c["BF_EPI_SMEM"] else 0)
     lns_bytes = 16 * max(2, tma_bufs) if lns == 1 else 1024 if lns == 2 else 0   # its mbarriers / rstd rows
     return ring + staging + 16 * c["BF_PP"] + lns_bytes
+
+
+class FoldedLN(NamedTuple):
+    """ln= for v10's GEMV with the LayerNorm folded in (gemm_skinny_bf16_lnf*, variant param decode_fold): gamma (K
+    fp32), the fold's s (N fp32, gpt2/ln_fold.fold_vectors) and eps; the call's bias must then be the fold's b'."""
+    gamma: object
+    s: object
+    eps: float
 
 
 class Linear:
@@ -322,6 +331,10 @@ class Linear:
             {out: tuple(tma.launcher(rt, "gemm.cu", name, {**d, "BF_OUT": int(out)}, self.variant) for name in names)
              for out in (True, False)}
             for names in (("gemm_skinny_bf16", "gemm_skinny_bf16_1"), ("gemm_skinny_bf16_ln", "gemm_skinny_bf16_ln1")))
+        # the LayerNorm folded (FoldedLN; one row, any K): 3 blocks an SM, and 4 for grids past 3 an SM (_dense)
+        self.bf_skinny_lnf = {out: tuple(tma.launcher(rt, "gemm.cu", name, {**d, "BF_OUT": int(out)}, self.variant)
+                                         for name in ("gemm_skinny_bf16_lnf1", "gemm_skinny_bf16_lnf1_dense"))
+                              for out in (True, False)}
         self.bf_ln_max_k = 128 * int(d.get("BFS_LN_VEC", BFS_LN_VEC))
         self.bf_skinny_cols = 4 * int(d.get("BFS_CG", BFS_CG))
         occupancy = getattr(self, "_pycuda_kernel", None) or self.bf_kernels[True]
@@ -596,13 +609,16 @@ class Linear:
             self._tuned_linears[key] = child
         return self._tuned_linears[key]
 
-    def fuses_layernorm(self, M: int, N: int, K: int) -> bool:
+    def fuses_layernorm(self, M: int, N: int, K: int, fold: bool = False) -> bool:
         """Whether a call with these sizes can take ln= (LayerNorm of A inside the GEMM): the skinny path (bf16
-        versions: v10's _ln builds, A then being the fp32 rows to normalise)."""
+        versions: v10's _ln builds, A then being the fp32 rows to normalise; fold: a FoldedLN, v10's _lnf1 builds,
+        one row)."""
         if self.version in BF16_VERSIONS:
             lin = self.bf_mma if self.version == "bf16" else self
-            return (lin.bf_gemv and M <= SKINNY_M and K % 8 == 0 and K <= lin.bf_ln_max_k
-                    and not lin.slab_rows(M, N, K))
+            return (lin.bf_gemv and (M == 1 if fold else M <= SKINNY_M) and K % 8 == 0
+                    and (fold or K <= lin.bf_ln_max_k) and not lin.slab_rows(M, N, K))
+        if fold:
+            return False
         return all(v % 4 == 0 for v in (K, N)) and ((self.skinny is not None and M <= SKINNY_M) or
                                                     (self.small_ln and self.small_takes(M, N)))
 
@@ -624,8 +640,10 @@ class Linear:
                 out = out_bf16 if out_bf16 is not None else np.dtype(getattr(C, "dtype", np.float32)) == np.dtype(BF16)
                 return self._call_small_bf16_lns(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out, ln, stats_out)
             return self._call_small(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, ln, stats_out)
+        if isinstance(ln, FoldedLN) and self.version not in BF16_VERSIONS:
+            raise GPUError(f"GEMM {self.version}: the folded LayerNorm (FoldedLN) runs on the bf16 GEMV (v10) only")
         if self.version in BF16_VERSIONS:
-            if ln is not None and not self.fuses_layernorm(M, N, K):
+            if ln is not None and not self.fuses_layernorm(M, N, K, isinstance(ln, FoldedLN)):
                 raise GPUError(f"GEMM {self.version}: the LayerNorm prologue (ln=) needs the GEMV (M <= {SKINNY_M}) and "
                                f"K a multiple of 8 up to {128 * BFS_LN_VEC}; got M={M} K={K}")
             lin = self._bf16_pick(M, N, K) if self.version == "bf16" else self
@@ -709,9 +727,13 @@ class Linear:
             raise GPUError(f"GEMM {self.version}: the LayerNorm fold (Epilogue.lns) runs on v8's tiles only; this call "
                            f"(M={M}, N={N}) goes to the GEMV or v12")
         if ln is not None:
-            gamma, beta, eps = ln
-            skinny, skinny1 = self.bf_skinny_ln[bool(out_bf16)]
-            (skinny1 if M == 1 else skinny)((_cdiv(N, self.bf_skinny_cols), 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),
+            gamma, beta, eps = ln                                 # FoldedLN: gamma, s, eps
+            blocks = _cdiv(N, self.bf_skinny_cols)
+            if isinstance(ln, FoldedLN):
+                fn = self.bf_skinny_lnf[bool(out_bf16)][blocks > 3 * self.rt.sm_count]
+            else:
+                fn = self.bf_skinny_ln[bool(out_bf16)][M == 1]
+            fn((blocks, 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),
                                             i32(N), i32(K), i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps),
                                             *epi.args(C, ldc), stream=stream)
         elif self.bf_gemv and M <= SKINNY_M and not self.slab_rows(M, N, K):
@@ -860,20 +882,26 @@ class PickHead:
     def __init__(self, rt, linear: Linear, variant: str):
         d = {**linear.defines, "BF_OUT": 0}
         self.rt, self.max_m, self.cols = rt, SKINNY_M, linear.bf_skinny_cols
-        self.kernels = tuple(tma.launcher(rt, "gemm.cu", name, d, variant)
-                             for name in ("gemm_skinny_bf16_ln_pick", "gemm_skinny_bf16_ln1_pick"))
+        self.kernels = tuple(tma.launcher(rt, "gemm.cu", name, d, variant) for name in (
+            "gemm_skinny_bf16_ln_pick", "gemm_skinny_bf16_ln1_pick", "gemm_skinny_bf16_lnf1_pick"))
 
-    def __call__(self, x, w, logits, M, N, K, V, ln, wpe, n_ctx, next_tok, step_idx, pos, x_next, stream):
+    def __call__(self, x, w, logits, M, N, K, V, ln, wpe, n_ctx, next_tok, step_idx, pos, x_next, stream, bias=None):
         """logits (M x N fp32, row stride N) = LayerNorm(x) @ W^T (x: M x K fp32, row stride K; W: N x K bf16 rows, K
-        a multiple of 8); then the pick over the first V columns, the next step's input into x_next (may be x)."""
+        a multiple of 8); then the pick over the first V columns, the next step's input into x_next (may be x).
+        ln: (gamma, beta, eps), or a FoldedLN with bias its b'."""
         if not 1 <= M <= self.max_m or K % 8 or V > N:
             raise GPUError(f"the LM head's pick needs 1 <= M <= {self.max_m} rows, K a multiple of 8 and V <= N; "
                            f"got M={M} K={K} V={V} N={N}")
+        fold = isinstance(ln, FoldedLN)
+        if fold != (bias is not None) or (fold and M != 1):
+            raise GPUError(f"the LM head's pick takes a bias only with the folded LayerNorm (its b'), and that of one "
+                           f"row; got M={M}, {'a' if fold else 'no'} folded LayerNorm, "
+                           f"{'no' if bias is None else 'a'} bias")
         gamma, beta, eps = ln
         t = self.rt.pool.tickets("gpt2.act.pick", 2 * self.max_m + 1)      # M uint64 keys, then the ticket
         keys, ticket = ptr(t), ptr(t, 2 * self.max_m)
-        (self.kernels[1] if M == 1 else self.kernels[0])(
+        (self.kernels[2] if fold else self.kernels[M == 1])(
             (_cdiv(N, self.cols), 1, 1), (256, 1, 1), ptr(x), ptr(w), i32(M), i32(N), i32(K), i32(K), i32(K),
-            ptr(gamma), ptr(beta), np.float32(eps), *Epilogue().args(logits, N),
+            ptr(gamma), ptr(beta), np.float32(eps), *Epilogue(bias=bias).args(logits, N),
             i32(V), keys, ticket, ptr(next_tok), ptr(step_idx), ptr(pos), ptr(wpe), ptr(x_next), i32(n_ctx),
             stream=stream)

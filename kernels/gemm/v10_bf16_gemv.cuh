@@ -9,6 +9,12 @@
 // (decoding's ln_1, ln_2, ln_f): warp m normalises row m into shared memory exactly as transformer.cu's
 // layernorm_warp_bf16 does (same sums in the same order, rounded to bf16 once), so the product sees the bf16 values
 // the unfused path would, and the step loses its 2 L + 1 LayerNorm launches (K <= 128 * BFS_LN_VEC).
+// gemm_skinny_bf16_lnf1 (M = 1; variant param decode_fold) folds the LayerNorm instead (gpt2/ln_fold.py's
+// algebra): LN(x) W + b = rstd (x gamma W - mean s) + b', with s = gamma W and b' = b + beta W made at load. The
+// threads that multiply a row also sum it and its squares (shifted by the row's first value, so a row far from zero
+// loses no precision), so the statistics come out of the same pass and the same block reduction as the product:
+// no prologue, no LayerNorm round trip after the wait, and any K. The product sees x gamma in fp32, not LN(x)
+// rounded to bf16, so the results differ from _ln's by that rounding.
 // PDL=1 (programmatic dependent launch, sm_90): the weights depend on no earlier kernel, so each thread loads its
 // first BFS_PRE row segments, and one thread per W^T row sends the rest of the row to L2 (a bulk prefetch),
 // before griddepcontrol.wait; everything the previous kernels wrote (A, the residual, pos) is read after it. The
@@ -45,6 +51,12 @@
 // after its own wait returned).
 #ifndef PDL_TRIGGER_START
 #define PDL_TRIGGER_START 0
+#endif
+// Blocks an SM gemm_skinny_bf16_1 is compiled for (__launch_bounds__). The folded one-row GEMV comes twice: _lnf1 at
+// 3 blocks an SM leaves registers for the next kernel's blocks, which a programmatic launch makes resident (streaming
+// their weights) while it still runs; _lnf1_dense at 4 saves a wave where the grid is more than 3 blocks an SM.
+#ifndef BFS_ONE_BLOCKS
+#define BFS_ONE_BLOCKS 4
 #endif
 #define BFS_EARLY (PDL && PDL_EARLY)
 #define BFS_GT (256 / BFS_CG)      // threads per column group
@@ -124,16 +136,20 @@ __device__ __forceinline__ void bfs_pick_tail(unsigned long long key, int grp, i
     if (threadIdx.x < M) pk.keys[threadIdx.x] = 0ull;
 }
 
-template <int MR, bool LN, bool PICK = false>
+// FOLD (with LN): ln_w is gamma (K floats), ln_b the fold's s (N floats), bias b' (the _lnf builds).
+template <int MR, bool LN, bool PICK = false, bool FOLD = false>
 __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv_bfloat16* RESTRICT Bt, int M, int N,
                                             int K, int lda, int ldb, const float* RESTRICT ln_w,
                                             const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS,
                                             const BfsPick* pick = nullptr) {
+    static_assert(!FOLD || LN, "FOLD is a way of applying the LayerNorm");
+    constexpr bool PRO = LN && !FOLD;                         // the LayerNorm prologue into a_sh
     constexpr int WPG = BFS_GT / 32;                          // warps per column group
     constexpr int STEP = BFS_GT * 8;                          // k per step of a group
     __shared__ float4 red[8][MR];
-    __shared__ __align__(16) __nv_bfloat16 a_sh[LN ? MR * 128 * BFS_LN_VEC : 8];
-    __shared__ __align__(16) float g_sh[LN && BFS_EARLY ? 2 * 128 * BFS_LN_VEC : 4];   // PDL_EARLY: gamma, beta
+    __shared__ float2 red_st[FOLD ? 8 : 1][MR];               // FOLD: each warp's row sums (shifted x, its square)
+    __shared__ __align__(16) __nv_bfloat16 a_sh[PRO ? MR * 128 * BFS_LN_VEC : 8];
+    __shared__ __align__(16) float g_sh[PRO && BFS_EARLY ? 2 * 128 * BFS_LN_VEC : 4];  // PDL_EARLY: gamma, beta
     const int warp = threadIdx.x / 32, gt = threadIdx.x % BFS_GT;
     const int n0 = (blockIdx.x * BFS_CG + threadIdx.x / BFS_GT) * 4;
     const bool live = n0 < N;
@@ -148,12 +164,27 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
 #pragma unroll
         for (int c = 0; c < 4; ++c) wpre[p][c] = live && k < K ? *(const uint4*)(w[c] + k) : make_uint4(0u, 0u, 0u, 0u);
     }
+    float gpre[FOLD ? (BFS_PRE > 0 ? BFS_PRE : 1) : 1][FOLD ? 8 : 1];    // FOLD: gamma of those steps (constant too)
+    auto load_gamma = [&](int k, float (&g)[FOLD ? 8 : 1]) {
+        if constexpr (FOLD) {
+            const float4 g0 = *(const float4*)(ln_w + k), g1 = *(const float4*)(ln_w + k + 4);
+            g[0] = g0.x; g[1] = g0.y; g[2] = g0.z; g[3] = g0.w; g[4] = g1.x; g[5] = g1.y; g[6] = g1.z; g[7] = g1.w;
+        }
+    };
+#pragma unroll
+    for (int p = 0; p < (FOLD ? BFS_PRE : 0); ++p)
+        if (live && gt * 8 + p * STEP < K) load_gamma(gt * 8 + p * STEP, gpre[p]);
     if (live && gt < 4 && K > BFS_PRE * STEP)                 // the rest of this group's W^T rows into L2
         BF_PDL_L2(Bt + (long long)min(n0 + gt, N - 1) * ldb + BFS_PRE * STEP, (unsigned)(K - BFS_PRE * STEP) * 2u);
     // the epilogue thread (group, row): its 4 columns; PDL_EARLY: their bias read before the wait, pos right after it
     // (issued with the first reads of A, so it costs no round trip of its own)
     const int grp = threadIdx.x / MR, m_e = threadIdx.x % MR, n_e = (blockIdx.x * BFS_CG + grp) * 4;
     const bool epi = grp < BFS_CG && m_e < M && n_e < N;
+    float s_e[4] = {0.f, 0.f, 0.f, 0.f};                     // FOLD: the epilogue's 4 values of s (no kernel writes s)
+    if (FOLD && epi) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s_e[c] = n_e + c < N ? ln_b[n_e + c] : 0.f;
+    }
 #if BFS_EARLY
     float bias_e[4] = {0.f, 0.f, 0.f, 0.f};
     int pos_e = pos;
@@ -161,7 +192,7 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
 #pragma unroll
         for (int c = 0; c < 4; ++c) bias_e[c] = n_e + c < N ? bias[n_e + c] : 0.f;
     }
-    if constexpr (LN) {                                       // gamma (K floats), beta (K floats) into g_sh
+    if constexpr (PRO) {                                      // gamma (K floats), beta (K floats) into g_sh
         for (int c = threadIdx.x; c < K / 2; c += 256) {
             const bool beta = c >= K / 4;
             cp_async16(g_sh + 4 * c, (beta ? ln_b + 4 * c - K : ln_w + 4 * c), true);
@@ -176,7 +207,16 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
 #endif
     const __nv_bfloat16* A = (const __nv_bfloat16*)Ain;
     int a_ld = lda;
-    if constexpr (LN) {
+    // FOLD: each row's shift (its first value) and this thread's sums of the shifted values and their squares
+    float shift[FOLD ? MR : 1], s1[FOLD ? MR : 1], s2[FOLD ? MR : 1];
+    if constexpr (FOLD) {
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+            shift[m] = m < M ? ((const float*)Ain)[(long long)m * lda] : 0.f;
+            s1[m] = 0.f; s2[m] = 0.f;
+        }
+    }
+    if constexpr (PRO) {
 #if BFS_EARLY
         cp_async_wait<0>();
         __syncthreads();
@@ -191,7 +231,7 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     float4 acc[MR];
 #pragma unroll
     for (int m = 0; m < MR; ++m) acc[m] = make_float4(0.f, 0.f, 0.f, 0.f);
-    auto step = [&](int k, const uint4 (&wu)[4]) {
+    auto step = [&](int k, const uint4 (&wu)[4], const float (&g)[FOLD ? 8 : 1]) {
         float wf[4][8];
 #pragma unroll
         for (int c = 0; c < 4; ++c) bf16x8_to_f32(wu[c], wf[c]);
@@ -199,7 +239,20 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
         for (int m = 0; m < MR; ++m) {
             if (m < M) {
                 float af[8];
-                bf16x8_to_f32(*(const uint4*)(A + (long long)m * a_ld + k), af);
+                if constexpr (FOLD) {                         // (x - shift) gamma, and the row's sums
+                    const float* xr = (const float*)Ain + (long long)m * lda + k;
+                    const float4 x0 = *(const float4*)xr, x1 = *(const float4*)(xr + 4);
+                    const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        const float d = xv[e] - shift[m];
+                        s1[m] += d;
+                        s2[m] = fmaf(d, d, s2[m]);
+                        af[e] = d * g[e];
+                    }
+                } else {
+                    bf16x8_to_f32(*(const uint4*)(A + (long long)m * a_ld + k), af);
+                }
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
                     acc[m].x += af[e] * wf[0][e]; acc[m].y += af[e] * wf[1][e];
@@ -211,16 +264,31 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
     if (live) {
 #pragma unroll
         for (int p = 0; p < BFS_PRE; ++p)
-            if (gt * 8 + p * STEP < K) step(gt * 8 + p * STEP, wpre[p]);
-#pragma unroll 2
+            if (gt * 8 + p * STEP < K) step(gt * 8 + p * STEP, wpre[p], gpre[FOLD ? p : 0]);
+#pragma unroll (FOLD ? 1 : 2)
         for (int k = gt * 8 + BFS_PRE * STEP; k < K; k += STEP) {
             uint4 wu[4];
 #pragma unroll
             for (int c = 0; c < 4; ++c) wu[c] = *(const uint4*)(w[c] + k);
-            step(k, wu);
+            float g[FOLD ? 8 : 1];
+            load_gamma(k, g);
+            step(k, wu, g);
         }
     }
     warp_partials<MR, 1>(acc, M, &red[warp][0]);
+    if constexpr (FOLD) {
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+            if (m < M) {
+#pragma unroll
+                for (int off = 1; off < 32; off <<= 1) {
+                    s1[m] += __shfl_xor_sync(0xffffffffu, s1[m], off);
+                    s2[m] += __shfl_xor_sync(0xffffffffu, s2[m], off);
+                }
+                if (threadIdx.x % 32 == 0) red_st[warp][m] = make_float2(s1[m], s2[m]);
+            }
+        }
+    }
     __syncthreads();
     // thread (group, row): the group's WPG warp partials of one row, summed and stored
     unsigned long long key = 0ull;                            // _pick: this thread's best (logit, column)
@@ -230,8 +298,22 @@ __device__ __forceinline__ void skinny_bf16(const void* RESTRICT Ain, const __nv
             const float4 p = red[grp * WPG + i][m_e];
             v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
         }
-        if constexpr (PICK) {                                 // the LM head: no epilogue, the logits are v
-            const float f[4] = {v.x, v.y, v.z, v.w};
+        if constexpr (FOLD) {                                 // rstd (x gamma W - mean s), mean and x shifted alike
+            float2 st = red_st[grp * WPG][m_e];
+            for (int i = 1; i < WPG; ++i) { st.x += red_st[grp * WPG + i][m_e].x; st.y += red_st[grp * WPG + i][m_e].y; }
+            const float mean = st.x / K, rstd = rsqrtf(fmaxf(st.y / K - mean * mean, 0.f) + ln_eps);
+            v.x = rstd * (v.x - mean * s_e[0]); v.y = rstd * (v.y - mean * s_e[1]);
+            v.z = rstd * (v.z - mean * s_e[2]); v.w = rstd * (v.w - mean * s_e[3]);
+        }
+        if constexpr (PICK) {                                 // the LM head: no epilogue, the logits are v (+ b')
+            float f[4] = {v.x, v.y, v.z, v.w};
+#if BFS_EARLY
+#pragma unroll
+            for (int c = 0; c < 4; ++c) f[c] += bias_e[c];
+#else
+#pragma unroll
+            for (int c = 0; c < 4; ++c) f[c] += bias && n_e + c < N ? bias[n_e + c] : 0.f;
+#endif
 #pragma unroll
             for (int c = 0; c < 4; ++c)
                 if (n_e + c < pick->V && n_e + c < N) key = max(key, bfs_pick_key(f[c], n_e + c));
@@ -261,9 +343,9 @@ gemm_skinny_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT 
 }
 #endif
 
-// One row (B = 1 decoding): fewer registers, four blocks per SM.
+// One row (B = 1 decoding): fewer registers, BFS_ONE_BLOCKS blocks per SM.
 #if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
-extern "C" __global__ void __launch_bounds__(256, 4)
+extern "C" __global__ void __launch_bounds__(256, BFS_ONE_BLOCKS)
 gemm_skinny_bf16_1(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
                    int ldb, BF_EPI_PARAMS) {
     skinny_bf16<1, false>(A, Bt, M, N, K, lda, ldb, nullptr, nullptr, 0.f, BF_EPI_ARGS);
@@ -285,6 +367,20 @@ extern "C" __global__ void __launch_bounds__(256, 3)
 gemm_skinny_bf16_ln1(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
                      const float* RESTRICT ln_w, const float* RESTRICT ln_b, float ln_eps, BF_EPI_PARAMS) {
     skinny_bf16<1, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS);
+}
+#endif
+
+// The LayerNorm folded (decode_fold), one row: X fp32 (1 x K, 16-byte aligned), gamma (K fp32), the fold's s
+// (N fp32; ln_fold.fold_vectors) and, as the epilogue's bias, its b'. (Eight rows folded ran slower than the
+// prologue: 164 registers, one block an SM.)
+#define BFS_LNF1_PARAMS const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, int ldb, \
+                        const float* RESTRICT gamma, const float* RESTRICT fold_s, float ln_eps, BF_EPI_PARAMS
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
+extern "C" __global__ void __launch_bounds__(256, 3) gemm_skinny_bf16_lnf1(BFS_LNF1_PARAMS) {
+    skinny_bf16<1, true, false, true>(X, Bt, M, N, K, lda, ldb, gamma, fold_s, ln_eps, BF_EPI_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256, 4) gemm_skinny_bf16_lnf1_dense(BFS_LNF1_PARAMS) {
+    skinny_bf16<1, true, false, true>(X, Bt, M, N, K, lda, ldb, gamma, fold_s, ln_eps, BF_EPI_ARGS);
 }
 #endif
 
@@ -311,5 +407,13 @@ gemm_skinny_bf16_ln1_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT
     skinny_bf16<1, true, true>(X, Bt, M, N, K, lda, ldb, ln_w, ln_b, ln_eps, BF_EPI_ARGS, &pk);
 }
 #endif
-#endif
 
+// The same with the LayerNorm folded, one row: gamma, s, and b' as the epilogue's bias (the logits include it).
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
+extern "C" __global__ void __launch_bounds__(256, 3)
+gemm_skinny_bf16_lnf1_pick(BFS_LNF1_PARAMS, BFS_PICK_PARAMS) {
+    const BfsPick pk{V, pick_keys, pick_ticket, next_tok, step_idx, pos_io, wpe, x_next, n_ctx};
+    skinny_bf16<1, true, true, true>(X, Bt, M, N, K, lda, ldb, gamma, fold_s, ln_eps, BF_EPI_ARGS, &pk);
+}
+#endif
+#endif
