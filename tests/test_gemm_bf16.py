@@ -438,11 +438,13 @@ def test_decode_pick_step_launches(B):
         before = len(rt.launches)
         gpu._device_step(B, 9)
         counts[name] = [k for k, *_ in rt.launches[before:]]
-    pick = "gemm_skinny_bf16_ln1_pick" if B == 1 else "gemm_skinny_bf16_ln_pick"
     assert len(counts["fast_bf16_s9"]) == 5 * config.n_layer + 4
     for name in ("fast_bf16_dec", "fast_bf16"):
         step = counts[name]
         per_layer = 7 if name == "fast_bf16" and B > 1 else 5
+        # fast_bf16 folds one row's LayerNorm (decode_fold: the _lnf1 build); fast_bf16_dec keeps the prologue
+        pick = "gemm_skinny_bf16_ln_pick" if B > 1 else \
+            "gemm_skinny_bf16_lnf1_pick" if name == "fast_bf16" else "gemm_skinny_bf16_ln1_pick"
         assert len(step) == per_layer * config.n_layer + 1 and step[-1] == pick
         assert not {"argmax_rows", "decode_advance", "embed_bf16"} & set(step)
     rt = RecordingRuntime()

@@ -125,7 +125,7 @@ def test_bf16_kernel_plan_on_the_dry_run():
     (B = 2) takes decode_attention_bf16, v13 for every layer's linear layers after two LayerNorm kernels, and v10's
     GEMV for the LM head with ln_f inside, no fp32 kernel; the LM head's GEMV picks the tokens and embeds the next
     step's (decode_pick: no embedding, argmax or advance launch). At B = 1 every linear layer is v10's GEMV with the
-    LayerNorms inside (no LayerNorm launch)."""
+    LayerNorms folded in (decode_fold: no LayerNorm launch)."""
     from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpt2.gpu import GPT2GPU
     rt = RecordingRuntime()
@@ -148,9 +148,9 @@ def test_bf16_kernel_plan_on_the_dry_run():
                 "decode_advance"} & set(step)
     assert len(step) == 7 * L + 1                              # 7 per layer, the LM head
     rt.launches.clear()
-    gpu._device_step(1, 48)                                    # one row: the GEMVs with their LayerNorms
+    gpu._device_step(1, 48)                                    # one row: the GEMVs with their LayerNorms folded in
     one = kernel_names(rt.launches)
-    assert one.count("gemm_skinny_bf16_ln1") == 2 * L and one.count("gemm_skinny_bf16_1") == 2 * L
+    assert one.count("gemm_skinny_bf16_lnf1") == 2 * L and one.count("gemm_skinny_bf16_1") == 2 * L
     assert "layernorm_warp_bf16" not in one and len(one) == 5 * L + 1
 
 

@@ -373,13 +373,19 @@ gemm_skinny_bf16_ln1(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, 
 // The LayerNorm folded (decode_fold), one row: X fp32 (1 x K, 16-byte aligned), gamma (K fp32), the fold's s
 // (N fp32; ln_fold.fold_vectors) and, as the epilogue's bias, its b'. (Eight rows folded ran slower than the
 // prologue: 164 registers, one block an SM.)
-#define BFS_LNF1_PARAMS const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, int ldb, \
-                        const float* RESTRICT gamma, const float* RESTRICT fold_s, float ln_eps, BF_EPI_PARAMS
 #if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
-extern "C" __global__ void __launch_bounds__(256, 3) gemm_skinny_bf16_lnf1(BFS_LNF1_PARAMS) {
+extern "C" __global__ void __launch_bounds__(256, 3)
+gemm_skinny_bf16_lnf1(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, int ldb,
+                      const float* RESTRICT gamma, const float* RESTRICT fold_s, float ln_eps, BF_EPI_PARAMS) {
     skinny_bf16<1, true, false, true>(X, Bt, M, N, K, lda, ldb, gamma, fold_s, ln_eps, BF_EPI_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(256, 4) gemm_skinny_bf16_lnf1_dense(BFS_LNF1_PARAMS) {
+#endif
+
+#if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
+extern "C" __global__ void __launch_bounds__(256, 4)
+gemm_skinny_bf16_lnf1_dense(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
+                            int ldb, const float* RESTRICT gamma, const float* RESTRICT fold_s, float ln_eps,
+                            BF_EPI_PARAMS) {
     skinny_bf16<1, true, false, true>(X, Bt, M, N, K, lda, ldb, gamma, fold_s, ln_eps, BF_EPI_ARGS);
 }
 #endif
@@ -411,7 +417,9 @@ gemm_skinny_bf16_ln1_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT
 // The same with the LayerNorm folded, one row: gamma, s, and b' as the epilogue's bias (the logits include it).
 #if !KERNEL_SUBSET || KERNELS_SKINNY_BF16
 extern "C" __global__ void __launch_bounds__(256, 3)
-gemm_skinny_bf16_lnf1_pick(BFS_LNF1_PARAMS, BFS_PICK_PARAMS) {
+gemm_skinny_bf16_lnf1_pick(const float* RESTRICT X, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda,
+                           int ldb, const float* RESTRICT gamma, const float* RESTRICT fold_s, float ln_eps,
+                           BF_EPI_PARAMS, BFS_PICK_PARAMS) {
     const BfsPick pk{V, pick_keys, pick_ticket, next_tok, step_idx, pos_io, wpe, x_next, n_ctx};
     skinny_bf16<1, true, true, true>(X, Bt, M, N, K, lda, ldb, gamma, fold_s, ln_eps, BF_EPI_ARGS, &pk);
 }
