@@ -71,10 +71,12 @@ def _is_idx(path: Path) -> bool:
     return "idx" in name or name.endswith(("ubyte", "ubyte.gz"))
 
 
-def collect(paths: list[str], recursive: bool = False, colour: bool = False) -> list[Picture | Stack]:
+def collect(paths: list[str], recursive: bool = False, colour: bool = False,
+            channels: int | None = None) -> list[Picture | Stack]:
     """The inputs in order: a path that does not exist, a folder without pictures or an unusable array is an
     error here, before anything runs. Image files are only named here; they are decoded during the run. colour
-    (your own network's pictures): .npy arrays may also hold colour pictures (load_array)."""
+    (your own network's pictures): .npy arrays may also hold colour pictures, or maps of the model's `channels`
+    (load_array)."""
     items: list[Picture | Stack] = []
     for arg in paths:
         p = Path(arg)
@@ -85,10 +87,11 @@ def collect(paths: list[str], recursive: bool = False, colour: bool = False) -> 
             if not found:
                 kinds = ", ".join(sorted(IMAGE_SUFFIXES | {".npy"}))
                 raise DataError(f"{arg}: no pictures in this folder{' or below' if recursive else ''} ({kinds})")
-            items += [load_array(m, str(m), colour) if m.suffix.lower() == ".npy" else Picture(str(m)) for m in found]
+            items += [load_array(m, str(m), colour, channels) if m.suffix.lower() == ".npy" else Picture(str(m))
+                      for m in found]
         elif p.is_file():
             if p.suffix.lower() == ".npy" or _is_idx(p):
-                items.append(load_array(p, arg, colour))
+                items.append(load_array(p, arg, colour, channels))
             else:
                 items.append(Picture(arg))
         else:
@@ -96,9 +99,10 @@ def collect(paths: list[str], recursive: bool = False, colour: bool = False) -> 
     return items
 
 
-def load_array(path: Path, source: str, colour: bool = False) -> Stack:
+def load_array(path: Path, source: str, colour: bool = False, channels: int | None = None) -> Stack:
     """A .npy (memory-mapped) or IDX file as a Stack, with its shape, dtype and range checked: N x H x W grey
-    pictures, and with colour also N x H x W x C (C 1, 3, or 4 with alpha) or N x C x H x W (C 1 or 3)."""
+    pictures, and with colour also N x H x W x C (C 1, 3, or 4 with alpha) or N x C x H x W (C 1 or 3), and
+    either with C = channels (a model's input of other than 1 or 3 channels)."""
     if path.suffix.lower() == ".npy":
         try:
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -106,11 +110,14 @@ def load_array(path: Path, source: str, colour: bool = False) -> Stack:
             raise DataError(f"{source}: not a readable .npy array ({e})") from None
     else:
         arr = data.read_idx(path, ndim=3)
-    coloured = colour and arr.ndim == 4 and (arr.shape[-1] in (1, 3, 4) or arr.shape[1] in (1, 3))
+    maps = channels if colour and channels not in (None, 1, 3) else None    # the model's own channel count
+    coloured = colour and arr.ndim == 4 and (arr.shape[-1] in (1, 3, 4) or arr.shape[1] in (1, 3)
+                                             or maps in (arr.shape[1], arr.shape[-1]))
     if arr.ndim != 3 and not coloured:
         hint = " (for one picture, save arr[None])" if arr.ndim == 2 else ""
         what = "N x H x W grey pictures" + (", N x H x W x C or N x C x H x W colour ones (C 1 or 3; 4 with "
-                                             "alpha, channels last)" if colour else "")
+                                             "alpha, channels last" + (f"; or C = {maps}, the model's" if maps else "")
+                                             + ")" if colour else "")
         raise DataError(f"{source}: array of shape {arr.shape}; expected {what}{hint}")
     if 0 in arr.shape:
         raise DataError(f"{source}: array of shape {arr.shape} holds no pictures")
@@ -455,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "class, probability (tab-separated). Exit 2 on bad input, with one line saying why.")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="image files, folders of them (and of .npy arrays), .npy arrays (N x H x W, uint8 or float "
-                        "in [0, 1]; with --model also N x H x W x C or N x C x H x W colour ones), IDX files")
+                        "in [0, 1]; with --model also N x H x W x C or N x C x H x W colour ones, C 1 or 3 or the "
+                        "model's), IDX files")
     p.add_argument("--variant", default="auto",
                    help="variant (convnet --list); 'auto' = the fastest GPU variant, or 'cpu' without a GPU")
     p.add_argument("--top", type=positive_int, default=1, metavar="K", help="also print the K most likely classes")
@@ -532,13 +540,13 @@ def _main_onnx(args) -> int:
     from PIL import Image
     if args.weights != str(wio.WEIGHTS_FILE) or args.invert:
         raise UsageError("--weights and --invert are LeNet-86's; your model's weights are in its ONNX file")
-    items = collect(args.paths, args.recursive, colour=True)
+    graph = cg.load(args.model)                               # what it cannot run: one line, before any work
+    c = graph.input_shape[0]
+    items = collect(args.paths, args.recursive, colour=True, channels=c)
     inputs = [*args.paths, *(i.source for i in items), args.model, *([args.labels] if args.labels else [])]
     outputs = {opt: check_output(path, opt, inputs) if path else None
                for opt, path in (("--json", args.json), ("--csv", args.csv))}
     check_distinct(outputs)
-    graph = cg.load(args.model)                               # what it cannot run: one line, before any work
-    c = graph.input_shape[0]
     mean, std = (channel_values(getattr(args, w), w, c, graph.meta) for w in ("mean", "std"))
     net = Model(args.model, args.variant)
     t0 = time.perf_counter()

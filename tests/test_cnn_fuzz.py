@@ -52,3 +52,51 @@ def test_random_networks_on_the_gpu(variant, tmp_path):
     print(variant, _tally(results))
     assert not bad, bad
     assert any(s == "compared" for s, _ in results.values()), _tally(results)
+
+
+def test_random_networks_through_the_commands(tmp_path, capsys):
+    """The user's ways in with a random network (CPU variant): `convnet --model --json` writes its layers and an
+    error against float64 within 1e-5, and `convnet-predict --model` on a stack of pictures (random sizes; colour
+    for a 3-channel model, else grey) writes a prediction per picture; for a model of other than 1 or 3 channels,
+    grey pictures are refused in one line and an array of its channels (first or last, random sizes) runs; a
+    network convnet cannot run is exit 2 with one line on stderr, never a traceback."""
+    import json
+
+    import onnx
+
+    from cnn_random import random_cnn
+    from convnet import cli, predict
+    outcomes = collections.Counter()
+    for seed in [*range(24), 31, 83]:                 # 31, 83: a Pad no convolution takes (refused)
+        model, shape = random_cnn(seed)
+        path = tmp_path / f"m{seed}.onnx"
+        onnx.save(model, str(path))
+        rc = cli.main(["--model", str(path), "--variant", "cpu", "--batch", "3", "--json", str(tmp_path / "r.json")])
+        out, err = capsys.readouterr()
+        assert rc in (0, 2), (seed, rc, err[-500:])
+        if rc == 2:
+            said = [line for line in err.strip().splitlines() if not line.startswith("note:")]
+            assert len(said) == 1 and said[0].startswith("convnet: error"), (seed, err)
+            outcomes["refused"] += 1
+            continue
+        report = json.loads((tmp_path / "r.json").read_text())
+        assert report["batch"] == 3 and report["rel_err_float64"] <= 1e-5, (seed, report["rel_err_float64"])
+        rng = np.random.default_rng(seed)
+        n, h, w = 3, int(rng.integers(5, 40)), int(rng.integers(5, 40))
+        pictures = rng.random((n, h, w) if shape[0] != 3 else (n, h, w, 3)).astype(np.float32)
+        np.save(tmp_path / "stack.npy", pictures)
+        rc = predict.main([str(tmp_path / "stack.npy"), "--model", str(path), "--json", str(tmp_path / "p.json")])
+        out, err = capsys.readouterr()
+        if shape[0] not in (1, 3):               # grey pictures cannot give its channels: said in one line
+            said = [line for line in err.strip().splitlines() if not line.startswith("note:")]
+            assert rc == 2 and len(said) == 1 and "channels" in said[0], (seed, err[-500:])
+            maps = rng.random((n, shape[0], h, w) if seed % 2 else (n, h, w, shape[0]))   # arrays of its channels
+            np.save(tmp_path / "stack.npy", maps.astype(np.float32))
+            rc = predict.main([str(tmp_path / "stack.npy"), "--model", str(path), "--json", str(tmp_path / "p.json")])
+            out, err = capsys.readouterr()
+        assert rc == 0, (seed, err[-500:])
+        assert len(json.loads((tmp_path / "p.json").read_text())["predictions"]) == n, seed
+        outcomes["ran"] += 1
+    print(dict(outcomes))
+    assert outcomes["ran"] >= 20, outcomes
+    assert outcomes["refused"] >= 2, outcomes

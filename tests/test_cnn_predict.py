@@ -72,6 +72,31 @@ def test_prepare_resizes_scales_and_normalises():
     assert x.shape == (2, 3, 4, 6) and np.allclose(x[0], 1.0) and np.allclose(x[1], -1.0)
 
 
+def test_prepare_takes_arrays_of_the_models_channels():
+    """A model of 5 channels: arrays of 5 channels, first or last, uint8 or float, as its input: unchanged at its
+    size, each channel resized bilinearly otherwise (a constant channel stays that constant, the two layouts agree,
+    a channel's resize does not depend on the others); grey and RGB pictures are refused in one line."""
+    from convnet.cnn.model import prepare
+    from convnet.errors import DataError
+    rng = np.random.default_rng(5)
+    mean, std = np.arange(5, dtype=np.float32) / 10, np.full(5, 0.5, np.float32)
+    chw = rng.random((5, 7, 9)).astype(np.float32)
+    x = prepare([chw, np.moveaxis(chw, 0, -1), (chw * 255).round().astype(np.uint8)], (5, 7, 9), mean, std)
+    want = (chw - mean[:, None, None]) / 0.5
+    assert np.allclose(x[0], want, atol=1e-6) and np.allclose(x[1], want, atol=1e-6)
+    assert np.allclose(x[2], want, atol=1 / 255)
+    flat = np.stack([np.full((13, 6), k / 4, np.float32) for k in range(5)])
+    other = flat.copy()
+    other[4] = rng.random((13, 6))
+    y = prepare([flat, np.moveaxis(other, 0, -1)], (5, 4, 11), mean, std)
+    assert y.shape == (2, 5, 4, 11)
+    assert np.allclose(y[0], ((np.arange(5) / 4 - mean) / 0.5)[:, None, None], atol=1e-6)
+    assert np.allclose(y[1, :4], y[0, :4], atol=1e-6) and not np.allclose(y[1, 4], y[0, 4])
+    for pictures in ([np.zeros((7, 9), np.float32)], [np.zeros((7, 9, 3), np.uint8)]):
+        with pytest.raises(DataError, match="the model takes 5 channels"):
+            prepare(pictures, (5, 7, 9), mean, std)
+
+
 @pytest.mark.parametrize("extra,message", [
     (["--mean", "1,2"], "--mean '1,2': one finite value or 3"),
     (["--std", "0"], "--std '0': one finite value or 3 (one per channel), all positive"),

@@ -74,12 +74,33 @@ def labels(path, meta: dict, classes: int) -> list[str]:
     return names
 
 
+def _resized_maps(a: np.ndarray, c: int, h: int, w: int) -> np.ndarray | None:
+    """An array of the model's c channels (c not 1 or 3; (c, H, W) or (H, W, c)) as (c, h, w) in [0, 1], each
+    channel resized bilinearly in float (PIL mode F); None for another array."""
+    from PIL import Image
+    if a.ndim != 3 or c in (1, 3) or c not in (a.shape[0], a.shape[-1]):
+        return None
+    if a.shape[-1] != c:                                         # (c, H, W) -> (H, W, c)
+        a = np.moveaxis(a, 0, -1)
+    a = a.astype(np.float32) / (255.0 if a.dtype == np.uint8 else 1.0)
+    if a.shape[:2] == (h, w):
+        return np.moveaxis(a, -1, 0)
+    return np.stack([np.asarray(Image.fromarray(np.ascontiguousarray(a[..., k]), mode="F").resize((w, h),
+                                                                                              Image.BILINEAR))
+                     for k in range(c)])
+
+
 def prepare(images: list, shape: tuple, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
-    """Pictures (PIL images, or arrays (H, W) / (H, W, C) / (C, H, W)) as the model's input batch."""
+    """Pictures (PIL images, or arrays (H, W) / (H, W, C) / (C, H, W)) as the model's input batch; for a model of
+    other than 1 or 3 channels, arrays of its channel count."""
     from PIL import Image
     c, h, w = shape
     out = np.empty((len(images), c, h, w), np.float32)
     for n, img in enumerate(images):
+        maps = None if isinstance(img, Image.Image) else _resized_maps(np.asarray(img), c, h, w)
+        if maps is not None:
+            out[n] = maps
+            continue
         if not isinstance(img, Image.Image):
             a = np.asarray(img)
             if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[-1] not in (1, 3):
@@ -94,7 +115,8 @@ def prepare(images: list, shape: tuple, mean: np.ndarray, std: np.ndarray) -> np
         a = np.asarray(img, np.float32) / 255.0
         a = a[None] if c == 1 else np.moveaxis(a, -1, 0)
         if c not in (1, 3):
-            raise DataError(f"the model takes {c} channels; pictures give 1 (grey) or 3 (RGB)")
+            raise DataError(f"the model takes {c} channels; pictures give 1 (grey) or 3 (RGB), and arrays may hold "
+                            f"{c} (N x {c} x H x W or N x H x W x {c})")
         out[n] = a
     return (out - mean[None, :, None, None]) / std[None, :, None, None]
 
