@@ -633,7 +633,8 @@ def test_constant_arithmetic_and_reducemean_equal_onnxruntime(tmp_path, nodes, c
 
 def test_zero_padding_folds_into_the_convolution_after_it(tmp_path):
     """Pad (constant 0, height and width only; nn.ZeroPad2d, F.pad) read by one Conv alone becomes that Conv's own
-    padding, with its pads added (or in place of VALID): onnxruntime's outputs. Other padding is one line."""
+    padding, with its pads added (or in place of VALID): onnxruntime's outputs. Other padding is one line. A zero Pad
+    no Conv takes runs on the reference; the GPU variants refuse it in one line."""
     from onnx import helper, numpy_helper
     from convnet.cnn import graph, reference
     from convnet.errors import UsageError
@@ -663,12 +664,23 @@ def test_zero_padding_folds_into_the_convolution_after_it(tmp_path):
     for pads, kw, pad_kw, value, message in [
             ([0, 0, 1, 1, 0, 0, 1, 1], {}, {"mode": "reflect"}, None, r"'pad' \(Pad\): mode reflect"),
             ([0, 0, 1, 1, 0, 0, 1, 1], {}, None, 1.0, r"'pad' \(Pad\): mode constant with value \[1.0\]"),
-            ([0, 1, 1, 1, 0, 0, 1, 1], {}, None, None, r"'pad' \(Pad\): pads \[0, 1, 1, 1, 0, 0, 1, 1\]"),
-            ([0, 0, 1, 1, 0, 0, 1, 1], {"auto_pad": "SAME_UPPER"}, None, None, r"'pad' \(Pad\): zero padding is "
-             r"supported where one Conv with explicit pads")]:
+            ([0, 1, 1, 1, 0, 0, 1, 1], {}, None, None, r"'pad' \(Pad\): pads \[0, 1, 1, 1, 0, 0, 1, 1\]")]:
         with pytest.raises(UsageError, match=message) as e:
             graph.load(model(pads, kw, pad_kw, value=value))
         assert "\n" not in str(e.value)
+    # a Pad no Conv takes (before an auto_pad SAME one): the reference pads, the GPU variants refuse in one line
+    from convnet import catalogue
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.cnn.gpu import GPUNet
+    path = model([0, 0, 1, 2, 0, 0, 3, 0], {"auto_pad": "SAME_UPPER"})
+    g = graph.load(path)
+    assert [layer.op for layer in g.layers] == ["pad", "conv"]
+    want = ort.InferenceSession(str(path)).run(None, {"input": x})[0]
+    got = reference.forward(g, x, np.float64)
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    with pytest.raises(UsageError, match=r"'pad' \(Pad\): the GPU variants take zero padding where a Conv") as e:
+        GPUNet(g, catalogue.get("direct", "onnx"), RecordingRuntime())
+    assert "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("op,kw", [

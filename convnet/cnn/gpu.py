@@ -471,6 +471,10 @@ class GPUNet:
     def _check(self, graph):
         for layer in graph.layers:
             a = layer.attrs
+            if layer.op == "pad":
+                raise UsageError(f"ONNX node {layer.name!r} (Pad): the GPU variants take zero padding where a Conv "
+                                 f"reads it alone and takes it as its own; this one no Conv takes (--variant cpu "
+                                 f"runs it)")
             if layer.op == "logsoftmax" and (layer is not graph.layers[-1] or layer.output != graph.output):
                 raise UsageError(f"ONNX node {layer.name!r} (LogSoftmax): the GPU path applies it to the downloaded "
                                  f"outputs, so only as the network's last layer (--variant cpu runs it anywhere)")

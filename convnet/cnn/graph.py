@@ -884,9 +884,12 @@ def infer_shapes(graph: Graph) -> dict:
             # floor(size * scale) in fp32, as onnxruntime and torch (a 10-pixel side at 0.7 is 7, not 6.99..)
             y = (c, *a["sizes"]) if a["sizes"] else (c, *(int(np.floor(np.float32(n) * np.float32(k)))
                                                          for n, k in zip((h, w), a["scales"])))
-        elif layer.op == "pad":                 # one that no convolution took (_fold)
-            raise UsageError(f"ONNX node {layer.name!r} (Pad): zero padding is supported where one Conv with "
-                             f"explicit pads (auto_pad NOTSET or VALID) reads it alone, and takes it as its own")
+        elif layer.op == "pad":                 # one that no convolution took (_fold): the reference pads
+            if len(s[0]) != 3:
+                raise UsageError(f"ONNX node {layer.name!r} (Pad): a (N, {', '.join(map(str, s[0]))}) tensor (zero "
+                                 f"padding of an (N, C, H, W) map's height and width is supported)")
+            (t, l, b, r), (c, h, w) = a["pads"], s[0]
+            y = (c, h + t + b, w + l + r)
         elif layer.op == "affine":              # BatchNormalization, or a constant Mul / Sub / Div
             per, n, c = a.get("per", "channel"), a["scale"].size, s[0][0]
             if not (n == 1 or (n == c and (per == "channel" or (per == "map") == (len(s[0]) == 3)))):

@@ -181,6 +181,9 @@ def forward(graph: Graph, x: np.ndarray, dtype=np.float32, times: list | None = 
             y = activate(ins[0], layer.act)
         elif layer.op == "resize":
             y = resize(ins[0], graph.shapes[layer.output][1:], a)
+        elif layer.op == "pad":                 # zeros around the map (where no convolution took them)
+            t, l, b, r = a["pads"]
+            y = np.pad(ins[0], ((0, 0), (0, 0), (t, b), (l, r)))
         elif layer.op == "dilate":              # stride - 1 zeros between pixels (ConvTranspose)
             (n, c, h, w), (sh, sw) = ins[0].shape, a["stride"]
             y = np.zeros((n, c, (h - 1) * sh + 1, (w - 1) * sw + 1), ins[0].dtype)
