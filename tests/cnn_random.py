@@ -228,3 +228,17 @@ def differential(seed: int, forward, directory, batch: int | None = None, tolera
         return "bad", f"output shape {got.shape}, onnxruntime's {want.shape}"
     err = float(np.abs(got.astype(np.float64) - want).max() / max(float(np.abs(want).max()), 1e-30))
     return ("compared", err) if err <= tolerance else ("bad", f"max relative error {err:.3g} > {tolerance:g}")
+
+
+def gpu_forward(variant: str):
+    """forward(path, x) for differential() on a GPU variant: the network built, run once, every activation buffer
+    NaN-poisoned, and run again (so an element no kernel writes shows as NaN)."""
+    from convnet.cnn.model import Model
+
+    def forward(path, x):
+        model = Model(path, variant)
+        model.logits(x)
+        model.gpu.rt.pool.fill("cnna", np.nan, np.float32)          # GPUNet's activations (cnna<k>.*)
+        model.gpu.rt.pool.fill("cnna", np.nan, np.float16)
+        return model.logits(x)
+    return forward

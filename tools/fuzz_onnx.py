@@ -5,10 +5,11 @@ onnxruntime's CPU fp32, on the numpy reference (float64) and on GPU variants:
     python tools/fuzz_onnx.py --seeds 0:200 --variants igemm_f16 direct   # GPU variants (fp32 1e-4, half 2e-2)
     python tools/fuzz_onnx.py --seeds 0:200 --variants all --collect build/fuzz.tar.xz   # pack their builds, no GPU
 
-A network either runs within the tolerance or is refused in one line; anything else (a mismatch, another output
-shape, a refusal of several lines, a traceback) is listed with its seed, and the exit status is 1. The table counts
-each variant's outcomes. --collect records the kernel builds the networks would launch (dry run) and compiles them
-into a file for a GPU machine without nvcc time (bench.dryrun.unpack)."""
+A network either runs within the tolerance (on a GPU variant: its second run, with the activations NaN-poisoned after
+the first) or is refused in one line; anything else (a mismatch, another output shape, a refusal of several lines, a
+traceback) is listed with its seed, and the exit status is 1. The table counts each variant's outcomes. --collect
+records the kernel builds the networks would launch (dry run) and compiles them into a file for a GPU machine without
+nvcc time (bench.dryrun.unpack). GPU variants where no GPU is: one line, exit 2."""
 import argparse
 import collections
 import os
@@ -20,13 +21,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))   # the random networks
 
-from cnn_random import differential, random_cnn                        # noqa: E402
+from cnn_random import differential, gpu_forward, random_cnn           # noqa: E402
+
+
+def fail(message: str):
+    """Bad input: one line, exit 2."""
+    print(f"fuzz_onnx: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def seeds(text: str) -> range:
     lo, sep, hi = text.partition(":")
     if not sep or not lo.isdigit() or not hi.isdigit() or int(hi) <= int(lo):
-        raise SystemExit(f"--seeds {text!r}: expected FIRST:END with END > FIRST, e.g. 0:200")
+        fail(f"--seeds {text!r}: expected FIRST:END with END > FIRST, e.g. 0:200")
     return range(int(lo), int(hi))
 
 
@@ -37,7 +44,7 @@ def gpu_variants(names: list) -> list:
         return gpu
     unknown = [n for n in names if n not in gpu]
     if unknown:
-        raise SystemExit(f"--variants: {', '.join(unknown)} not GPU variants of the ONNX path ({', '.join(gpu)})")
+        fail(f"--variants: {', '.join(unknown)} not GPU variants of the ONNX path ({', '.join(gpu)})")
     return names
 
 
@@ -78,15 +85,21 @@ def main() -> int:
     if args.collect:
         collect(variants, seed_range, args.collect)
         return 0
+    if variants:
+        from convnet.errors import GPUUnavailable
+        from convnet.gpu.runtime import Runtime
+        try:
+            Runtime.get()
+        except GPUUnavailable as e:
+            fail(f"--variants: {e}")
     from tqdm import tqdm
 
     from convnet import catalogue
     from convnet.cnn import graph, reference
-    from convnet.cnn.model import Model
     runs = {"reference": (lambda path, x: reference.forward(graph.load(path), x, np.float64), 1e-4)}
     for name in variants:
         half = catalogue.get(name, "onnx").precision in ("fp16", "bf16")
-        runs[name] = ((lambda n: lambda path, x: Model(path, n).logits(x))(name), 2e-2 if half else 1e-4)
+        runs[name] = (gpu_forward(name), 2e-2 if half else 1e-4)
     table, bad = {name: collections.Counter() for name in runs}, []
     worst = dict.fromkeys(runs, 0.0)
     with tempfile.TemporaryDirectory() as d:
