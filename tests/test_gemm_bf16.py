@@ -76,6 +76,18 @@ def test_builds_both_output_types(version, kernel):
     assert not lin.fuses_layernorm(1, 768, 768) and not lin.fuses_layernorm(1, 768, 768, fold=True)
 
 
+@pytest.mark.parametrize("M,gamma,why", [(2, 0, "at one row"), (1, 8, "16-byte aligned")])
+def test_folded_layernorm_refusals_are_one_line(M, gamma, why):
+    """A FoldedLN the _lnf1 builds cannot take (two rows; gamma not 16-byte aligned, which they read as float4) is
+    one line naming it, before any launch."""
+    from convnet.errors import GPUError
+    from convnet.gpu.gemm import FoldedLN
+    rt, lin = dry("bf16_wgmma")
+    with pytest.raises(GPUError, match=f"the folded LayerNorm .* {why}") as e:
+        lin(0, 0, 0, M, 768, 768, 768, 768, 768, ln=FoldedLN(gamma, 0, 1e-5), out_bf16=False)
+    assert "\n" not in str(e.value) and not rt.launches
+
+
 def test_layout_is_bf16_w_transposed(rng):
     _, lin = dry("bf16_wgmma")
     w = rng.standard_normal((72, 40)).astype(np.float32)

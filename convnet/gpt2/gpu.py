@@ -519,8 +519,7 @@ class GPT2GPU:
         if self._stats_of is x and gemm_rows is None and self.linear.stats_takes(rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon, self._stats_buf)   # SMM_LNS
         lin = self._linear(group) if group else self.linear
-        if self.decode_fold and weight and not self.ln_const and \
-                lin.fuses_layernorm(gemm_rows or rows, n_out, self.C, fold=True):
+        if self.decode_fold and weight and lin.fuses_layernorm(gemm_rows or rows, n_out, self.C, fold=True):
             return x, FoldedLN(pair, self.w[weight + ".fold_s"], self.cfg.layer_norm_epsilon)
         if self.ln_fuse and not self.ln_const and lin.fuses_layernorm(gemm_rows or rows, n_out, self.C):
             return x, (pair, ptr(pair, self.C), self.cfg.layer_norm_epsilon)

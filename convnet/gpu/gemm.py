@@ -643,7 +643,11 @@ class Linear:
         if isinstance(ln, FoldedLN) and self.version not in BF16_VERSIONS:
             raise GPUError(f"GEMM {self.version}: the folded LayerNorm (FoldedLN) runs on the bf16 GEMV (v10) only")
         if self.version in BF16_VERSIONS:
-            if ln is not None and not self.fuses_layernorm(M, N, K, isinstance(ln, FoldedLN)):
+            if isinstance(ln, FoldedLN) and not (self.fuses_layernorm(M, N, K, fold=True)
+                                                 and int(ptr(ln.gamma)) % 16 == 0):
+                raise GPUError(f"GEMM {self.version}: the folded LayerNorm (FoldedLN) needs the GEMV at one row, K a "
+                               f"multiple of 8 and gamma 16-byte aligned; got M={M} K={K}")
+            if ln is not None and not isinstance(ln, FoldedLN) and not self.fuses_layernorm(M, N, K):
                 raise GPUError(f"GEMM {self.version}: the LayerNorm prologue (ln=) needs the GEMV (M <= {SKINNY_M}) and "
                                f"K a multiple of 8 up to {128 * BFS_LN_VEC}; got M={M} K={K}")
             lin = self._bf16_pick(M, N, K) if self.version == "bf16" else self
@@ -733,9 +737,8 @@ class Linear:
                 fn = self.bf_skinny_lnf[bool(out_bf16)][blocks > 3 * self.rt.sm_count]
             else:
                 fn = self.bf_skinny_ln[bool(out_bf16)][M == 1]
-            fn((blocks, 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M),
-                                            i32(N), i32(K), i32(lda), i32(ldb), ptr(gamma), ptr(beta), np.float32(eps),
-                                            *epi.args(C, ldc), stream=stream)
+            fn((blocks, 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K), i32(lda), i32(ldb), ptr(gamma),
+               ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
         elif self.bf_gemv and M <= SKINNY_M and not self.slab_rows(M, N, K):
             # decoding: a 128-row tile would be almost all padding and N / tile width blocks too few; read W once
             skinny, skinny1 = self.bf_skinny[bool(out_bf16)]
@@ -893,9 +896,9 @@ class PickHead:
             raise GPUError(f"the LM head's pick needs 1 <= M <= {self.max_m} rows, K a multiple of 8 and V <= N; "
                            f"got M={M} K={K} V={V} N={N}")
         fold = isinstance(ln, FoldedLN)
-        if fold != (bias is not None) or (fold and M != 1):
+        if fold != (bias is not None) or (fold and (M != 1 or int(ptr(ln.gamma)) % 16)):
             raise GPUError(f"the LM head's pick takes a bias only with the folded LayerNorm (its b'), and that of one "
-                           f"row; got M={M}, {'a' if fold else 'no'} folded LayerNorm, "
+                           f"row with gamma 16-byte aligned; got M={M}, {'a' if fold else 'no'} folded LayerNorm, "
                            f"{'no' if bias is None else 'a'} bias")
         gamma, beta, eps = ln
         t = self.rt.pool.tickets("gpt2.act.pick", 2 * self.max_m + 1)      # M uint64 keys, then the ticket
