@@ -1543,12 +1543,10 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
 
 // ---- decode_attention_bf16: one query per sequence over the bf16 KV cache (the bf16 variants' decode steps) --------
 // flash_attention_bf16's block holds 16 * FB_MT * FB_WARPS queries: at Tq = 1 one warp computes and the others
-// only copy and wait at its barriers. Here one block of DB_THREADS per (b, head), decode_attention's plan on bf16
-// rows: a key's row (HEAD_DIM bf16) is spread over DB_LPK = HEAD_DIM / 8 lanes, 16 bytes each, so a warp reads
-// 32 / DB_LPK rows at once; q . k by xor shuffles inside the lane group, an online softmax per group over keys
-// grp, grp + groups, ... (DB_KU keys' K and V rows loaded before any of their math), p and the output accumulators
-// in fp32 (p is not rounded to bf16 as the flash kernel's P V operand is), the groups' states merged in shared
-// memory and y rounded to bf16 once. Q is pre-scaled by log2(e)/sqrt(d). HEAD_DIM / 8 a power of two (16..256).
+// only copy and wait at its barriers. Here one block of DB_THREADS per (b, head) runs decode_head_bf16.cuh (a key's
+// row over HEAD_DIM / 8 lanes, an online softmax per lane group, DB_KU keys' rows loaded before their math, p and the
+// accumulators in fp32, the groups merged in shared memory) and rounds y to bf16 once. HEAD_DIM / 8 a power of two
+// (16..256).
 // PDL=1: griddepcontrol.wait before any read (q, the cache row the QKV GEMV just wrote, pos), then the trigger
 // that lets the next kernel (the projection's GEMV) start loading its weights.
 #ifndef PDL
@@ -1576,7 +1574,7 @@ flash_attention_bf16_wg(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* RE
 #define AT_PDL_TRIGGER_AFTER_WAIT() do { if (!PDL_TRIGGER_START) AT_PDL_TRIGGER(); } while (0)
 #define DB_THREADS 128
 #define DB_LPK (HEAD_DIM / 8)            // lanes per key row
-#define DB_GROUPS (DB_THREADS / DB_LPK)  // keys in flight per block
+#include "decode_head_bf16.cuh"
 #ifndef DB_KU
 #define DB_KU 4                          // keys per group whose rows are loaded together
 #endif
@@ -1592,7 +1590,7 @@ decode_attention_bf16_body(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16*
                            int cap_kv, int window, float scale_log2, const int* RESTRICT pos_dev,
                            const int* RESTRICT gap) {
     constexpr int D = HEAD_DIM;
-    const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x, grp = tid / DB_LPK, sub = tid % DB_LPK;
+    const int bh = blockIdx.x, b = bh / H, h = bh % H, tid = threadIdx.x;
     AT_PDL_TRIGGER_AT_START();
 #if PDL && PDL_EARLY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const int hint = pos_dev ? *pos_dev + 1 : Tk;
@@ -1607,66 +1605,11 @@ decode_attention_bf16_body(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16*
     AT_PDL_WAIT();
     AT_PDL_TRIGGER_AFTER_WAIT();
     if (pos_dev) Tk = *(const volatile int*)pos_dev + 1;
-    __shared__ float ms[DB_GROUPS], ls[DB_GROUPS];
-    __shared__ __align__(16) float os[DB_GROUPS][D];
-    const __nv_bfloat16* kh = k + (long long)bh * cap_kv * D + sub * 8;
-    const __nv_bfloat16* vh = v + (long long)bh * cap_kv * D + sub * 8;
-    float qf[8];
-    bf16x8_to_f32(*(const uint4*)(q + (long long)bh * cap_q * D + sub * 8), qf);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) qf[e] *= scale_log2;
-    const int query = Tk - 1, lo = window > 0 ? max(0, query - window + 1) : 0;
-    const int gap_lo = GAP ? gap[2 * b] : 0, gap_hi = GAP ? gap[2 * b + 1] : 0;
-    auto live = [&](int key) { return key <= query && !(GAP && key >= gap_lo && key < gap_hi); };
-    float m = -INFINITY, l = 0.f, o[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    // The trip count is the block's (kb, not kb + grp): every lane reaches the group shuffles, which name the whole
-    // warp (a group with no key left rides along masked).
-    for (int kb = lo; kb <= query; kb += DB_GROUPS * DB_KU) {
-        const int k0 = kb + grp;
-        uint4 ku[DB_KU], vu[DB_KU];
-#pragma unroll
-        for (int u = 0; u < DB_KU; ++u) {
-            const int key = k0 + u * DB_GROUPS;
-            const bool ok = live(key);
-            ku[u] = ok ? *(const uint4*)(kh + (long long)key * D) : make_uint4(0u, 0u, 0u, 0u);
-            vu[u] = ok ? *(const uint4*)(vh + (long long)key * D) : make_uint4(0u, 0u, 0u, 0u);
-        }
-#pragma unroll
-        for (int u = 0; u < DB_KU; ++u) {
-            float kf[8];
-            bf16x8_to_f32(ku[u], kf);
-            float s = 0.f;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s = fmaf(qf[e], kf[e], s);
-#pragma unroll
-            for (int off = DB_LPK / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-            if (live(k0 + u * DB_GROUPS)) {                 // the same for the group's lanes
-                const float m_new = fmaxf(m, s), alpha = exp2f(m - m_new), p = exp2f(s - m_new);
-                l = l * alpha + p;
-                m = m_new;
-                float vf[8];
-                bf16x8_to_f32(vu[u], vf);
-#pragma unroll
-                for (int e = 0; e < 8; ++e) o[e] = fmaf(p, vf[e], o[e] * alpha);
-            }
-        }
-    }
-    if (sub == 0) ms[grp] = m;
-    __syncthreads();
-    float mx = ms[0];
-#pragma unroll
-    for (int g2 = 1; g2 < DB_GROUPS; ++g2) mx = fmaxf(mx, ms[g2]);
-    const float sc = m == -INFINITY ? 0.f : exp2f(m - mx);         // a group that saw no key adds nothing
-    if (sub == 0) ls[grp] = l * sc;
-    *(float4*)&os[grp][sub * 8] = make_float4(o[0] * sc, o[1] * sc, o[2] * sc, o[3] * sc);
-    *(float4*)&os[grp][sub * 8 + 4] = make_float4(o[4] * sc, o[5] * sc, o[6] * sc, o[7] * sc);
-    __syncthreads();
-    for (int d = tid; d < D; d += DB_THREADS) {
-        float num = 0.f, den = 0.f;
-#pragma unroll 8
-        for (int g2 = 0; g2 < DB_GROUPS; ++g2) { num += os[g2][d]; den += ls[g2]; }
-        y[(long long)b * H * D + h * D + d] = __float2bfloat16_rn(num / den);
-    }
+    __shared__ __align__(16) float out[D];
+    decode_head_bf16<D, DB_THREADS, DB_KU, GAP>(q + (long long)bh * cap_q * D, k + (long long)bh * cap_kv * D,
+                                                v + (long long)bh * cap_kv * D, Tk, window, scale_log2,
+                                                GAP ? gap[2 * b] : 0, GAP ? gap[2 * b + 1] : 0, out);
+    for (int d = tid; d < D; d += DB_THREADS) y[(long long)b * H * D + h * D + d] = __float2bfloat16_rn(out[d]);
 }
 
 #if !KERNEL_SUBSET || KERNELS_DECODE_BF16

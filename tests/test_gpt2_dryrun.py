@@ -198,7 +198,8 @@ def test_gpt2_precompile_covers_the_gpu_test_file():
     import test_gpu_gpt2 as t
     builds = precompile_gpt2.collect("sm_90a")
     files = {f for f, _ in builds}
-    assert files == {"attention.cu", "gemm.cu", "transformer.cu", "decode_mega.cu"}     # fast_bf16_mk: the megakernel
+    # fast_bf16_mk: the megakernel; fast_bf16's one-row steps: decode_attn_proj
+    assert files == {"attention.cu", "gemm.cu", "transformer.cu", "decode_mega.cu", "decode_attn_proj.cu"}
     defines = [dict(d) for _, d in builds]
     for _, extra in t.LINEAR_BUILDS.values():          # each tunable set the GEMM tests use is among the builds
         assert any(all(d.get(k) == v for k, v in extra.items()) for d in defines), extra
@@ -225,7 +226,8 @@ def test_bf16_precompile_collects_without_a_gpu():
     from convnet.bench.dryrun import kernels_of
     from convnet.gpt2.gpu import GPT2GPU
     builds = precompile_bf16.collect("sm_90a")
-    assert {f for f, _ in builds} == {"attention.cu", "gemm.cu", "transformer.cu", "decode_mega.cu"}
+    assert {f for f, _ in builds} == {"attention.cu", "gemm.cu", "transformer.cu", "decode_mega.cu",
+                                      "decode_attn_proj.cu"}
     assert {d for f, d in builds if f == "decode_mega.cu"} == {(), (("MK_TRACE", 1),)}
     cfg = precompile_bf16.CONFIGS[0]
     assert kernels_of(lambda rt: GPT2GPU(random_params(cfg), cfg, catalogue.get("fast_bf16_xb", "gpt2"), rt)) <= builds

@@ -148,10 +148,11 @@ def test_bf16_kernel_plan_on_the_dry_run():
                 "decode_advance"} & set(step)
     assert len(step) == 7 * L + 1                              # 7 per layer, the LM head
     rt.launches.clear()
-    gpu._device_step(1, 48)                                    # one row: the GEMVs with their LayerNorms folded in
-    one = kernel_names(rt.launches)
-    assert one.count("gemm_skinny_bf16_lnf1") == 2 * L and one.count("gemm_skinny_bf16_1") == 2 * L
-    assert "layernorm_warp_bf16" not in one and len(one) == 5 * L + 1
+    gpu._device_step(1, 48)                     # one row: the GEMVs with their LayerNorms folded in, the attention
+    one = kernel_names(rt.launches)             # with its projection (decode_attn_proj)
+    assert one.count("gemm_skinny_bf16_lnf1") == 2 * L and one.count("gemm_skinny_bf16_1") == L
+    assert one.count("decode_attn_proj_bf16") == L
+    assert "layernorm_warp_bf16" not in one and len(one) == 4 * L + 1
 
 
 @pytest.mark.parametrize("C,H", [(128, 4), (1600, 25)])
@@ -175,7 +176,7 @@ def test_bf16_decode_fold_plan_on_the_dry_run(C, H):
     one = steps[True]
     dense = sum(k == "gemm_skinny_bf16_lnf1_dense" for k in one)          # qkv and mlp_fc past 3 blocks an SM
     assert one.count("gemm_skinny_bf16_lnf1") + dense == 2 * L and one[-1] == "gemm_skinny_bf16_lnf1_pick"
-    assert "layernorm_warp_bf16" not in one and len(one) == 5 * L + 1
+    assert "layernorm_warp_bf16" not in one and len(one) == 4 * L + 1               # (decode_attn_proj)
     if C > 1024:
         assert steps[False].count("layernorm_warp_bf16") == 2 * L + 1 and "gemm_skinny_bf16_ln1" not in steps[False]
 
@@ -513,6 +514,101 @@ def test_bf16_decode_attention_gap_skips_each_padding(Tk, gaps, on_device, D, rn
         want = ref.attention(q64[None], k64[None], v64[None])[0, :, 0]     # the query sees every kept key
         assert rel_err(got[b], want) <= 4e-3, (b, lo, hi)
         assert rel_max_err(got[b], want) <= 1.5e-2, (b, lo, hi)
+
+
+# ---- decode_attn_proj_bf16 (session 42): attention and the output projection in one kernel ------------------------
+# x += bias + attention(q, K, V) W^T, split over heads, the partials added by atomics. Cache slots past the query hold
+# NaN, so a slot read into the math shows; the increment of the residual is compared.
+@pytest.mark.gpu
+@pytest.mark.parametrize("B,H,D,Tk,on_device,passes,defines", [
+    (1, 12, 64, 192, True, 3, {"PDL": 1, "PDL_EARLY": 1, "PDL_TRIGGER_START": 1}),  # 124M's step, as fast_bf16 has it
+    (1, 3, 64, 1, False, 8, {}),                                                     # one key, one tile a head
+    (2, 5, 32, 77, True, 2, {"PDL": 1, "PDL_EARLY": 1}),                            # C = 160: a tile part full
+    (3, 2, 128, 300, True, 1, {"PDL": 1, "AP_WARP_MERGE": 0}),                      # 16 lanes a head row
+    (1, 25, 64, 1025, False, 7, {"AP_THREADS": 256, "AP_MAX_PASSES": 7}),           # xl's width, 8 tiles a head
+    (1, 7, 16, 33, False, 5, {"AP_THREADS": 128}),                                  # 2 lanes a head row, C = 112
+    (1, 4, 64, 600, False, 1, {"AP_THREADS": 1024, "AP_MAX_PASSES": 1, "AP_KU": 2}),  # 128 groups, merged by warps
+], ids=["124M_step", "one_key", "odd_width", "d128_three_rows_no_warp_merge", "xl_width", "d16_128_threads",
+        "1024_threads"])
+def test_decode_attn_proj_matches_float64(B, H, D, Tk, on_device, passes, defines, rng):
+    import math
+    from convnet.gpu import tma
+    from convnet.gpu.bf16 import BF16, BF16_NAN, from_bf16, to_bf16
+    from convnet.gpu.runtime import Runtime, cdiv, f32, i32, ptr
+    rt = Runtime.get()
+    C, cap = H * D, Tk + 3
+    q = to_bf16(rng.standard_normal((B, H, 1, D)))
+    k, v = (to_bf16(rng.standard_normal((B, H, cap, D))) for _ in range(2))
+    k[:, :, Tk:] = v[:, :, Tk:] = BF16_NAN
+    w = to_bf16(rng.standard_normal((C, C)) / math.sqrt(C))               # N x K: row n is output feature n
+    bias = rng.standard_normal(C).astype(np.float32)
+    x0 = rng.standard_normal((B, C)).astype(np.float32)
+    bufs = {n: rt.pool.upload(f"test.ap.{n}", a, BF16) for n, a in (("q", q), ("k", k), ("v", v), ("w", w))}
+    b_dev, x = rt.pool.upload("test.ap.bias", bias), rt.pool.upload("test.ap.x", x0)
+    pos = rt.pool.upload("test.ap.pos", np.array([Tk - 1], np.int32), np.int32) if on_device else None
+    threads = defines.get("AP_THREADS", 512)
+    tiles = cdiv(C, passes * (threads // (D // 8)))
+    fn = tma.launcher(rt, "decode_attn_proj.cu", "decode_attn_proj_bf16", {"HEAD_DIM": D, **defines}, "test")
+    fn((H * tiles, B, 1), (threads, 1, 1), ptr(bufs["q"]), ptr(bufs["k"]), ptr(bufs["v"]), ptr(bufs["w"]),
+       ptr(b_dev), ptr(x), i32(H), i32(C), i32(0 if on_device else Tk), i32(1), i32(cap),
+       f32(math.log2(math.e) / math.sqrt(D)), ptr(pos), i32(passes))
+    rt.synchronize("test decode_attn_proj_bf16")
+    q64, k64, v64, w64 = (from_bf16(a).astype(np.float64) for a in (q, k[:, :, :Tk], v[:, :, :Tk], w))
+    y = ref.attention(q64, k64, v64).reshape(B, C)                          # heads side by side, as y is laid out
+    want = y @ w64.T + bias
+    got = x.get().astype(np.float64) - x0
+    assert np.all(np.isfinite(got))
+    assert rel_err(got, want) <= 1e-5, rel_err(got, want)                  # fp32 throughout
+    assert rel_max_err(got, want) <= 1e-4, rel_max_err(got, want)
+
+
+def test_decode_attn_proj_plan_on_the_dry_run():
+    """fast_bf16 (decode_attn_proj = 1): a one-row decode step runs one decode_attn_proj_bf16 a layer and no projection
+    GEMV (4 launches a layer: qkv, attention with the projection, MLP up, MLP projection); two rows, and
+    decode_attn_proj = 0, keep the attention kernel and the projection's GEMM."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpt2.gpu import GPT2GPU
+    L = SMALL.n_layer
+    rt = RecordingRuntime()
+    gpu = GPT2GPU(ref.random_params(SMALL), SMALL, catalogue.get("fast_bf16", "gpt2"), rt)
+    gpu._device_step(1, 48)
+    step = kernel_names(rt.launches)
+    assert step.count("decode_attn_proj_bf16") == L and "decode_attention_bf16" not in step
+    assert len(step) == 4 * L + 1, step
+    rt.launches.clear()
+    gpu._device_step(2, 48)
+    step = kernel_names(rt.launches)
+    assert "decode_attn_proj_bf16" not in step and step.count("decode_attention_bf16") == L
+    rt = RecordingRuntime()
+    gpu = GPT2GPU(ref.random_params(SMALL), SMALL, spec_variant("fast_bf16+decode_attn_proj=0"), rt)
+    gpu._device_step(1, 48)
+    step = kernel_names(rt.launches)
+    assert "decode_attn_proj_bf16" not in step and step.count("decode_attention_bf16") == L
+    assert len(step) == 5 * L + 1, step
+
+
+def test_decode_attn_proj_where_it_applies():
+    """An fp32 variant with decode_attn_proj is refused in one line; a bf16 one whose decode attention is another
+    kernel (flash-decoding here) runs that kernel and the projection GEMV, the param changing nothing."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpt2.gpu import GPT2GPU
+    with pytest.raises(GPUError, match="decode_attn_proj is for the bf16 path"):
+        GPT2GPU(ref.random_params(SMALL), SMALL, spec_variant("fast+decode_attn_proj=1"), RecordingRuntime())
+    rt = RecordingRuntime()
+    gpu = GPT2GPU(ref.random_params(SMALL), SMALL, spec_variant("fast_bf16+decode_attention=split"), rt)
+    gpu._device_step(1, 48)
+    step = kernel_names(rt.launches)
+    assert "decode_attn_proj_bf16" not in step and step.count("decode_attention_split_bf16") == SMALL.n_layer
+
+
+def test_decode_attn_proj_passes_fill_one_wave():
+    """The column passes the launcher picks: at least 3 (at most the build's 8), and at every GPT-2 width one wave of
+    blocks within 80 % of an H100's / H200's 132 SMs."""
+    from convnet.gpt2.gpu import attn_proj_passes
+    for C, H in ((768, 12), (1024, 16), (1280, 20), (1600, 25)):
+        passes = attn_proj_passes(C, H, 64, 512, 132)
+        assert 3 <= passes <= 8 and H * -(-C // (passes * 64)) <= 0.8 * 132, (C, passes)
+    assert attn_proj_passes(6400, 100, 64, 512, 132) == 8                  # capped where no count fits
 
 
 # ---- the model ------------------------------------------------------------------------------------------

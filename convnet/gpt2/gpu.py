@@ -30,6 +30,9 @@ kernel each step uses:
                     its pick) folds into it instead (gpt2/ln_fold.py's algebra, v10's _lnf builds): the GEMV multiplies
                     x gamma in fp32 and sums the row as it reads it, then rstd (x gamma W - mean s) + b'; any width
                     (the prologue stops at 1024, so xl's steps lose their 2 L + 1 LayerNorm kernels)
+    decode_attn_proj N  (session 42) bf16 decode steps of at most N sequences with decode_attention "decode": each
+                    layer's attention and output projection in one kernel (decode_attn_proj.cu: split-K over heads,
+                    the partials added into the fp32 residual by atomics), one dependent hop a layer fewer
     decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16), "split" (flash-decoding,
                     decode_attention_split_bf16, session 12) or "flash" (the flash kernel);
                     fp32 decode steps (flash variants): "decode" (default, decode_attention: a block per head) or
@@ -203,6 +206,20 @@ class GPT2GPU:
             self.unpermute = rt.kernel("attention.cu", "unpermute", d, name)
         if not self.head_major:
             self.permute = rt.kernel("attention.cu", "permute_qkv", d, name)
+        # decode_attn_proj: where the one-row decode steps run decode_attention_bf16 (decode_attention "decode", a
+        # head size it builds), attention and projection as one kernel; elsewhere the param changes nothing
+        self.attn_proj_max_b = int(p.get("decode_attn_proj", 0) or 0)
+        self.attn_proj = None
+        if self.attn_proj_max_b and not self.bf16:
+            raise GPUError(f"variant {name}: decode_attn_proj is for the bf16 path (dtype = \"bf16\")")
+        if self.attn_proj_max_b and self.decode_attn_bf16 is not None:
+            # AP_THREADS a block; the column passes (at most AP_MAX_PASSES) a launch argument, so one build serves
+            # every width of a head size
+            self.attn_proj_threads = int(d.get("AP_THREADS", 512))
+            self.attn_proj = tma.launcher(rt, "decode_attn_proj.cu", "decode_attn_proj_bf16",
+                                          {**d, "HEAD_DIM": self.D, "AP_THREADS": self.attn_proj_threads}, name)
+            self.attn_proj_passes = attn_proj_passes(C, self.H, self.D, self.attn_proj_threads, rt.sm_count,
+                                                     int(d.get("AP_MAX_PASSES", 8)))
         ln = p.get("layernorm", "naive")
         self.ln_warp = ln == "warp" and C % 4 == 0 and C <= LN_WIDTHS[-1]
         if self.bf16 and not self.ln_warp:
@@ -437,11 +454,15 @@ class GPT2GPU:
                 self.permute((cdiv(M * 3 * C, 256), 1, 1), (256, 1, 1), buf["qkv"], buf["q"], kc, vc, i32(B),
                              i32(T), i32(H), i32(D), i32(T), i32(cap), i32(pos), stream=s)
                 self._mark("elementwise")
-            self._attention(buf, kc, vc, B, T, pos + T, cap, pos_dev)
-            self._mark("attention")
-            x, x2 = self._residual_linear(buf["y"], self.w[h + "attn.c_proj.weight"], self.w[h + "attn.c_proj.bias"],
-                                          x, x2, buf["t"], M, C, C, "attn_proj",
-                                          lns=(self.w[h + "ln_2.pair"], stats, buf["a"], eps) if fold else None)
+            if self._attn_proj_takes(B, T, x) and not fold:      # x += attention W_proj + b, in one kernel
+                self._attn_proj(buf, kc, vc, h, x, B, pos + T, cap, pos_dev)
+                self._mark("attention")
+            else:
+                self._attention(buf, kc, vc, B, T, pos + T, cap, pos_dev)
+                self._mark("attention")
+                x, x2 = self._residual_linear(buf["y"], self.w[h + "attn.c_proj.weight"], self.w[h + "attn.c_proj.bias"],
+                                              x, x2, buf["t"], M, C, C, "attn_proj",
+                                              lns=(self.w[h + "ln_2.pair"], stats, buf["a"], eps) if fold else None)
             if fold:
                 a, ln = buf["a"], None
                 fc = Epilogue(bias=self.w[h + "mlp.c_fc.fold_b"], act=ACT_GELU,
@@ -571,6 +592,21 @@ class GPT2GPU:
         self.add((cdiv(M * N, 256), 1, 1), (256, 1, 1), x, tmp, np.int64(M * N), stream=self.stream)
         self._mark("elementwise")
         return x, x2
+
+    def _attn_proj_takes(self, B: int, T: int, x) -> bool:
+        """decode_attn_proj: whether this call's attention and projection run as one kernel (a decode step of at most
+        the param's sequences, on decode_attention_bf16's path, the residual in fp32)."""
+        return (self.attn_proj is not None and T == 1 and B <= self.attn_proj_max_b and self.ragged is None and
+                self.decode_split is None and not _is_bf16(x))
+
+    def _attn_proj(self, buf, kc, vc, h, x, B, Tk, cap, pos_dev):
+        """x += attention(q, cache) W_proj + b for a decode step's B rows, in place (decode_attn_proj.cu)."""
+        H, C, passes = self.H, self.C, self.attn_proj_passes
+        tiles = cdiv(C, passes * (self.attn_proj_threads // (self.D // 8)))
+        self.attn_proj((H * tiles, B, 1), (self.attn_proj_threads, 1, 1), ptr(buf["q"]), ptr(kc), ptr(vc),
+                       ptr(self.w[h + "attn.c_proj.weight"]), ptr(self.w[h + "attn.c_proj.bias"]), ptr(x), i32(H),
+                       i32(C), i32(Tk), i32(1), i32(cap), self.fa.scale_log2, ptr(pos_dev), i32(passes),
+                       stream=self.stream)
 
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
@@ -867,6 +903,17 @@ class GPT2GPU:
         rate = (N - 1) / (end.time_since(start) / 1e3) if N > 1 else float("nan")
         self.rt.synchronize(f"GPT-2 generation (variant {self.variant.name})")
         return host.T.copy(), rate
+
+
+def attn_proj_passes(C: int, H: int, D: int, threads: int, sms: int, most: int = 8) -> int:
+    """decode_attn_proj's column passes a block (at most `most`): at least 3, and enough that its H x tiles blocks (one
+    an SM at 512 threads) fill at most 80 % of the SMs. H200, one row: 124M 48 blocks (3 passes) ahead of 96 blocks of
+    256 threads; xl 740 tokens/s at 100 or 125 blocks, 713 without the kernel, 682 at 225 (two waves)."""
+    per_pass = threads // (D // 8)
+    passes = min(3, most)
+    while passes < most and H * cdiv(C, passes * per_pass) > 0.8 * sms and passes * per_pass < C:
+        passes += 1
+    return passes
 
 
 def _is_bf16(buf) -> bool:

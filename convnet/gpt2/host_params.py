@@ -31,6 +31,7 @@ class GPT2Params:
     window: int = 0                     # local causal attention over this many keys (0: full)
     decode_attention: str = "decode"    # decode, split (flash-decoding) or flash at Tq = 1
     decode_split_waves: int = 0         # flash-decoding's splits capped at this many waves (0: no cap)
+    decode_attn_proj: int = 0           # decode steps of up to this many rows: attention + projection in one kernel
     decode_pick: bool = False           # the LM head's GEMV ends a greedy step
     decode: str = "steps"               # steps (a kernel per layer piece) or mega (one persistent kernel a step)
     graph_forward: bool = True          # the forward as one CUDA graph
