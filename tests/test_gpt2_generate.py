@@ -587,6 +587,31 @@ def test_generation_launches_match_their_kernels(name, lens, C):
     assert gen.gpu.ragged is None                      # cleared after the run
 
 
+@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
+def test_one_sequence_adds_the_heads_in_any_order_only_when_greedy(greedy):
+    """fast_bf16's one-row steps run attention and projection as one kernel (decode_attn_proj: the heads' sums added
+    by atomics, in any order) for greedy runs; a sampled run keeps decode_attention_bf16 and the projection's GEMV,
+    so that a seed gives the same text each run. Every launch passes as many arguments as its kernel declares."""
+    from convnet import catalogue
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    from convnet.gpt2.generate import Sampling
+    from helpers import declared_arity
+    config = gpt2.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=32)
+    rt = dry_runtime()
+    gen = GPUGenerator(GPT2GPU(gpt2.random_params(config), config, catalogue.get("fast_bf16", "gpt2"), rt))
+    steps = []
+    s = Sampling() if greedy else Sampling(0.8, top_k=5, seed=1)
+    gen.run([[1, 2, 3, 4, 5]], 4, s, None, [0], lambda rows, tokens: steps.append(list(rows)) and False, graph=False)
+    arity = declared_arity()
+    for kernel, grid, block, nargs in rt.launches:
+        assert nargs == arity[kernel], f"{kernel}: {nargs} arguments passed, {arity[kernel]} declared"
+    kernels = [k for k, *_ in rt.launches]
+    fused, plain = kernels.count("decode_attn_proj_bf16"), kernels.count("decode_attention_bf16")
+    assert (fused, plain) == ((config.n_layer * 3, 0) if greedy else (0, config.n_layer * 3)), (fused, plain)
+    assert len(steps) == 4
+
+
 def test_kept_graph_fits_the_same_key_in_the_same_pool_generation():
     """GPUGenerator._kept (CPU: no graph launched): a kept (key, generation, graph) is replayed only for an equal key
     (batch, capacity, sampling, ...) while the pool has allocated nothing since its capture."""

@@ -32,7 +32,8 @@ kernel each step uses:
                     (the prologue stops at 1024, so xl's steps lose their 2 L + 1 LayerNorm kernels)
     decode_attn_proj N  (session 42) bf16 decode steps of at most N sequences with decode_attention "decode": each
                     layer's attention and output projection in one kernel (decode_attn_proj.cu: split-K over heads,
-                    the partials added into the fp32 residual by atomics), one dependent hop a layer fewer
+                    the partials added into the fp32 residual by atomics), one dependent hop a layer fewer; the
+                    heads add in any order, so GPUGenerator takes it for greedy runs only (unordered_sums)
     decode_attention  bf16 decode steps: "decode" (default, decode_attention_bf16), "split" (flash-decoding,
                     decode_attention_split_bf16, session 12) or "flash" (the flash kernel);
                     fp32 decode steps (flash variants): "decode" (default, decode_attention: a block per head) or
@@ -210,6 +211,9 @@ class GPT2GPU:
         # head size it builds), attention and projection as one kernel; elsewhere the param changes nothing
         self.attn_proj_max_b = int(p.get("decode_attn_proj", 0) or 0)
         self.attn_proj = None
+        # whether a step may sum the heads in any order (decode_attn_proj's atomics): GPUGenerator allows it for
+        # greedy runs only, so that a seed gives the same text from run to run
+        self.unordered_sums = True
         if self.attn_proj_max_b and not self.bf16:
             raise GPUError(f"variant {name}: decode_attn_proj is for the bf16 path (dtype = \"bf16\")")
         if self.attn_proj_max_b and self.decode_attn_bf16 is not None:
@@ -597,7 +601,7 @@ class GPT2GPU:
         """decode_attn_proj: whether this call's attention and projection run as one kernel (a decode step of at most
         the param's sequences, on decode_attention_bf16's path, the residual in fp32)."""
         return (self.attn_proj is not None and T == 1 and B <= self.attn_proj_max_b and self.ragged is None and
-                self.decode_split is None and not _is_bf16(x))
+                self.decode_split is None and not _is_bf16(x) and self.unordered_sums)
 
     def _attn_proj(self, buf, kc, vc, h, x, B, Tk, cap, pos_dev):
         """x += attention(q, cache) W_proj + b for a decode step's B rows, in place (decode_attn_proj.cu)."""
@@ -815,6 +819,7 @@ class GPT2GPU:
         from ..gpu.graph import Graph
         idx = self.check_tokens(prompt)
         B, T = idx.shape
+        self.unordered_sums = True                      # greedy: decode_attn_proj's sums may come in any order
         N = max_new_tokens
         if N < 1:
             raise UsageError(f"max_new_tokens must be at least 1, got {N}")

@@ -240,6 +240,7 @@ class GPUGenerator:
         step_idx = pool.get("gpt2.act.step_idx", (B, 1), np.int32)
         pad = -1 if eos_id is None else eos_id
         temp = s.temperature
+        gpu.unordered_sums = temp == 0          # sampled runs keep ordered sums: a seed gives the same text each run
         split = self.split if self.split is not None and SplitTopP.applies(s) else None
         if split is not None:
             split.buffers(B)
