@@ -224,6 +224,7 @@ class GPT2GPU:
                                           {**d, "HEAD_DIM": self.D, "AP_THREADS": self.attn_proj_threads}, name)
             self.attn_proj_passes = attn_proj_passes(C, self.H, self.D, self.attn_proj_threads, rt.sm_count,
                                                      int(d.get("AP_MAX_PASSES", 8)))
+            self.attn_proj_tiles = cdiv(C, self.attn_proj_passes * (self.attn_proj_threads // (self.D // 8)))
         ln = p.get("layernorm", "naive")
         self.ln_warp = ln == "warp" and C % 4 == 0 and C <= LN_WIDTHS[-1]
         if self.bf16 and not self.ln_warp:
@@ -458,7 +459,7 @@ class GPT2GPU:
                 self.permute((cdiv(M * 3 * C, 256), 1, 1), (256, 1, 1), buf["qkv"], buf["q"], kc, vc, i32(B),
                              i32(T), i32(H), i32(D), i32(T), i32(cap), i32(pos), stream=s)
                 self._mark("elementwise")
-            if self._attn_proj_takes(B, T, x) and not fold:      # x += attention W_proj + b, in one kernel
+            if self._attn_proj_takes(B, T, x):                   # x += attention W_proj + b, in one kernel
                 self._attn_proj(buf, kc, vc, h, x, B, pos + T, cap, pos_dev)
                 self._mark("attention")
             else:
@@ -605,12 +606,11 @@ class GPT2GPU:
 
     def _attn_proj(self, buf, kc, vc, h, x, B, Tk, cap, pos_dev):
         """x += attention(q, cache) W_proj + b for a decode step's B rows, in place (decode_attn_proj.cu)."""
-        H, C, passes = self.H, self.C, self.attn_proj_passes
-        tiles = cdiv(C, passes * (self.attn_proj_threads // (self.D // 8)))
-        self.attn_proj((H * tiles, B, 1), (self.attn_proj_threads, 1, 1), ptr(buf["q"]), ptr(kc), ptr(vc),
-                       ptr(self.w[h + "attn.c_proj.weight"]), ptr(self.w[h + "attn.c_proj.bias"]), ptr(x), i32(H),
-                       i32(C), i32(Tk), i32(1), i32(cap), self.fa.scale_log2, ptr(pos_dev), i32(passes),
-                       stream=self.stream)
+        H = self.H
+        self.attn_proj((H * self.attn_proj_tiles, B, 1), (self.attn_proj_threads, 1, 1), ptr(buf["q"]), ptr(kc),
+                       ptr(vc), ptr(self.w[h + "attn.c_proj.weight"]), ptr(self.w[h + "attn.c_proj.bias"]), ptr(x),
+                       i32(H), i32(self.C), i32(Tk), i32(1), i32(cap), self.fa.scale_log2, ptr(pos_dev),
+                       i32(self.attn_proj_passes), stream=self.stream)
 
     def _attention(self, buf, kc, vc, B, Tq, Tk, cap, pos_dev=None):
         H, D, s = self.H, self.D, self.stream
