@@ -23,6 +23,7 @@
 //   global_avg_pool   one warp per (image, channel)
 //   resize2d          nearest or bilinear resize of each map, by per-axis taps the host computed (ONNX Resize)
 //   dilate2d          stride - 1 zeros between each map's pixels: a ConvTranspose's input, before its convolution
+//   pad2d             zeros around each map (a zero Pad that no convolution takes as its own padding)
 //   concat_channels   one input's channels into its slice of the output
 //   softmax_rows      one warp per row
 //   dense_small       a fully connected layer over a few rows (M <= DENSE_SMALL_M: batch 1 and small graphs), bias
@@ -462,6 +463,17 @@ extern "C" __global__ void dilate2d(const float* __restrict__ x, float* __restri
          t += (long long)gridDim.x * blockDim.x) {
         const int ox = (int)(t % OW), oy = (int)(t / OW % OH);
         y[t] = oy % SH == 0 && ox % SW == 0 ? x[t / ((long long)OH * OW) * H * W + (oy / SH) * W + ox / SW] : 0.f;
+    }
+}
+
+extern "C" __global__ void pad2d(const float* __restrict__ x, float* __restrict__ y, long long NC, int H, int W,
+                                 int PT, int PL, int OH, int OW) {
+    const long long total = NC * OH * OW;
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int iy = (int)(t / OW % OH) - PT, ix = (int)(t % OW) - PL;
+        y[t] = iy >= 0 && iy < H && ix >= 0 && ix < W ? x[t / ((long long)OH * OW) * H * W + (long long)iy * W + ix]
+                                                       : 0.f;
     }
 }
 

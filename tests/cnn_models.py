@@ -244,6 +244,22 @@ def grouped(rng):
     return model((3, 23, 19), gemm(x, 32, 10))
 
 
+def padded(rng):
+    """Zero Pads no convolution takes as its own padding: one before a MaxPool (so the pool sees the zeros), one
+    before an auto_pad SAME convolution, and one read by a convolution and by a pool whose sum is a residual Add."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+
+    def pad(x, t, l, b, r):
+        return node("Pad", [x, _const_i64(node, [0, 0, t, l, 0, 0, b, r])])
+    x = node("Relu", [conv("input", 3, 8, 3, stride=2)])
+    x = node("MaxPool", [pad(x, 1, 0, 2, 1)], kernel_shape=[2, 2], strides=[2, 2])
+    x = node("Relu", [conv(pad(x, 0, 1, 1, 0), 8, 8, 3, pads=None, auto_pad="SAME_UPPER")])
+    p = pad(x, 1, 1, 1, 1)
+    x = node("Add", [conv(p, 8, 8, 3, pads=[0, 0, 0, 0]), node("MaxPool", [p], kernel_shape=[3, 3])])
+    x = node("Flatten", [node("GlobalAveragePool", [node("Relu", [x])])], axis=1)
+    return model((3, 17, 13), gemm(x, 8, 5))
+
+
 def _const_i64(node, values):
     return node("Constant", [], value=_tensor(np.array(values, np.int64)))
 
@@ -256,5 +272,5 @@ def _tensor(arr):
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
           "every_op": every_op, "normalised": normalised, "mobilenet_v3_block": mobilenet_v3_block,
           "pooled_heads": pooled_heads, "smooth_acts": smooth_acts, "upsampling": upsampling, "decoder": decoder,
-          "grouped": grouped,
+          "grouped": grouped, "padded": padded,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

@@ -28,7 +28,8 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     net._run(np.zeros((3, *shape), np.float32))
     launched = {name for name, *_ in rt.launches}
     want = {"pool": {"pool2d"}, "gap": {"global_avg_pool"}, "add": {"add_act"},
-            "concat": {"concat_channels"}, "softmax": {"softmax_rows"}, "dense": {"dense_small"}}
+            "concat": {"concat_channels"}, "softmax": {"softmax_rows"}, "dense": {"dense_small"},
+            "pad": {"pad2d"}}
     for i, layer in enumerate(g.layers):
         if layer.op == "conv" and layer.attrs["group"] == 1:
             assert launched & CONV_KERNELS[variant], layer.name

@@ -191,7 +191,7 @@ class GPUNet:
         self.direct, self.igemm = conv == "direct", conv == "igemm_f16"
         self.nhwc = self.igemm and variant.params.get("layout") == "nhwc"
         names = ["conv_grouped", "activate_inplace", "channel_affine", "add_act", "pool2d", "global_avg_pool",
-                 "concat_channels", "softmax_rows", "dense_small", "mul_act", "resize2d", "dilate2d"] + \
+                 "concat_channels", "softmax_rows", "dense_small", "mul_act", "resize2d", "dilate2d", "pad2d"] + \
             (["conv_direct"] if self.direct else [] if self.igemm else ["im2col_pad"])
         self.graphs, self.overlap = bool(variant.params.get("graph")), bool(variant.params.get("overlap"))
         self.stream = rt.stream() if self.graphs or self.overlap else None
@@ -471,10 +471,6 @@ class GPUNet:
     def _check(self, graph):
         for layer in graph.layers:
             a = layer.attrs
-            if layer.op == "pad":
-                raise UsageError(f"ONNX node {layer.name!r} (Pad): the GPU variants take zero padding where a Conv "
-                                 f"reads it alone and takes it as its own; this one no Conv takes (--variant cpu "
-                                 f"runs it)")
             if layer.op == "logsoftmax" and (layer is not graph.layers[-1] or layer.output != graph.output):
                 raise UsageError(f"ONNX node {layer.name!r} (LogSoftmax): the GPU path applies it to the downloaded "
                                  f"outputs, so only as the network's last layer (--variant cpu runs it anywhere)")
@@ -932,6 +928,11 @@ class GPUNet:
             (c, h, w), (_, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
             k["dilate2d"](grid, block, ptr(ins[0]), ptr(y), np.int64(n * c), i32(h), i32(w), *map(i32, a["stride"]),
                           i32(oh), i32(ow))
+        elif layer.op == "pad":                 # a zero Pad no convolution took as its own padding
+            (c, h, w), (_, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
+            t, l, _, _ = a["pads"]
+            k["pad2d"](grid, block, ptr(ins[0]), ptr(y), np.int64(n * c), i32(h), i32(w), i32(t), i32(l), i32(oh),
+                       i32(ow))
         elif layer.op == "resize":
             (c, h, w), (_, oh, ow) = self.shape[layer.inputs[0]], self.shape[layer.output]
             k["resize2d"](grid, block, ptr(ins[0]), ptr(y), np.int64(n * c), i32(h), i32(w), i32(oh), i32(ow),
