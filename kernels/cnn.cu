@@ -30,6 +30,9 @@
 //                     and activation fused: one warp per output feature, reading its row of the transposed weights
 //                     (wt: F x K) in 16-byte pieces; at M = 1 the tiled GEMM ran a handful of blocks down all of K
 //                     (LeNet-5's 400 -> 120 layer: about 100 us on an H200)
+//   dense_chain       fully connected layers each read only by the next (an MLP head, maybe ending in a softmax) in
+//                     one launch: DC_ROWS rows a block, their activations in shared memory between layers, a thread
+//                     per output feature with the rows' sums in registers (each weight read feeds DC_ROWS FMAs)
 //
 // Activation codes: 0 none, 1 ReLU, 2 LeakyReLU(a), 3 sigmoid, 4 tanh, 5 clip(a, b), 6 hard sigmoid(a, b),
 // 7 hard swish, 8 SiLU (common.cuh's act_apply: every kernel), 9 ELU(a), 10 SELU(a, b), 11 softplus, 12 Mish,
@@ -545,5 +548,113 @@ extern "C" __global__ void __launch_bounds__(256) dense_small(const float* __res
             for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
             if (lane == 0) y[(long long)m * F + f] = act_apply_any(v + bias[f], act, a, b);
         }
+    }
+}
+
+// dense_chain: layer l's weights W_l (K_l x F_l, row-major) and bias at wb[2l], wb[2l + 1]; meta[4l ..]: F_l, its
+// activation code, and the code's parameters a and b as float bits. The block's activations sit k-major in shared
+// memory (act[k][r], DC_ROWS rows), in two buffers of `width` k that the layers alternate between, so one k's rows
+// are DC_ROWS / 4 broadcast 16-byte reads at fixed offsets. A block is DC_KG groups of 128 threads: thread (g, f)
+// sums its rows over the g-th share of K for feature f, so that enough warps are in flight; the groups' partial
+// sums meet in shared memory and are added in group order (the same bits every run).
+#ifndef DC_ROWS
+#define DC_ROWS 8
+#endif
+#ifndef DC_KG
+#define DC_KG 2
+#endif
+#ifndef DC_KDEPTH
+#define DC_KDEPTH 8
+#endif
+extern "C" __global__ void __launch_bounds__(128 * DC_KG, 1) dense_chain(
+        const float* __restrict__ x, float* __restrict__ y, int M, int K0, const long long* __restrict__ wb,
+        const int* __restrict__ meta, int L, int softmax, int width) {
+    extern __shared__ float4 dc_smem[];
+    float* in = reinterpret_cast<float*>(dc_smem);
+    float* out = in + DC_ROWS * width;
+    float* part = out + DC_ROWS * width;                // DC_KG x DC_ROWS x 128 partial sums
+    const long long r0 = (long long)blockIdx.x * DC_ROWS;
+    const int rows = (int)min((long long)DC_ROWS, M - r0);
+    const int g = threadIdx.x / 128, fl = threadIdx.x % 128;
+    for (int t = threadIdx.x; t < DC_ROWS * K0; t += blockDim.x) {
+        const int r = t / K0, k = t - r * K0;
+        in[k * DC_ROWS + r] = r < rows ? x[(r0 + r) * K0 + k] : 0.f;     // rows past M: zeros, never written
+    }
+    int K = K0;
+    for (int l = 0; l < L; ++l) {
+        __syncthreads();
+        const float* __restrict__ W = reinterpret_cast<const float*>(wb[2 * l]);
+        const float* __restrict__ bias = reinterpret_cast<const float*>(wb[2 * l + 1]);
+        const int F = meta[4 * l], act = meta[4 * l + 1];
+        const float a = __int_as_float(meta[4 * l + 2]), b = __int_as_float(meta[4 * l + 3]);
+        const int kc = (K + DC_KG - 1) / DC_KG;
+        const int k0 = min(K, g * kc), k1 = min(K, k0 + kc);
+        for (int fb = 0; fb < F; fb += 128) {
+            const int f = fb + fl;
+            float acc[DC_ROWS];
+#pragma unroll
+            for (int r = 0; r < DC_ROWS; ++r) acc[r] = 0.f;
+            if (f < F) {
+                // the weights of the next DC_KDEPTH k are in flight under this DC_KDEPTH's FMAs: the loop waits on
+                // one L2 round trip per DC_KDEPTH k, not per k
+                const float* wp = W + (long long)k0 * F + f;
+                float wn[DC_KDEPTH];
+#pragma unroll
+                for (int j = 0; j < DC_KDEPTH; ++j) wn[j] = k0 + j < k1 ? __ldg(wp + (long long)j * F) : 0.f;
+                for (int k = k0; k < k1; k += DC_KDEPTH) {
+                    float w[DC_KDEPTH];
+#pragma unroll
+                    for (int j = 0; j < DC_KDEPTH; ++j) w[j] = wn[j];
+                    wp += (long long)DC_KDEPTH * F;
+#pragma unroll
+                    for (int j = 0; j < DC_KDEPTH; ++j)
+                        wn[j] = k + DC_KDEPTH + j < k1 ? __ldg(wp + (long long)j * F) : 0.f;
+                    const float4* u = reinterpret_cast<const float4*>(in) + k * (DC_ROWS / 4);
+#pragma unroll
+                    for (int j = 0; j < DC_KDEPTH; ++j) {
+                        if (k + j >= k1) break;
+#pragma unroll
+                        for (int q = 0; q < DC_ROWS / 4; ++q) {
+                            const float4 v = u[j * (DC_ROWS / 4) + q];
+                            acc[4 * q] = fmaf(v.x, w[j], acc[4 * q]);
+                            acc[4 * q + 1] = fmaf(v.y, w[j], acc[4 * q + 1]);
+                            acc[4 * q + 2] = fmaf(v.z, w[j], acc[4 * q + 2]);
+                            acc[4 * q + 3] = fmaf(v.w, w[j], acc[4 * q + 3]);
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < DC_ROWS; ++r) part[(g * DC_ROWS + r) * 128 + fl] = acc[r];
+            __syncthreads();
+            for (int t = threadIdx.x; t < DC_ROWS * 128; t += blockDim.x) {
+                const int r = t % DC_ROWS, ff = fb + t / DC_ROWS;
+                if (ff < F) {
+                    float v = bias[ff];
+#pragma unroll
+                    for (int q = 0; q < DC_KG; ++q) v += part[(q * DC_ROWS + r) * 128 + ff - fb];
+                    out[ff * DC_ROWS + r] = act_apply_any(v, act, a, b);
+                }
+            }
+            __syncthreads();                            // part is written again by the next 128 features
+        }
+        float* t = in; in = out; out = t;
+        K = F;
+    }
+    if (softmax) {                                      // a warp a row, over the last layer's K outputs
+        for (int r = threadIdx.x / 32; r < rows; r += blockDim.x / 32) {
+            const int lane = threadIdx.x % 32;
+            float m = -INFINITY, s = 0.f;
+            for (int i = lane; i < K; i += 32) m = fmaxf(m, in[i * DC_ROWS + r]);
+            for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            for (int i = lane; i < K; i += 32) s += __expf(in[i * DC_ROWS + r] - m);
+            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            for (int i = lane; i < K; i += 32) in[i * DC_ROWS + r] = __expf(in[i * DC_ROWS + r] - m) / s;
+        }
+        __syncthreads();
+    }
+    for (int t = threadIdx.x; t < rows * K; t += blockDim.x) {
+        const int r = t / K;
+        y[r0 * K + t] = in[(t - r * K) * DC_ROWS + r];
     }
 }

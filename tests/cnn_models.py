@@ -260,6 +260,16 @@ def padded(rng):
     return model((3, 17, 13), gemm(x, 8, 5))
 
 
+def mlp_head(rng):
+    """A convolution then an MLP head of odd widths: two dense layers read one by the next (one dense_chain), a
+    residual Add over the second's output (which ends that chain), and a dense layer then a softmax."""
+    node, const, conv, bn, gemm, model = _builder(rng)
+    x = node("Flatten", [node("Relu", [conv("input", 3, 4, 3)])], axis=1)
+    h = node("LeakyRelu", [gemm(node("Relu", [gemm(x, 100, 53)]), 53, 130)], alpha=0.1)
+    x = node("Add", [gemm(h, 130, 130), h])
+    return model((3, 5, 5), node("Softmax", [node("Tanh", [gemm(x, 130, 7)])], axis=1))
+
+
 def _const_i64(node, values):
     return node("Constant", [], value=_tensor(np.array(values, np.int64)))
 
@@ -272,5 +282,5 @@ def _tensor(arr):
 MODELS = {"lenet5": lenet5, "vgg_cifar": vgg_cifar, "resnet_block": resnet_block, "mobilenet_block": mobilenet_block,
           "every_op": every_op, "normalised": normalised, "mobilenet_v3_block": mobilenet_v3_block,
           "pooled_heads": pooled_heads, "smooth_acts": smooth_acts, "upsampling": upsampling, "decoder": decoder,
-          "grouped": grouped, "padded": padded,
+          "grouped": grouped, "padded": padded, "mlp_head": mlp_head,
           "resnet_wide": lambda rng: resnet_block(rng, size=29, width=64)}   # 64-128 channels: Hopper's kernels

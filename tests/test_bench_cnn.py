@@ -47,3 +47,9 @@ def test_the_torch_anchor_computes_the_reference(tmp_path, name):
     want = reference.forward(g, x, np.float64)
     got = torch_forward(g, torch.float64, False, dev="cpu")(torch.from_numpy(x)).numpy()
     assert got.shape == want.shape and np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+
+
+def test_variant_lists_keep_each_specs_settings_together():
+    from convnet.bench.cnn import split_specs
+    assert split_specs("direct,igemm_f16_graph@dense_chain=1,pieces=4,DC_ROWS=8,im2col,direct@graph=0") == \
+        ["direct", "igemm_f16_graph@dense_chain=1,pieces=4,DC_ROWS=8", "im2col", "direct@graph=0"]

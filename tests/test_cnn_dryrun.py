@@ -45,8 +45,8 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
 @pytest.mark.parametrize("batch, kernel", [(1, "dense_small"), (8, "dense_small"), (9, "gemm_regtile")])
 def test_dense_layers_of_a_few_rows_take_the_warp_per_feature_kernel(tmp_path, batch, kernel):
     """Up to DENSE_SMALL_M rows a dense layer runs dense_small over transposed weights (uploaded at the first such
-    batch, a warp for every output feature); more rows the tiled GEMMs."""
-    from convnet import catalogue
+    batch, a warp for every output feature); more rows the tiled GEMMs (without dense_chain, which takes them)."""
+    from convnet.bench.layer import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime
@@ -54,7 +54,7 @@ def test_dense_layers_of_a_few_rows_take_the_warp_per_feature_kernel(tmp_path, b
     onnx.save(model, str(tmp_path / "m.onnx"))
     g = graph.load(tmp_path / "m.onnx")
     rt = RecordingRuntime()
-    net = GPUNet(g, catalogue.get("igemm_f16_graph", "onnx"), rt)
+    net = GPUNet(g, variant_spec("igemm_f16_graph@dense_chain=0", "onnx"), rt)
     net._run(np.zeros((batch, *shape), np.float32))
     dense = [i for i, layer in enumerate(g.layers) if layer.op == "dense"]
     launched = [(name, grid) for name, grid, *_ in rt.launches if name in ("dense_small", "gemm_regtile", "gemm_tf32")]
@@ -250,3 +250,29 @@ def _save(tmp_path, model):
     path = tmp_path / "two.onnx"
     onnx.save(model, str(path))
     return path
+
+
+def test_dense_chain_takes_an_mlp_head_in_one_launch_past_8_rows(tmp_path):
+    """params dense_chain: mlp_head's dense layers run as three chains (two layers; one whose output an Add also
+    reads; one with the softmax after it), each one dense_chain launch over blocks of DC_ROWS rows past 8 rows, no
+    GEMM or softmax kernel; at 8 rows or fewer each dense layer runs dense_small."""
+    from convnet.bench.layer import variant_spec
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    model, shape = MODELS["mlp_head"](np.random.default_rng(0))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    g = graph.load(tmp_path / "m.onnx")
+    for spec, rows in (("direct@dense_chain=1", 8), ("igemm_f16_graph@DC_ROWS=32", 32)):
+        rt = RecordingRuntime()
+        net = GPUNet(g, variant_spec(spec, "onnx"), rt)
+        assert {i: (d, s) for i, (d, s) in net.chains.items()} == {2: ([2, 3], None), 4: ([4], None), 6: ([6], 7)}
+        net._run(np.zeros((1000, *shape), np.float32))
+        chain = [launch for launch in rt.launches if launch[0] == "dense_chain"]
+        assert len(chain) == 3 and all(launch[1][0] == -(-1000 // rows) for launch in chain), chain
+        assert not {name for name, *_ in rt.launches} & {"dense_small", "softmax_rows", "gemm_regtile", "gemm_tf32"}
+        rt.launches.clear()
+        net._run(np.zeros((8, *shape), np.float32))
+        assert [name for name, *_ in rt.launches].count("dense_small") == 4
+    net = GPUNet(g, variant_spec("direct", "onnx"), RecordingRuntime())
+    assert not net.chains

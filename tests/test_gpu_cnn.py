@@ -115,6 +115,23 @@ def test_dense_small_at_odd_shapes(M, K, F, act):
     assert np.isnan(got[M]).all()
 
 
+@pytest.mark.parametrize("name", ["mlp_head", "lenet5"])
+@pytest.mark.parametrize("batch", [9, 33, 1000])
+def test_dense_chain_equals_float64(tmp_path, name, batch):
+    """params dense_chain (kernels/cnn.cu): a run of dense layers, each read only by the next, maybe a softmax after,
+    in one launch past 8 rows; fp32 throughout, so within 1e-5 of float64 on the fp32 convolutions of `direct`, at
+    rows not in 16s, poisoned; widths not in 4s (mlp_head)."""
+    from convnet.bench.layer import variant_spec
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    g = load(tmp_path, name, seed=batch)
+    net = GPUNet(g, variant_spec("direct@dense_chain=1", "onnx"))
+    assert net.chains and all(g.layers[i].op == "dense" for d, _ in net.chains.values() for i in d)
+    x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-5
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_chunks_give_the_one_piece_result(tmp_path, variant):
     """A batch past one chunk (the chunk shrunk to 64 images): the chunks' outputs in order, the last one short

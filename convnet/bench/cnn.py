@@ -207,13 +207,24 @@ def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
     return "\n".join(lines), [(label, what, round(ms, 3), "ms") for label, ms, _ in rows]
 
 
+def split_specs(text: str) -> list:
+    """'a,b@K=1,k=2,c' -> ['a', 'b@K=1,k=2', 'c']: a KEY=VALUE after a spec's '@' belongs to that spec."""
+    specs = []
+    for part in text.split(","):
+        if specs and "=" in part and "@" not in part and "@" in specs[-1]:
+            specs[-1] += "," + part
+        elif part:
+            specs.append(part)
+    return specs
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="convnet-bench cnn")
     p.add_argument("model")
     p.add_argument("--batch", type=int, default=10000)
     p.add_argument("--variants", default="direct,direct_graph,igemm_f16,igemm_f16_graph",
-                   help="comma list, each a variant or VARIANT@KEY=VALUE (a param or -D constant), e.g. "
-                        "igemm_f16_graph@nhwc_depthwise=1 (default: %(default)s)")
+                   help="comma list, each a variant or VARIANT@KEY=VALUE[,KEY=VALUE] (a param or -D constant), "
+                        "e.g. igemm_f16_graph@nhwc_depthwise=1,pieces=4 (default: %(default)s)")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--record", nargs="?", const=True, metavar="CSV",
                    help="append the figures to the results table (default: results/onnx.csv)")
@@ -222,7 +233,7 @@ def main(argv=None) -> int:
     if a.record is not None:
         from ..results import table_path
         table = table_path("onnx", None if a.record is True else a.record)
-    text, rows = bench(a.model, a.batch, a.variants.split(","), a.repeat)
+    text, rows = bench(a.model, a.batch, split_specs(a.variants), a.repeat)
     print(text)
     if table is not None:
         from ..results import append

@@ -63,6 +63,10 @@ WGT_MAX_STRIDE = 8             # ... and its traversal strides (a tensor map's e
 SMALL_M = 16                   # params small_conv: conv_small's most output channels (kernels/cnn.cu) ...
 SMALL_PLANE = 8192             # ... and floats of an image in its shared memory
 SMALL_ITEMS = 256              # its threads a block: images a block so that they have about this many outputs
+DC_ROWS = 8                    # params dense_chain: rows a block of dense_chain (kernels/cnn.cu's DC_ROWS) ...
+DC_KG = 2                      # ... groups of 128 threads a block, each over a share of K (DC_KG) ...
+DC_MAX_WIDTH = 512             # ... the widest input or output it keeps in shared memory (2 x DC_ROWS rows of it)
+DC_MAX_LAYERS = 8              # ... and the most layers a chain (their pointers ride a small device table)
 
 
 @dataclass
@@ -312,6 +316,24 @@ class GPUNet:
                 shift = a["shift"] if layer.op == "affine" else a["b"].reshape(-1)
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.s", np.broadcast_to(scale, (c,))),
                              rt.pool.upload(f"{tag}.{i}.t", np.broadcast_to(shift, (c,))))
+        self._plan_chains()
+        self.chain_tables = {}
+        for head, (dense, soft) in self.chains.items():     # the chain's pointer and layer tables, made once
+            wb = np.array([int(ptr(self.w[j][q])) for j in dense for q in (0, 1)], np.int64)
+            meta = np.array([[graph.layers[j].attrs["w"].shape[1], ACT_CODES[graph.layers[j].act.kind],
+                              np.float32(graph.layers[j].act.a).view(np.int32),
+                              np.float32(graph.layers[j].act.b).view(np.int32)] for j in dense], np.int64)
+            self.chain_tables[head] = (rt.pool.upload(f"{tag}.{head}.chain_wb", wb, np.int64),
+                                       rt.pool.upload(f"{tag}.{head}.chain_meta", meta.astype(np.int32), np.int32))
+        if self.chains:                             # one row stride for all: the widest chain's, in 4s
+            widths = [max(graph.layers[j].attrs["w"].shape) for d, _ in self.chains.values() for j in d]
+            self.chain_stride = -(-max(widths) // 4) * 4
+            fn = rt.kernel("cnn.cu", "dense_chain", dict(variant.defines), variant.name)
+            self.chain_rows = int(variant.defines.get("DC_ROWS", DC_ROWS))
+            self.chain_threads = 128 * int(variant.defines.get("DC_KG", DC_KG))
+            shared = (2 * self.chain_stride + self.chain_threads) * self.chain_rows * 4   # rows in, out; partials
+            fn.allow_shared(shared)
+            self.k["dense_chain"] = self._on_stream(fn, shared)
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
             (0 if self.direct or self.igemm else self._cols_per_image() * 4) + \
             sum(int(np.prod(self.shape[x.inputs[0]][1:])) * padded_channels(self.shape[x.inputs[0]][0]) * 2
@@ -661,8 +683,20 @@ class GPUNet:
     def _layers(self, env: dict, n: int, done=lambda i: None) -> dict:
         """Every layer of n images in order, on self.stream; env maps tensor names to device buffers (the input's
         given) and is returned with every output. done(i) is called after layer i is enqueued."""
+        chained = set()                         # layers a dense_chain launch took
         for i, layer in enumerate(self.graph.layers):
-            if i in self.written_by:            # the convolution that feeds it wrote its output
+            if i in chained:
+                pass
+            elif i in self.chains and n > DENSE_SMALL_M:
+                dense, soft = self.chains[i]
+                last = self.graph.layers[soft if soft is not None else dense[-1]]
+                y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[last.output]))
+                self.k["dense_chain"]((-(-n // self.chain_rows), 1, 1), (self.chain_threads, 1, 1), ptr(env[layer.inputs[0]]), ptr(y), i32(n),
+                                      i32(layer.attrs["w"].shape[0]), *self.chain_tables[i],
+                                      i32(len(dense)), i32(soft is not None), i32(self.chain_stride))
+                chained.update(dense[1:] + ([soft] if soft is not None else []))
+                env[last.output] = y
+            elif i in self.written_by:            # the convolution that feeds it wrote its output
                 env[layer.output] = env[self.graph.layers[self.written_by[i]].output]
             elif layer.op == "logsoftmax":      # the last layer (_check): forward applies it on the host
                 env[layer.output] = env[layer.inputs[0]]
@@ -706,6 +740,12 @@ class GPUNet:
             return f"{layer.op}, in {self.graph.layers[self.written_by[i]].name}", layer.output
         if layer.op == "logsoftmax":
             return "logsoftmax, on the host after the download", layer.output
+        for head, (dense, soft) in self.chains.items():
+            if i == head:
+                return f"dense_chain of {len(dense)}" + (" + softmax" if soft is not None else "") + \
+                    f" (dense_small at {DENSE_SMALL_M} rows or fewer)", layer.output
+            if i in dense or i == soft:
+                return f"{layer.op}, in {self.graph.layers[head].name}", layer.output
         f = self.fused.get(i)
         act = f.act if f else layer.act
         op = f"{layer.op} (fp16 NHWC)" if self._nhwc_conv(layer) or i in self.nhwc_in or \
@@ -756,6 +796,43 @@ class GPUNet:
                     self.fused[i] = Fused(layers[i].act, pool=POOL_MAX if a["kind"] == "max" else POOL_AVG,
                                           out=layer.output)
                     self.written_by[j] = i
+
+    def _plan_chains(self) -> None:
+        """params dense_chain: runs of dense layers, each read only by the next, that dense_chain takes in one launch
+        (chains: first layer -> (its dense layers, a softmax after the last or None)); each width at most
+        DC_MAX_WIDTH, at most DC_MAX_LAYERS layers. Over DENSE_SMALL_M rows or fewer, dense_small runs them."""
+        self.chains = {}
+        if not self.variant.params.get("dense_chain"):
+            return
+        layers = self.graph.layers
+        readers = {}
+        for j, layer in enumerate(layers):
+            for t in layer.inputs:
+                readers.setdefault(t, []).append(j)
+
+        def only_reader(name):
+            r = readers.get(name, [])
+            return r[0] if len(r) == 1 and name != self.graph.output else None
+
+        def fits(j):
+            layer = layers[j]
+            return layer.op == "dense" and len(layer.inputs) == 1 and \
+                max(layer.attrs["w"].shape) <= DC_MAX_WIDTH and layer.inputs[0] not in self.half_tensors
+        taken = set()
+        for i in range(len(layers)):
+            if i in taken or not fits(i):
+                continue
+            dense, soft = [i], None
+            while len(dense) < DC_MAX_LAYERS:
+                j = only_reader(layers[dense[-1]].output)
+                if j is None or not fits(j):
+                    break
+                dense.append(j)
+            j = only_reader(layers[dense[-1]].output)
+            if j is not None and layers[j].op == "softmax" and len(self.shape[layers[j].output]) == 1:
+                soft = j
+            self.chains[i] = (dense, soft)
+            taken.update(dense)
 
     def _conv_small(self, i, layer, x, y, n, act, pool) -> None:
         """Layer i on conv_small: `ipb` images a block, all in its shared memory with the weights."""
