@@ -259,6 +259,7 @@ def test_dense_chain_takes_an_mlp_head_in_one_launch_past_8_rows(tmp_path):
     from convnet.bench.layer import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
+    from convnet.errors import UsageError
     from convnet.gpu.recorder import RecordingRuntime
     model, shape = MODELS["mlp_head"](np.random.default_rng(0))
     onnx.save(model, str(tmp_path / "m.onnx"))
@@ -276,3 +277,8 @@ def test_dense_chain_takes_an_mlp_head_in_one_launch_past_8_rows(tmp_path):
         assert [name for name, *_ in rt.launches].count("dense_small") == 4
     net = GPUNet(g, variant_spec("direct", "onnx"), RecordingRuntime())
     assert not net.chains
+    for spec in ("direct@dense_chain=1,DC_ROWS=0", "direct@dense_chain=1,DC_ROWS=6", "direct@dense_chain=1,DC_KG=0",
+                 "direct@dense_chain=1,DC_KG=9", "direct@dense_chain=1,DC_ROWS=256"):
+        with pytest.raises(UsageError, match="dense_chain takes DC_ROWS a multiple of 4") as e:
+            GPUNet(g, variant_spec(spec, "onnx"), RecordingRuntime())
+        assert "\n" not in str(e.value)

@@ -325,13 +325,18 @@ class GPUNet:
                               np.float32(graph.layers[j].act.b).view(np.int32)] for j in dense], np.int64)
             self.chain_tables[head] = (rt.pool.upload(f"{tag}.{head}.chain_wb", wb, np.int64),
                                        rt.pool.upload(f"{tag}.{head}.chain_meta", meta.astype(np.int32), np.int32))
-        if self.chains:                             # one row stride for all: the widest chain's, in 4s
+        if self.chains:                             # one row length for all: the widest chain's, in 4s
             widths = [max(graph.layers[j].attrs["w"].shape) for d, _ in self.chains.values() for j in d]
             self.chain_stride = -(-max(widths) // 4) * 4
-            fn = rt.kernel("cnn.cu", "dense_chain", dict(variant.defines), variant.name)
             self.chain_rows = int(variant.defines.get("DC_ROWS", DC_ROWS))
             self.chain_threads = 128 * int(variant.defines.get("DC_KG", DC_KG))
             shared = (2 * self.chain_stride + self.chain_threads) * self.chain_rows * 4   # rows in, out; partials
+            if self.chain_rows < 4 or self.chain_rows % 4 or not 128 <= self.chain_threads <= 1024 or \
+                    shared > 227 << 10:         # (its rows are read 4 at a time; at most 227 KB of shared memory)
+                raise UsageError(f"{variant.name}: dense_chain takes DC_ROWS a multiple of 4 and DC_KG 1 to 8 within "
+                                 f"227 KB of shared memory; DC_ROWS={self.chain_rows}, DC_KG="
+                                 f"{self.chain_threads // 128} need {shared >> 10} KB")
+            fn = rt.kernel("cnn.cu", "dense_chain", dict(variant.defines), variant.name)
             fn.allow_shared(shared)
             self.k["dense_chain"] = self._on_stream(fn, shared)
         per_image = sum(int(np.prod(s)) for s in self.shape.values()) * 4 + \
