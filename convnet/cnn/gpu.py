@@ -322,9 +322,9 @@ class GPUNet:
             wb = np.array([int(ptr(self.w[j][q])) for j in dense for q in (0, 1)], np.int64)
             meta = np.array([[graph.layers[j].attrs["w"].shape[1], ACT_CODES[graph.layers[j].act.kind],
                               np.float32(graph.layers[j].act.a).view(np.int32),
-                              np.float32(graph.layers[j].act.b).view(np.int32)] for j in dense], np.int64)
+                              np.float32(graph.layers[j].act.b).view(np.int32)] for j in dense], np.int32)
             self.chain_tables[head] = (rt.pool.upload(f"{tag}.{head}.chain_wb", wb, np.int64),
-                                       rt.pool.upload(f"{tag}.{head}.chain_meta", meta.astype(np.int32), np.int32))
+                                       rt.pool.upload(f"{tag}.{head}.chain_meta", meta, np.int32))
         if self.chains:                             # one row length for all: the widest chain's, in 4s
             widths = [max(graph.layers[j].attrs["w"].shape) for d, _ in self.chains.values() for j in d]
             self.chain_stride = -(-max(widths) // 4) * 4
@@ -696,9 +696,10 @@ class GPUNet:
                 dense, soft = self.chains[i]
                 last = self.graph.layers[soft if soft is not None else dense[-1]]
                 y = self.rt.pool.get(f"{self.act_tag}.{i}", (n, *self.shape[last.output]))
-                self.k["dense_chain"]((-(-n // self.chain_rows), 1, 1), (self.chain_threads, 1, 1), ptr(env[layer.inputs[0]]), ptr(y), i32(n),
-                                      i32(layer.attrs["w"].shape[0]), *self.chain_tables[i],
-                                      i32(len(dense)), i32(soft is not None), i32(self.chain_stride))
+                self.k["dense_chain"]((-(-n // self.chain_rows), 1, 1), (self.chain_threads, 1, 1),
+                                      ptr(env[layer.inputs[0]]), ptr(y), i32(n), i32(layer.attrs["w"].shape[0]),
+                                      *self.chain_tables[i], i32(len(dense)), i32(soft is not None),
+                                      i32(self.chain_stride))
                 chained.update(dense[1:] + ([soft] if soft is not None else []))
                 env[last.output] = y
             elif i in self.written_by:            # the convolution that feeds it wrote its output
@@ -778,7 +779,7 @@ class GPUNet:
         made = {self.graph.input: -1} | {layer.output: i for i, layer in enumerate(layers)}
 
         def only_reader(name):
-            return sum(name in x.inputs for x in layers) + (name == self.graph.output) == 1
+            return self._only_reader(name) is not None
 
         def fusable_conv(i):
             return i >= 0 and layers[i].op == "conv" and layers[i].attrs["group"] == 1 and i not in self.fused
@@ -802,6 +803,11 @@ class GPUNet:
                                           out=layer.output)
                     self.written_by[j] = i
 
+    def _only_reader(self, name: str):
+        """The one layer that reads tensor `name` (its index), or None: several read it, or it is the output."""
+        readers = [j for j, layer in enumerate(self.graph.layers) if name in layer.inputs]
+        return readers[0] if len(readers) == 1 and name != self.graph.output else None
+
     def _plan_chains(self) -> None:
         """params dense_chain: runs of dense layers, each read only by the next, that dense_chain takes in one launch
         (chains: first layer -> (its dense layers, a softmax after the last or None)); each width at most
@@ -810,14 +816,6 @@ class GPUNet:
         if not self.variant.params.get("dense_chain"):
             return
         layers = self.graph.layers
-        readers = {}
-        for j, layer in enumerate(layers):
-            for t in layer.inputs:
-                readers.setdefault(t, []).append(j)
-
-        def only_reader(name):
-            r = readers.get(name, [])
-            return r[0] if len(r) == 1 and name != self.graph.output else None
 
         def fits(j):
             layer = layers[j]
@@ -829,11 +827,11 @@ class GPUNet:
                 continue
             dense, soft = [i], None
             while len(dense) < DC_MAX_LAYERS:
-                j = only_reader(layers[dense[-1]].output)
+                j = self._only_reader(layers[dense[-1]].output)
                 if j is None or not fits(j):
                     break
                 dense.append(j)
-            j = only_reader(layers[dense[-1]].output)
+            j = self._only_reader(layers[dense[-1]].output)
             if j is not None and layers[j].op == "softmax" and len(self.shape[layers[j].output]) == 1:
                 soft = j
             self.chains[i] = (dense, soft)
