@@ -100,13 +100,7 @@ decode_attn_proj_bf16(const __nv_bfloat16* RESTRICT q, const __nv_bfloat16* REST
 #pragma unroll
     for (int i = 0; i < AP_MAX_PASSES; ++i) {
         if (i >= passes) break;
-        float wf[8];
-        bf16x8_to_f32(wv[i], wf);
-        float s = 0.f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s = fmaf(yf[e], wf[e], s);
-#pragma unroll
-        for (int off = LPK / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+        const float s = group_dot8_bf16<LPK>(yf, wv[i]);
         const int n = col0 + i * PER_PASS + lane_col;
         if (sub == 0 && n < C) atomicAdd(x + (long long)b * C + n, s + bv[i]);
     }

@@ -10,6 +10,20 @@
 #pragma once
 #include "bf16.cuh"
 
+// a . b for one lane's 8 fp32 values a and 16 bytes of bf16 b, summed over the LPK lanes that hold a row (xor
+// shuffles inside the lane group: every lane of the warp must call it)
+template <int LPK>
+__device__ __forceinline__ float group_dot8_bf16(const float (&a)[8], uint4 b) {
+    float bf[8];
+    bf16x8_to_f32(b, bf);
+    float s = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s = fmaf(a[e], bf[e], s);
+#pragma unroll
+    for (int off = LPK / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s;
+}
+
 // qh: the query row (D bf16); kh, vh: the head's first cached key and value rows (D bf16 apart); keys lo..Tk-1 are
 // seen, except GAP's padding slots gap_lo..gap_hi-1. out: D floats of shared memory, complete on return (the
 // function ends in a barrier). Every thread of the block calls it.
@@ -49,13 +63,7 @@ __device__ __forceinline__ void decode_head_bf16(const __nv_bfloat16* RESTRICT q
         }
 #pragma unroll
         for (int u = 0; u < KU; ++u) {
-            float kf[8];
-            bf16x8_to_f32(ku[u], kf);
-            float s = 0.f;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s = fmaf(qf[e], kf[e], s);
-#pragma unroll
-            for (int off = LPK / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+            const float s = group_dot8_bf16<LPK>(qf, ku[u]);
             if (live(k0 + u * GROUPS)) {                    // the same for the group's lanes
                 const float m_new = fmaxf(m, s), alpha = exp2f(m - m_new), p = exp2f(s - m_new);
                 l = l * alpha + p;
