@@ -17,16 +17,17 @@ def drive(variant):
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.bench.dryrun import RecordingRuntime
     rt = RecordingRuntime()
-    config = CONFIG_64 if variant.params.get("decode") == "mega" else CONFIG
+    config = CONFIG_64 if variant.params.get("decode") in ("mega", "dataflow") else CONFIG
     gpu = GPT2GPU(random_params(config), config, variant, rt)
     idx = np.arange(10, dtype=np.int32).reshape(2, 5)
     gpu.enqueue(idx)                                          # a full sequence
     full = len(rt.launches)
     gpu.enqueue(idx, pos=0, cap=9, last_only=True)            # a prompt into a longer cache
     prefill = len(rt.launches)
-    if gpu.mega is not None:                                  # the decode megakernel: 4 tokens, then logits
-        gpu.mega.launch(2, 9, 4)
-        gpu.mega.launch(2, 9, 1, logits=rt.pool.get("gpt2.act.logits", (2, gpu.Vp)))
+    if gpu.mega is not None:                                  # a persistent decode kernel: 4 tokens, then logits
+        B = 2 if gpu.mega.batch_refusal(2) is None else 1
+        gpu.mega.launch(B, 9, 4)
+        gpu.mega.launch(B, 9, 1, logits=rt.pool.get("gpt2.act.logits", (B, gpu.Vp)))
     elif gpu.graphable:
         gpu._device_step(2, 9)                                # a decode step from device memory
     else:
@@ -198,8 +199,9 @@ def test_gpt2_precompile_covers_the_gpu_test_file():
     import test_gpu_gpt2 as t
     builds = precompile_gpt2.collect("sm_90a")
     files = {f for f, _ in builds}
-    # fast_bf16_mk: the megakernel; fast_bf16's one-row steps: decode_attn_proj
-    assert files == {"attention.cu", "gemm.cu", "transformer.cu", "decode_mega.cu", "decode_attn_proj.cu"}
+    # fast_bf16_mk and fast_bf16_df: the persistent decode kernels; fast_bf16's one-row steps: decode_attn_proj
+    assert files == {"attention.cu", "gemm.cu", "transformer.cu", "decode_mega.cu", "decode_dataflow.cu",
+                     "decode_attn_proj.cu"}
     defines = [dict(d) for _, d in builds]
     for _, extra in t.LINEAR_BUILDS.values():          # each tunable set the GEMM tests use is among the builds
         assert any(all(d.get(k) == v for k, v in extra.items()) for d in defines), extra

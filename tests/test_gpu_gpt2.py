@@ -43,9 +43,9 @@ def reference_config(variant, config):
 
 
 def config_for(variant):
-    """SMALL, or for the decode megakernel's variant (it refuses head sizes other than 64, test_megakernel_host)
-    SMALL's width in two heads of 64."""
-    return dataclasses.replace(SMALL, n_head=2) if variant.params.get("decode") == "mega" else SMALL
+    """SMALL, or for the persistent decode kernels' variants (they refuse head sizes other than 64,
+    test_megakernel_host) SMALL's width in two heads of 64."""
+    return dataclasses.replace(SMALL, n_head=2) if variant.params.get("decode") in ("mega", "dataflow") else SMALL
 
 
 @pytest.mark.parametrize("variant", GPU_VARIANTS, ids=[v.name for v in GPU_VARIANTS])

@@ -1,6 +1,9 @@
-"""Run under compute-sanitizer (memcheck, racecheck) on a Hopper GPU: the decode megakernel (decode_mega.cu) at a small
-shape (2 layers, n_embd 128, 2 heads of 64, an odd vocabulary): a prompt on fast_bf16's prefill, then 3 greedy
-tokens of 3 sequences in one launch (batch build 4: a padded row), then one step in logits mode."""
+"""Run under compute-sanitizer (memcheck, racecheck) on a Hopper GPU: a persistent decode kernel (fast_bf16_mk's
+decode_mega.cu, or `python tools/sanitize_megakernel.py fast_bf16_df`: decode_dataflow.cu) at a small shape (2 layers,
+n_embd 128, 2 heads of 64, an odd vocabulary): a prompt on fast_bf16's prefill, then 3 greedy tokens in one launch
+(fast_bf16_mk: of 3 sequences, batch build 4: a padded row; fast_bf16_df: of one), then one step in logits mode."""
+import sys
+
 import numpy as np
 
 from convnet import catalogue
@@ -8,8 +11,9 @@ from convnet.gpt2 import model as ref
 from convnet.gpt2.gpu import GPT2GPU
 
 config = ref.GPT2Config(n_layer=2, n_head=2, n_embd=128, vocab_size=301, n_ctx=64)
-gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get("fast_bf16_mk", "gpt2"))
-rt, B, T, cap = gpu.rt, 3, 7, 16
+name = sys.argv[1] if len(sys.argv) > 1 else "fast_bf16_mk"
+gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get(name, "gpt2"))
+rt, B, T, cap = gpu.rt, 1 if gpu.mega.batch_refusal(3) else 3, 7, 16
 idx = np.random.default_rng(0).integers(0, config.vocab_size, (B, T))
 logits, _ = gpu.enqueue(idx, pos=0, cap=cap, last_only=True)
 nxt = logits.get()[:, :gpu.V].argmax(1).astype(np.int32)
@@ -19,5 +23,5 @@ out = rt.pool.get("san.mk.out", (3, B), np.int32)
 gpu.mega.launch(B, cap, 3, out=out, stream=gpu.stream)
 lg = rt.pool.get("gpt2.act.logits", (B, gpu.Vp))
 gpu.mega.launch(B, cap, 1, logits=lg, stream=gpu.stream)
-rt.synchronize("sanitize decode megakernel")
+rt.synchronize(f"sanitize {name}'s persistent decode kernel")
 print("tokens", out.get().tolist(), "logits finite", bool(np.isfinite(lg.get()[:, :gpu.V]).all()))

@@ -285,12 +285,16 @@ class GPT2GPU:
             raise GPUError(f"variant {name}: decode_fold needs the bf16 path (v10's GEMV) and no ln_const")
         self.spin = rt.kernel("transformer.cu", "spin", dt, name)
         self._upload(params)
-        self.mega = None                # decode = "mega": greedy steps of up to 8 sequences as one persistent kernel
-        if p.get("decode", "steps") == "mega":
+        self.mega = None                # decode = "mega" or "dataflow": greedy steps as one persistent kernel
+        decode = p.get("decode", "steps")
+        if decode in ("mega", "dataflow"):
             if not self.bf16:
-                raise GPUError(f"variant {name}: decode = \"mega\" is for the bf16 path")
-            from .megakernel import DecodeMegakernel
-            self.mega = DecodeMegakernel(self, params)
+                raise GPUError(f"variant {name}: decode = \"{decode}\" is for the bf16 path")
+            if decode == "mega":
+                from .megakernel import DecodeMegakernel as Persistent
+            else:
+                from .dataflow import DecodeDataflow as Persistent
+            self.mega = Persistent(self, params)
         self.stream = rt.stream()
         self._marks = None
         self.ragged = None             # prompts of different lengths in one batch (gpu_generate.Ragged), or None
@@ -878,8 +882,7 @@ class GPT2GPU:
     def mega_takes(self, B: int, ragged: bool = False) -> bool:
         """Whether decode steps of B sequences run on the decode megakernel (decode = "mega", B <= 8, one
         position for the batch)."""
-        from .megakernel import batch_refusal
-        return self.mega is not None and not ragged and batch_refusal(B) is None
+        return self.mega is not None and not ragged and self.mega.batch_refusal(B) is None
 
     def _generate_mega(self, host, B: int, cap: int, on_token, start, end) -> tuple[np.ndarray, float]:
         """generate()'s steps after the first on the decode megakernel, CHUNK tokens a launch; the rate counts them

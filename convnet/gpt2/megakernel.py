@@ -60,6 +60,8 @@ def _rows(N: int, K: int, G: int, cap: int | None = None) -> int:
 class DecodeMegakernel:
     """The decode megakernel of one GPT2GPU (bf16 weights): weight table, launch arguments, launches."""
 
+    batch_refusal = staticmethod(batch_refusal)
+
     def __init__(self, gpu, params: dict):
         from ..gpu import tma
         from ..gpu.runtime import Runtime

@@ -1,0 +1,133 @@
+"""GPT-2 greedy decode steps of one sequence as one persistent kernel whose blocks wait on flagged data words
+(kernels/decode_dataflow.cu; variant param decode = "dataflow").
+
+The launcher has DecodeMegakernel's interface (gpu.py and gpu_generate.py drive either): `tokens` greedy steps a
+launch, or in logits mode one step's logits for sampling.cu's samplers. Only B = 1: other batches run the
+variant's decode steps. The kernel's shape limits are refused here in one line before anything is compiled."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UsageError
+from .megakernel import _addr
+
+KERNEL_FILE = "decode_dataflow.cu"
+KERNEL = "decode_dataflow"
+THREADS = 256 + 32                # consumers and the producer warp
+CMAX, HEAD_DIM, GMAX, BIAS_ROWS, HEAD_ROWS = 1600, 64, 256, 256, 1024     # DF_CMAX, DF_GMAX, DF_BIAS, DF_ROWS
+SLOT_BYTES = 28672                # decode_dataflow.cu's DF_SLOT_BYTES (a tile is at most one slot)
+WORDS = CMAX + 3 * CMAX + CMAX // 2 + CMAX + 2 * CMAX + 2 * GMAX      # DF_WORDS: the flagged words
+SMEM_DRYRUN = 1024 + 6 * SLOT_BYTES + 36 * 1024
+
+
+def model_refusal(config, arch: str, sm_count: int | None = None) -> str | None:
+    """Why the dataflow decode kernel cannot run this model on this GPU, or None."""
+    C, H = config.n_embd, config.n_head
+    if arch != "sm_90a":
+        return f"the dataflow decode kernel needs a Hopper GPU (sm_90: bulk copies, mbarriers); this one is {arch}"
+    if C % H or C // H != HEAD_DIM:
+        return f"the dataflow decode kernel takes head size {HEAD_DIM}; n_embd {C} / n_head {H} is not"
+    if C > CMAX or C % HEAD_DIM:
+        return f"the dataflow decode kernel takes n_embd a multiple of {HEAD_DIM} up to {CMAX}; got {C}"
+    if sm_count is not None:
+        if sm_count > GMAX:
+            return f"the dataflow decode kernel runs on at most {GMAX} SMs; this GPU has {sm_count}"
+        if -(-4 * C // sm_count) > BIAS_ROWS:
+            return f"the dataflow decode kernel's share of rows at n_embd {C} on {sm_count} SMs exceeds {BIAS_ROWS}"
+        if -(-config.vocab_size // sm_count) > HEAD_ROWS:
+            return (f"the dataflow decode kernel's share of the LM head ({config.vocab_size} rows on {sm_count} SMs) "
+                    f"exceeds {HEAD_ROWS} rows a block")
+    return None
+
+
+def batch_refusal(B: int) -> str | None:
+    if B != 1:
+        return f"the dataflow decode kernel runs one sequence; got {B}"
+    return None
+
+
+class DecodeDataflow:
+    """The dataflow decode kernel of one GPT2GPU (bf16 weights): weight table, arguments, launches."""
+
+    batch_refusal = staticmethod(batch_refusal)
+
+    def __init__(self, gpu, params: dict):
+        from ..gpu import tma
+        from ..gpu.runtime import Runtime
+        rt, cfg = gpu.rt, gpu.cfg
+        real = isinstance(rt, Runtime)
+        why = model_refusal(cfg, rt.arch, rt.sm_count if real else None)
+        if why:
+            raise UsageError(f"variant {gpu.variant.name}: {why}")
+        self.gpu, self.rt = gpu, rt
+        self.defines = {k: v for k, v in gpu.variant.defines.items() if k.startswith("DF_")}
+        self.kernel = rt.kernel(KERNEL_FILE, KERNEL, self.defines, gpu.variant.name)
+        if real:
+            from ..gpu import build
+            self.kernel = tma.CooperativeKernel(build.kernel_cubin(KERNEL_FILE, self.defines, KERNEL, rt.arch),
+                                                KERNEL, gpu.variant.name)
+            g, _ = rt.module(KERNEL_FILE, self.defines).get_global("df_smem_bytes")
+            out = np.zeros(1, np.uint64)
+            rt.drv.memcpy_dtoh(out, g)
+            self.smem = int(out[0])
+            self.kernel.allow_shared(self.smem)
+            if self.kernel.max_blocks_per_sm(THREADS, self.smem) < 1:
+                raise UsageError(f"the dataflow decode kernel's block ({THREADS} threads, {self.smem} bytes of "
+                                 f"shared memory) does not fit an SM of {rt.name}")
+        else:
+            self.smem = SMEM_DRYRUN
+        self.grid = rt.sm_count
+        L, w, pool = cfg.n_layer, gpu.w, rt.pool
+        table = np.zeros((L, 10), np.uint64)
+        for i in range(L):
+            h = f"h.{i}."
+            table[i] = [_addr(w[h + k]) for k in ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                                                  "mlp.c_proj.weight", "attn.c_attn.bias", "attn.c_proj.bias",
+                                                  "mlp.c_fc.bias", "mlp.c_proj.bias", "ln_1.pair", "ln_2.pair")]
+        self.table = pool.upload("gpt2.w.df_layers", table, np.uint64)
+        self._args = {}
+
+    def launch(self, B: int, cap: int, tokens: int, out=None, logits=None, done=None, step=None, pad: int = -1,
+               stream=None, trace=None):
+        """As DecodeMegakernel.launch: `tokens` greedy steps (out: (tokens, 1) int32) or, with logits ((1, Vp)
+        fp32), one step's logits; reads and advances gpt2.act.step_idx, gpt2.act.pos and the KV cache of capacity
+        cap (the caller keeps pos + tokens within cap)."""
+        why = batch_refusal(B)
+        if why:
+            raise UsageError(why)
+        if logits is not None and tokens != 1:
+            raise UsageError("the dataflow decode kernel writes logits for one step a launch")
+        gpu, rt = self.gpu, self.rt
+        cfg, C, H, L = gpu.cfg, gpu.C, gpu.H, gpu.cfg.n_layer
+        pool = rt.pool
+        lo = np.uint16
+        words = pool.get("gpt2.df.words", (WORDS,), np.uint64)
+        ptrs = [_addr(a) for a in (self.table, gpu.w["lm_head"], gpu.w["ln_f.pair"], gpu.w["wpe"],
+                                   pool.get("gpt2.act.kcache", (L, 1, H, cap, HEAD_DIM), lo),
+                                   pool.get("gpt2.act.vcache", (L, 1, H, cap, HEAD_DIM), lo), words, logits,
+                                   pool.get("gpt2.act.step_idx", (1, 1), np.int32),
+                                   pool.get("gpt2.act.pos", (1,), np.int32), step, done, out, trace)]
+        ints = [C, H, L, gpu.V, cap, tokens, pad, int(logits is not None)]
+        packed = pack_args(ptrs, ints, 1, [cfg.layer_norm_epsilon, math.log2(math.e) / math.sqrt(HEAD_DIM)])
+        args = self._args.get(packed)
+        if args is None:
+            args = pool.get(f"gpt2.df.args{len(self._args)}", (len(packed),), np.uint8)
+            args.set(np.frombuffer(packed, np.uint8))
+            self._args[packed] = args
+        # stamps start at 1 each launch: the words go back to stamp 0 first
+        rt.drv.memset_d32_async(_addr(words), 0, 2 * WORDS, stream)
+        self.kernel((self.grid, 1, 1), (THREADS, 1, 1), np.uintp(_addr(args)), stream=stream, shared=self.smem)
+
+
+ARG_LAYOUT = (14, 8, 2)           # DFArgs: pointers, ints, (epoch), floats
+
+
+def pack_args(ptrs: list, ints: list, epoch: int, floats: list) -> bytes:
+    """DFArgs's bytes, field by field as the compiler lays it out (padded to its 8-byte alignment)."""
+    if (len(ptrs), len(ints), len(floats)) != ARG_LAYOUT:
+        raise ValueError(f"DFArgs takes {ARG_LAYOUT} pointers, ints, floats; got {(len(ptrs), len(ints), len(floats))}")
+    head = (np.array(ptrs, np.uint64).tobytes() + np.array(ints, np.int32).tobytes()
+            + np.array([epoch], np.uint32).tobytes() + np.array(floats, np.float32).tobytes())
+    return head + bytes(-len(head) % 8)

@@ -1,0 +1,735 @@
+// decode_dataflow.cu: GPT-2 greedy decode steps of one sequence as one persistent kernel in which blocks wait on
+// the data itself, not on counters (param decode = "dataflow"; convnet/gpt2/dataflow.py launches it).
+//
+//   decode_dataflow   B = 1; every layer, the LM head and the greedy choice of `tokens` steps in one launch (or,
+//                     logits mode, one step's logits for sampling.cu's samplers)
+//
+// Why: at batch 1 a step is a chain of about 60 small dependent pieces of work, and what each hand-over costs, not
+// the weights' bytes, sets the rate. decode_mega.cu hands over through counters: the writer's release (a fence
+// that waits for its stores), the reader's poll and acquire, then the data's own L2 round trip, about 2.5 us. Here
+// every value travels as a flagged word (NCCL's "LL" protocol): one 64-bit store of {value, stamp}, single-copy
+// atomic, so a reader that sees the stamp it waits for has the value in the same load. No fence, no counter: a
+// hand-over is one store and the reader's load.
+//
+// One block per SM (cooperative launch: every block resident), 9 warps: warp 8 the producer, 0-7 consumers.
+//   * The producer streams the block's weight rows, in the order the consumers use them, into a ring of DF_SLOTS
+//     shared-memory slots with cp.async.bulk (L2 evict-first). Weights depend on nothing a step computes, so the
+//     ring runs ahead of every wait: a block's next stage is in shared memory before its input arrives. The ring's
+//     mbarriers as in decode_mega.cu ("full" counts bytes in, "empty" the 8 consumer warps out); racecheck reports
+//     the bulk copies into a slot against its earlier reads, as it does there (it does not model the mbarrier).
+//   * Every stage is owner-computes: block b owns a contiguous share of each weight matrix's output rows and writes
+//     those outputs, complete, as flagged words. Readers wait for every word they need.
+//
+// One layer, stamps s = epoch + t (L + 1) + l (token t of the launch, layer l):
+//   S1 qkv   wait for x (C words, stamp of layer l - 1; layer 0: the embedding, made by every block), LayerNorm 1
+//            into shared memory (bf16), the block's rows of W_qkv; q, k, v (bf16-rounded) as C3 words
+//   S2 attn  block a(h) = h G / H, one per head: the head's 192 words; k, v into the KV cache at pos; softmax over
+//            the cache in chunks of 256 keys (the newest chunk's keys and values in registers before the wait);
+//            y_h (bf16 pairs, 32 words)
+//   S3 proj  wait for y (C / 2 words); the block's rows of W_o; xm = x + y W_o^T + b_o as C words
+//   S4 fc    wait for xm; LayerNorm 2; the block's rows of W_fc (in pairs) with GELU; h as bf16 pairs (2C words)
+//   S5 mproj wait for h; the block's rows of W_mlp_proj (out-major, K = 4C); x = xm + h W^T + b as C words
+// Then the LM head: wait for x, ln_f, the block's vocabulary rows of wte, its best (value, row) as two words; every
+// block waits for all G pairs and takes the same greedy choice (ties to the lower row), so the next token's
+// embedding needs no further hand-over. Block 0 writes the tokens and the decode state (idx, pos, step, done).
+//
+// Stamps only grow, so a word is never waited for before it can be written and never read after it is
+// overwritten: a buffer's next write comes from a stage that, through the chain of waits, follows every read of
+// the previous one by every block (each block reads a buffer's words before it writes anything the next writer
+// waits for). The launcher zeroes the words before each launch and starts the stamps at `epoch` = 1.
+//
+// Why it cannot deadlock: all blocks are resident; every stage waits only on words that earlier stages write; each
+// block runs its stages in order. So the earliest unfinished stage has every input written, and its block is at
+// it. The producer waits only for slots the consumers free, and they take tiles in the order it copies them.
+//
+// Numerics as fast_bf16's decode step: bf16 weights, LayerNorm outputs, q, k, v, y and the MLP's hidden row; fp32
+// accumulation, residual stream and logits. Every sum runs in a fixed order: two runs give the same bits.
+//
+// Where it stands (H200, 124M, docs/gpt2.md): a hand-over costs about 0.8-1.1 us, but the stages' own work does
+// not shrink with it: a tile's GEMV from shared memory takes about 1.3 us with 8 warps (CUDA cores or mma alike:
+// it waits on its loads), the attention block about 1.6 us, a LayerNorm about 1 us. 3,890 tokens/s at B = 1 against
+// fast_bf16's 6,103.
+//
+// Tunables (-D): DF_SLOTS, DF_SLOT_BYTES (the ring), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
+#include "bf16.cuh"
+#include "mbarrier.cuh"
+
+#ifndef DF_SLOTS
+#define DF_SLOTS 6
+#endif
+#ifndef DF_SLOT_BYTES
+#define DF_SLOT_BYTES 28672
+#endif
+#ifndef DF_CMAX
+#define DF_CMAX 1600
+#endif
+#ifndef DF_PRODUCER_SLEEP
+#define DF_PRODUCER_SLEEP 200                      // ns the producer pauses between polls of a busy slot
+#endif
+#ifndef DF_TRACE
+#define DF_TRACE 0
+#endif
+#define DF_CONSUMERS 256
+#define DF_THREADS (DF_CONSUMERS + 32)
+#define DF_WARPS 8
+#define DF_HD 64                                   // head size
+#define DF_KEYS 256                                // keys an attention chunk takes: one a consumer thread
+#define DF_XJ ((DF_CMAX + DF_CONSUMERS - 1) / DF_CONSUMERS)           // a row's values a thread holds
+#define DF_HJ ((2 * DF_CMAX + DF_CONSUMERS - 1) / DF_CONSUMERS)       // the MLP row's bf16 pairs a thread holds
+#define DF_PART 512                                // a tile's partial sums (rows x segments) at most
+#define DF_BIAS 256                                // a block's rows of one layer stage at most
+#define DF_ROWS 1024                               // a block's rows of any stage (the LM head's) at most
+#define DF_GMAX 256                                // blocks at most (the choice's candidates)
+static_assert(DF_CMAX % 64 == 0 && DF_SLOT_BYTES % 16 == 0, "whole heads, 16-byte slots");
+static_assert(DF_PART >= 16 * DF_WARPS, "a tile's partial sums: 16 rows a group, S slices");
+
+// the flagged words (u64: value in the low half, stamp in the high half), by buffer
+#define DF_X 0
+#define DF_QKV (DF_X + DF_CMAX)
+#define DF_Y (DF_QKV + 3 * DF_CMAX)
+#define DF_XM (DF_Y + DF_CMAX / 2)
+#define DF_H (DF_XM + DF_CMAX)
+#define DF_CAND (DF_H + 2 * DF_CMAX)
+#define DF_WORDS (DF_CAND + 2 * DF_GMAX)
+__constant__ int df_words = DF_WORDS;              // the launcher sizes the buffer from it
+
+typedef unsigned short u16;
+typedef unsigned long long u64;
+
+struct DFLayer {                    // one layer's weights, as decode_mega.cu's MKLayer, but W_mlp_proj out-major (C, 4C)
+    const u16 *wqkv, *wo, *wfc, *wp;
+    const float *bqkv, *bo, *bfc, *bp;
+    const float *ln1, *ln2;         // gamma then beta (2C)
+};
+
+struct DFArgs {                     // in device memory (dataflow.py packs it field by field)
+    const DFLayer* layer;
+    const u16* wte;                 // (Vp, C) bf16: the tied LM head and the token embedding
+    const float* lnf;
+    const float* wpe;               // (n_ctx, C) fp32
+    u16* kc;                        // (L, H, cap, 64) bf16
+    u16* vc;
+    u64* words;                     // DF_WORDS flagged words
+    float* logits;                  // logits mode: (Vp) fp32
+    int* idx;                       // the token this launch embeds first; the last chosen on exit
+    int* pos;                       // its position; advanced by `tokens` on exit
+    int* step;                      // the samplers' step counter (or null)
+    int* done;                      // the end-of-text flag (or null)
+    int* out;                       // (tokens) the chosen tokens
+    unsigned long long* trace;      // DF_TRACE=1: (G, tokens, 10 L + 5) globaltimer stamps and wait cycles
+    int C, H, L, V, cap, tokens, eos, logits_mode;
+    unsigned epoch;
+    float eps, scale;               // LayerNorm epsilon; log2(e) / sqrt(64)
+};
+
+#if DF_TRACE
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+// block thread 0 stamps, for layer l, 10 l + {0: x in and LayerNorm 1 done, 1: S1's rows written, 2: (attention
+// blocks) q k v in, 3: y_h written, 4: y in, 5: S3's rows written, 6: xm in and LayerNorm 2 done, 7: S4's rows
+// written, 8: h in, 9: S5's rows written}; 10 L + {0: the head's x in, 1: its rows done, 2: the choice made}; then
+// 10 L + 3 and + 4: thread 0's clock cycles waiting for ring tiles in the layers and in the head
+#define DF_EVENTS(L) (10 * (L) + 11)
+#define DF_STAMP(e) do { if (threadIdx.x == 0 && a.trace) \
+    a.trace[((long long)blockIdx.x * a.tokens + t) * DF_EVENTS(a.L) + (e)] = global_ns(); } while (0)
+#else
+#define DF_STAMP(e) do { } while (0)
+#endif
+
+__device__ __forceinline__ bool mbar_test(unsigned bar, int parity) {
+    unsigned done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    return done;
+}
+
+// ---- flagged words ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void put(u64* p, unsigned value, unsigned stamp) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" :: "l"(p), "l"(((u64)stamp << 32) | value) : "memory");
+}
+__device__ __forceinline__ u64 peek(const u64* p) {
+    u64 v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+// ---- block helpers ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" :: "n"(DF_CONSUMERS) : "memory"); }
+
+__device__ __forceinline__ u16 bf16_bits(float v) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    return *reinterpret_cast<const u16*>(&h);
+}
+__device__ __forceinline__ float bf16_round(float v) { return __uint_as_float((unsigned)bf16_bits(v) << 16); }
+__device__ __forceinline__ unsigned bf16_pair(float lo, float hi) {
+    return (unsigned)bf16_bits(lo) | ((unsigned)bf16_bits(hi) << 16);
+}
+__device__ __forceinline__ float gelu_fast(float v) {
+    const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    float t;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(t) : "f"(u));
+    return 0.5f * v * (1.f + t);
+}
+
+// every consumer gets the block's sum (red: DF_WARPS floats of shared memory not in use by the caller)
+__device__ __forceinline__ float block_sum(float v, float* red) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32] = v;
+    consumer_sync();
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < DF_WARPS; ++w) s += red[w];
+    return s;
+}
+__device__ __forceinline__ float block_max(float v, float* red) {
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x / 32] = v;
+    consumer_sync();
+    float m = red[0];
+#pragma unroll
+    for (int w = 1; w < DF_WARPS; ++w) m = fmaxf(m, red[w]);
+    return m;
+}
+
+// every consumer gets the block's largest (value, index) (ties: the lower index; NaN never wins) as (value bits,
+// index); sh.best_* are free again when it returns
+struct DFShared;
+__device__ __forceinline__ int2 block_best_impl(float v, int i, float* bv, int* bi) {
+    for (int off = 16; off > 0; off >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+        if (ov > v || (ov == v && oi < i)) { v = ov; i = oi; }
+    }
+    if ((threadIdx.x & 31) == 0) { bv[threadIdx.x / 32] = v; bi[threadIdx.x / 32] = i; }
+    consumer_sync();
+    v = bv[0];
+    i = bi[0];
+#pragma unroll
+    for (int w = 1; w < DF_WARPS; ++w) {
+        if (bv[w] > v || (bv[w] == v && bi[w] < i)) { v = bv[w]; i = bi[w]; }
+    }
+    consumer_sync();
+    return make_int2((int)__float_as_uint(v), i);
+}
+#define block_best(v, i, sh) block_best_impl((v), (i), (sh).best_v, (sh).best_i)
+
+// ---- the weight plan both roles walk ---------------------------------------------------------------------------
+// A stage: block b owns rows [r0, r1) of an N x K matrix, in units of `unit` rows, cut into tiles of at most one
+// slot, as even as they can be. tile(i) -> (first row, rows).
+struct Share {
+    int r0, rows, tiles, per;       // first row, rows, tiles, units a tile at most
+    int unit;
+    __device__ __forceinline__ Share(int N, int K, int unit_) : unit(unit_) {
+        const int U = N / unit, G = gridDim.x, b = blockIdx.x;
+        const int u0 = b * U / G, u1 = (b + 1) * U / G;      // (U < 2^23: no overflow at 256 blocks)
+        r0 = u0 * unit;
+        rows = (u1 - u0) * unit;
+        per = max(1, DF_SLOT_BYTES / (2 * K) / unit);
+        tiles = (u1 - u0 + per - 1) / per;
+    }
+    __device__ __forceinline__ int2 tile(int i) const {    // (first row within the share, rows)
+        const int U = rows / unit, a = i * U / tiles, e = (i + 1) * U / tiles;
+        return make_int2(a * unit, (e - a) * unit);
+    }
+};
+
+template <typename Visit>
+__device__ __forceinline__ void token_tiles(const DFArgs& a, Visit visit) {
+    const int C = a.C;
+    for (int l = 0; l < a.L; ++l) {
+        const DFLayer w = a.layer[l];
+        const u16* mats[4] = {w.wqkv, w.wo, w.wfc, w.wp};
+        const int Ns[4] = {3 * C, C, 4 * C, C}, Ks[4] = {C, C, C, 4 * C}, units[4] = {1, 1, 2, 1};
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const Share s(Ns[m], Ks[m], units[m]);
+            for (int i = 0; i < s.tiles; ++i) {
+                const int2 t = s.tile(i);
+                visit(mats[m] + (long long)(s.r0 + t.x) * Ks[m], t.y * Ks[m] * 2);
+            }
+        }
+    }
+    const Share s(a.V, C, 1);
+    for (int i = 0; i < s.tiles; ++i) {
+        const int2 t = s.tile(i);
+        visit(a.wte + (long long)(s.r0 + t.x) * C, t.y * C * 2);
+    }
+}
+
+__device__ void producer(const DFArgs& a, unsigned ring, unsigned bars) {
+    if ((threadIdx.x & 31) != 0) return;
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    unsigned k = 0;
+    for (int t = 0; t < a.tokens; ++t) {
+        token_tiles(a, [&](const u16* src, int bytes) {
+            const unsigned slot = k % DF_SLOTS, phase = (k / DF_SLOTS) & 1;
+            const unsigned full = bars + 8 * slot, empty = bars + 8 * (DF_SLOTS + slot);
+            // a slot frees at the consumers' pace: poll it with pauses, so the producer's try_waits do not take
+            // the shared-memory pipe from the consumers' loads
+            while (!mbar_test(empty, phase ^ 1)) __nanosleep(DF_PRODUCER_SLEEP);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // the slot's reads before the copy
+            mbar_expect_tx(full, bytes);
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                         " [%0], [%1], %2, [%3], %4;\n"
+                         :: "r"(ring + slot * DF_SLOT_BYTES), "l"(src), "r"(bytes), "r"(full), "l"(policy)
+                         : "memory");
+            ++k;
+        });
+    }
+}
+
+struct Ring {                       // the consumers' view: take() waits for the next tile, release() frees it (a warp)
+    const uint4* base;
+    unsigned bars, k;
+    long long waited, busy, synced; // DF_TRACE: thread 0's clock cycles in take(), in the GEMV, in its barriers
+    __device__ __forceinline__ const uint4* take() {
+        const unsigned slot = k % DF_SLOTS;
+#if DF_TRACE
+        const long long w0 = clock64();
+        mbar_wait(bars + 8 * slot, (k / DF_SLOTS) & 1);
+        waited += clock64() - w0;
+#else
+        mbar_wait(bars + 8 * slot, (k / DF_SLOTS) & 1);
+#endif
+        return base + slot * (DF_SLOT_BYTES / 16);
+    }
+    __device__ __forceinline__ void release() {
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) mbar_arrive(bars + 8 * (DF_SLOTS + k % DF_SLOTS));
+        ++k;
+    }
+};
+
+struct DFShared {
+    float x[DF_CMAX];               // this layer's input row (S3 adds to it)
+    float xm[DF_CMAX];              // the row after attention (S5 adds to it)
+    float gam[2 * DF_CMAX];         // the next LayerNorm's gamma and beta
+    u16 act[4 * DF_CMAX];           // the GEMV's input row, bf16
+    float part[2][DF_PART];         // a tile's partial sums (two tiles in flight)
+    float rows[DF_ROWS];            // the stage's row sums of this block
+    float bias[DF_BIAS];            // the stage's bias rows of this block
+    float q[DF_HD], kn[DF_HD], vn[DF_HD];
+    float sc[DF_KEYS];
+    float o[DF_WARPS][DF_HD];
+    float red[4][DF_WARPS];
+    float best_v[DF_WARPS];
+    int best_i[DF_WARPS];
+};
+
+// words p[0, n) (n <= 256 DF_HJ) into dst (shared), each waited for until it carries `stamp`: every round reloads
+// all the words still missing at once, so a round costs one L2 round trip however many words a thread waits for
+__device__ __forceinline__ void gather(const u64* p, int n, unsigned stamp, unsigned* dst) {
+    u64 v[DF_HJ];
+#pragma unroll
+    for (int j = 0; j < DF_HJ; ++j) {
+        const int i = threadIdx.x + DF_CONSUMERS * j;
+        v[j] = i < n ? peek(p + i) : (u64)stamp << 32;
+    }
+    while (true) {
+        bool missing = false;
+#pragma unroll
+        for (int j = 0; j < DF_HJ; ++j) missing |= (unsigned)(v[j] >> 32) != stamp;
+        if (!missing) break;
+#pragma unroll
+        for (int j = 0; j < DF_HJ; ++j) {
+            if ((unsigned)(v[j] >> 32) != stamp) v[j] = peek(p + threadIdx.x + DF_CONSUMERS * j);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < DF_HJ; ++j) {
+        const int i = threadIdx.x + DF_CONSUMERS * j;
+        if (i < n) dst[i] = (unsigned)v[j];
+    }
+    consumer_sync();
+}
+
+// n <= 256 J floats of a stage's small weights (bias rows, LayerNorm gamma and beta): loaded into registers before
+// the stage's wait and stored to shared memory after it, so their round trip overlaps the wait (gather is inlined
+// for this: across a call the registers would be spilled, which waits for the loads)
+template <int J>
+struct Staged {
+    float v[J];
+    __device__ __forceinline__ Staged(const float* src, int n) {
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            const int i = threadIdx.x + DF_CONSUMERS * j;
+            v[j] = i < n ? __ldg(src + i) : 0.f;
+        }
+    }
+    __device__ __forceinline__ void store(float* dst, int n) const {
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            const int i = threadIdx.x + DF_CONSUMERS * j;
+            if (i < n) dst[i] = v[j];
+        }
+    }
+};
+static_assert(DF_BIAS == DF_CONSUMERS, "a stage's bias rows: one a consumer thread");
+
+// act = LayerNorm(x) in bf16 (x and gamma, beta in shared memory): the mean, then the variance about it
+__device__ __forceinline__ void layernorm_act(const float* x, int C, float eps, DFShared& sh) {
+    float s = 0.f;
+    for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) s += x[c];
+    const float mean = block_sum(s, sh.red[0]) / C;
+    float q = 0.f;
+    for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) {
+        const float d = x[c] - mean;
+        q = fmaf(d, d, q);
+    }
+    const float rstd = rsqrtf(block_sum(q, sh.red[1]) / C + eps);
+    for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) {
+        sh.act[c] = bf16_bits((x[c] - mean) * rstd * sh.gam[c] + sh.gam[C + c]);
+    }
+    consumer_sync();
+}
+
+// 16 bytes of shared memory at a shared-window address (explicit ld.shared: generic loads wait on the long
+// scoreboard)
+__device__ __forceinline__ uint4 lds16(unsigned addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+// d += A . B on the tensor cores (m16n8k16, bf16 in, fp32 accumulate)
+__device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// sh.rows[r] = row r of the block's share of an N x K weight (tiles through the ring) . act, r < s.rows, on the
+// tensor cores: one row is a matrix-vector product's worth of work for a warp's FMAs (a conversion and an FMA a
+// weight kept the CUDA-core version issue-bound at about 1.3 us a tile), but 16 rows x 16 columns are one mma.
+//   The tile's rows in groups of 16 (the last group's missing rows read row R - 1 and are dropped); a group's K in
+//   S = 8 / groups slices, a warp each. Lane (g, q) loads 8 columns [32 c + 8 q, + 8) of rows g and g + 8 (16
+//   bytes each) and the same 8 of act; two mmas take them, the k order permuted alike in A and B (k 2q, 2q + 1,
+//   2q + 8, 2q + 9 are columns 8q .. 8q + 3, then 8q + 4 .. 8q + 7): every n column of B holds act, so D's column 0
+//   (lane 4 g: d0 row g, d2 row g + 8) is the row's partial sum. Slices are added in a fixed order.
+__device__ __forceinline__ void gemv_share(Ring& ring, const Share& s, int K, DFShared& sh) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const int K8 = K / 8, chunks = K / 32;
+    const unsigned act = (unsigned)__cvta_generic_to_shared(sh.act);
+    for (int i = 0; i < s.tiles; ++i) {
+        const int2 t = s.tile(i);
+        const int rows = t.y, groups = (rows + 15) / 16;
+        const int S = groups >= DF_WARPS ? 1 : DF_WARPS / groups;
+        float* pt = sh.part[i & 1];
+        const unsigned tile = (unsigned)__cvta_generic_to_shared(ring.take());
+#if DF_TRACE
+        const long long c0 = clock64();
+#endif
+        for (int u = warp; u < groups * S; u += DF_WARPS) {
+            const int grp = u / S, sl = u % S;
+            const int ra = min(16 * grp + g, rows - 1), rb = min(16 * grp + g + 8, rows - 1);
+            const unsigned wa = tile + 16 * (ra * K8 + q), wb = tile + 16 * (rb * K8 + q), xa = act + 16 * q;
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+            const int c1 = (sl + 1) * chunks / S;
+#pragma unroll 2
+            for (int c = sl * chunks / S; c < c1; ++c) {
+                const uint4 U = lds16(wa + 64 * c), V = lds16(wb + 64 * c), X = lds16(xa + 64 * c);
+                mma_bf16(d, U.x, V.x, U.y, V.y, X.x, X.y);
+                mma_bf16(d, U.z, V.z, U.w, V.w, X.z, X.w);
+            }
+            if (q == 0) {
+                if (16 * grp + g < rows) pt[(16 * grp + g) * S + sl] = d[0];
+                if (16 * grp + g + 8 < rows) pt[(16 * grp + g + 8) * S + sl] = d[2];
+            }
+        }
+        ring.release();
+#if DF_TRACE
+        const long long c1 = clock64();
+#endif
+        consumer_sync();
+#if DF_TRACE
+        ring.busy += c1 - c0;
+        ring.synced += clock64() - c1;
+#endif
+        if ((int)threadIdx.x < rows) {
+            float sum = 0.f;
+            for (int p = 0; p < S; ++p) sum += pt[threadIdx.x * S + p];
+            sh.rows[t.x + threadIdx.x] = sum;
+        }
+    }
+    consumer_sync();
+}
+
+// S2 for head h: softmax(q K^T) V over keys 0..pos of the cache in chunks of 256 keys, newest first (its keys and
+// values loaded into registers before the head's q, k, v are waited for); the newest key from those words
+__device__ __forceinline__ void attention_head(const DFArgs& a, int l, int h, int pos, unsigned stamp, DFShared& sh,
+                                            int t) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, C = a.C;
+    const long long head = ((long long)l * a.H + h) * a.cap;
+    const uint4* kc = reinterpret_cast<const uint4*>(a.kc);
+    const unsigned* vc = reinterpret_cast<const unsigned*>(a.vc);
+    float m_run = -INFINITY, l_run = 0.f;
+    float2 o = make_float2(0.f, 0.f);
+    for (int c = pos / DF_KEYS; c >= 0; --c) {
+        const int k0 = c * DF_KEYS, key = k0 + tid;
+        uint4 kr[DF_HD / 8];
+        unsigned vr[DF_KEYS / DF_WARPS];
+#pragma unroll
+        for (int g = 0; g < DF_HD / 8; ++g)
+            kr[g] = key < pos ? __ldcg(kc + (head + key) * (DF_HD / 8) + g) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < DF_KEYS / DF_WARPS; ++j) {
+            const int kv = k0 + warp + DF_WARPS * j;
+            vr[j] = kv < pos ? __ldcg(vc + (head + kv) * (DF_HD / 2) + lane) : 0u;
+        }
+        if (c == pos / DF_KEYS) {                                 // the head's q, k, v (192 words); k, v to the cache
+            if (tid < 3 * DF_HD) {
+                const int part = tid / DF_HD, e = tid % DF_HD;
+                const u64* p = a.words + DF_QKV + part * C + h * DF_HD + e;
+                u64 v = peek(p);
+                while ((unsigned)(v >> 32) != stamp) v = peek(p);
+                const float f = __uint_as_float((unsigned)v);
+                if (part == 0) sh.q[e] = f * a.scale;
+                else if (part == 1) sh.kn[e] = f;
+                else sh.vn[e] = f;
+                if (part > 0) (part == 1 ? a.kc : a.vc)[(head + pos) * DF_HD + e] = (u16)((unsigned)v >> 16);
+            }
+            consumer_sync();
+            DF_STAMP(10 * l + 2);
+        }
+        float s = -INFINITY;
+        if (key <= pos) {
+            float d = 0.f;
+#pragma unroll
+            for (int g = 0; g < DF_HD / 8; ++g) {
+                float kf[8];
+                if (key < pos) {
+                    bf16x8_to_f32(kr[g], kf);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) kf[e] = sh.kn[8 * g + e];
+                }
+#pragma unroll
+                for (int e = 0; e < 8; ++e) d = fmaf(sh.q[8 * g + e], kf[e], d);
+            }
+            s = d;
+        }
+        const float m_new = fmaxf(m_run, block_max(s, sh.red[2]));
+        const float p = key <= pos ? exp2f(s - m_new) : 0.f;
+        sh.sc[tid] = p;
+        const float rescale = exp2f(m_run - m_new);               // (0 on the first chunk: m_run = -inf)
+        l_run = l_run * rescale + block_sum(p, sh.red[3]);        // (its barrier also publishes sc)
+        o.x *= rescale;
+        o.y *= rescale;
+        m_run = m_new;
+#pragma unroll
+        for (int j = 0; j < DF_KEYS / DF_WARPS; ++j) {
+            const int kv = k0 + warp + DF_WARPS * j;
+            if (kv <= pos) {
+                const float pi = sh.sc[kv - k0];
+                const float vx = kv < pos ? __uint_as_float(vr[j] << 16) : sh.vn[2 * lane];
+                const float vy = kv < pos ? __uint_as_float(vr[j] & 0xFFFF0000u) : sh.vn[2 * lane + 1];
+                o.x = fmaf(pi, vx, o.x);
+                o.y = fmaf(pi, vy, o.y);
+            }
+        }
+        consumer_sync();                                          // sc and red free for the next chunk
+    }
+    sh.o[warp][2 * lane] = o.x;
+    sh.o[warp][2 * lane + 1] = o.y;
+    consumer_sync();
+    if (tid < DF_HD / 2) {
+        float y0 = 0.f, y1 = 0.f;
+#pragma unroll
+        for (int w = 0; w < DF_WARPS; ++w) {
+            y0 += sh.o[w][2 * tid];
+            y1 += sh.o[w][2 * tid + 1];
+        }
+        const float inv = 1.f / l_run;
+        put(a.words + DF_Y + h * (DF_HD / 2) + tid, bf16_pair(y0 * inv, y1 * inv), stamp);
+    }
+}
+
+// the greedy choice: every block's best (value, row) pair waited for, the largest value (ties: the lower row)
+__device__ __forceinline__ int choose(const DFArgs& a, unsigned stamp, DFShared& sh) {
+    const int tid = threadIdx.x;
+    float cv = -INFINITY;
+    int ci = 0x7fffffff;
+    if (tid < (int)gridDim.x) {
+        const u64* p = a.words + DF_CAND + 2 * tid;
+        u64 x0 = peek(p), x1 = peek(p + 1);
+        while ((unsigned)(x0 >> 32) != stamp || (unsigned)(x1 >> 32) != stamp) {
+            if ((unsigned)(x0 >> 32) != stamp) x0 = peek(p);
+            if ((unsigned)(x1 >> 32) != stamp) x1 = peek(p + 1);
+        }
+        cv = __uint_as_float((unsigned)x0);
+        ci = (int)(unsigned)x1;
+    }
+    const int2 best = block_best(cv, ci, sh);
+    return best.y >= a.V ? 0 : best.y;                            // every logit NaN: token 0 rather than past the table
+}
+
+__device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
+    const int tid = threadIdx.x, G = gridDim.x, blk = blockIdx.x, C = a.C;
+    u64* words = a.words;
+    int pos = __ldcg(a.pos);
+    int tok = __ldcg(a.idx);
+    int done = a.done ? __ldcg(a.done) : 0;
+    for (int t = 0; t < a.tokens; ++t, ++pos) {
+        const unsigned s0 = a.epoch + (unsigned)t * (a.L + 1);
+        for (int l = 0; l < a.L; ++l) {
+            const DFLayer w = a.layer[l];
+            const unsigned stamp = s0 + l;
+            // S1: x, LayerNorm 1, q k v
+            const Share sq(3 * C, C, 1);
+            const Staged<1> bq(w.bqkv + sq.r0, sq.rows);
+            const Staged<DF_HJ> g1(w.ln1, 2 * C);
+            if (l == 0) {                                         // the embedding: every block makes its own
+                for (int c = tid; c < C; c += DF_CONSUMERS) {
+                    sh.x[c] = __uint_as_float((unsigned)__ldg(a.wte + (long long)tok * C + c) << 16)
+                              + __ldg(a.wpe + (long long)pos * C + c);
+                }
+                consumer_sync();
+            } else {
+                gather(words + DF_X, C, stamp - 1, reinterpret_cast<unsigned*>(sh.x));
+            }
+            bq.store(sh.bias, sq.rows);
+            g1.store(sh.gam, 2 * C);
+            consumer_sync();
+            layernorm_act(sh.x, C, a.eps, sh);
+            DF_STAMP(10 * l + 0);
+            gemv_share(ring, sq, C, sh);
+            for (int r = tid; r < sq.rows; r += DF_CONSUMERS) {
+                put(words + DF_QKV + sq.r0 + r, __float_as_uint(bf16_round(sh.rows[r] + sh.bias[r])), stamp);
+            }
+            DF_STAMP(10 * l + 1);
+            // S2: attention, one block a head
+            for (int h = 0; h < a.H; ++h) {
+                if ((int)((long long)h * G / a.H) == blk) {
+                    attention_head(a, l, h, pos, stamp, sh, t);
+                    DF_STAMP(10 * l + 3);
+                }
+            }
+            // S3: y W_o + b_o into the residual
+            const Share so(C, C, 1);
+            consumer_sync();                                      // sh.bias read by S1's epilogue
+            const Staged<1> bo(w.bo + so.r0, so.rows);
+            gather(words + DF_Y, C / 2, stamp, reinterpret_cast<unsigned*>(sh.act));
+            bo.store(sh.bias, so.rows);
+            DF_STAMP(10 * l + 4);
+            gemv_share(ring, so, C, sh);
+            for (int r = tid; r < so.rows; r += DF_CONSUMERS) {
+                const int n = so.r0 + r;
+                put(words + DF_XM + n, __float_as_uint(sh.x[n] + (sh.rows[r] + sh.bias[r])), stamp);
+            }
+            DF_STAMP(10 * l + 5);
+            // S4: xm, LayerNorm 2, the MLP's hidden row
+            const Share sf(4 * C, C, 2);
+            consumer_sync();
+            const Staged<1> bf(w.bfc + sf.r0, sf.rows);
+            const Staged<DF_HJ> g2(w.ln2, 2 * C);
+            gather(words + DF_XM, C, stamp, reinterpret_cast<unsigned*>(sh.xm));
+            bf.store(sh.bias, sf.rows);
+            g2.store(sh.gam, 2 * C);
+            consumer_sync();
+            layernorm_act(sh.xm, C, a.eps, sh);
+            DF_STAMP(10 * l + 6);
+            gemv_share(ring, sf, C, sh);
+            for (int r = 2 * tid; r < sf.rows; r += 2 * DF_CONSUMERS) {
+                put(words + DF_H + (sf.r0 + r) / 2, bf16_pair(gelu_fast(sh.rows[r] + sh.bias[r]),
+                                                              gelu_fast(sh.rows[r + 1] + sh.bias[r + 1])), stamp);
+            }
+            DF_STAMP(10 * l + 7);
+            // S5: the MLP's projection into the residual
+            const Share sp(C, 4 * C, 1);
+            consumer_sync();
+            const Staged<1> bp(w.bp + sp.r0, sp.rows);
+            gather(words + DF_H, 2 * C, stamp, reinterpret_cast<unsigned*>(sh.act));
+            bp.store(sh.bias, sp.rows);
+            DF_STAMP(10 * l + 8);
+            gemv_share(ring, sp, 4 * C, sh);
+            for (int r = tid; r < sp.rows; r += DF_CONSUMERS) {
+                const int n = sp.r0 + r;
+                put(words + DF_X + n, __float_as_uint(sh.xm[n] + (sh.rows[r] + sh.bias[r])), stamp);
+            }
+            DF_STAMP(10 * l + 9);
+            consumer_sync();                                      // sh.bias, sh.x free for the next layer
+        }
+        // the LM head: x, ln_f, the block's vocabulary rows; its best (or the logits)
+        const Staged<DF_HJ> gf(a.lnf, 2 * C);
+        gather(words + DF_X, C, s0 + a.L - 1, reinterpret_cast<unsigned*>(sh.x));
+        gf.store(sh.gam, 2 * C);
+        consumer_sync();
+        layernorm_act(sh.x, C, a.eps, sh);
+        DF_STAMP(10 * a.L);
+#if DF_TRACE
+        if (tid == 0 && a.trace) {
+            unsigned long long* e = a.trace + ((long long)blk * a.tokens + t) * DF_EVENTS(a.L) + 10 * a.L;
+            e[3] = ring.waited;
+            e[5] = ring.busy;
+            e[7] = ring.synced;
+            e[9] = clock64();
+        }
+#endif
+        const Share sv(a.V, C, 1);
+        gemv_share(ring, sv, C, sh);
+        float best_v = -INFINITY;
+        int best_i = 0x7fffffff;
+        for (int r = tid; r < sv.rows; r += DF_CONSUMERS) {       // a thread's rows ascend: its first max kept
+            const float v = sh.rows[r];
+            if (a.logits_mode) a.logits[sv.r0 + r] = v;
+            if (v > best_v) { best_v = v; best_i = sv.r0 + r; }
+        }
+        DF_STAMP(10 * a.L + 1);
+#if DF_TRACE
+        if (tid == 0 && a.trace) {
+            unsigned long long* e = a.trace + ((long long)blk * a.tokens + t) * DF_EVENTS(a.L) + 10 * a.L;
+            e[4] = ring.waited;
+            e[6] = ring.busy;
+            e[8] = ring.synced;
+            e[10] = clock64();
+        }
+#endif
+        if (a.logits_mode) break;                                 // (tokens = 1) the samplers choose
+        const int2 mine = block_best(best_v, best_i, sh);
+        const unsigned sc = s0 + a.L;
+        if (tid == 0) {
+            put(words + DF_CAND + 2 * blk, (unsigned)mine.x, sc);
+            put(words + DF_CAND + 2 * blk + 1, (unsigned)mine.y, sc);
+        }
+        const int best = choose(a, sc, sh);
+        tok = done ? a.eos : best;
+        if (a.done && tok == a.eos) done = 1;
+        if (blk == 0 && tid == 0) a.out[t] = tok;
+        DF_STAMP(10 * a.L + 2);
+    }
+    if (blk == 0 && tid == 0 && !a.logits_mode) {
+        *a.idx = tok;
+        *a.pos = pos;
+        if (a.step) *a.step += a.tokens;
+        if (a.done) *a.done = done;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) decode_dataflow(const DFArgs* __restrict__ args) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const DFArgs a = *args;
+    const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
+    const unsigned bars = base, ring_off = 1024;
+    DFShared& sh = *reinterpret_cast<DFShared*>(smem + ring_off + DF_SLOTS * DF_SLOT_BYTES);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < DF_SLOTS; ++s) {
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (DF_SLOTS + s), DF_WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x >= DF_CONSUMERS) {
+        producer(a, base + ring_off, bars);
+    } else {
+        Ring ring{reinterpret_cast<const uint4*>(smem + ring_off), bars, 0, 0, 0, 0};
+        consumer(a, ring, sh);
+    }
+}
+
+#define DF_SMEM_BYTES (1024 + DF_SLOTS * DF_SLOT_BYTES + sizeof(DFShared))
+__constant__ unsigned long long df_smem_bytes = DF_SMEM_BYTES;

@@ -1,0 +1,82 @@
+"""The dataflow decode kernel's host side without a GPU: the argument block matches decode_dataflow.cu's DFArgs field
+for field, the flagged-word buffer and the ring match the kernel's sizes, every block's share of rows stays inside the
+kernel's shared-memory arrays at every GPT-2 width on the SM counts of current GPUs, and what it cannot run is
+refused in one line."""
+import re
+
+import pytest
+
+from convnet.gpt2 import dataflow as df
+from convnet.gpt2 import model as ref
+from convnet.paths import KERNELS_DIR
+
+TEXT = (KERNELS_DIR / df.KERNEL_FILE).read_text()
+WIDTHS = [(768, 12), (1024, 16), (1280, 20), (1600, 25)]
+
+
+def defines() -> dict:
+    """The kernel's #define constants (DF_*) as numbers, each evaluated over the ones before it."""
+    out = {}
+    for name, expr in re.findall(r"^#define (DF_\w+) (.+)$", TEXT, re.M):
+        expr = expr.split("//")[0]
+        try:
+            out[name] = eval(re.sub(r"DF_\w+", lambda m: str(out[m.group(0)]), expr).replace("/", "//"))
+        except (KeyError, NameError, SyntaxError):
+            continue
+    return out
+
+
+def test_argument_block_matches_the_kernel_struct():
+    body = re.search(r"struct DFArgs \{(.*?)\n\};", TEXT, re.S).group(1)
+    kinds = []
+    for line in body.splitlines():
+        decl = line.split("//")[0].strip().rstrip(";")
+        if decl:
+            kind = "ptr" if "*" in decl else decl.split()[0]
+            names = decl.split("*", 1)[1] if kind == "ptr" else decl.split(None, 1)[1]
+            kinds += [kind] * len([n for n in names.split(",") if n.strip()])
+    assert kinds == ["ptr"] * 14 + ["int"] * 8 + ["unsigned"] + ["float"] * 2
+    assert df.ARG_LAYOUT == (14, 8, 2)
+    packed = df.pack_args(list(range(1, 15)), [2] * 8, 1, [3.0, 4.0])
+    assert len(packed) == 160 and packed[112:116] == (2).to_bytes(4, "little")
+    assert packed[144:148] == (1).to_bytes(4, "little")          # epoch after the eight ints
+    with pytest.raises(ValueError):
+        df.pack_args([1] * 13, [2] * 8, 1, [3.0, 4.0])
+
+
+def test_sizes_match_the_kernel():
+    d = defines()
+    assert (d["DF_WORDS"], d["DF_SLOT_BYTES"], d["DF_CMAX"], d["DF_GMAX"], d["DF_BIAS"], d["DF_ROWS"]) == \
+        (df.WORDS, df.SLOT_BYTES, df.CMAX, df.GMAX, df.BIAS_ROWS, df.HEAD_ROWS)
+    assert d["DF_THREADS"] == df.THREADS
+
+
+@pytest.mark.parametrize("G", [108, 114, 132, 144])
+@pytest.mark.parametrize("C,H", WIDTHS)
+def test_shares_fit_the_kernel_arrays(C, H, G):
+    """The kernel's Share: block b owns units [b U / G, (b + 1) U / G); tiles of at most one slot."""
+    assert df.model_refusal(ref.GPT2Config(12, H, C, 50257, 1024), "sm_90a", G) is None
+    for N, K, unit, most in ((3 * C, C, 1, df.BIAS_ROWS), (C, C, 1, df.BIAS_ROWS), (4 * C, C, 2, df.BIAS_ROWS),
+                             (C, 4 * C, 1, df.BIAS_ROWS), (50257, C, 1, df.HEAD_ROWS)):
+        U = N // unit
+        rows = max(((b + 1) * U // G - b * U // G) * unit for b in range(G))
+        assert rows <= most
+        per = max(1, df.SLOT_BYTES // (2 * K) // unit)
+        assert 2 * K * unit * per <= df.SLOT_BYTES and tiles_fit(rows, unit, per)
+        assert U * G < 2 ** 31                                    # the kernel's int products
+
+
+def tiles_fit(rows: int, unit: int, per: int) -> bool:
+    tiles = -(-rows // unit // per) if rows else 0
+    return all(((i + 1) * (rows // unit) // tiles - i * (rows // unit) // tiles) <= per for i in range(tiles))
+
+
+def test_refusals_are_one_line():
+    big = ref.GPT2Config(12, 12, 768, 50257, 1024)
+    for config, arch, G, words in ((ref.GPT2Config(2, 4, 128, 100, 64), "sm_90a", 132, "head size 64"),
+                                   (ref.GPT2Config(2, 32, 2048, 100, 64), "sm_90a", 132, "up to 1600"),
+                                   (big, "sm_80", 132, "Hopper"), (big, "sm_90a", 300, "at most 256 SMs"),
+                                   (big, "sm_90a", 40, "LM head")):
+        why = df.model_refusal(config, arch, G)
+        assert words in why and "\n" not in why
+    assert "one sequence" in df.batch_refusal(2) and df.batch_refusal(1) is None
