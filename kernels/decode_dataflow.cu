@@ -135,8 +135,13 @@ __device__ __forceinline__ unsigned long long global_ns() {
 #define DF_EVENTS(L) (10 * (L) + 11)
 #define DF_STAMP(e) do { if (threadIdx.x == 0 && a.trace) \
     a.trace[((long long)blockIdx.x * a.tokens + t) * DF_EVENTS(a.L) + (e)] = global_ns(); } while (0)
+// thread 0's ring counters and clock before (k = 0) and after (k = 1) the LM head
+#define DF_RING_STAMP(k) do { if (threadIdx.x == 0 && a.trace) { \
+    unsigned long long* e_ = a.trace + ((long long)blockIdx.x * a.tokens + t) * DF_EVENTS(a.L) + 10 * a.L + (k); \
+    e_[3] = ring.waited; e_[5] = ring.busy; e_[7] = ring.synced; e_[9] = clock64(); } } while (0)
 #else
 #define DF_STAMP(e) do { } while (0)
+#define DF_RING_STAMP(k) do { } while (0)
 #endif
 
 __device__ __forceinline__ bool mbar_test(unsigned bar, int parity) {
@@ -660,15 +665,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
         consumer_sync();
         layernorm_act(sh.x, C, a.eps, sh);
         DF_STAMP(10 * a.L);
-#if DF_TRACE
-        if (tid == 0 && a.trace) {
-            unsigned long long* e = a.trace + ((long long)blk * a.tokens + t) * DF_EVENTS(a.L) + 10 * a.L;
-            e[3] = ring.waited;
-            e[5] = ring.busy;
-            e[7] = ring.synced;
-            e[9] = clock64();
-        }
-#endif
+        DF_RING_STAMP(0);
         const Share sv(a.V, C, 1);
         gemv_share(ring, sv, C, sh);
         float best_v = -INFINITY;
@@ -679,15 +676,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             if (v > best_v) { best_v = v; best_i = sv.r0 + r; }
         }
         DF_STAMP(10 * a.L + 1);
-#if DF_TRACE
-        if (tid == 0 && a.trace) {
-            unsigned long long* e = a.trace + ((long long)blk * a.tokens + t) * DF_EVENTS(a.L) + 10 * a.L;
-            e[4] = ring.waited;
-            e[6] = ring.busy;
-            e[8] = ring.synced;
-            e[10] = clock64();
-        }
-#endif
+        DF_RING_STAMP(1);
         if (a.logits_mode) break;                                 // (tokens = 1) the samplers choose
         const int2 mine = block_best(best_v, best_i, sh);
         const unsigned sc = s0 + a.L;
