@@ -32,8 +32,8 @@ def put(folder, kernel_file, defines, arch, data: bytes):
     (folder / arch / f"{name}.log").write_text(f"ptxas report of {kernel_file}")
 
 
-@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast_bf16_mk", "fast", "fast_mma", "req_4", "req_6",
-                                  "fast_fp32"])
+@pytest.mark.parametrize("name", ["fast_bf16", "fast_bf16_xb", "fast_bf16_mk", "fast_bf16_df", "fast", "fast_mma", "req_4",
+                                  "req_6", "fast_fp32"])
 def test_gpt2_builds_depend_on_the_head_size_only(name):
     """The stand-in model ahead.ensure and make kernels dry-run (one layer, 64 tokens of vocabulary) asks for the
     same builds as full models with other depths, vocabularies and contexts, and one set of builds serves every

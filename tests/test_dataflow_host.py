@@ -80,3 +80,25 @@ def test_refusals_are_one_line():
         why = df.model_refusal(config, arch, G)
         assert words in why and "\n" not in why
     assert "one sequence" in df.batch_refusal(2) and df.batch_refusal(1) is None
+
+
+def test_trace_table_reads_the_kernel_stamps():
+    """convnet-bench megakernel --trace --variants fast_bf16_df: synthetic stamps in decode_dataflow.cu's DF_TRACE
+    layout (event e of layer l of token k at k 100 us + l 10 us + e us, block b b ns later; the attention events
+    only on block 0; the LM head 5 us and the choice 7 us after the token's last layer starts) read back as 1 us a
+    step, the head's 6 us, the choice's 2 us and 100 us a token."""
+    import numpy as np
+    from convnet.bench.megakernel import DATAFLOW_EVENTS, dataflow_trace_table
+    G, tokens, L = 4, 5, 3
+    s = np.zeros((G, tokens, 10 * L + 11), np.uint64)
+    for b in range(G):
+        for k in range(tokens):
+            for layer in range(L):
+                for e in range(10):
+                    if e not in (2, 3) or b == 0:
+                        s[b, k, 10 * layer + e] = k * 100_000 + layer * 10_000 + e * 1000 + b
+            s[b, k, 10 * L:10 * L + 3] = [k * 100_000 + L * 10_000 + d + b for d in (0, 5000, 7000)]
+    rows = dataflow_trace_table(s, L, [0])
+    assert len(rows) == len(DATAFLOW_EVENTS) + 3
+    assert all(r.endswith("| 1.00 |") for r in rows[:len(DATAFLOW_EVENTS)]), rows
+    assert rows[-3].endswith("| 6.00 |") and rows[-2].endswith("| 2.00 |") and rows[-1].endswith("| 100.00 |")

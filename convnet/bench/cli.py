@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--record", nargs="?", const=True, metavar="CSV",
                    help="append the rates to the results table (default: results/gpt2.csv)")
     m.add_argument("--trace", action="store_true",
-                   help="instead: where a step's time goes (a build with MK_TRACE=1; first size and batch)")
+                   help="instead: where a step's time goes (a build with MK_TRACE=1; first size and batch; with "
+                        "--variants fast_bf16_df, its kernel's DF_TRACE=1 build at B=1)")
     m.add_argument("--define", nargs="*", default=[], metavar="K=V", help="--trace: -D constants of the traced build")
     t = commands.add_parser("results", help="the recorded figures (results/*.csv); --docs redraws the docs' tables")
     t.add_argument("--model", choices=("lenet86", "gpt2", "onnx"), default=None,
@@ -227,7 +228,11 @@ def _megakernel(args) -> int:
     from .megakernel import megakernel_benchmark, trace_report
     if args.trace:
         defines = dict(kv.split("=", 1) for kv in args.define)
-        print(trace_report(args.sizes[0], args.batches[0], args.prompt_len, defines=defines))
+        if any(variant_spec(n, "gpt2").params.get("decode") == "dataflow" for n in args.variants):
+            from .megakernel import dataflow_trace_report
+            print(dataflow_trace_report(args.sizes[0], args.prompt_len, defines=defines))
+        else:
+            print(trace_report(args.sizes[0], args.batches[0], args.prompt_len, defines=defines))
         return 0
     path = None
     if args.record is not None:

@@ -170,3 +170,68 @@ def trace_report(size: str = "124M", B: int = 1, prompt_len: int = 64, tokens: i
                       f"{np.median(waits[:, 1]) / clock * 1e6:.0f} us", "",
                       "| stage | span on the critical path, us | median wait, us | median work, us |",
                       "| --- | --- | --- | --- |", *rows])
+
+
+DATAFLOW_EVENTS = ("x in, LayerNorm 1", "qkv rows written", "q k v at the attention block", "y_h written", "y in",
+                   "proj rows written", "xm in, LayerNorm 2", "fc rows written", "h in", "mlp proj rows written")
+
+
+def dataflow_trace_table(stamps: np.ndarray, n_layer: int, attention_blocks) -> list:
+    """The rows of the dataflow kernel's trace table from its stamps ((G, tokens, 10 L + 11), decode_dataflow.cu's
+    DF_TRACE layout): for each event of a layer, the time from the last block to reach the event before to the last
+    block to reach it (the attention events: the attention blocks only), averaged over layers 1..L-1 and tokens
+    1.. (the first of each aside); then the LM head, the choice and the whole token."""
+    G, tokens, _ = stamps.shape
+    L = n_layer
+    s = stamps.astype(np.float64)
+    ends = [np.max(s[:, k, 10 * L + 2]) for k in range(tokens)]
+    steps = {name: [] for name in DATAFLOW_EVENTS}
+    head, pick = [], []
+    for k in range(1, tokens):
+        last = np.max(s[:, k, 10 * L - 1])
+        for layer in range(1, L):
+            prev = np.max(s[:, k, 10 * layer - 1])
+            for e, name in enumerate(DATAFLOW_EVENTS):
+                rows = list(attention_blocks) if e in (2, 3) else slice(None)
+                at = np.max(s[rows, k, 10 * layer + e])
+                steps[name].append(at - prev)
+                prev = at
+        head.append(np.max(s[:, k, 10 * L + 1]) - last)
+        pick.append(ends[k] - np.max(s[:, k, 10 * L + 1]))
+    out = [f"| {name} | {np.mean(v) / 1e3:.2f} |" for name, v in steps.items()]
+    out += [f"| the LM head (from the last mlp proj) | {np.mean(head) / 1e3:.2f} |",
+            f"| the choice | {np.mean(pick) / 1e3:.2f} |",
+            f"| a token | {np.median(np.diff(ends[1:])) / 1e3:.2f} |" if tokens > 2 else "| a token | - |"]
+    return out
+
+
+def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int = 16, defines=None) -> str:
+    """One launch of `tokens` greedy steps of fast_bf16_df on a DF_TRACE=1 build: where a token's time goes,
+    event by event (dataflow_trace_table)."""
+    from .. import catalogue
+    from ..gpt2.gpu import GPT2GPU
+    from ..gpt2.model import random_params
+    from .layer import with_setting
+    config = size_config(size)
+    L = config.n_layer
+    gpu = GPT2GPU(random_params(config, seed=0), config, with_setting(catalogue.get("fast_bf16_df", "gpt2"),
+                                                                          {**(defines or {}), "DF_TRACE": 1}))
+    rt, df = gpu.rt, gpu.mega
+    idx = np.random.default_rng(1).integers(0, 50257, (1, prompt_len))
+    cap = prompt_len + tokens + 1
+    logits, _ = gpu.enqueue(idx, pos=0, cap=cap, last_only=True)
+    nxt = logits.get()[:, :gpu.V].argmax(1).astype(np.int32)
+    rt.pool.get("gpt2.act.step_idx", (1, 1), np.int32).set(nxt.reshape(1, 1))
+    rt.pool.get("gpt2.act.pos", (1,), np.int32).set(np.array([prompt_len], np.int32))
+    G, ev = df.grid, 10 * L + 11
+    trace = rt.pool.get("gpt2.df.trace", (G * tokens * ev,), np.uint64)
+    trace.fill(np.uint64(0))
+    out = rt.pool.get("gpt2.df.out", (tokens, 1), np.int32)
+    df.launch(1, cap, tokens, out=out, stream=gpu.stream, trace=trace)
+    rt.synchronize("dataflow decode kernel trace")
+    stamps = trace.get().reshape(G, tokens, ev)
+    attention = sorted({h * G // config.n_head for h in range(config.n_head)})
+    return "\n".join([f"dataflow decode kernel trace: {size}, B=1, {tokens} tokens in one launch, {rt.name}"
+                      + (f", {defines}" if defines else ""), "",
+                      "| event (layers 1..L-1) | us after the event before (last block to last block) |",
+                      "| --- | --- |", *dataflow_trace_table(stamps, L, attention)])
