@@ -24,7 +24,7 @@
 //   S1 qkv   wait for x (C words, stamp of layer l - 1; layer 0: the embedding, made by every block), LayerNorm 1
 //            into shared memory (bf16), the block's rows of W_qkv; q, k, v (bf16-rounded) as C3 words
 //   S2 attn  block a(h) = h G / H, one per head: the head's 192 words; k, v into the KV cache at pos; softmax over
-//            the cache in chunks of 256 keys (the newest chunk's keys and values in registers before the wait);
+//            the cache in chunks of 256 keys (the newest chunk's keys in registers before the wait);
 //            y_h (bf16 pairs, 32 words)
 //   S3 proj  wait for y (C / 2 words); the block's rows of W_o; xm = x + y W_o^T + b_o as C words
 //   S4 fc    wait for xm; LayerNorm 2; the block's rows of W_fc (in pairs) with GELU; h as bf16 pairs (2C words)
@@ -47,8 +47,8 @@
 //
 // Where it stands (H200, 124M, docs/gpt2.md): a hand-over costs about 0.8-1.1 us, but the stages' own work does
 // not shrink with it: a tile's GEMV from shared memory takes about 1.3 us with 8 warps (CUDA cores or mma alike:
-// it waits on its loads), the attention block about 1.6 us, a LayerNorm about 1 us. 3,890 tokens/s at B = 1 against
-// fast_bf16's 6,103.
+// it waits on its loads), the attention block about 1.6 us, a LayerNorm about 1 us. 3,863 tokens/s at B = 1 against
+// fast_bf16's 6,118 (b2cda8d, which still loaded a chunk's values before the wait: 24 bytes of spills).
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES (the ring), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
 #include "bf16.cuh"
@@ -463,8 +463,8 @@ __device__ __forceinline__ void gemv_share(Ring& ring, const Share& s, int K, DF
     consumer_sync();
 }
 
-// S2 for head h: softmax(q K^T) V over keys 0..pos of the cache in chunks of 256 keys, newest first (its keys and
-// values loaded into registers before the head's q, k, v are waited for); the newest key from those words
+// S2 for head h: softmax(q K^T) V over keys 0..pos of the cache in chunks of 256 keys, newest first (its keys
+// loaded into registers before the head's q, k, v are waited for); the newest key from those words
 __device__ __forceinline__ void attention_head(const DFArgs& a, int l, int h, int pos, unsigned stamp, DFShared& sh,
                                             int t) {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, C = a.C;
@@ -476,15 +476,9 @@ __device__ __forceinline__ void attention_head(const DFArgs& a, int l, int h, in
     for (int c = pos / DF_KEYS; c >= 0; --c) {
         const int k0 = c * DF_KEYS, key = k0 + tid;
         uint4 kr[DF_HD / 8];
-        unsigned vr[DF_KEYS / DF_WARPS];
 #pragma unroll
         for (int g = 0; g < DF_HD / 8; ++g)
             kr[g] = key < pos ? __ldcg(kc + (head + key) * (DF_HD / 8) + g) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int j = 0; j < DF_KEYS / DF_WARPS; ++j) {
-            const int kv = k0 + warp + DF_WARPS * j;
-            vr[j] = kv < pos ? __ldcg(vc + (head + kv) * (DF_HD / 2) + lane) : 0u;
-        }
         if (c == pos / DF_KEYS) {                                 // the head's q, k, v (192 words); k, v to the cache
             if (tid < 3 * DF_HD) {
                 const int part = tid / DF_HD, e = tid % DF_HD;
@@ -500,22 +494,33 @@ __device__ __forceinline__ void attention_head(const DFArgs& a, int l, int h, in
             consumer_sync();
             DF_STAMP(10 * l + 2);
         }
+        if (key == pos) {                                         // the newest key, from its words (bf16 values)
+#pragma unroll
+            for (int g = 0; g < DF_HD / 8; ++g) {
+                const float* kn = sh.kn + 8 * g;
+                kr[g] = make_uint4(bf16_pair(kn[0], kn[1]), bf16_pair(kn[2], kn[3]), bf16_pair(kn[4], kn[5]),
+                                   bf16_pair(kn[6], kn[7]));
+            }
+        }
         float s = -INFINITY;
         if (key <= pos) {
             float d = 0.f;
 #pragma unroll
             for (int g = 0; g < DF_HD / 8; ++g) {
                 float kf[8];
-                if (key < pos) {
-                    bf16x8_to_f32(kr[g], kf);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) kf[e] = sh.kn[8 * g + e];
-                }
+                bf16x8_to_f32(kr[g], kf);
 #pragma unroll
                 for (int e = 0; e < 8; ++e) d = fmaf(sh.q[8 * g + e], kf[e], d);
             }
             s = d;
+        }
+        // the chunk's values, loaded once its keys are spent (both in registers at once spilled at 9 warps'
+        // 168 registers); their round trip overlaps the softmax's two barriers
+        unsigned vr[DF_KEYS / DF_WARPS];
+#pragma unroll
+        for (int j = 0; j < DF_KEYS / DF_WARPS; ++j) {
+            const int kv = k0 + warp + DF_WARPS * j;
+            vr[j] = kv < pos ? __ldcg(vc + (head + kv) * (DF_HD / 2) + lane) : 0u;
         }
         const float m_new = fmaxf(m_run, block_max(s, sh.red[2]));
         const float p = key <= pos ? exp2f(s - m_new) : 0.f;
