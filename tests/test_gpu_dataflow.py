@@ -9,6 +9,7 @@ from convnet.errors import UsageError
 from convnet.gpt2 import model as ref
 from convnet.gpt2.generate import Sampling, generate
 from helpers import poison
+import test_gpu_megakernel as megakernel_tests
 from test_gpu_megakernel import SHAPES, mega_logits, model, run
 
 pytestmark = pytest.mark.gpu
@@ -17,10 +18,7 @@ DF = "fast_bf16_df"
 
 
 def generators(config, seed=0):
-    from convnet.gpt2.gpu_generate import GPUGenerator
-    params, df = model(DF, config, seed)
-    _, plain = model("fast_bf16", config, seed)
-    return params, GPUGenerator(df), GPUGenerator(plain)
+    return megakernel_tests.generators(config, seed, DF)
 
 
 @pytest.mark.parametrize("shape,T,cap", [("small", 5, 16), ("small", 300, 600), ("small", 511, 640),

@@ -64,9 +64,10 @@ def run(gen, prompts, n, s=Sampling(), eos=None):
     return [c.ids for c in completions]
 
 
-def generators(config, seed=0):
+def generators(config, seed=0, name=MK):
+    """The float64 parameters, then generators of variant `name` (a persistent decode kernel) and of fast_bf16."""
     from convnet.gpt2.gpu_generate import GPUGenerator
-    params, mk = model(MK, config, seed)
+    params, mk = model(name, config, seed)
     _, plain = model("fast_bf16", config, seed)
     return params, GPUGenerator(mk), GPUGenerator(plain)
 
