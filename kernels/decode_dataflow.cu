@@ -198,40 +198,17 @@ __device__ __forceinline__ float block_max(float v, float* red) {
     return m;
 }
 
-// every consumer gets the block's largest (value, index) (ties: the lower index; NaN never wins) as (value bits,
-// index); sh.best_* are free again when it returns
-struct DFShared;
-__device__ __forceinline__ int2 block_best_impl(float v, int i, float* bv, int* bi) {
-    for (int off = 16; off > 0; off >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, v, off);
-        const int oi = __shfl_xor_sync(0xffffffffu, i, off);
-        if (ov > v || (ov == v && oi < i)) { v = ov; i = oi; }
-    }
-    if ((threadIdx.x & 31) == 0) { bv[threadIdx.x / 32] = v; bi[threadIdx.x / 32] = i; }
-    consumer_sync();
-    v = bv[0];
-    i = bi[0];
-#pragma unroll
-    for (int w = 1; w < DF_WARPS; ++w) {
-        if (bv[w] > v || (bv[w] == v && bi[w] < i)) { v = bv[w]; i = bi[w]; }
-    }
-    consumer_sync();
-    return make_int2((int)__float_as_uint(v), i);
-}
-#define block_best(v, i, sh) block_best_impl((v), (i), (sh).best_v, (sh).best_i)
-
 // ---- the weight plan both roles walk ---------------------------------------------------------------------------
 // A stage: block b owns rows [r0, r1) of an N x K matrix, in units of `unit` rows, cut into tiles of at most one
 // slot, as even as they can be. tile(i) -> (first row, rows).
 struct Share {
-    int r0, rows, tiles, per;       // first row, rows, tiles, units a tile at most
-    int unit;
+    int r0, rows, tiles, unit;      // first row, rows, tiles, rows a unit
     __device__ __forceinline__ Share(int N, int K, int unit_) : unit(unit_) {
         const int U = N / unit, G = gridDim.x, b = blockIdx.x;
         const int u0 = b * U / G, u1 = (b + 1) * U / G;      // (U < 2^23: no overflow at 256 blocks)
         r0 = u0 * unit;
         rows = (u1 - u0) * unit;
-        per = max(1, DF_SLOT_BYTES / (2 * K) / unit);
+        const int per = max(1, DF_SLOT_BYTES / (2 * K) / unit);     // units a tile at most
         tiles = (u1 - u0 + per - 1) / per;
     }
     __device__ __forceinline__ int2 tile(int i) const {    // (first row within the share, rows)
@@ -389,6 +366,28 @@ __device__ __forceinline__ void layernorm_act(const float* x, int C, float eps, 
         sh.act[c] = bf16_bits((x[c] - mean) * rstd * sh.gam[c] + sh.gam[C + c]);
     }
     consumer_sync();
+}
+
+// every consumer gets the block's largest (value, index) (ties: the lower index; NaN never wins) as (value bits,
+// index); sh.best_* are free again when it returns
+__device__ __forceinline__ int2 block_best(float v, int i, DFShared& sh) {
+    float* bv = sh.best_v;
+    int* bi = sh.best_i;
+    for (int off = 16; off > 0; off >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+        if (ov > v || (ov == v && oi < i)) { v = ov; i = oi; }
+    }
+    if ((threadIdx.x & 31) == 0) { bv[threadIdx.x / 32] = v; bi[threadIdx.x / 32] = i; }
+    consumer_sync();
+    v = bv[0];
+    i = bi[0];
+#pragma unroll
+    for (int w = 1; w < DF_WARPS; ++w) {
+        if (bv[w] > v || (bv[w] == v && bi[w] < i)) { v = bv[w]; i = bi[w]; }
+    }
+    consumer_sync();
+    return make_int2((int)__float_as_uint(v), i);
 }
 
 // 16 bytes of shared memory at a shared-window address (explicit ld.shared: generic loads wait on the long

@@ -105,25 +105,34 @@ def _table(rows, gpu_name, peak, prompt_len, new_tokens) -> str:
 STAGES = ("qkv", "attention", "proj", "mlp")
 
 
-def trace_report(size: str = "124M", B: int = 1, prompt_len: int = 64, tokens: int = 16, defines=None) -> str:
-    """One launch of `tokens` greedy steps on a build with MK_TRACE=1: per stage, averaged over layers and tokens
-    (the first token aside), the span on the critical path (the stage's last item done, from the previous stage's),
-    the blocks' median wait and work, and the ring's waits (producer for free slots, consumers for tiles)."""
+def _after_prompt(name: str, setting: dict, size: str, B: int, prompt_len: int, tokens: int):
+    """A traced persistent decode kernel's model (variant `name` with `setting`, random weights at `size`) with B
+    random prompts run on its prefill and their greedy next tokens set as the decode state: (gpu, config, cap),
+    the cache holding the prompt and `tokens` more."""
     from .. import catalogue
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.model import random_params
     from .layer import with_setting
     config = size_config(size)
-    L = config.n_layer
-    gpu = GPT2GPU(random_params(config, seed=0), config, with_setting(catalogue.get("fast_bf16_mk", "gpt2"),
-                                                                          {**(defines or {}), "MK_TRACE": 1}))
-    rt, mk = gpu.rt, gpu.mega
+    gpu = GPT2GPU(random_params(config, seed=0), config, with_setting(catalogue.get(name, "gpt2"), setting))
+    rt = gpu.rt
     idx = np.random.default_rng(1).integers(0, 50257, (B, prompt_len))
     cap = prompt_len + tokens + 1
     logits, _ = gpu.enqueue(idx, pos=0, cap=cap, last_only=True)
     nxt = logits.get()[:, :gpu.V].argmax(1).astype(np.int32)
     rt.pool.get("gpt2.act.step_idx", (B, 1), np.int32).set(nxt.reshape(B, 1))
     rt.pool.get("gpt2.act.pos", (1,), np.int32).set(np.array([prompt_len], np.int32))
+    return gpu, config, cap
+
+
+def trace_report(size: str = "124M", B: int = 1, prompt_len: int = 64, tokens: int = 16, defines=None) -> str:
+    """One launch of `tokens` greedy steps on a build with MK_TRACE=1: per stage, averaged over layers and tokens
+    (the first token aside), the span on the critical path (the stage's last item done, from the previous stage's),
+    the blocks' median wait and work, and the ring's waits (producer for free slots, consumers for tiles)."""
+    gpu, config, cap = _after_prompt("fast_bf16_mk", {**(defines or {}), "MK_TRACE": 1}, size, B, prompt_len,
+                                     tokens)
+    L = config.n_layer
+    rt, mk = gpu.rt, gpu.mega
     G, ev = mk.grid, 16 * L + 5
     trace = rt.pool.get("gpt2.mk.trace", (G * tokens * ev + 2 * G + 2,), np.uint64)
     trace.fill(np.uint64(0))
@@ -208,21 +217,10 @@ def dataflow_trace_table(stamps: np.ndarray, n_layer: int, attention_blocks) -> 
 def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int = 16, defines=None) -> str:
     """One launch of `tokens` greedy steps of fast_bf16_df on a DF_TRACE=1 build: where a token's time goes,
     event by event (dataflow_trace_table)."""
-    from .. import catalogue
-    from ..gpt2.gpu import GPT2GPU
-    from ..gpt2.model import random_params
-    from .layer import with_setting
-    config = size_config(size)
+    gpu, config, cap = _after_prompt("fast_bf16_df", {**(defines or {}), "DF_TRACE": 1}, size, 1, prompt_len,
+                                     tokens)
     L = config.n_layer
-    gpu = GPT2GPU(random_params(config, seed=0), config, with_setting(catalogue.get("fast_bf16_df", "gpt2"),
-                                                                          {**(defines or {}), "DF_TRACE": 1}))
     rt, df = gpu.rt, gpu.mega
-    idx = np.random.default_rng(1).integers(0, 50257, (1, prompt_len))
-    cap = prompt_len + tokens + 1
-    logits, _ = gpu.enqueue(idx, pos=0, cap=cap, last_only=True)
-    nxt = logits.get()[:, :gpu.V].argmax(1).astype(np.int32)
-    rt.pool.get("gpt2.act.step_idx", (1, 1), np.int32).set(nxt.reshape(1, 1))
-    rt.pool.get("gpt2.act.pos", (1,), np.int32).set(np.array([prompt_len], np.int32))
     G, ev = df.grid, 10 * L + 11
     trace = rt.pool.get("gpt2.df.trace", (G * tokens * ev,), np.uint64)
     trace.fill(np.uint64(0))

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..errors import UsageError
-from .megakernel import _addr
+from .megakernel import _addr, device_args
 
 KERNEL_FILE = "decode_dataflow.cu"
 KERNEL = "decode_dataflow"
@@ -111,11 +111,7 @@ class DecodeDataflow:
                                    pool.get("gpt2.act.pos", (1,), np.int32), step, done, out, trace)]
         ints = [C, H, L, gpu.V, cap, tokens, pad, int(logits is not None)]
         packed = pack_args(ptrs, ints, 1, [cfg.layer_norm_epsilon, math.log2(math.e) / math.sqrt(HEAD_DIM)])
-        args = self._args.get(packed)
-        if args is None:
-            args = pool.get(f"gpt2.df.args{len(self._args)}", (len(packed),), np.uint8)
-            args.set(np.frombuffer(packed, np.uint8))
-            self._args[packed] = args
+        args = device_args(pool, self._args, "gpt2.df.args", packed)
         # stamps start at 1 each launch: the words go back to stamp 0 first
         rt.drv.memset_d32_async(_addr(words), 0, 2 * WORDS, stream)
         self.kernel((self.grid, 1, 1), (THREADS, 1, 1), np.uintp(_addr(args)), stream=stream, shared=self.smem)

@@ -169,11 +169,7 @@ class DecodeMegakernel:
                 rows[0][1], rows[1][1], rows[2][1], r_head]
         floats = [cfg.layer_norm_epsilon, math.log2(math.e) / math.sqrt(HEAD_DIM)]
         packed = pack_args(ptrs, ints, floats, _addr(trace))
-        args = self._args.get(packed)
-        if args is None:
-            args = pool.get(f"gpt2.mk.args{len(self._args)}", (len(packed),), np.uint8)
-            args.set(np.frombuffer(packed, np.uint8))
-            self._args[packed] = args
+        args = device_args(pool, self._args, "gpt2.mk.args", packed)
         rt.drv.memset_d32_async(_addr(bufs["count"]), 0, 2 + 4 * L, stream)
         self.kernels[nb]((G, 1, 1), (self.threads, 1, 1), np.uintp(_addr(args)), stream=stream, shared=self.smem)
 
@@ -191,6 +187,17 @@ def pack_args(ptrs: list, ints: list, floats: list, trace: int) -> bytes:
             + np.array(floats, np.float32).tobytes())
     head += bytes(-len(head) % 8)                 # the trace pointer's 8-byte alignment
     return head + np.array([trace], np.uint64).tobytes()
+
+
+def device_args(pool, kept: dict, prefix: str, packed: bytes):
+    """The device copy of a persistent kernel's argument block: each distinct block (kept: packed bytes -> buffer)
+    uploaded once, into pool buffer prefix + its number."""
+    args = kept.get(packed)
+    if args is None:
+        args = pool.get(f"{prefix}{len(kept)}", (len(packed),), np.uint8)
+        args.set(np.frombuffer(packed, np.uint8))
+        kept[packed] = args
+    return args
 
 
 def _addr(buf) -> int:
