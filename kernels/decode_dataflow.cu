@@ -50,7 +50,7 @@
 // it waits on its loads), the attention block about 1.6 us, a LayerNorm about 1 us. 3,863 tokens/s at B = 1 against
 // fast_bf16's 6,118 (b2cda8d, which still loaded a chunk's values before the wait: 24 bytes of spills).
 //
-// Tunables (-D): DF_SLOTS, DF_SLOT_BYTES (the ring), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
+// Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD (the ring), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
 #include "bf16.cuh"
 #include "mbarrier.cuh"
 
@@ -62,6 +62,12 @@
 #endif
 #ifndef DF_CMAX
 #define DF_CMAX 1600
+#endif
+#ifndef DF_ROW_PAD
+#define DF_ROW_PAD 16                              // bytes after each weight row in a slot (0: rows back to back)
+#endif
+#ifndef DF_CHAINS
+#define DF_CHAINS 4                                // a GEMV warp's independent mma accumulators (2, 4 or 8)
 #endif
 #ifndef DF_PRODUCER_SLEEP
 #define DF_PRODUCER_SLEEP 200                      // ns the producer pauses between polls of a busy slot
@@ -80,7 +86,13 @@
 #define DF_BIAS 256                                // a block's rows of one layer stage at most
 #define DF_ROWS 1024                               // a block's rows of any stage (the LM head's) at most
 #define DF_GMAX 256                                // blocks at most (the choice's candidates)
+#define DF_TMAX 128                                // tiles of one share at most
 static_assert(DF_CMAX % 64 == 0 && DF_SLOT_BYTES % 16 == 0, "whole heads, 16-byte slots");
+static_assert(DF_CHAINS == 2 || DF_CHAINS == 4 || DF_CHAINS == 8, "DF_CHAINS: 2, 4 or 8");
+static_assert(DF_ROW_PAD % 16 == 0 && (DF_ROW_PAD == 0 || DF_ROW_PAD % 128 != 0), "16-byte rows, apart in the banks");
+// A weight row's bytes in a slot. Rows are 2K bytes (K a multiple of 64: 128 apart in the banks), so the 8 rows a
+// warp's lanes read at the same columns would share 4 of the 32 banks; 16 more bytes a row spread them over all 32.
+__device__ __forceinline__ int row_bytes(int K) { return 2 * K + DF_ROW_PAD; }
 static_assert(DF_PART >= 16 * DF_WARPS, "a tile's partial sums: 16 rows a group, S slices");
 
 // the flagged words (u64: value in the low half, stamp in the high half), by buffer
@@ -208,7 +220,7 @@ struct Share {
         const int u0 = b * U / G, u1 = (b + 1) * U / G;      // (U < 2^23: no overflow at 256 blocks)
         r0 = u0 * unit;
         rows = (u1 - u0) * unit;
-        const int per = max(1, DF_SLOT_BYTES / (2 * K) / unit);     // units a tile at most
+        const int per = max(1, DF_SLOT_BYTES / row_bytes(K) / unit);     // units a tile at most
         tiles = (u1 - u0 + per - 1) / per;
     }
     __device__ __forceinline__ int2 tile(int i) const {    // (first row within the share, rows)
@@ -217,47 +229,97 @@ struct Share {
     }
 };
 
-template <typename Visit>
-__device__ __forceinline__ void token_tiles(const DFArgs& a, Visit visit) {
-    const int C = a.C;
-    for (int l = 0; l < a.L; ++l) {
-        const DFLayer w = a.layer[l];
-        const u16* mats[4] = {w.wqkv, w.wo, w.wfc, w.wp};
-        const int Ns[4] = {3 * C, C, 4 * C, C}, Ks[4] = {C, C, C, 4 * C}, units[4] = {1, 1, 2, 1};
+// the block's shares and their tiles, made once a launch so that neither role divides in a stage (the shares:
+// SQ qkv, SO attention projection, SF MLP up, SP MLP projection, SV the LM head)
+enum { SQ, SO, SF, SP, SV, DF_KINDS };
+struct Plan {
+    int r0[DF_KINDS], rows[DF_KINDS], tiles[DF_KINDS];
+    unsigned short end[DF_KINDS][DF_TMAX];     // tile i of a share: its rows [end[i - 1] (0 for i = 0), end[i])
+    int h0, h1;                                // the heads whose attention this block runs: [h0, h1)
+};
+
+// the plan (by the consumer threads; the caller synchronises the block after it)
+__device__ __forceinline__ void make_plan(const DFArgs& a, Plan& pl) {
+    const int C = a.C, tid = threadIdx.x;
+    const int Ns[DF_KINDS] = {3 * C, C, 4 * C, C, a.V}, Ks[DF_KINDS] = {C, C, C, 4 * C, C};
+    const int units[DF_KINDS] = {1, 1, 2, 1, 1};
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
-            const Share s(Ns[m], Ks[m], units[m]);
-            for (int i = 0; i < s.tiles; ++i) {
-                const int2 t = s.tile(i);
-                visit(mats[m] + (long long)(s.r0 + t.x) * Ks[m], t.y * Ks[m] * 2);
-            }
+    for (int k = 0; k < DF_KINDS; ++k) {
+        const Share s(Ns[k], Ks[k], units[k]);
+        if (tid == 0) {
+            pl.r0[k] = s.r0;
+            pl.rows[k] = s.rows;
+            pl.tiles[k] = s.tiles;
+        }
+        for (int i = tid; i < s.tiles; i += DF_CONSUMERS) {
+            const int2 t = s.tile(i);
+            pl.end[k][i] = (unsigned short)(t.x + t.y);
         }
     }
-    const Share s(a.V, C, 1);
-    for (int i = 0; i < s.tiles; ++i) {
-        const int2 t = s.tile(i);
-        visit(a.wte + (long long)(s.r0 + t.x) * C, t.y * C * 2);
+    if (tid == 0) {
+        int h0 = a.H, h1 = 0;
+        for (int h = 0; h < a.H; ++h) {
+            if ((int)((long long)h * gridDim.x / a.H) == (int)blockIdx.x) {
+                h0 = min(h0, h);
+                h1 = h + 1;
+            }
+        }
+        pl.h0 = h0;
+        pl.h1 = max(h0, h1);
     }
 }
 
-__device__ void producer(const DFArgs& a, unsigned ring, unsigned bars) {
-    if ((threadIdx.x & 31) != 0) return;
+// every tile of a token in the order the consumers take them: visit(first row's address, rows, K)
+template <typename Visit>
+__device__ __forceinline__ void token_tiles(const DFArgs& a, const Plan& pl, Visit visit) {
+    const int C = a.C;
+    auto share = [&](int m, const u16* mat, int K) {
+        const u16* base = mat + (long long)pl.r0[m] * K;
+        int first = 0;
+        for (int i = 0; i < pl.tiles[m]; ++i) {
+            const int last = pl.end[m][i];
+            visit(base + (long long)first * K, last - first, K);
+            first = last;
+        }
+    };
+    for (int l = 0; l < a.L; ++l) {
+        const DFLayer w = a.layer[l];
+        share(SQ, w.wqkv, C);
+        share(SO, w.wo, C);
+        share(SF, w.wfc, C);
+        share(SP, w.wp, 4 * C);
+    }
+    share(SV, a.wte, C);
+}
+
+// The producer warp: lane 0 waits for a free slot and expects the tile's bytes, then the lanes copy a row each
+// (a copy a row puts the rows row_bytes apart; lanes, not a loop, so a tile of many rows costs one issue round).
+__device__ void producer(const DFArgs& a, const Plan& pl, unsigned ring, unsigned bars) {
+    const int lane = threadIdx.x & 31;
     unsigned long long policy;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
     unsigned k = 0;
     for (int t = 0; t < a.tokens; ++t) {
-        token_tiles(a, [&](const u16* src, int bytes) {
+        token_tiles(a, pl, [&](const u16* src, int rows, int K) {
             const unsigned slot = k % DF_SLOTS, phase = (k / DF_SLOTS) & 1;
             const unsigned full = bars + 8 * slot, empty = bars + 8 * (DF_SLOTS + slot);
-            // a slot frees at the consumers' pace: poll it with pauses, so the producer's try_waits do not take
-            // the shared-memory pipe from the consumers' loads
-            while (!mbar_test(empty, phase ^ 1)) __nanosleep(DF_PRODUCER_SLEEP);
+            if (lane == 0) {
+                // a slot frees at the consumers' pace: poll it with pauses, so the producer's try_waits do not
+                // take the shared-memory pipe from the consumers' loads
+                while (!mbar_test(empty, phase ^ 1)) __nanosleep(DF_PRODUCER_SLEEP);
+                mbar_expect_tx(full, rows * 2 * K);
+            }
+            __syncwarp();
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // the slot's reads before the copy
-            mbar_expect_tx(full, bytes);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-                         " [%0], [%1], %2, [%3], %4;\n"
-                         :: "r"(ring + slot * DF_SLOT_BYTES), "l"(src), "r"(bytes), "r"(full), "l"(policy)
-                         : "memory");
+            const unsigned dst = ring + slot * DF_SLOT_BYTES;
+            const int copies = DF_ROW_PAD ? rows : 1, bytes = DF_ROW_PAD ? 2 * K : rows * 2 * K;
+            for (int r = lane; r < copies; r += 32) {
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                             " [%0], [%1], %2, [%3], %4;\n"
+                             :: "r"(dst + r * row_bytes(K)), "l"(src + (long long)r * K), "r"(bytes), "r"(full),
+                                "l"(policy)
+                             : "memory");
+            }
             ++k;
         });
     }
@@ -289,7 +351,7 @@ struct DFShared {
     float x[DF_CMAX];               // this layer's input row (S3 adds to it)
     float xm[DF_CMAX];              // the row after attention (S5 adds to it)
     float gam[2 * DF_CMAX];         // the next LayerNorm's gamma and beta
-    u16 act[4 * DF_CMAX];           // the GEMV's input row, bf16
+    alignas(16) u16 act[4 * DF_CMAX];   // the GEMV's input row, bf16 (16-byte loads)
     float part[2][DF_PART];         // a tile's partial sums (two tiles in flight)
     float rows[DF_ROWS];            // the stage's row sums of this block
     float bias[DF_BIAS];            // the stage's bias rows of this block
@@ -299,6 +361,7 @@ struct DFShared {
     float red[4][DF_WARPS];
     float best_v[DF_WARPS];
     int best_i[DF_WARPS];
+    Plan plan;
 };
 
 // words p[0, n) (n <= 256 DF_HJ) into dst (shared), each waited for until it carries `stamp`: every round reloads
@@ -397,51 +460,83 @@ __device__ __forceinline__ uint4 lds16(unsigned addr) {
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
     return v;
 }
-// d += A . B on the tensor cores (m16n8k16, bf16 in, fp32 accumulate)
+// d += A . B on the tensor cores (m16n8k16, bf16 in, fp32 accumulate); not volatile, so the compiler may place the
+// next chunk's loads among the mmas
 __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                          unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                  "{%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// sh.rows[r] = row r of the block's share of an N x K weight (tiles through the ring) . act, r < s.rows, on the
-// tensor cores: one row is a matrix-vector product's worth of work for a warp's FMAs (a conversion and an FMA a
-// weight kept the CUDA-core version issue-bound at about 1.3 us a tile), but 16 rows x 16 columns are one mma.
-//   The tile's rows in groups of 16 (the last group's missing rows read row R - 1 and are dropped); a group's K in
-//   S = 8 / groups slices, a warp each. Lane (g, q) loads 8 columns [32 c + 8 q, + 8) of rows g and g + 8 (16
-//   bytes each) and the same 8 of act; two mmas take them, the k order permuted alike in A and B (k 2q, 2q + 1,
-//   2q + 8, 2q + 9 are columns 8q .. 8q + 3, then 8q + 4 .. 8q + 7): every n column of B holds act, so D's column 0
-//   (lane 4 g: d0 row g, d2 row g + 8) is the row's partial sum. Slices are added in a fixed order.
-__device__ __forceinline__ void gemv_share(Ring& ring, const Share& s, int K, DFShared& sh) {
+// sh.rows[r] = row r of the block's share `kind` (plan.r0, plan.rows) of an N x K weight (tiles through the ring)
+// . act, on the tensor cores: one row is a matrix-vector product's worth of work for a warp's FMAs (a conversion
+// and an FMA a weight kept the CUDA-core version issue-bound), but 8 rows x 32 columns are one mma.
+//   The tile's rows in groups of 16 (the last group's missing rows load nothing and are dropped); a group's K in
+//   S = 8 / groups slices, a warp each (S a power of two: shifts, not divisions; a stage runs at about 7 cycles
+//   an instruction, and the divisions of the tile's bounds were a third of its instructions). Lane (g, q) loads 8
+//   columns [32 c + 8 q, + 8) of rows g and g + 8 of the group (U, V: 16 bytes each) and the same 8 of act (X).
+//   U is one mma's A fragment as loaded (no register moves): A row g holds the row's columns 8q + {0, 1, 4, 5} and
+//   A row g + 8 its columns 8q + {2, 3, 6, 7}; B column 0 holds act at the first four, column 1 at the others. So
+//   the row's partial sum is D[g][0] + D[g + 8][1] (lane 4 g: d0 + d3); V's mma gives row g + 8's the same way.
+//   DF_CHAINS independent accumulators: a single chain waited on each mma's latency. Slices, chains and the two
+//   halves are added in a fixed order.
+__device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared& sh) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-    const int K8 = K / 8, chunks = K / 32;
-    const unsigned act = (unsigned)__cvta_generic_to_shared(sh.act);
-    for (int i = 0; i < s.tiles; ++i) {
-        const int2 t = s.tile(i);
-        const int rows = t.y, groups = (rows + 15) / 16;
-        const int S = groups >= DF_WARPS ? 1 : DF_WARPS / groups;
+    const int RB = row_bytes(K), chunks = K >> 5;
+    const unsigned act = (unsigned)__cvta_generic_to_shared(sh.act) + 16 * q;
+    const int tiles = sh.plan.tiles[kind];
+    int first = 0;
+    for (int i = 0; i < tiles; ++i) {
+        const int last = sh.plan.end[kind][i], rows = last - first, groups = (rows + 15) >> 4;
+        const int lgS = groups >= 5 ? 0 : groups >= 3 ? 1 : groups == 2 ? 2 : 3, S = 1 << lgS;
         float* pt = sh.part[i & 1];
         const unsigned tile = (unsigned)__cvta_generic_to_shared(ring.take());
 #if DF_TRACE
         const long long c0 = clock64();
 #endif
-        for (int u = warp; u < groups * S; u += DF_WARPS) {
-            const int grp = u / S, sl = u % S;
-            const int ra = min(16 * grp + g, rows - 1), rb = min(16 * grp + g + 8, rows - 1);
-            const unsigned wa = tile + 16 * (ra * K8 + q), wb = tile + 16 * (rb * K8 + q), xa = act + 16 * q;
-            float d[4] = {0.f, 0.f, 0.f, 0.f};
-            const int c1 = (sl + 1) * chunks / S;
-#pragma unroll 2
-            for (int c = sl * chunks / S; c < c1; ++c) {
-                const uint4 U = lds16(wa + 64 * c), V = lds16(wb + 64 * c), X = lds16(xa + 64 * c);
-                mma_bf16(d, U.x, V.x, U.y, V.y, X.x, X.y);
-                mma_bf16(d, U.z, V.z, U.w, V.w, X.z, X.w);
+        for (int u = warp; u < (groups << lgS); u += DF_WARPS) {
+            const int grp = u >> lgS, sl = u & (S - 1);
+            // rows past the tile's read nothing (their lanes' loads are predicated off: no shared-memory traffic)
+            const bool va = 16 * grp + g < rows, vb = 16 * grp + g + 8 < rows;
+            const unsigned wa = tile + (16 * grp + g) * RB + 16 * q, wb = wa + 8 * RB;
+            constexpr int U = DF_CHAINS / 2;                      // chunks a round: chunk j into chains 2j, 2j + 1
+            float d[DF_CHAINS][4] = {};
+            const int c1 = ((sl + 1) * chunks) >> lgS;
+            const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+            int c = (sl * chunks) >> lgS;
+            for (; c + U <= c1; c += U) {
+                uint4 A[U], B[U], X[U];
+#pragma unroll
+                for (int j = 0; j < U; ++j) {
+                    A[j] = va ? lds16(wa + 64 * (c + j)) : zero;
+                    B[j] = vb ? lds16(wb + 64 * (c + j)) : zero;
+                    X[j] = lds16(act + 64 * (c + j));
+                }
+#pragma unroll
+                for (int j = 0; j < U; ++j) {
+                    const unsigned b0 = g == 1 ? X[j].y : X[j].x, b1 = g == 1 ? X[j].w : X[j].z;
+                    mma_bf16(d[2 * j], A[j].x, A[j].y, A[j].z, A[j].w, b0, b1);
+                    mma_bf16(d[2 * j + 1], B[j].x, B[j].y, B[j].z, B[j].w, b0, b1);
+                }
+            }
+            for (; c < c1; ++c) {
+                const uint4 A = va ? lds16(wa + 64 * c) : zero, B = vb ? lds16(wb + 64 * c) : zero;
+                const uint4 X = lds16(act + 64 * c);
+                const unsigned b0 = g == 1 ? X.y : X.x, b1 = g == 1 ? X.w : X.z;
+                mma_bf16(d[0], A.x, A.y, A.z, A.w, b0, b1);
+                mma_bf16(d[1], B.x, B.y, B.z, B.w, b0, b1);
+            }
+            float ra = d[0][0] + d[0][3], rb = d[1][0] + d[1][3];
+#pragma unroll
+            for (int j = 1; j < U; ++j) {
+                ra += d[2 * j][0] + d[2 * j][3];
+                rb += d[2 * j + 1][0] + d[2 * j + 1][3];
             }
             if (q == 0) {
-                if (16 * grp + g < rows) pt[(16 * grp + g) * S + sl] = d[0];
-                if (16 * grp + g + 8 < rows) pt[(16 * grp + g + 8) * S + sl] = d[2];
+                if (va) pt[((16 * grp + g) << lgS) + sl] = ra;
+                if (vb) pt[((16 * grp + g + 8) << lgS) + sl] = rb;
             }
         }
         ring.release();
@@ -455,9 +550,10 @@ __device__ __forceinline__ void gemv_share(Ring& ring, const Share& s, int K, DF
 #endif
         if ((int)threadIdx.x < rows) {
             float sum = 0.f;
-            for (int p = 0; p < S; ++p) sum += pt[threadIdx.x * S + p];
-            sh.rows[t.x + threadIdx.x] = sum;
+            for (int p = 0; p < S; ++p) sum += pt[((int)threadIdx.x << lgS) + p];
+            sh.rows[first + threadIdx.x] = sum;
         }
+        first = last;
     }
     consumer_sync();
 }
@@ -577,19 +673,19 @@ __device__ __forceinline__ int choose(const DFArgs& a, unsigned stamp, DFShared&
 }
 
 __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
-    const int tid = threadIdx.x, G = gridDim.x, blk = blockIdx.x, C = a.C;
+    const int tid = threadIdx.x, blk = blockIdx.x, C = a.C;
     u64* words = a.words;
     int pos = __ldcg(a.pos);
     int tok = __ldcg(a.idx);
     int done = a.done ? __ldcg(a.done) : 0;
+    const Plan& pl = sh.plan;
     for (int t = 0; t < a.tokens; ++t, ++pos) {
         const unsigned s0 = a.epoch + (unsigned)t * (a.L + 1);
         for (int l = 0; l < a.L; ++l) {
             const DFLayer w = a.layer[l];
             const unsigned stamp = s0 + l;
             // S1: x, LayerNorm 1, q k v
-            const Share sq(3 * C, C, 1);
-            const Staged<1> bq(w.bqkv + sq.r0, sq.rows);
+            const Staged<1> bq(w.bqkv + pl.r0[SQ], pl.rows[SQ]);
             const Staged<DF_HJ> g1(w.ln1, 2 * C);
             if (l == 0) {                                         // the embedding: every block makes its own
                 for (int c = tid; c < C; c += DF_CONSUMERS) {
@@ -600,63 +696,58 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             } else {
                 gather(words + DF_X, C, stamp - 1, reinterpret_cast<unsigned*>(sh.x));
             }
-            bq.store(sh.bias, sq.rows);
+            bq.store(sh.bias, pl.rows[SQ]);
             g1.store(sh.gam, 2 * C);
             consumer_sync();
             layernorm_act(sh.x, C, a.eps, sh);
             DF_STAMP(10 * l + 0);
-            gemv_share(ring, sq, C, sh);
-            for (int r = tid; r < sq.rows; r += DF_CONSUMERS) {
-                put(words + DF_QKV + sq.r0 + r, __float_as_uint(bf16_round(sh.rows[r] + sh.bias[r])), stamp);
+            gemv_share(ring, SQ, C, sh);
+            for (int r = tid; r < pl.rows[SQ]; r += DF_CONSUMERS) {
+                put(words + DF_QKV + pl.r0[SQ] + r, __float_as_uint(bf16_round(sh.rows[r] + sh.bias[r])), stamp);
             }
             DF_STAMP(10 * l + 1);
             // S2: attention, one block a head
-            for (int h = 0; h < a.H; ++h) {
-                if ((int)((long long)h * G / a.H) == blk) {
-                    attention_head(a, l, h, pos, stamp, sh, t);
-                    DF_STAMP(10 * l + 3);
-                }
+            for (int h = pl.h0; h < pl.h1; ++h) {
+                attention_head(a, l, h, pos, stamp, sh, t);
+                DF_STAMP(10 * l + 3);
             }
             // S3: y W_o + b_o into the residual
-            const Share so(C, C, 1);
             consumer_sync();                                      // sh.bias read by S1's epilogue
-            const Staged<1> bo(w.bo + so.r0, so.rows);
+            const Staged<1> bo(w.bo + pl.r0[SO], pl.rows[SO]);
             gather(words + DF_Y, C / 2, stamp, reinterpret_cast<unsigned*>(sh.act));
-            bo.store(sh.bias, so.rows);
+            bo.store(sh.bias, pl.rows[SO]);
             DF_STAMP(10 * l + 4);
-            gemv_share(ring, so, C, sh);
-            for (int r = tid; r < so.rows; r += DF_CONSUMERS) {
-                const int n = so.r0 + r;
+            gemv_share(ring, SO, C, sh);
+            for (int r = tid; r < pl.rows[SO]; r += DF_CONSUMERS) {
+                const int n = pl.r0[SO] + r;
                 put(words + DF_XM + n, __float_as_uint(sh.x[n] + (sh.rows[r] + sh.bias[r])), stamp);
             }
             DF_STAMP(10 * l + 5);
             // S4: xm, LayerNorm 2, the MLP's hidden row
-            const Share sf(4 * C, C, 2);
             consumer_sync();
-            const Staged<1> bf(w.bfc + sf.r0, sf.rows);
+            const Staged<1> bf(w.bfc + pl.r0[SF], pl.rows[SF]);
             const Staged<DF_HJ> g2(w.ln2, 2 * C);
             gather(words + DF_XM, C, stamp, reinterpret_cast<unsigned*>(sh.xm));
-            bf.store(sh.bias, sf.rows);
+            bf.store(sh.bias, pl.rows[SF]);
             g2.store(sh.gam, 2 * C);
             consumer_sync();
             layernorm_act(sh.xm, C, a.eps, sh);
             DF_STAMP(10 * l + 6);
-            gemv_share(ring, sf, C, sh);
-            for (int r = 2 * tid; r < sf.rows; r += 2 * DF_CONSUMERS) {
-                put(words + DF_H + (sf.r0 + r) / 2, bf16_pair(gelu_fast(sh.rows[r] + sh.bias[r]),
+            gemv_share(ring, SF, C, sh);
+            for (int r = 2 * tid; r < pl.rows[SF]; r += 2 * DF_CONSUMERS) {
+                put(words + DF_H + ((pl.r0[SF] + r) >> 1), bf16_pair(gelu_fast(sh.rows[r] + sh.bias[r]),
                                                               gelu_fast(sh.rows[r + 1] + sh.bias[r + 1])), stamp);
             }
             DF_STAMP(10 * l + 7);
             // S5: the MLP's projection into the residual
-            const Share sp(C, 4 * C, 1);
             consumer_sync();
-            const Staged<1> bp(w.bp + sp.r0, sp.rows);
+            const Staged<1> bp(w.bp + pl.r0[SP], pl.rows[SP]);
             gather(words + DF_H, 2 * C, stamp, reinterpret_cast<unsigned*>(sh.act));
-            bp.store(sh.bias, sp.rows);
+            bp.store(sh.bias, pl.rows[SP]);
             DF_STAMP(10 * l + 8);
-            gemv_share(ring, sp, 4 * C, sh);
-            for (int r = tid; r < sp.rows; r += DF_CONSUMERS) {
-                const int n = sp.r0 + r;
+            gemv_share(ring, SP, 4 * C, sh);
+            for (int r = tid; r < pl.rows[SP]; r += DF_CONSUMERS) {
+                const int n = pl.r0[SP] + r;
                 put(words + DF_X + n, __float_as_uint(sh.xm[n] + (sh.rows[r] + sh.bias[r])), stamp);
             }
             DF_STAMP(10 * l + 9);
@@ -670,14 +761,13 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
         layernorm_act(sh.x, C, a.eps, sh);
         DF_STAMP(10 * a.L);
         DF_RING_STAMP(0);
-        const Share sv(a.V, C, 1);
-        gemv_share(ring, sv, C, sh);
+        gemv_share(ring, SV, C, sh);
         float best_v = -INFINITY;
         int best_i = 0x7fffffff;
-        for (int r = tid; r < sv.rows; r += DF_CONSUMERS) {       // a thread's rows ascend: its first max kept
+        for (int r = tid; r < pl.rows[SV]; r += DF_CONSUMERS) {   // a thread's rows ascend: its first max kept
             const float v = sh.rows[r];
-            if (a.logits_mode) a.logits[sv.r0 + r] = v;
-            if (v > best_v) { best_v = v; best_i = sv.r0 + r; }
+            if (a.logits_mode) a.logits[pl.r0[SV] + r] = v;
+            if (v > best_v) { best_v = v; best_i = pl.r0[SV] + r; }
         }
         DF_STAMP(10 * a.L + 1);
         DF_RING_STAMP(1);
@@ -715,9 +805,10 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) decode_dataflow(cons
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+    if (threadIdx.x < DF_CONSUMERS) make_plan(a, sh.plan);
     __syncthreads();
     if (threadIdx.x >= DF_CONSUMERS) {
-        producer(a, base + ring_off, bars);
+        producer(a, sh.plan, base + ring_off, bars);
     } else {
         Ring ring{reinterpret_cast<const uint4*>(smem + ring_off), bars, 0, 0, 0, 0};
         consumer(a, ring, sh);

@@ -46,8 +46,8 @@ def test_argument_block_matches_the_kernel_struct():
 
 def test_sizes_match_the_kernel():
     d = defines()
-    assert (d["DF_WORDS"], d["DF_SLOT_BYTES"], d["DF_CMAX"], d["DF_GMAX"], d["DF_BIAS"], d["DF_ROWS"]) == \
-        (df.WORDS, df.SLOT_BYTES, df.CMAX, df.GMAX, df.BIAS_ROWS, df.HEAD_ROWS)
+    assert (d["DF_WORDS"], d["DF_SLOT_BYTES"], d["DF_CMAX"], d["DF_GMAX"], d["DF_BIAS"], d["DF_ROWS"], d["DF_ROW_PAD"], d["DF_TMAX"]) == \
+        (df.WORDS, df.SLOT_BYTES, df.CMAX, df.GMAX, df.BIAS_ROWS, df.HEAD_ROWS, df.ROW_PAD, df.TILES)
     assert d["DF_THREADS"] == df.THREADS
 
 
@@ -61,8 +61,9 @@ def test_shares_fit_the_kernel_arrays(C, H, G):
         U = N // unit
         rows = max(((b + 1) * U // G - b * U // G) * unit for b in range(G))
         assert rows <= most
-        per = max(1, df.SLOT_BYTES // (2 * K) // unit)
-        assert 2 * K * unit * per <= df.SLOT_BYTES and tiles_fit(rows, unit, per)
+        per = max(1, df.SLOT_BYTES // (2 * K + df.ROW_PAD) // unit)
+        assert (2 * K + df.ROW_PAD) * unit * per <= df.SLOT_BYTES and tiles_fit(rows, unit, per)
+        assert -(-rows // unit // per) <= df.TILES                  # the plan's tile table
         assert U * G < 2 ** 31                                    # the kernel's int products
 
 
