@@ -55,10 +55,10 @@
 #include "mbarrier.cuh"
 
 #ifndef DF_SLOTS
-#define DF_SLOTS 6
+#define DF_SLOTS 4
 #endif
 #ifndef DF_SLOT_BYTES
-#define DF_SLOT_BYTES 28672
+#define DF_SLOT_BYTES 37888
 #endif
 #ifndef DF_CMAX
 #define DF_CMAX 1600
@@ -68,6 +68,9 @@
 #endif
 #ifndef DF_CHAINS
 #define DF_CHAINS 4                                // a GEMV warp's independent mma accumulators (2, 4 or 8)
+#endif
+#ifndef DF_LN_ONEPASS
+#define DF_LN_ONEPASS 1                            // LayerNorm statistics in one pass (layernorm_act)
 #endif
 #ifndef DF_PRODUCER_SLEEP
 #define DF_PRODUCER_SLEEP 200                      // ns the producer pauses between polls of a busy slot
@@ -414,17 +417,49 @@ struct Staged {
 };
 static_assert(DF_BIAS == DF_CONSUMERS, "a stage's bias rows: one a consumer thread");
 
-// act = LayerNorm(x) in bf16 (x and gamma, beta in shared memory): the mean, then the variance about it
+// act = LayerNorm(x) in bf16 (x and gamma, beta in shared memory). DF_LN_ONEPASS=1: the sums of x - x[0] and of
+// its squares in one pass and one block reduction (the shift keeps a row far from zero precise), as fast_bf16's
+// folded LayerNorm; 0: the mean, then the variance about it (two reductions)
 __device__ __forceinline__ void layernorm_act(const float* x, int C, float eps, DFShared& sh) {
+    float mean, rstd;
+#if DF_LN_ONEPASS
+    const float x0 = x[0];
+    float s = 0.f, q = 0.f;
+    for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) {
+        const float d = x[c] - x0;
+        s += d;
+        q = fmaf(d, d, q);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        s += __shfl_xor_sync(0xffffffffu, s, off);
+        q += __shfl_xor_sync(0xffffffffu, q, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        sh.red[0][threadIdx.x / 32] = s;
+        sh.red[1][threadIdx.x / 32] = q;
+    }
+    consumer_sync();
+    s = 0.f;
+    q = 0.f;
+#pragma unroll
+    for (int w = 0; w < DF_WARPS; ++w) {
+        s += sh.red[0][w];
+        q += sh.red[1][w];
+    }
+    const float dm = s / C;
+    mean = x0 + dm;
+    rstd = rsqrtf(fmaxf(q / C - dm * dm, 0.f) + eps);
+#else
     float s = 0.f;
     for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) s += x[c];
-    const float mean = block_sum(s, sh.red[0]) / C;
+    mean = block_sum(s, sh.red[0]) / C;
     float q = 0.f;
     for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) {
         const float d = x[c] - mean;
         q = fmaf(d, d, q);
     }
-    const float rstd = rsqrtf(block_sum(q, sh.red[1]) / C + eps);
+    rstd = rsqrtf(block_sum(q, sh.red[1]) / C + eps);
+#endif
     for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) {
         sh.act[c] = bf16_bits((x[c] - mean) * rstd * sh.gam[c] + sh.gam[C + c]);
     }

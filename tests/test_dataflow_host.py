@@ -46,8 +46,9 @@ def test_argument_block_matches_the_kernel_struct():
 
 def test_sizes_match_the_kernel():
     d = defines()
-    assert (d["DF_WORDS"], d["DF_SLOT_BYTES"], d["DF_CMAX"], d["DF_GMAX"], d["DF_BIAS"], d["DF_ROWS"], d["DF_ROW_PAD"], d["DF_TMAX"]) == \
-        (df.WORDS, df.SLOT_BYTES, df.CMAX, df.GMAX, df.BIAS_ROWS, df.HEAD_ROWS, df.ROW_PAD, df.TILES)
+    assert (d["DF_WORDS"], d["DF_SLOTS"], d["DF_SLOT_BYTES"], d["DF_CMAX"], d["DF_GMAX"], d["DF_BIAS"], d["DF_ROWS"],
+            d["DF_ROW_PAD"], d["DF_TMAX"]) == (df.WORDS, df.SLOTS, df.SLOT_BYTES, df.CMAX, df.GMAX, df.BIAS_ROWS,
+                                               df.HEAD_ROWS, df.ROW_PAD, df.TILES)
     assert d["DF_THREADS"] == df.THREADS
 
 

@@ -17,11 +17,11 @@ KERNEL_FILE = "decode_dataflow.cu"
 KERNEL = "decode_dataflow"
 THREADS = 256 + 32                # consumers and the producer warp
 CMAX, HEAD_DIM, GMAX, BIAS_ROWS, HEAD_ROWS = 1600, 64, 256, 256, 1024     # DF_CMAX, DF_GMAX, DF_BIAS, DF_ROWS
-SLOT_BYTES = 28672                # decode_dataflow.cu's DF_SLOT_BYTES (a tile is at most one slot)
+SLOTS, SLOT_BYTES = 4, 37888      # decode_dataflow.cu's DF_SLOTS, DF_SLOT_BYTES (a tile is at most one slot)
 ROW_PAD = 16                      # DF_ROW_PAD: bytes after each weight row in a slot
 TILES = 128                       # DF_TMAX: tiles of one block's share at most
 WORDS = CMAX + 3 * CMAX + CMAX // 2 + CMAX + 2 * CMAX + 2 * GMAX      # DF_WORDS: the flagged words
-SMEM_DRYRUN = 1024 + 6 * SLOT_BYTES + 36 * 1024
+SMEM_DRYRUN = 1024 + SLOTS * SLOT_BYTES + 53 * 1024
 
 
 def model_refusal(config, arch: str, sm_count: int | None = None) -> str | None:
