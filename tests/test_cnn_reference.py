@@ -663,7 +663,7 @@ def test_zero_padding_folds_into_the_convolution_after_it(tmp_path):
         assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
     for pads, kw, pad_kw, value, message in [
             ([0, 0, 1, 1, 0, 0, 1, 1], {}, {"mode": "reflect"}, None, r"'pad' \(Pad\): mode reflect"),
-            ([0, 0, 1, 1, 0, 0, 1, 1], {}, None, 1.0, r"'pad' \(Pad\): mode constant with value \[1.0\]"),
+            ([0, 0, 1, 1, 0, 0, 1, 1], {}, None, 1.0, r"'pad' \(Pad\): constant value \[1.0\] \(only zero padding"),
             ([0, 1, 1, 1, 0, 0, 1, 1], {}, None, None, r"'pad' \(Pad\): pads \[0, 1, 1, 1, 0, 0, 1, 1\]")]:
         with pytest.raises(UsageError, match=message) as e:
             graph.load(model(pads, kw, pad_kw, value=value))

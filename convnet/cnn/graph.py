@@ -505,8 +505,10 @@ def _convert(node, consts, numpy_helper, sym=None) -> list:
         if len(ins) > 3 and ins[3]:
             _refuse(node, "an axes input (all four axes' pads are supported)")
         pads = [int(v) for v in np.ravel(pads)] if pads is not None else []
-        if mode != "constant" or np.any(np.asarray(value) != 0):
-            _refuse(node, f"mode {mode} with value {np.ravel(value).tolist()} (zero padding is supported)")
+        if mode != "constant":
+            _refuse(node, f"mode {mode} (only constant zero padding is supported)")
+        if np.any(np.asarray(value) != 0):
+            _refuse(node, f"constant value {np.ravel(value).tolist()} (only zero padding is supported)")
         if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
             _refuse(node, f"pads {pads} (zero padding of height and width, at least 0, is supported)")
         return [Layer("pad", ins[:1], out, name, {"pads": (pads[2], pads[3], pads[6], pads[7])})]
