@@ -37,6 +37,27 @@ def test_reference_equals_onnxruntime(name, batch, tmp_path):
     assert np.abs(got64 - want).max() <= 1e-4 * np.abs(want).max()
 
 
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_forward_in_chunks_equals_the_whole_batch(name, tmp_path, monkeypatch):
+    """A batch larger than a chunk runs chunk by chunk: the same outputs as one pass (to float64 rounding), every
+    image once, in order, and each layer's time summed over the chunks."""
+    from convnet.cnn import graph, reference
+    rng = np.random.default_rng(7)
+    path, shape = save(tmp_path, name, rng)
+    g = graph.load(path)
+    x = rng.standard_normal((7, *shape)).astype(np.float32)
+    whole, whole_times = reference.forward(g, x, np.float64), []
+    reference.forward(g, x, np.float64, whole_times)
+    monkeypatch.setattr(reference, "CHUNK_BYTES", 1)                 # one image a chunk
+    assert reference.images_per_chunk(g, 8) == 1
+    times = []
+    parts = reference.forward(g, x, np.float64, times)
+    assert parts.shape == whole.shape and np.allclose(parts, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
+    assert np.allclose(reference.forward(g, x[::-1].copy(), np.float64), whole[::-1], rtol=1e-12,
+                       atol=1e-12 * np.abs(whole).max())
+    assert len(times) == len(whole_times) == len(g.layers) + 2 and all(t >= 0 for t in times)
+
+
 @pytest.mark.parametrize("c,m,group", [(4, 6, 2), (6, 12, 6), (5, 5, 5)])
 def test_grouped_and_depthwise_convolutions_equal_onnxruntime(tmp_path, c, m, group):
     """The reference's convolution paths beside the five models: two groups, depthwise with a channel multiplier
