@@ -102,5 +102,25 @@ def test_trace_table_reads_the_kernel_stamps():
             s[b, k, 10 * L:10 * L + 3] = [k * 100_000 + L * 10_000 + d + b for d in (0, 5000, 7000)]
     rows = dataflow_trace_table(s, L, [0])
     assert len(rows) == len(DATAFLOW_EVENTS) + 3
-    assert all(r.endswith("| 1.00 |") for r in rows[:len(DATAFLOW_EVENTS)]), rows
-    assert rows[-3].endswith("| 6.00 |") and rows[-2].endswith("| 2.00 |") and rows[-1].endswith("| 100.00 |")
+    # last block to last block: 1 us a step; a block's own: 1 us, but "y in" counts from its qkv rows (3 us on the
+    # three blocks without an attention event)
+    own = ["3.00" if name == "y in" else "1.00" for name in DATAFLOW_EVENTS]
+    assert [r for r in rows[:len(DATAFLOW_EVENTS)]] == [f"| {n} | 1.00 | {o} |" for n, o in zip(DATAFLOW_EVENTS, own)]
+    assert rows[-3].endswith("| 6.00 | |") and rows[-2].endswith("| 2.00 | |") and rows[-1].endswith("| 100.00 | |")
+
+
+def test_dataflow_counter_table_reads_cycles_a_token():
+    """The DF_TRACE counters are cumulative over the launch, stamped before (10 L + 3 + 2 i) and after (+ 1) each
+    token's head: token k's layers are the difference to token k - 1's after-stamp, its head the difference within."""
+    import numpy as np
+    from convnet.bench.megakernel import DATAFLOW_COUNTERS, dataflow_counter_table
+    G, tokens, L = 3, 4, 2
+    s = np.zeros((G, tokens, 10 * L + 11), np.uint64)
+    for i, (_, k) in enumerate(DATAFLOW_COUNTERS):
+        per_layers, per_head = 1000 * (i + 1), 100 * (i + 1)
+        for t in range(tokens):
+            s[:, t, 10 * L + k] = t * (per_layers + per_head) + per_layers          # before the head
+            s[:, t, 10 * L + k + 1] = (t + 1) * (per_layers + per_head)             # after it
+    rows = dataflow_counter_table(s, L)
+    assert rows == [f"| {name} | {1000 * (i + 1):,} | {100 * (i + 1):,} |"
+                    for i, (name, _) in enumerate(DATAFLOW_COUNTERS)]

@@ -188,13 +188,16 @@ DATAFLOW_EVENTS = ("x in, LayerNorm 1", "qkv rows written", "q k v at the attent
 def dataflow_trace_table(stamps: np.ndarray, n_layer: int, attention_blocks) -> list:
     """The rows of the dataflow kernel's trace table from its stamps ((G, tokens, 10 L + 11), decode_dataflow.cu's
     DF_TRACE layout): for each event of a layer, the time from the last block to reach the event before to the last
-    block to reach it (the attention events: the attention blocks only), averaged over layers 1..L-1 and tokens
-    1.. (the first of each aside); then the LM head, the choice and the whole token."""
+    block to reach it (the attention events: the attention blocks only), and a block's own time from its previous
+    event (the median block; "y in" from the block's qkv rows, so that it holds the wait for the attention), both
+    averaged over layers 1..L-1 and tokens 1.. (the first of each aside); then the LM head, the choice and the
+    whole token."""
     G, tokens, _ = stamps.shape
     L = n_layer
     s = stamps.astype(np.float64)
     ends = [np.max(s[:, k, 10 * L + 2]) for k in range(tokens)]
     steps = {name: [] for name in DATAFLOW_EVENTS}
+    own = {name: [] for name in DATAFLOW_EVENTS}
     head, pick = [], []
     for k in range(1, tokens):
         last = np.max(s[:, k, 10 * L - 1])
@@ -205,13 +208,32 @@ def dataflow_trace_table(stamps: np.ndarray, n_layer: int, attention_blocks) -> 
                 at = np.max(s[rows, k, 10 * layer + e])
                 steps[name].append(at - prev)
                 prev = at
+                before = 10 * layer - 1 if e == 0 else 10 * layer + (1 if e == 4 else e - 1)
+                own[name].append(np.median((s[:, k, 10 * layer + e] - s[:, k, before])[rows]))
         head.append(np.max(s[:, k, 10 * L + 1]) - last)
         pick.append(ends[k] - np.max(s[:, k, 10 * L + 1]))
-    out = [f"| {name} | {np.mean(v) / 1e3:.2f} |" for name, v in steps.items()]
-    out += [f"| the LM head (from the last mlp proj) | {np.mean(head) / 1e3:.2f} |",
-            f"| the choice | {np.mean(pick) / 1e3:.2f} |",
-            f"| a token | {np.median(np.diff(ends[1:])) / 1e3:.2f} |" if tokens > 2 else "| a token | - |"]
+    out = [f"| {name} | {np.mean(v) / 1e3:.2f} | {np.mean(own[name]) / 1e3:.2f} |" for name, v in steps.items()]
+    out += [f"| the LM head (from the last mlp proj) | {np.mean(head) / 1e3:.2f} | |",
+            f"| the choice | {np.mean(pick) / 1e3:.2f} | |",
+            f"| a token | {np.median(np.diff(ends[1:])) / 1e3:.2f} | |" if tokens > 2 else "| a token | - | |"]
     return out
+
+
+DATAFLOW_COUNTERS = (("waiting for weight tiles", 3), ("in tile GEMVs", 5), ("in the tiles' barriers", 7),
+                     ("all", 9))
+
+
+def dataflow_counter_table(stamps: np.ndarray, n_layer: int) -> list:
+    """Consumer warp 0's clock cycles a token (median over blocks and tokens 1..), in the layers and in the LM
+    head, from the DF_TRACE counters (cumulative over the launch, stamped before and after each token's head)."""
+    b = 10 * n_layer
+    s = stamps.astype(np.int64)
+    rows = []
+    for name, k in DATAFLOW_COUNTERS:
+        before, after = s[:, :, b + k], s[:, :, b + k + 1]
+        layers, head = np.median(before[:, 1:] - after[:, :-1]), np.median(after[:, 1:] - before[:, 1:])
+        rows.append(f"| {name} | {layers:,.0f} | {head:,.0f} |")
+    return rows
 
 
 def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int = 16, defines=None) -> str:
@@ -231,5 +253,8 @@ def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int 
     attention = sorted({h * G // config.n_head for h in range(config.n_head)})
     return "\n".join([f"dataflow decode kernel trace: {size}, B=1, {tokens} tokens in one launch, {rt.name}"
                       + (f", {defines}" if defines else ""), "",
-                      "| event (layers 1..L-1) | us after the event before (last block to last block) |",
-                      "| --- | --- |", *dataflow_trace_table(stamps, L, attention)])
+                      "| event (layers 1..L-1) | us after the event before (last block to last block) "
+                      "| a block's own us from its event before (median block) |",
+                      "| --- | --- | --- |", *dataflow_trace_table(stamps, L, attention), "",
+                      "| consumer warp 0, cycles a token | in the layers | in the LM head |",
+                      "| --- | --- | --- |", *dataflow_counter_table(stamps, L)])
