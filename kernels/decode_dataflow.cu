@@ -84,7 +84,6 @@
 #define DF_WARPS 8
 #define DF_HD 64                                   // head size
 #define DF_KEYS 256                                // keys an attention chunk takes: one a consumer thread
-#define DF_XJ ((DF_CMAX + DF_CONSUMERS - 1) / DF_CONSUMERS)           // a row's values a thread holds
 #define DF_HJ ((2 * DF_CMAX + DF_CONSUMERS - 1) / DF_CONSUMERS)       // the MLP row's bf16 pairs a thread holds
 #define DF_PART 512                                // a tile's partial sums (rows x segments) at most
 #define DF_BIAS 256                                // a block's rows of one layer stage at most
