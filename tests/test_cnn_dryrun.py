@@ -282,3 +282,37 @@ def test_dense_chain_takes_an_mlp_head_in_one_launch_past_8_rows(tmp_path):
         with pytest.raises(UsageError, match="dense_chain takes DC_ROWS a multiple of 4") as e:
             GPUNet(g, variant_spec(spec, "onnx"), RecordingRuntime())
         assert "\n" not in str(e.value)
+
+
+def test_random_networks_plan_on_every_gpu_variant(tmp_path):
+    """Each random network (tests/cnn_random.py) the loader takes is planned by every GPU variant on the recorder
+    (sm_90a, so every variant applies): every layer's launches, or a refusal in one line; never another exception.
+    The GPU runs of test_cnn_fuzz check their numbers; this checks the planning on every CI run."""
+    from cnn_random import random_cnn
+    from convnet import catalogue
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.errors import UsageError
+    from convnet.gpu.recorder import RecordingRuntime
+    variants = sorted(n for n, v in catalogue.load_all("onnx").items() if v.needs_gpu)
+    planned = refused = 0
+    for seed in range(16):
+        model, shape = random_cnn(seed)
+        path = tmp_path / f"m{seed}.onnx"
+        onnx.save(model, str(path))
+        try:
+            g = graph.load(path)
+        except UsageError:
+            continue
+        x = np.random.default_rng(seed).standard_normal((3, *shape)).astype(np.float32)
+        for name in variants:
+            rt = RecordingRuntime()
+            try:
+                GPUNet(g, catalogue.get(name, "onnx"), rt)._run(x)
+            except UsageError as e:
+                assert "\n" not in str(e), (seed, name, str(e))
+                refused += 1
+                continue
+            assert rt.launches, (seed, name)
+            planned += 1
+    assert planned >= 8 * len(variants), (planned, refused)
