@@ -14,8 +14,9 @@ CONV_LAYERS = (  # (weight name, pool window)
     ("conv1.weight", 2),
     ("conv2.weight", 4),
 )
-# Images per chunk: conv1's im2col is 1.25 MB an image in float32, so 16 keep it near the caches (20 MB). The main
-# job at 10,000 images took 11.8 s in chunks of 16 against 19.4 s in chunks of 250 (2-core Xeon, OpenBLAS).
+# Images per chunk: conv1's im2col is 1.25 MB an image in float32, so 16 keep it near the caches (20 MB). 2,000
+# images took 2.1 s in chunks of 16 against 4.3 s in chunks of 250 (2-core Xeon, OpenBLAS, medians of 5 alternated
+# runs); the main job at 10,000 images 11.8 s against 19.4 s.
 REFERENCE_CHUNK = 16
 
 

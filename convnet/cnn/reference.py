@@ -139,8 +139,8 @@ def pool2d(x, layer):
 
 # Bytes a chunk of images may take at its largest layer (the im2col matrix, the layer's input and output): the
 # strided copies and the GEMM then run from the caches. A whole batch's matrices ran from DRAM: LeNet-5 at 10,000
-# images took 9.0 s at once and 1.0 s in chunks of 64, a VGG-style CIFAR net at 1,000 images 7.7 s and 1.7 s in
-# chunks of 16 (2-core Xeon, OpenBLAS).
+# images took 5.3 s at once and 0.9 s in chunks, a VGG-style CIFAR net at 1,000 images 5.0 s and 1.5 s (2-core
+# Xeon, OpenBLAS, medians of 3 alternated runs; a budget of 8-16 MB was best of 2-32).
 CHUNK_BYTES = 8 << 20
 
 
