@@ -417,10 +417,14 @@ struct Staged {
 };
 static_assert(DF_BIAS == DF_CONSUMERS, "a stage's bias rows: one a consumer thread");
 
-// act = LayerNorm(x) in bf16 (x and gamma, beta in shared memory). DF_LN_ONEPASS=1: the sums of x - x[0] and of
+// act = LayerNorm(x) in bf16 (x in shared memory; gamma and beta staged in registers, stored to shared memory here,
+// after which the block synchronises, publishing them with whatever the caller stored before). DF_LN_ONEPASS=1: the sums of x - x[0] and of
 // its squares in one pass and one block reduction (the shift keeps a row far from zero precise), as fast_bf16's
 // folded LayerNorm; 0: the mean, then the variance about it (two reductions)
-__device__ __forceinline__ void layernorm_act(const float* x, int C, float eps, DFShared& sh) {
+__device__ __forceinline__ void layernorm_act(const float* x, int C, float eps, const Staged<DF_HJ>& gamma_beta,
+                                              DFShared& sh) {
+    gamma_beta.store(sh.gam, 2 * C);
+    consumer_sync();
     float mean, rstd;
 #if DF_LN_ONEPASS
     const float x0 = x[0];
@@ -732,9 +736,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
                 gather(words + DF_X, C, stamp - 1, reinterpret_cast<unsigned*>(sh.x));
             }
             bq.store(sh.bias, pl.rows[SQ]);
-            g1.store(sh.gam, 2 * C);
-            consumer_sync();
-            layernorm_act(sh.x, C, a.eps, sh);
+            layernorm_act(sh.x, C, a.eps, g1, sh);
             DF_STAMP(10 * l + 0);
             gemv_share(ring, SQ, C, sh);
             for (int r = tid; r < pl.rows[SQ]; r += DF_CONSUMERS) {
@@ -764,9 +766,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             const Staged<DF_HJ> g2(w.ln2, 2 * C);
             gather(words + DF_XM, C, stamp, reinterpret_cast<unsigned*>(sh.xm));
             bf.store(sh.bias, pl.rows[SF]);
-            g2.store(sh.gam, 2 * C);
-            consumer_sync();
-            layernorm_act(sh.xm, C, a.eps, sh);
+            layernorm_act(sh.xm, C, a.eps, g2, sh);
             DF_STAMP(10 * l + 6);
             gemv_share(ring, SF, C, sh);
             for (int r = 2 * tid; r < pl.rows[SF]; r += 2 * DF_CONSUMERS) {
@@ -791,9 +791,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
         // the LM head: x, ln_f, the block's vocabulary rows; its best (or the logits)
         const Staged<DF_HJ> gf(a.lnf, 2 * C);
         gather(words + DF_X, C, s0 + a.L - 1, reinterpret_cast<unsigned*>(sh.x));
-        gf.store(sh.gam, 2 * C);
-        consumer_sync();
-        layernorm_act(sh.x, C, a.eps, sh);
+        layernorm_act(sh.x, C, a.eps, gf, sh);
         DF_STAMP(10 * a.L);
         DF_RING_STAMP(0);
         gemv_share(ring, SV, C, sh);
