@@ -328,26 +328,8 @@ __device__ void producer(const DFArgs& a, const Plan& pl, unsigned ring, unsigne
     }
 }
 
-struct Ring {                       // the consumers' view: take() waits for the next tile, release() frees it (a warp)
-    const uint4* base;
-    unsigned bars, k;
-    long long waited, busy, synced; // DF_TRACE: thread 0's clock cycles in take(), in the GEMV, in its barriers
-    __device__ __forceinline__ const uint4* take() {
-        const unsigned slot = k % DF_SLOTS;
-#if DF_TRACE
-        const long long w0 = clock64();
-        mbar_wait(bars + 8 * slot, (k / DF_SLOTS) & 1);
-        waited += clock64() - w0;
-#else
-        mbar_wait(bars + 8 * slot, (k / DF_SLOTS) & 1);
-#endif
-        return base + slot * (DF_SLOT_BYTES / 16);
-    }
-    __device__ __forceinline__ void release() {
-        __syncwarp();
-        if ((threadIdx.x & 31) == 0) mbar_arrive(bars + 8 * (DF_SLOTS + k % DF_SLOTS));
-        ++k;
-    }
+struct Ring : SlotRing<DF_SLOTS, DF_SLOT_BYTES, DF_TRACE> {   // the consumers' view of the ring (mbarrier.cuh)
+    long long busy, synced;         // DF_TRACE: thread 0's clock cycles in the GEMV, in its barriers
 };
 
 struct DFShared {
@@ -418,9 +400,9 @@ struct Staged {
 static_assert(DF_BIAS == DF_CONSUMERS, "a stage's bias rows: one a consumer thread");
 
 // act = LayerNorm(x) in bf16 (x in shared memory; gamma and beta staged in registers, stored to shared memory here,
-// after which the block synchronises, publishing them with whatever the caller stored before). DF_LN_ONEPASS=1: the sums of x - x[0] and of
-// its squares in one pass and one block reduction (the shift keeps a row far from zero precise), as fast_bf16's
-// folded LayerNorm; 0: the mean, then the variance about it (two reductions)
+// after which the block synchronises, publishing them with whatever the caller stored before). DF_LN_ONEPASS=1:
+// the sums of x - x[0] and of its squares in one pass and one block reduction (the shift keeps a row far from zero
+// precise), as fast_bf16's folded LayerNorm; 0: the mean, then the variance about it (two reductions)
 __device__ __forceinline__ void layernorm_act(const float* x, int C, float eps, const Staged<DF_HJ>& gamma_beta,
                                               DFShared& sh) {
     gamma_beta.store(sh.gam, 2 * C);
@@ -843,7 +825,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) decode_dataflow(cons
     if (threadIdx.x >= DF_CONSUMERS) {
         producer(a, sh.plan, base + ring_off, bars);
     } else {
-        Ring ring{reinterpret_cast<const uint4*>(smem + ring_off), bars, 0, 0, 0, 0};
+        Ring ring{{reinterpret_cast<const uint4*>(smem + ring_off), bars, 0, 0}, 0, 0};
         consumer(a, ring, sh);
     }
 }

@@ -234,28 +234,7 @@ __device__ void producer(const MKArgs& a, const MKLayer* layers, unsigned ring, 
 #endif
 }
 
-// the consumers' view of the ring: take() waits for the next tile, release() hands its slot back (per warp)
-struct Ring {
-    const uint4* base;
-    unsigned bars, k;
-    long long waited;
-    __device__ __forceinline__ const uint4* take() {
-        const unsigned slot = k % MK_SLOTS;
-#if MK_TRACE
-        const long long w0 = clock64();
-        mbar_wait(bars + 8 * slot, (k / MK_SLOTS) & 1);
-        waited += clock64() - w0;
-#else
-        mbar_wait(bars + 8 * slot, (k / MK_SLOTS) & 1);
-#endif
-        return base + slot * (MK_SLOT_BYTES / 16);
-    }
-    __device__ __forceinline__ void release() {
-        __syncwarp();
-        if ((threadIdx.x & 31) == 0) mbar_arrive(bars + 8 * (MK_SLOTS + k % MK_SLOTS));
-        ++k;
-    }
-};
+typedef SlotRing<MK_SLOTS, MK_SLOT_BYTES, MK_TRACE> Ring;      // the consumers' view of the ring (mbarrier.cuh)
 
 // ---- the consumers' pieces -------------------------------------------------------------------------------------
 // dst (bf16, shared) = LayerNorm(row) (gw: gamma then beta, shared) with row = src (fp32, global, written by other blocks: read at L2) or, where

@@ -4,6 +4,7 @@
 //   mbar_wait       until the phase with this parity has completed (try_wait: the hardware may suspend the thread)
 //   mbar_arrive     one arrival (release at CTA scope)
 //   mbar_expect_tx  one arrival that also expects `bytes` of asynchronous copies to complete the phase
+//   SlotRing        the consumers' view of a producer warp's ring of shared-memory slots
 #pragma once
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
@@ -22,3 +23,30 @@ __device__ __forceinline__ void mbar_arrive(unsigned bar) {
 __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
 }
+
+// The consumers' view of a ring of SLOTS slots of SLOT_BYTES (from base) that a producer fills in order: full
+// barriers at bars, empty ones (one arrival a consumer warp) after them. take() waits for the next tile,
+// release() hands its slot back (each consumer warp calls it once a tile). TRACE: waited sums the caller's clock
+// cycles in take().
+template <int SLOTS, int SLOT_BYTES, bool TRACE>
+struct SlotRing {
+    const uint4* base;
+    unsigned bars, k;
+    long long waited;
+    __device__ __forceinline__ const uint4* take() {
+        const unsigned slot = k % SLOTS;
+        if (TRACE) {
+            const long long w0 = clock64();
+            mbar_wait(bars + 8 * slot, (k / SLOTS) & 1);
+            waited += clock64() - w0;
+        } else {
+            mbar_wait(bars + 8 * slot, (k / SLOTS) & 1);
+        }
+        return base + slot * (SLOT_BYTES / 16);
+    }
+    __device__ __forceinline__ void release() {
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) mbar_arrive(bars + 8 * (SLOTS + k % SLOTS));
+        ++k;
+    }
+};
