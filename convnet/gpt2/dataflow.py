@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..errors import UsageError
-from .megakernel import _addr, device_args
+from .megakernel import _addr, device_args, refuse_launch
 
 KERNEL_FILE = "decode_dataflow.cu"
 KERNEL = "decode_dataflow"
@@ -96,11 +96,7 @@ class DecodeDataflow:
         """As DecodeMegakernel.launch: `tokens` greedy steps (out: (tokens, 1) int32) or, with logits ((1, Vp)
         fp32), one step's logits; reads and advances gpt2.act.step_idx, gpt2.act.pos and the KV cache of capacity
         cap (the caller keeps pos + tokens within cap)."""
-        why = batch_refusal(B)
-        if why:
-            raise UsageError(why)
-        if logits is not None and tokens != 1:
-            raise UsageError("the dataflow decode kernel writes logits for one step a launch")
+        refuse_launch(batch_refusal(B), tokens, logits, "the dataflow decode kernel")
         gpu, rt = self.gpu, self.rt
         cfg, C, H, L = gpu.cfg, gpu.C, gpu.H, gpu.cfg.n_layer
         pool = rt.pool

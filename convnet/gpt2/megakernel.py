@@ -137,11 +137,7 @@ class DecodeMegakernel:
         step (sampling.cu's flags and counter) where given. The caller keeps pos + tokens within cap (the position
         lives on the device; GPT2GPU.generate and GPUGenerator size cap as prompt + new tokens). Each distinct argument
         block (buffer addresses, shape) is uploaded once and kept."""
-        why = batch_refusal(B)
-        if why:
-            raise UsageError(why)
-        if logits is not None and tokens != 1:
-            raise UsageError("the decode megakernel writes logits for one step a launch")
+        refuse_launch(batch_refusal(B), tokens, logits, "the decode megakernel")
         gpu, rt = self.gpu, self.rt
         cfg, C, H, L, G = gpu.cfg, gpu.C, gpu.H, gpu.cfg.n_layer, self.grid
         pool = rt.pool
@@ -187,6 +183,15 @@ def pack_args(ptrs: list, ints: list, floats: list, trace: int) -> bytes:
             + np.array(floats, np.float32).tobytes())
     head += bytes(-len(head) % 8)                 # the trace pointer's 8-byte alignment
     return head + np.array([trace], np.uint64).tobytes()
+
+
+def refuse_launch(batch_why: str | None, tokens: int, logits, kernel: str) -> None:
+    """A persistent decode kernel's launch refused in one line: its batch refusal, or logits asked for more than
+    one step."""
+    if batch_why:
+        raise UsageError(batch_why)
+    if logits is not None and tokens != 1:
+        raise UsageError(f"{kernel} writes logits for one step a launch")
 
 
 def device_args(pool, kept: dict, prefix: str, packed: bytes):
