@@ -70,9 +70,6 @@
 #ifndef DF_CHAINS
 #define DF_CHAINS 4                                // a GEMV warp's independent mma accumulators (2, 4 or 8)
 #endif
-#ifndef DF_LN_ONEPASS
-#define DF_LN_ONEPASS 1                            // LayerNorm statistics in one pass (layernorm_act)
-#endif
 #ifndef DF_PRODUCER_SLEEP
 #define DF_PRODUCER_SLEEP 200                      // ns the producer pauses between polls of a busy slot
 #endif
@@ -85,11 +82,13 @@
 #define DF_HD 64                                   // head size
 #define DF_KEYS 256                                // keys an attention chunk takes: one a consumer thread
 #define DF_HJ ((2 * DF_CMAX + DF_CONSUMERS - 1) / DF_CONSUMERS)       // the MLP row's bf16 pairs a thread holds
+#define DF_XJ ((DF_CMAX + DF_CONSUMERS - 1) / DF_CONSUMERS)         // a residual row's values a thread holds
 #define DF_PART 512                                // a tile's partial sums (rows x segments) at most
 #define DF_BIAS 256                                // a block's rows of one layer stage at most
 #define DF_ROWS 1024                               // a block's rows of any stage (the LM head's) at most
 #define DF_GMAX 256                                // blocks at most (the choice's candidates)
 #define DF_TMAX 128                                // tiles of one share at most
+#define DF_LMAX 64                                 // layers at most (the layer table in shared memory)
 static_assert(DF_CMAX % 64 == 0 && DF_SLOT_BYTES % 16 == 0, "whole heads, 16-byte slots");
 static_assert(DF_CHAINS == 2 || DF_CHAINS == 4 || DF_CHAINS == 8, "DF_CHAINS: 2, 4 or 8");
 static_assert(DF_ROW_PAD % 16 == 0 && (DF_ROW_PAD == 0 || DF_ROW_PAD % 128 != 0), "16-byte rows, apart in the banks");
@@ -117,7 +116,7 @@ struct DFLayer {                    // one layer's weights, as decode_mega.cu's 
     const float *ln1, *ln2;         // gamma then beta (2C)
 };
 
-struct DFArgs {                     // in device memory (dataflow.py packs it field by field)
+struct DFArgs {                     // the kernel's argument, by value (dataflow.py packs it field by field)
     const DFLayer* layer;
     const u16* wte;                 // (Vp, C) bf16: the tied LM head and the token embedding
     const float* lnf;
@@ -335,39 +334,49 @@ struct Ring : SlotRing<DF_SLOTS, DF_SLOT_BYTES, DF_TRACE> {   // the consumers' 
 struct DFShared {
     float x[DF_CMAX];               // this layer's input row (S3 adds to it)
     float xm[DF_CMAX];              // the row after attention (S5 adds to it)
-    float gam[2 * DF_CMAX];         // the next LayerNorm's gamma and beta
     alignas(16) u16 act[4 * DF_CMAX];   // the GEMV's input row, bf16 (16-byte loads)
     float part[2][DF_PART];         // a tile's partial sums (two tiles in flight)
     float rows[DF_ROWS];            // the stage's row sums of this block
     float bias[DF_BIAS];            // the stage's bias rows of this block
-    float q[DF_HD], kn[DF_HD], vn[DF_HD];
+    alignas(16) float q[DF_HD];
+    float kn[DF_HD], vn[DF_HD];
     float sc[DF_KEYS];
     float o[DF_WARPS][DF_HD];
     float red[4][DF_WARPS];
+    float4 stat[DF_WARPS];          // layernorm_row: each warp's (shift, sum, sum of squares)
+    DFLayer layer[DF_LMAX];         // the layer table: a layer's first reads (its bias, gamma) waited on its load
+                                    // from L2 when the table stayed in global memory
     float best_v[DF_WARPS];
     int best_i[DF_WARPS];
     Plan plan;
 };
 
-// words p[0, n) (n <= 256 DF_HJ) into dst (shared), each waited for until it carries `stamp`: every round reloads
-// all the words still missing at once, so a round costs one L2 round trip however many words a thread waits for
-__device__ __forceinline__ void gather(const u64* p, int n, unsigned stamp, unsigned* dst) {
-    u64 v[DF_HJ];
+// words p[0, n) (n <= 256 J) into a thread's registers (v[j]: word tid + 256 j; 0 past n), each waited for until
+// it carries `stamp`: every round reloads all the words still missing at once, so a round costs one L2 round trip
+// however many words a thread waits for
+template <int J>
+__device__ __forceinline__ void wait_words(const u64* p, int n, unsigned stamp, u64 (&v)[J]) {
 #pragma unroll
-    for (int j = 0; j < DF_HJ; ++j) {
+    for (int j = 0; j < J; ++j) {
         const int i = threadIdx.x + DF_CONSUMERS * j;
         v[j] = i < n ? peek(p + i) : (u64)stamp << 32;
     }
     while (true) {
         bool missing = false;
 #pragma unroll
-        for (int j = 0; j < DF_HJ; ++j) missing |= (unsigned)(v[j] >> 32) != stamp;
+        for (int j = 0; j < J; ++j) missing |= (unsigned)(v[j] >> 32) != stamp;
         if (!missing) break;
 #pragma unroll
-        for (int j = 0; j < DF_HJ; ++j) {
+        for (int j = 0; j < J; ++j) {
             if ((unsigned)(v[j] >> 32) != stamp) v[j] = peek(p + threadIdx.x + DF_CONSUMERS * j);
         }
     }
+}
+
+// words p[0, n) (n <= 256 DF_HJ) into dst (shared), waited for as wait_words; the block synchronises after
+__device__ __forceinline__ void gather(const u64* p, int n, unsigned stamp, unsigned* dst) {
+    u64 v[DF_HJ];
+    wait_words(p, n, stamp, v);
 #pragma unroll
     for (int j = 0; j < DF_HJ; ++j) {
         const int i = threadIdx.x + DF_CONSUMERS * j;
@@ -399,57 +408,85 @@ struct Staged {
 };
 static_assert(DF_BIAS == DF_CONSUMERS, "a stage's bias rows: one a consumer thread");
 
-// act = LayerNorm(x) in bf16 (x in shared memory; gamma and beta staged in registers, stored to shared memory here,
-// after which the block synchronises, publishing them with whatever the caller stored before). DF_LN_ONEPASS=1:
-// the sums of x - x[0] and of its squares in one pass and one block reduction (the shift keeps a row far from zero
-// precise), as fast_bf16's folded LayerNorm; 0: the mean, then the variance about it (two reductions)
-__device__ __forceinline__ void layernorm_act(const float* x, int C, float eps, const Staged<DF_HJ>& gamma_beta,
+// act = LayerNorm(x) in bf16 from the row in registers (xv[j]: element tid + 256 j, as wait_words leaves it, and
+// gamma and beta staged the same way), which it also stores to x (shared). Two barriers: the statistics' and the
+// one publishing act (the row through shared memory and gamma and beta staged there took four, and two passes over
+// shared memory). Each warp sums its values' differences from its first value c_w and their squares; the warps'
+// sums merge exactly (Chan et al.): mean = c_0 + sum_w (n_w (c_w - c_0) + s_w) / C,
+// M2 = sum_w q_w + 2 (c_w - mean) s_w + n_w (c_w - mean)^2, so a row far from zero keeps its precision.
+__device__ __forceinline__ void layernorm_row(const float (&xv)[DF_XJ], int C, float eps,
+                                              const Staged<DF_XJ>& gamma, const Staged<DF_XJ>& beta, float* x,
                                               DFShared& sh) {
-    gamma_beta.store(sh.gam, 2 * C);
-    consumer_sync();
-    float mean, rstd;
-#if DF_LN_ONEPASS
-    const float x0 = x[0];
+    const int tid = threadIdx.x, warp = tid / 32;
+    const float c = __shfl_sync(0xffffffffu, xv[0], 0);
     float s = 0.f, q = 0.f;
-    for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) {
-        const float d = x[c] - x0;
-        s += d;
-        q = fmaf(d, d, q);
+#pragma unroll
+    for (int j = 0; j < DF_XJ; ++j) {
+        const int i = tid + DF_CONSUMERS * j;
+        if (i < C) {
+            x[i] = xv[j];
+            const float d = xv[j] - c;
+            s += d;
+            q = fmaf(d, d, q);
+        }
     }
     for (int off = 16; off > 0; off >>= 1) {
         s += __shfl_xor_sync(0xffffffffu, s, off);
         q += __shfl_xor_sync(0xffffffffu, q, off);
     }
-    if ((threadIdx.x & 31) == 0) {
-        sh.red[0][threadIdx.x / 32] = s;
-        sh.red[1][threadIdx.x / 32] = q;
-    }
+    if ((tid & 31) == 0) sh.stat[warp] = make_float4(c, s, q, 0.f);
     consumer_sync();
-    s = 0.f;
-    q = 0.f;
+    // (n_w: 32 a value of its lanes; the sums read twice from shared memory rather than held: registers are tight)
+    const float c0 = sh.stat[0].x;
+    float dm = 0.f;
 #pragma unroll
     for (int w = 0; w < DF_WARPS; ++w) {
-        s += sh.red[0][w];
-        q += sh.red[1][w];
+        const float4 st = sh.stat[w];
+        const float n = (float)(32 * max(0, (C - 32 * w + DF_CONSUMERS - 1) / DF_CONSUMERS));
+        dm += fmaf(n, st.x - c0, st.y);
     }
-    const float dm = s / C;
-    mean = x0 + dm;
-    rstd = rsqrtf(fmaxf(q / C - dm * dm, 0.f) + eps);
-#else
-    float s = 0.f;
-    for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) s += x[c];
-    mean = block_sum(s, sh.red[0]) / C;
-    float q = 0.f;
-    for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) {
-        const float d = x[c] - mean;
-        q = fmaf(d, d, q);
+    dm /= C;                                                      // mean - c_0
+    float m2 = 0.f;
+#pragma unroll
+    for (int w = 0; w < DF_WARPS; ++w) {
+        const float4 st = sh.stat[w];
+        const float n = (float)(32 * max(0, (C - 32 * w + DF_CONSUMERS - 1) / DF_CONSUMERS));
+        const float e = (st.x - c0) - dm;                         // c_w - mean
+        m2 += st.z + e * fmaf(n, e, 2.f * st.y);
     }
-    rstd = rsqrtf(block_sum(q, sh.red[1]) / C + eps);
-#endif
-    for (int c = threadIdx.x; c < C; c += DF_CONSUMERS) {
-        sh.act[c] = bf16_bits((x[c] - mean) * rstd * sh.gam[c] + sh.gam[C + c]);
+    const float mean = c0 + dm, rstd = rsqrtf(fmaxf(m2 / C, 0.f) + eps);
+#pragma unroll
+    for (int j = 0; j < DF_XJ; ++j) {
+        const int i = tid + DF_CONSUMERS * j;
+        if (i < C) sh.act[i] = bf16_bits((xv[j] - mean) * rstd * gamma.v[j] + beta.v[j]);
     }
     consumer_sync();
+}
+
+// act = LayerNorm(row) and x = the row, from the row's C words carrying `stamp` (p null: the embedding of token
+// tok at pos, which every block makes itself); the stage's bias rows (staged before the wait) go to shared memory
+// on the way. gamma and beta (ln: 2C) are loaded before the wait, so their round trip overlaps it.
+__device__ __forceinline__ void row_layernorm(const DFArgs& a, const u64* p, unsigned stamp, const float* ln,
+                                              const Staged<1>* bias, int bias_rows, int tok, int pos, float* x,
+                                              DFShared& sh) {
+    const int C = a.C, tid = threadIdx.x;
+    const Staged<DF_XJ> gamma(ln, C), beta(ln + C, C);
+    float xv[DF_XJ];
+    if (p) {
+        u64 v[DF_XJ];
+        wait_words(p, C, stamp, v);
+#pragma unroll
+        for (int j = 0; j < DF_XJ; ++j) xv[j] = __uint_as_float((unsigned)v[j]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < DF_XJ; ++j) {
+            const int c = tid + DF_CONSUMERS * j;
+            xv[j] = c < C ? __uint_as_float((unsigned)__ldg(a.wte + (long long)tok * C + c) << 16)
+                            + __ldg(a.wpe + (long long)pos * C + c) : 0.f;
+        }
+    }
+    if (bias) bias->store(sh.bias, bias_rows);
+    layernorm_row(xv, C, a.eps, gamma, beta, x, sh);
 }
 
 // every consumer gets the block's largest (value, index) (ties: the lower index; NaN never wins) as (value bits,
@@ -620,18 +657,26 @@ __device__ __forceinline__ void attention_head(const DFArgs& a, int l, int h, in
         }
         float s = -INFINITY;
         if (key <= pos) {
-            float d = 0.f;
+            // four sums (element e mod 4), q read as float4: one chain of 64 dependent FMAs was the stage's length
+            const float4* q4 = reinterpret_cast<const float4*>(sh.q);
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int g = 0; g < DF_HD / 8; ++g) {
                 float kf[8];
                 bf16x8_to_f32(kr[g], kf);
 #pragma unroll
-                for (int e = 0; e < 8; ++e) d = fmaf(sh.q[8 * g + e], kf[e], d);
+                for (int h4 = 0; h4 < 2; ++h4) {
+                    const float4 qv = q4[2 * g + h4];
+                    d[0] = fmaf(qv.x, kf[4 * h4], d[0]);
+                    d[1] = fmaf(qv.y, kf[4 * h4 + 1], d[1]);
+                    d[2] = fmaf(qv.z, kf[4 * h4 + 2], d[2]);
+                    d[3] = fmaf(qv.w, kf[4 * h4 + 3], d[3]);
+                }
             }
-            s = d;
+            s = (d[0] + d[1]) + (d[2] + d[3]);
         }
-        // the chunk's values, loaded once its keys are spent (both in registers at once spilled at 9 warps'
-        // 168 registers); their round trip overlaps the softmax's two barriers
+        // the chunk's values, loaded once its keys are spent (both in registers at once spilled); their round trip
+        // overlaps the softmax's two barriers
         unsigned vr[DF_KEYS / DF_WARPS];
 #pragma unroll
         for (int j = 0; j < DF_KEYS / DF_WARPS; ++j) {
@@ -703,22 +748,11 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
     for (int t = 0; t < a.tokens; ++t, ++pos) {
         const unsigned s0 = a.epoch + (unsigned)t * (a.L + 1);
         for (int l = 0; l < a.L; ++l) {
-            const DFLayer w = a.layer[l];
+            const DFLayer& w = sh.layer[l];
             const unsigned stamp = s0 + l;
             // S1: x, LayerNorm 1, q k v
             const Staged<1> bq(w.bqkv + pl.r0[SQ], pl.rows[SQ]);
-            const Staged<DF_HJ> g1(w.ln1, 2 * C);
-            if (l == 0) {                                         // the embedding: every block makes its own
-                for (int c = tid; c < C; c += DF_CONSUMERS) {
-                    sh.x[c] = __uint_as_float((unsigned)__ldg(a.wte + (long long)tok * C + c) << 16)
-                              + __ldg(a.wpe + (long long)pos * C + c);
-                }
-                consumer_sync();
-            } else {
-                gather(words + DF_X, C, stamp - 1, reinterpret_cast<unsigned*>(sh.x));
-            }
-            bq.store(sh.bias, pl.rows[SQ]);
-            layernorm_act(sh.x, C, a.eps, g1, sh);
+            row_layernorm(a, l ? words + DF_X : nullptr, stamp - 1, w.ln1, &bq, pl.rows[SQ], tok, pos, sh.x, sh);
             DF_STAMP(10 * l + 0);
             gemv_share(ring, SQ, C, sh);
             for (int r = tid; r < pl.rows[SQ]; r += DF_CONSUMERS) {
@@ -745,10 +779,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             // S4: xm, LayerNorm 2, the MLP's hidden row
             consumer_sync();
             const Staged<1> bf(w.bfc + pl.r0[SF], pl.rows[SF]);
-            const Staged<DF_HJ> g2(w.ln2, 2 * C);
-            gather(words + DF_XM, C, stamp, reinterpret_cast<unsigned*>(sh.xm));
-            bf.store(sh.bias, pl.rows[SF]);
-            layernorm_act(sh.xm, C, a.eps, g2, sh);
+            row_layernorm(a, words + DF_XM, stamp, w.ln2, &bf, pl.rows[SF], tok, pos, sh.xm, sh);
             DF_STAMP(10 * l + 6);
             gemv_share(ring, SF, C, sh);
             for (int r = 2 * tid; r < pl.rows[SF]; r += 2 * DF_CONSUMERS) {
@@ -771,9 +802,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             consumer_sync();                                      // sh.bias, sh.x free for the next layer
         }
         // the LM head: x, ln_f, the block's vocabulary rows; its best (or the logits)
-        const Staged<DF_HJ> gf(a.lnf, 2 * C);
-        gather(words + DF_X, C, s0 + a.L - 1, reinterpret_cast<unsigned*>(sh.x));
-        layernorm_act(sh.x, C, a.eps, gf, sh);
+        row_layernorm(a, words + DF_X, s0 + a.L - 1, a.lnf, nullptr, 0, tok, pos, sh.x, sh);
         DF_STAMP(10 * a.L);
         DF_RING_STAMP(0);
         gemv_share(ring, SV, C, sh);
@@ -807,9 +836,10 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) decode_dataflow(const DFArgs* __restrict__ args) {
+// The arguments by value, in the constant bank (__grid_constant__: read in place, never copied): a copy in
+// registers held about 20 of them through the whole launch, and the consumers need all 168 nine warps allow.
+extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) decode_dataflow(const __grid_constant__ DFArgs a) {
     extern __shared__ __align__(128) unsigned char smem[];
-    const DFArgs a = *args;
     const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
     const unsigned bars = base, ring_off = 1024;
     DFShared& sh = *reinterpret_cast<DFShared*>(smem + ring_off + DF_SLOTS * DF_SLOT_BYTES);
@@ -821,6 +851,9 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) decode_dataflow(cons
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     if (threadIdx.x < DF_CONSUMERS) make_plan(a, sh.plan);
+    for (int i = threadIdx.x; i < a.L * (int)(sizeof(DFLayer) / 8); i += DF_THREADS) {
+        reinterpret_cast<unsigned long long*>(sh.layer)[i] = reinterpret_cast<const unsigned long long*>(a.layer)[i];
+    }
     __syncthreads();
     if (threadIdx.x >= DF_CONSUMERS) {
         producer(a, sh.plan, base + ring_off, bars);

@@ -47,8 +47,9 @@ def test_argument_block_matches_the_kernel_struct():
 def test_sizes_match_the_kernel():
     d = defines()
     assert (d["DF_WORDS"], d["DF_SLOTS"], d["DF_SLOT_BYTES"], d["DF_CMAX"], d["DF_GMAX"], d["DF_BIAS"], d["DF_ROWS"],
-            d["DF_ROW_PAD"], d["DF_TMAX"]) == (df.WORDS, df.SLOTS, df.SLOT_BYTES, df.CMAX, df.GMAX, df.BIAS_ROWS,
-                                               df.HEAD_ROWS, df.ROW_PAD, df.TILES)
+            d["DF_ROW_PAD"], d["DF_TMAX"], d["DF_LMAX"]) == (df.WORDS, df.SLOTS, df.SLOT_BYTES, df.CMAX, df.GMAX,
+                                                             df.BIAS_ROWS, df.HEAD_ROWS, df.ROW_PAD, df.TILES,
+                                                             df.LAYERS)
     assert d["DF_THREADS"] == df.THREADS
 
 
@@ -78,7 +79,8 @@ def test_refusals_are_one_line():
     for config, arch, G, words in ((ref.GPT2Config(2, 4, 128, 100, 64), "sm_90a", 132, "head size 64"),
                                    (ref.GPT2Config(2, 32, 2048, 100, 64), "sm_90a", 132, "up to 1600"),
                                    (big, "sm_80", 132, "Hopper"), (big, "sm_90a", 300, "at most 256 SMs"),
-                                   (big, "sm_90a", 40, "LM head")):
+                                   (big, "sm_90a", 40, "LM head"),
+                                   (ref.GPT2Config(65, 12, 768, 50257, 1024), "sm_90a", 132, "at most 64 layers")):
         why = df.model_refusal(config, arch, G)
         assert words in why and "\n" not in why
     assert "one sequence" in df.batch_refusal(2) and df.batch_refusal(1) is None

@@ -87,9 +87,11 @@ def test_greedy_tokens_equal_fast_bf16_and_the_reference(B):
     assert sum(g[:40] == w[:40] for g, w in zip(got, want)) >= B - max(1, B // 4)
 
 
-def test_124m_shape_greedy_equals_fast_bf16():
+@pytest.mark.parametrize("name", [MK, "fast_bf16_df"])
+def test_124m_shape_greedy_equals_fast_bf16(name):
+    """Both persistent decode kernels (the dataflow kernel's other tests: test_gpu_dataflow.py)."""
     config = SHAPES["124M"]
-    _, mk, plain = generators(config, seed=3)
+    _, mk, plain = generators(config, seed=3, name=name)
     prompt = [[int(x) for x in (np.arange(64) * 131 + 7) % 50257]]
     got, base = run(mk, prompt, 40), run(plain, prompt, 40)
     assert got[0][:20] == base[0][:20]

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..errors import UsageError
-from .megakernel import _addr, device_args, refuse_launch
+from .megakernel import _addr, refuse_launch
 
 KERNEL_FILE = "decode_dataflow.cu"
 KERNEL = "decode_dataflow"
@@ -20,6 +20,7 @@ CMAX, HEAD_DIM, GMAX, BIAS_ROWS, HEAD_ROWS = 1600, 64, 256, 256, 1024     # DF_C
 SLOTS, SLOT_BYTES = 4, 37888      # decode_dataflow.cu's DF_SLOTS, DF_SLOT_BYTES (a tile is at most one slot)
 ROW_PAD = 16                      # DF_ROW_PAD: bytes after each weight row in a slot
 TILES = 128                       # DF_TMAX: tiles of one block's share at most
+LAYERS = 64                       # DF_LMAX: layers at most (the kernel keeps the layer table in shared memory)
 WORDS = CMAX + 3 * CMAX + CMAX // 2 + CMAX + 2 * CMAX + 2 * GMAX      # DF_WORDS: the flagged words
 SMEM_DRYRUN = 1024 + SLOTS * SLOT_BYTES + 53 * 1024
 
@@ -33,6 +34,8 @@ def model_refusal(config, arch: str, sm_count: int | None = None) -> str | None:
         return f"the dataflow decode kernel takes head size {HEAD_DIM}; n_embd {C} / n_head {H} is not"
     if C > CMAX or C % HEAD_DIM:
         return f"the dataflow decode kernel takes n_embd a multiple of {HEAD_DIM} up to {CMAX}; got {C}"
+    if config.n_layer > LAYERS:
+        return f"the dataflow decode kernel takes at most {LAYERS} layers; got {config.n_layer}"
     if sm_count is not None:
         if sm_count > GMAX:
             return f"the dataflow decode kernel runs on at most {GMAX} SMs; this GPU has {sm_count}"
@@ -89,7 +92,6 @@ class DecodeDataflow:
                                                   "mlp.c_proj.weight", "attn.c_attn.bias", "attn.c_proj.bias",
                                                   "mlp.c_fc.bias", "mlp.c_proj.bias", "ln_1.pair", "ln_2.pair")]
         self.table = pool.upload("gpt2.w.df_layers", table, np.uint64)
-        self._args = {}
 
     def launch(self, B: int, cap: int, tokens: int, out=None, logits=None, done=None, step=None, pad: int = -1,
                stream=None, trace=None):
@@ -109,13 +111,12 @@ class DecodeDataflow:
                                    pool.get("gpt2.act.pos", (1,), np.int32), step, done, out, trace)]
         ints = [C, H, L, gpu.V, cap, tokens, pad, int(logits is not None)]
         packed = pack_args(ptrs, ints, 1, [cfg.layer_norm_epsilon, math.log2(math.e) / math.sqrt(HEAD_DIM)])
-        args = device_args(pool, self._args, "gpt2.df.args", packed)
         # stamps start at 1 each launch: the words go back to stamp 0 first
         rt.drv.memset_d32_async(_addr(words), 0, 2 * WORDS, stream)
-        self.kernel((self.grid, 1, 1), (THREADS, 1, 1), np.uintp(_addr(args)), stream=stream, shared=self.smem)
+        self.kernel((self.grid, 1, 1), (THREADS, 1, 1), packed, stream=stream, shared=self.smem)  # by value
 
 
-ARG_LAYOUT = (14, 8, 2)           # DFArgs: pointers, ints, (epoch), floats
+ARG_LAYOUT = (14, 8, 2)           # DFArgs (the kernel's by-value argument): pointers, ints, (epoch), floats
 
 
 def pack_args(ptrs: list, ints: list, epoch: int, floats: list) -> bytes:
