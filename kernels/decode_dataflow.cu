@@ -22,7 +22,8 @@
 //
 // One layer, stamps s = epoch + t (L + 1) + l (token t of the launch, layer l):
 //   S1 qkv   wait for x (C words, stamp of layer l - 1; layer 0: the embedding, made by every block), LayerNorm 1
-//            into shared memory (bf16), the block's rows of W_qkv; q, k, v (bf16-rounded) as C3 words
+//            from the words in registers into shared memory (bf16), the block's rows of W_qkv; q, k, v
+//            (bf16-rounded) as 3C words
 //   S2 attn  block a(h) = h G / H, one per head: the head's 192 words; k, v into the KV cache at pos; softmax over
 //            the cache in chunks of 256 keys (the newest chunk's keys in registers before the wait);
 //            y_h (bf16 pairs, 32 words)
@@ -45,13 +46,14 @@
 // Numerics as fast_bf16's decode step: bf16 weights, LayerNorm outputs, q, k, v, y and the MLP's hidden row; fp32
 // accumulation, residual stream and logits. Every sum runs in a fixed order: two runs give the same bits.
 //
-// Where it stands (H200, 124M, docs/gpt2.md): a hand-over costs about 0.6-1.8 us; a stage runs at about 7 cycles
+// Where it stands (H200, 124M, docs/gpt2.md): a hand-over costs about 0.7-1.5 us; a stage runs at about 7 cycles
 // an instruction (8 consumer warps, each a chain of dependent instructions), so what sets a stage's time is its
-// instruction count: no divisions in a stage (the Plan), mma fragments as loaded, one reduction a LayerNorm.
-// 4,670 tokens/s at B = 1 against fast_bf16's 6,104 in the same process; xl 592 against 732.
+// instruction count and its barriers: no divisions in a stage (the Plan), mma fragments as loaded, a LayerNorm
+// from registers with two barriers, the arguments read in place (a copy took registers the stages need).
+// 5,340 tokens/s at B = 1 against fast_bf16's 6,121 in the same process; xl 646 against 732.
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD (the ring), DF_CHAINS (a GEMV warp's accumulators),
-// DF_LN_ONEPASS, DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
+// DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
 #include "bf16.cuh"
 #include "mbarrier.cuh"
 
