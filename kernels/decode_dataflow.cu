@@ -17,6 +17,8 @@
 //     ring runs ahead of every wait: a block's next stage is in shared memory before its input arrives. The ring's
 //     mbarriers as in decode_mega.cu ("full" counts bytes in, "empty" the 8 consumer warps out); racecheck reports
 //     the bulk copies into a slot against its earlier reads, as it does there (it does not model the mbarrier).
+//     A slot refilled at once after a stage's GEMV sent a burst from DRAM into every SM just as the hand-over's
+//     polls began, and slowed them: a stage holds its last tile until the next stage's input has arrived.
 //   * Every stage is owner-computes: block b owns a contiguous share of each weight matrix's output rows and writes
 //     those outputs, complete, as flagged words. Readers wait for every word they need.
 //
@@ -49,11 +51,12 @@
 // Where it stands (H200, 124M, docs/gpt2.md): a hand-over costs about 0.7-1.5 us; a stage runs at about 7 cycles
 // an instruction (8 consumer warps, each a chain of dependent instructions), so what sets a stage's time is its
 // instruction count and its barriers: no divisions in a stage (the Plan), mma fragments as loaded, a LayerNorm
-// from registers with two barriers, the arguments read in place (a copy took registers the stages need).
-// 5,340 tokens/s at B = 1 against fast_bf16's 6,121 in the same process; xl 646 against 732.
+// from registers with two barriers, the arguments read in place (a copy took registers the stages need), and no
+// ring refill during a hand-over (DF_HOLD_LAST). 5,529 tokens/s at B = 1 against fast_bf16's 6,108 in the same
+// process; xl 658 against 733.
 //
-// Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD (the ring), DF_CHAINS (a GEMV warp's accumulators),
-// DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
+// Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD, DF_HOLD_LAST (the ring), DF_CHAINS (a GEMV warp's
+// accumulators), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
 #include "bf16.cuh"
 #include "mbarrier.cuh"
 
@@ -71,6 +74,9 @@
 #endif
 #ifndef DF_CHAINS
 #define DF_CHAINS 4                                // a GEMV warp's independent mma accumulators (2, 4 or 8)
+#endif
+#ifndef DF_HOLD_LAST
+#define DF_HOLD_LAST 1                             // a stage's last tile released after the next stage's hand-over
 #endif
 #ifndef DF_PRODUCER_SLEEP
 #define DF_PRODUCER_SLEEP 200                      // ns the producer pauses between polls of a busy slot
@@ -329,8 +335,23 @@ __device__ void producer(const DFArgs& a, const Plan& pl, unsigned ring, unsigne
     }
 }
 
-struct Ring : SlotRing<DF_SLOTS, DF_SLOT_BYTES, DF_TRACE> {   // the consumers' view of the ring (mbarrier.cuh)
+// The consumers' view of the ring (mbarrier.cuh's SlotRing): release() frees the oldest tile taken (k counts the
+// released ones), so a stage may hold its last tile while it takes the next (DF_HOLD_LAST).
+struct Ring : SlotRing<DF_SLOTS, DF_SLOT_BYTES, DF_TRACE> {
     long long busy, synced;         // DF_TRACE: thread 0's clock cycles in the GEMV, in its barriers
+    unsigned taken;                 // tiles taken
+    __device__ __forceinline__ const uint4* take() {
+        const unsigned slot = taken % DF_SLOTS, parity = (taken / DF_SLOTS) & 1;
+        ++taken;
+#if DF_TRACE
+        const long long w0 = clock64();
+        mbar_wait(bars + 8 * slot, parity);
+        waited += clock64() - w0;
+#else
+        mbar_wait(bars + 8 * slot, parity);
+#endif
+        return base + slot * (DF_SLOT_BYTES / 16);
+    }
 };
 
 struct DFShared {
@@ -547,6 +568,11 @@ __device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared
     const int RB = row_bytes(K), chunks = K >> 5;
     const unsigned act = (unsigned)__cvta_generic_to_shared(sh.act) + 16 * q;
     const int tiles = sh.plan.tiles[kind];
+#if DF_HOLD_LAST
+    // The stage before held its last tile through this stage's hand-over: freed at once, its slot's refill (a
+    // burst from DRAM into every SM) no longer meets the wait, whose polls it slowed
+    if (ring.taken != ring.k) ring.release();
+#endif
     int first = 0;
     for (int i = 0; i < tiles; ++i) {
         const int last = sh.plan.end[kind][i], rows = last - first, groups = (rows + 15) >> 4;
@@ -599,7 +625,7 @@ __device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared
                 if (vb) pt[((16 * grp + g + 8) << lgS) + sl] = rb;
             }
         }
-        ring.release();
+        if (!DF_HOLD_LAST || i + 1 < tiles) ring.release();
 #if DF_TRACE
         const long long c1 = clock64();
 #endif
@@ -860,7 +886,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) decode_dataflow(cons
     if (threadIdx.x >= DF_CONSUMERS) {
         producer(a, sh.plan, base + ring_off, bars);
     } else {
-        Ring ring{{reinterpret_cast<const uint4*>(smem + ring_off), bars, 0, 0}, 0, 0};
+        Ring ring{{reinterpret_cast<const uint4*>(smem + ring_off), bars, 0, 0}, 0, 0, 0};
         consumer(a, ring, sh);
     }
 }
