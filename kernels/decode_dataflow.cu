@@ -43,7 +43,8 @@
 //
 // Why it cannot deadlock: all blocks are resident; every stage waits only on words that earlier stages write; each
 // block runs its stages in order. So the earliest unfinished stage has every input written, and its block is at
-// it. The producer waits only for slots the consumers free, and they take tiles in the order it copies them.
+// it. The producer waits only for slots the consumers free, and they take tiles in the order it copies them; a
+// tile held past its stage (DF_HOLD_LAST) is freed before the consumers take the next, so no take waits on it.
 //
 // Numerics as fast_bf16's decode step: bf16 weights, LayerNorm outputs, q, k, v, y and the MLP's hidden row; fp32
 // accumulation, residual stream and logits. Every sum runs in a fixed order: two runs give the same bits.
