@@ -53,7 +53,7 @@
 // an instruction (8 consumer warps, each a chain of dependent instructions), so what sets a stage's time is its
 // instruction count and its barriers: no divisions in a stage (the Plan), mma fragments as loaded, a LayerNorm
 // from registers with two barriers, the arguments read in place (a copy took registers the stages need), and no
-// ring refill during a hand-over (DF_HOLD_LAST). 5,529 tokens/s at B = 1 against fast_bf16's 6,108 in the same
+// ring refill during a hand-over (DF_HOLD_LAST). 5,582 tokens/s at B = 1 against fast_bf16's 6,105 in the same
 // process; xl 658 against 733.
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD, DF_HOLD_LAST (the ring), DF_CHAINS (a GEMV warp's
@@ -552,9 +552,11 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// sh.rows[r] = row r of the block's share `kind` (plan.r0, plan.rows) of an N x K weight (tiles through the ring)
-// . act, on the tensor cores: one row is a matrix-vector product's worth of work for a warp's FMAs (a conversion
-// and an FMA a weight kept the CUDA-core version issue-bound), but 8 rows x 32 columns are one mma.
+// epilogue(r, row r's sum, row r + 1's) for each row r of the block's share `kind` (plan.r0, plan.rows) of an N x K
+// weight (tiles through the ring) . act, called by thread r - (the tile's first row) as the tile's sums are made
+// (a pass through shared memory and a barrier fewer than storing them for a loop after), on the tensor cores: one
+// row is a matrix-vector product's worth of work for a warp's FMAs (a conversion and an FMA a weight kept the
+// CUDA-core version issue-bound), but 8 rows x 32 columns are one mma.
 //   The tile's rows in groups of 16 (the last group's missing rows load nothing and are dropped); a group's K in
 //   S = 8 / groups slices, a warp each (S a power of two: shifts, not divisions; a stage runs at about 7 cycles
 //   an instruction, and the divisions of the tile's bounds were a third of its instructions). Lane (g, q) loads 8
@@ -564,7 +566,8 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
 //   the row's partial sum is D[g][0] + D[g + 8][1] (lane 4 g: d0 + d3); V's mma gives row g + 8's the same way.
 //   DF_CHAINS independent accumulators: a single chain waited on each mma's latency. Slices, chains and the two
 //   halves are added in a fixed order.
-__device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared& sh) {
+template <typename Epilogue>
+__device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared& sh, Epilogue epilogue) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
     const int RB = row_bytes(K), chunks = K >> 5;
     const unsigned act = (unsigned)__cvta_generic_to_shared(sh.act) + 16 * q;
@@ -635,14 +638,16 @@ __device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared
         ring.busy += c1 - c0;
         ring.synced += clock64() - c1;
 #endif
+        float sum = 0.f;
         if ((int)threadIdx.x < rows) {
-            float sum = 0.f;
             for (int p = 0; p < S; ++p) sum += pt[((int)threadIdx.x << lgS) + p];
-            sh.rows[first + threadIdx.x] = sum;
         }
+        const float next = __shfl_down_sync(0xffffffffu, sum, 1);         // row + 1's (pairs never cross a warp)
+        if ((int)threadIdx.x < rows) epilogue(first + (int)threadIdx.x, sum, next);
         first = last;
     }
-    consumer_sync();
+    // (the row sums went out through the epilogue; each next stage synchronises before part or bias is reused)
+    if (kind == SV) consumer_sync();
 }
 
 // S2 for head h: softmax(q K^T) V over keys 0..pos of the cache in chunks of 256 keys, newest first (its keys
@@ -783,10 +788,9 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             const Staged<1> bq(w.bqkv + pl.r0[SQ], pl.rows[SQ]);
             row_layernorm(a, l ? words + DF_X : nullptr, stamp - 1, w.ln1, &bq, pl.rows[SQ], tok, pos, sh.x, sh);
             DF_STAMP(10 * l + 0);
-            gemv_share(ring, SQ, C, sh);
-            for (int r = tid; r < pl.rows[SQ]; r += DF_CONSUMERS) {
-                put(words + DF_QKV + pl.r0[SQ] + r, __float_as_uint(bf16_round(sh.rows[r] + sh.bias[r])), stamp);
-            }
+            gemv_share(ring, SQ, C, sh, [&](int r, float v, float) {
+                put(words + DF_QKV + pl.r0[SQ] + r, __float_as_uint(bf16_round(v + sh.bias[r])), stamp);
+            });
             DF_STAMP(10 * l + 1);
             // S2: attention, one block a head
             for (int h = pl.h0; h < pl.h1; ++h) {
@@ -799,22 +803,22 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             gather(words + DF_Y, C / 2, stamp, reinterpret_cast<unsigned*>(sh.act));
             bo.store(sh.bias, pl.rows[SO]);
             DF_STAMP(10 * l + 4);
-            gemv_share(ring, SO, C, sh);
-            for (int r = tid; r < pl.rows[SO]; r += DF_CONSUMERS) {
+            gemv_share(ring, SO, C, sh, [&](int r, float v, float) {
                 const int n = pl.r0[SO] + r;
-                put(words + DF_XM + n, __float_as_uint(sh.x[n] + (sh.rows[r] + sh.bias[r])), stamp);
-            }
+                put(words + DF_XM + n, __float_as_uint(sh.x[n] + (v + sh.bias[r])), stamp);
+            });
             DF_STAMP(10 * l + 5);
             // S4: xm, LayerNorm 2, the MLP's hidden row
             consumer_sync();
             const Staged<1> bf(w.bfc + pl.r0[SF], pl.rows[SF]);
             row_layernorm(a, words + DF_XM, stamp, w.ln2, &bf, pl.rows[SF], tok, pos, sh.xm, sh);
             DF_STAMP(10 * l + 6);
-            gemv_share(ring, SF, C, sh);
-            for (int r = 2 * tid; r < pl.rows[SF]; r += 2 * DF_CONSUMERS) {
-                put(words + DF_H + ((pl.r0[SF] + r) >> 1), bf16_pair(gelu_fast(sh.rows[r] + sh.bias[r]),
-                                                              gelu_fast(sh.rows[r + 1] + sh.bias[r + 1])), stamp);
-            }
+            gemv_share(ring, SF, C, sh, [&](int r, float v, float next) {    // rows in pairs (r0, tiles even)
+                if (!(r & 1)) {
+                    put(words + DF_H + ((pl.r0[SF] + r) >> 1),
+                        bf16_pair(gelu_fast(v + sh.bias[r]), gelu_fast(next + sh.bias[r + 1])), stamp);
+                }
+            });
             DF_STAMP(10 * l + 7);
             // S5: the MLP's projection into the residual
             consumer_sync();
@@ -822,11 +826,10 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             gather(words + DF_H, 2 * C, stamp, reinterpret_cast<unsigned*>(sh.act));
             bp.store(sh.bias, pl.rows[SP]);
             DF_STAMP(10 * l + 8);
-            gemv_share(ring, SP, 4 * C, sh);
-            for (int r = tid; r < pl.rows[SP]; r += DF_CONSUMERS) {
+            gemv_share(ring, SP, 4 * C, sh, [&](int r, float v, float) {
                 const int n = pl.r0[SP] + r;
-                put(words + DF_X + n, __float_as_uint(sh.xm[n] + (sh.rows[r] + sh.bias[r])), stamp);
-            }
+                put(words + DF_X + n, __float_as_uint(sh.xm[n] + (v + sh.bias[r])), stamp);
+            });
             DF_STAMP(10 * l + 9);
             consumer_sync();                                      // sh.bias, sh.x free for the next layer
         }
@@ -834,7 +837,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
         row_layernorm(a, words + DF_X, s0 + a.L - 1, a.lnf, nullptr, 0, tok, pos, sh.x, sh);
         DF_STAMP(10 * a.L);
         DF_RING_STAMP(0);
-        gemv_share(ring, SV, C, sh);
+        gemv_share(ring, SV, C, sh, [&](int r, float v, float) { sh.rows[r] = v; });
         float best_v = -INFINITY;
         int best_i = 0x7fffffff;
         for (int r = tid; r < pl.rows[SV]; r += DF_CONSUMERS) {   // a thread's rows ascend: its first max kept
