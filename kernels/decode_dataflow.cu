@@ -360,7 +360,7 @@ struct DFShared {
     float xm[DF_CMAX];              // the row after attention (S5 adds to it)
     alignas(16) u16 act[4 * DF_CMAX];   // the GEMV's input row, bf16 (16-byte loads)
     float part[2][DF_PART];         // a tile's partial sums (two tiles in flight)
-    float rows[DF_ROWS];            // the stage's row sums of this block
+    float rows[DF_ROWS];            // the LM head's row sums of this block (its epilogue stores them)
     float bias[DF_BIAS];            // the stage's bias rows of this block
     alignas(16) float q[DF_HD];
     float kn[DF_HD], vn[DF_HD];

@@ -22,7 +22,7 @@ ROW_PAD = 16                      # DF_ROW_PAD: bytes after each weight row in a
 TILES = 128                       # DF_TMAX: tiles of one block's share at most
 LAYERS = 64                       # DF_LMAX: layers at most (the kernel keeps the layer table in shared memory)
 WORDS = CMAX + 3 * CMAX + CMAX // 2 + CMAX + 2 * CMAX + 2 * GMAX      # DF_WORDS: the flagged words
-SMEM_DRYRUN = 1024 + SLOTS * SLOT_BYTES + 53 * 1024
+SMEM_DRYRUN = 1024 + SLOTS * SLOT_BYTES + 45456   # df_smem_bytes of the default build (the dry run has no GPU)
 
 
 def model_refusal(config, arch: str, sm_count: int | None = None) -> str | None:
