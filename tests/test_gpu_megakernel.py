@@ -18,13 +18,17 @@ SHAPES = {"small": ref.GPT2Config(n_layer=3, n_head=4, n_embd=256, vocab_size=99
           "xl_width": ref.GPT2Config(n_layer=2, n_head=25, n_embd=1600, vocab_size=2053, n_ctx=128)}
 
 
-def model(name: str, config, seed: int = 0):
+def model(name: str, config, seed: int = 0, wpe_offset: float = 0.0):
+    """The float64 parameters and variant `name`'s GPT2GPU of them; wpe_offset moves every residual row that far
+    from zero."""
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpu.runtime import Runtime
     v = spec_variant(name)
     if v.min_sm > int(Runtime.get().arch[3:5]):
         pytest.skip(f"{name} needs sm_{v.min_sm}")
     params = gpt2_small_params(config, seed, wte_scale=8)
+    if wpe_offset:
+        params["wpe"] = (params["wpe"] + wpe_offset).astype(np.float32)
     return params, GPT2GPU(params, config, v)
 
 
