@@ -52,12 +52,13 @@
 // Where it stands (H200, 124M, docs/gpt2.md): a hand-over costs about 0.7-1.5 us; a stage runs at about 7 cycles
 // an instruction (8 consumer warps, each a chain of dependent instructions), so what sets a stage's time is its
 // instruction count and its barriers: no divisions in a stage (the Plan), mma fragments as loaded, a LayerNorm
-// from registers with two barriers, the arguments read in place (a copy took registers the stages need), and no
-// ring refill during a hand-over (DF_HOLD_LAST). 5,582 tokens/s at B = 1 against fast_bf16's 6,105 in the same
-// process; xl 658 against 733.
+// from registers with two barriers, the arguments read in place (a copy took registers the stages need), no ring
+// refill during a hand-over (DF_HOLD_LAST), and few-row tiles' K in segments (DF_SEGMENTS: xl's MLP projection
+// streamed at 1.7 TB/s on 2-row tiles). 124M 5,546 tokens/s at B = 1 against fast_bf16's 6,107 in the same
+// process; xl 758 against 735.
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD, DF_HOLD_LAST (the ring), DF_CHAINS (a GEMV warp's
-// accumulators), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
+// accumulators), DF_SEGMENTS (few-row tiles' K in segments), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
 #include "bf16.cuh"
 #include "mbarrier.cuh"
 
@@ -81,6 +82,9 @@
 #endif
 #ifndef DF_PRODUCER_SLEEP
 #define DF_PRODUCER_SLEEP 200                      // ns the producer pauses between polls of a busy slot
+#endif
+#ifndef DF_SEGMENTS
+#define DF_SEGMENTS 1                              // a tile of few rows: each row's K in 2 or 4 segments (gemv_share)
 #endif
 #ifndef DF_TRACE
 #define DF_TRACE 0
@@ -566,11 +570,79 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
 //   the row's partial sum is D[g][0] + D[g + 8][1] (lane 4 g: d0 + d3); V's mma gives row g + 8's the same way.
 //   DF_CHAINS independent accumulators: a single chain waited on each mma's latency. Slices, chains and the two
 //   halves are added in a fixed order.
+//   A tile of few rows (xl's MLP projection: 2 rows of 6,400) would leave most of the mma's 8 rows empty and take
+//   a loop over all of K a warp: instead each row's K is cut into V = 2 or 4 segments, and the mma's row g holds
+//   row g mod P (P = 8 / V) at segment g / P. B's columns 2s and 2s + 1 then hold act at segment s (lane (n, q)
+//   loads column n's: segment n / 2), lane (g, s) has the (row, segment) sum as before, and the V segments of a
+//   row (lanes 4 row + s (4 P + 1)) are added in order by shuffles: the same loads and mmas a chunk, V times fewer
+//   chunks a warp.
+// one tile's partial sums (pt[(row << lgS) + slice]), each row's K in V = 2^lgV segments (above); the common case,
+// whole rows, is its own instance (the segments' arithmetic slowed it by about 10 %, and a third instance spilled)
+template <bool SEGMENTS>
+__device__ __forceinline__ void tile_sums(unsigned tile, int rows, int lgV_, int groups, int lgS, int RB, int chunks,
+                                          unsigned act0, float* pt) {
+    const int lgV = SEGMENTS ? lgV_ : 0, V = 1 << lgV, P = 8 >> lgV;   // P: weight rows an mma's 8 rows hold
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const int seg = g >> (3 - lgV), segc = chunks >> lgV, S = 1 << lgS;
+    const unsigned act = act0 + 64 * segc * ((g >> 1) & (V - 1));         // B's column g: segment g / 2
+    for (int u = warp; u < (groups << lgS); u += DF_WARPS) {
+        const int grp = u >> lgS, sl = u & (S - 1);
+        // rows past the tile's read nothing (their lanes' loads are predicated off: no shared-memory traffic)
+        const int row = 2 * P * grp + (g & (P - 1));              // A's row g; B's is P rows on
+        const bool va = row < rows, vb = row + P < rows;
+        const unsigned wa = tile + row * RB + 64 * segc * seg + 16 * q, wb = wa + P * RB;
+        constexpr int U = DF_CHAINS / 2;                          // chunks a round: chunk j into chains 2j, 2j + 1
+        float d[DF_CHAINS][4] = {};
+        const int c1 = ((sl + 1) * segc) >> lgS;
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        int c = (sl * segc) >> lgS;
+        for (; c + U <= c1; c += U) {
+            uint4 A[U], B[U], X[U];
+#pragma unroll
+            for (int j = 0; j < U; ++j) {
+                A[j] = va ? lds16(wa + 64 * (c + j)) : zero;
+                B[j] = vb ? lds16(wb + 64 * (c + j)) : zero;
+                X[j] = lds16(act + 64 * (c + j));
+            }
+#pragma unroll
+            for (int j = 0; j < U; ++j) {
+                const unsigned b0 = g & 1 ? X[j].y : X[j].x, b1 = g & 1 ? X[j].w : X[j].z;
+                mma_bf16(d[2 * j], A[j].x, A[j].y, A[j].z, A[j].w, b0, b1);
+                mma_bf16(d[2 * j + 1], B[j].x, B[j].y, B[j].z, B[j].w, b0, b1);
+            }
+        }
+        for (; c < c1; ++c) {
+            const uint4 A = va ? lds16(wa + 64 * c) : zero, B = vb ? lds16(wb + 64 * c) : zero;
+            const uint4 X = lds16(act + 64 * c);
+            const unsigned b0 = g & 1 ? X.y : X.x, b1 = g & 1 ? X.w : X.z;
+            mma_bf16(d[0], A.x, A.y, A.z, A.w, b0, b1);
+            mma_bf16(d[1], B.x, B.y, B.z, B.w, b0, b1);
+        }
+        float ra = d[0][0] + d[0][3], rb = d[1][0] + d[1][3];
+#pragma unroll
+        for (int j = 1; j < U; ++j) {
+            ra += d[2 * j][0] + d[2 * j][3];
+            rb += d[2 * j + 1][0] + d[2 * j + 1][3];
+        }
+        const float ra0 = ra, rb0 = rb;
+#pragma unroll
+        for (int v = 1; v < 4; ++v) {                             // the row's other segments, in order
+            if (SEGMENTS && v < V) {
+                ra += __shfl_down_sync(0xffffffffu, ra0, v * (4 * P + 1));
+                rb += __shfl_down_sync(0xffffffffu, rb0, v * (4 * P + 1));
+            }
+        }
+        if (q == 0 && g < P) {
+            if (va) pt[(row << lgS) + sl] = ra;
+            if (vb) pt[((row + P) << lgS) + sl] = rb;
+        }
+    }
+}
+
 template <typename Epilogue>
 __device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared& sh, Epilogue epilogue) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
     const int RB = row_bytes(K), chunks = K >> 5;
-    const unsigned act = (unsigned)__cvta_generic_to_shared(sh.act) + 16 * q;
+    const unsigned act0 = (unsigned)__cvta_generic_to_shared(sh.act) + 16 * (threadIdx.x % 4);
     const int tiles = sh.plan.tiles[kind];
 #if DF_HOLD_LAST
     // The stage before held its last tile through this stage's hand-over: freed at once, its slot's refill (a
@@ -579,56 +651,19 @@ __device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared
 #endif
     int first = 0;
     for (int i = 0; i < tiles; ++i) {
-        const int last = sh.plan.end[kind][i], rows = last - first, groups = (rows + 15) >> 4;
-        const int lgS = groups >= 5 ? 0 : groups >= 3 ? 1 : groups == 2 ? 2 : 3, S = 1 << lgS;
+        const int last = sh.plan.end[kind][i], rows = last - first;
+        // K segments a row: 4 for up to 4 rows, 2 for up to 8 (more would not cut a warp's chunks), where they
+        // divide the chunks
+        const int lgV = !DF_SEGMENTS ? 0 : rows <= 4 && !(chunks & 3) ? 2 : rows <= 8 && !(chunks & 1) ? 1 : 0;
+        const int groups = ((rows << lgV) + 15) >> 4;                      // of 16 (row, segment)s
+        const int lgS = groups >= 5 ? 0 : groups >= 3 ? 1 : groups == 2 ? 2 : 3;   // K slices a group
         float* pt = sh.part[i & 1];
         const unsigned tile = (unsigned)__cvta_generic_to_shared(ring.take());
 #if DF_TRACE
         const long long c0 = clock64();
 #endif
-        for (int u = warp; u < (groups << lgS); u += DF_WARPS) {
-            const int grp = u >> lgS, sl = u & (S - 1);
-            // rows past the tile's read nothing (their lanes' loads are predicated off: no shared-memory traffic)
-            const bool va = 16 * grp + g < rows, vb = 16 * grp + g + 8 < rows;
-            const unsigned wa = tile + (16 * grp + g) * RB + 16 * q, wb = wa + 8 * RB;
-            constexpr int U = DF_CHAINS / 2;                      // chunks a round: chunk j into chains 2j, 2j + 1
-            float d[DF_CHAINS][4] = {};
-            const int c1 = ((sl + 1) * chunks) >> lgS;
-            const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-            int c = (sl * chunks) >> lgS;
-            for (; c + U <= c1; c += U) {
-                uint4 A[U], B[U], X[U];
-#pragma unroll
-                for (int j = 0; j < U; ++j) {
-                    A[j] = va ? lds16(wa + 64 * (c + j)) : zero;
-                    B[j] = vb ? lds16(wb + 64 * (c + j)) : zero;
-                    X[j] = lds16(act + 64 * (c + j));
-                }
-#pragma unroll
-                for (int j = 0; j < U; ++j) {
-                    const unsigned b0 = g == 1 ? X[j].y : X[j].x, b1 = g == 1 ? X[j].w : X[j].z;
-                    mma_bf16(d[2 * j], A[j].x, A[j].y, A[j].z, A[j].w, b0, b1);
-                    mma_bf16(d[2 * j + 1], B[j].x, B[j].y, B[j].z, B[j].w, b0, b1);
-                }
-            }
-            for (; c < c1; ++c) {
-                const uint4 A = va ? lds16(wa + 64 * c) : zero, B = vb ? lds16(wb + 64 * c) : zero;
-                const uint4 X = lds16(act + 64 * c);
-                const unsigned b0 = g == 1 ? X.y : X.x, b1 = g == 1 ? X.w : X.z;
-                mma_bf16(d[0], A.x, A.y, A.z, A.w, b0, b1);
-                mma_bf16(d[1], B.x, B.y, B.z, B.w, b0, b1);
-            }
-            float ra = d[0][0] + d[0][3], rb = d[1][0] + d[1][3];
-#pragma unroll
-            for (int j = 1; j < U; ++j) {
-                ra += d[2 * j][0] + d[2 * j][3];
-                rb += d[2 * j + 1][0] + d[2 * j + 1][3];
-            }
-            if (q == 0) {
-                if (va) pt[((16 * grp + g) << lgS) + sl] = ra;
-                if (vb) pt[((16 * grp + g + 8) << lgS) + sl] = rb;
-            }
-        }
+        if (lgV) tile_sums<true>(tile, rows, lgV, groups, lgS, RB, chunks, act0, pt);
+        else tile_sums<false>(tile, rows, 0, groups, lgS, RB, chunks, act0, pt);
         if (!DF_HOLD_LAST || i + 1 < tiles) ring.release();
 #if DF_TRACE
         const long long c1 = clock64();
@@ -640,7 +675,7 @@ __device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared
 #endif
         float sum = 0.f;
         if ((int)threadIdx.x < rows) {
-            for (int p = 0; p < S; ++p) sum += pt[((int)threadIdx.x << lgS) + p];
+            for (int p = 0; p < (1 << lgS); ++p) sum += pt[((int)threadIdx.x << lgS) + p];
         }
         const float next = __shfl_down_sync(0xffffffffu, sum, 1);         // row + 1's (pairs never cross a warp)
         if ((int)threadIdx.x < rows) epilogue(first + (int)threadIdx.x, sum, next);

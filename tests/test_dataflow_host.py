@@ -63,10 +63,20 @@ def test_shares_fit_the_kernel_arrays(C, H, G):
         U = N // unit
         rows = max(((b + 1) * U // G - b * U // G) * unit for b in range(G))
         assert rows <= most
-        per = max(1, df.SLOT_BYTES // (2 * K + df.ROW_PAD) // unit)
-        assert (2 * K + df.ROW_PAD) * unit * per <= df.SLOT_BYTES and tiles_fit(rows, unit, per)
+        slot = df.slot_bytes(C)
+        per = max(1, slot // (2 * K + df.ROW_PAD) // unit)
+        assert (2 * K + df.ROW_PAD) * unit * per <= slot and tiles_fit(rows, unit, per)
         assert -(-rows // unit // per) <= df.TILES                  # the plan's tile table
         assert U * G < 2 ** 31                                    # the kernel's int products
+
+
+def test_slot_bytes_by_width():
+    """The default slot below xl's width; at 1,600 one that takes 12 rows of K = C and 3 of K = 4 C, and whose ring
+    still fits an SM's 227 KB of shared memory beside the rest."""
+    assert [df.slot_bytes(C) for C, _ in WIDTHS[:3]] == [df.SLOT_BYTES] * 3
+    slot = df.slot_bytes(1600)
+    assert slot // (2 * 1600 + df.ROW_PAD) == 12 and slot // (8 * 1600 + df.ROW_PAD) == 3
+    assert slot % 16 == 0 and df.SHARED_BYTES + df.SLOTS * slot <= 227 * 1024
 
 
 def tiles_fit(rows: int, unit: int, per: int) -> bool:

@@ -1,7 +1,9 @@
 """Run under compute-sanitizer (memcheck, racecheck) on a Hopper GPU: a persistent decode kernel (fast_bf16_mk's
 decode_mega.cu, or `python tools/sanitize_megakernel.py fast_bf16_df`: decode_dataflow.cu) at a small shape (2 layers,
-n_embd 128, 2 heads of 64, an odd vocabulary): a prompt on fast_bf16's prefill, then 3 greedy tokens in one launch
-(fast_bf16_mk: of 3 sequences, batch build 4: a padded row; fast_bf16_df: of one), then one step in logits mode."""
+n_embd 128, 2 heads of 64, an odd vocabulary; a second argument sets n_embd, heads of 64: 768 and 1,600 give the
+dataflow kernel's other tile shapes and xl's slot size): a prompt on fast_bf16's prefill, then 3 greedy tokens in
+one launch (fast_bf16_mk: of 3 sequences, batch build 4: a padded row; fast_bf16_df: of one), then one step in
+logits mode."""
 import sys
 
 import numpy as np
@@ -10,8 +12,9 @@ from convnet import catalogue
 from convnet.gpt2 import model as ref
 from convnet.gpt2.gpu import GPT2GPU
 
-config = ref.GPT2Config(n_layer=2, n_head=2, n_embd=128, vocab_size=301, n_ctx=64)
 name = sys.argv[1] if len(sys.argv) > 1 else "fast_bf16_mk"
+C = int(sys.argv[2]) if len(sys.argv) > 2 else 128
+config = ref.GPT2Config(n_layer=2, n_head=C // 64, n_embd=C, vocab_size=301, n_ctx=64)
 gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get(name, "gpt2"))
 rt, B, T, cap = gpu.rt, 1 if gpu.mega.batch_refusal(3) else 3, 7, 16
 idx = np.random.default_rng(0).integers(0, config.vocab_size, (B, T))

@@ -22,7 +22,15 @@ ROW_PAD = 16                      # DF_ROW_PAD: bytes after each weight row in a
 TILES = 128                       # DF_TMAX: tiles of one block's share at most
 LAYERS = 64                       # DF_LMAX: layers at most (the kernel keeps the layer table in shared memory)
 WORDS = CMAX + 3 * CMAX + CMAX // 2 + CMAX + 2 * CMAX + 2 * GMAX      # DF_WORDS: the flagged words
-SMEM_DRYRUN = 1024 + SLOTS * SLOT_BYTES + 45456   # df_smem_bytes of the default build (the dry run has no GPU)
+SHARED_BYTES = 1024 + 45456      # df_smem_bytes less the slots (the dry run has no GPU to ask)
+
+
+def slot_bytes(C: int) -> int:
+    """DF_SLOT_BYTES for width C: 37,888, or 12 rows of K = C where those are more. At xl (1,600 wide, 132 SMs)
+    a block's 12 rows of the attention projection are then one tile, not two, and the MLP projection's tiles 3
+    rows of 6,400, not 2: 759 against 726 tokens/s (H200, one process). At 124M the larger slot measured even or
+    slower (5,423 against 5,494)."""
+    return max(SLOT_BYTES, 12 * (2 * C + ROW_PAD))
 
 
 def model_refusal(config, arch: str, sm_count: int | None = None) -> str | None:
@@ -68,6 +76,8 @@ class DecodeDataflow:
             raise UsageError(f"variant {gpu.variant.name}: {why}")
         self.gpu, self.rt = gpu, rt
         self.defines = {k: v for k, v in gpu.variant.defines.items() if k.startswith("DF_")}
+        if "DF_SLOT_BYTES" not in self.defines and slot_bytes(cfg.n_embd) != SLOT_BYTES:
+            self.defines["DF_SLOT_BYTES"] = slot_bytes(cfg.n_embd)
         self.kernel = rt.kernel(KERNEL_FILE, KERNEL, self.defines, gpu.variant.name)
         if real:
             from ..gpu import build
@@ -82,7 +92,7 @@ class DecodeDataflow:
                 raise UsageError(f"the dataflow decode kernel's block ({THREADS} threads, {self.smem} bytes of "
                                  f"shared memory) does not fit an SM of {rt.name}")
         else:
-            self.smem = SMEM_DRYRUN
+            self.smem = SHARED_BYTES + SLOTS * int(self.defines.get("DF_SLOT_BYTES", SLOT_BYTES))
         self.grid = rt.sm_count
         L, w, pool = cfg.n_layer, gpu.w, rt.pool
         table = np.zeros((L, 10), np.uint64)
