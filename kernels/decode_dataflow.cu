@@ -284,9 +284,10 @@ __device__ __forceinline__ void make_plan(const DFArgs& a, Plan& pl) {
     }
 }
 
-// every tile of a token in the order the consumers take them: visit(first row's address, rows, K)
+// every tile of a token in the order the consumers take them: visit(first row's address, rows, K); layer: the
+// layer table's copy in shared memory
 template <typename Visit>
-__device__ __forceinline__ void token_tiles(const DFArgs& a, const Plan& pl, Visit visit) {
+__device__ __forceinline__ void token_tiles(const DFArgs& a, const Plan& pl, const DFLayer* layer, Visit visit) {
     const int C = a.C;
     auto share = [&](int m, const u16* mat, int K) {
         const u16* base = mat + (long long)pl.r0[m] * K;
@@ -298,7 +299,7 @@ __device__ __forceinline__ void token_tiles(const DFArgs& a, const Plan& pl, Vis
         }
     };
     for (int l = 0; l < a.L; ++l) {
-        const DFLayer w = a.layer[l];
+        const DFLayer& w = layer[l];
         share(SQ, w.wqkv, C);
         share(SO, w.wo, C);
         share(SF, w.wfc, C);
@@ -309,13 +310,13 @@ __device__ __forceinline__ void token_tiles(const DFArgs& a, const Plan& pl, Vis
 
 // The producer warp: lane 0 waits for a free slot and expects the tile's bytes, then the lanes copy a row each
 // (a copy a row puts the rows row_bytes apart; lanes, not a loop, so a tile of many rows costs one issue round).
-__device__ void producer(const DFArgs& a, const Plan& pl, unsigned ring, unsigned bars) {
+__device__ void producer(const DFArgs& a, const Plan& pl, const DFLayer* layer, unsigned ring, unsigned bars) {
     const int lane = threadIdx.x & 31;
     unsigned long long policy;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
     unsigned k = 0;
     for (int t = 0; t < a.tokens; ++t) {
-        token_tiles(a, pl, [&](const u16* src, int rows, int K) {
+        token_tiles(a, pl, layer, [&](const u16* src, int rows, int K) {
             const unsigned slot = k % DF_SLOTS, phase = (k / DF_SLOTS) & 1;
             const unsigned full = bars + 8 * slot, empty = bars + 8 * (DF_SLOTS + slot);
             if (lane == 0) {
@@ -345,18 +346,7 @@ __device__ void producer(const DFArgs& a, const Plan& pl, unsigned ring, unsigne
 struct Ring : SlotRing<DF_SLOTS, DF_SLOT_BYTES, DF_TRACE> {
     long long busy, synced;         // DF_TRACE: thread 0's clock cycles in the GEMV, in its barriers
     unsigned taken;                 // tiles taken
-    __device__ __forceinline__ const uint4* take() {
-        const unsigned slot = taken % DF_SLOTS, parity = (taken / DF_SLOTS) & 1;
-        ++taken;
-#if DF_TRACE
-        const long long w0 = clock64();
-        mbar_wait(bars + 8 * slot, parity);
-        waited += clock64() - w0;
-#else
-        mbar_wait(bars + 8 * slot, parity);
-#endif
-        return base + slot * (DF_SLOT_BYTES / 16);
-    }
+    __device__ __forceinline__ const uint4* take() { return tile(taken++); }
 };
 
 struct DFShared {
@@ -371,7 +361,7 @@ struct DFShared {
     float sc[DF_KEYS];
     float o[DF_WARPS][DF_HD];
     float red[4][DF_WARPS];
-    float4 stat[DF_WARPS];          // layernorm_row: each warp's (shift, sum, sum of squares)
+    float4 stat[DF_WARPS];          // layernorm_row: each warp's (shift, sum, sum of squares, values)
     DFLayer layer[DF_LMAX];         // the layer table: a layer's first reads (its bias, gamma) waited on its load
                                     // from L2 when the table stayed in global memory
     float best_v[DF_WARPS];
@@ -447,7 +437,7 @@ __device__ __forceinline__ void layernorm_row(const float (&xv)[DF_XJ], int C, f
                                               DFShared& sh) {
     const int tid = threadIdx.x, warp = tid / 32;
     const float c = __shfl_sync(0xffffffffu, xv[0], 0);
-    float s = 0.f, q = 0.f;
+    float s = 0.f, q = 0.f, n = 0.f;                              // n: the warp's values (C: whole warps)
 #pragma unroll
     for (int j = 0; j < DF_XJ; ++j) {
         const int i = tid + DF_CONSUMERS * j;
@@ -456,31 +446,30 @@ __device__ __forceinline__ void layernorm_row(const float (&xv)[DF_XJ], int C, f
             const float d = xv[j] - c;
             s += d;
             q = fmaf(d, d, q);
+            n += 32.f;
         }
     }
     for (int off = 16; off > 0; off >>= 1) {
         s += __shfl_xor_sync(0xffffffffu, s, off);
         q += __shfl_xor_sync(0xffffffffu, q, off);
     }
-    if ((tid & 31) == 0) sh.stat[warp] = make_float4(c, s, q, 0.f);
+    if ((tid & 31) == 0) sh.stat[warp] = make_float4(c, s, q, n);
     consumer_sync();
-    // (n_w: 32 a value of its lanes; the sums read twice from shared memory rather than held: registers are tight)
+    // (the sums read twice from shared memory rather than held: registers are tight)
     const float c0 = sh.stat[0].x;
     float dm = 0.f;
 #pragma unroll
     for (int w = 0; w < DF_WARPS; ++w) {
         const float4 st = sh.stat[w];
-        const float n = (float)(32 * max(0, (C - 32 * w + DF_CONSUMERS - 1) / DF_CONSUMERS));
-        dm += fmaf(n, st.x - c0, st.y);
+        dm += fmaf(st.w, st.x - c0, st.y);
     }
     dm /= C;                                                      // mean - c_0
     float m2 = 0.f;
 #pragma unroll
     for (int w = 0; w < DF_WARPS; ++w) {
         const float4 st = sh.stat[w];
-        const float n = (float)(32 * max(0, (C - 32 * w + DF_CONSUMERS - 1) / DF_CONSUMERS));
         const float e = (st.x - c0) - dm;                         // c_w - mean
-        m2 += st.z + e * fmaf(n, e, 2.f * st.y);
+        m2 += st.z + e * fmaf(st.w, e, 2.f * st.y);
     }
     const float mean = c0 + dm, rstd = rsqrtf(fmaxf(m2 / C, 0.f) + eps);
 #pragma unroll
@@ -923,7 +912,7 @@ extern "C" __global__ void __launch_bounds__(DF_THREADS, 1) decode_dataflow(cons
     }
     __syncthreads();
     if (threadIdx.x >= DF_CONSUMERS) {
-        producer(a, sh.plan, base + ring_off, bars);
+        producer(a, sh.plan, sh.layer, base + ring_off, bars);
     } else {
         Ring ring{{reinterpret_cast<const uint4*>(smem + ring_off), bars, 0, 0}, 0, 0, 0};
         consumer(a, ring, sh);

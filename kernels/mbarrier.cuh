@@ -33,17 +33,19 @@ struct SlotRing {
     const uint4* base;
     unsigned bars, k;
     long long waited;
-    __device__ __forceinline__ const uint4* take() {
-        const unsigned slot = k % SLOTS;
+    // tile i of the producer's sequence, once its bytes are in (a ring whose releases lag its takes counts i itself)
+    __device__ __forceinline__ const uint4* tile(unsigned i) {
+        const unsigned slot = i % SLOTS;
         if (TRACE) {
             const long long w0 = clock64();
-            mbar_wait(bars + 8 * slot, (k / SLOTS) & 1);
+            mbar_wait(bars + 8 * slot, (i / SLOTS) & 1);
             waited += clock64() - w0;
         } else {
-            mbar_wait(bars + 8 * slot, (k / SLOTS) & 1);
+            mbar_wait(bars + 8 * slot, (i / SLOTS) & 1);
         }
         return base + slot * (SLOT_BYTES / 16);
     }
+    __device__ __forceinline__ const uint4* take() { return tile(k); }
     __device__ __forceinline__ void release() {
         __syncwarp();
         if ((threadIdx.x & 31) == 0) mbar_arrive(bars + 8 * (SLOTS + k % SLOTS));
