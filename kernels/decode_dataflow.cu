@@ -54,8 +54,8 @@
 // instruction count and its barriers: no divisions in a stage (the Plan), mma fragments as loaded, a LayerNorm
 // from registers with two barriers, the arguments read in place (a copy took registers the stages need), no ring
 // refill during a hand-over (DF_HOLD_LAST), and few-row tiles' K in segments (DF_SEGMENTS: xl's MLP projection
-// streamed at 1.7 TB/s on 2-row tiles). 124M 5,546 tokens/s at B = 1 against fast_bf16's 6,107 in the same
-// process; xl 758 against 735.
+// streamed at 1.7 TB/s on 2-row tiles). 124M 5,580 tokens/s at B = 1 against fast_bf16's 6,116 in the same
+// process; xl 768 against 728.
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD, DF_HOLD_LAST (the ring), DF_CHAINS (a GEMV warp's
 // accumulators), DF_SEGMENTS (few-row tiles' K in segments), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
