@@ -26,11 +26,16 @@ def entries_of(variant) -> dict:
     """{(kernel file, defines): kernel names the variant takes from that build}."""
     from convnet.bench import dryrun
     if variant.model == "gpt2":
-        # GPT-2 124M's kernel constants (head size 64, n_embd 768) with a one-layer, small-vocabulary model.
+        # GPT-2 124M's and xl's kernel constants (head size 64, n_embd 768 and 1600: the dataflow kernel's slots
+        # differ at xl's) with a one-layer, small-vocabulary model.
         from convnet.gpt2.gpu import GPT2GPU
         from convnet.gpt2.model import GPT2Config, random_params
-        config = GPT2Config(n_layer=1, n_head=12, n_embd=768, vocab_size=64, n_ctx=64)
-        return dryrun.entries_of(lambda rt: GPT2GPU(random_params(config), config, variant, rt))
+        out = {}
+        for H, C in ((12, 768), (25, 1600)):
+            config = GPT2Config(n_layer=1, n_head=H, n_embd=C, vocab_size=64, n_ctx=64)
+            for b, names in dryrun.entries_of(lambda rt: GPT2GPU(random_params(config), config, variant, rt)).items():
+                out[b] = out.get(b, set()) | set(names)
+        return out
     if variant.model == "onnx":             # the path takes every kernel of its file whatever the network
         from convnet.cnn.gpu import GPUNet
         from convnet.cnn.graph import Graph, Layer
