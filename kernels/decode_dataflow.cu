@@ -545,18 +545,16 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// epilogue(r, row r's sum, row r + 1's) for each row r of the block's share `kind` (plan.r0, plan.rows) of an N x K
-// weight (tiles through the ring) . act, called by thread r - (the tile's first row) as the tile's sums are made
-// (a pass through shared memory and a barrier fewer than storing them for a loop after), on the tensor cores: one
-// row is a matrix-vector product's worth of work for a warp's FMAs (a conversion and an FMA a weight kept the
-// CUDA-core version issue-bound), but 8 rows x 32 columns are one mma.
+// One tile's partial sums, pt[(row << lgS) + slice], of its rows (tile: their first, RB bytes apart) . act, on the
+// tensor cores: one row is a matrix-vector product's worth of work for a warp's FMAs (a conversion and an FMA a
+// weight kept the CUDA-core version issue-bound), but 8 rows x 32 columns are one mma.
 //   The tile's rows in groups of 16 (the last group's missing rows load nothing and are dropped); a group's K in
 //   S = 8 / groups slices, a warp each (S a power of two: shifts, not divisions; a stage runs at about 7 cycles
 //   an instruction, and the divisions of the tile's bounds were a third of its instructions). Lane (g, q) loads 8
-//   columns [32 c + 8 q, + 8) of rows g and g + 8 of the group (U, V: 16 bytes each) and the same 8 of act (X).
-//   U is one mma's A fragment as loaded (no register moves): A row g holds the row's columns 8q + {0, 1, 4, 5} and
+//   columns [32 c + 8 q, + 8) of rows g and g + 8 of the group (loads A, B: 16 bytes each) and the same 8 of act (X).
+//   A is one mma's A fragment as loaded (no register moves): A row g holds the row's columns 8q + {0, 1, 4, 5} and
 //   A row g + 8 its columns 8q + {2, 3, 6, 7}; B column 0 holds act at the first four, column 1 at the others. So
-//   the row's partial sum is D[g][0] + D[g + 8][1] (lane 4 g: d0 + d3); V's mma gives row g + 8's the same way.
+//   the row's partial sum is D[g][0] + D[g + 8][1] (lane 4 g: d0 + d3); B's mma gives row g + 8's the same way.
 //   DF_CHAINS independent accumulators: a single chain waited on each mma's latency. Slices, chains and the two
 //   halves are added in a fixed order.
 //   A tile of few rows (xl's MLP projection: 2 rows of 6,400) would leave most of the mma's 8 rows empty and take
@@ -564,9 +562,8 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], unsigned a0, unsigned a1
 //   row g mod P (P = 8 / V) at segment g / P. B's columns 2s and 2s + 1 then hold act at segment s (lane (n, q)
 //   loads column n's: segment n / 2), lane (g, s) has the (row, segment) sum as before, and the V segments of a
 //   row (lanes 4 row + s (4 P + 1)) are added in order by shuffles: the same loads and mmas a chunk, V times fewer
-//   chunks a warp.
-// one tile's partial sums (pt[(row << lgS) + slice]), each row's K in V = 2^lgV segments (above); the common case,
-// whole rows, is its own instance (the segments' arithmetic slowed it by about 10 %, and a third instance spilled)
+//   chunks a warp. Whole rows (lgV = 0) are their own instance: the segments' arithmetic in every tile slowed 124M's
+//   whole-row stages by about 10 % (qkv 1.30 -> 1.45 us), and a third instance spilled.
 template <bool SEGMENTS>
 __device__ __forceinline__ void tile_sums(unsigned tile, int rows, int lgV_, int groups, int lgS, int RB, int chunks,
                                           unsigned act0, float* pt) {
@@ -628,6 +625,9 @@ __device__ __forceinline__ void tile_sums(unsigned tile, int rows, int lgV_, int
     }
 }
 
+// epilogue(r, row r's sum, row r + 1's) for each row r of the block's share `kind` (plan.r0, plan.rows) of an N x K
+// weight (tiles through the ring) . act, called by thread r - (the tile's first row) as the tile's sums are made
+// (a pass through shared memory and a barrier fewer than storing them for a loop after)
 template <typename Epilogue>
 __device__ __forceinline__ void gemv_share(Ring& ring, int kind, int K, DFShared& sh, Epilogue epilogue) {
     const int RB = row_bytes(K), chunks = K >> 5;
