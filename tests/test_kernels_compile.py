@@ -37,15 +37,17 @@ def entries_of(variant) -> dict:
 def dry_run_entries(variant) -> dict:
     from convnet.bench import dryrun
     if variant.model == "gpt2":
-        # GPT-2 124M's and xl's kernel constants (head size 64, n_embd 768 and 1600: the dataflow kernel's slots
-        # differ at xl's) with a one-layer, small-vocabulary model.
+        # make kernels' stand-ins (one layer, small vocabulary) at 124M's and xl's widths (the dataflow kernel's
+        # slots differ at xl's)
         from convnet.gpt2.gpu import GPT2GPU
-        from convnet.gpt2.model import GPT2Config, random_params
+        from convnet.gpt2.model import GPT2Config
+        from convnet.gpu import ahead
         out = {}
-        for H, C in ((12, 768), (25, 1600)):
-            config = GPT2Config(n_layer=1, n_head=H, n_embd=C, vocab_size=64, n_ctx=64)
-            for b, names in dryrun.entries_of(lambda rt: GPT2GPU(random_params(config), config, variant, rt)).items():
-                out[b] = out.get(b, set()) | set(names)
+        for size in ("124M", "xl"):
+            C, H = ahead.GPT2_WIDTHS[size]
+            params, config = ahead.gpt2_dry_model(GPT2Config(1, H, C, 64, 64))
+            for b, names in dryrun.entries_of(lambda rt: GPT2GPU(params, config, variant, rt)).items():
+                out.setdefault(b, set()).update(names)
         return out
     if variant.model == "onnx":             # the path takes every kernel of its file whatever the network
         from convnet.cnn.gpu import GPUNet
