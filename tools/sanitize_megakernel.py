@@ -13,7 +13,11 @@ from convnet.gpt2 import model as ref
 from convnet.gpt2.gpu import GPT2GPU
 
 name = sys.argv[1] if len(sys.argv) > 1 else "fast_bf16_mk"
-C = int(sys.argv[2]) if len(sys.argv) > 2 else 128
+arg = sys.argv[2] if len(sys.argv) > 2 else "128"
+if not arg.isdigit() or int(arg) == 0 or int(arg) % 64:
+    print(f"sanitize_megakernel.py: n_embd must be a positive multiple of 64 (heads of 64); got {arg!r}", file=sys.stderr)
+    sys.exit(2)
+C = int(arg)
 config = ref.GPT2Config(n_layer=2, n_head=C // 64, n_embd=C, vocab_size=301, n_ctx=64)
 gpu = GPT2GPU(ref.random_params(config, 0), config, catalogue.get(name, "gpt2"))
 rt, B, T, cap = gpu.rt, 1 if gpu.mega.batch_refusal(3) else 3, 7, 16
