@@ -26,11 +26,13 @@ SHARED_BYTES = 1024 + 45456      # df_smem_bytes less the slots (the dry run has
 
 
 def slot_bytes(C: int) -> int:
-    """DF_SLOT_BYTES for width C: 37,888, or 12 rows of K = C where those are more. At xl (1,600 wide, 132 SMs)
-    a block's 12 rows of the attention projection are then one tile, not two, and the MLP projection's tiles 3
-    rows of 6,400, not 2: 759 against 726 tokens/s (H200, one process). At 124M the larger slot measured even or
+    """DF_SLOT_BYTES for width C: 37,888, or 14 rows of K = C where those are more (45,024 bytes at xl's 1,600,
+    the most whole rows that leave four slots in an SM's shared memory beside the rest). At xl on 132 SMs a block's
+    12 rows of the attention projection are then one tile, not two, its 37 qkv rows three tiles, not four, its 48
+    MLP rows four, not five, and the MLP projection's tiles 3 rows of 6,400, not 2: 778-780 tokens/s against 764-765
+    with 12-row slots and 726 with 37,888 bytes (H200, one process each). At 124M larger slots measured even or
     slower (5,423 against 5,494)."""
-    return max(SLOT_BYTES, 12 * (2 * C + ROW_PAD))
+    return max(SLOT_BYTES, 14 * (2 * C + ROW_PAD))
 
 
 def model_refusal(config, arch: str, sm_count: int | None = None) -> str | None:
