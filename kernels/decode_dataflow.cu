@@ -54,8 +54,9 @@
 // instruction count and its barriers: no divisions in a stage (the Plan), mma fragments as loaded, a LayerNorm
 // from registers with two barriers, the arguments read in place (a copy took registers the stages need), no ring
 // refill during a hand-over (DF_HOLD_LAST), and few-row tiles' K in segments (DF_SEGMENTS: xl's MLP projection
-// streamed at 1.7 TB/s on 2-row tiles). 124M 5,580 tokens/s at B = 1 against fast_bf16's 6,116 in the same
-// process; xl 768 against 728.
+// streamed at 1.7 TB/s on 2-row tiles), slots of the most whole rows that fit wider than 1,024 (dataflow.py's
+// slot_bytes). B = 1 against fast_bf16 in the same process: 124M 5,580 tokens/s against 6,116, medium 2,545 against
+// 2,733, large 1,377 against 1,380, xl 781 against 732.
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD, DF_HOLD_LAST (the ring), DF_CHAINS (a GEMV warp's
 // accumulators), DF_SEGMENTS (few-row tiles' K in segments), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.

@@ -38,8 +38,8 @@ def test_gpt2_builds_depend_on_the_head_size_only(name):
     """The stand-in model ahead.ensure and make kernels dry-run (one layer, 64 tokens of vocabulary) asks for the
     same builds as full models with other depths, vocabularies and contexts, and one set of builds serves every
     GPT-2 width of head size 64 (124M to xl: the LayerNorms' row width is picked at launch, not compiled in), but
-    for the dataflow decode kernel's slot size at xl's width (dataflow.slot_bytes), which make kernels builds too
-    (it dry-runs every width)."""
+    for the dataflow decode kernel's slot size at large's and xl's widths (dataflow.slot_bytes), which make kernels
+    builds too (it dry-runs every width)."""
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpt2.model import GPT2Config, random_params
@@ -56,16 +56,17 @@ def test_gpt2_builds_depend_on_the_head_size_only(name):
         params, dry = ahead.gpt2_dry_model(GPT2Config(12, heads, width, 50257, 1024))
         with np.errstate(all="ignore"):
             widths.append(kernels_of(lambda r: GPUGenerator(GPT2GPU(params, dry, v, r))))
-    assert widths[0] and all(w == widths[0] for w in widths[:3])
+    assert widths[0] and widths[1] == widths[0]
     if name != "fast_bf16_df":
-        assert widths[3] == widths[0]
+        assert widths[2] == widths[0] and widths[3] == widths[0]
     else:
         from convnet.gpt2 import dataflow
-        xl_only = widths[3] - widths[0]
-        assert {f for f, _ in xl_only} == {dataflow.KERNEL_FILE} and len(xl_only) == 1
-        assert dict(next(iter(xl_only))[1])["DF_SLOT_BYTES"] == dataflow.slot_bytes(1600) != dataflow.SLOT_BYTES
-        assert len(widths[0] - widths[3]) == 1
-        assert xl_only <= ahead.gpt2_builds("sm_90a", [(1600, 25)])
+        for (heads, width), w in zip(((20, 1280), (25, 1600)), widths[2:]):
+            own = w - widths[0]
+            assert {f for f, _ in own} == {dataflow.KERNEL_FILE} and len(own) == 1
+            assert dict(next(iter(own))[1])["DF_SLOT_BYTES"] == dataflow.slot_bytes(width) != dataflow.SLOT_BYTES
+            assert len(widths[0] - w) == 1
+            assert own <= ahead.gpt2_builds("sm_90a", [(width, heads)])
 
 
 def test_prebuilt_cubin_loads_without_nvcc(prebuilt, monkeypatch):

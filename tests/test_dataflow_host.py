@@ -71,12 +71,15 @@ def test_shares_fit_the_kernel_arrays(C, H, G):
 
 
 def test_slot_bytes_by_width():
-    """The default slot below xl's width; at 1,600 one that takes 14 rows of K = C and 3 of K = 4 C, and whose ring
-    still fits an SM's 227 KB of shared memory beside the rest."""
-    assert [df.slot_bytes(C) for C, _ in WIDTHS[:3]] == [df.SLOT_BYTES] * 3
-    slot = df.slot_bytes(1600)
-    assert slot // (2 * 1600 + df.ROW_PAD) == 14 and slot // (8 * 1600 + df.ROW_PAD) == 3
-    assert slot % 16 == 0 and df.SHARED_BYTES + df.SLOTS * slot <= 227 * 1024
+    """The default slot up to medium's width; wider, the most whole rows of K = C that leave four slots in an SM's
+    227 KB beside the rest: large's 18 rows (4 of K = 4 C), xl's 14 (3 of K = 4 C)."""
+    assert [df.slot_bytes(C) for C, _ in WIDTHS[:2]] == [df.SLOT_BYTES] * 2
+    for C, rows, rows_4c in ((1280, 18, 4), (1600, 14, 3)):
+        slot = df.slot_bytes(C)
+        assert slot // (2 * C + df.ROW_PAD) == rows and slot // (8 * C + df.ROW_PAD) == rows_4c
+        assert slot % (2 * C + df.ROW_PAD) == 0
+        assert slot % 16 == 0 and df.SHARED_BYTES + df.SLOTS * slot <= 227 * 1024
+        assert df.SHARED_BYTES + df.SLOTS * (slot + 2 * C + df.ROW_PAD) > 227 * 1024   # one row more does not fit
 
 
 def tiles_fit(rows: int, unit: int, per: int) -> bool:

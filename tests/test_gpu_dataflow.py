@@ -24,7 +24,8 @@ def generators(config, seed=0):
 
 @pytest.mark.parametrize("shape,T,cap,offset", [("small", 5, 16, 0), ("small", 300, 600, 0),
                                                 ("small", 511, 640, 0), ("124M", 64, 192, 0),
-                                                ("xl_width", 20, 128, 0), ("small", 37, 64, 3000)])
+                                                ("large_width", 70, 128, 0), ("xl_width", 20, 128, 0),
+                                                ("small", 37, 64, 3000)])
 def test_one_step_logits_equal_float64(shape, T, cap, offset, rng):
     """offset 3,000: every residual row that far from zero (deviations about 1), where the LayerNorms' sums of
     squares about zero would cancel in fp32; the kernel's shifted sums must not."""

@@ -15,6 +15,7 @@ MK = "fast_bf16_mk"
 # head size 64 throughout (the kernel's); odd vocabularies; n_ctx past one attention split of 256 keys
 SHAPES = {"small": ref.GPT2Config(n_layer=3, n_head=4, n_embd=256, vocab_size=999, n_ctx=640),
           "124M": ref.GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_ctx=1024),
+          "large_width": ref.GPT2Config(n_layer=2, n_head=20, n_embd=1280, vocab_size=1531, n_ctx=128),
           "xl_width": ref.GPT2Config(n_layer=2, n_head=25, n_embd=1600, vocab_size=2053, n_ctx=128)}
 
 

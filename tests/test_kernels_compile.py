@@ -37,13 +37,13 @@ def entries_of(variant) -> dict:
 def dry_run_entries(variant) -> dict:
     from convnet.bench import dryrun
     if variant.model == "gpt2":
-        # make kernels' stand-ins (one layer, small vocabulary) at 124M's and xl's widths (the dataflow kernel's
-        # slots differ at xl's)
+        # make kernels' stand-ins (one layer, small vocabulary) at 124M's, large's and xl's widths (the dataflow
+        # kernel's slots differ at large's and xl's)
         from convnet.gpt2.gpu import GPT2GPU
         from convnet.gpt2.model import GPT2Config
         from convnet.gpu import ahead
         out = {}
-        for size in ("124M", "xl"):
+        for size in ("124M", "large", "xl"):
             C, H = ahead.GPT2_WIDTHS[size]
             params, config = ahead.gpt2_dry_model(GPT2Config(1, H, C, 64, 64))
             for b, names in dryrun.entries_of(lambda rt: GPT2GPU(params, config, variant, rt)).items():

@@ -23,16 +23,21 @@ TILES = 128                       # DF_TMAX: tiles of one block's share at most
 LAYERS = 64                       # DF_LMAX: layers at most (the kernel keeps the layer table in shared memory)
 WORDS = CMAX + 3 * CMAX + CMAX // 2 + CMAX + 2 * CMAX + 2 * GMAX      # DF_WORDS: the flagged words
 SHARED_BYTES = 1024 + 45456      # df_smem_bytes less the slots (the dry run has no GPU to ask)
+MAX_SLOT_BYTES = (227 * 1024 - SHARED_BYTES) // SLOTS // 16 * 16      # four slots in an SM's shared memory
 
 
 def slot_bytes(C: int) -> int:
-    """DF_SLOT_BYTES for width C: 37,888, or 14 rows of K = C where those are more (45,024 bytes at xl's 1,600,
-    the most whole rows that leave four slots in an SM's shared memory beside the rest). At xl on 132 SMs a block's
-    12 rows of the attention projection are then one tile, not two, its 37 qkv rows three tiles, not four, its 48
-    MLP rows four, not five, and the MLP projection's tiles 3 rows of 6,400, not 2: 778-780 tokens/s against 764-765
-    with 12-row slots and 726 with 37,888 bytes (H200, one process each). At 124M larger slots measured even or
-    slower (5,423 against 5,494)."""
-    return max(SLOT_BYTES, 14 * (2 * C + ROW_PAD))
+    """DF_SLOT_BYTES for width C: 37,888 up to 1,024 wide; wider, the most whole rows of K = C that leave four slots
+    in an SM's 227 KB beside the rest (large's 1,280: 18 rows, 46,368 bytes; xl's 1,600: 14 rows, 45,024). Each
+    share then takes fewer, fuller tiles: at xl on 132 SMs a block's 37 qkv rows three tiles, not four, its 48 MLP
+    rows four, not five, its 12 rows of the attention projection one, and the MLP projection's tiles 3 rows of 6,400,
+    not 2. H200, one process each: xl 778-781 tokens/s against 764-765 with 12-row slots and 726 with 37,888 bytes;
+    large 1,377 against 1,317; medium 2,480-2,483 against 2,545 and 124M 5,423 against 5,494 (larger slots slower
+    there, so they keep the default)."""
+    if C <= 1024:
+        return SLOT_BYTES
+    row = 2 * C + ROW_PAD
+    return max(SLOT_BYTES, MAX_SLOT_BYTES // row * row)
 
 
 def model_refusal(config, arch: str, sm_count: int | None = None) -> str | None:

@@ -94,7 +94,7 @@ def onnx_builds(arch: str) -> set:
 
 def gpt2_dry_model(config):
     """A stand-in for `config` with the same builds: they depend on the head size and the width only (every GPT-2
-    width of head size 64 shares them but for the dataflow decode kernel's slot size at xl's; checked by
+    width of head size 64 shares them but for the dataflow decode kernel's slot size at large's and xl's; checked by
     tests/test_ahead.py), so one layer and a 64-token vocabulary on random weights."""
     from ..gpt2.model import GPT2Config
     small = GPT2Config(1, config.n_head, config.n_embd, 64, config.n_ctx)
@@ -109,7 +109,7 @@ def _dry_params(config) -> dict:
 
 def gpt2_builds(arch: str, widths=GPT2_WIDTHS.values()) -> set:
     """The current GPT-2 variants' builds, dry-run at each GPT-2 width: one set but for the dataflow decode kernel,
-    whose slots are larger at xl's width (dataflow.slot_bytes)."""
+    whose slots are larger at large's and xl's widths (dataflow.slot_bytes)."""
     import numpy as np
     from .. import catalogue
     from ..gpt2.gpu import GPT2GPU
