@@ -33,12 +33,48 @@ def test_a_table_that_is_not_one_is_refused_before_the_gpu(tmp_path):
 
 def test_megakernel_batches_past_eight_only_without_the_megakernel():
     """convnet-bench megakernel --batches 32: refused in one line while fast_bf16_mk (1 to 8 sequences) is among the
-    variants, before any GPU work; with --variants fast_bf16 alone it gets past that check (to the GPU check here)."""
+    variants, before any GPU work; the default variants (fast_bf16 and the dataflow kernel, which leaves batches past
+    one to fast_bf16's steps) get past that check (to the GPU check here)."""
     cmd = [sys.executable, "-m", "convnet.bench.cli", "megakernel", "--sizes", "124M", "--batches", "8", "32"]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    p = subprocess.run([*cmd, "--variants", "fast_bf16", "fast_bf16_mk"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
     assert p.returncode == 2 and "fast_bf16_mk" in p.stderr and len(p.stderr.strip().splitlines()) == 1
-    p = subprocess.run([*cmd, "--variants", "fast_bf16"], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert "runs 1 to 8" not in p.stderr
+    for extra in ([], ["--variants", "fast_bf16"]):
+        p = subprocess.run([*cmd, *extra], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert "runs 1 to 8" not in p.stderr
+
+
+def test_megakernel_bench_does_not_time_a_batch_its_persistent_kernel_leaves(monkeypatch):
+    """megakernel_benchmark: at a batch the dataflow kernel does not take (past one sequence) its variant's steps are
+    fast_bf16's, so the row says so instead of timing them again, and the sequences are compared only where both
+    variants ran (the GPU stood in for by the generator's parts)."""
+    from types import SimpleNamespace
+    from convnet.bench import megakernel
+    from convnet.gpt2 import dataflow, gpu, gpu_generate, model
+    from convnet.gpu import runtime
+
+    def fake_gpu(params, config, variant):
+        decode = variant.params.get("decode")
+        mega = SimpleNamespace(batch_refusal=dataflow.batch_refusal) if decode == "dataflow" else None
+        return SimpleNamespace(mega=mega, rt=SimpleNamespace(pool=SimpleNamespace(free=lambda: None)))
+
+    timed = []
+
+    def fake_rate(gen, prompts, new_tokens, repeat):
+        timed.append(len(prompts))
+        return 1000.0 * len(prompts), [[1, 2]] * len(prompts)
+
+    monkeypatch.setattr(runtime.Runtime, "get", staticmethod(lambda: SimpleNamespace(name="NVIDIA H200")))
+    monkeypatch.setattr(gpu, "GPT2GPU", fake_gpu)
+    monkeypatch.setattr(gpu_generate, "GPUGenerator", lambda g: SimpleNamespace(gpu=g))
+    monkeypatch.setattr(model, "random_params", lambda config, seed=0: None)
+    monkeypatch.setattr(megakernel, "_rate", fake_rate)
+    table, rows = megakernel.megakernel_benchmark(("124M",), (1, 8), hf=False)
+    assert timed == [1, 8, 1]
+    skipped = [r for r in rows if r["what"] == "fast_bf16_df" and "value" in r]
+    assert [r["B"] for r in skipped] == [8] and "not timed" in skipped[0]["value"]
+    assert [r["B"] for r in rows if r["what"].startswith("sequences equal")] == [1]
+    assert "| 124M | 8 | fast_bf16_df | not timed" in table
 
 
 @pytest.mark.parametrize("spec,message", [("fast_bf16@X", "expected NAME@KEY=VALUE"),

@@ -11,7 +11,7 @@
     convnet-bench attention --only wgmma                             flash attention builds against SDPA
     convnet-bench decode --variants fast fast_bf16                   greedy decode rate, where a step goes
     convnet-bench generate --variant fast_bf16                       the generate path against HF generate
-    convnet-bench megakernel --sizes 124M xl --batches 1 8           decode megakernel vs fast_bf16, HF, the limit
+    convnet-bench megakernel --sizes 124M xl --batches 1 8           persistent decode kernel vs fast_bf16, HF, limit
     convnet-bench gemm --version bf16_wgmma bf16                     Linear against cuBLAS at GPT-2's shapes
     convnet-bench gemv --sizes 124M xl --sweep BFS_CG=1,2            decoding's GEMV from DRAM, chained, vs cuBLAS
     convnet-bench cnn MODEL.onnx --batch 10000                       an ONNX network against PyTorch (+ torch.compile)
@@ -81,15 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--repeat", type=int, default=3)
     e.add_argument("--variants", metavar="A,B,...", default=None,
                    help="instead: steady greedy decode rates of these variants in one process")
-    m = commands.add_parser("megakernel", help="greedy decode: fast_bf16 and the decode megakernel at the GPT-2 "
-                                               "sizes, HF generate bf16, the memory-bandwidth limit")
+    m = commands.add_parser("megakernel", help="greedy decode: fast_bf16 and a persistent decode kernel at the "
+                                               "GPT-2 sizes, HF generate bf16, the memory-bandwidth limit")
     m.add_argument("--sizes", nargs="+", default=["124M", "medium", "large", "xl"],
                    choices=["124M", "medium", "large", "xl"])
     m.add_argument("--batches", nargs="+", type=positive_int, default=[1, 8])
     m.add_argument("--prompt-len", type=positive_int, default=64)
     m.add_argument("--new-tokens", type=positive_int, default=128)
     m.add_argument("--repeat", type=positive_int, default=3)
-    m.add_argument("--variants", nargs="+", default=["fast_bf16", "fast_bf16_mk"],
+    m.add_argument("--variants", nargs="+", default=["fast_bf16", "fast_bf16_df"],
                    help="catalogue names, or NAME@KEY=V,... for one with other -D constants or params "
                         "(e.g. fast_bf16@BFM_SLAB_LN=64)")
     m.add_argument("--no-hf", action="store_true", help="without HF generate")
@@ -219,7 +219,8 @@ def _generate(args) -> int:
 def _megakernel(args) -> int:
     from .layer import variant_spec
     mega = [n for n in args.variants if variant_spec(n, "gpt2").params.get("decode") == "mega"]
-    if max(args.batches) > 8 and (mega or args.trace):
+    dataflow = any(variant_spec(n, "gpt2").params.get("decode") == "dataflow" for n in args.variants)
+    if max(args.batches) > 8 and (mega or (args.trace and not dataflow)):
         raise UsageError(f"--batches: the decode megakernel ({', '.join(mega) or 'fast_bf16_mk'}) runs 1 to 8 "
                          "sequences; past 8, name only other --variants (e.g. --variants fast_bf16)")
     if args.prompt_len + args.new_tokens > 1024:
@@ -228,7 +229,7 @@ def _megakernel(args) -> int:
     from .megakernel import megakernel_benchmark, trace_report
     if args.trace:
         defines = dict(kv.split("=", 1) for kv in args.define)
-        if any(variant_spec(n, "gpt2").params.get("decode") == "dataflow" for n in args.variants):
+        if dataflow:
             from .megakernel import dataflow_trace_report
             print(dataflow_trace_report(args.sizes[0], args.prompt_len, defines=defines))
         else:
