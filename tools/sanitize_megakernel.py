@@ -1,7 +1,7 @@
 """Run under compute-sanitizer (memcheck, racecheck) on a Hopper GPU: a persistent decode kernel (fast_bf16_mk's
 decode_mega.cu, or `python tools/sanitize_megakernel.py fast_bf16_df`: decode_dataflow.cu) at a small shape (2 layers,
-n_embd 128, 2 heads of 64, an odd vocabulary; a second argument sets n_embd, heads of 64: 768 and 1,600 give the
-dataflow kernel's other tile shapes and xl's slot size): a prompt on fast_bf16's prefill, then 3 greedy tokens in
+n_embd 128, 2 heads of 64, an odd vocabulary; a second argument sets n_embd, heads of 64: 768, 1,280 and 1,600
+give the dataflow kernel's other tile shapes and large's and xl's slot sizes): a prompt on fast_bf16's prefill, then 3 greedy tokens in
 one launch (fast_bf16_mk: of 3 sequences, batch build 4: a padded row; fast_bf16_df: of one), then one step in
 logits mode."""
 import sys
