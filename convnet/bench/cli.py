@@ -96,8 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--record", nargs="?", const=True, metavar="CSV",
                    help="append the rates to the results table (default: results/gpt2.csv)")
     m.add_argument("--trace", action="store_true",
-                   help="instead: where a step's time goes (a build with MK_TRACE=1; first size and batch; with "
-                        "--variants fast_bf16_df, its kernel's DF_TRACE=1 build at B=1)")
+                   help="instead: where a step's time goes, at the first size (the dataflow kernel's DF_TRACE=1 "
+                        "build at B=1 where fast_bf16_df is among --variants, as by default; else the megakernel's "
+                        "MK_TRACE=1 build at the first batch)")
     m.add_argument("--define", nargs="*", default=[], metavar="K=V", help="--trace: -D constants of the traced build")
     t = commands.add_parser("results", help="the recorded figures (results/*.csv); --docs redraws the docs' tables")
     t.add_argument("--model", choices=("lenet86", "gpt2", "onnx"), default=None,
