@@ -70,6 +70,29 @@ def test_shares_fit_the_kernel_arrays(C, H, G):
         assert U * G < 2 ** 31                                    # the kernel's int products
 
 
+def test_every_width_it_takes_fits_its_arrays_or_is_refused():
+    """Every n_embd the kernel takes (multiples of 64 up to 1,600) on GPUs of 78 to 256 SMs: either model_refusal
+    names why, or each share's rows, its tiles of at most one slot and the ring fit the kernel's arrays and an SM's
+    shared memory (the slot rule changes at 1,024 wide; GPT-2's sizes are four of these widths)."""
+    taken = 0
+    for C in range(64, df.CMAX + 1, 64):
+        slot = df.slot_bytes(C)
+        assert slot % 16 == 0 and df.SHARED_BYTES + df.SLOTS * slot <= 227 * 1024
+        for G in (78, 108, 114, 132, 144, 170, 256):
+            if df.model_refusal(ref.GPT2Config(12, C // 64, C, 50257, 1024), "sm_90a", G):
+                continue
+            taken += 1
+            for N, K, unit, most in ((3 * C, C, 1, df.BIAS_ROWS), (C, C, 1, df.BIAS_ROWS),
+                                     (4 * C, C, 2, df.BIAS_ROWS), (C, 4 * C, 1, df.BIAS_ROWS),
+                                     (50257, C, 1, df.HEAD_ROWS)):
+                U = N // unit
+                rows = max(((b + 1) * U // G - b * U // G) * unit for b in range(G))
+                per = max(1, slot // (2 * K + df.ROW_PAD) // unit)
+                assert rows <= most and (2 * K + df.ROW_PAD) * unit * per <= slot, (C, G, N, K)
+                assert -(-rows // unit // per) <= df.TILES, (C, G, N, K)
+    assert taken > 100
+
+
 def test_slot_bytes_by_width():
     """The default slot up to medium's width; wider, the most whole rows of K = C that leave four slots in an SM's
     227 KB beside the rest: large's 18 rows (4 of K = 4 C), xl's 14 (3 of K = 4 C)."""
