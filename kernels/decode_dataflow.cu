@@ -53,8 +53,8 @@
 // an instruction (8 consumer warps, each a chain of dependent instructions), so what sets a stage's time is its
 // instruction count and its barriers: no divisions in a stage (the Plan), mma fragments as loaded, a LayerNorm
 // from registers with two barriers, the arguments read in place (a copy took registers the stages need), no ring
-// refill during a hand-over (DF_HOLD_LAST), and few-row tiles' K in segments (DF_SEGMENTS: xl's MLP projection
-// streamed at 1.7 TB/s on 2-row tiles), slots of the most whole rows that fit wider than 1,024 (dataflow.py's
+// refill during a hand-over (DF_HOLD_LAST), few-row tiles' K in segments (DF_SEGMENTS: xl's MLP projection
+// streamed at 1.7 TB/s on 2-row tiles), and, wider than 1,024, slots of the most whole rows that fit (dataflow.py's
 // slot_bytes). B = 1 against fast_bf16 in the same process: 124M 5,580 tokens/s against 6,116, medium 2,545 against
 // 2,733, large 1,377 against 1,380, xl 781 against 732.
 //

@@ -58,16 +58,7 @@ def test_sizes_match_the_kernel():
 def test_shares_fit_the_kernel_arrays(C, H, G):
     """The kernel's Share: block b owns units [b U / G, (b + 1) U / G); tiles of at most one slot."""
     assert df.model_refusal(ref.GPT2Config(12, H, C, 50257, 1024), "sm_90a", G) is None
-    for N, K, unit, most in ((3 * C, C, 1, df.BIAS_ROWS), (C, C, 1, df.BIAS_ROWS), (4 * C, C, 2, df.BIAS_ROWS),
-                             (C, 4 * C, 1, df.BIAS_ROWS), (50257, C, 1, df.HEAD_ROWS)):
-        U = N // unit
-        rows = max(((b + 1) * U // G - b * U // G) * unit for b in range(G))
-        assert rows <= most
-        slot = df.slot_bytes(C)
-        per = max(1, slot // (2 * K + df.ROW_PAD) // unit)
-        assert (2 * K + df.ROW_PAD) * unit * per <= slot and tiles_fit(rows, unit, per)
-        assert -(-rows // unit // per) <= df.TILES                  # the plan's tile table
-        assert U * G < 2 ** 31                                    # the kernel's int products
+    assert_shares_fit(C, G)
 
 
 def test_every_width_it_takes_fits_its_arrays_or_is_refused():
@@ -79,18 +70,25 @@ def test_every_width_it_takes_fits_its_arrays_or_is_refused():
         slot = df.slot_bytes(C)
         assert slot % 16 == 0 and df.SHARED_BYTES + df.SLOTS * slot <= 227 * 1024
         for G in (78, 108, 114, 132, 144, 170, 256):
-            if df.model_refusal(ref.GPT2Config(12, C // 64, C, 50257, 1024), "sm_90a", G):
-                continue
-            taken += 1
-            for N, K, unit, most in ((3 * C, C, 1, df.BIAS_ROWS), (C, C, 1, df.BIAS_ROWS),
-                                     (4 * C, C, 2, df.BIAS_ROWS), (C, 4 * C, 1, df.BIAS_ROWS),
-                                     (50257, C, 1, df.HEAD_ROWS)):
-                U = N // unit
-                rows = max(((b + 1) * U // G - b * U // G) * unit for b in range(G))
-                per = max(1, slot // (2 * K + df.ROW_PAD) // unit)
-                assert rows <= most and (2 * K + df.ROW_PAD) * unit * per <= slot, (C, G, N, K)
-                assert -(-rows // unit // per) <= df.TILES, (C, G, N, K)
+            if not df.model_refusal(ref.GPT2Config(12, C // 64, C, 50257, 1024), "sm_90a", G):
+                taken += 1
+                assert_shares_fit(C, G)
     assert taken > 100
+
+
+def assert_shares_fit(C: int, G: int):
+    """Each share of width C on G blocks: its rows within the kernel's arrays, its tiles within one slot and the
+    plan's tile table, the kernel's int products within range."""
+    slot = df.slot_bytes(C)
+    for N, K, unit, most in ((3 * C, C, 1, df.BIAS_ROWS), (C, C, 1, df.BIAS_ROWS), (4 * C, C, 2, df.BIAS_ROWS),
+                             (C, 4 * C, 1, df.BIAS_ROWS), (50257, C, 1, df.HEAD_ROWS)):
+        U = N // unit
+        rows = max(((b + 1) * U // G - b * U // G) * unit for b in range(G))
+        assert rows <= most, (C, G, N, K)
+        per = max(1, slot // (2 * K + df.ROW_PAD) // unit)
+        assert (2 * K + df.ROW_PAD) * unit * per <= slot and tiles_fit(rows, unit, per), (C, G, N, K)
+        assert -(-rows // unit // per) <= df.TILES, (C, G, N, K)     # the plan's tile table
+        assert U * G < 2 ** 31                                    # the kernel's int products
 
 
 def test_slot_bytes_by_width():

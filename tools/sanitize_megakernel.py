@@ -1,9 +1,9 @@
 """Run under compute-sanitizer (memcheck, racecheck) on a Hopper GPU: a persistent decode kernel (fast_bf16_mk's
 decode_mega.cu, or `python tools/sanitize_megakernel.py fast_bf16_df`: decode_dataflow.cu) at a small shape (2 layers,
 n_embd 128, 2 heads of 64, an odd vocabulary; a second argument sets n_embd, heads of 64: 768, 1,280 and 1,600
-give the dataflow kernel's other tile shapes and large's and xl's slot sizes): a prompt on fast_bf16's prefill, then 3 greedy tokens in
-one launch (fast_bf16_mk: of 3 sequences, batch build 4: a padded row; fast_bf16_df: of one), then one step in
-logits mode."""
+give the dataflow kernel's other tile shapes and large's and xl's slot sizes): a prompt on fast_bf16's prefill,
+then 3 greedy tokens in one launch (fast_bf16_mk: of 3 sequences, batch build 4: a padded row; fast_bf16_df: of
+one), then one step in logits mode."""
 import sys
 
 import numpy as np
@@ -15,7 +15,8 @@ from convnet.gpt2.gpu import GPT2GPU
 name = sys.argv[1] if len(sys.argv) > 1 else "fast_bf16_mk"
 arg = sys.argv[2] if len(sys.argv) > 2 else "128"
 if not arg.isdigit() or int(arg) == 0 or int(arg) % 64:
-    print(f"sanitize_megakernel.py: n_embd must be a positive multiple of 64 (heads of 64); got {arg!r}", file=sys.stderr)
+    print(f"sanitize_megakernel.py: n_embd must be a positive multiple of 64 (heads of 64); got {arg!r}",
+          file=sys.stderr)
     sys.exit(2)
 C = int(arg)
 config = ref.GPT2Config(n_layer=2, n_head=C // 64, n_embd=C, vocab_size=301, n_ctx=64)

@@ -219,8 +219,9 @@ def _generate(args) -> int:
 
 def _megakernel(args) -> int:
     from .layer import variant_spec
-    mega = [n for n in args.variants if variant_spec(n, "gpt2").params.get("decode") == "mega"]
-    dataflow = any(variant_spec(n, "gpt2").params.get("decode") == "dataflow" for n in args.variants)
+    decode = {n: variant_spec(n, "gpt2").params.get("decode") for n in args.variants}
+    mega = [n for n in args.variants if decode[n] == "mega"]
+    dataflow = "dataflow" in decode.values()
     if max(args.batches) > 8 and (mega or (args.trace and not dataflow)):
         raise UsageError(f"--batches: the decode megakernel ({', '.join(mega) or 'fast_bf16_mk'}) runs 1 to 8 "
                          "sequences; past 8, name only other --variants (e.g. --variants fast_bf16)")

@@ -1,7 +1,8 @@
 """`convnet-bench megakernel`: steady greedy decode rates of fast_bf16 and a persistent decode kernel (by default
 the dataflow kernel, fast_bf16_df; fast_bf16_mk the megakernel) at the GPT-2 sizes (random weights, their shapes),
 beside HF generate in bf16 and the memory-bandwidth limit, in one process. A batch a variant's persistent kernel
-does not take (the dataflow kernel's past one sequence) is not timed again for it: those steps are fast_bf16's. A prompt of `prompt_len` tokens per sequence, then `new_tokens` greedy tokens through the generate path
+does not take (the dataflow kernel's past one sequence) is not timed again for it: those steps are fast_bf16's.
+A prompt of `prompt_len` tokens per sequence, then `new_tokens` greedy tokens through the generate path
 (GPUGenerator); steady = the device's rate over the decode steps (CUDA events), the median of `repeat` runs after
 a warm-up. The limit: the bf16 weights one step reads (layers and the LM head) at the GPU's nominal bandwidth."""
 from __future__ import annotations

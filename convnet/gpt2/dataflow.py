@@ -83,8 +83,9 @@ class DecodeDataflow:
             raise UsageError(f"variant {gpu.variant.name}: {why}")
         self.gpu, self.rt = gpu, rt
         self.defines = {k: v for k, v in gpu.variant.defines.items() if k.startswith("DF_")}
-        if "DF_SLOT_BYTES" not in self.defines and slot_bytes(cfg.n_embd) != SLOT_BYTES:
-            self.defines["DF_SLOT_BYTES"] = slot_bytes(cfg.n_embd)
+        slot = slot_bytes(cfg.n_embd)
+        if "DF_SLOT_BYTES" not in self.defines and slot != SLOT_BYTES:
+            self.defines["DF_SLOT_BYTES"] = slot
         self.kernel = rt.kernel(KERNEL_FILE, KERNEL, self.defines, gpu.variant.name)
         if real:
             from ..gpu import build
