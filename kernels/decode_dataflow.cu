@@ -1,8 +1,9 @@
 // decode_dataflow.cu: GPT-2 greedy decode steps of one sequence as one persistent kernel in which blocks wait on
 // the data itself, not on counters (param decode = "dataflow"; convnet/gpt2/dataflow.py launches it).
 //
-//   decode_dataflow   B = 1; every layer, the LM head and the greedy choice of `tokens` steps in one launch (or,
-//                     logits mode, one step's logits for sampling.cu's samplers)
+//   decode_dataflow   B = 1; every layer, the LM head and the choice of `tokens` steps in one launch: greedy, or
+//                     sampling.cu's sample_tokens (penalty, temperature, top-k, top-p, the seeded draw) reduced over
+//                     the grid; or, logits mode, one step's logits
 //
 // Why: at batch 1 a step is a chain of about 60 small dependent pieces of work, and what each hand-over costs, not
 // the weights' bytes, sets the rate. decode_mega.cu hands over through counters: the writer's release (a fence
@@ -34,7 +35,11 @@
 //   S5 mproj wait for h; the block's rows of W_mlp_proj (out-major, K = 4C); x = xm + h W^T + b as C words
 // Then the LM head: wait for x, ln_f, the block's vocabulary rows of wte, its best (value, row) as two words; every
 // block waits for all G pairs and takes the same greedy choice (ties to the lower row), so the next token's
-// embedding needs no further hand-over. Block 0 writes the tokens and the decode state (idx, pos, step, done).
+// embedding needs no further hand-over. Sampled (a.sample): the pairs are of z (penalty, temperature) and give its
+// maximum; top-k's and top-p's keys are radix selects whose histograms add over the grid (global integer atomics, a
+// grid barrier a pass), each block's kept mass goes to every block as flagged words, and the block holding the draw
+// hands the token on: sample_tokens' token from the same logits. Block 0 writes the tokens and the decode state
+// (idx, pos, step, done); the owner of the token's row marks it seen (the repetition penalty).
 //
 // Stamps only grow, so a word is never waited for before it can be written and never read after it is
 // overwritten: a buffer's next write comes from a stage that, through the chain of waits, follows every read of
@@ -45,6 +50,9 @@
 // block runs its stages in order. So the earliest unfinished stage has every input written, and its block is at
 // it. The producer waits only for slots the consumers free, and they take tiles in the order it copies them; a
 // tile held past its stage (DF_HOLD_LAST) is freed before the consumers take the next, so no take waits on it.
+// The sampler's grid barriers are reached by every block, the same ones in the same order (each block takes the
+// same decisions from the same sums), and its words are overwritten only a token later, which no block reaches
+// before every block has read them (the next token's LM head waits on every block's last layer).
 //
 // Numerics as fast_bf16's decode step: bf16 weights, LayerNorm outputs, q, k, v, y and the MLP's hidden row; fp32
 // accumulation, residual stream and logits. Every sum runs in a fixed order: two runs give the same bits.
@@ -59,9 +67,11 @@
 // 2,733, large 1,377 against 1,380, xl 781 against 732.
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD, DF_HOLD_LAST (the ring), DF_CHAINS (a GEMV warp's
-// accumulators), DF_SEGMENTS (few-row tiles' K in segments), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP.
+// accumulators), DF_SEGMENTS (few-row tiles' K in segments), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP;
+// DF_SAMPLER=1: the build with the in-kernel sampler (dataflow.py takes it for sampled launches).
 #include "bf16.cuh"
 #include "mbarrier.cuh"
+#include "sampling.cuh"
 
 #ifndef DF_SLOTS
 #define DF_SLOTS 4
@@ -103,6 +113,11 @@
 #define DF_GMAX 256                                // blocks at most (the choice's candidates)
 #define DF_TMAX 128                                // tiles of one share at most
 #define DF_LMAX 64                                 // layers at most (the layer table in shared memory)
+#define DF_PASSES 8                                // sampling: radix passes a token at most (top-k 4, top-p 4)
+#define DF_SCRATCH (1 + DF_PASSES * 256)
+#ifndef DF_SAMPLER
+#define DF_SAMPLER 0                               // the in-kernel sampler (its own build: in the greedy one its code
+#endif                                             // cost 124M's greedy steps 2.5 %)           // sampling: a token's scratch (barrier arrivals, histograms)
 static_assert(DF_CMAX % 64 == 0 && DF_SLOT_BYTES % 16 == 0, "whole heads, 16-byte slots");
 static_assert(DF_CHAINS == 2 || DF_CHAINS == 4 || DF_CHAINS == 8, "DF_CHAINS: 2, 4 or 8");
 static_assert(DF_ROW_PAD % 16 == 0 && (DF_ROW_PAD == 0 || DF_ROW_PAD % 128 != 0), "16-byte rows, apart in the banks");
@@ -118,11 +133,12 @@ static_assert(DF_PART >= 16 * DF_WARPS, "a tile's partial sums: 16 rows a group,
 #define DF_XM (DF_Y + DF_CMAX / 2)
 #define DF_H (DF_XM + DF_CMAX)
 #define DF_CAND (DF_H + 2 * DF_CMAX)
-#define DF_WORDS (DF_CAND + 2 * DF_GMAX)
+#define DF_MASS (DF_CAND + 2 * DF_GMAX)                 // sampling: each block's kept mass (low, high halves)
+#define DF_TOK (DF_MASS + 2 * DF_GMAX)                  // sampling: the drawn token
+#define DF_WORDS (DF_TOK + 2)
 __constant__ int df_words = DF_WORDS;              // the launcher sizes the buffer from it
 
 typedef unsigned short u16;
-typedef unsigned long long u64;
 
 struct DFLayer {                    // one layer's weights, as decode_mega.cu's MKLayer, but W_mlp_proj out-major (C, 4C)
     const u16 *wqkv, *wo, *wfc, *wp;
@@ -145,9 +161,15 @@ struct DFArgs {                     // the kernel's argument, by value (dataflow
     int* done;                      // the end-of-text flag (or null)
     int* out;                       // (tokens) the chosen tokens
     unsigned long long* trace;      // DF_TRACE=1: (G, tokens, 10 L + 5) globaltimer stamps and wait cycles
+    unsigned* seen;                 // sampling: the tokens seen so far (V bits), for the repetition penalty; or null
+    unsigned long long* scratch;    // sampling: DF_SCRATCH a token (a grid barrier's arrivals, DF_PASSES x 256 bins)
+    unsigned long long seed;        // sampling: the draws' seed
     int C, H, L, V, cap, tokens, eos, logits_mode;
+    int sample, row, top_k;         // sample: the choice is sample_tokens' (penalty, temperature, top-k, top-p) for
+                                    // sequence `row`; else the greedy choice of the logits
     unsigned epoch;
     float eps, scale;               // LayerNorm epsilon; log2(e) / sqrt(64)
+    float temperature, penalty, top_p;
 };
 
 #if DF_TRACE
@@ -367,6 +389,10 @@ struct DFShared {
                                     // from L2 when the table stayed in global memory
     float best_v[DF_WARPS];
     int best_i[DF_WARPS];
+    struct {                        // the sampler's block-wide values
+        u64 below, need, before, wsum[DF_WARPS];
+        int digit, tok, step0;
+    } smp;
     Plan plan;
 };
 
@@ -778,8 +804,9 @@ __device__ __forceinline__ void attention_head(const DFArgs& a, int l, int h, in
     }
 }
 
-// the greedy choice: every block's best (value, row) pair waited for, the largest value (ties: the lower row)
-__device__ __forceinline__ int choose(const DFArgs& a, unsigned stamp, DFShared& sh) {
+// the greedy choice: every block's best (value, row) pair waited for, the largest (value bits, row) (ties: the
+// lower row)
+__device__ __forceinline__ int2 choose(const DFArgs& a, unsigned stamp, DFShared& sh) {
     const int tid = threadIdx.x;
     float cv = -INFINITY;
     int ci = 0x7fffffff;
@@ -793,8 +820,195 @@ __device__ __forceinline__ int choose(const DFArgs& a, unsigned stamp, DFShared&
         cv = __uint_as_float((unsigned)x0);
         ci = (int)(unsigned)x1;
     }
-    const int2 best = block_best(cv, ci, sh);
-    return best.y >= a.V ? 0 : best.y;                            // every logit NaN: token 0 rather than past the table
+    return block_best(cv, ci, sh);
+}
+
+// ---- sampling in the kernel ------------------------------------------------------------------------------------
+// sampling.cu's sample_tokens over the vocabulary as the blocks hold it: each block has z of its rows (sh.rows) and
+// every block takes the same token. What sample_tokens reduces over a block, this reduces over the grid: the radix
+// passes' histograms by global 64-bit atomics (integer sums: any order gives the same bits) and a grid barrier,
+// the kept masses and the token by flagged words. So the kept set, the masses and the draw are sample_tokens' own,
+// from the same logits: the same token (a GPU test checks it against sample_tokens on the logits-mode logits).
+
+// The token's grid barrier number `round` (1, 2, ...): its arrivals (the launcher zeroes them) go up by G each.
+// Deadlock-free as the stages: every block is resident and reaches each barrier, the same ones in the same order.
+__device__ __forceinline__ void grid_barrier(u64* arrivals, int round) {
+    consumer_sync();                                              // the block's atomics before thread 0's release
+    if (threadIdx.x == 0) {
+        const u64 target = (u64)round * gridDim.x;
+        asm volatile("red.release.gpu.global.add.u64 [%0], 1;\n" :: "l"(arrivals) : "memory");
+        u64 now;
+        do {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(now) : "l"(arrivals) : "memory");
+        } while (now < target);
+    }
+    consumer_sync();
+}
+
+// The block's exclusive scan of one u64 a consumer thread, in thread order; *total: the sum of all.
+__device__ __forceinline__ u64 scan_u64(u64 v, u64* total, DFShared& sh) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    u64 incl = v;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const u64 o = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += o;
+    }
+    if (lane == 31) sh.smp.wsum[warp] = incl;
+    consumer_sync();
+    u64 base = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < DF_WARPS; ++w) {
+        if (w < warp) base += sh.smp.wsum[w];
+        all += sh.smp.wsum[w];
+    }
+    consumer_sync();
+    *total = all;
+    return base + incl - v;
+}
+
+// The key at which the weight summed from the top key down first reaches `need` (sample_tokens' radix_select, 8
+// bits a pass), over every block's rows: each pass a block adds its rows' 256-bin histogram into the pass's global
+// one (g, zeroed by the launcher), then, after a grid barrier, every block reads the 256 sums and takes the same
+// digit. weight(z): a row's weight (0: not a candidate); need_of(need, total): the need once the first pass has
+// every candidate's weight (top-p: top_p of their total).
+template <class Weight, class NeedOf>
+__device__ unsigned grid_select(u64* arrivals, int& round, u64* g, u64 need, Weight weight, NeedOf need_of,
+                                DFShared& sh) {
+    static_assert(DF_CONSUMERS == 256 && sizeof(Hist64T<256>) <= sizeof(sh.part), "a bin a consumer thread");
+    Hist64T<256>& hist = *reinterpret_cast<Hist64T<256>*>(sh.part);
+    const int tid = threadIdx.x, n = sh.plan.rows[SV];
+    unsigned prefix = 0, mask = 0;
+    for (int shift = 24; shift >= 0; shift -= 8, g += 256) {
+        hist.lo[tid] = hist.hi[tid] = 0;
+        consumer_sync();
+        BinRun run;
+        for (int r = tid; r < n; r += DF_CONSUMERS) {
+            const float z = sh.rows[r];
+            const unsigned key = float_key(z);
+            const u64 w = (key & mask) == prefix ? weight(z) : 0ull;
+            if (w) run.add(hist, (key >> shift) & 255, w);
+        }
+        run.flush(hist);
+        consumer_sync();
+        const u64 mine = hist[tid];
+        if (mine) atomicAdd(g + tid, mine);
+        grid_barrier(arrivals, ++round);
+        if (tid < 32) {                                           // lane l: the digits 255 - 8 l - j, from the top
+            u64 v[8], local = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                v[j] = __ldcg(g + 255 - 8 * tid - j);
+                local += v[j];
+            }
+            u64 incl = local;
+#pragma unroll
+            for (int off = 1; off < 32; off <<= 1) {
+                const u64 o = __shfl_up_sync(0xffffffffu, incl, off);
+                if (tid >= off) incl += o;
+            }
+            if (mask == 0) need = need_of(need, __shfl_sync(0xffffffffu, incl, 31));
+            u64 cum = incl - local;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                if (cum < need && need <= cum + v[j]) {
+                    sh.smp.digit = 255 - 8 * tid - j;
+                    sh.smp.below = cum;
+                    sh.smp.need = need;
+                }
+                cum += v[j];
+            }
+        }
+        consumer_sync();
+        need = sh.smp.need - sh.smp.below;
+        prefix |= (unsigned)sh.smp.digit << shift;
+        mask |= 255u << shift;
+    }
+    return prefix;
+}
+
+// The draw (sample_tokens' inverse CDF in token order over the kept weights, key >= cut): each block's kept mass
+// to every block as two flagged words; the block holding the draw walks its rows (a contiguous chunk a thread, as
+// kept_chunks) and hands the token on as a flagged word.
+__device__ int grid_draw(const DFArgs& a, unsigned cut, float m, unsigned stamp, int step, DFShared& sh) {
+    const int tid = threadIdx.x, n = sh.plan.rows[SV], chunk = (n + DF_CONSUMERS - 1) / DF_CONSUMERS;
+    const int lo = min(n, tid * chunk), hi = min(n, lo + chunk);
+    u64 w = 0;
+    for (int i = lo; i < hi; ++i) {
+        const float z = sh.rows[i];
+        if (float_key(z) >= cut) w += fixed_weight(z, m);
+    }
+    u64 mass;
+    const u64 pre = scan_u64(w, &mass, sh);
+    if (tid == 0) {
+        put(a.words + DF_MASS + 2 * blockIdx.x, (unsigned)mass, stamp);
+        put(a.words + DF_MASS + 2 * blockIdx.x + 1, (unsigned)(mass >> 32), stamp);
+    }
+    u64 mj = 0;
+    if (tid < (int)gridDim.x) {                                   // block tid's mass
+        const u64* p = a.words + DF_MASS + 2 * tid;
+        u64 x0 = peek(p), x1 = peek(p + 1);
+        while ((unsigned)(x0 >> 32) != stamp || (unsigned)(x1 >> 32) != stamp) {
+            if ((unsigned)(x0 >> 32) != stamp) x0 = peek(p);
+            if ((unsigned)(x1 >> 32) != stamp) x1 = peek(p + 1);
+        }
+        mj = (x0 & 0xffffffffull) | (x1 << 32);
+    }
+    u64 total;
+    const u64 before = scan_u64(mj, &total, sh);
+    if (tid == (int)blockIdx.x) sh.smp.before = before;
+    consumer_sync();
+    const u64 base = sh.smp.before + pre;
+    u64 r = (u64)(uniform01(a.seed, (u64)a.row, (u64)step) * (double)total);
+    if (r >= total) r = total - 1;
+    if (base <= r && r < base + w) {                              // exactly one thread of one block
+        int tok = sh.plan.r0[SV] + hi - 1;
+        u64 cum = base;
+        for (int i = lo; i < hi; ++i) {
+            const float z = sh.rows[i];
+            if (float_key(z) < cut) continue;
+            cum += fixed_weight(z, m);
+            if (cum > r) {
+                tok = sh.plan.r0[SV] + i;
+                break;
+            }
+        }
+        put(a.words + DF_TOK, (unsigned)tok, stamp);
+    }
+    if (tid == 0) {
+        u64 v = peek(a.words + DF_TOK);
+        while ((unsigned)(v >> 32) != stamp) v = peek(a.words + DF_TOK);
+        sh.smp.tok = (int)(unsigned)v;
+    }
+    consumer_sync();
+    return sh.smp.tok;
+}
+
+// The drawn token of token t of the launch, z (sh.rows) and its maximum m made: top-k's key, then top-p's, then
+// the draw (each step as sample_tokens takes it). The token's scratch: its barrier's arrivals, then its passes'
+// histograms.
+__device__ int sample_token(const DFArgs& a, int t, float m, unsigned stamp, int step, DFShared& sh) {
+    u64* arrivals = a.scratch + (long long)t * DF_SCRATCH;
+    u64* g = arrivals + 1;
+    int round = 0;
+    unsigned kth = 0;
+    if (a.top_k > 0 && a.top_k < a.V) {
+        kth = grid_select(arrivals, round, g, (u64)a.top_k, [](float) { return 1ull; },
+                          [](u64 need, u64) { return need; }, sh);
+        g += 4 * 256;
+    }
+    unsigned cut = kth;
+    if (a.top_p < 1.f) {
+        const unsigned tau = grid_select(
+            arrivals, round, g, 0ull, [&](float z) { return float_key(z) >= kth ? fixed_weight(z, m) : 0ull; },
+            [&](u64, u64 total) {
+                const u64 need = (u64)ceil((double)a.top_p * (double)total);
+                return need < 1 ? 1ull : need;
+            },
+            sh);
+        cut = tau > kth ? tau : kth;
+    }
+    return grid_draw(a, cut, m, stamp, step, sh);
 }
 
 __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
@@ -803,6 +1017,7 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
     int pos = __ldcg(a.pos);
     int tok = __ldcg(a.idx);
     int done = a.done ? __ldcg(a.done) : 0;
+    if (tid == 0) sh.smp.step0 = a.step ? __ldcg(a.step) : 0;   // (block 0 advances it on exit)
     const Plan& pl = sh.plan;
     for (int t = 0; t < a.tokens; ++t, ++pos) {
         const unsigned s0 = a.epoch + (unsigned)t * (a.L + 1);
@@ -866,9 +1081,15 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
         float best_v = -INFINITY;
         int best_i = 0x7fffffff;
         for (int r = tid; r < pl.rows[SV]; r += DF_CONSUMERS) {   // a thread's rows ascend: its first max kept
-            const float v = sh.rows[r];
-            if (a.logits_mode) a.logits[pl.r0[SV] + r] = v;
-            if (v > best_v) { best_v = v; best_i = pl.r0[SV] + r; }
+            float v = sh.rows[r];
+            const int i = pl.r0[SV] + r;
+            if (a.logits_mode) a.logits[i] = v;
+            if (a.sample) {                                       // z (the draw reads it back; block_best's
+                const bool seen = a.seen && ((__ldcg(a.seen + (i >> 5)) >> (i & 31)) & 1u);    // barrier publishes it)
+                v = scale_logit(v, seen, a.penalty, a.temperature);
+                sh.rows[r] = v;
+            }
+            if (v > best_v) { best_v = v; best_i = i; }
         }
         DF_STAMP(10 * a.L + 1);
         DF_RING_STAMP(1);
@@ -879,9 +1100,23 @@ __device__ void consumer(const DFArgs& a, Ring& ring, DFShared& sh) {
             put(words + DF_CAND + 2 * blk, (unsigned)mine.x, sc);
             put(words + DF_CAND + 2 * blk + 1, (unsigned)mine.y, sc);
         }
-        const int best = choose(a, sc, sh);
-        tok = done ? a.eos : best;
+        const int2 best = choose(a, sc, sh);
+        if (done) {
+            tok = a.eos;
+        } else if (a.sample && a.temperature > 0.f) {
+#if DF_SAMPLER
+            tok = sample_token(a, t, __int_as_float(best.x), sc, sh.smp.step0 + t, sh);
+#else
+            __trap();                                             // (the launcher takes the DF_SAMPLER=1 build)
+#endif
+        } else {
+            tok = best.y >= a.V ? 0 : best.y;                     // every logit NaN: token 0 rather than past the table
+        }
         if (a.done && tok == a.eos) done = 1;
+        // the repetition penalty's record: the token's bit, set by the block that owns the row (the only block that
+        // reads it, so no other block need see it)
+        if (a.seen && tid == 0 && tok >= pl.r0[SV] && tok < pl.r0[SV] + pl.rows[SV])
+            atomicOr(a.seen + (tok >> 5), 1u << (tok & 31));
         if (blk == 0 && tid == 0) a.out[t] = tok;
         DF_STAMP(10 * a.L + 2);
     }

@@ -38,6 +38,7 @@
 // TP_BINS, TP_SCALE, TP_CAND, TP_SLICES (sample_top_p: distance bins, bins per unit of z, boundary candidates
 // kept in shared memory, most slices per row).
 #include "common.cuh"               // (cuda_bf16.h: embed_ragged_bf16)
+#include "sampling.cuh"
 
 #ifndef SM_THREADS
 #define SM_THREADS 1024
@@ -61,77 +62,8 @@ static_assert(SM_RADIX_BITS == 4 || SM_RADIX_BITS == 8, "SM_RADIX_BITS: 4 or 8 (
 #endif
 #define SM_BINS (1 << SM_RADIX_BITS)
 #define SM_WARPS (SM_THREADS / 32)
-#define SM_FIXED 1099511627776.0f          // 2^40: weight of the likeliest token as a fixed-point integer
 
-typedef unsigned long long u64;
-
-// Order-preserving map of a float to an unsigned key (larger float, larger key).
-__device__ __forceinline__ unsigned float_key(float f) {
-    const unsigned u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ u64 splitmix64(u64 x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-// The draw's uniform in [0, 1): the same formula as generate.py's uniform.
-__device__ __forceinline__ double uniform01(u64 seed, u64 row, u64 step) {
-    const u64 h = splitmix64(splitmix64(splitmix64(seed) ^ row) ^ step);
-    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
-}
-
-__device__ __forceinline__ u64 fixed_weight(float z, float m) {
-    return (u64)(expf(z - m) * SM_FIXED);          // expf(0) = 1 exactly: the maximum weighs 2^40
-}
-
-// A 64-bit histogram in shared memory as two 32-bit halves: a 64-bit shared-memory atomicAdd is a
-// compare-and-swap loop, which spins when many threads hit one bin (top-p took 356-450 us per step at 124M,
-// H100); 32-bit adds are native. The adder whose low half wraps carries 1 into the high half: exact sums.
-template <int NB>
-struct Hist64T {
-    unsigned lo[NB], hi[NB];
-    __device__ __forceinline__ void add(int b, u64 v) {
-        const unsigned vlo = (unsigned)v;
-        unsigned vhi = (unsigned)(v >> 32);
-        const unsigned old = atomicAdd(&lo[b], vlo);
-        if (old + vlo < old) ++vhi;
-        if (vhi) atomicAdd(&hi[b], vhi);
-    }
-    __device__ __forceinline__ u64 operator[](int b) const { return ((u64)hi[b] << 32) | lo[b]; }
-};
 typedef Hist64T<SM_BINS> Hist64;
-
-// A thread's additions to the histogram, gathered while its elements fall in the same bin (most of a row's
-// values share a few leading bits). The final flush: one add per warp when all its lanes end on one bin.
-struct BinRun {
-    int bin = -1;
-    u64 sum = 0;
-    template <class H>
-    __device__ __forceinline__ void add(H& hist, int b, u64 v) {
-        if (b != bin) {
-            if (sum) hist.add(bin, sum);
-            bin = b;
-            sum = 0;
-        }
-        sum += v;
-    }
-    template <class H>
-    __device__ __forceinline__ void flush(H& hist) {
-        const unsigned peers = __match_any_sync(0xffffffffu, bin);
-        if (peers == 0xffffffffu) {
-            u64 total = sum;
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xffffffffu, total, off);
-            if (threadIdx.x % 32 == 0 && total) hist.add(bin, total);
-        } else if (sum) {
-            hist.add(bin, sum);
-        }
-    }
-};
 
 // The digit d of a histogram hist[SM_BINS] (filled by the block) at which, walking from the top digit down,
 // the running sum first reaches `need` (> 0): returns d; *below = the sum of the digits above d. Warp 0 scans.
@@ -206,13 +138,10 @@ __device__ u64 block_sum(u64 v, u64* scratch) {
     return total;
 }
 
-// z of logit l (token i): HF's repetition penalty for a seen token, then the temperature; -0 -> +0 (equal floats,
-// equal keys).
+// z of logit l (token i): sampling.cuh's scale_logit, seen read from the row's bitmask
 __device__ __forceinline__ float scaled_logit(float l, int i, const unsigned* RESTRICT seen_b, float penalty,
                                               float temperature) {
-    if (seen_b && ((seen_b[i >> 5] >> (i & 31)) & 1u)) l = l > 0.f ? l / penalty : l * penalty;
-    const float zi = temperature > 0.f ? l / temperature : l;
-    return zi + 0.f;
+    return scale_logit(l, seen_b && ((seen_b[i >> 5] >> (i & 31)) & 1u), penalty, temperature);
 }
 
 // Block-wide exclusive scan of one u64 per thread in thread order; *total = the sum of all.

@@ -38,8 +38,8 @@ def test_gpt2_builds_depend_on_the_head_size_only(name):
     """The stand-in model ahead.ensure and make kernels dry-run (one layer, 64 tokens of vocabulary) asks for the
     same builds as full models with other depths, vocabularies and contexts, and one set of builds serves every
     GPT-2 width of head size 64 (124M to xl: the LayerNorms' row width is picked at launch, not compiled in), but
-    for the dataflow decode kernel's slot size at large's and xl's widths (dataflow.slot_bytes), which make kernels
-    builds too (it dry-runs every width)."""
+    for the dataflow decode kernel's slot size at large's and xl's widths (dataflow.slot_bytes: its greedy build
+    and its sampler's), which make kernels builds too (it dry-runs every width)."""
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpt2.model import GPT2Config, random_params
@@ -62,10 +62,11 @@ def test_gpt2_builds_depend_on_the_head_size_only(name):
     else:
         from convnet.gpt2 import dataflow
         for (heads, width), w in zip(((20, 1280), (25, 1600)), widths[2:]):
-            own = w - widths[0]
-            assert {f for f, _ in own} == {dataflow.KERNEL_FILE} and len(own) == 1
-            assert dict(next(iter(own))[1])["DF_SLOT_BYTES"] == dataflow.slot_bytes(width) != dataflow.SLOT_BYTES
-            assert len(widths[0] - w) == 1
+            own = w - widths[0]                          # the greedy build and the sampler's (DF_SAMPLER=1)
+            assert {f for f, _ in own} == {dataflow.KERNEL_FILE} and len(own) == 2
+            assert {dict(d)["DF_SLOT_BYTES"] for _, d in own} == {dataflow.slot_bytes(width)} != {dataflow.SLOT_BYTES}
+            assert sorted(dict(d).get("DF_SAMPLER", 0) for _, d in own) == [0, 1]
+            assert len(widths[0] - w) == 2
             assert own <= ahead.gpt2_builds("sm_90a", [(width, heads)])
 
 

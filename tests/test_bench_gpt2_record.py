@@ -51,6 +51,7 @@ def test_megakernel_bench_does_not_time_a_batch_its_persistent_kernel_leaves(mon
     from types import SimpleNamespace
     from convnet.bench import megakernel
     from convnet.gpt2 import dataflow, gpu, gpu_generate, model
+    from convnet.gpt2.generate import Sampling
     from convnet.gpu import runtime
 
     def fake_gpu(params, config, variant):
@@ -60,7 +61,7 @@ def test_megakernel_bench_does_not_time_a_batch_its_persistent_kernel_leaves(mon
 
     timed = []
 
-    def fake_rate(gen, prompts, new_tokens, repeat):
+    def fake_rate(gen, prompts, new_tokens, repeat, sampling):
         timed.append(len(prompts))
         return 1000.0 * len(prompts), [[1, 2]] * len(prompts)
 
@@ -74,7 +75,10 @@ def test_megakernel_bench_does_not_time_a_batch_its_persistent_kernel_leaves(mon
     skipped = [r for r in rows if r["what"] == "fast_bf16_df" and "value" in r]
     assert [r["B"] for r in skipped] == [8] and "not timed" in skipped[0]["value"]
     assert [r["B"] for r in rows if r["what"].startswith("sequences equal")] == [1]
-    assert "| 124M | 8 | fast_bf16_df | not timed" in table
+    assert "| 124M | 8 | fast_bf16_df | not timed" in table and table.startswith("Decode (greedy)")
+    table, _ = megakernel.megakernel_benchmark(("124M",), (1,), hf=False,
+                                               sampling=Sampling(0.8, top_p=0.9, repetition_penalty=1.2))
+    assert table.startswith("Decode (temperature 0.8, top-p 0.9, repetition penalty 1.2)")
 
 
 @pytest.mark.parametrize("spec,message", [("fast_bf16@X", "expected NAME@KEY=VALUE"),

@@ -35,13 +35,15 @@ def test_argument_block_matches_the_kernel_struct():
             kind = "ptr" if "*" in decl else decl.split()[0]
             names = decl.split("*", 1)[1] if kind == "ptr" else decl.split(None, 1)[1]
             kinds += [kind] * len([n for n in names.split(",") if n.strip()])
-    assert kinds == ["ptr"] * 14 + ["int"] * 8 + ["unsigned"] + ["float"] * 2
-    assert df.ARG_LAYOUT == (14, 8, 2)
-    packed = df.pack_args(list(range(1, 15)), [2] * 8, 1, [3.0, 4.0])
-    assert len(packed) == 160 and packed[112:116] == (2).to_bytes(4, "little")
-    assert packed[144:148] == (1).to_bytes(4, "little")          # epoch after the eight ints
+    # 8-byte fields (the pointers, then the seed), the ints, the epoch, the floats
+    assert kinds == ["ptr"] * 16 + ["unsigned"] + ["int"] * 11 + ["unsigned"] + ["float"] * 5
+    assert df.ARG_LAYOUT == (17, 11, 5)
+    packed = df.pack_args(list(range(1, 17)) + [2 ** 64 - 3], [2] * 11, 1, [3.0, 4.0, 5.0, 6.0, 7.0])
+    assert len(packed) == 208 and packed[128:136] == (2 ** 64 - 3).to_bytes(8, "little")
+    assert packed[136:140] == (2).to_bytes(4, "little")
+    assert packed[180:184] == (1).to_bytes(4, "little")          # epoch after the eleven ints
     with pytest.raises(ValueError):
-        df.pack_args([1] * 13, [2] * 8, 1, [3.0, 4.0])
+        df.pack_args([1] * 16, [2] * 11, 1, [3.0] * 5)
 
 
 def test_sizes_match_the_kernel():
@@ -51,6 +53,7 @@ def test_sizes_match_the_kernel():
                                                              df.BIAS_ROWS, df.HEAD_ROWS, df.ROW_PAD, df.TILES,
                                                              df.LAYERS)
     assert d["DF_THREADS"] == df.THREADS
+    assert (d["DF_PASSES"], d["DF_SCRATCH"]) == (df.PASSES, df.SCRATCH)
 
 
 @pytest.mark.parametrize("G", [108, 114, 132, 144])

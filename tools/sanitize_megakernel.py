@@ -3,13 +3,15 @@ decode_mega.cu, or `python tools/sanitize_megakernel.py fast_bf16_df`: decode_da
 n_embd 128, 2 heads of 64, an odd vocabulary; a second argument sets n_embd, heads of 64: 768, 1,280 and 1,600
 give the dataflow kernel's other tile shapes and large's and xl's slot sizes): a prompt on fast_bf16's prefill,
 then 3 greedy tokens in one launch (fast_bf16_mk: of 3 sequences, batch build 4: a padded row; fast_bf16_df: of
-one), then one step in logits mode."""
+one), then one step in logits mode; fast_bf16_df also 3 tokens sampled inside the kernel (top-k, top-p and the
+repetition penalty: every pass of its sampler)."""
 import sys
 
 import numpy as np
 
 from convnet import catalogue
 from convnet.gpt2 import model as ref
+from convnet.gpt2.generate import Sampling
 from convnet.gpt2.gpu import GPT2GPU
 
 name = sys.argv[1] if len(sys.argv) > 1 else "fast_bf16_mk"
@@ -31,5 +33,15 @@ out = rt.pool.get("san.mk.out", (3, B), np.int32)
 gpu.mega.launch(B, cap, 3, out=out, stream=gpu.stream)
 lg = rt.pool.get("gpt2.act.logits", (B, gpu.Vp))
 gpu.mega.launch(B, cap, 1, logits=lg, stream=gpu.stream)
+sampled = None
+if getattr(gpu.mega, "samples", False):
+    seen = rt.pool.get("san.df.seen", (1, -(-config.vocab_size // 32)), np.uint32)
+    seen.set(np.zeros(seen.shape, np.uint32))
+    step = rt.pool.get("san.df.step", (1,), np.int32)
+    step.set(np.zeros(1, np.int32))
+    sampled = rt.pool.get("san.df.out", (3, B), np.int32)
+    gpu.mega.launch(B, cap, 3, out=sampled, step=step, stream=gpu.stream, seen=seen, row=5,
+                    sampling=Sampling(0.9, top_k=40, top_p=0.8, repetition_penalty=1.3, seed=1).checked())
 rt.synchronize(f"sanitize {name}'s persistent decode kernel")
-print("tokens", out.get().tolist(), "logits finite", bool(np.isfinite(lg.get()[:, :gpu.V]).all()))
+print("tokens", out.get().tolist(), "logits finite", bool(np.isfinite(lg.get()[:, :gpu.V]).all()),
+      *(() if sampled is None else ("sampled", sampled.get().tolist())))

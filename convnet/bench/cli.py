@@ -81,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--repeat", type=int, default=3)
     e.add_argument("--variants", metavar="A,B,...", default=None,
                    help="instead: steady greedy decode rates of these variants in one process")
-    m = commands.add_parser("megakernel", help="greedy decode: fast_bf16 and a persistent decode kernel at the "
-                                               "GPT-2 sizes, HF generate bf16, the memory-bandwidth limit")
+    m = commands.add_parser("megakernel", help="decode, greedy or sampled: fast_bf16 and a persistent decode kernel "
+                                               "at the GPT-2 sizes, HF generate bf16, the memory-bandwidth limit")
     m.add_argument("--sizes", nargs="+", default=["124M", "medium", "large", "xl"],
                    choices=["124M", "medium", "large", "xl"])
     m.add_argument("--batches", nargs="+", type=positive_int, default=[1, 8])
@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="catalogue names, or NAME@KEY=V,... for one with other -D constants or params "
                         "(e.g. fast_bf16@BFM_SLAB_LN=64)")
     m.add_argument("--no-hf", action="store_true", help="without HF generate")
+    m.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (default 0: greedy)")
+    m.add_argument("--top-k", type=int, default=None, help="sampling: only among the k likeliest tokens")
+    m.add_argument("--top-p", type=float, default=None, help="sampling: only from the nucleus of this mass")
+    m.add_argument("--repetition-penalty", type=float, default=1.0, help="HF's repetition penalty (default 1: none)")
+    m.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     m.add_argument("--record", nargs="?", const=True, metavar="CSV",
                    help="append the rates to the results table (default: results/gpt2.csv)")
     m.add_argument("--trace", action="store_true",
@@ -227,6 +232,10 @@ def _megakernel(args) -> int:
                          "sequences; past 8, name only other --variants (e.g. --variants fast_bf16)")
     if args.prompt_len + args.new_tokens > 1024:
         raise UsageError("--prompt-len + --new-tokens exceed GPT-2's context of 1024")
+    from ..gpt2.generate import Sampling
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed).checked()
+    if args.trace and sampling != Sampling():
+        raise UsageError("--trace times greedy steps; leave out the sampling options")
     _needs_gpu("convnet-bench megakernel")
     from .megakernel import megakernel_benchmark, trace_report
     if args.trace:
@@ -242,11 +251,12 @@ def _megakernel(args) -> int:
         from ..results import table_path
         path = table_path("gpt2", None if args.record is True else args.record)
     table, rows = megakernel_benchmark(args.sizes, args.batches, args.prompt_len, args.new_tokens, args.repeat,
-                                       tuple(args.variants), hf=not args.no_hf)
+                                       tuple(args.variants), hf=not args.no_hf, sampling=sampling)
     print(table)
     if path is not None:
         from ..results import append
-        what = f"{args.prompt_len} prompt + {args.new_tokens} new tokens, greedy, random weights"
+        from .megakernel import sampling_words
+        what = f"{args.prompt_len} prompt + {args.new_tokens} new tokens, {sampling_words(sampling)}, random weights"
         n = append(path, [(r["what"], f"decode {r['size']} B={r['B']}, {what}, "
                            f"{'wall, prompt included' if r['what'].startswith('HF') else 'steady'} "
                            "(convnet-bench megakernel)", r["tok_s"], "tokens/s") for r in rows if "tok_s" in r])

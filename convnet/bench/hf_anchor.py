@@ -61,10 +61,12 @@ def time_forward(params: dict, config, idx, tf32: bool, reps: int = 10, bf16: bo
 
 
 def time_generate(params: dict, config, prompts, new_tokens: int, tf32: bool, do_sample: bool = False,
-                  top_p: float | None = None, reps: int = 1, bf16: bool = False) -> float:
+                  top_p: float | None = None, reps: int = 1, bf16: bool = False, temperature: float = 1.0,
+                  top_k: int | None = None, repetition_penalty: float = 1.0) -> float:
     """HF generate on a batch of prompts (token id lists; of different lengths: left-padded with an attention mask, as
-    HF batches them), KV cache, the model in fp32 / TF32 or (bf16) cast to bf16: new tokens per second over the batch
-    (B * new_tokens / seconds, the median of `reps` after a warm-up)."""
+    HF batches them), KV cache, the model in fp32 / TF32 or (bf16) cast to bf16, greedy or (do_sample) sampled at
+    temperature, top_k, top_p, with HF's repetition penalty: new tokens per second over the batch (B * new_tokens /
+    seconds, the median of `reps` after a warm-up)."""
     import statistics
     import torch
     model = hf_model(params, config, "cuda", tf32)
@@ -77,7 +79,9 @@ def time_generate(params: dict, config, prompts, new_tokens: int, tf32: bool, do
     kw = dict(do_sample=do_sample, max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0,
               attention_mask=mask)
     if do_sample:
-        kw.update(temperature=1.0, top_p=top_p, top_k=0)
+        kw.update(temperature=temperature, top_p=top_p, top_k=top_k or 0)
+    if repetition_penalty != 1:
+        kw.update(repetition_penalty=repetition_penalty)
     times = []
     with torch.no_grad():
         model.generate(x, **kw)

@@ -2,9 +2,9 @@
 the dataflow kernel, fast_bf16_df; fast_bf16_mk the megakernel) at the GPT-2 sizes (random weights, their shapes),
 beside HF generate in bf16 and the memory-bandwidth limit, in one process. A batch a variant's persistent kernel
 does not take (the dataflow kernel's past one sequence) is not timed again for it: those steps are fast_bf16's.
-A prompt of `prompt_len` tokens per sequence, then `new_tokens` greedy tokens through the generate path
-(GPUGenerator); steady = the device's rate over the decode steps (CUDA events), the median of `repeat` runs after
-a warm-up. The limit: the bf16 weights one step reads (layers and the LM head) at the GPU's nominal bandwidth."""
+A prompt of `prompt_len` tokens per sequence, then `new_tokens` tokens, greedy or sampled (`sampling`), through the
+generate path (GPUGenerator); steady = the device's rate over the decode steps (CUDA events), the median of `repeat`
+runs after a warm-up. The limit: the bf16 weights one step reads (layers and the LM head) at the GPU's nominal bandwidth."""
 from __future__ import annotations
 
 import statistics
@@ -34,11 +34,11 @@ def step_bytes(config) -> int:
     return 2 * (12 * C * C * L + V * C)
 
 
-def _rate(gen, prompts, new_tokens: int, repeat: int) -> tuple[float, list]:
-    from ..gpt2.generate import Sampling, run_generation
+def _rate(gen, prompts, new_tokens: int, repeat: int, sampling) -> tuple[float, list]:
+    from ..gpt2.generate import run_generation
     rates, ids = [], None
     for _ in range(repeat + 1):
-        done, _ = run_generation(gen.run, prompts, new_tokens, Sampling(), None)
+        done, _ = run_generation(gen.run, prompts, new_tokens, sampling, None)
         rates.append(gen.last_rate)
         ids = [c.ids for c in done]
     return statistics.median(rates[1:]), ids
@@ -46,14 +46,17 @@ def _rate(gen, prompts, new_tokens: int, repeat: int) -> tuple[float, list]:
 
 def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8), prompt_len: int = 64,
                          new_tokens: int = 128, repeat: int = 3, variants=("fast_bf16", "fast_bf16_df"),
-                         hf: bool = True) -> tuple[str, list]:
-    """Returns (the table, rows of dicts). variants: catalogue names or NAME@KEY=V,... (bench.layer.variant_spec)."""
+                         hf: bool = True, sampling=None) -> tuple[str, list]:
+    """Returns (the table, rows of dicts). variants: catalogue names or NAME@KEY=V,... (bench.layer.variant_spec);
+    sampling: a generate.Sampling (default greedy)."""
+    from ..gpt2.generate import Sampling
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.gpu_generate import GPUGenerator
     from ..gpt2.model import random_params
     from ..gpu.runtime import Runtime
     from . import hf_anchor
     from .layer import variant_spec
+    sampling = sampling or Sampling()
     rt = Runtime.get()
     peak = nominal_bandwidth(rt.name)
     rows = []
@@ -72,7 +75,7 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
                     rows.append({"size": size, "B": B, "what": name,
                                  "value": "not timed: its persistent kernel does not take this batch"})
                     continue
-                rate, ids = _rate(gen, prompts[B], new_tokens, repeat)
+                rate, ids = _rate(gen, prompts[B], new_tokens, repeat, sampling)
                 tokens[(name, B)] = ids
                 rows.append({"size": size, "B": B, "what": name, "tok_s": rate, "limit_steps": limit})
             gen.gpu.rt.pool.free()
@@ -85,14 +88,28 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
             if hf and hf_anchor.available():
                 rows.append({"size": size, "B": B, "what": "HF generate bf16 (wall)",
                              "tok_s": hf_anchor.time_generate(params, config, prompts[B], new_tokens, False,
-                                                              bf16=True),
+                                                              do_sample=not sampling.greedy, top_p=sampling.top_p,
+                                                              temperature=sampling.temperature or 1.0,
+                                                              top_k=sampling.top_k, bf16=True,
+                                                              repetition_penalty=sampling.repetition_penalty),
                              "limit_steps": limit})
         del params
-    return _table(rows, rt.name, peak, prompt_len, new_tokens), rows
+    return _table(rows, rt.name, peak, prompt_len, new_tokens, sampling_words(sampling)), rows
 
 
-def _table(rows, gpu_name, peak, prompt_len, new_tokens) -> str:
-    head = (f"Greedy decode, {prompt_len}-token prompts then {new_tokens} new tokens, steady tokens/s on {gpu_name}"
+def sampling_words(s) -> str:
+    """'greedy', or the sampling setting in a few words (the table's head, the recorded rows)."""
+    if s.greedy and s.repetition_penalty == 1:
+        return "greedy"
+    parts = [f"temperature {s.temperature:g}" if not s.greedy else "greedy"]
+    parts += [f"top-k {s.top_k}"] if s.top_k else []
+    parts += [f"top-p {s.top_p:g}"] if s.top_p else []
+    parts += [f"repetition penalty {s.repetition_penalty:g}"] if s.repetition_penalty != 1 else []
+    return ", ".join(parts)
+
+
+def _table(rows, gpu_name, peak, prompt_len, new_tokens, how: str = "greedy") -> str:
+    head = (f"Decode ({how}), {prompt_len}-token prompts then {new_tokens} new tokens, steady tokens/s on {gpu_name}"
             + (f" (bandwidth limit at {peak} TB/s nominal: the bf16 weights once a step)" if peak else ""))
     out = [head, "", "| size | B | what | tokens/s | us a step | weights TB/s | share of the limit |",
            "| --- | --- | --- | --- | --- | --- | --- |"]

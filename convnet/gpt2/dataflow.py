@@ -2,8 +2,10 @@
 (kernels/decode_dataflow.cu; variant param decode = "dataflow").
 
 The launcher has DecodeMegakernel's interface (gpu.py and gpu_generate.py drive either): `tokens` greedy steps a
-launch, or in logits mode one step's logits for sampling.cu's samplers. Only B = 1: other batches run the
-variant's decode steps. The kernel's shape limits are refused here in one line before anything is compiled."""
+launch, or in logits mode one step's logits for sampling.cu's samplers. It also samples inside the kernel
+(`sampling`: sample_tokens' choice, the same token from the same logits), so sampled runs take `tokens` steps a
+launch too. Only B = 1: other batches run the variant's decode steps. The kernel's shape limits are refused here in
+one line before anything is compiled."""
 from __future__ import annotations
 
 import math
@@ -11,7 +13,7 @@ import math
 import numpy as np
 
 from ..errors import UsageError
-from .megakernel import _addr, refuse_launch
+from .megakernel import CHUNK, _addr, refuse_launch
 
 KERNEL_FILE = "decode_dataflow.cu"
 KERNEL = "decode_dataflow"
@@ -21,8 +23,10 @@ SLOTS, SLOT_BYTES = 4, 37888      # decode_dataflow.cu's DF_SLOTS, DF_SLOT_BYTES
 ROW_PAD = 16                      # DF_ROW_PAD: bytes after each weight row in a slot
 TILES = 128                       # DF_TMAX: tiles of one block's share at most
 LAYERS = 64                       # DF_LMAX: layers at most (the kernel keeps the layer table in shared memory)
-WORDS = CMAX + 3 * CMAX + CMAX // 2 + CMAX + 2 * CMAX + 2 * GMAX      # DF_WORDS: the flagged words
-SHARED_BYTES = 1024 + 45456      # df_smem_bytes less the slots (the dry run has no GPU to ask)
+WORDS = CMAX + 3 * CMAX + CMAX // 2 + CMAX + 2 * CMAX + 4 * GMAX + 2  # DF_WORDS: the flagged words
+SHARED_BYTES = 1024 + 45552      # df_smem_bytes less the slots (the dry run has no GPU to ask)
+PASSES, BINS = 8, 256            # DF_PASSES: the in-kernel sampler's radix passes a token at most, of 256 bins
+SCRATCH = 1 + PASSES * BINS      # DF_SCRATCH: a sampled token's scratch (barrier arrivals, the passes' histograms)
 MAX_SLOT_BYTES = (227 * 1024 - SHARED_BYTES) // SLOTS // 16 * 16      # four slots in an SM's shared memory
 
 
@@ -74,7 +78,6 @@ class DecodeDataflow:
     batch_refusal = staticmethod(batch_refusal)
 
     def __init__(self, gpu, params: dict):
-        from ..gpu import tma
         from ..gpu.runtime import Runtime
         rt, cfg = gpu.rt, gpu.cfg
         real = isinstance(rt, Runtime)
@@ -83,24 +86,25 @@ class DecodeDataflow:
             raise UsageError(f"variant {gpu.variant.name}: {why}")
         self.gpu, self.rt = gpu, rt
         self.defines = {k: v for k, v in gpu.variant.defines.items() if k.startswith("DF_")}
+        # param df_sampling (default on): sampled runs draw inside the kernel, `tokens` steps a launch (off: a launch
+        # a step to the logits, then sampling.cu's samplers; the same tokens)
+        self.samples = bool(gpu.variant.params.get("df_sampling", True))
         slot = slot_bytes(cfg.n_embd)
         if "DF_SLOT_BYTES" not in self.defines and slot != SLOT_BYTES:
             self.defines["DF_SLOT_BYTES"] = slot
-        self.kernel = rt.kernel(KERNEL_FILE, KERNEL, self.defines, gpu.variant.name)
+        self.real = real
         if real:
-            from ..gpu import build
-            self.kernel = tma.CooperativeKernel(build.kernel_cubin(KERNEL_FILE, self.defines, KERNEL, rt.arch),
-                                                KERNEL, gpu.variant.name)
             g, _ = rt.module(KERNEL_FILE, self.defines).get_global("df_smem_bytes")
             out = np.zeros(1, np.uint64)
             rt.drv.memcpy_dtoh(out, g)
             self.smem = int(out[0])
-            self.kernel.allow_shared(self.smem)
-            if self.kernel.max_blocks_per_sm(THREADS, self.smem) < 1:
-                raise UsageError(f"the dataflow decode kernel's block ({THREADS} threads, {self.smem} bytes of "
-                                 f"shared memory) does not fit an SM of {rt.name}")
         else:
             self.smem = SHARED_BYTES + SLOTS * int(self.defines.get("DF_SLOT_BYTES", SLOT_BYTES))
+        self.kernel = self._load(self.defines)
+        # the build with the in-kernel sampler (DF_SAMPLER=1), made at the first sampled launch; its code in the
+        # greedy build cost 124M's greedy steps 2.5 % (5,401-5,465 tokens/s against 5,566-5,599, H200), so greedy
+        # and logits launches keep a build without it. A dry run records it now (make kernels, the compile test).
+        self._sampler = None if real else self._load({**self.defines, "DF_SAMPLER": 1})
         self.grid = rt.sm_count
         L, w, pool = cfg.n_layer, gpu.w, rt.pool
         table = np.zeros((L, 10), np.uint64)
@@ -111,12 +115,30 @@ class DecodeDataflow:
                                                   "mlp.c_fc.bias", "mlp.c_proj.bias", "ln_1.pair", "ln_2.pair")]
         self.table = pool.upload("gpt2.w.df_layers", table, np.uint64)
 
+    def _load(self, defines: dict):
+        """The cooperative kernel of one build (the dry run's recording stand-in off the GPU)."""
+        rt, name = self.rt, self.gpu.variant.name
+        kernel = rt.kernel(KERNEL_FILE, KERNEL, defines, name)
+        if not self.real:
+            return kernel
+        from ..gpu import build, tma
+        kernel = tma.CooperativeKernel(build.kernel_cubin(KERNEL_FILE, defines, KERNEL, rt.arch), KERNEL, name)
+        kernel.allow_shared(self.smem)
+        if kernel.max_blocks_per_sm(THREADS, self.smem) < 1:
+            raise UsageError(f"the dataflow decode kernel's block ({THREADS} threads, {self.smem} bytes of shared "
+                             f"memory) does not fit an SM of {rt.name}")
+        return kernel
+
     def launch(self, B: int, cap: int, tokens: int, out=None, logits=None, done=None, step=None, pad: int = -1,
-               stream=None, trace=None):
-        """As DecodeMegakernel.launch: `tokens` greedy steps (out: (tokens, 1) int32) or, with logits ((1, Vp)
-        fp32), one step's logits; reads and advances gpt2.act.step_idx, gpt2.act.pos and the KV cache of capacity
-        cap (the caller keeps pos + tokens within cap)."""
+               stream=None, trace=None, sampling=None, seen=None, row: int = 0):
+        """As DecodeMegakernel.launch: `tokens` steps (out: (tokens, 1) int32) or, with logits ((1, Vp) fp32), one
+        step's logits; reads and advances gpt2.act.step_idx, gpt2.act.pos and the KV cache of capacity cap (the
+        caller keeps pos + tokens within cap). Steps are greedy, or with `sampling` (a checked generate.Sampling)
+        sample_tokens' choice for sequence `row` at the device counter `step` (0 without), with the repetition
+        penalty on the tokens marked in `seen` ((1, ceil(V / 32)) uint32 bits, kept up to date by the kernel)."""
         refuse_launch(batch_refusal(B), tokens, logits, "the dataflow decode kernel")
+        if sampling is not None and logits is not None:
+            raise UsageError("the dataflow decode kernel either samples or writes logits, not both")
         gpu, rt = self.gpu, self.rt
         cfg, C, H, L = gpu.cfg, gpu.C, gpu.H, gpu.cfg.n_layer
         pool = rt.pool
@@ -127,18 +149,42 @@ class DecodeDataflow:
                                    pool.get("gpt2.act.vcache", (L, 1, H, cap, HEAD_DIM), lo), words, logits,
                                    pool.get("gpt2.act.step_idx", (1, 1), np.int32),
                                    pool.get("gpt2.act.pos", (1,), np.int32), step, done, out, trace)]
-        ints = [C, H, L, gpu.V, cap, tokens, pad, int(logits is not None)]
-        packed = pack_args(ptrs, ints, 1, [cfg.layer_norm_epsilon, math.log2(math.e) / math.sqrt(HEAD_DIM)])
+        s = sampling
+        sample = s is not None and (s.temperature > 0 or s.repetition_penalty != 1)
+        scratch = None
+        if sample:
+            if s.repetition_penalty != 1 and seen is None:
+                raise UsageError("the repetition penalty needs the tokens seen (seen=)")
+            if tokens > CHUNK:
+                raise UsageError(f"the dataflow decode kernel samples at most {CHUNK} tokens a launch; got {tokens}")
+            # each token's grid barrier and radix passes' histograms (global sums), zeroed each launch
+            scratch = pool.get("gpt2.df.scratch", (CHUNK * SCRATCH,), np.uint64)
+            rt.drv.memset_d32_async(_addr(scratch), 0, 2 * tokens * SCRATCH, stream)
+        ptrs += [_addr(seen if sample and s.repetition_penalty != 1 else None), _addr(scratch),
+                 s.seed if sample else 0]
+        ints = [C, H, L, gpu.V, cap, tokens, pad, int(logits is not None), int(sample), int(row),
+                (s.top_k or 0) if sample else 0]
+        floats = [cfg.layer_norm_epsilon, math.log2(math.e) / math.sqrt(HEAD_DIM),
+                  s.temperature if sample else 0.0, s.repetition_penalty if sample else 1.0,
+                  (s.top_p or 1.0) if sample else 1.0]
+        packed = pack_args(ptrs, ints, 1, floats)
+        kernel = self.kernel
+        if sample and s.temperature > 0:
+            if self._sampler is None:
+                self._sampler = self._load({**self.defines, "DF_SAMPLER": 1})
+            kernel = self._sampler
         # stamps start at 1 each launch: the words go back to stamp 0 first
         rt.drv.memset_d32_async(_addr(words), 0, 2 * WORDS, stream)
-        self.kernel((self.grid, 1, 1), (THREADS, 1, 1), packed, stream=stream, shared=self.smem)  # by value
+        kernel((self.grid, 1, 1), (THREADS, 1, 1), packed, stream=stream, shared=self.smem)  # by value
 
 
-ARG_LAYOUT = (14, 8, 2)           # DFArgs (the kernel's by-value argument): pointers, ints, (epoch), floats
+ARG_LAYOUT = (17, 11, 5)          # DFArgs (the kernel's by-value argument): pointers and the seed, ints, (epoch),
+                                  # floats
 
 
 def pack_args(ptrs: list, ints: list, epoch: int, floats: list) -> bytes:
-    """DFArgs's bytes, field by field as the compiler lays it out (padded to its 8-byte alignment)."""
+    """DFArgs's bytes, field by field as the compiler lays it out (padded to its 8-byte alignment): ptrs are its
+    8-byte fields (the pointers, then the seed)."""
     if (len(ptrs), len(ints), len(floats)) != ARG_LAYOUT:
         raise ValueError(f"DFArgs takes {ARG_LAYOUT} pointers, ints, floats; got {(len(ptrs), len(ints), len(floats))}")
     head = (np.array(ptrs, np.uint64).tobytes() + np.array(ints, np.int32).tobytes()

@@ -259,7 +259,9 @@ class GPUGenerator:
 
         ragged = len(set(lens)) > 1
         mega = gpu.mega_takes(B, ragged)           # decode = "mega": the steps on the persistent kernel
-        mega_greedy = mega and temp == 0 and s.repetition_penalty == 1
+        # its steps a launch at a time: greedy, or any sampling where the kernel samples itself (the dataflow
+        # kernel: sample_tokens' choice inside it); else a launch a step to the logits, then the samplers
+        mega_runs = mega and ((temp == 0 and s.repetition_penalty == 1) or getattr(gpu.mega, "samples", False))
 
         gpu.ragged = Ragged(gpu, lens, T) if ragged else None
         # plain greedy steps of one sequence end in the LM head's own pick (decode_pick: argmax, advance and the
@@ -299,8 +301,9 @@ class GPUGenerator:
             self._launch_prompt(prompt, step_key + (T,), graph and gpu.graphable)
             nxt.get_async(stream=st, ary=host[0])
             events[0].record(st)
-            if mega_greedy:
-                self._run_mega(N, B, cap, host, events, rows, on_step, done, step, pad, start, end)
+            if mega_runs:
+                self._run_mega(N, B, cap, host, events, rows, on_step, done, step, pad, start, end,
+                               sampling=None if temp == 0 and s.repetition_penalty == 1 else s, seen=seen)
                 return
             if mega:                                    # (cooperative launches stay out of captured graphs)
                 graph = False
@@ -367,9 +370,11 @@ class GPUGenerator:
         finally:
             gpu.ragged = None
 
-    def _run_mega(self, N, B, cap, host, events, rows, on_step, done, step, pad, start, end):
-        """Greedy steps 1..N-1 on the decode megakernel, CHUNK tokens a launch; the host hands each launch's tokens
-        to on_step while the next launch runs, and launches no more once on_step says every row is finished."""
+    def _run_mega(self, N, B, cap, host, events, rows, on_step, done, step, pad, start, end, sampling=None,
+                  seen=None):
+        """Steps 1..N-1 on the persistent decode kernel, CHUNK tokens a launch, greedy or (sampling, seen: the
+        dataflow kernel) sampled inside it; the host hands each launch's tokens to on_step while the next launch
+        runs, and launches no more once on_step says every row is finished."""
         from .megakernel import CHUNK
         gpu, rt = self.gpu, self.gpu.rt
         st = gpu.stream
@@ -379,7 +384,9 @@ class GPUGenerator:
         while True:
             if launched < N and not finished:
                 k = min(CHUNK, N - launched)
-                gpu.mega.launch(B, cap, k, out=out[launched:launched + k], done=done, step=step, pad=pad, stream=st)
+                more = {} if sampling is None else {"sampling": sampling, "seen": seen, "row": rows[0]}
+                gpu.mega.launch(B, cap, k, out=out[launched:launched + k], done=done, step=step, pad=pad, stream=st,
+                                **more)
                 out[launched:launched + k].get_async(stream=st, ary=host[launched:launched + k])
                 ev = rt.event()
                 ev.record(st)
