@@ -848,12 +848,7 @@ __device__ __forceinline__ void grid_barrier(u64* arrivals, int round) {
 // The block's exclusive scan of one u64 a consumer thread, in thread order; *total: the sum of all.
 __device__ __forceinline__ u64 scan_u64(u64 v, u64* total, DFShared& sh) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    u64 incl = v;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const u64 o = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += o;
-    }
+    const u64 incl = warp_inclusive_sum(v);
     if (lane == 31) sh.smp.wsum[warp] = incl;
     consumer_sync();
     u64 base = 0, all = 0;
@@ -901,12 +896,7 @@ __device__ unsigned grid_select(u64* arrivals, int& round, u64* g, u64 need, Wei
                 v[j] = __ldcg(g + 255 - 8 * tid - j);
                 local += v[j];
             }
-            u64 incl = local;
-#pragma unroll
-            for (int off = 1; off < 32; off <<= 1) {
-                const u64 o = __shfl_up_sync(0xffffffffu, incl, off);
-                if (tid >= off) incl += o;
-            }
+            const u64 incl = warp_inclusive_sum(local);
             if (mask == 0) need = need_of(need, __shfl_sync(0xffffffffu, incl, 31));
             u64 cum = incl - local;
 #pragma unroll

@@ -77,13 +77,7 @@ __device__ int find_digit(const Hist64& hist, u64 need, u64* below, int* s_digit
             const int d = SM_BINS - 1 - (tid * PER_LANE + j);
             if (d >= 0) local += hist[d];
         }
-        u64 incl = local;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const u64 o = __shfl_up_sync(0xffffffffu, incl, off);
-            if (tid >= off) incl += o;
-        }
-        u64 cum = incl - local;
+        u64 cum = warp_inclusive_sum(local) - local;
         for (int j = 0; j < PER_LANE; ++j) {
             const int d = SM_BINS - 1 - (tid * PER_LANE + j);
             if (d < 0) break;
@@ -147,12 +141,7 @@ __device__ __forceinline__ float scaled_logit(float l, int i, const unsigned* RE
 // Block-wide exclusive scan of one u64 per thread in thread order; *total = the sum of all.
 __device__ __forceinline__ u64 block_exclusive_scan(u64 mine, u64* scratch, u64* total) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    u64 incl = mine;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const u64 o = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += o;
-    }
+    const u64 incl = warp_inclusive_sum(mine);
     if (lane == 31) scratch[warp] = incl;
     __syncthreads();
     u64 base = 0, all = 0;

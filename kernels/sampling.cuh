@@ -6,6 +6,7 @@
 //   fixed_weight    exp(z - max) as a fixed-point integer (the maximum weighs 2^40), so masses add exactly
 //   scale_logit     HF's repetition penalty on a seen token, then the temperature
 //   Hist64T, BinRun a 64-bit histogram in shared memory and a thread's additions to it
+//   warp_inclusive_sum  a warp's running sums of one u64 a lane (the scans of digits and chunks)
 #pragma once
 
 #define SM_FIXED 1099511627776.0f          // 2^40: weight of the likeliest token as a fixed-point integer
@@ -86,4 +87,15 @@ __device__ __forceinline__ float scale_logit(float l, bool seen, float penalty, 
     if (seen) l = l > 0.f ? l / penalty : l * penalty;
     const float zi = temperature > 0.f ? l / temperature : l;
     return zi + 0.f;
+}
+
+// lane l gets the sum of lanes 0..l's values (every lane of the warp calls it)
+__device__ __forceinline__ u64 warp_inclusive_sum(u64 v) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const u64 o = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off) v += o;
+    }
+    return v;
 }
