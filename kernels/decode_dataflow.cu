@@ -114,10 +114,10 @@
 #define DF_TMAX 128                                // tiles of one share at most
 #define DF_LMAX 64                                 // layers at most (the layer table in shared memory)
 #define DF_PASSES 8                                // sampling: radix passes a token at most (top-k 4, top-p 4)
-#define DF_SCRATCH (1 + DF_PASSES * 256)
+#define DF_SCRATCH (1 + DF_PASSES * 256)           // sampling: a token's scratch (barrier arrivals, histograms)
 #ifndef DF_SAMPLER
 #define DF_SAMPLER 0                               // the in-kernel sampler (its own build: in the greedy one its code
-#endif                                             // cost 124M's greedy steps 2.5 %)           // sampling: a token's scratch (barrier arrivals, histograms)
+#endif                                             // cost 124M's greedy steps 2.5 %)
 static_assert(DF_CMAX % 64 == 0 && DF_SLOT_BYTES % 16 == 0, "whole heads, 16-byte slots");
 static_assert(DF_CHAINS == 2 || DF_CHAINS == 4 || DF_CHAINS == 8, "DF_CHAINS: 2, 4 or 8");
 static_assert(DF_ROW_PAD % 16 == 0 && (DF_ROW_PAD == 0 || DF_ROW_PAD % 128 != 0), "16-byte rows, apart in the banks");

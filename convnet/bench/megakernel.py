@@ -4,7 +4,8 @@ beside HF generate in bf16 and the memory-bandwidth limit, in one process. A bat
 does not take (the dataflow kernel's past one sequence) is not timed again for it: those steps are fast_bf16's.
 A prompt of `prompt_len` tokens per sequence, then `new_tokens` tokens, greedy or sampled (`sampling`), through the
 generate path (GPUGenerator); steady = the device's rate over the decode steps (CUDA events), the median of `repeat`
-runs after a warm-up. The limit: the bf16 weights one step reads (layers and the LM head) at the GPU's nominal bandwidth."""
+runs after a warm-up. The limit: the bf16 weights one step reads (layers and the LM head) at the GPU's nominal
+bandwidth."""
 from __future__ import annotations
 
 import statistics
