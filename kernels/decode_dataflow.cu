@@ -210,6 +210,21 @@ __device__ __forceinline__ u64 peek(const u64* p) {
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
+// the value of word p once it carries `stamp`
+__device__ __forceinline__ unsigned wait_word(const u64* p, unsigned stamp) {
+    u64 v = peek(p);
+    while ((unsigned)(v >> 32) != stamp) v = peek(p);
+    return (unsigned)v;
+}
+// the values of words p[0] and p[1] once both carry `stamp` (each round reloads the missing ones together)
+__device__ __forceinline__ uint2 wait_pair(const u64* p, unsigned stamp) {
+    u64 x0 = peek(p), x1 = peek(p + 1);
+    while ((unsigned)(x0 >> 32) != stamp || (unsigned)(x1 >> 32) != stamp) {
+        if ((unsigned)(x0 >> 32) != stamp) x0 = peek(p);
+        if ((unsigned)(x1 >> 32) != stamp) x1 = peek(p + 1);
+    }
+    return make_uint2((unsigned)x0, (unsigned)x1);
+}
 // ---- block helpers ---------------------------------------------------------------------------------------------
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" :: "n"(DF_CONSUMERS) : "memory"); }
 
@@ -721,13 +736,12 @@ __device__ __forceinline__ void attention_head(const DFArgs& a, int l, int h, in
             if (tid < 3 * DF_HD) {
                 const int part = tid / DF_HD, e = tid % DF_HD;
                 const u64* p = a.words + DF_QKV + part * C + h * DF_HD + e;
-                u64 v = peek(p);
-                while ((unsigned)(v >> 32) != stamp) v = peek(p);
-                const float f = __uint_as_float((unsigned)v);
+                const unsigned v = wait_word(p, stamp);
+                const float f = __uint_as_float(v);
                 if (part == 0) sh.q[e] = f * a.scale;
                 else if (part == 1) sh.kn[e] = f;
                 else sh.vn[e] = f;
-                if (part > 0) (part == 1 ? a.kc : a.vc)[(head + pos) * DF_HD + e] = (u16)((unsigned)v >> 16);
+                if (part > 0) (part == 1 ? a.kc : a.vc)[(head + pos) * DF_HD + e] = (u16)(v >> 16);
             }
             consumer_sync();
             DF_STAMP(10 * l + 2);
@@ -811,14 +825,9 @@ __device__ __forceinline__ int2 choose(const DFArgs& a, unsigned stamp, DFShared
     float cv = -INFINITY;
     int ci = 0x7fffffff;
     if (tid < (int)gridDim.x) {
-        const u64* p = a.words + DF_CAND + 2 * tid;
-        u64 x0 = peek(p), x1 = peek(p + 1);
-        while ((unsigned)(x0 >> 32) != stamp || (unsigned)(x1 >> 32) != stamp) {
-            if ((unsigned)(x0 >> 32) != stamp) x0 = peek(p);
-            if ((unsigned)(x1 >> 32) != stamp) x1 = peek(p + 1);
-        }
-        cv = __uint_as_float((unsigned)x0);
-        ci = (int)(unsigned)x1;
+        const uint2 c = wait_pair(a.words + DF_CAND + 2 * tid, stamp);
+        cv = __uint_as_float(c.x);
+        ci = (int)c.y;
     }
     return block_best(cv, ci, sh);
 }
@@ -936,13 +945,8 @@ __device__ int grid_draw(const DFArgs& a, unsigned cut, float m, unsigned stamp,
     }
     u64 mj = 0;
     if (tid < (int)gridDim.x) {                                   // block tid's mass
-        const u64* p = a.words + DF_MASS + 2 * tid;
-        u64 x0 = peek(p), x1 = peek(p + 1);
-        while ((unsigned)(x0 >> 32) != stamp || (unsigned)(x1 >> 32) != stamp) {
-            if ((unsigned)(x0 >> 32) != stamp) x0 = peek(p);
-            if ((unsigned)(x1 >> 32) != stamp) x1 = peek(p + 1);
-        }
-        mj = (x0 & 0xffffffffull) | (x1 << 32);
+        const uint2 h = wait_pair(a.words + DF_MASS + 2 * tid, stamp);
+        mj = h.x | ((u64)h.y << 32);
     }
     u64 total;
     const u64 before = scan_u64(mj, &total, sh);
@@ -965,11 +969,7 @@ __device__ int grid_draw(const DFArgs& a, unsigned cut, float m, unsigned stamp,
         }
         put(a.words + DF_TOK, (unsigned)tok, stamp);
     }
-    if (tid == 0) {
-        u64 v = peek(a.words + DF_TOK);
-        while ((unsigned)(v >> 32) != stamp) v = peek(a.words + DF_TOK);
-        sh.smp.tok = (int)(unsigned)v;
-    }
+    if (tid == 0) sh.smp.tok = (int)wait_word(a.words + DF_TOK, stamp);
     consumer_sync();
     return sh.smp.tok;
 }

@@ -261,13 +261,14 @@ class GPUGenerator:
         mega = gpu.mega_takes(B, ragged)           # decode = "mega": the steps on the persistent kernel
         # its steps a launch at a time: greedy, or any sampling where the kernel samples itself (the dataflow
         # kernel: sample_tokens' choice inside it); else a launch a step to the logits, then the samplers
-        mega_runs = mega and ((temp == 0 and s.repetition_penalty == 1) or getattr(gpu.mega, "samples", False))
+        plain_greedy = temp == 0 and s.repetition_penalty == 1
+        mega_runs = mega and (plain_greedy or getattr(gpu.mega, "samples", False))
 
         gpu.ragged = Ragged(gpu, lens, T) if ragged else None
         # plain greedy steps of one sequence end in the LM head's own pick (decode_pick: argmax, advance and the
         # next embedding in its GEMV) in place of sample_tokens, advance_tokens and the embedding: the same tokens,
         # three launches fewer (H200, fast_bf16: 124M B=1 +1.2 %; B=8 -1.1 %, so not past PICK_MAX_B; xl even)
-        pick = not mega and B <= PICK_MAX_B and temp == 0 and s.repetition_penalty == 1 and done is None and \
+        pick = not mega and B <= PICK_MAX_B and plain_greedy and done is None and \
             gpu.graphable and gpu._picks(B)
 
         def device_step(out=None):                      # out: where the step's tokens go (default gpt2.act.next)
@@ -303,7 +304,7 @@ class GPUGenerator:
             events[0].record(st)
             if mega_runs:
                 self._run_mega(N, B, cap, host, events, rows, on_step, done, step, pad, start, end,
-                               sampling=None if temp == 0 and s.repetition_penalty == 1 else s, seen=seen)
+                               sampling=None if plain_greedy else s, seen=seen)
                 return
             if mega:                                    # (cooperative launches stay out of captured graphs)
                 graph = False
