@@ -39,7 +39,8 @@ def test_gpt2_builds_depend_on_the_head_size_only(name):
     same builds as full models with other depths, vocabularies and contexts, and one set of builds serves every
     GPT-2 width of head size 64 (124M to xl: the LayerNorms' row width is picked at launch, not compiled in), but
     for the dataflow decode kernel's slot size at large's and xl's widths (dataflow.slot_bytes: its greedy build
-    and its sampler's), which make kernels builds too (it dry-runs every width)."""
+    and its sampler's; fast_bf16 takes the kernel at xl's width), which make kernels builds too (it dry-runs every
+    width)."""
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpt2.model import GPT2Config, random_params
@@ -57,17 +58,19 @@ def test_gpt2_builds_depend_on_the_head_size_only(name):
         with np.errstate(all="ignore"):
             widths.append(kernels_of(lambda r: GPUGenerator(GPT2GPU(params, dry, v, r))))
     assert widths[0] and widths[1] == widths[0]
-    if name != "fast_bf16_df":
-        assert widths[2] == widths[0] and widths[3] == widths[0]
-    else:
-        from convnet.gpt2 import dataflow
-        for (heads, width), w in zip(((20, 1280), (25, 1600)), widths[2:]):
-            own = w - widths[0]                          # the greedy build and the sampler's (DF_SAMPLER=1)
-            assert {f for f, _ in own} == {dataflow.KERNEL_FILE} and len(own) == 2
-            assert {dict(d)["DF_SLOT_BYTES"] for _, d in own} == {dataflow.slot_bytes(width)} != {dataflow.SLOT_BYTES}
-            assert sorted(dict(d).get("DF_SAMPLER", 0) for _, d in own) == [0, 1]
-            assert len(widths[0] - w) == 2
-            assert own <= ahead.gpt2_builds("sm_90a", [(width, heads)])
+    from convnet.gpt2 import dataflow
+    # fast_bf16 (decode "auto") takes the dataflow kernel from dataflow.PREFERRED_FROM wide: xl's, not large's
+    own_slots = {"fast_bf16_df": ((20, 1280), (25, 1600)), "fast_bf16": ((25, 1600),)}.get(name, ())
+    for (heads, width), w in zip(((20, 1280), (25, 1600)), widths[2:]):
+        if (heads, width) not in own_slots:
+            assert w == widths[0]
+            continue
+        own = w - widths[0]                              # the greedy build and the sampler's (DF_SAMPLER=1)
+        assert {f for f, _ in own} == {dataflow.KERNEL_FILE} and len(own) == 2
+        assert {dict(d)["DF_SLOT_BYTES"] for _, d in own} == {dataflow.slot_bytes(width)} != {dataflow.SLOT_BYTES}
+        assert sorted(dict(d).get("DF_SAMPLER", 0) for _, d in own) == [0, 1]
+        assert len(widths[0] - w) == (2 if name == "fast_bf16_df" else 0)
+        assert own <= ahead.gpt2_builds("sm_90a", [(width, heads)])
 
 
 def test_prebuilt_cubin_loads_without_nvcc(prebuilt, monkeypatch):

@@ -54,9 +54,9 @@ def test_megakernel_bench_does_not_time_a_batch_its_persistent_kernel_leaves(mon
     from convnet.gpt2.generate import Sampling
     from convnet.gpu import runtime
 
-    def fake_gpu(params, config, variant):
+    def fake_gpu(params, config, variant):                # (decode "auto" as where it takes the dataflow kernel)
         decode = variant.params.get("decode")
-        mega = SimpleNamespace(batch_refusal=dataflow.batch_refusal) if decode == "dataflow" else None
+        mega = SimpleNamespace(batch_refusal=dataflow.batch_refusal) if decode in ("dataflow", "auto") else None
         return SimpleNamespace(mega=mega, rt=SimpleNamespace(pool=SimpleNamespace(free=lambda: None)))
 
     timed = []
@@ -76,6 +76,11 @@ def test_megakernel_bench_does_not_time_a_batch_its_persistent_kernel_leaves(mon
     assert [r["B"] for r in skipped] == [8] and "not timed" in skipped[0]["value"]
     assert [r["B"] for r in rows if r["what"].startswith("sequences equal")] == [1]
     assert "| 124M | 8 | fast_bf16_df | not timed" in table and table.startswith("Decode (greedy)")
+    assert [r["what"] for r in rows if "tok_s" in r] == ["fast_bf16@decode=steps"] * 2 + ["fast_bf16_df"]
+    # fast_bf16 (decode "auto") runs the steps past one sequence: timed at every batch
+    timed.clear()
+    _, rows = megakernel.megakernel_benchmark(("124M",), (1, 8), hf=False, variants=("fast_bf16", "fast_bf16_df"))
+    assert timed == [1, 8, 1] and [r["B"] for r in rows if r["what"] == "fast_bf16" and "tok_s" in r] == [1, 8]
     table, _ = megakernel.megakernel_benchmark(("124M",), (1,), hf=False,
                                                sampling=Sampling(0.8, top_p=0.9, repetition_penalty=1.2))
     assert table.startswith("Decode (temperature 0.8, top-p 0.9, repetition penalty 1.2)")

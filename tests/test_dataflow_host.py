@@ -163,3 +163,28 @@ def test_dataflow_counter_table_reads_cycles_a_token():
     rows = dataflow_counter_table(s, L)
     assert rows == [f"| {name} | {1000 * (i + 1):,} | {100 * (i + 1):,} |"
                     for i, (name, _) in enumerate(DATAFLOW_COUNTERS)]
+
+
+@pytest.mark.parametrize("C,H,arch,sms,want", [(768, 12, "sm_90a", 132, False), (1024, 16, "sm_90a", 132, False),
+                                               (1280, 20, "sm_90a", 132, False), (1600, 25, "sm_90a", 132, True),
+                                               (1536, 24, "sm_90a", None, True), (1600, 25, "sm_80", 108, False),
+                                               (1600, 20, "sm_90a", 132, False), (1600, 25, "sm_90a", 300, False)])
+def test_auto_takes_the_kernel_where_it_is_ahead_and_runs(C, H, arch, sms, want):
+    """decode = "auto" (fast_bf16): the dataflow kernel from dataflow.PREFERRED_FROM wide (ahead of the step graphs
+    at xl on the H200, even at large), and only where it runs the model (Hopper, head size 64, up to 256 SMs)."""
+    assert df.preferred(ref.GPT2Config(12, H, C, 50257, 1024), arch, sms) is want
+
+
+@pytest.mark.parametrize("C,H,persistent", [(768, 12, False), (1280, 20, False), (1600, 25, True)])
+def test_fast_bf16_decodes_one_sequence_on_the_kernel_from_xl_wide(C, H, persistent):
+    """fast_bf16's GPT2GPU off the GPU (the dry run): the dataflow kernel as its persistent decode kernel at xl's width
+    only; past one sequence its steps run either way (the kernel's batch refusal)."""
+    import numpy as np
+    from convnet import catalogue
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu.recorder import RecordingRuntime
+    config = ref.GPT2Config(1, H, C, 64, 128)
+    with np.errstate(all="ignore"):
+        gpu = GPT2GPU(ref.random_params(config), config, catalogue.get("fast_bf16", "gpt2"), RecordingRuntime())
+    assert isinstance(gpu.mega, df.DecodeDataflow) is persistent
+    assert gpu.mega_takes(1) is persistent and not gpu.mega_takes(2)

@@ -223,13 +223,13 @@ def test_configs_precompile_covers_every_head_size():
 def test_bf16_precompile_collects_without_a_gpu():
     """tools/precompile_bf16.py collects the bf16 tests' and bench-attention's builds on a machine without a GPU (its
     bench-attention part once passed a config's own defines twice), fast_bf16_xb's among them, and the decode
-    megakernel's default and MK_TRACE builds."""
+    megakernel's default and MK_TRACE builds, and at xl's width the dataflow kernel's (fast_bf16's decode = "auto")."""
     import precompile_bf16
     from convnet.bench.dryrun import kernels_of
     from convnet.gpt2.gpu import GPT2GPU
     builds = precompile_bf16.collect("sm_90a")
     assert {f for f, _ in builds} == {"attention.cu", "gemm.cu", "transformer.cu", "decode_mega.cu",
-                                      "decode_attn_proj.cu"}
+                                      "decode_attn_proj.cu", "decode_dataflow.cu"}
     assert {d for f, d in builds if f == "decode_mega.cu"} == {(), (("MK_TRACE", 1),)}
     cfg = precompile_bf16.CONFIGS[0]
     assert kernels_of(lambda rt: GPT2GPU(random_params(cfg), cfg, catalogue.get("fast_bf16_xb", "gpt2"), rt)) <= builds

@@ -163,6 +163,26 @@ def test_batches_past_one_run_the_steps():
     assert run(df, prompts, 20) == run(plain, prompts, 20)
 
 
+def test_fast_bf16_takes_the_kernel_at_xl_width():
+    """fast_bf16 (decode = "auto") runs one sequence's steps on the dataflow kernel at xl's width, greedy and sampled:
+    the tokens are fast_bf16_df's (the same builds) and, greedy, the step graphs' (a fixture whose logits are apart);
+    two sequences run the steps."""
+    from convnet.gpt2.dataflow import DecodeDataflow
+    from convnet.gpt2.gpu_generate import GPUGenerator
+    config = SHAPES["xl_width"]
+    params, df, steps = generators(config, seed=2)
+    _, gpu = model("fast_bf16", config, seed=2)
+    auto = GPUGenerator(gpu)
+    assert isinstance(gpu.mega, DecodeDataflow) and not isinstance(steps.gpu.mega, DecodeDataflow)
+    prompts = [[int(x) for x in (np.arange(1, 10) * 11) % config.vocab_size]]
+    got = run(auto, prompts, 40)
+    assert got == run(df, prompts, 40) == run(steps, prompts, 40)
+    s = Sampling(0.8, top_k=40, top_p=0.9, seed=7)
+    assert run(auto, prompts, 40, s) == run(df, prompts, 40, s)
+    two = prompts + [[int(x) for x in (np.arange(2, 11) * 13) % config.vocab_size]]
+    assert not gpu.mega_takes(2) and run(auto, two, 20) == run(steps, two, 20)
+
+
 def test_refusals_are_one_line():
     from convnet.gpt2.dataflow import batch_refusal, model_refusal
     assert model_refusal(SHAPES["124M"], "sm_90a", 132) is None

@@ -70,10 +70,11 @@ def run(gen, prompts, n, s=Sampling(), eos=None):
 
 
 def generators(config, seed=0, name=MK):
-    """The float64 parameters, then generators of variant `name` (a persistent decode kernel) and of fast_bf16."""
+    """The float64 parameters, then generators of variant `name` (a persistent decode kernel) and of fast_bf16's step
+    graphs (fast_bf16 itself takes the dataflow kernel at xl's width)."""
     from convnet.gpt2.gpu_generate import GPUGenerator
     params, mk = model(name, config, seed)
-    _, plain = model("fast_bf16", config, seed)
+    _, plain = model("fast_bf16+decode=steps", config, seed)
     return params, GPUGenerator(mk), GPUGenerator(plain)
 
 

@@ -89,9 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--prompt-len", type=positive_int, default=64)
     m.add_argument("--new-tokens", type=positive_int, default=128)
     m.add_argument("--repeat", type=positive_int, default=3)
-    m.add_argument("--variants", nargs="+", default=["fast_bf16", "fast_bf16_df"],
+    m.add_argument("--variants", nargs="+", default=None,
                    help="catalogue names, or NAME@KEY=V,... for one with other -D constants or params "
-                        "(e.g. fast_bf16@BFM_SLAB_LN=64)")
+                        "(e.g. fast_bf16@BFM_SLAB_LN=64); default: fast_bf16's step graphs and the dataflow kernel "
+                        "(fast_bf16 itself takes the one ahead at the model's width)")
     m.add_argument("--no-hf", action="store_true", help="without HF generate")
     m.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (default 0: greedy)")
     m.add_argument("--top-k", type=int, default=None, help="sampling: only among the k likeliest tokens")
@@ -224,6 +225,8 @@ def _generate(args) -> int:
 
 def _megakernel(args) -> int:
     from .layer import variant_spec
+    from .megakernel import DEFAULT_VARIANTS
+    args.variants = args.variants or list(DEFAULT_VARIANTS)
     decode = {n: variant_spec(n, "gpt2").params.get("decode") for n in args.variants}
     mega = [n for n in args.variants if decode[n] == "mega"]
     dataflow = "dataflow" in decode.values()

@@ -1,7 +1,9 @@
-"""`convnet-bench megakernel`: steady greedy decode rates of fast_bf16 and a persistent decode kernel (by default
-the dataflow kernel, fast_bf16_df; fast_bf16_mk the megakernel) at the GPT-2 sizes (random weights, their shapes),
-beside HF generate in bf16 and the memory-bandwidth limit, in one process. A batch a variant's persistent kernel
-does not take (the dataflow kernel's past one sequence) is not timed again for it: those steps are fast_bf16's.
+"""`convnet-bench megakernel`: steady greedy decode rates of fast_bf16's step graphs (fast_bf16@decode=steps) and a
+persistent decode kernel (by default the dataflow kernel, fast_bf16_df; fast_bf16_mk the megakernel) at the GPT-2
+sizes (random weights, their shapes), beside HF generate in bf16 and the memory-bandwidth limit, in one process.
+fast_bf16 itself (decode = "auto") takes whichever of the two is ahead at the model's width. A batch that a variant's
+own persistent kernel (decode = "dataflow" or "mega") does not take, the dataflow kernel's past one sequence, is not
+timed again for it: those steps are fast_bf16's.
 A prompt of `prompt_len` tokens per sequence, then `new_tokens` tokens, greedy or sampled (`sampling`), through the
 generate path (GPUGenerator); steady = the device's rate over the decode steps (CUDA events), the median of `repeat`
 runs after a warm-up. The limit: the bf16 weights one step reads (layers and the LM head) at the GPU's nominal
@@ -12,6 +14,7 @@ import statistics
 
 import numpy as np
 
+DEFAULT_VARIANTS = ("fast_bf16@decode=steps", "fast_bf16_df")
 SIZES = {"124M": (12, 12, 768), "medium": (24, 16, 1024), "large": (36, 20, 1280), "xl": (48, 25, 1600)}
 NOMINAL_TBS = {"H100": 3.35, "H200": 4.8}          # HBM3 / HBM3e, TB/s (NVIDIA's figures for the SXM parts)
 
@@ -46,7 +49,7 @@ def _rate(gen, prompts, new_tokens: int, repeat: int, sampling) -> tuple[float, 
 
 
 def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8), prompt_len: int = 64,
-                         new_tokens: int = 128, repeat: int = 3, variants=("fast_bf16", "fast_bf16_df"),
+                         new_tokens: int = 128, repeat: int = 3, variants=DEFAULT_VARIANTS,
                          hf: bool = True, sampling=None) -> tuple[str, list]:
     """Returns (the table, rows of dicts). variants: catalogue names or NAME@KEY=V,... (bench.layer.variant_spec);
     sampling: a generate.Sampling (default greedy)."""
@@ -69,10 +72,12 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
         prompts = {B: [list(map(int, p)) for p in rng.integers(0, 50257, (B, prompt_len))] for B in batches}
         tokens = {}
         for name in variants:
-            gen = GPUGenerator(GPT2GPU(params, config, variant_spec(name, "gpt2")))
+            variant = variant_spec(name, "gpt2")
+            gen = GPUGenerator(GPT2GPU(params, config, variant))
+            own = variant.params.get("decode") in ("mega", "dataflow")     # not "auto": it runs whichever takes B
             for B in batches:
                 persistent = gen.gpu.mega
-                if persistent is not None and persistent.batch_refusal(B):
+                if own and persistent is not None and persistent.batch_refusal(B):
                     rows.append({"size": size, "B": B, "what": name,
                                  "value": "not timed: its persistent kernel does not take this batch"})
                     continue

@@ -63,6 +63,10 @@ kernel each step uses:
                     TMA epilogue run the residual stream in bf16 ("gpt2.act.xb": embed_bf16_xb rounds the embedding
                     once, layernorm_warp_bf16_xb reads it, each projection's x += A W + b rounds once in L2), as HF's
                     bf16 model does; other calls and every decode step keep the fp32 stream. Default "fp32"
+    decode          bf16: "steps" (default: each step a chain of kernels, eight steps a CUDA graph), "dataflow" (one
+                    sequence's steps on the dataflow kernel, gpt2/dataflow.py), "mega" (the decode megakernel,
+                    gpt2/megakernel.py) or "auto" (the dataflow kernel where it is ahead of the steps at B = 1 and
+                    runs the model, dataflow.preferred; else the steps)
     graph_forward   (default true where graphable) forward() and logits() replay a captured CUDA graph of a
                     whole-sequence forward from the second call of a shape on (session 14)
 
@@ -287,6 +291,11 @@ class GPT2GPU:
         self._upload(params)
         self.mega = None                # decode = "mega" or "dataflow": greedy steps as one persistent kernel
         decode = p.get("decode", "steps")
+        if decode == "auto":
+            from .dataflow import preferred
+            real = isinstance(rt, Runtime)
+            decode = "dataflow" if self.bf16 and preferred(self.cfg, rt.arch, rt.sm_count if real else None) \
+                else "steps"
         if decode in ("mega", "dataflow"):
             if not self.bf16:
                 raise GPUError(f"variant {name}: decode = \"{decode}\" is for the bf16 path")

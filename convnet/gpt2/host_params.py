@@ -33,7 +33,8 @@ class GPT2Params:
     decode_split_waves: int = 0         # flash-decoding's splits capped at this many waves (0: no cap)
     decode_attn_proj: int = 0           # decode steps of up to this many rows: attention + projection in one kernel
     decode_pick: bool = False           # the LM head's GEMV ends a greedy step
-    decode: str = "steps"               # steps (a kernel per layer piece), mega or dataflow (one persistent kernel a step)
+    decode: str = "steps"               # steps (a kernel per layer piece), mega or dataflow (one persistent kernel a step),
+                                        # auto (dataflow where it is ahead at B = 1: dataflow.preferred; else steps)
     graph_forward: bool = True          # the forward as one CUDA graph
     flash_tf32: bool = False            # flash attention on TF32 tensor cores
     flash_wgmma: bool = False           # bf16 flash attention on wgmma
@@ -53,7 +54,7 @@ class GPT2Params:
 CHOICES = {"gemm": ("tiled", "regtile", "vec4", "tf32", "wgmma", "bf16_wgmma", "bf16_mma", "bf16"),
            "attention": ("naive", "flash"), "softmax": ("naive", "warp"), "layernorm": ("naive", "warp"),
            "dtype": ("fp32", "bf16"), "residual_dtype": ("fp32", "bf16"),
-           "decode_attention": ("decode", "split", "flash"), "decode": ("steps", "mega", "dataflow")}
+           "decode_attention": ("decode", "split", "flash"), "decode": ("steps", "mega", "dataflow", "auto")}
 
 
 def check(name: str, params: dict, source: str) -> None:
