@@ -96,3 +96,15 @@ def test_megakernel_variant_specs_are_checked_before_any_gpu_work(spec, message)
            "--variants", "fast_bf16", spec]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_megakernel_trace_samples_only_in_the_dataflow_kernel():
+    """--trace with sampling options: the megakernel's trace is greedy, so that is one line and exit 2 before the GPU
+    check; with the dataflow kernel among --variants it goes on to the GPU check (no GPU here: its own line)."""
+    base = [sys.executable, "-m", "convnet.bench.cli", "megakernel", "--sizes", "124M", "--batches", "1", "--trace",
+            "--temperature", "0.8", "--top-p", "0.9", "--variants"]
+    p = subprocess.run(base + ["fast_bf16_mk"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and "samples only in the dataflow kernel" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = subprocess.run(base + ["fast_bf16_df"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "samples only" not in p.stderr

@@ -80,14 +80,19 @@ def random_sampling(rng, V: int) -> Sampling:
     return Sampling(float(rng.uniform(0.3, 2.0)), top_k, top_p, penalty, int(rng.integers(2 ** 63))).checked()
 
 
+# a vocabulary past 2^16 rows (531 LM-head rows a block on 132 SMs; the masses' sums past 2^56)
+WIDE_VOCAB = ref.GPT2Config(n_layer=1, n_head=4, n_embd=256, vocab_size=70001, n_ctx=64)
+
+
 @pytest.mark.parametrize("shape,T,cap,n,grid", [("small", 9, 32, 24, None), ("small", 9, 32, 12, 61),
-                                                ("124M", 40, 64, 10, None), ("xl_width", 20, 64, 10, None)])
+                                                ("124M", 40, 64, 10, None), ("xl_width", 20, 64, 10, None),
+                                                ("wide_vocab", 9, 32, 10, None)])
 def test_sampled_step_is_sample_tokens_choice(shape, T, cap, n, grid, rng):
     """Each fresh setting: the step's logits (logits mode), then the same step sampled inside the kernel from the same
     state (its output poisoned): the token sample_tokens draws from those logits, in the oracle's kept set; the
     token's seen bit set and the step counter advanced. grid: fewer blocks than SMs (another GPU's count: every
     share, the plan and the sampler's grid sums follow the grid)."""
-    config = SHAPES[shape]
+    config = WIDE_VOCAB if shape == "wide_vocab" else SHAPES[shape]
     V = config.vocab_size
     _, gpu = model(DF, config, seed=int(rng.integers(1000)))
     if grid:

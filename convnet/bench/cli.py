@@ -103,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="append the rates to the results table (default: results/gpt2.csv)")
     m.add_argument("--trace", action="store_true",
                    help="instead: where a step's time goes, at the first size (the dataflow kernel's DF_TRACE=1 "
-                        "build at B=1 where fast_bf16_df is among --variants, as by default; else the megakernel's "
-                        "MK_TRACE=1 build at the first batch)")
+                        "build at B=1 where fast_bf16_df is among --variants, as by default, greedy or with the "
+                        "sampling options; else the megakernel's MK_TRACE=1 build at the first batch, greedy)")
     m.add_argument("--define", nargs="*", default=[], metavar="K=V", help="--trace: -D constants of the traced build")
     t = commands.add_parser("results", help="the recorded figures (results/*.csv); --docs redraws the docs' tables")
     t.add_argument("--model", choices=("lenet86", "gpt2", "onnx"), default=None,
@@ -237,15 +237,16 @@ def _megakernel(args) -> int:
         raise UsageError("--prompt-len + --new-tokens exceed GPT-2's context of 1024")
     from ..gpt2.generate import Sampling
     sampling = Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed).checked()
-    if args.trace and sampling != Sampling():
-        raise UsageError("--trace times greedy steps; leave out the sampling options")
+    if args.trace and sampling != Sampling() and not dataflow:
+        raise UsageError("--trace samples only in the dataflow kernel (fast_bf16_df); the megakernel's trace is "
+                         "greedy: leave out the sampling options")
     _needs_gpu("convnet-bench megakernel")
     from .megakernel import megakernel_benchmark, trace_report
     if args.trace:
         defines = dict(kv.split("=", 1) for kv in args.define)
         if dataflow:
             from .megakernel import dataflow_trace_report
-            print(dataflow_trace_report(args.sizes[0], args.prompt_len, defines=defines))
+            print(dataflow_trace_report(args.sizes[0], args.prompt_len, defines=defines, sampling=sampling))
         else:
             print(trace_report(args.sizes[0], args.batches[0], args.prompt_len, defines=defines))
         return 0

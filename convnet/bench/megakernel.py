@@ -266,9 +266,12 @@ def dataflow_counter_table(stamps: np.ndarray, n_layer: int) -> list:
     return rows
 
 
-def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int = 16, defines=None) -> str:
-    """One launch of `tokens` greedy steps of fast_bf16_df on a DF_TRACE=1 build: where a token's time goes,
-    event by event (dataflow_trace_table)."""
+def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int = 16, defines=None,
+                          sampling=None) -> str:
+    """One launch of `tokens` steps of fast_bf16_df on a DF_TRACE=1 build, greedy or sampled in the kernel
+    (`sampling`, a generate.Sampling: its DF_SAMPLER=1 build): where a token's time goes, event by event
+    (dataflow_trace_table)."""
+    sample = sampling is not None and not sampling.greedy
     gpu, config, cap = _after_prompt("fast_bf16_df", {**(defines or {}), "DF_TRACE": 1}, size, 1, prompt_len,
                                      tokens)
     L = config.n_layer
@@ -277,11 +280,17 @@ def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int 
     trace = rt.pool.get("gpt2.df.trace", (G * tokens * ev,), np.uint64)
     trace.fill(np.uint64(0))
     out = rt.pool.get("gpt2.df.out", (tokens, 1), np.int32)
-    df.launch(1, cap, tokens, out=out, stream=gpu.stream, trace=trace)
+    seen = None
+    if sample and sampling.repetition_penalty != 1:                     # nothing seen yet: the penalty's full path
+        seen = rt.pool.get("gpt2.df.trace_seen", (1, -(-config.vocab_size // 32)), np.uint32)
+        seen.fill(np.uint32(0))
+    df.launch(1, cap, tokens, out=out, stream=gpu.stream, trace=trace, sampling=sampling if sample else None,
+              seen=seen)
     rt.synchronize("dataflow decode kernel trace")
     stamps = trace.get().reshape(G, tokens, ev)
     attention = sorted({h * G // config.n_head for h in range(config.n_head)})
-    return "\n".join([f"dataflow decode kernel trace: {size}, B=1, {tokens} tokens in one launch, {rt.name}"
+    how = f", {sampling_words(sampling)}" if sample else ", greedy"
+    return "\n".join([f"dataflow decode kernel trace: {size}, B=1, {tokens} tokens in one launch{how}, {rt.name}"
                       + (f", {defines}" if defines else ""), "",
                       "| event (layers 1..L-1) | us after the event before (last block to last block) "
                       "| a block's own us from its event before (median block) |",
