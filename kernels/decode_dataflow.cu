@@ -67,8 +67,8 @@
 // 2,733, large 1,377 against 1,380, xl 781 against 732.
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD, DF_HOLD_LAST (the ring), DF_CHAINS (a GEMV warp's
-// accumulators), DF_SEGMENTS (few-row tiles' K in segments), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP;
-// DF_SAMPLER=1: the build with the in-kernel sampler (dataflow.py takes it for sampled launches).
+// accumulators), DF_SEGMENTS (few-row tiles' K in segments), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP,
+// DF_V_L2 (the attention's value rows sent to L2 before its wait); DF_SAMPLER=1: the build with the in-kernel sampler (dataflow.py takes it for sampled launches).
 #include "bf16.cuh"
 #include "mbarrier.cuh"
 #include "sampling.cuh"
@@ -96,6 +96,9 @@
 #endif
 #ifndef DF_SEGMENTS
 #define DF_SEGMENTS 1                              // a tile of few rows: each row's K in 2 or 4 segments (gemv_share)
+#endif
+#ifndef DF_V_L2
+#define DF_V_L2 1                                  // attention: each key's value row sent to L2 before the wait
 #endif
 #ifndef DF_TRACE
 #define DF_TRACE 0
@@ -728,6 +731,10 @@ __device__ __forceinline__ void attention_head(const DFArgs& a, int l, int h, in
     float2 o = make_float2(0.f, 0.f);
     for (int c = pos / DF_KEYS; c >= 0; --c) {
         const int k0 = c * DF_KEYS, key = k0 + tid;
+        // the key's value row (128 bytes, one line) on its way to L2 while its key and the head's q, k, v come: the
+        // values are loaded after the scores, and from DRAM (the weights' stream evicts the cache) that round trip
+        // was on the path
+        if (DF_V_L2 && key < pos) asm volatile("prefetch.global.L2 [%0];\n" :: "l"(vc + (head + key) * (DF_HD / 2)));
         uint4 kr[DF_HD / 8];
 #pragma unroll
         for (int g = 0; g < DF_HD / 8; ++g)
