@@ -53,6 +53,10 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
                          hf: bool = True, sampling=None) -> tuple[str, list]:
     """Returns (the table, rows of dicts). variants: catalogue names or NAME@KEY=V,... (bench.layer.variant_spec);
     sampling: a generate.Sampling (default greedy)."""
+    import sys
+
+    from tqdm import tqdm
+
     from ..gpt2.generate import Sampling
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.gpu_generate import GPUGenerator
@@ -65,13 +69,19 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
     peak = nominal_bandwidth(rt.name)
     rows = []
     rng = np.random.default_rng(1)
+    hf = hf and hf_anchor.available()
+    # a size's random weights and its models take a minute at xl: what is running, on a terminal
+    bar = tqdm(total=len(sizes) * (len(variants) + hf * len(batches)), desc="decode benchmark", unit="run", file=sys.stderr,
+               disable=None, leave=False)
     for size in sizes:
         config = size_config(size)
+        bar.set_postfix_str(f"{size}: random weights")
         params = random_params(config, seed=0)
         limit = (peak * 1e12 / step_bytes(config)) if peak else None
         prompts = {B: [list(map(int, p)) for p in rng.integers(0, 50257, (B, prompt_len))] for B in batches}
         tokens = {}
         for name in variants:
+            bar.set_postfix_str(f"{size}: {name}")
             variant = variant_spec(name, "gpt2")
             gen = GPUGenerator(GPT2GPU(params, config, variant))
             own = variant.params.get("decode") in ("mega", "dataflow")     # not "auto": it runs whichever takes B
@@ -86,12 +96,14 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
                 rows.append({"size": size, "B": B, "what": name, "tok_s": rate, "limit_steps": limit})
             gen.gpu.rt.pool.free()
             del gen
+            bar.update(1)
         for B in batches:
             if len(variants) > 1 and (variants[0], B) in tokens and (variants[-1], B) in tokens:
                 same = [a == b for a, b in zip(tokens[(variants[0], B)], tokens[(variants[-1], B)])]
                 rows.append({"size": size, "B": B, "what": f"sequences equal, {variants[0]} and {variants[-1]}",
                              "value": f"{sum(same)} of {len(same)}"})
-            if hf and hf_anchor.available():
+            if hf:
+                bar.set_postfix_str(f"{size}: HF generate, B={B}")
                 rows.append({"size": size, "B": B, "what": "HF generate bf16 (wall)",
                              "tok_s": hf_anchor.time_generate(params, config, prompts[B], new_tokens, False,
                                                               do_sample=not sampling.greedy, top_p=sampling.top_p,
@@ -99,7 +111,9 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
                                                               top_k=sampling.top_k, bf16=True,
                                                               repetition_penalty=sampling.repetition_penalty),
                              "limit_steps": limit})
+                bar.update(1)
         del params
+    bar.close()
     return _table(rows, rt.name, peak, prompt_len, new_tokens, sampling_words(sampling)), rows
 
 
