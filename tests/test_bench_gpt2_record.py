@@ -88,10 +88,12 @@ def test_megakernel_bench_does_not_time_a_batch_its_persistent_kernel_leaves(mon
 
 @pytest.mark.parametrize("spec,message", [("fast_bf16@X", "expected NAME@KEY=VALUE"),
                                           ("nosuch", "unknown gpt2 variant 'nosuch'"),
-                                          ("fast_bf16_mk@MK_SLOTS=4", "runs 1 to 8")])
+                                          ("fast_bf16_mk@MK_SLOTS=4", "runs 1 to 8"),
+                                          ("fast_bf16@decode=bogus", "param decode = 'bogus' is not one of"),
+                                          ("fast_bf16@decode_fold=3", "should be a bool")])
 def test_megakernel_variant_specs_are_checked_before_any_gpu_work(spec, message):
-    """--variants takes NAME@KEY=V,...: a malformed spec or an unknown name is one line and exit 2, and a megakernel
-    spec counts as the megakernel for the batch check, all before the GPU check."""
+    """--variants takes NAME@KEY=V,...: a malformed spec, an unknown name or a param the catalogue would refuse is one
+    line and exit 2, and a megakernel spec counts as the megakernel for the batch check, all before the GPU check."""
     cmd = [sys.executable, "-m", "convnet.bench.cli", "megakernel", "--sizes", "124M", "--batches", "1", "32",
            "--variants", "fast_bf16", spec]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)

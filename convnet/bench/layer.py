@@ -67,7 +67,22 @@ def variant_spec(spec: str, model: str):
         raise ConvnetError(f"{spec!r}: expected NAME@KEY=VALUE,KEY=VALUE")
     setting = {k: setting_value(v) for k, _, v in pairs}
     v = with_setting(catalogue.get(name, model), setting)
+    if model == "gpt2" and extra:
+        v = _checked_gpt2(spec, v)
     return dataclasses.replace(v, name=spec.replace("@", "_").replace("=", "").replace(",", "_")) if extra else v
+
+
+def _checked_gpt2(spec: str, v):
+    """A GPT-2 spec's params as the catalogue checks its own (a name or a choice it does not know is one line, not a
+    setting the model would ignore); 0 and 1 stand for false and true where a param is a flag."""
+    from ..gpt2.host_params import GPT2Params, check
+    flags = {f.name for f in dataclasses.fields(GPT2Params) if f.type.startswith("bool")}
+    params = {k: bool(x) if k in flags and x in (0, 1) and not isinstance(x, bool) else x for k, x in v.params.items()}
+    try:
+        check(spec, params, "--variants")
+    except ValueError as e:
+        raise ConvnetError(str(e)) from None
+    return dataclasses.replace(v, params=params)
 
 
 def time_conv(rt, conv, x_gpu, y_gpu, batch, reps=20) -> float:
