@@ -71,8 +71,8 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
     rng = np.random.default_rng(1)
     hf = hf and hf_anchor.available()
     # a size's random weights and its models take a minute at xl: what is running, on a terminal
-    bar = tqdm(total=len(sizes) * (len(variants) + hf * len(batches)), desc="decode benchmark", unit="run", file=sys.stderr,
-               disable=None, leave=False)
+    bar = tqdm(total=len(sizes) * (len(variants) + hf * len(batches)), desc="decode benchmark", unit="run",
+               file=sys.stderr, disable=None, leave=False)
     for size in sizes:
         config = size_config(size)
         bar.set_postfix_str(f"{size}: random weights")
@@ -285,7 +285,7 @@ def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int 
     """One launch of `tokens` steps of fast_bf16_df on a DF_TRACE=1 build, greedy or sampled in the kernel
     (`sampling`, a generate.Sampling: its DF_SAMPLER=1 build): where a token's time goes, event by event
     (dataflow_trace_table)."""
-    sample = sampling is not None and not sampling.greedy
+    sample = sampling is not None and (not sampling.greedy or sampling.repetition_penalty != 1)
     gpu, config, cap = _after_prompt("fast_bf16_df", {**(defines or {}), "DF_TRACE": 1}, size, 1, prompt_len,
                                      tokens)
     L = config.n_layer
