@@ -33,9 +33,9 @@ class GPT2Params:
     decode_split_waves: int = 0         # flash-decoding's splits capped at this many waves (0: no cap)
     decode_attn_proj: int = 0           # decode steps of up to this many rows: attention + projection in one kernel
     decode_pick: bool = False           # the LM head's GEMV ends a greedy step
-    decode: str = "steps"               # steps (a kernel per layer piece), mega or dataflow (one persistent kernel a step),
-                                        # auto (dataflow where it is ahead at B = 1: dataflow.preferred; else steps)
-    df_sampling: bool = True            # dataflow: sampled runs draw in the kernel (off: a launch a step, then sampling.cu)
+    decode: str = "steps"               # steps (a kernel per layer piece), mega or dataflow (one persistent kernel
+                                        # a step), auto (dataflow where it is ahead at B = 1: dataflow.preferred)
+    df_sampling: bool = True            # dataflow: sampled runs draw in the kernel (off: logits, then sampling.cu)
     graph_forward: bool = True          # the forward as one CUDA graph
     flash_tf32: bool = False            # flash attention on TF32 tensor cores
     flash_wgmma: bool = False           # bf16 flash attention on wgmma
