@@ -188,3 +188,25 @@ def test_fast_bf16_decodes_one_sequence_on_the_kernel_from_xl_wide(C, H, persist
         gpu = GPT2GPU(ref.random_params(config), config, catalogue.get("fast_bf16", "gpt2"), RecordingRuntime())
     assert isinstance(gpu.mega, df.DecodeDataflow) is persistent
     assert gpu.mega_takes(1) is persistent and not gpu.mega_takes(2)
+
+
+def test_auto_runs_the_steps_where_the_kernel_cannot_load(monkeypatch):
+    """decode = "auto" on a GPU where the kernel's block does not fit (its launcher refuses in one line): fast_bf16
+    runs the step graphs at xl's width; fast_bf16_df, which names the kernel, passes the refusal on."""
+    import numpy as np
+    from convnet import catalogue
+    from convnet.errors import UsageError
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu.recorder import RecordingRuntime
+
+    def refuse(gpu, params):
+        raise UsageError("the dataflow decode kernel's block does not fit an SM of this GPU")
+
+    monkeypatch.setattr(df, "DecodeDataflow", refuse)
+    config = ref.GPT2Config(1, 25, 1600, 64, 128)
+    params = ref.random_params(config)
+    with np.errstate(all="ignore"):
+        gpu = GPT2GPU(params, config, catalogue.get("fast_bf16", "gpt2"), RecordingRuntime())
+        assert gpu.mega is None and not gpu.mega_takes(1)
+        with pytest.raises(UsageError, match="does not fit"):
+            GPT2GPU(params, config, catalogue.get("fast_bf16_df", "gpt2"), RecordingRuntime())

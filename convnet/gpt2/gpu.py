@@ -290,7 +290,7 @@ class GPT2GPU:
         self.spin = rt.kernel("transformer.cu", "spin", dt, name)
         self._upload(params)
         self.mega = None                # decode = "mega" or "dataflow": greedy steps as one persistent kernel
-        decode = p.get("decode", "steps")
+        decode = auto = p.get("decode", "steps")
         if decode == "auto":
             from .dataflow import preferred
             real = isinstance(rt, Runtime)
@@ -303,7 +303,11 @@ class GPT2GPU:
                 from .megakernel import DecodeMegakernel as Persistent
             else:
                 from .dataflow import DecodeDataflow as Persistent
-            self.mega = Persistent(self, params)
+            try:
+                self.mega = Persistent(self, params)
+            except UsageError:
+                if auto != "auto":          # named, it must run; chosen, the steps run where its block does not fit
+                    raise
         self.stream = rt.stream()
         self._marks = None
         self.ragged = None             # prompts of different lengths in one batch (gpu_generate.Ragged), or None
