@@ -11,7 +11,7 @@
     convnet-bench attention --only wgmma                             flash attention builds against SDPA
     convnet-bench decode --variants fast fast_bf16                   greedy decode rate, where a step goes
     convnet-bench generate --variant fast_bf16                       the generate path against HF generate
-    convnet-bench megakernel --sizes 124M xl --batches 1 8           persistent decode kernel vs fast_bf16, HF, limit
+    convnet-bench megakernel --sizes 124M xl --batches 1 8           persistent decode kernel vs the steps, HF, limit
     convnet-bench gemm --version bf16_wgmma bf16                     Linear against cuBLAS at GPT-2's shapes
     convnet-bench gemv --sizes 124M xl --sweep BFS_CG=1,2            decoding's GEMV from DRAM, chained, vs cuBLAS
     convnet-bench cnn MODEL.onnx --batch 10000                       an ONNX network against PyTorch (+ torch.compile)
@@ -81,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--repeat", type=int, default=3)
     e.add_argument("--variants", metavar="A,B,...", default=None,
                    help="instead: steady greedy decode rates of these variants in one process")
-    m = commands.add_parser("megakernel", help="decode, greedy or sampled: fast_bf16 and a persistent decode kernel "
-                                               "at the GPT-2 sizes, HF generate bf16, the memory-bandwidth limit")
+    m = commands.add_parser("megakernel", help="decode, greedy or sampled: fast_bf16's step graphs and a persistent "
+                                               "decode kernel at the GPT-2 sizes, HF generate bf16, the memory-bandwidth "
+                                               "limit")
     m.add_argument("--sizes", nargs="+", default=["124M", "medium", "large", "xl"],
                    choices=["124M", "medium", "large", "xl"])
     m.add_argument("--batches", nargs="+", type=positive_int, default=[1, 8])
