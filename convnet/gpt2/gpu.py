@@ -290,7 +290,7 @@ class GPT2GPU:
         self.spin = rt.kernel("transformer.cu", "spin", dt, name)
         self._upload(params)
         self.mega = None                # decode = "mega" or "dataflow": greedy steps as one persistent kernel
-        decode = auto = p.get("decode", "steps")
+        decode = asked = p.get("decode", "steps")
         if decode == "auto":
             from .dataflow import preferred
             real = isinstance(rt, Runtime)
@@ -306,7 +306,7 @@ class GPT2GPU:
             try:
                 self.mega = Persistent(self, params)
             except UsageError:
-                if auto != "auto":          # named, it must run; chosen, the steps run where its block does not fit
+                if asked != "auto":         # named, it must run; chosen, the steps run where its block does not fit
                     raise
         self.stream = rt.stream()
         self._marks = None
