@@ -112,6 +112,9 @@
 //   gemm_slab_m<MF>_k<KS>_bf16 v13 (BFM_SLAB=1: takes v12's calls): each block's whole slice of W^T (16 columns)
 //                      and of A in shared memory at once, W copied before griddepcontrol.wait; a K split is a
 //                      cluster of KS blocks adding their tiles through distributed shared memory (no workspace).
+//   gemm_gemv_mma_k<KS>_bf16 v14 (2-8 rows where v13 cannot take them): the GEMV on bf16 mma.sync, W^T as the A
+//                      operand and the batch as n = 8, each lane's 16-byte loads of W^T and A two mmas' fragments
+//                      as loaded, streamed through registers; K splits as v13's clusters.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).
@@ -122,7 +125,7 @@
 // Tunables (-D): TILE (v1); BM BN BK TM TN (v2, v3). Threads per block: (BM/TM) * (BN/TN).
 // V4_GROUP (v4), V5_* (v5), SK_PRE (v6), WG_BN WG_STAGES WG_INFLIGHT WG_RASTER (v7), BF_OUT BF_GROUP (v8-v10),
 // BF_BN BF_STAGES BF_INFLIGHT BF_TMA_PARAM BF_EPI_SMEM BF_EPI_CH BF_EPI_WG BF_CLUSTER BF_EPI_PRE BF_RESID_PF BF_GELU_FAST BF_PP BF_BM BF_EPI_FAST BF_EPI_TMA BF_EPI_TMA_BUFS BF_PDL BF_TRACE BF_LNS BF_LNS_PART (v8), BF9_STAGES BF9_BK (v9), BFS_CG BFS_PRE BFS_LN_VEC PDL PDL_EARLY PDL_TRIGGER_START (v10),
-// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12), BFM_SLAB BFM_SLAB_SMEM (v13): see each
+// SMM_BN SMM_STAGES SMM_SPLIT SMM_ROUND SMM_RED SMM_LNS (v11), BFM_BN BFM_STAGES BFM_RED BFM_LNS (v12), BFM_SLAB BFM_SLAB_SMEM (v13), BFG_UNROLL (v14): see each
 // version's section.
 // The versions, one file each under kernels/gemm/, in the order they build on each other:
 #include "gemm/v1_v2_tiled.cuh"
@@ -153,4 +156,7 @@
 #if !KERNEL_SUBSET || KERNELS_SLAB_BF16
 #include "gemm/v13_bf16_slab.cuh"
 #endif
-#endif  // defined(BF_OUT): v8, v9, v10, v12, v13
+#if !KERNEL_SUBSET || KERNELS_GEMV_MMA_BF16
+#include "gemm/v14_bf16_gemv_mma.cuh"
+#endif
+#endif  // defined(BF_OUT): v8, v9, v10, v12, v13, v14

@@ -305,3 +305,35 @@ def test_layernorm_widths_match_the_kernel_file():
     body = re.search(r"#define LN_WIDTHS\(X\) ((?:[^\n]*\\\n)*[^\n]*)", text).group(1)
     pairs = [(int(v), int(n)) for v, n in re.findall(r"X\((\d+), (\d+)\)", body)]
     assert all(n == 128 * v for v, n in pairs) and tuple(n for _, n in pairs) == LN_WIDTHS
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_batched_decode_at_xl_width_takes_the_tensor_core_gemv(mode):
+    """BFM_GEMV_MMA: a decode step of 8 sequences at gpt2-xl's width (one layer) runs v14 where v13's slab would not
+    fit one wave (qkv, mlp_fc, mlp_proj) and keeps v13 for the attention projection unless asked first (2); the
+    cluster sizes reach two blocks an SM (132 SMs on the dry run), else the largest (the LM head's 384 padded columns
+    here: 24 blocks, clusters of 8); v10's GEMV does not run."""
+    import dataclasses
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.bench.dryrun import RecordingRuntime
+    v = catalogue.get("fast_bf16", "gpt2")
+    v = dataclasses.replace(v, defines={**v.defines, "BFM_GEMV_MMA": mode}, params={**v.params, "decode": "steps"})
+    config = GPT2Config(n_layer=1, n_head=25, n_embd=1600, vocab_size=257, n_ctx=64)
+    rt = RecordingRuntime()
+    gpu = GPT2GPU(random_params(config), config, v, rt)
+    gpu.enqueue(np.arange(40, dtype=np.int32).reshape(8, 5), pos=0, cap=9, last_only=True)
+    rt.launches.clear()
+    gpu._device_step(8, 9)
+    arity = declared_arity()
+    grids = {}
+    for name, grid, block, nargs in rt.launches:
+        assert nargs == arity[name], f"{name}: {nargs} arguments passed, {arity[name]} declared"
+        if name.startswith("gemm_gemv_mma_"):
+            assert block == (256, 1, 1)
+            grids.setdefault(name, []).append(grid)
+    kernels = kernel_names(rt.launches)
+    assert sorted(g for gs in grids.values() for g in gs) == sorted(
+        [(300, 1, 1), (400, 1, 1), (100, 4, 1), (24, 8, 1)] + ([(100, 4, 1)] if mode == 2 else []))
+    assert grids.get("gemm_gemv_mma_k1_bf16") and grids.get("gemm_gemv_mma_k4_bf16")
+    assert sum(k.startswith("gemm_slab_") for k in kernels) == (0 if mode == 2 else 1)
+    assert gpu.Vp == 384 and not any(k.startswith("gemm_skinny_bf16") for k in kernels)

@@ -122,10 +122,10 @@ def test_bf16_variant_stores_bf16_weights_once():
 def test_bf16_kernel_plan_on_the_dry_run():
     """What fast_bf16 launches (dry run, no GPU): a full forward takes the bf16 embedding, 2 L + 1 bf16 LayerNorms,
     the bf16 flash kernel per layer and v8 for every GEMM; a device-side decode step
-    (B = 2) takes decode_attention_bf16, v13 for every layer's linear layers after two LayerNorm kernels, and v10's
-    GEMV for the LM head with ln_f inside, no fp32 kernel; the LM head's GEMV picks the tokens and embeds the next
-    step's (decode_pick: no embedding, argmax or advance launch). At B = 1 every linear layer is v10's GEMV with the
-    LayerNorms folded in (decode_fold: no LayerNorm launch)."""
+    (B = 2) takes decode_attention_bf16, v13 for every layer's linear layers after two LayerNorm kernels, and v14
+    for the LM head after ln_f's LayerNorm kernel, then argmax_rows and decode_advance, no fp32 kernel. At B = 1
+    every linear layer is v10's GEMV with the LayerNorms folded in (decode_fold: no LayerNorm launch), and the LM
+    head's GEMV picks the token and embeds the next step's (decode_pick: no embedding, argmax or advance launch)."""
     from convnet.bench.dryrun import RecordingRuntime
     from convnet.gpt2.gpu import GPT2GPU
     rt = RecordingRuntime()
@@ -142,11 +142,10 @@ def test_bf16_kernel_plan_on_the_dry_run():
     step = kernel_names(rt.launches)
     assert step.count("decode_attention_bf16") == L and "flash_attention_bf16" not in step
     assert sum(k.startswith("gemm_slab_m1_") for k in step) == 4 * L      # v13 from 2 rows (BFM_SLAB_MIN_M)
-    assert step.count("layernorm_warp_bf16") == 2 * L and "gemm_skinny_bf16" not in step
-    assert step[-1] == "gemm_skinny_bf16_ln_pick"
-    assert not {"gemm_bf16_wgmma", "gemm_bf16_mma", "decode_attention", "embed_bf16", "argmax_rows",
-                "decode_advance"} & set(step)
-    assert len(step) == 7 * L + 1                              # 7 per layer, the LM head
+    assert step.count("layernorm_warp_bf16") == 2 * L + 1 and not any(k.startswith("gemm_skinny_bf16") for k in step)
+    assert step[-3:] == ["gemm_gemv_mma_k8_bf16", "argmax_rows", "decode_advance"] and step[0] == "embed_bf16"
+    assert not {"gemm_bf16_wgmma", "gemm_bf16_mma", "decode_attention"} & set(step)
+    assert len(step) == 7 * L + 5                              # 7 per layer; embedding, ln_f, LM head, argmax, advance
     rt.launches.clear()
     gpu._device_step(1, 48)                     # one row: the GEMVs with their LayerNorms folded in, the attention
     one = kernel_names(rt.launches)             # with its projection (decode_attn_proj)
@@ -882,9 +881,11 @@ def test_bf16_decode_pick_and_early_reads(B, T, new, rng):
     rt = runtime_for("fast_bf16")
     params = _small_params(SMALL, wte_scale=4.0)
     prompt = rng.integers(0, SMALL.vocab_size, (B, T))
-    base = GPT2GPU(params, SMALL, spec_variant("fast_bf16-PDL_EARLY+decode_pick=false"), rt).generate(prompt, new)[0]
+    gemv = "" if B == 1 else "-BFM_GEMV_MMA"         # past one row the LM head keeps v10's GEMV, and so its pick
+    base = GPT2GPU(params, SMALL, spec_variant(f"fast_bf16{gemv}-PDL_EARLY+decode_pick=false"), rt).generate(
+        prompt, new)[0]
     for setting, graph in (({}, True), ({}, False), ({"decode_pick": False}, True)):
-        gpu = GPT2GPU(params, SMALL, with_setting(catalogue.get("fast_bf16", "gpt2"), setting), rt)
+        gpu = GPT2GPU(params, SMALL, with_setting(spec_variant(f"fast_bf16{gemv}"), setting), rt)
         assert gpu._picks(B) == bool(setting.get("decode_pick", True))
         got = gpu.generate(prompt, new, graph=graph)[0]
         assert np.array_equal(got, base), (setting, graph)

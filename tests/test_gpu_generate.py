@@ -303,10 +303,11 @@ def test_bf16_greedy_steps_end_in_the_lm_heads_pick(name, B, graph, monkeypatch)
     penalty, end each decode step in the LM head's pick (no sample_tokens / advance_tokens launch) up to PICK_MAX_B
     sequences (and, the limit raised, up to the pick's 8), poisoned first; the tokens equal those of the sampler's
     steps (the same logits, the same lowest-index argmax) bit for bit. With end-of-text or a penalty the sampler
-    runs as before."""
+    runs as before. Past one sequence the variants' LM head runs on v14 (BFM_GEMV_MMA), which leaves the pick to
+    the GEMV's LayerNorm prologue: those runs drop it to keep the GEMV."""
     from convnet.gpt2 import gpu_generate
     params = small_params(SMALL)
-    gen = make_generator(name, params, SMALL)
+    gen = make_generator(name if B == 1 else name + "-BFM_GEMV_MMA", params, SMALL)
     gpu = gen.gpu
     prompts = [[int(x) for x in np.arange(1, 8) * (5 + 3 * i) % 257] for i in range(B)]
     calls, enqueue = [], gpu.enqueue

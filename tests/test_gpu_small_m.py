@@ -300,6 +300,55 @@ def test_bf16_slab_every_cluster_size(out_bf16, M, N, K, rng):
             assert np.isnan(got[:, N:]).all(), f"v13 wrote past column N (clusters of {ks})"
 
 
+# v14: 2-8 rows; N not a multiple of 16 (odd too), K not a multiple of 32, one partial chunk, xl's widths
+GEMV_MMA_SHAPES = [(2, 2304, 768), (3, 45, 1000), (5, 44, 56), (8, 772, 3072), (7, 130, 8), (4, 6400, 1600),
+                   (6, 1600, 6400)]
+
+
+@pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
+@pytest.mark.parametrize("M,N,K", GEMV_MMA_SHAPES)
+def test_bf16_gemv_mma_every_cluster_size(out_bf16, M, N, K, rng):
+    """v14 (BFM_GEMV_MMA=2: it takes every 2-8-row call) with its K split forced to each cluster size (1, 2, 4, 8
+    blocks adding their tiles through distributed shared memory) and the launcher's own, against float64 of the
+    bf16-rounded operands: bias, GELU and the residual; C NaN-poisoned, its columns past N left alone (C rows of
+    N + 4: odd N makes odd rows, the unpaired stores); each size run twice, bit for bit the same."""
+    from convnet.gpu.gemm import ACT_GELU, SLAB_CLUSTERS, Epilogue
+    import test_gpu_gemm_bf16 as tb
+    rt, lin = tb.linear("bf16_wgmma", {**catalogue.get("fast_bf16", "gpt2").defines, "BFM_GEMV_MMA": 2})
+    assert lin.gemv_mma_rows(M, N, K) and not lin.fuses_layernorm(M, N, K)
+    A, W, a, w = tb.operands(rt, lin, rng, M, N, K)
+    bias = rng.standard_normal(N).astype(np.float32)
+    r = rng.standard_normal((M, N + 4)).astype(np.float32)
+    R = tb.upload(rt, "test.gemv_mma.R", r, out_bf16)
+    want = ref.gelu(a @ w + bias) + (tb.round_bf16(r[:, :N]) if out_bf16 else r[:, :N])
+    for ks in (*SLAB_CLUSTERS, None):
+        lin.fixed_splits = ks
+        runs = []
+        for _ in range(2):
+            C = tb.poisoned(rt, "test.gemv_mma.C", (M, N + 4), out_bf16)
+            lin(A, W, C, M, N, K, K, lin.ldb(K, N), N + 4,
+                Epilogue(bias=rt.pool.upload("test.gemv_mma.bias", bias), act=ACT_GELU, resid=R))
+            rt.synchronize(f"test v14, clusters of {ks}")
+            runs.append(tb.result(C, out_bf16))
+        got = runs[0]
+        assert rel_err(got[:, :N], want) <= (tb.BF16_TOL if out_bf16 else tb.FP32_TOL), f"clusters of {ks}"
+        assert np.isnan(got[:, N:]).all(), f"v14 wrote past column N (clusters of {ks})"
+        assert np.array_equal(runs[0][:, :N], runs[1][:, :N]), f"two runs differ (clusters of {ks})"
+
+
+@pytest.mark.parametrize("B", [2, 5, 8])
+def test_bf16_small_batches_decode_on_the_tensor_core_gemv(B, rng):
+    """fast_bf16 with BFM_GEMV_MMA=2: decode steps of 2-8 sequences run v14 for every layer GEMM (the head-major
+    QKV scatter into the cache, GELU, the residual; a LayerNorm kernel before qkv and mlp_fc); every step's logits
+    within tolerance of the float64 forward so far."""
+    v = spec_variant("fast_bf16+BFM_GEMV_MMA=2")
+    params = gpt2_small_params(SMALL)
+    gpu = make(v, params, SMALL)
+    C = SMALL.n_embd
+    assert gpu.linear.gemv_mma_rows(B, 3 * C, C) and not gpu.linear.fuses_layernorm(B, 3 * C, C)
+    check_decode_steps(gpu, params, rng.integers(0, SMALL.vocab_size, (B, 10)), v.tolerance)
+
+
 @pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
 @pytest.mark.parametrize("splits", [None, 1, 3], ids=["heuristic", "no_split", "3_slices"])
 @pytest.mark.parametrize("key", BF16_BUILDS)

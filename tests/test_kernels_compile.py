@@ -129,9 +129,10 @@ def test_a_family_build_holds_its_family_alone():
     assert set(spills(build.compile_cubin("gemm.cu", d, "sm_90a")[1])) == {"gemm_tiled"}
     assert build.kernel_defines("gemm.cu", {"TILE": 16}) == {"TILE": 16}
     families = build._families(build.KERNELS_DIR / "gemm.cu", 0)
-    assert len(families) == 62 and families["gemm_skinny_bf16_lnf1_pick"] == "KERNELS_SKINNY_BF16"
+    assert len(families) == 66 and families["gemm_skinny_bf16_lnf1_pick"] == "KERNELS_SKINNY_BF16"
     assert {families[f"gemm_slab_m{mf}_k{ks}_bf16"] for mf in (1, 2, 3, 4) for ks in (1, 2, 4, 8)} == \
         {"KERNELS_SLAB_BF16"}
+    assert {families[f"gemm_gemv_mma_k{ks}_bf16"] for ks in (1, 2, 4, 8)} == {"KERNELS_GEMV_MMA_BF16"}
     assert build.kernel_defines("ops.cu", {}, "relu_maxpool") == {}       # a file without families: as given
 
 

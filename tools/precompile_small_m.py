@@ -45,8 +45,10 @@ def collect(arch: str) -> set:
     for tile in FLASH_TILES.values():
         FlashAttention(rt, 64, {}, "test", **tile)
     SplitTopP(rt, {}, "test", 1000)
+    if arch == "sm_90a":                                        # v14's tests: the Linear, then the model
+        Linear(rt, "bf16_wgmma", {**catalogue.get("fast_bf16", "gpt2").defines, "BFM_GEMV_MMA": 2}, "test")
     from test_gpu_small_m import BF16_DECODE_VARIANTS, DECODE_VARIANTS
-    for name in ("fast_fp32", "baseline", *DECODE_VARIANTS, *BF16_DECODE_VARIANTS):
+    for name in ("fast_fp32", "baseline", *DECODE_VARIANTS, *BF16_DECODE_VARIANTS, "fast_bf16+BFM_GEMV_MMA=2"):
         v = variant(name)
         if v.min_sm > int(arch[3:5]):
             continue

@@ -127,10 +127,15 @@ BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "
                 "BFM_LNS": 0,     # BFM_LNS 1: the _lnsin / _lnsout builds (LayerNorm statistics between GEMMs)
                 "BFM_SLAB": 0, "BFM_SLAB_SMEM": 110 << 10,   # BFM_SLAB 1: v13's slab kernels take v12's calls
                 "BFM_SLAB_WARPS": 8,                           # that fit one wave of blocks
-                "BFM_SLAB_MIN_M": 9}                           # and rows from this many (< 9: the GEMV's too)
+                "BFM_SLAB_MIN_M": 9,                           # and rows from this many (< 9: the GEMV's too)
+                "BFM_GEMV_MMA": 0,        # v14 for the GEMV's 2-8 rows: 1 where v13 cannot take them, 2 before v13
+                "BFM_GEMV_MMA_WAVES": 2}  # v14: the smallest K split whose blocks reach this many a SM
 BFM_BK = 64
 # v13 (gemm_slab_m<MF>_k<KS>_bf16): 16 columns a block, K split over clusters of KS blocks (kernels/gemm/v13_bf16_slab.cuh)
 SLAB_BN, SLAB_CLUSTERS = 16, (1, 2, 4, 8)
+# v14 (gemm_gemv_mma_k<KS>_bf16): 16 columns a block of 8 warps, up to 8 rows, K split over clusters of KS blocks
+# (kernels/gemm/v14_bf16_gemv_mma.cuh)
+GEMV_MMA_BN, GEMV_MMA_MIN_M = 16, 2
 
 
 def slab_bytes(mf: int, ks: int, K: int, warps: int = 4) -> int:
@@ -353,6 +358,7 @@ class Linear:
         c = {**BFM_DEFAULTS, **{k: int(v) for k, v in self.defines.items() if k in BFM_DEFAULTS}}
         self.bfm, self.bfm_max_m, self.bfm_max_n = None, c["BFM_MAX_M"], c["BFM_MAX_N"]
         self.slab = None                        # BFM_SLAB: {(mf, ks, bf16 out): kernel}, v13 instead of v12
+        self._init_gemv_mma(c)
         if self.bfm_max_m <= 0:
             return
         if self.bfm_max_m > SMM_ROWS or c["BFM_BN"] not in (16, 32, 64) or c["BFM_STAGES"] < 2:
@@ -406,6 +412,40 @@ class Linear:
                     fn.allow_shared(smem)
                     entry[kind, out] = (fn, smem)
             self.bfm_lns[mf] = entry
+
+    def _init_gemv_mma(self, c: dict):
+        """v14 for BFM_GEMV_MMA (0, the default: off): one kernel per cluster size and output type."""
+        self.gemv_mma, self.gemv_mma_mode = None, c["BFM_GEMV_MMA"]
+        if not self.gemv_mma_mode:
+            return
+        if self.gemv_mma_mode not in (1, 2) or c["BFM_GEMV_MMA_WAVES"] < 1:
+            raise GPUError(f"GEMM v14 takes BFM_GEMV_MMA 1 (where v13 cannot) or 2 (before v13) and "
+                           f"BFM_GEMV_MMA_WAVES >= 1; got {c['BFM_GEMV_MMA']}, {c['BFM_GEMV_MMA_WAVES']}")
+        if self.rt.arch != "sm_90a":              # its K splits are thread-block clusters
+            raise GPUError(f"GEMM v14 (BFM_GEMV_MMA) needs a Hopper GPU (sm_90a); {self.rt.name} is {self.rt.arch} "
+                           "(BFM_GEMV_MMA=0 runs v10's GEMV)")
+        self.gemv_mma_waves = c["BFM_GEMV_MMA_WAVES"]
+        self.gemv_mma = {(ks, out): tma.launcher(self.rt, "gemm.cu", f"gemm_gemv_mma_k{ks}_bf16",
+                                                 {**self.defines, "BF_OUT": int(out)}, self.variant)
+                         for ks in SLAB_CLUSTERS for out in (True, False)}
+
+    def gemv_mma_rows(self, M: int, N: int, K: int) -> bool:
+        """Whether v14 takes a call of the GEMV's rows (GEMV_MMA_MIN_M to SKINNY_M; BFM_GEMV_MMA 1: those v13 does
+        not take, 2: those too)."""
+        return (self.gemv_mma is not None and self.bf_gemv and GEMV_MMA_MIN_M <= M <= SKINNY_M
+                and (self.gemv_mma_mode == 2 or not self.slab_rows(M, N, K)))
+
+    def gemv_mma_split(self, N: int) -> int:
+        """v14's cluster size: the smallest of SLAB_CLUSTERS whose blocks reach BFM_GEMV_MMA_WAVES a SM (its blocks
+        are small: 8 warps, 4.6 KB), else the largest."""
+        tiles = _cdiv(N, GEMV_MMA_BN)
+        return next((ks for ks in SLAB_CLUSTERS if tiles * ks >= self.gemv_mma_waves * self.rt.sm_count),
+                    SLAB_CLUSTERS[-1])
+
+    def _call_gemv_mma(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16):
+        ks = self.fixed_splits if self.fixed_splits in SLAB_CLUSTERS else self.gemv_mma_split(N)
+        self.gemv_mma[ks, bool(out_bf16)]((_cdiv(N, GEMV_MMA_BN), ks, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N),
+                                          i32(K), i32(lda), i32(ldb), *epi.args(C, ldc), stream=stream)
 
     def _call_small_bf16_lns(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16, ln, stats_out):
         """v12's _lns builds: stats_out (C's per-tile row statistics, at least two split-K slices) or ln = (gamma, beta,
@@ -616,7 +656,8 @@ class Linear:
         if self.version in BF16_VERSIONS:
             lin = self.bf_mma if self.version == "bf16" else self
             return (lin.bf_gemv and (M == 1 if fold else M <= SKINNY_M) and K % 8 == 0
-                    and (fold or K <= lin.bf_ln_max_k) and not lin.slab_rows(M, N, K))
+                    and (fold or K <= lin.bf_ln_max_k) and not lin.slab_rows(M, N, K)
+                    and not lin.gemv_mma_rows(M, N, K))
         if fold:
             return False
         return all(v % 4 == 0 for v in (K, N)) and ((self.skinny is not None and M <= SKINNY_M) or
@@ -739,6 +780,9 @@ class Linear:
                 fn = self.bf_skinny_ln[bool(out_bf16)][M == 1]
             fn((blocks, 1, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N), i32(K), i32(lda), i32(ldb), ptr(gamma),
                ptr(beta), np.float32(eps), *epi.args(C, ldc), stream=stream)
+        elif self.gemv_mma_rows(M, N, K):
+            # batched decoding past v13's one wave (or before it): W streamed once through the tensor cores
+            self._call_gemv_mma(A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16)
         elif self.bf_gemv and M <= SKINNY_M and not self.slab_rows(M, N, K):
             # decoding: a 128-row tile would be almost all padding and N / tile width blocks too few; read W once
             skinny, skinny1 = self.bf_skinny[bool(out_bf16)]

@@ -148,3 +148,25 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
     }
 }
 
+
+// Thread-block clusters along a K split (v13, v14): the block's rank, a cluster-wide barrier that orders shared memory
+// (release / acquire), and a load of two floats from another block's shared memory
+#if !KERNEL_SUBSET || KERNELS_SLAB_BF16 || KERNELS_GEMV_MMA_BF16
+__device__ __forceinline__ unsigned bf_cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void bf_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// two floats of block `rank`'s shared memory at the address p has in this block's
+__device__ __forceinline__ float2 bf_ld_cluster(const float* p, unsigned rank) {
+    const unsigned local = (unsigned)__cvta_generic_to_shared(p);
+    unsigned remote;
+    float2 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
+    return v;
+}
+#endif

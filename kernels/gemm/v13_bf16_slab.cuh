@@ -32,24 +32,6 @@ static_assert(BFW_WARPS == 4 || BFW_WARPS == 8, "BFM_SLAB_WARPS: 4 or 8");
 
 __device__ __forceinline__ int bfw_pitch(int ks) { return (ks + 63) / 64 * 64 + 8; }
 
-__device__ __forceinline__ unsigned bfw_cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ void bfw_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// two floats of block `rank`'s shared memory at the address p has in this block's
-__device__ __forceinline__ float2 bfw_ld_cluster(const float* p, unsigned rank) {
-    const unsigned local = (unsigned)__cvta_generic_to_shared(p);
-    unsigned remote;
-    float2 v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
-    return v;
-}
-
 template <int MF, int KS>
 __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M,
                                           int N, int K, int lda, int ldb, BF_EPI_PARAMS) {
@@ -57,7 +39,7 @@ __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const
     extern __shared__ __align__(16) unsigned char bfw_raw[];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
     const int n0 = blockIdx.x * BFW_BN;
-    const int rank = KS > 1 ? (int)bfw_cluster_rank() : 0;
+    const int rank = KS > 1 ? (int)bf_cluster_rank() : 0;
     const int ks = (K + 16 * KS - 1) / (16 * KS) * 16, kb = rank * ks, ke = min(K, kb + ks), P = bfw_pitch(ks);
     // the warp's share of the slice: k [q0, q1) in steps of 16, relative to kb
     const int steps = ks / 16, per = (steps + BFW_WARPS - 1) / BFW_WARPS;
@@ -105,7 +87,7 @@ __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const
         const int m = i * 16 + l / 4 + 8 * (e / 2), n = j * 8 + 2 * (l % 4) + (e % 2);
         tile[m * BFW_BN + n] = s;
     }
-    if (KS > 1) bfw_cluster_sync();                                // every rank's tile complete (release / acquire)
+    if (KS > 1) bf_cluster_sync();                                // every rank's tile complete (release / acquire)
     else __syncthreads();
     constexpr int ROWS = MR / KS;                                  // the rows this rank finishes
     for (int p = tid; p < ROWS * (BFW_BN / 2); p += BFW_THREADS) {
@@ -113,17 +95,17 @@ __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const
         if (m >= M || n0 + n >= N) continue;
         float2 v = *reinterpret_cast<const float2*>(tile + m * BFW_BN + n);
         if (KS > 1) {
-            v = bfw_ld_cluster(tile + m * BFW_BN + n, 0);
+            v = bf_ld_cluster(tile + m * BFW_BN + n, 0);
 #pragma unroll
             for (int r = 1; r < KS; ++r) {                         // in rank order: the same sum every run
-                const float2 o = bfw_ld_cluster(tile + m * BFW_BN + n, r);
+                const float2 o = bf_ld_cluster(tile + m * BFW_BN + n, r);
                 v.x += o.x;
                 v.y += o.y;
             }
         }
         bf_store_pair<false>(v.x, v.y, bf_row(m, BF_EPI_ARGS), M, N, n0 + n, BF_EPI_ARGS);
     }
-    if (KS > 1) bfw_cluster_sync();                                // no block leaves while others read its tile
+    if (KS > 1) bf_cluster_sync();                                // no block leaves while others read its tile
 }
 
 #define BFW_PARAMS const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt, int M, int N, int K, int lda, \
