@@ -906,8 +906,9 @@ def test_bf16_pick_head_keys_and_reset(M, rng):
     from convnet.gpu.gemm import Epilogue, Linear, PickHead
     from convnet.gpu.runtime import ptr
     rt = runtime_for("fast_bf16")
-    # the LM head group's constants: up to 8 rows on the GEMV (fast_bf16 runs 2-8 rows of the other groups on v13)
-    lin = Linear(rt, "bf16_wgmma", {**catalogue.get("fast_bf16", "gpt2").defines, "BFM_SLAB_MIN_M": 9}, "test")
+    # up to 8 rows on the GEMV, which the pick mirrors (fast_bf16 runs 2-8 rows on v13, else v14)
+    lin = Linear(rt, "bf16_wgmma", {**catalogue.get("fast_bf16", "gpt2").defines, "BFM_SLAB_MIN_M": 9,
+                                    "BFM_GEMV_MMA": 0}, "test")
     head = PickHead(rt, lin, "test")
     K, V, N, n_ctx, eps = 128, 257, 384, 40, 1e-5
     x = rng.standard_normal((M, K)).astype(np.float32)
@@ -962,7 +963,8 @@ def test_bf16_pick_head_folded(K, rng):
     from convnet.gpu.bf16 import BF16, from_bf16, round_bf16, to_bf16
     from convnet.gpu.gemm import Epilogue, FoldedLN, Linear, PickHead
     rt = runtime_for("fast_bf16")
-    lin = Linear(rt, "bf16_wgmma", {**catalogue.get("fast_bf16", "gpt2").defines, "BFM_SLAB_MIN_M": 9}, "test")
+    lin = Linear(rt, "bf16_wgmma", {**catalogue.get("fast_bf16", "gpt2").defines, "BFM_SLAB_MIN_M": 9,
+                                    "BFM_GEMV_MMA": 0}, "test")
     head = PickHead(rt, lin, "test")
     V, N, n_ctx, eps = 1001, 1024, 40, 1e-5
     x = (rng.standard_normal((M, K)) * 3 + 20).astype(np.float32)

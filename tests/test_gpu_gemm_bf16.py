@@ -540,9 +540,9 @@ GEMV_IDS = [f"{v}-{n}-{e}" for v, n, e in GEMV_BUILDS]
 
 def gemv_linear(version, variant, extra):
     """linear(version) with the variant's constants and extra on top (the builds the variant's groups use), every
-    M <= 8 on the GEMV (fast_bf16 runs 2-8 rows of its layers on v13; its LM head group keeps them on v10)."""
+    M <= 8 on the GEMV (fast_bf16 runs 2-8 rows of its layers on v13 or v14; one row stays on v10)."""
     from convnet import catalogue
-    return linear(version, {**catalogue.get(variant, "gpt2").defines, "BFM_SLAB_MIN_M": 9, **extra})
+    return linear(version, {**catalogue.get(variant, "gpt2").defines, "BFM_SLAB_MIN_M": 9, "BFM_GEMV_MMA": 0, **extra})
 
 
 @pytest.mark.parametrize("version,variant,extra", GEMV_BUILDS, ids=GEMV_IDS)
