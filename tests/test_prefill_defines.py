@@ -59,11 +59,11 @@ def test_prefill_defines_route_tiled_calls_only():
 
 
 def test_prefill_defines_leave_decode_launches_alone():
-    """A decode step launches the same kernels with and without the prefill constants (fast_bf16 with v13 off, as
-    fast_bf16_s12 predates it); the forward runs."""
+    """A decode step launches the same kernels with and without the prefill constants (fast_bf16 with v13 and v14
+    off, as fast_bf16_s12 predates them); the forward runs."""
     steps = {}
     for variant in ("fast_bf16_s12", "fast_bf16"):
-        gpu = model(variant, defines={"BFM_SLAB": 0} if variant == "fast_bf16" else None)
+        gpu = model(variant, defines={"BFM_SLAB": 0, "BFM_GEMV_MMA": 0} if variant == "fast_bf16" else None)
         gpu.enqueue(np.zeros((2, 40), np.int32), cap=96)             # M = 80: the tiled path
         gpu.rt.launches.clear()
         gpu.enqueue(np.zeros((2, 1), np.int32), pos=40, cap=96, last_only=True)
