@@ -210,3 +210,12 @@ def test_auto_runs_the_steps_where_the_kernel_cannot_load(monkeypatch):
         assert gpu.mega is None and not gpu.mega_takes(1)
         with pytest.raises(UsageError, match="does not fit"):
             GPT2GPU(params, config, catalogue.get("fast_bf16_df", "gpt2"), RecordingRuntime())
+
+
+def test_the_sampler_build_serves_a_temperature_or_a_penalty():
+    """needs_sampler: launches and the trace take the DF_SAMPLER=1 build for a temperature or a repetition penalty
+    (greedy with a penalty too), the greedy build otherwise."""
+    from convnet.gpt2.generate import Sampling
+    assert not df.needs_sampler(None) and not df.needs_sampler(Sampling())
+    assert not df.needs_sampler(Sampling(0.0, top_k=40))
+    assert df.needs_sampler(Sampling(0.8, top_p=0.9)) and df.needs_sampler(Sampling(0.0, repetition_penalty=1.2))

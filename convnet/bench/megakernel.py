@@ -285,7 +285,8 @@ def dataflow_trace_report(size: str = "124M", prompt_len: int = 64, tokens: int 
     """One launch of `tokens` steps of fast_bf16_df on a DF_TRACE=1 build, greedy or sampled in the kernel
     (`sampling`, a generate.Sampling: its DF_SAMPLER=1 build): where a token's time goes, event by event
     (dataflow_trace_table)."""
-    sample = sampling is not None and (not sampling.greedy or sampling.repetition_penalty != 1)
+    from ..gpt2.dataflow import needs_sampler
+    sample = needs_sampler(sampling)
     gpu, config, cap = _after_prompt("fast_bf16_df", {**(defines or {}), "DF_TRACE": 1}, size, 1, prompt_len,
                                      tokens)
     L = config.n_layer

@@ -78,6 +78,12 @@ def preferred(config, arch: str, sm_count: int | None = None) -> bool:
     return config.n_embd >= PREFERRED_FROM and model_refusal(config, arch, sm_count) is None
 
 
+def needs_sampler(sampling) -> bool:
+    """Whether a launch with this generate.Sampling (None: greedy) runs the sampler's build (DF_SAMPLER=1): a
+    temperature or a repetition penalty; greedy choices stay in the greedy build."""
+    return sampling is not None and (sampling.temperature > 0 or sampling.repetition_penalty != 1)
+
+
 def batch_refusal(B: int) -> str | None:
     if B != 1:
         return f"the dataflow decode kernel runs one sequence; got {B}"
@@ -162,7 +168,7 @@ class DecodeDataflow:
                                    pool.get("gpt2.act.step_idx", (1, 1), np.int32),
                                    pool.get("gpt2.act.pos", (1,), np.int32), step, done, out, trace)]
         s = sampling
-        sample = s is not None and (s.temperature > 0 or s.repetition_penalty != 1)
+        sample = needs_sampler(s)
         scratch = None
         if sample:
             if s.repetition_penalty != 1 and seen is None:
