@@ -169,4 +169,20 @@ __device__ __forceinline__ float2 bf_ld_cluster(const float* p, unsigned rank) {
     asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
     return v;
 }
+// the two floats at p summed over the cluster's KS blocks, in rank order (the same sum every run); KS 1: this block's
+template <int KS>
+__device__ __forceinline__ float2 bf_cluster_sum2(const float* p) {
+    if constexpr (KS == 1) {
+        return *reinterpret_cast<const float2*>(p);
+    } else {
+        float2 v = bf_ld_cluster(p, 0);
+#pragma unroll
+        for (int r = 1; r < KS; ++r) {
+            const float2 o = bf_ld_cluster(p, r);
+            v.x += o.x;
+            v.y += o.y;
+        }
+        return v;
+    }
+}
 #endif

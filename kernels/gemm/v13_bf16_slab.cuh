@@ -93,16 +93,7 @@ __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const
     for (int p = tid; p < ROWS * (BFW_BN / 2); p += BFW_THREADS) {
         const int m = rank * ROWS + p / (BFW_BN / 2), n = 2 * (p % (BFW_BN / 2));
         if (m >= M || n0 + n >= N) continue;
-        float2 v = *reinterpret_cast<const float2*>(tile + m * BFW_BN + n);
-        if (KS > 1) {
-            v = bf_ld_cluster(tile + m * BFW_BN + n, 0);
-#pragma unroll
-            for (int r = 1; r < KS; ++r) {                         // in rank order: the same sum every run
-                const float2 o = bf_ld_cluster(tile + m * BFW_BN + n, r);
-                v.x += o.x;
-                v.y += o.y;
-            }
-        }
+        const float2 v = bf_cluster_sum2<KS>(tile + m * BFW_BN + n);
         bf_store_pair<false>(v.x, v.y, bf_row(m, BF_EPI_ARGS), M, N, n0 + n, BF_EPI_ARGS);
     }
     if (KS > 1) bf_cluster_sync();                                // no block leaves while others read its tile

@@ -112,16 +112,7 @@ __device__ __forceinline__ void gemv_mma_bf16(const __nv_bfloat16* RESTRICT A, c
     if (tid < ROWS * (BFG_BN / 2)) {
         const int m = rank * ROWS + tid / (BFG_BN / 2), n = 2 * (tid % (BFG_BN / 2));
         if (m < M && n0 + n < N) {
-            float2 v = *reinterpret_cast<const float2*>(&tile[m][n]);
-            if (KS > 1) {
-                v = bf_ld_cluster(&tile[m][n], 0);
-#pragma unroll
-                for (int r = 1; r < KS; ++r) {                      // in rank order: the same sum every run
-                    const float2 o = bf_ld_cluster(&tile[m][n], r);
-                    v.x += o.x;
-                    v.y += o.y;
-                }
-            }
+            const float2 v = bf_cluster_sum2<KS>(&tile[m][n]);
             bf_store_pair<false>(v.x, v.y, bf_row(m, BF_EPI_ARGS), M, N, n0 + n, BF_EPI_ARGS);
         }
     }
