@@ -336,19 +336,6 @@ def test_bf16_gemv_mma_every_cluster_size(out_bf16, M, N, K, rng):
         assert np.array_equal(runs[0][:, :N], runs[1][:, :N]), f"two runs differ (clusters of {ks})"
 
 
-@pytest.mark.parametrize("B", [2, 5, 8])
-def test_bf16_small_batches_decode_on_the_tensor_core_gemv(B, rng):
-    """fast_bf16 with BFM_GEMV_MMA=2: decode steps of 2-8 sequences run v14 for every layer GEMM (the head-major
-    QKV scatter into the cache, GELU, the residual; a LayerNorm kernel before qkv and mlp_fc); every step's logits
-    within tolerance of the float64 forward so far."""
-    v = spec_variant("fast_bf16+BFM_GEMV_MMA=2")
-    params = gpt2_small_params(SMALL)
-    gpu = make(v, params, SMALL)
-    C = SMALL.n_embd
-    assert gpu.linear.gemv_mma_rows(B, 3 * C, C) and not gpu.linear.fuses_layernorm(B, 3 * C, C)
-    check_decode_steps(gpu, params, rng.integers(0, SMALL.vocab_size, (B, 10)), v.tolerance)
-
-
 @pytest.mark.parametrize("out_bf16", [False, True], ids=["fp32_out", "bf16_out"])
 @pytest.mark.parametrize("splits", [None, 1, 3], ids=["heuristic", "no_split", "3_slices"])
 @pytest.mark.parametrize("key", BF16_BUILDS)
@@ -448,15 +435,19 @@ def test_bf16_batched_decode_equals_full_recompute(name, B, rng):
     check_decode_steps(gpu, params, rng.integers(0, SMALL.vocab_size, (B, 10)), v.tolerance)
 
 
-@pytest.mark.parametrize("B", [3, 8])
-def test_bf16_small_batches_decode_on_the_slab(B, rng):
-    """fast_bf16 (BFM_SLAB_MIN_M=2): decode steps of 2-8 sequences run v13 (and a LayerNorm kernel) instead of the
-    GEMV with its LayerNorm prologue; every step's logits within tolerance of the float64 forward so far."""
-    v = variant("fast_bf16")
+@pytest.mark.parametrize("spec,B", [("fast_bf16", 3), ("fast_bf16", 8), ("fast_bf16+BFM_GEMV_MMA=2", 2),
+                                    ("fast_bf16+BFM_GEMV_MMA=2", 5), ("fast_bf16+BFM_GEMV_MMA=2", 8)])
+def test_bf16_small_batches_decode_on_the_slab_or_the_tensor_core_gemv(spec, B, rng):
+    """Decode steps of 2-8 sequences off v10's GEMV and its LayerNorm prologue, with a LayerNorm kernel before qkv
+    and mlp_fc: fast_bf16 (BFM_SLAB_MIN_M=2) on v13; with BFM_GEMV_MMA=2 on v14 for every layer GEMM (the
+    head-major QKV scatter into the cache, GELU, the residual). Every step's logits within tolerance of the float64
+    forward so far."""
+    v = variant(spec)
     params = gpt2_small_params(SMALL)
     gpu = make(v, params, SMALL)
     C = SMALL.n_embd
-    assert gpu.linear.slab_rows(B, 3 * C, C) and not gpu.linear.fuses_layernorm(B, 3 * C, C)
+    takes = gpu.linear.gemv_mma_rows if "BFM_GEMV_MMA" in spec else gpu.linear.slab_rows
+    assert takes(B, 3 * C, C) and not gpu.linear.fuses_layernorm(B, 3 * C, C)
     check_decode_steps(gpu, params, rng.integers(0, SMALL.vocab_size, (B, 10)), v.tolerance)
 
 
