@@ -136,6 +136,16 @@ def test_a_family_build_holds_its_family_alone():
     assert build.kernel_defines("ops.cu", {}, "relu_maxpool") == {}       # a file without families: as given
 
 
+def test_gemm_compiles_whole_under_fast_bf16():
+    """A build asked for no kernel (convnet-bench gemv's modules) compiles every bf16 family of gemm.cu at once, so
+    names that two families each define must not collide (v8's bf_cluster_rank, 0 unless BF_CLUSTER, beside the
+    K-split clusters' helper of v13 and v14 once had the same name); the family builds alone never show it."""
+    defines = {**catalogue.get("fast_bf16", "gpt2").defines, "BF_OUT": 0}
+    assert "KERNEL_SUBSET" not in build.kernel_defines("gemm.cu", defines)
+    found = spills(build.compile_cubin("gemm.cu", build.kernel_defines("gemm.cu", defines), "sm_90a")[1])
+    assert {"gemm_bf16_wgmma", "gemm_skinny_bf16_1", "gemm_slab_m1_k2_bf16", "gemm_gemv_mma_k4_bf16"} <= set(found)
+
+
 def test_a_build_keeps_only_the_constants_its_text_names():
     """A variant's -D constants reach every file it builds; those the compiled text never names (comments aside) are
     left out, so variants that differ only in another kernel's constants share a build: here a GEMV tunable, a v13

@@ -150,9 +150,10 @@ __device__ __forceinline__ void bf_store_pair(float v0, float v1, const BfRow& r
 
 
 // Thread-block clusters along a K split (v13, v14): the block's rank, a cluster-wide barrier that orders shared memory
-// (release / acquire), and a load of two floats from another block's shared memory
+// (release / acquire), and a load of two floats from another block's shared memory. (bf_ctarank, not v8's
+// bf_cluster_rank, which is 0 unless BF_CLUSTER: the whole file, every family, compiles both.)
 #if !KERNEL_SUBSET || KERNELS_SLAB_BF16 || KERNELS_GEMV_MMA_BF16
-__device__ __forceinline__ unsigned bf_cluster_rank() {
+__device__ __forceinline__ unsigned bf_ctarank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;

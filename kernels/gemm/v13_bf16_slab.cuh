@@ -39,7 +39,7 @@ __device__ __forceinline__ void slab_bf16(const __nv_bfloat16* RESTRICT A, const
     extern __shared__ __align__(16) unsigned char bfw_raw[];
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
     const int n0 = blockIdx.x * BFW_BN;
-    const int rank = KS > 1 ? (int)bf_cluster_rank() : 0;
+    const int rank = KS > 1 ? (int)bf_ctarank() : 0;
     const int ks = (K + 16 * KS - 1) / (16 * KS) * 16, kb = rank * ks, ke = min(K, kb + ks), P = bfw_pitch(ks);
     // the warp's share of the slice: k [q0, q1) in steps of 16, relative to kb
     const int steps = ks / 16, per = (steps + BFW_WARPS - 1) / BFW_WARPS;

@@ -44,7 +44,7 @@ __device__ __forceinline__ void gemv_mma_bf16(const __nv_bfloat16* RESTRICT A, c
     __shared__ __align__(16) float tile[8][BFG_BN];  // the block's 8 x 16 partial: [batch row][column]
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
     const int n0 = blockIdx.x * BFG_BN;
-    const int rank = KS > 1 ? (int)bf_cluster_rank() : 0;
+    const int rank = KS > 1 ? (int)bf_ctarank() : 0;
     const int chunks = (K + 31) / 32, per = (chunks + KS - 1) / KS;
     const int c0 = min(chunks, rank * per), c1 = min(chunks, c0 + per);
     // columns past N read row N - 1 and are not stored
