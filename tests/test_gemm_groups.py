@@ -27,3 +27,11 @@ def test_unknown_variant_refused_in_one_line(capsys):
     assert gemm_groups.main(["--variants", "no_such_variant"]) == 2
     err = capsys.readouterr().err
     assert "unknown gpt2 variant 'no_such_variant'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_spec_with_an_unknown_param_is_refused_in_one_line(capsys):
+    """--variants takes NAME@KEY=V specs as the other benchmarks do; a param GPT-2 does not know is one line, exit 2,
+    before any GPU work."""
+    assert gemm_groups.main(["--variants", "fast_bf16", "fast_bf16@no_such_param=1"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_param" in err and len(err.strip().splitlines()) == 1

@@ -1,6 +1,6 @@
 """A GPT-2 variant's GEMM groups as its forward runs them, against cuBLAS at the same shapes in the same run:
 
-    python -m convnet.bench.gemm_groups --variants fast_bf16 fast_bf16_s17
+    python -m convnet.bench.gemm_groups --variants fast_bf16 fast_bf16_s17 fast_bf16@BF_BN=128
 
 Ours: the forward of the 124M shape (random weights, B=8 T=1024) enqueued behind a spin kernel, an event after each
 kernel group (GPT2GPU.queued_groups: the GPU's own time, no host launch gaps), the median of --passes passes, divided
@@ -23,11 +23,12 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from .. import catalogue, report
+from .. import report
 from ..cmdline import positive_int
 from ..errors import exit_code
 from .autotune import gpt2_shapes
 from .forward_ab import random_124m
+from .layer import variant_spec
 
 GEMM_GROUPS = ("qkv", "attn_proj", "mlp_fc", "mlp_proj", "lm_head")
 RESIDUAL_GROUPS = ("attn_proj", "mlp_proj")     # ours reduce-add into the fp32 residual stream
@@ -41,7 +42,7 @@ def ours(names: list, passes: int, B: int, T: int) -> tuple[dict, str]:
     config, params, idx = random_124m(B, T)
     out, device = {}, ""
     for n in tqdm(names, desc="variants", unit="variant"):
-        gpu = GPT2GPU(params, config, catalogue.get(n, "gpt2"))
+        gpu = GPT2GPU(params, config, variant_spec(n, "gpt2"))
         gpu.forward(idx)                                           # warm-up: builds, buffers, maps
         groups = gpu.queued_groups(idx, passes)
         out[n] = {g: groups[g] / (1 if g == "lm_head" else LAYERS) for g in GEMM_GROUPS}
@@ -114,14 +115,15 @@ def run(names: list, passes: int = 5, reps: int = 20, B: int = 8, T: int = 1024)
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m convnet.bench.gemm_groups", description=__doc__.splitlines()[0])
-    p.add_argument("--variants", nargs="+", default=["fast_bf16"])
+    p.add_argument("--variants", nargs="+", default=["fast_bf16"],
+                   help="names or NAME@KEY=V,... (-D constants upper-case, params lower-case)")
     p.add_argument("--passes", type=positive_int, default=5, help="queued forwards split per variant (median)")
     p.add_argument("--reps", type=positive_int, default=20, help="timed runs per anchor (median)")
     args = p.parse_args(argv)
 
     def go():
         for n in args.variants:
-            catalogue.get(n, "gpt2")                 # an unknown name fails here, in one line, before any GPU work
+            variant_spec(n, "gpt2")                  # an unknown name fails here, in one line, before any GPU work
         print(run(args.variants, args.passes, args.reps))
         return 0
     return exit_code(p.prog, go)
