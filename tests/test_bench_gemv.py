@@ -19,3 +19,16 @@ def test_the_shapes_are_gpt2_groups():
 def test_what_it_cannot_run_is_one_line(args, message):
     out = subprocess.run([sys.executable, "-m", "convnet.bench.cli", "gemv", *args], capture_output=True, text=True)
     assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_benchmarks_precompile_the_family_builds_their_linears_take(monkeypatch):
+    """precompile_made (convnet-bench gemv, gemm and autotune): the union of what each Linear records in a dry run,
+    every gemm.cu build a family build (KERNEL_SUBSET), never the whole file no launch uses."""
+    from convnet.gpu import recorder
+    from convnet.gpu.gemm import Linear
+    got = []
+    monkeypatch.setattr(recorder, "precompile", lambda builds, arch, workers=None: got.append(builds) or [])
+    makers = [lambda r: Linear(r, "vec4", {}, "t"), lambda r: Linear(r, "bf16_wgmma", {"BF_BN": 128}, "t")]
+    recorder.precompile_made(makers, "sm_90a")
+    assert got[0] == recorder.kernels_of(makers[0], "sm_90a") | recorder.kernels_of(makers[1], "sm_90a")
+    assert got[0] and all(f == "gemm.cu" and dict(d).get("KERNEL_SUBSET") == 1 for f, d in got[0])

@@ -39,7 +39,7 @@ def pick(timings: dict) -> int:
 def tune(variant, shapes: dict, reps: int = 10) -> tuple[dict, list]:
     """Times every candidate on every shape; returns (winners "MxNxK" -> config, table rows)."""
     import numpy as np
-    from .dryrun import kernels_of, precompile
+    from .dryrun import precompile_made
     from ..gpu.gemm import LINEAR_KERNELS, Linear
     from ..gpu.runtime import Runtime
     rt = Runtime.get()
@@ -48,10 +48,8 @@ def tune(variant, shapes: dict, reps: int = 10) -> tuple[dict, list]:
         raise DataError(f"variant {variant.name}: GEMM version {version!r} has no tunables (vec4, tf32 have)")
     candidates = CANDIDATES[version]
     kernel = LINEAR_KERNELS[version]
-    # the family builds each candidate's Linear launches from, compiled in parallel before the first is needed
-    precompile(set().union(*(kernels_of(lambda r, d={**variant.defines, **c["defines"]}:
-                                        Linear(r, version, d, variant.name, split_k=True), rt.arch)
-                             for c in [{"defines": {}}, *candidates])), rt.arch)
+    precompile_made([lambda r, d={**variant.defines, **c["defines"]}: Linear(r, version, d, variant.name, split_k=True)
+                     for c in [{"defines": {}}, *candidates]], rt.arch)
     rng = np.random.default_rng(0)
     winners, rows = {}, []
     default = Linear(rt, version, variant.defines, variant.name, split_k=bool(variant.params.get("split_k")))

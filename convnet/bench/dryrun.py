@@ -3,9 +3,10 @@ recorder itself is the engine's (convnet.gpu.recorder); its names are re-exporte
 from pathlib import Path
 
 from ..gpu import build
-from ..gpu.recorder import RecordingRuntime, entries_of, kernels_of, precompile
+from ..gpu.recorder import RecordingRuntime, entries_of, kernels_of, precompile, precompile_made
 
-__all__ = ["RecordingRuntime", "entries_of", "kernels_of", "precompile", "seed", "pack", "unpack", "precompile_main"]
+__all__ = ["RecordingRuntime", "entries_of", "kernels_of", "precompile", "precompile_made", "seed", "pack", "unpack",
+           "precompile_main"]
 
 
 def seed(builds: set, arch: str, caches: list) -> int:

@@ -56,7 +56,7 @@ def run(versions, grid, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: boo
     a sweep grid, or a list of them (their settings one after another, in one run)."""
     from ..gpu.bf16 import BF16, to_bf16
     from ..gpu.cublas import CUDA_R_16BF, CUDA_R_32F, OP_N, OP_T, CuBLAS
-    from .dryrun import kernels_of, precompile
+    from .dryrun import precompile_made
     from ..gpu.runtime import Runtime
     rt = Runtime.get()
     settings = [s for g in (grid if isinstance(grid, list) else [grid]) for s in sweep_settings(g)]
@@ -64,9 +64,7 @@ def run(versions, grid, reps: int = 20, shapes: dict = GPT2_SHAPES, split_k: boo
     runs = [(v, s) for v in versions for s in settings]
     fp32_runs = any(v not in BF16_VERSIONS for v in versions)
     bf16_runs = any(v in BF16_VERSIONS for v in versions)
-    # the family builds the Linears launch from, compiled in parallel before the first is needed
-    precompile(set().union(*(kernels_of(lambda r, v=v, s=s: Linear(r, v, s, "gemm_bench", split_k=split_k), rt.arch)
-                             for v, s in runs)), rt.arch)
+    precompile_made([lambda r, v=v, s=s: Linear(r, v, s, "gemm_bench", split_k=split_k) for v, s in runs], rt.arch)
     linears = [Linear(rt, v, s, "gemm_bench", split_k=split_k) for v, s in runs]
     blas = CuBLAS.get()
     torch = _torch_bf16() if bf16_runs else None

@@ -56,7 +56,7 @@ def run(variant_name: str = "fast_bf16", rows: int = 1, sizes=("124M", "xl"), gr
     from ..gpu.gemm import Linear
     from ..gpu.graph import Graph
     from ..gpu.runtime import Runtime
-    from .dryrun import kernels_of, precompile
+    from .dryrun import precompile_made
     base = catalogue.get(variant_name, "gpt2")
     if base.params.get("dtype") != "bf16":
         raise UsageError(f"--variant {variant_name}: a bf16 GPT-2 variant is needed (the bf16 GEMV, gemm.cu v10)")
@@ -70,9 +70,8 @@ def run(variant_name: str = "fast_bf16", rows: int = 1, sizes=("124M", "xl"), gr
     def defines(group, setting):            # as the variant builds this group's GEMV, the setting on top
         return {**base.defines, **group_defines.get(group, {}), **setting}
     groups = {g for size in sizes for g in shapes_of(size)}
-    # the builds the Linears launch from (each kernel family's own), compiled in parallel before the first is needed
-    precompile(set().union(*(kernels_of(lambda r, d=defines(g, s): Linear(r, version, d, "gemv_bench"), rt.arch)
-                             for g in groups for s in runs)), rt.arch)
+    precompile_made([lambda r, d=defines(g, s): Linear(r, version, d, "gemv_bench") for g in groups for s in runs],
+                    rt.arch)
     lins = {(g, i): Linear(rt, version, defines(g, s), "gemv_bench") for g in groups for i, s in enumerate(runs)}
     try:
         import torch

@@ -157,6 +157,12 @@ def kernels_of(make, arch: str | None = None) -> set:
     return set(entries_of(make, arch))
 
 
+def precompile_made(makers, arch: str) -> list:
+    """Compiles, in parallel, every build that one of makers (each make(runtime), e.g. a Linear of a benchmark's
+    setting) records in a dry run: the family builds its launches take, before the first is needed."""
+    return precompile(set().union(*(kernels_of(make, arch) for make in makers)), arch)
+
+
 def precompile(builds, arch: str, workers: int | None = None) -> list:
     """Compiles (file, defines) pairs in parallel (one nvcc per core by default) into the disk cache; returns the
     ptxas reports."""
