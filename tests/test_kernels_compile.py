@@ -137,10 +137,10 @@ def test_a_family_build_holds_its_family_alone():
 
 
 def test_gemm_compiles_whole_under_fast_bf16():
-    """A build asked for no kernel (convnet-bench gemm's and autotune's) compiles every bf16 family of gemm.cu at
-    once, so names that two families each define must not collide (v8's bf_cluster_rank, 0 unless BF_CLUSTER,
-    beside the K-split clusters' helper of v13 and v14 once had the same name); the family builds alone never
-    show it."""
+    """A build asked for no kernel (rt.module("gemm.cu", defines), as the GEMM benchmarks' precompile made until
+    ab87bcf) compiles every bf16 family of gemm.cu at once, so names that two families each define must not collide
+    (v8's bf_cluster_rank, 0 unless BF_CLUSTER, beside the K-split clusters' helper of v13 and v14 once had the same
+    name); the family builds alone never show it."""
     defines = {**catalogue.get("fast_bf16", "gpt2").defines, "BF_OUT": 0}
     assert "KERNEL_SUBSET" not in build.kernel_defines("gemm.cu", defines)
     # PTX for the virtual target: the front end, where a redefinition stops, at half a cubin's time
