@@ -97,16 +97,14 @@ def sweep(variant, layer: str, batch: int, grid: dict, reps: int = 20, fused: bo
     if fused:
         return sweep_fused(variant, layer, batch, grid, reps)
     from ..gpu.conv import make_conv
-    from .dryrun import kernels_of, precompile
+    from .dryrun import precompile_made
     from ..gpu.runtime import Runtime
     rt = Runtime.get()
     wname, in_shape = LAYERS[layer]
     w = wio.load()[wname]
     combos = settings(grid)
-    builds = set()
-    for s in combos:
-        builds |= kernels_of(lambda r, v=with_setting(variant, s): make_conv(r, v, w, in_shape, layer))
-    precompile(builds, rt.arch)
+    precompile_made([lambda r, v=with_setting(variant, s): make_conv(r, v, w, in_shape, layer) for s in combos],
+                    rt.arch)
     rng = np.random.default_rng(0)
     x = rng.random((batch, *in_shape), dtype=np.float32)
     flops = 2.0 * batch * w.size * (in_shape[1] - w.shape[2] + 1) * (in_shape[2] - w.shape[3] + 1)
@@ -141,17 +139,15 @@ def sweep_fused(variant, layer: str, batch: int, grid: dict, reps: int = 20):
     from ..gpu.conv import make_conv
     from ..gpu.runtime import Runtime
     from ..network import CONV_LAYERS
-    from .dryrun import kernels_of, precompile
+    from .dryrun import precompile_made
     rt = Runtime.get()
     wname, in_shape = LAYERS[layer]
     w = wio.load()[wname]
     pool = dict(zip(LAYERS, (p for _, p in CONV_LAYERS)))[layer]
     fused = {"pool": pool, "upscale_from": (28, 28)} if layer == "conv1" else {"pool": pool, "out_half": False}
     combos = settings(grid)
-    builds = set()
-    for s in combos:
-        builds |= kernels_of(lambda r, v=with_setting(variant, s): make_conv(r, v, w, in_shape, layer, **fused))
-    precompile(builds, rt.arch)
+    precompile_made([lambda r, v=with_setting(variant, s): make_conv(r, v, w, in_shape, layer, **fused)
+                     for s in combos], rt.arch)
     rng = np.random.default_rng(0)
     if layer == "conv1":
         x = np.tile(data.load_raw("test").images, (-(-batch // 10000), 1, 1))[:batch]
