@@ -310,9 +310,10 @@ def test_layernorm_widths_match_the_kernel_file():
 @pytest.mark.parametrize("mode", [1, 2])
 def test_batched_decode_at_xl_width_takes_the_tensor_core_gemv(mode):
     """BFM_GEMV_MMA: a decode step of 8 sequences at gpt2-xl's width (one layer) runs v14 where v13's slab would not
-    fit one wave (qkv, mlp_fc, mlp_proj) and keeps v13 for the attention projection unless asked first (2); the
-    cluster sizes reach two blocks an SM (132 SMs on the dry run), else the largest (the LM head's 384 padded columns
-    here: 24 blocks, clusters of 8); v10's GEMV does not run."""
+    fit one wave (qkv, mlp_fc, mlp_proj) and keeps v13 for the attention projection unless asked first (2, the
+    default); the cluster sizes reach a block an SM (132 SMs on the dry run) with K slices of at most 2,048 (the MLP
+    projection's K of 6,400 in clusters of 4), else the largest (the LM head's 384 padded columns here: 24 blocks,
+    clusters of 8); v10's GEMV does not run."""
     import dataclasses
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.bench.dryrun import RecordingRuntime
@@ -333,7 +334,22 @@ def test_batched_decode_at_xl_width_takes_the_tensor_core_gemv(mode):
             grids.setdefault(name, []).append(grid)
     kernels = kernel_names(rt.launches)
     assert sorted(g for gs in grids.values() for g in gs) == sorted(
-        [(300, 1, 1), (400, 1, 1), (100, 4, 1), (24, 8, 1)] + ([(100, 4, 1)] if mode == 2 else []))
+        [(300, 1, 1), (400, 1, 1), (100, 4, 1), (24, 8, 1)] + ([(100, 2, 1)] if mode == 2 else []))
     assert grids.get("gemm_gemv_mma_k1_bf16") and grids.get("gemm_gemv_mma_k4_bf16")
     assert sum(k.startswith("gemm_slab_") for k in kernels) == (0 if mode == 2 else 1)
     assert gpu.Vp == 384 and not any(k.startswith("gemm_skinny_bf16") for k in kernels)
+    assert gpu.Vp == 384 and not any(k.startswith("gemm_skinny_bf16") for k in kernels)
+
+
+@pytest.mark.parametrize("N,K,ks", [(2304, 768, 1), (768, 768, 4), (768, 3072, 4), (1024, 1024, 4),
+                                    (1024, 4096, 4), (1280, 5120, 4), (1600, 1600, 2), (1600, 6400, 4),
+                                    (6400, 1600, 1), (50304, 768, 1), (16, 100000, 8), (6400, 25600, 1)])
+def test_tensor_core_gemv_cluster_sizes(N, K, ks):
+    """v14's K split on 132 SMs (gemv_mma_split): the smallest cluster whose blocks reach one an SM with K slices of
+    at most 2,048, the slice's bound waived once the blocks make three an SM, else clusters of 8: the choices
+    that timed fastest at GPT-2's shapes, 8 rows (convnet-bench gemv, H200)."""
+    from convnet.bench.dryrun import RecordingRuntime
+    from convnet.gpu.gemm import Linear
+    rt = RecordingRuntime()
+    lin = Linear(rt, "bf16_wgmma", catalogue.get("fast_bf16", "gpt2").defines, "test")
+    assert rt.sm_count == 132 and lin.gemv_mma_split(N, K) == ks

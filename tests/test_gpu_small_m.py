@@ -435,19 +435,20 @@ def test_bf16_batched_decode_equals_full_recompute(name, B, rng):
     check_decode_steps(gpu, params, rng.integers(0, SMALL.vocab_size, (B, 10)), v.tolerance)
 
 
-@pytest.mark.parametrize("spec,B", [("fast_bf16", 3), ("fast_bf16", 8), ("fast_bf16+BFM_GEMV_MMA=2", 2),
-                                    ("fast_bf16+BFM_GEMV_MMA=2", 5), ("fast_bf16+BFM_GEMV_MMA=2", 8)])
+@pytest.mark.parametrize("spec,B", [("fast_bf16+BFM_GEMV_MMA=1", 3), ("fast_bf16+BFM_GEMV_MMA=1", 8),
+                                    ("fast_bf16", 2), ("fast_bf16", 5), ("fast_bf16", 8)])
 def test_bf16_small_batches_decode_on_the_slab_or_the_tensor_core_gemv(spec, B, rng):
     """Decode steps of 2-8 sequences off v10's GEMV and its LayerNorm prologue, with a LayerNorm kernel before qkv
-    and mlp_fc: fast_bf16 (BFM_SLAB_MIN_M=2) on v13; with BFM_GEMV_MMA=2 on v14 for every layer GEMM (the
-    head-major QKV scatter into the cache, GELU, the residual). Every step's logits within tolerance of the float64
-    forward so far."""
+    and mlp_fc: fast_bf16 (BFM_GEMV_MMA=2) on v14 for every layer GEMM (the head-major QKV scatter into the cache,
+    GELU, the residual); with BFM_GEMV_MMA=1 (and BFM_SLAB_MIN_M=2) on v13. Every step's logits within tolerance of
+    the float64 forward so far."""
     v = variant(spec)
     params = gpt2_small_params(SMALL)
     gpu = make(v, params, SMALL)
     C = SMALL.n_embd
-    takes = gpu.linear.gemv_mma_rows if "BFM_GEMV_MMA" in spec else gpu.linear.slab_rows
-    assert takes(B, 3 * C, C) and not gpu.linear.fuses_layernorm(B, 3 * C, C)
+    on_v14 = gpu.linear.gemv_mma_rows(B, 3 * C, C)
+    assert on_v14 != ("BFM_GEMV_MMA=1" in spec) and (on_v14 or gpu.linear.slab_rows(B, 3 * C, C))
+    assert not gpu.linear.fuses_layernorm(B, 3 * C, C)
     check_decode_steps(gpu, params, rng.integers(0, SMALL.vocab_size, (B, 10)), v.tolerance)
 
 

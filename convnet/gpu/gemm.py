@@ -129,7 +129,8 @@ BFM_DEFAULTS = {"BFM_MAX_M": 0, "BFM_MAX_N": 0, "BFM_BN": 32, "BFM_STAGES": 4, "
                 "BFM_SLAB_WARPS": 8,                           # that fit one wave of blocks
                 "BFM_SLAB_MIN_M": 9,                           # and rows from this many (< 9: the GEMV's too)
                 "BFM_GEMV_MMA": 0,        # v14 for the GEMV's 2-8 rows: 1 where v13 cannot take them, 2 before v13
-                "BFM_GEMV_MMA_WAVES": 2}  # v14: the smallest K split whose blocks reach this many a SM
+                "BFM_GEMV_MMA_WAVES": 1,  # v14: the smallest K split whose blocks reach this many a SM
+                "BFM_GEMV_MMA_SLICE": 2048}   # and whose K slice is at most this deep (gemv_mma_split)
 BFM_BK = 64
 # v13 (gemm_slab_m<MF>_k<KS>_bf16): 16 columns a block, K split over clusters of KS blocks (kernels/gemm/v13_bf16_slab.cuh)
 SLAB_BN, SLAB_CLUSTERS = 16, (1, 2, 4, 8)
@@ -418,13 +419,14 @@ class Linear:
         self.gemv_mma, self.gemv_mma_mode = None, c["BFM_GEMV_MMA"]
         if not self.gemv_mma_mode:
             return
-        if self.gemv_mma_mode not in (1, 2) or c["BFM_GEMV_MMA_WAVES"] < 1:
-            raise GPUError(f"GEMM v14 takes BFM_GEMV_MMA 1 (where v13 cannot) or 2 (before v13) and "
-                           f"BFM_GEMV_MMA_WAVES >= 1; got {c['BFM_GEMV_MMA']}, {c['BFM_GEMV_MMA_WAVES']}")
+        if self.gemv_mma_mode not in (1, 2) or c["BFM_GEMV_MMA_WAVES"] < 1 or c["BFM_GEMV_MMA_SLICE"] < 32:
+            raise GPUError(f"GEMM v14 takes BFM_GEMV_MMA 1 (where v13 cannot) or 2 (before v13), "
+                           f"BFM_GEMV_MMA_WAVES >= 1 and BFM_GEMV_MMA_SLICE >= 32; got {c['BFM_GEMV_MMA']}, "
+                           f"{c['BFM_GEMV_MMA_WAVES']}, {c['BFM_GEMV_MMA_SLICE']}")
         if self.rt.arch != "sm_90a":              # its K splits are thread-block clusters
             raise GPUError(f"GEMM v14 (BFM_GEMV_MMA) needs a Hopper GPU (sm_90a); {self.rt.name} is {self.rt.arch} "
                            "(BFM_GEMV_MMA=0 runs v10's GEMV)")
-        self.gemv_mma_waves = c["BFM_GEMV_MMA_WAVES"]
+        self.gemv_mma_waves, self.gemv_mma_slice = c["BFM_GEMV_MMA_WAVES"], c["BFM_GEMV_MMA_SLICE"]
         self.gemv_mma = {(ks, out): tma.launcher(self.rt, "gemm.cu", f"gemm_gemv_mma_k{ks}_bf16",
                                                  {**self.defines, "BF_OUT": int(out)}, self.variant)
                          for ks in SLAB_CLUSTERS for out in (True, False)}
@@ -435,15 +437,20 @@ class Linear:
         return (self.gemv_mma is not None and self.bf_gemv and GEMV_MMA_MIN_M <= M <= SKINNY_M
                 and (self.gemv_mma_mode == 2 or not self.slab_rows(M, N, K)))
 
-    def gemv_mma_split(self, N: int) -> int:
-        """v14's cluster size: the smallest of SLAB_CLUSTERS whose blocks reach BFM_GEMV_MMA_WAVES a SM (its blocks
-        are small: 8 warps, 4.6 KB), else the largest."""
-        tiles = _cdiv(N, GEMV_MMA_BN)
-        return next((ks for ks in SLAB_CLUSTERS if tiles * ks >= self.gemv_mma_waves * self.rt.sm_count),
-                    SLAB_CLUSTERS[-1])
+    def gemv_mma_split(self, N: int, K: int) -> int:
+        """v14's cluster size: the smallest of SLAB_CLUSTERS whose blocks reach BFM_GEMV_MMA_WAVES a SM and whose K
+        slice is at most BFM_GEMV_MMA_SLICE deep (a longer slice is a long serial loop for a block's 8 warps: xl's
+        MLP projection, K 6,400, took 11.0 us a call in clusters of 2 and 9.5 in clusters of 4; H200, 8 rows), unless
+        its blocks already make three a SM; else the largest. Past about four blocks a SM the clusters no longer all
+        fit at once and a call costs 2-3 us more (medium's attention projection, 64 column tiles: 3.0 us in clusters
+        of 4, 5.4 in clusters of 8), so no more blocks than the waves ask for (convnet-bench gemv --sweep
+        BFM_GEMV_MMA_WAVES=1,2,3,4)."""
+        tiles, sms = _cdiv(N, GEMV_MMA_BN), self.rt.sm_count
+        return next((ks for ks in SLAB_CLUSTERS if tiles * ks >= self.gemv_mma_waves * sms
+                     and (_cdiv(K, ks) <= self.gemv_mma_slice or tiles * ks >= 3 * sms)), SLAB_CLUSTERS[-1])
 
     def _call_gemv_mma(self, A, W, C, M, N, K, lda, ldb, ldc, epi, stream, out_bf16):
-        ks = self.fixed_splits if self.fixed_splits in SLAB_CLUSTERS else self.gemv_mma_split(N)
+        ks = self.fixed_splits if self.fixed_splits in SLAB_CLUSTERS else self.gemv_mma_split(N, K)
         self.gemv_mma[ks, bool(out_bf16)]((_cdiv(N, GEMV_MMA_BN), ks, 1), (256, 1, 1), ptr(A), ptr(W), i32(M), i32(N),
                                           i32(K), i32(lda), i32(ldb), *epi.args(C, ldc), stream=stream)
 
