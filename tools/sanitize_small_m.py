@@ -1,8 +1,9 @@
 """Run under compute-sanitizer (memcheck, racecheck) on the GPU machine: gemm.cu v11 (both layouts, split-K with its
 tickets, the LayerNorm prologue, the head-major QKV scatter) and sampling.cu's split top-p (candidates in shared
 memory and the row-reading fallback), then a small model's batched generation with top-p through both; v12 (the bf16
-path's small-M GEMM, session 11: split-K, the QKV scatter, PDL, and fast_bf16's batched greedy generation).
-SAN_PARTS=v11,top_p,generate,v12 (the default: all) runs only those."""
+path's small-M GEMM, session 11: split-K, the QKV scatter, PDL, and fast_bf16's batched greedy generation); v14 (the
+GEMV of 2-8 rows on the tensor cores at every cluster size) and v14_steps (fast_bf16's decode steps of 4 sequences).
+SAN_PARTS=v11,top_p,generate,v12,v14,v14_steps (the default: all) runs only those."""
 import os
 
 import numpy as np
@@ -17,7 +18,7 @@ from convnet.gpu.runtime import Runtime
 
 rt = Runtime.get()
 rng = np.random.default_rng(0)
-PARTS = os.environ.get("SAN_PARTS", "v11,top_p,generate,v12").split(",")
+PARTS = os.environ.get("SAN_PARTS", "v11,top_p,generate,v12,v14,v14_steps").split(",")
 for version, defines in (("wgmma", {"SMM_MAX_M": 64}), ("tf32", {"SMM_MAX_M": 64, "V5_SPLIT": 3, "SMM_BN": 16})):
     if "v11" not in PARTS:
         break
@@ -97,4 +98,24 @@ if "v12" in PARTS:
         prompts = [[int(x) for x in np.arange(1, 5) * (3 + i) % 300] for i in range(12)]
         done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(), None, 1)
         print(name, [c.ids for c in done][:3])
+if "v14" in PARTS:
+    from convnet.gpu.bf16 import BF16, to_bf16
+    from convnet.gpu.gemm import SLAB_CLUSTERS
+    lin = Linear(rt, "bf16_wgmma", catalogue.get("fast_bf16", "gpt2").defines, "sanitize")
+    for M, N, K in ((3, 132, 40), (8, 1600, 6400), (2, 772, 200)):
+        A = rt.pool.upload(f"s.gA{M}", to_bf16(rng.standard_normal((M, K))), BF16)
+        W = rt.pool.upload(f"s.gW{M}", lin.layout(rng.standard_normal((K, N))), BF16)
+        bias, R = rt.pool.upload(f"s.gb{M}", rng.standard_normal(N)), rt.pool.upload(f"s.gR{M}", rng.standard_normal((M, N)))
+        C = rt.pool.get(f"s.gC{M}", (M, N))
+        for ks in SLAB_CLUSTERS:
+            lin.fixed_splits = ks
+            lin(A, W, C, M, N, K, K, lin.ldb(K, N), N, Epilogue(bias=bias, act=ACT_GELU, resid=R))
+    rt.synchronize("v14")
+    print("v14 done")
+if "v14_steps" in PARTS:
+    config = ref.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=300, n_ctx=48)
+    gen = GPUGenerator(GPT2GPU(ref.random_params(config, 0), config, catalogue.get("fast_bf16", "gpt2")))
+    prompts = [[int(x) for x in np.arange(1, 5) * (3 + i) % 300] for i in range(4)]   # 4 rows: on v14
+    done, _ = run_generation(lambda *a: gen.run(*a, graph=False), prompts, 4, Sampling(), None, 1)
+    print("fast_bf16, 4 sequences", [c.ids for c in done][:2])
 print("sanitize run done")
