@@ -122,8 +122,9 @@ def test_bf16_variant_stores_bf16_weights_once():
 def test_bf16_kernel_plan_on_the_dry_run():
     """What fast_bf16 launches (dry run, no GPU): a full forward takes the bf16 embedding, 2 L + 1 bf16 LayerNorms,
     the bf16 flash kernel per layer and v8 for every GEMM; a device-side decode step
-    (B = 2) takes decode_attention_bf16, v13 for every layer's linear layers after two LayerNorm kernels, and v14
-    for the LM head after ln_f's LayerNorm kernel, then argmax_rows and decode_advance, no fp32 kernel. At B = 1
+    (B = 2) takes decode_attention_bf16, v14 for every layer's linear layers after two LayerNorm kernels
+    (BFM_GEMV_MMA=2: no v13 slab) and for the LM head after ln_f's LayerNorm kernel, then argmax_rows and
+    decode_advance, no fp32 kernel. At B = 1
     every linear layer is v10's GEMV with the LayerNorms folded in (decode_fold: no LayerNorm launch), and the LM
     head's GEMV picks the token and embeds the next step's (decode_pick: no embedding, argmax or advance launch)."""
     from convnet.bench.dryrun import RecordingRuntime
@@ -141,7 +142,8 @@ def test_bf16_kernel_plan_on_the_dry_run():
     gpu._device_step(2, 48)
     step = kernel_names(rt.launches)
     assert step.count("decode_attention_bf16") == L and "flash_attention_bf16" not in step
-    assert sum(k.startswith("gemm_slab_m1_") for k in step) == 4 * L      # v13 from 2 rows (BFM_SLAB_MIN_M)
+    assert sum(k.startswith("gemm_gemv_mma_k") for k in step) == 4 * L + 1 and not any(
+        k.startswith("gemm_slab_") for k in step)                       # v14 for every call of 2-8 rows
     assert step.count("layernorm_warp_bf16") == 2 * L + 1 and not any(k.startswith("gemm_skinny_bf16") for k in step)
     assert step[-3:] == ["gemm_gemv_mma_k8_bf16", "argmax_rows", "decode_advance"] and step[0] == "embed_bf16"
     assert not {"gemm_bf16_wgmma", "gemm_bf16_mma", "decode_attention"} & set(step)
