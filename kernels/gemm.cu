@@ -112,9 +112,9 @@
 //   gemm_slab_m<MF>_k<KS>_bf16 v13 (BFM_SLAB=1: takes v12's calls): each block's whole slice of W^T (16 columns)
 //                      and of A in shared memory at once, W copied before griddepcontrol.wait; a K split is a
 //                      cluster of KS blocks adding their tiles through distributed shared memory (no workspace).
-//   gemm_gemv_mma_k<KS>_bf16 v14 (2-8 rows where v13 cannot take them): the GEMV on bf16 mma.sync, W^T as the A
-//                      operand and the batch as n = 8, each lane's 16-byte loads of W^T and A two mmas' fragments
-//                      as loaded, streamed through registers; K splits as v13's clusters.
+//   gemm_gemv_mma_k<KS>_bf16 v14 (2-8 rows; BFM_GEMV_MMA=1: only where v13 cannot take them): the GEMV on bf16
+//                      mma.sync, W^T as the A operand and the batch as n = 8, each lane's 16-byte loads of W^T and A
+//                      two mmas' fragments as loaded, streamed through registers; K splits as v13's clusters.
 //
 // Epilogue (v1/v2): bias_mode 0 none, 1 bias[m], 2 bias[n]; act 0 none, 1 ReLU, 2 GELU (tanh);
 // resid, when not null, is added after the activation (same strides as C).

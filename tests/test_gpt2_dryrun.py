@@ -338,7 +338,6 @@ def test_batched_decode_at_xl_width_takes_the_tensor_core_gemv(mode):
     assert grids.get("gemm_gemv_mma_k1_bf16") and grids.get("gemm_gemv_mma_k4_bf16")
     assert sum(k.startswith("gemm_slab_") for k in kernels) == (0 if mode == 2 else 1)
     assert gpu.Vp == 384 and not any(k.startswith("gemm_skinny_bf16") for k in kernels)
-    assert gpu.Vp == 384 and not any(k.startswith("gemm_skinny_bf16") for k in kernels)
 
 
 @pytest.mark.parametrize("N,K,ks", [(2304, 768, 1), (768, 768, 4), (768, 3072, 4), (1024, 1024, 4),
