@@ -387,6 +387,165 @@ IG_NHWC_KERNEL(32, 2, 1, IG_STAGES)
 IG_NHWC_KERNEL(64, 2, 2, IG_STAGES)
 IG_NHWC_KERNEL(128, 4, 2, IG_STAGES)
 
+// conv_halo_nhwc_m<BM>: a stride-1 convolution over fp16 NHWC input of C % 16 == 0 channels (params halo_conv), the
+// same GEMM as conv_igemm_nhwc with the im2col columns never formed. conv_igemm_nhwc gathers each pixel's KH x KW
+// taps from L2 (a 3x3 layer reads its input nine times, with K padded to its k-step); here a block copies a tile's
+// input window once into shared memory and each tap is only another ldmatrix address into it.
+//   tile   TH x TW = 8 x 16 output pixels of one image; warp w takes rows 2 (w / 2) .. + 1 and columns 8 (w % 2) .. + 7,
+//          so a 2x2 pooling window (params: pool 1 max, 2 average) is four accumulators of one thread
+//   halo   (TH + KH - 1) x (TW + KW - 1) pixels x C, zero outside the image (cp.async's zero fill), two buffers: the
+//          next tile's window is copied in while this one's taps run; a pixel's 16-byte chunk j sits at chunk
+//          j ^ (q / max(1, 8 / P)) % min(P, 8) of its P = C / 8 (q the window pixel), so the 8 rows of any
+//          ldmatrix (8 neighbouring pixels, one chunk) fall in distinct banks (P a power of two; else unswizzled)
+//   weights [BM][K + 8] fp16 (k = (i * KW + j) * C + c, conv_igemm_nhwc's W without its padding), copied once a block;
+//          blocks are persistent over the tiles (grid: at most what fits the SMs); no division by a run-time value
+//          in the tile loop (they were most of an earlier build's instructions): multiplies by fixed-point inverses
+//   out    y fp32 NCHW (y_nhwc 0) or fp16 NHWC (1); res (same layout flag res_nhwc) at the output pixel, unpooled
+//          launches only; bias, res, activation, then the pool, as conv_igemm_nhwc
+#define HALO_TH 8
+#define HALO_TW 16
+#define HALO_MAX_CHUNKS 2048                      // a window's 16-byte chunks: at most (the inverses' exact range)
+
+template <int MT>
+__device__ __forceinline__ void conv_halo_nhwc_body(
+        const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
+        const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc, int pool, int N, int C, int H,
+        int W, int M, int Kpad, int KH, int KW, int PT, int PL, int OH, int OW, int act, float a, float b) {
+    extern __shared__ __align__(16) unsigned char halo_smem[];
+    const int K = KH * KW * C, WP = K + 8;                  // a weight row: (K + 8) halves, an odd count of 16 bytes
+    const int HW = HALO_TW + KW - 1, HP = (HALO_TH + KH - 1) * HW, P = C / 8;
+    // the swizzle: chunk j of window pixel q at j ^ ((q >> LS) & SM)
+    const int LS = P < 8 ? __ffs(8 / P) - 1 : 0, SM = (P & (P - 1)) ? 0 : (P < 8 ? P : 8) - 1;
+    __half* Ws = reinterpret_cast<__half*>(halo_smem);
+    __half* Hs = Ws + MT * 16 * WP;                          // two windows of HP x C halves
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int rp = warp >> 1, cg = warp & 1;
+    const int tx_n = (OW + HALO_TW - 1) / HALO_TW, per_image = tx_n * ((OH + HALO_TH - 1) / HALO_TH);
+    const int tiles = N * per_image;                         // (chunks keep every tensor under 2^30 elements)
+
+    for (int i = tid; i < MT * 16 * (K / 8); i += blockDim.x) {       // the weights, once
+        const int row = i / (K / 8), col = (i % (K / 8)) * 8;
+        cp_async16(Ws + row * WP + col, w + (long long)row * Kpad + col, true);
+    }
+    // q / P and q / HW by a multiply and a shift: exact for q < 2,048 (the host's bound) and divisors below 512
+    const unsigned inv_p = (1u << 20) / P + 1, inv_hw = (1u << 20) / HW + 1;
+    // a tile as (image, tile row, tile column), walked by adding the grid's own decomposition (no division)
+    const int ty_n = per_image / tx_n, G = gridDim.x;
+    const int3 step = make_int3(G / per_image, G % per_image / tx_n, G % tx_n);
+    auto advance = [&](int3 c) {
+        c.z += step.z;
+        c.y += step.y + (c.z >= tx_n);
+        c.z -= c.z >= tx_n ? tx_n : 0;
+        c.x += step.x + (c.y >= ty_n);
+        c.y -= c.y >= ty_n ? ty_n : 0;
+        return c;
+    };
+    auto window = [&](int3 c, __half* dst) {                // tile c's input window into dst, zero-filled outside
+        const int iy0 = c.y * HALO_TH - PT, ix0 = c.z * HALO_TW - PL;
+        const __half* xc = x + ((long long)c.x * H * W + iy0 * W + ix0) * C;
+        for (int i = tid; i < HP * P; i += IG_THREADS) {
+            const int q = (int)((i * inv_p) >> 20), j = i - q * P, hy = (int)((q * inv_hw) >> 20), hx = q - hy * HW;
+            const bool in = (unsigned)(iy0 + hy) < (unsigned)H && (unsigned)(ix0 + hx) < (unsigned)W;
+            cp_async16(dst + (q * P + (j ^ ((q >> LS) & SM))) * 8, in ? xc + (hy * W + hx) * C + j * 8 : x, in);
+        }
+    };
+    int tile = blockIdx.x;
+    int3 cur = make_int3(tile / per_image, tile % per_image / tx_n, tile % tx_n);
+    if (tile < tiles) window(cur, Hs);
+    cp_async_commit();
+    // lane's ldmatrix rows: A, weight row lane % 16 at k half lane / 16; B, matrix lane / 8 = (tile row mr, k half
+    // kh8), pixel column lane % 8
+    const __half* a_lane = Ws + (lane & 15) * WP + (lane >> 4) * 8;
+    const int mr = lane >> 4, kh8 = (lane >> 3) & 1, q_lane = (2 * rp + mr) * HW + cg * 8 + (lane & 7);
+    for (int it = 0; tile < tiles; ++it, tile += G, cur = advance(cur)) {
+        const __half* win = Hs + (it & 1) * HP * C;
+        if (tile + G < tiles) window(advance(cur), Hs + ((it + 1) & 1) * HP * C);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();                                     // this tile's window (and the weights) have landed
+
+        float acc[MT][2][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[i][r][e] = 0.f;
+        const __half* ak = a_lane;
+        for (int dy = 0; dy < KH; ++dy)
+            for (int dx = 0; dx < KW; ++dx) {
+                const int q = q_lane + dy * HW + dx, sw = (q >> LS) & SM;
+                const __half* brow = win + q * C;
+                for (int ch = kh8; ch < P; ch += 2, ak += 16) {
+                    unsigned af[MT][4], bf[4];
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) ldmatrix_x4(af[i], ak + i * 16 * WP);
+                    ldmatrix_x4(bf, brow + (ch ^ sw) * 8);
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) {
+                        mma_f16(acc[i][0], af[i][0], af[i][1], af[i][2], af[i][3], bf[0], bf[1]);
+                        mma_f16(acc[i][1], af[i][0], af[i][1], af[i][2], af[i][3], bf[2], bf[3]);
+                    }
+                }
+            }
+        __syncthreads();                                     // every warp is done with win: the next window may land
+
+        const int n = cur.x, oy = cur.y * HALO_TH + 2 * rp, ox = cur.z * HALO_TW + cg * 8 + 2 * t;
+        const int PH = OH / 2, PW = OW / 2;
+        if (pool && (oy / 2 >= PH || ox / 2 >= PW)) continue;   // (no barrier below: a whole warp may leave)
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int m = i * 16 + g + half * 8;
+                if (m >= M) continue;
+                const float bm = bias[m];
+                float v[2][2];
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float s = acc[i][r][half * 2 + e] + bm;
+                        const int yy = oy + r, xx = ox + e;
+                        if (res && yy < OH && xx < OW)
+                            s += res_nhwc ? __half2float(static_cast<const __half*>(res)[((n * OH + yy) * OW + xx) * M + m])
+                                          : static_cast<const float*>(res)[((n * M + m) * OH + yy) * OW + xx];
+                        v[r][e] = act_apply(s, act, a, b);
+                    }
+                if (pool) {
+                    const int o = (n * PH + oy / 2) * PW + ox / 2;
+                    const float p = pool == 1 ? fmaxf(fmaxf(v[0][0], v[0][1]), fmaxf(v[1][0], v[1][1]))
+                                              : 0.25f * (v[0][0] + v[0][1] + v[1][0] + v[1][1]);
+                    if (y_nhwc) static_cast<__half*>(y)[o * M + m] = __float2half_rn(p);
+                    else static_cast<float*>(y)[((n * M + m) * PH + oy / 2) * PW + ox / 2] = p;
+                    continue;
+                }
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int yy = oy + r, xx = ox + e;
+                        if (yy >= OH || xx >= OW) continue;
+                        if (y_nhwc) static_cast<__half*>(y)[((n * OH + yy) * OW + xx) * M + m] = __float2half_rn(v[r][e]);
+                        else static_cast<float*>(y)[((n * M + m) * OH + yy) * OW + xx] = v[r][e];
+                    }
+            }
+    }
+    cp_async_wait<0>();
+}
+
+#define HALO_KERNEL(BM, MT, BLOCKS)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(IG_THREADS, BLOCKS) conv_halo_nhwc_m##BM(                           \
+            const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,            \
+            const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc, int pool, int N, int C,   \
+            int H, int W, int M, int Kpad, int KH, int KW, int PT, int PL, int OH, int OW, int act, float a,       \
+            float b) {                                                                                               \
+        conv_halo_nhwc_body<MT>(x, w, bias, res, res_nhwc, y, y_nhwc, pool, N, C, H, W, M, Kpad, KH, KW, PT, PL,    \
+                                OH, OW, act, a, b);                                                                  \
+    }
+HALO_KERNEL(16, 1, 3)
+HALO_KERNEL(32, 2, 3)
+
 // nchw_to_nhwc4_pad_f16: a convolution's input of at most 4 channels (an image stem) as fp16 NHWC of 4 channels with
 // its padding written out as zeros (N x Hp x Wp x 4, pixel (y, x) of the image at (y + PT, x + PL)): 8 bytes a
 // pixel, so one 16-byte copy is two neighbouring pixels (conv_wgmma_nhwc's gather of tap pairs, params stem_pairs).

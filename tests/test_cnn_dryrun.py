@@ -316,3 +316,46 @@ def test_random_networks_plan_on_every_gpu_variant(tmp_path):
             assert rt.launches, (seed, name)
             planned += 1
     assert planned >= 8 * len(variants), (planned, refused)
+
+
+def test_stride_1_convolutions_of_at_most_32_outputs_take_the_halo_kernel(tmp_path):
+    """params halo_conv (on in igemm_f16_wgmma and igemm_f16_graph): VGG-CIFAR's stride-1 convolutions over 16-channel
+    multiples with at most 32 outputs, pooled or not, launch conv_halo_nhwc (a persistent grid of at most 3 blocks an
+    SM, dynamic shared memory for the weights and two windows); the 3-channel stem, the 64-output layers and, with the
+    param off, every layer keep their kernels."""
+    from convnet.bench.layer import variant_spec
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    model, shape = MODELS["vgg_cifar"](np.random.default_rng(0))
+    g = graph.load(_save(tmp_path, model))
+    convs = [layer for layer in g.layers if layer.op == "conv"]
+    for spec, want in (("igemm_f16_graph", 3), ("igemm_f16_wgmma", 3), ("igemm_f16_nhwc@halo_conv=1", 3),
+                       ("igemm_f16_graph@halo_conv=0", 0), ("igemm_f16_nhwc", 0)):
+        rt = RecordingRuntime()
+        net = GPUNet(g, variant_spec(spec, "onnx"), rt)
+        net._run(np.zeros((300, *shape), np.float32))
+        halo = [x for x in rt.launches if x[0].startswith("conv_halo_nhwc")]
+        assert len(halo) == want, spec
+        assert all(x[2] == (256, 1, 1) and x[1][0] <= 3 * rt.sm_count for x in halo)
+        taken = [layer for layer in convs if net._halo_conv(layer, net.fused[g.layers.index(layer)].pool
+                                                            if g.layers.index(layer) in net.fused else 0, False)]
+        assert len(taken) == want and all(g.shapes[layer.output][0] <= 32 for layer in taken)
+
+
+@pytest.mark.parametrize("n, params, chunk, sizes", [
+    (10000, {}, 10**9, [3334, 3334, 3332]),                         # 3 pieces, the last one short
+    (10000, {"pieces": 4, "head": 0.5}, 10**9, [1429, 2858, 2858, 2855]),   # the first half the others' size
+    (10000, {"pieces": 4, "head": 1, "tail": 0.25}, 10**9, [3077, 3077, 3077, 769]),
+    (1001, {}, 250, [250, 250, 250, 250, 1]),                       # pieces past a chunk: chunks instead
+    (100, {}, 10**9, [50, 50]),                                     # at least MIN_PIECE images: fewer pieces
+    (64, {}, 10**9, [64]),
+    (1, {"pieces": 7}, 10**9, [1]),
+])
+def test_overlapped_pieces_cover_the_batch_in_order(n, params, chunk, sizes):
+    """GPUNet._pieces (params pieces, head, tail): consecutive (start, images) pieces that cover the batch once."""
+    from types import SimpleNamespace
+    from convnet.cnn.gpu import GPUNet
+    cuts = GPUNet._pieces(SimpleNamespace(variant=SimpleNamespace(params=params), chunk=chunk), n)
+    assert [m for _, m in cuts] == sizes
+    assert [s for s, _ in cuts] == list(np.cumsum([0] + sizes[:-1]))

@@ -182,6 +182,62 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
 
 
+HALO_CASES = [  # c, m, k, pads, hw, batch
+    (16, 16, 3, [1, 1, 1, 1], (32, 32), 5),        # VGG-CIFAR's second convolution
+    (32, 17, 3, [0, 1, 1, 0], (13, 11), 3),        # asymmetric padding, a partial channel tile, partial pixel tiles
+    (48, 32, 5, [2, 1, 0, 2], (9, 21), 2),         # 5x5, three 16-channel steps a tap (6 chunks a pixel:
+                                                   # unswizzled), two channel tiles
+    (16, 5, 1, [0, 0, 0, 0], (7, 9), 7),           # 1x1, five outputs
+    (64, 32, 3, [1, 1, 1, 1], (8, 8), 33),         # a tile half outside the image
+    (16, 30, 2, [0, 1, 0, 1], (15, 17), 4),        # an even kernel, padding on one side only
+    (16, 17, 7, [3, 3, 3, 3], (6, 5), 3),          # a kernel larger than the image
+    (64, 8, 3, [0, 0, 0, 0], (4, 4), 300),         # no padding, 2x2 outputs, many images
+    (16, 24, 3, [1, 1, 1, 1], (1, 1), 9),          # 1x1 images: every tap but the centre outside
+    (32, 20, 3, [1, 1, 1, 1], (15, 75), 60),       # 600 tiles: blocks take several, crossing tile rows and images
+]
+
+
+@pytest.mark.parametrize("c,m,k,pads,hw,batch", HALO_CASES)
+@pytest.mark.parametrize("pool", [None, "MaxPool", "AveragePool"])
+def test_halo_convolution_at_odd_shapes(tmp_path, c, m, k, pads, hw, batch, pool):
+    """conv_halo_nhwc (params halo_conv on igemm_f16_nhwc: a tile's input window in shared memory, each tap an
+    address into it) alone, a LeakyReLU and a 2x2 stride-2 pool fused (odd output sizes drop their last row or
+    column): partial channel and pixel tiles, kernels from 1x1 to larger than the image, asymmetric padding, batch
+    tails; fp32 NCHW output, poisoned first, against float64."""
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    if pool and min(hw[0] + pads[0] + pads[2], hw[1] + pads[1] + pads[3]) - k + 1 < 2:
+        pytest.skip("no 2x2 window in the convolution's output")
+    rng = np.random.default_rng(m + c + k)
+    g = one_conv(tmp_path, rng, c, m, k, 1, 1, pads, hw, pool)
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_nhwc", "onnx"), {"halo_conv": True}))
+    assert net._halo_conv(g.layers[0], {None: 0, "MaxPool": 1, "AveragePool": 2}[pool], False)
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+
+
+@pytest.mark.parametrize("name", ["vgg_cifar", "resnet_block"])
+@pytest.mark.parametrize("batch", [1, 7, 300])
+def test_halo_convolutions_in_networks(tmp_path, name, batch):
+    """params halo_conv on igemm_f16_graph: networks whose stride-1 convolutions of 16-64 channels run conv_halo_nhwc
+    between fp16 NHWC layers (pools fused; ResNet blocks' residual Adds fused), against float64, poisoned first."""
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    g = load(tmp_path, name, seed=batch)
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_graph", "onnx"), {"halo_conv": True}))
+    f = {i: net.fused.get(i) for i in range(len(g.layers))}
+    assert [i for i, layer in enumerate(g.layers) if layer.op == "conv" and
+            net._halo_conv(layer, f[i].pool if f[i] else 0, bool(f[i] and f[i].res))]
+    x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 2e-2
+
+
 def hopper_conv_equals_float64(tmp_path, param, taken, c, m, k, stride, dil, pads, hw, batch):
     """one_conv (seeded m + c) on igemm_f16_wgmma with `param` on: the convolution is in the network's set `taken`
     (its Hopper kernel runs it), and its fp32 NCHW output, poisoned first, equals float64 within 1e-2."""

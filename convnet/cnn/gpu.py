@@ -47,11 +47,17 @@ IGEMM_MT = (1, 2, 4)           # conv_igemm_f16_m<MT>: MT * 16 output channels a
 IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
 GRAPH_MAX_BYTES = 16 << 20     # params graph: larger chunks run eagerly (forward)
 PIECES, MIN_PIECE = 3, 64      # params overlap: a batch in 3 pieces (params pieces) of at least 64 images
+HEAD = TAIL = 1.0              # params head, tail: the first and the last piece's size against the others'
 IGEMM_FAR = 1 << 28            # the k table's dy, dx past K: out of every image (the kernel's IG_FAR)
 POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
 NHWC_BM = (16, 32, 64, 128)    # conv_igemm_nhwc_m<BM>: output channels a block (params layout = "nhwc")
 NHWC_VEC = 8                   # its input channels go in 16-byte vectors of 8 halves: C % 8 == 0
 NHWC_STAGES, NHWC_BK = 3, 64   # its k-steps in flight (IG_STAGES) and k a step (IG_NHWC_BK): kernels/cnn_igemm.cu
+HALO_BM = (16, 32)             # params halo_conv: conv_halo_nhwc_m<BM>'s output channels (kernels/cnn_igemm.cu) ...
+HALO_TH, HALO_TW = 8, 16       # ... output pixels a tile (rows, columns) ...
+HALO_BLOCKS = {16: 3, 32: 3}   # ... blocks an SM (its __launch_bounds__) ...
+HALO_MAX_CHUNKS = 2048         # ... 16-byte chunks an input window at most (its fixed-point divisions' range) ...
+HALO_MAX_SMEM = 227 * 1024     # ... and its weights and two input windows in at most an SM's shared memory
 WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wgmma, sm_90a): channels, pixels, k
 WGC_STAGES = {64: 2, 128: 3}   # its k-steps in flight per BN (WGC_STAGES64, WGC_STAGES): kernels/cnn_wgmma.cu
 WGC_MIN_M = 33                 # ... for 33 output channels or more (fewer: conv_igemm_nhwc, H200 ab_igemm.py)
@@ -215,6 +221,16 @@ class GPUNet:
                 smem = stages * (bm + IGEMM_BN) * (self.nhwc_bk + 8) * 2
                 fn.allow_shared(smem)
                 self.k[f"conv_igemm_nhwc_m{bm}"] = self._on_stream(fn, smem)
+        # params halo_conv: stride-1 NHWC convolutions over C % 16 == 0 channels read each tile's input window once
+        # (conv_halo_nhwc) instead of gathering every tap's pixels (conv_igemm_nhwc)
+        self.halo = self.nhwc and bool(variant.params.get("halo_conv"))
+        if self.halo:
+            self.halo_smem = HALO_MAX_SMEM if not isinstance(rt, Runtime) else min(HALO_MAX_SMEM, rt.device.get_attribute(
+                rt.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
+            for bm in HALO_BM:
+                fn = rt.kernel("cnn_igemm.cu", f"conv_halo_nhwc_m{bm}", dict(variant.defines), variant.name)
+                fn.allow_shared(self.halo_smem)       # each launch passes its layer's own size
+                self.k[f"conv_halo_nhwc_m{bm}"] = fn
         # Hopper's warpgroup MMA for the unpooled NHWC convolutions over channels in 8s; mma.sync elsewhere
         self.wgmma = self.nhwc and bool(variant.params.get("wgmma")) and getattr(rt, "arch", "") == "sm_90a"
         self.nhwc_pool = self.nhwc and bool(variant.params.get("wgmma"))     # pools over fp16 NHWC, any GPU
@@ -397,6 +413,25 @@ class GPUNet:
         c, m = self.shape[layer.inputs[0]][0], self.shape[layer.output][0]
         return c % NHWC_VEC == 0 or (self.nhwc_pool and c < NHWC_VEC and m >= PAD_MIN_M)
 
+    def _halo_conv(self, layer, pool: int, res: bool) -> tuple | None:
+        """(BM, shared bytes) where conv_halo_nhwc runs this layer, else None: params halo_conv, a layer
+        conv_igemm_nhwc would run (not conv_wgmma_nhwc's), stride 1, undilated, over C % 16 == 0 channels (a k-step
+        is 16 channels of one tap), at most 32 outputs (64 in one block an SM: slower than conv_igemm_nhwc on
+        VGG-CIFAR's last layer, 315 against 152 us a 3,334-image piece, H200), no residual beside a fused pool, its weights and two input
+        windows within the GPU's shared memory a block (at most HALO_MAX_SMEM), a window of at most HALO_MAX_CHUNKS
+        16-byte chunks."""
+        a = layer.attrs
+        if not (self.halo and self._nhwc_conv(layer) and not self._wgmma_conv(layer, pool)):
+            return None
+        c, m = self.shape[layer.inputs[0]][0], self.shape[layer.output][0]
+        (kh, kw), cin = a["kernel"], padded_channels(c)
+        if tuple(a["stride"]) != (1, 1) or tuple(a["dilation"]) != (1, 1) or cin % 16 or m > HALO_BM[-1] or \
+                (pool and res):
+            return None
+        bm, window = next(t for t in HALO_BM if m <= t), (HALO_TH + kh - 1) * (HALO_TW + kw - 1) * cin
+        smem = bm * (kh * kw * cin + 8) * 2 + 2 * window * 2
+        return (bm, smem) if smem <= self.halo_smem and window // 8 <= HALO_MAX_CHUNKS else None
+
     def _wgmma_conv(self, layer, pool: int) -> bool:
         """Whether conv_wgmma_nhwc runs this layer: params wgmma on sm_90a, an NHWC convolution without a fused
         pooling, over output channels in 8s (its fp16 NHWC stores and residual reads are channel pairs)."""
@@ -545,10 +580,10 @@ class GPUNet:
         if x.shape[1:] != tuple(self.graph.input_shape):
             raise UsageError(f"input of shape {x.shape[1:]}, the model takes {tuple(self.graph.input_shape)}")
         out = np.empty((len(x), *self.shape[self.graph.output]), np.float32)
-        piece = min(self._piece(len(x)), self.chunk)
+        cuts = self._pieces(len(x))
         replay = self.graphs and x[:self.chunk].nbytes <= GRAPH_MAX_BYTES
-        if times is None and self.overlap and not replay and len(x) > piece:
-            self._overlapped(x, out, piece)          # the whole batch, past one chunk too: pieces fit in one
+        if times is None and self.overlap and not replay and len(cuts) > 1:
+            self._overlapped(x, out, cuts)           # the whole batch, past one chunk too: pieces fit in one
         else:
             for s in range(0, len(x), self.chunk):
                 part = x[s:s + self.chunk]
@@ -563,18 +598,33 @@ class GPUNet:
         check_half_range(self.variant, x, out)
         return out
 
-    def _piece(self, n: int) -> int:
-        """_overlapped's images a piece for a batch of n: its PIECES-th (params pieces), at least MIN_PIECE."""
-        return max(MIN_PIECE, -(-n // int(self.variant.params.get("pieces", PIECES))))
+    def _pieces(self, n: int) -> list:
+        """_overlapped's pieces of a batch of n, as (start, images), each at most a chunk: params pieces of them
+        (PIECES, fewer where they would hold less than MIN_PIECE images), the first params head (HEAD) and the last
+        params tail (TAIL) times the others' size. The first piece's upload has nothing under it; the last piece's
+        layers have nothing under them."""
+        count = max(1, min(int(self.variant.params.get("pieces", PIECES)), -(-n // MIN_PIECE)))
+        weights = [1.0] * count
+        if count > 1:
+            weights[0], weights[-1] = float(self.variant.params.get("head", HEAD)), float(self.variant.params.get("tail", TAIL))
+        total, cuts, start = sum(weights), [], 0
+        for k, w in enumerate(weights):
+            m = n - start if k == count - 1 else min(n - start - (count - 1 - k), max(1, -(-int(n * w) // total)))
+            cuts.append((start, int(m)))
+            start += int(m)
+        if max(m for _, m in cuts) > self.chunk:            # pieces past a chunk: the batch in chunks instead
+            cuts = [(s, min(self.chunk, n - s)) for s in range(0, n, self.chunk)]
+        return cuts
 
-    def _overlapped(self, x: np.ndarray, out: np.ndarray, piece: int) -> None:
-        """x's forward in pieces of `piece` images (at most a chunk) through two input buffers: piece k + 1's upload
-        on a copy stream runs under piece k's layers on self.stream, and so does the host's copy into a pinned
-        staging buffer where x is not page-locked already. Outputs come back through two pinned buffers."""
+    def _overlapped(self, x: np.ndarray, out: np.ndarray, cuts: list) -> None:
+        """x's forward in the pieces `cuts` ((start, images), each at most a chunk) through two input buffers: piece
+        k + 1's upload on a copy stream runs under piece k's layers on self.stream, and so does the host's copy into
+        a pinned staging buffer where x is not page-locked already. Outputs come back through two pinned buffers."""
         rt, drv = self.rt, self.rt.drv
         if self._copy_stream is None:
             self._copy_stream = rt.stream()
         pinned = page_locked(x)
+        piece = max(m for _, m in cuts)
         # pinned host buffers are slow to allocate and their release waits for the device: kept, and made again
         # only for a larger piece
         if self._staging.get("piece", 0) < piece:
@@ -588,18 +638,16 @@ class GPUNet:
         stage, pin_out = self._staging.get("in"), self._staging["out"]
         ins = [rt.pool.get(f"{self.act_tag}.in{k}", shape_in) for k in range(2)]
         uploaded, done = [rt.event() for _ in range(2)], [rt.event() for _ in range(2)]
-        starts = list(range(0, len(x), piece))
         with rt.checked(f"ONNX {self.variant.name} forward (overlapped)"):
-            for k, s in enumerate(starts + [None]):
-                if s is not None:
-                    slot, part = k % 2, x[s:s + piece]
-                    m = len(part)
+            for k, cut in enumerate(cuts + [None]):
+                if cut is not None:
+                    (s, m), slot = cut, k % 2
                     if k >= 2:                          # the slot's last piece has left its input buffer
                         self._copy_stream.wait_for_event(done[slot])
-                    src = part
+                    src = x[s:s + m]
                     if not pinned:
                         uploaded[slot].synchronize()    # its staging buffer has gone up
-                        stage[slot][:m] = part
+                        stage[slot][:m] = src
                         src = stage[slot][:m]
                     drv.memcpy_htod_async(ins[slot].gpudata, src, self._copy_stream)
                     uploaded[slot].record(self._copy_stream)
@@ -608,9 +656,9 @@ class GPUNet:
                     drv.memcpy_dtoh_async(pin_out[slot][:m], y.gpudata, self.stream)
                     done[slot].record(self.stream)
                 if k >= 1:                              # the piece before: its outputs to the caller's array
-                    prev, s0 = (k - 1) % 2, starts[k - 1]
+                    (s0, m0), prev = cuts[k - 1], (k - 1) % 2
                     done[prev].synchronize()
-                    out[s0:s0 + piece] = pin_out[prev][:min(piece, len(x) - s0)]
+                    out[s0:s0 + m0] = pin_out[prev][:m0]
 
     def _piece_layers(self, x_dev, slot: int, m: int):
         """_overlapped's layers of one piece (m images in input buffer `slot`) on self.stream; returns the output's
@@ -916,6 +964,17 @@ class GPUNet:
                                             ptr(y), i32(y.dtype == np.float16), i32(n), i32(cin),
                                             i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t),
                                             i32(l), i32(oh), i32(ow), i32(code), pa, pb)
+                return
+            halo = self._halo_conv(layer, pool, len(ins) > 1)
+            if halo:
+                bm, smem = halo
+                tiles = n * -(-oh // HALO_TH) * -(-ow // HALO_TW)
+                per_sm = max(1, min(HALO_BLOCKS[bm], (228 * 1024) // (smem + 1024)))   # (1 KB a block for the SM)
+                self.k[f"conv_halo_nhwc_m{bm}"](
+                    (min(tiles, per_sm * getattr(self.rt, "sm_count", 1)), 1, 1), (THREADS, 1, 1), ptr(ins[0]), W, B,
+                    res, i32(res_nhwc), ptr(y), i32(y.dtype == np.float16), i32(pool), i32(n), i32(cin), i32(h),
+                    i32(w), i32(m), i32(W.shape[1]), i32(kh), i32(kw), i32(t), i32(l), i32(oh), i32(ow), i32(code),
+                    pa, pb, stream=self.stream, shared=smem)
                 return
             if self._nhwc_conv(layer):
                 _, _, ktab, bm = self.w[i]
