@@ -391,8 +391,8 @@ IG_NHWC_KERNEL(128, 4, 2, IG_STAGES)
 // same GEMM as conv_igemm_nhwc with the im2col columns never formed. conv_igemm_nhwc gathers each pixel's KH x KW
 // taps from L2 (a 3x3 layer reads its input nine times, with K padded to its k-step); here a block copies a tile's
 // input window once into shared memory and each tap is only another ldmatrix address into it.
-//   tile   TH x TW = 8 x 16 output pixels of one image; warp w takes rows 2 (w / 2) .. + 1 and columns 8 (w % 2) .. + 7,
-//          so a 2x2 pooling window (params: pool 1 max, 2 average) is four accumulators of one thread
+//   tile   TH x TW = 8 x 16 output pixels of one image; warp w takes rows 2 (w / 2) .. + 1 and columns
+//          8 (w % 2) .. + 7, so a 2x2 pooling window (params: pool 1 max, 2 average) is four accumulators of one thread
 //   halo   (TH + KH - 1) x (TW + KW - 1) pixels x C, zero outside the image (cp.async's zero fill), two buffers: the
 //          next tile's window is copied in while this one's taps run; a pixel's 16-byte chunk j sits at chunk
 //          j ^ (q / max(1, 8 / P)) % min(P, 8) of its P = C / 8 (q the window pixel), so the 8 rows of any
@@ -554,9 +554,11 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
                     for (int e = 0; e < 2; ++e) {
                         float s = acc[i][r][half * 2 + e] + bm;
                         const int yy = oy + r, xx = ox + e;
-                        if (res && yy < OH && xx < OW)
-                            s += res_nhwc ? __half2float(static_cast<const __half*>(res)[((n * OH + yy) * OW + xx) * M + m])
+                        if (res && yy < OH && xx < OW) {
+                            const int px = (n * OH + yy) * OW + xx;
+                            s += res_nhwc ? __half2float(static_cast<const __half*>(res)[px * M + m])
                                           : static_cast<const float*>(res)[((n * M + m) * OH + yy) * OW + xx];
+                        }
                         v[r][e] = act_apply(s, act, a, b);
                     }
                 if (pool) {
@@ -573,8 +575,10 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
                     for (int e = 0; e < 2; ++e) {
                         const int yy = oy + r, xx = ox + e;
                         if (yy >= OH || xx >= OW) continue;
-                        if (y_nhwc) static_cast<__half*>(y)[((n * OH + yy) * OW + xx) * M + m] = __float2half_rn(v[r][e]);
-                        else static_cast<float*>(y)[((n * M + m) * OH + yy) * OW + xx] = v[r][e];
+                        if (y_nhwc)
+                            static_cast<__half*>(y)[((n * OH + yy) * OW + xx) * M + m] = __float2half_rn(v[r][e]);
+                        else
+                            static_cast<float*>(y)[((n * M + m) * OH + yy) * OW + xx] = v[r][e];
                     }
             }
     }

@@ -359,3 +359,14 @@ def test_overlapped_pieces_cover_the_batch_in_order(n, params, chunk, sizes):
     cuts = GPUNet._pieces(SimpleNamespace(variant=SimpleNamespace(params=params), chunk=chunk), n)
     assert [m for _, m in cuts] == sizes
     assert [s for s, _ in cuts] == list(np.cumsum([0] + sizes[:-1]))
+
+
+@pytest.mark.parametrize("params", [{"pieces": 0}, {"head": 0}, {"tail": -1}, {"head": "half"}, {"pieces": "x"}])
+def test_bad_piece_params_are_one_line(params):
+    """params pieces, head and tail that cannot split a batch: one line naming them, not a traceback."""
+    from types import SimpleNamespace
+    from convnet.cnn.gpu import GPUNet
+    from convnet.errors import UsageError
+    net = SimpleNamespace(variant=SimpleNamespace(params=params, name="igemm_f16_graph@x"), chunk=10**9)
+    with pytest.raises(UsageError, match="params pieces .* head and tail"):
+        GPUNet._pieces(net, 1000)

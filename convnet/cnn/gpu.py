@@ -225,8 +225,8 @@ class GPUNet:
         # (conv_halo_nhwc) instead of gathering every tap's pixels (conv_igemm_nhwc)
         self.halo = self.nhwc and bool(variant.params.get("halo_conv"))
         if self.halo:
-            self.halo_smem = HALO_MAX_SMEM if not isinstance(rt, Runtime) else min(HALO_MAX_SMEM, rt.device.get_attribute(
-                rt.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
+            self.halo_smem = HALO_MAX_SMEM if not isinstance(rt, Runtime) else min(
+                HALO_MAX_SMEM, rt.device.get_attribute(rt.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
             for bm in HALO_BM:
                 fn = rt.kernel("cnn_igemm.cu", f"conv_halo_nhwc_m{bm}", dict(variant.defines), variant.name)
                 fn.allow_shared(self.halo_smem)       # each launch passes its layer's own size
@@ -416,10 +416,10 @@ class GPUNet:
     def _halo_conv(self, layer, pool: int, res: bool) -> tuple | None:
         """(BM, shared bytes) where conv_halo_nhwc runs this layer, else None: params halo_conv, a layer
         conv_igemm_nhwc would run (not conv_wgmma_nhwc's), stride 1, undilated, over C % 16 == 0 channels (a k-step
-        is 16 channels of one tap), at most 32 outputs (64 in one block an SM: slower than conv_igemm_nhwc on
-        VGG-CIFAR's last layer, 315 against 152 us a 3,334-image piece, H200), no residual beside a fused pool, its weights and two input
-        windows within the GPU's shared memory a block (at most HALO_MAX_SMEM), a window of at most HALO_MAX_CHUNKS
-        16-byte chunks."""
+        is 16 channels of one tap), at most 32 outputs (64, one block an SM, was slower than conv_igemm_nhwc on
+        VGG-CIFAR's last layer: 315 against 152 us a 3,334-image piece, H200), no residual beside a fused pool, its
+        weights and two input windows within the GPU's shared memory a block (at most HALO_MAX_SMEM), a window of at
+        most HALO_MAX_CHUNKS 16-byte chunks."""
         a = layer.attrs
         if not (self.halo and self._nhwc_conv(layer) and not self._wgmma_conv(layer, pool)):
             return None
@@ -603,10 +603,19 @@ class GPUNet:
         (PIECES, fewer where they would hold less than MIN_PIECE images), the first params head (HEAD) and the last
         params tail (TAIL) times the others' size. The first piece's upload has nothing under it; the last piece's
         layers have nothing under them."""
-        count = max(1, min(int(self.variant.params.get("pieces", PIECES)), -(-n // MIN_PIECE)))
+        p = self.variant.params
+        try:
+            count, head, tail = int(p.get("pieces", PIECES)), float(p.get("head", HEAD)), float(p.get("tail", TAIL))
+        except (TypeError, ValueError):
+            count = head = tail = 0
+        if count < 1 or not head > 0 or not tail > 0:
+            raise UsageError(f"variant {self.variant.name}: params pieces (a whole number, at least 1), head and tail "
+                             f"(sizes against the other pieces', above 0) are {p.get('pieces')!r}, {p.get('head')!r}, "
+                             f"{p.get('tail')!r}")
+        count = min(count, -(-n // MIN_PIECE))
         weights = [1.0] * count
         if count > 1:
-            weights[0], weights[-1] = float(self.variant.params.get("head", HEAD)), float(self.variant.params.get("tail", TAIL))
+            weights[0], weights[-1] = head, tail
         total, cuts, start = sum(weights), [], 0
         for k, w in enumerate(weights):
             m = n - start if k == count - 1 else min(n - start - (count - 1 - k), max(1, -(-int(n * w) // total)))
