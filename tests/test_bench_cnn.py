@@ -53,3 +53,21 @@ def test_variant_lists_keep_each_specs_settings_together():
     from convnet.bench.cnn import split_specs
     assert split_specs("direct,igemm_f16_graph@dense_chain=1,pieces=4,DC_ROWS=8,im2col,direct@graph=0") == \
         ["direct", "igemm_f16_graph@dense_chain=1,pieces=4,DC_ROWS=8", "im2col", "direct@graph=0"]
+
+
+def test_the_timeline_counts_each_kernel_and_the_overlap():
+    """--trace's table: kernels by name in order of first start, copies as uploads and downloads, and the time copies
+    and kernels ran at once (a kernel under an upload counts, one after it does not)."""
+    from convnet.bench.cnn import timeline_table, union_us
+    assert union_us([(0, 10), (5, 20), (30, 40)]) == 30 and union_us([]) == 0
+    ev = [("Memcpy HtoD (Pinned -> Device)", 0, 191), ("Memcpy HtoD (Pinned -> Device)", 194, 385),
+          ("conv_a", 199, 271), ("conv_b", 271, 336), ("Memcpy DtoH (Device -> Pinned)", 385, 390),
+          ("conv_a", 396, 470)]
+    lines = timeline_table(ev, "v").splitlines()
+    assert lines[0].startswith("v: one forward, 470 us")
+    rows = {ln[:40].strip(): ln[40:].split() for ln in lines[2:]}
+    assert rows["uploads (host to device)"][:2] == ["2", "382.0"] and rows["conv_a"][:2] == ["2", "146.0"]
+    assert rows["downloads (device to host)"][:2] == ["1", "5.0"]
+    assert rows["copies and kernels at once"][0] == "137.0"                 # conv_a and conv_b under the 2nd upload
+    assert [ln[:40].strip() for ln in lines[2:5]] == ["uploads (host to device)", "conv_a", "conv_b"]
+    assert timeline_table([], "v") == "v: no GPU activity recorded"

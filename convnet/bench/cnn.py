@@ -2,7 +2,7 @@
 torch.nn.functional): fp32 eager and fp16 channels_last under torch.compile, and onnxruntime on the same file where
 it is installed (its CUDA provider where it has one, else its CPU one), in one process, wall-clock medians.
 
-    convnet-bench cnn MODEL.onnx [--batch 10000] [--variants direct,igemm_f16,...] [--record]
+    convnet-bench cnn MODEL.onnx [--batch 10000] [--variants direct,igemm_f16,...] [--record] [--trace]
 
 End to end means from a host array of images to host outputs for both sides; both start from page-locked
 (pinned) host memory, filled before the timing (torch.Tensor.pin_memory; the runtime's pinned buffer)."""
@@ -161,8 +161,9 @@ def onnxruntime_rows(path: str, x: np.ndarray, out_ref: np.ndarray, repeat: int)
     return [(label, ms, float(np.abs(y[:n] - out_ref).max() / np.abs(out_ref).max()))]
 
 
-def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
-    """(the table, its rows for --record: (variant, benchmark, ms, "ms"))."""
+def bench(path: str, batch: int, variants, repeat: int = 10, trace: bool = False) -> tuple:
+    """(the table, its rows for --record: (variant, benchmark, ms, "ms")); trace: each variant's timeline_table after
+    it."""
     import torch
     from ..cnn import graph as cg, reference
     from ..cnn.gpu import GPUNet
@@ -172,12 +173,14 @@ def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
     x = np.random.default_rng(0).standard_normal((batch, *g.input_shape)).astype(np.float32)
     x_pinned = Runtime.get().pinned(x.shape, np.float32)
     x_pinned[...] = x
-    rows = []
+    rows, traces = [], []
     out_ref = reference.forward(g, x[:256], np.float64)
     for variant in variants:
         net = GPUNet(g, variant_spec(variant, "onnx"))
         ms, y = median_wall_ms(lambda: net.forward(x_pinned), repeat)
         rows.append((variant, ms, float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
+        if trace:
+            traces.append(timeline_table(timeline(net, x_pinned), variant))
         net = None                  # its device buffers go before the next variant's
     pin = torch.from_numpy(x).pin_memory()
     for label, dtype, cl, compile_ in (("pytorch_fp32_eager", torch.float32, False, False),
@@ -202,9 +205,58 @@ def bench(path: str, batch: int, variants, repeat: int = 10) -> tuple:
     note = degenerate(out_ref)
     if note:
         lines.append(f"note: {note}")
+    for t in traces:
+        lines += ["", t]
     what = (f"convnet-bench cnn {Path(path).stem} --batch {batch}: end to end, pinned host images to host outputs "
             f"(median of {repeat})")
     return "\n".join(lines), [(label, what, round(ms, 3), "ms") for label, ms, _ in rows]
+
+
+def union_us(spans: list) -> float:
+    """The time covered by (start, end) spans, overlaps counted once."""
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
+
+
+def timeline_table(events: list, label: str) -> str:
+    """One forward's GPU activity as a table: events (name, start us, end us) from CUPTI; copies are the names that
+    start with "Memcpy". Each kernel's calls and time, the uploads and downloads, and how long copies and kernels ran
+    at once (the overlapped pipeline's point)."""
+    if not events:
+        return f"{label}: no GPU activity recorded"
+    t0, t1 = min(e[1] for e in events), max(e[2] for e in events)
+    span = t1 - t0
+    rows, order = {}, []
+    for name, a, b in sorted(events, key=lambda e: e[1]):
+        key = "uploads (host to device)" if name.startswith("Memcpy HtoD") else \
+            "downloads (device to host)" if name.startswith("Memcpy DtoH") else name
+        if key not in rows:
+            rows[key], order = [0, 0.0], order + [key]
+        rows[key][0] += 1
+        rows[key][1] += b - a
+    copies = [(a, b) for n, a, b in events if n.startswith("Memcpy")]
+    kernels = [(a, b) for n, a, b in events if not n.startswith("Memcpy")]
+    both = union_us(copies) + union_us(kernels) - union_us(copies + kernels)
+    lines = [f"{label}: one forward, {span:.0f} us from its first GPU event to its last (CUPTI)",
+             f"{'what':40s} {'calls':>6s} {'us':>9s} {'of the span':>12s}"]
+    for key in order:
+        calls, us = rows[key]
+        lines.append(f"{key[:40]:40s} {calls:6d} {us:9.1f} {us / span:11.0%}")
+    lines.append(f"{'copies and kernels at once':40s} {'':6s} {both:9.1f} {both / span:11.0%}")
+    return "\n".join(lines)
+
+
+def timeline(net, x) -> list:
+    """(name, start us, end us) of every GPU activity in one net.forward(x) after a warm one (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    net.forward(x)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        net.forward(x)
+    return [(e.name, e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type.name == "CUDA"]
 
 
 def split_specs(text: str) -> list:
@@ -226,6 +278,9 @@ def main(argv=None) -> int:
                    help="comma list, each a variant or VARIANT@KEY=VALUE[,KEY=VALUE] (a param or -D constant), "
                         "e.g. igemm_f16_graph@nhwc_depthwise=1,pieces=4 (default: %(default)s)")
     p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--trace", action="store_true",
+                   help="after each variant's timing, one forward's GPU timeline (torch.profiler): each kernel's calls "
+                        "and time, the uploads and downloads, and how long copies and kernels overlapped")
     p.add_argument("--record", nargs="?", const=True, metavar="CSV",
                    help="append the figures to the results table (default: results/onnx.csv)")
     a = p.parse_args(argv)
@@ -233,7 +288,7 @@ def main(argv=None) -> int:
     if a.record is not None:
         from ..results import table_path
         table = table_path("onnx", None if a.record is True else a.record)
-    text, rows = bench(a.model, a.batch, split_specs(a.variants), a.repeat)
+    text, rows = bench(a.model, a.batch, split_specs(a.variants), a.repeat, a.trace)
     print(text)
     if table is not None:
         from ..results import append
