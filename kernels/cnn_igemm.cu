@@ -41,6 +41,16 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], unsigned a0, unsigned a1,
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+template <int A, int B>
+__device__ __forceinline__ void zero_acc(float (&d)[A][B][4]) {      // mma accumulators (A x B tiles of 4)
+#pragma unroll
+    for (int i = 0; i < A; ++i)
+#pragma unroll
+        for (int j = 0; j < B; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) d[i][j][e] = 0.f;
+}
+
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<unsigned*>(&h);
@@ -111,12 +121,7 @@ __device__ __forceinline__ void conv_igemm_f16_body(
     };
 
     float acc[MT][2][4];
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+    zero_acc(acc);
 
     load(0);
     store(0);
@@ -470,21 +475,11 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
         __syncthreads();                                     // this tile's window (and the weights) have landed
 
         float acc[MT][2][4];
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[i][r][e] = 0.f;
+        zero_acc(acc);
 #if HALO_PAIRS
         // k-steps two at a time into two accumulator sets: each mma chain half as long (HALO_PAIRS=1)
         float acc2[MT][2][4];
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc2[i][r][e] = 0.f;
+        zero_acc(acc2);
         const __half* ak = a_lane;
         int q = q_lane, dx = 0, ch = kh8, sw = (q >> LS) & SM;
         auto kstep = [&](float (&d)[MT][2][4]) {
