@@ -57,7 +57,7 @@
 // Numerics as fast_bf16's decode step: bf16 weights, LayerNorm outputs, q, k, v, y and the MLP's hidden row; fp32
 // accumulation, residual stream and logits. Every sum runs in a fixed order: two runs give the same bits.
 //
-// Where it stands (H200, 124M, docs/gpt2.md): a hand-over costs about 0.7-1.5 us; a stage runs at about 7 cycles
+// Where it stands (H200, 124M, docs/gpt2-decoding.md): a hand-over costs about 0.7-1.5 us; a stage runs at about 7 cycles
 // an instruction (8 consumer warps, each a chain of dependent instructions), so what sets a stage's time is its
 // instruction count and its barriers: no divisions in a stage (the Plan), mma fragments as loaded, a LayerNorm
 // from registers with two barriers, the arguments read in place (a copy took registers the stages need), no ring
