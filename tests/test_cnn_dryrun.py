@@ -341,6 +341,8 @@ def test_stride_1_convolutions_of_at_most_32_outputs_take_the_halo_kernel(tmp_pa
         taken = [layer for layer in convs if net._halo_conv(layer, net.fused[g.layers.index(layer)].pool
                                                             if g.layers.index(layer) in net.fused else 0, False)]
         assert len(taken) == want and all(g.shapes[layer.output][0] <= 32 for layer in taken)
+        labels = [net.op_label(g.layers.index(layer))[0] for layer in taken]
+        assert all(x.startswith("conv (fp16 NHWC, shared window)") for x in labels)
 
 
 @pytest.mark.parametrize("n, params, chunk, sizes", [

@@ -819,6 +819,8 @@ class GPUNet:
             op = f"{layer.op} (fp16 NHWC, wgmma)"
         elif layer.op == "conv" and self._small_conv(i, layer):
             op = "conv (fp32, conv_small)"
+        elif self._halo_conv(layer, f.pool if f else 0, bool(f and f.res)):
+            op = f"{layer.op} (fp16 NHWC, shared window)"
         parts = [op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
                  {POOL_MAX: "maxpool", POOL_AVG: "avgpool"}.get(f.pool, "") if f else ""]
         return " + ".join(x for x in parts if x), f.out if f else layer.output
