@@ -95,7 +95,7 @@ def onnx_builds(arch: str) -> set:
 def gpt2_dry_model(config):
     """A stand-in for `config` with the same builds: they depend on the head size and the width only (every GPT-2
     width of head size 64 shares them but for the dataflow decode kernel's slot size at large's and xl's; checked by
-    tests/test_ahead.py), so one layer and a 64-token vocabulary on random weights."""
+    tests/test_prebuilt_kernels.py), so one layer and a 64-token vocabulary on random weights."""
     from ..gpt2.model import GPT2Config
     small = GPT2Config(1, config.n_head, config.n_embd, 64, config.n_ctx)
     return _dry_params(small), small

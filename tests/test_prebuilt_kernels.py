@@ -1,6 +1,11 @@
 """Kernels built ahead of time (convnet.gpu.ahead, build.prebuilt_cubin): what a model needs is compiled at once
-before it is constructed, and builds made by `make kernels` are loaded without nvcc. No GPU, no nvcc needed."""
+before it is constructed, and builds made by `make kernels` are loaded without nvcc. No GPU, no nvcc needed.
+
+These tests patch convnet.gpu.build (nvcc, the kernel folder, subprocess.run, compile_cubin) while the compile
+test's builds may be compiling on other threads of the same session (tests/conftest.py): each waits for them first,
+and the file sorts after test_kernels_compile.py so that by then they are done."""
 import json
+import os
 import threading
 
 import numpy as np
@@ -10,6 +15,13 @@ from convnet import catalogue
 from convnet.errors import GPUError
 from convnet.gpu import ahead, build
 from convnet.gpu.recorder import RecordingRuntime, kernels_of
+
+
+@pytest.fixture(autouse=True)
+def background_builds_done(early_builds):
+    """The compile test's background builds finished (a background build saw a patched nvcc_path as "no nvcc")."""
+    if early_builds is not None:
+        early_builds.finish(os.cpu_count() or 1)
 
 
 @pytest.fixture
