@@ -55,7 +55,6 @@ NHWC_VEC = 8                   # its input channels go in 16-byte vectors of 8 h
 NHWC_STAGES, NHWC_BK = 3, 64   # its k-steps in flight (IG_STAGES) and k a step (IG_NHWC_BK): kernels/cnn_igemm.cu
 HALO_BM = (16, 32)             # params halo_conv: conv_halo_nhwc_m<BM>'s output channels (kernels/cnn_igemm.cu) ...
 HALO_TH, HALO_TW = 8, 16       # ... output pixels a tile (rows, columns) ...
-HALO_BLOCKS = {16: 3, 32: 3}   # ... blocks an SM (its __launch_bounds__) ...
 HALO_MAX_CHUNKS = 2048         # ... 16-byte chunks an input window at most (its fixed-point divisions' range) ...
 HALO_MAX_SMEM = 227 * 1024     # ... and its weights and two input windows in at most an SM's shared memory
 WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wgmma, sm_90a): channels, pixels, k
@@ -224,6 +223,7 @@ class GPUNet:
         # params halo_conv: stride-1 NHWC convolutions over C % 16 == 0 channels read each tile's input window once
         # (conv_halo_nhwc) instead of gathering every tap's pixels (conv_igemm_nhwc)
         self.halo = self.nhwc and bool(variant.params.get("halo_conv"))
+        self._halo_slots = {}                           # (BM, shared bytes) -> resident blocks on the GPU
         if self.halo:
             self.halo_smem = HALO_MAX_SMEM if not isinstance(rt, Runtime) else min(
                 HALO_MAX_SMEM, rt.device.get_attribute(rt.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
@@ -980,12 +980,13 @@ class GPUNet:
             if halo:
                 bm, smem = halo
                 tiles = n * -(-oh // HALO_TH) * -(-ow // HALO_TW)
-                per_sm = max(1, min(HALO_BLOCKS[bm], (228 * 1024) // (smem + 1024)))   # (1 KB a block for the SM)
-                self.k[f"conv_halo_nhwc_m{bm}"](
-                    (min(tiles, per_sm * getattr(self.rt, "sm_count", 1)), 1, 1), (THREADS, 1, 1), ptr(ins[0]), W, B,
-                    res, i32(res_nhwc), ptr(y), i32(y.dtype == np.float16), i32(pool), i32(n), i32(cin), i32(h),
-                    i32(w), i32(m), i32(W.shape[1]), i32(kh), i32(kw), i32(t), i32(l), i32(oh), i32(ow), i32(code),
-                    pa, pb, stream=self.stream, shared=smem)
+                fn = self.k[f"conv_halo_nhwc_m{bm}"]
+                if (bm, smem) not in self._halo_slots:      # resident blocks: the persistent grid's most
+                    self._halo_slots[bm, smem] = fn.blocks_per_sm(THREADS, smem) * self.rt.sm_count
+                fn((min(tiles, self._halo_slots[bm, smem]), 1, 1), (THREADS, 1, 1), ptr(ins[0]), W, B, res,
+                   i32(res_nhwc), ptr(y), i32(y.dtype == np.float16), i32(pool), i32(n), i32(cin), i32(h), i32(w),
+                   i32(m), i32(W.shape[1]), i32(kh), i32(kw), i32(t), i32(l), i32(oh), i32(ow), i32(code), pa, pb,
+                   stream=self.stream, shared=smem)
                 return
             if self._nhwc_conv(layer):
                 _, _, ktab, bm = self.w[i]
