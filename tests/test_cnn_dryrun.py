@@ -329,7 +329,6 @@ def test_stride_1_convolutions_of_at_most_32_outputs_take_the_halo_kernel(tmp_pa
     from convnet.gpu.recorder import RecordingRuntime
     model, shape = MODELS["vgg_cifar"](np.random.default_rng(0))
     g = graph.load(_save(tmp_path, model))
-    convs = [layer for layer in g.layers if layer.op == "conv"]
     for spec, want in (("igemm_f16_graph", 3), ("igemm_f16_wgmma", 3), ("igemm_f16_nhwc@halo_conv=1", 3),
                        ("igemm_f16_graph@halo_conv=0", 0), ("igemm_f16_nhwc", 0)):
         rt = RecordingRuntime()
@@ -338,11 +337,10 @@ def test_stride_1_convolutions_of_at_most_32_outputs_take_the_halo_kernel(tmp_pa
         halo = [x for x in rt.launches if x[0].startswith("conv_halo_nhwc")]
         assert len(halo) == want, spec
         assert all(x[2] == (256, 1, 1) and x[1][0] <= 3 * rt.sm_count for x in halo)
-        taken = [layer for layer in convs if net._halo_conv(layer, net.fused[g.layers.index(layer)].pool
-                                                            if g.layers.index(layer) in net.fused else 0, False)]
-        assert len(taken) == want and all(g.shapes[layer.output][0] <= 32 for layer in taken)
-        labels = [net.op_label(g.layers.index(layer))[0] for layer in taken]
-        assert all(x.startswith("conv (fp16 NHWC, shared window)") for x in labels)
+        taken = sorted(net.halo_convs)
+        assert len(taken) == want and all(g.layers[i].op == "conv" and g.shapes[g.layers[i].output][0] <= 32
+                                          for i in taken)
+        assert all(net.op_label(i)[0].startswith("conv (fp16 NHWC, shared window)") for i in taken)
 
 
 @pytest.mark.parametrize("n, params, chunk, sizes", [

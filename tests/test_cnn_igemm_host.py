@@ -365,9 +365,8 @@ def test_wgmma_runs_the_unpooled_nhwc_convolutions_on_sm_90a_only(tmp_path):
         assert sum(n.startswith("conv_wgmma_nhwc_n") for n in launched) == len(wg) - len(tma)
         assert sum(n.startswith("conv_tma_nhwc_n") for n in launched) == len(tma)
         assert len(tma) == (5 if name == "resnet_wide" else 0)
-        halo = [i for i in convs if net._halo_conv(g.layers[i], net.fused[i].pool if i in net.fused else 0,
-                                                    bool(i in net.fused and net.fused[i].res))]
-        assert len(halo) == {"resnet_wide": 0, "resnet_block": 3, "vgg_cifar": 3}[name]
+        halo = [i for i in convs if i in net.halo_convs]
+        assert len(halo) == len(net.halo_convs) == {"resnet_wide": 0, "resnet_block": 3, "vgg_cifar": 3}[name]
         assert sum(n.startswith("conv_halo_nhwc_m") for n in launched) == len(halo)
         assert sum(n.startswith("conv_igemm_nhwc_m") for n in launched) == len(convs) - len(wg) - len(halo)
         assert all(net.op_label(i)[0].startswith("conv (fp16 NHWC, wgmma" + (", TMA)" if i in tma else ")")) for i in wg)

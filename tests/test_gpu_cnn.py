@@ -213,7 +213,7 @@ def test_halo_convolution_at_odd_shapes(tmp_path, c, m, k, pads, hw, batch, pool
     rng = np.random.default_rng(m + c + k)
     g = one_conv(tmp_path, rng, c, m, k, 1, 1, pads, hw, pool)
     net = GPUNet(g, with_setting(catalogue.get("igemm_f16_nhwc", "onnx"), {"halo_conv": True}))
-    assert net._halo_conv(g.layers[0], {None: 0, "MaxPool": 1, "AveragePool": 2}[pool], False)
+    assert 0 in net.halo_convs
     x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
@@ -222,17 +222,16 @@ def test_halo_convolution_at_odd_shapes(tmp_path, c, m, k, pads, hw, batch, pool
 @pytest.mark.parametrize("name", ["vgg_cifar", "resnet_block"])
 @pytest.mark.parametrize("batch", [1, 7, 300])
 def test_halo_convolutions_in_networks(tmp_path, name, batch):
-    """params halo_conv on igemm_f16_graph: networks whose stride-1 convolutions of 16-64 channels run conv_halo_nhwc
-    between fp16 NHWC layers (pools fused; ResNet blocks' residual Adds fused), against float64, poisoned first."""
+    """params halo_conv on igemm_f16_graph: networks whose stride-1 convolutions of at most 32 outputs run
+    conv_halo_nhwc between fp16 NHWC layers (pools fused; ResNet blocks' residual Adds fused), against float64,
+    poisoned first."""
     from convnet import catalogue
     from convnet.bench.layer import with_setting
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     g = load(tmp_path, name, seed=batch)
     net = GPUNet(g, with_setting(catalogue.get("igemm_f16_graph", "onnx"), {"halo_conv": True}))
-    f = {i: net.fused.get(i) for i in range(len(g.layers))}
-    assert [i for i, layer in enumerate(g.layers) if layer.op == "conv" and
-            net._halo_conv(layer, f[i].pool if f[i] else 0, bool(f[i] and f[i].res))]
+    assert net.halo_convs
     x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 2e-2

@@ -230,21 +230,18 @@ def timeline_table(events: list, label: str) -> str:
         return f"{label}: no GPU activity recorded"
     t0, t1 = min(e[1] for e in events), max(e[2] for e in events)
     span = t1 - t0
-    rows, order = {}, []
+    rows = {}                                           # in order of first start
     for name, a, b in sorted(events, key=lambda e: e[1]):
         key = "uploads (host to device)" if name.startswith("Memcpy HtoD") else \
             "downloads (device to host)" if name.startswith("Memcpy DtoH") else name
-        if key not in rows:
-            rows[key], order = [0, 0.0], order + [key]
-        rows[key][0] += 1
-        rows[key][1] += b - a
+        calls, us = rows.get(key, (0, 0.0))
+        rows[key] = (calls + 1, us + b - a)
     copies = [(a, b) for n, a, b in events if n.startswith("Memcpy")]
     kernels = [(a, b) for n, a, b in events if not n.startswith("Memcpy")]
     both = union_us(copies) + union_us(kernels) - union_us(copies + kernels)
     lines = [f"{label}: one forward, {span:.0f} us from its first GPU event to its last (CUPTI)",
              f"{'what':40s} {'calls':>6s} {'us':>9s} {'of the span':>12s}"]
-    for key in order:
-        calls, us = rows[key]
+    for key, (calls, us) in rows.items():
         lines.append(f"{key[:40]:40s} {calls:6d} {us:9.1f} {us / span:11.0%}")
     lines.append(f"{'copies and kernels at once':40s} {'':6s} {both:9.1f} {both / span:11.0%}")
     return "\n".join(lines)

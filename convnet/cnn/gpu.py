@@ -294,6 +294,8 @@ class GPUNet:
         pools = [self.fused[i].pool if i in self.fused else 0 for i in range(len(graph.layers))]
         self.pair_convs = {i for i, layer in enumerate(graph.layers) if self._stem_pair(layer, pools[i])}
         self.tma_convs = {i for i, layer in enumerate(graph.layers) if self._tma_conv(layer, pools[i])}
+        self.halo_convs = {i: h for i, layer in enumerate(graph.layers)      # i -> (BM, shared bytes)
+                           if (h := self._halo_conv(layer, pools[i], bool(self.fused.get(i) and self.fused[i].res)))}
         self.w = {}
         k = next(_networks)
         tag = self.tag = f"cnnw{k}"                     # this network's weights
@@ -819,7 +821,7 @@ class GPUNet:
             op = f"{layer.op} (fp16 NHWC, wgmma)"
         elif layer.op == "conv" and self._small_conv(i, layer):
             op = "conv (fp32, conv_small)"
-        elif self._halo_conv(layer, f.pool if f else 0, bool(f and f.res)):
+        elif i in self.halo_convs:
             op = f"{layer.op} (fp16 NHWC, shared window)"
         parts = [op, "add" if f and f.res else "", act.kind if act.kind != "none" else "",
                  {POOL_MAX: "maxpool", POOL_AVG: "avgpool"}.get(f.pool, "") if f else ""]
@@ -976,9 +978,8 @@ class GPUNet:
                                             i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t),
                                             i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
-            halo = self._halo_conv(layer, pool, len(ins) > 1)
-            if halo:
-                bm, smem = halo
+            if i in self.halo_convs:
+                bm, smem = self.halo_convs[i]
                 tiles = n * -(-oh // HALO_TH) * -(-ow // HALO_TW)
                 fn = self.k[f"conv_halo_nhwc_m{bm}"]
                 if (bm, smem) not in self._halo_slots:      # resident blocks: the persistent grid's most
