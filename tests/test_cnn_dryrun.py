@@ -181,7 +181,7 @@ def test_small_convolutions_take_conv_small_where_their_output_is_fp32(tmp_path)
     launches conv_small's pooled build, a block an image with the 26 arguments; its second (150 taps) keeps its
     tensor-core tile, unless small_conv takes 150 taps (6 images a block then); igemm_f16_nhwc, without the param,
     keeps its tiles; a convolution whose reader takes fp16 NHWC (8 channels in, a wide layer after) keeps the tile
-    that writes that layout."""
+    that writes that layout. (stem_conv off: at 1 conv_stem takes the second convolution from the tile.)"""
     from convnet import catalogue
     from convnet.bench.layer import variant_spec
     from convnet.cnn import graph
@@ -192,7 +192,7 @@ def test_small_convolutions_take_conv_small_where_their_output_is_fp32(tmp_path)
     onnx.save(model, str(path))
     g = graph.load(path)
     rt = RecordingRuntime()
-    GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"), rt)._run(np.zeros((301, *shape), np.float32))
+    GPUNet(g, variant_spec("igemm_f16_wgmma@stem_conv=0", "onnx"), rt)._run(np.zeros((301, *shape), np.float32))
     convs = [x for x in rt.launches if x[0].startswith("conv_")]
     assert [x[0] for x in convs] == ["conv_small_pool_m8", "conv_igemm_f16_m1"]
     assert convs[0][1] == (301, 1, 1) and convs[0][2] == (224, 1, 1) and convs[0][3] == 26   # 196 windows an image
@@ -370,3 +370,36 @@ def test_bad_piece_params_are_one_line(params):
     net = SimpleNamespace(variant=SimpleNamespace(params=params, name="igemm_f16_graph@x"), chunk=10**9)
     with pytest.raises(UsageError, match="params pieces .* head and tail"):
         GPUNet._pieces(net, 1000)
+
+
+def test_convolutions_over_fp32_inputs_of_few_channels_take_the_stem_kernel(tmp_path):
+    """params stem_conv (1 in igemm_f16_wgmma and igemm_f16_graph): a convolution conv_igemm_f16 would run (an fp32
+    NCHW input of at most 8 channels) launches conv_stem, a block per 8 x 32-pixel tile, its window in dynamic
+    shared memory; at 2 conv_small's layers too; at 0 none; any other value is one line."""
+    from convnet.bench.layer import variant_spec
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.errors import UsageError
+    from convnet.gpu.recorder import RecordingRuntime
+    for name, spec, want in (("vgg_cifar", "igemm_f16_graph", ["conv_stem_m16_c4"]),
+                             ("vgg_cifar", "igemm_f16_wgmma", ["conv_stem_m16_c4"]),
+                             ("vgg_cifar", "igemm_f16_graph@stem_conv=0", []),
+                             ("lenet5", "igemm_f16_graph", ["conv_stem_m16_c8"]),
+                             ("lenet5", "igemm_f16_graph@stem_conv=2", ["conv_stem_m16_c4", "conv_stem_m16_c8"]),
+                             ("resnet_wide", "igemm_f16_graph", [])):         # 64 outputs: conv_wgmma_nhwc's
+        model, shape = MODELS[name](np.random.default_rng(0))
+        g = graph.load(_save(tmp_path, model))
+        rt = RecordingRuntime()
+        net = GPUNet(g, variant_spec(spec, "onnx"), rt)
+        net._run(np.zeros((5, *shape), np.float32))
+        stems = [x for x in rt.launches if x[0].startswith("conv_stem")]
+        assert [x[0] for x in stems] == want, (name, spec)
+        assert len(net.stem_convs) == len(stems)
+        for i, x in zip(sorted(net.stem_convs), stems):
+            _, oh, ow = g.shapes[g.layers[i].output]
+            assert net.op_label(i)[0].startswith("conv (fp32 NCHW in, shared window)")
+            assert x[1][0] == 5 * -(-oh // 8) * -(-ow // 32) and x[2] == (256, 1, 1)
+    for bad in ("3", "yes"):
+        with pytest.raises(UsageError, match="stem_conv") as e:
+            GPUNet(g, variant_spec(f"igemm_f16_graph@stem_conv={bad}", "onnx"), RecordingRuntime())
+        assert "\n" not in str(e.value)

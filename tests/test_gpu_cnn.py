@@ -237,6 +237,63 @@ def test_halo_convolutions_in_networks(tmp_path, name, batch):
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 2e-2
 
 
+STEM_CASES = [  # c, m, k, stride, pads, hw, batch
+    (3, 16, 3, 1, [1, 1, 1, 1], (32, 32), 5),      # VGG-CIFAR's stem
+    (1, 6, 5, 1, [2, 2, 2, 2], (28, 28), 7),       # LeNet-5's first layer: 1 channel, 6 outputs
+    (6, 16, 5, 1, [0, 0, 0, 0], (14, 14), 3),      # LeNet-5's second: 6 channels, two taps a k-step
+    (3, 64, 7, 2, [3, 2, 1, 3], (29, 37), 2),      # a ResNet stem, stride 2, asymmetric padding, odd sizes
+    (2, 30, 4, 3, [1, 0, 2, 1], (23, 70), 4),      # an even kernel, stride 3, three tiles a row
+    (5, 40, 3, 1, [1, 1, 1, 1], (1, 1), 300),      # 1x1 images: every tap but the centre outside; 8-channel pixels
+    (4, 8, 1, 1, [0, 0, 0, 0], (9, 41), 3),        # 1x1 kernel, 4 channels (no padding channel)
+    (7, 33, 11, 4, [2, 2, 2, 2], (40, 45), 2),     # 11x11 stride 4 (AlexNet-like), 121 taps past no bound
+]
+
+
+@pytest.mark.parametrize("c,m,k,stride,pads,hw,batch", STEM_CASES)
+@pytest.mark.parametrize("pool", [None, "MaxPool", "AveragePool"])
+def test_stem_convolution_at_odd_shapes(tmp_path, c, m, k, stride, pads, hw, batch, pool):
+    """conv_stem (params stem_conv = 2 on igemm_f16_graph: an fp32 NCHW input of at most 8 channels, each tile's
+    window in shared memory) alone, a LeakyReLU and a 2x2 stride-2 pool fused (odd sizes drop their last row or
+    column): partial channel and pixel tiles, strides, asymmetric padding, batch tails; fp32 NCHW output, poisoned
+    first, against float64."""
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet, STEM_MAX_TAPS
+    oh, ow = ((hw[0] + pads[0] + pads[2] - k) // stride + 1, (hw[1] + pads[1] + pads[3] - k) // stride + 1)
+    if pool and min(oh, ow) < 2:
+        pytest.skip("no 2x2 window in the convolution's output")
+    rng = np.random.default_rng(m + c + k)
+    g = one_conv(tmp_path, rng, c, m, k, stride, 1, pads, hw, pool)
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_graph", "onnx"), {"stem_conv": 2}))
+    cp = 4 if c <= 4 else 8
+    if -(-k * k * cp // 16) * 16 // cp > STEM_MAX_TAPS:
+        assert 0 not in net.stem_convs                 # refused: left to conv_igemm_f16
+    else:
+        assert 0 in net.stem_convs
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+
+
+@pytest.mark.parametrize("name", ["vgg_cifar", "resnet_block", "lenet5"])
+@pytest.mark.parametrize("batch", [1, 7, 300])
+def test_stem_convolutions_in_networks(tmp_path, name, batch):
+    """params stem_conv = 2 on igemm_f16_graph: VGG-CIFAR's and the ResNet blocks' stems writing fp16 NHWC for the
+    layers after them, LeNet-5's two convolutions writing fp32 NCHW with their pools fused, against float64,
+    poisoned first."""
+    from convnet import catalogue
+    from convnet.bench.layer import with_setting
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    g = load(tmp_path, name, seed=batch)
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_graph", "onnx"), {"stem_conv": 2}))
+    assert len(net.stem_convs) == (2 if name == "lenet5" else 1)
+    x = np.random.default_rng(batch).standard_normal((batch, *g.input_shape)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 2e-2
+
+
 def hopper_conv_equals_float64(tmp_path, param, taken, c, m, k, stride, dil, pads, hw, batch):
     """one_conv (seeded m + c) on igemm_f16_wgmma with `param` on: the convolution is in the network's set `taken`
     (its Hopper kernel runs it), and its fp32 NCHW output, poisoned first, equals float64 within 1e-2."""

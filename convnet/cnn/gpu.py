@@ -57,6 +57,10 @@ HALO_BM = (16, 32)             # params halo_conv: conv_halo_nhwc_m<BM>'s output
 HALO_TH, HALO_TW = 8, 16       # ... output pixels a tile (rows, columns) ...
 HALO_MAX_CHUNKS = 2048         # ... 16-byte chunks an input window at most (its fixed-point divisions' range) ...
 HALO_MAX_SMEM = 227 * 1024     # ... and its weights and two input windows in at most an SM's shared memory
+STEM_BM, STEM_CP = (16, 32, 64), (4, 8)   # params stem_conv: conv_stem_m<BM>_c<CP>'s outputs, channels a pixel ...
+STEM_TH, STEM_TW = 8, 32       # ... output pixels a block (rows, columns) ...
+STEM_MAX_TAPS = 64             # ... taps its k-steps cover at most (kernels/cnn_igemm.cu) ...
+STEM_MAX_SMEM = 48 * 1024      # ... and its input window within a block's default shared memory
 WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wgmma, sm_90a): channels, pixels, k
 WGC_STAGES = {64: 2, 128: 3}   # its k-steps in flight per BN (WGC_STAGES64, WGC_STAGES): kernels/cnn_wgmma.cu
 WGC_MIN_M = 33                 # ... for 33 output channels or more (fewer: conv_igemm_nhwc, H200 ab_igemm.py)
@@ -160,6 +164,21 @@ def nhwc_operands(layer, in_shape, bk: int = NHWC_BK, wgmma: bool = False) -> tu
     return (*_padded_operands(wk, rows, bk, (ii * wd + jj) * c + cc, ii, jj), bm)
 
 
+def stem_fragments(w: np.ndarray, bm: int, cp: int, steps: int) -> np.ndarray:
+    """params stem_conv: w (M, C, KH, KW) as conv_stem's mma B fragments, fp32 [k-step][n-tile][lane][4]: B[k][n] =
+    w[n, c, i, j] at k = (i * KW + j) * cp + c (zero past C, KH x KW and M), and lane (g, t) = (lane / 4, lane % 4)
+    holds B[16 s + 2t + {0, 1, 8, 9}][8 tile + g]."""
+    m, c, kh, kw = w.shape
+    wk = np.zeros((bm, steps * 16 // cp, cp), np.float32)
+    wk[:m, :kh * kw, :c] = w.transpose(0, 2, 3, 1).reshape(m, kh * kw, c)
+    wk = wk.reshape(bm, steps, 16)                               # [n][s][k within the step]
+    g, t = np.arange(32) // 4, np.arange(32) % 4
+    rows = 2 * t[:, None] + np.array([0, 1, 8, 9])               # [lane][4]
+    tiles = np.arange(bm // 8)
+    n = tiles[:, None] * 8 + g[None, :]                          # [tile][lane]
+    return wk[n[None, :, :, None], np.arange(steps)[:, None, None, None], rows[None, None, :, :]]
+
+
 def pair_shape(layer, in_shape, out_shape) -> tuple:
     """params stem_pairs: the padded input (Hp, Wp) a stem's tap pairs read (nchw_to_nhwc4_pad_f16): the padding
     written out, Wp wide enough for the last window's odd tap past KW and even (16-byte pairs of 8-byte pixels)."""
@@ -231,6 +250,21 @@ class GPUNet:
                 fn = rt.kernel("cnn_igemm.cu", f"conv_halo_nhwc_m{bm}", dict(variant.defines), variant.name)
                 fn.allow_shared(self.halo_smem)       # each launch passes its layer's own size
                 self.k[f"conv_halo_nhwc_m{bm}"] = fn
+        # params stem_conv: a convolution over an fp32 NCHW input of at most 8 channels (a network's first) reads
+        # each tile's input window once from shared memory (conv_stem), not each tap's floats from L2 (conv_igemm_f16);
+        # 1: the layers conv_igemm_f16 would run, 2: conv_small's as well
+        try:
+            self.stem = int(variant.params.get("stem_conv", 0)) if self.igemm else 0
+        except (TypeError, ValueError):
+            self.stem = -1
+        if self.stem not in (0, 1, 2):
+            raise UsageError(f"variant {variant.name}: params stem_conv is 0 (off), 1 (the layers conv_igemm_f16 "
+                             f"would run) or 2 (conv_small's too), not {variant.params.get('stem_conv')!r}")
+        if self.stem:
+            for bm in STEM_BM:
+                for cp in STEM_CP:
+                    self.k[f"conv_stem_m{bm}_c{cp}"] = rt.kernel("cnn_igemm.cu", f"conv_stem_m{bm}_c{cp}",
+                                                                 dict(variant.defines), variant.name)
         # Hopper's warpgroup MMA for the unpooled NHWC convolutions over channels in 8s; mma.sync elsewhere
         self.wgmma = self.nhwc and bool(variant.params.get("wgmma")) and getattr(rt, "arch", "") == "sm_90a"
         self.nhwc_pool = self.nhwc and bool(variant.params.get("wgmma"))     # pools over fp16 NHWC, any GPU
@@ -296,6 +330,8 @@ class GPUNet:
         self.tma_convs = {i for i, layer in enumerate(graph.layers) if self._tma_conv(layer, pools[i])}
         self.halo_convs = {i: h for i, layer in enumerate(graph.layers)      # i -> (BM, shared bytes)
                            if (h := self._halo_conv(layer, pools[i], bool(self.fused.get(i) and self.fused[i].res)))}
+        self.stem_convs = {i: s for i, layer in enumerate(graph.layers)      # i -> (BM, CP, k-steps, shared bytes)
+                           if (s := self._stem_conv(i, layer))}
         self.w = {}
         k = next(_networks)
         tag = self.tag = f"cnnw{k}"                     # this network's weights
@@ -312,6 +348,10 @@ class GPUNet:
                     wh, ktab, tile = igemm_operands(layer, self.shape[layer.inputs[0]])
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
                              rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), tile)
+                if i in self.stem_convs:                # conv_stem's B fragments, instead of the tile's operands
+                    bm, cp, steps, _ = self.stem_convs[i]
+                    self.w[i] = (rt.pool.upload(f"{tag}.{i}.wf", stem_fragments(a["w"], bm, cp, steps), np.float16),
+                                 self.w[i][1], None, None)
                 if self._small_shape(layer):            # conv_small's fp32 weights (M, taps), beside the tile's
                     self.w[i] += (rt.pool.upload(f"{tag}.{i}.ws", a["w"].reshape(a["w"].shape[0], -1)),)
             elif layer.op == "conv":
@@ -433,6 +473,30 @@ class GPUNet:
         bm, window = next(t for t in HALO_BM if m <= t), (HALO_TH + kh - 1) * (HALO_TW + kw - 1) * cin
         smem = bm * (kh * kw * cin + 8) * 2 + 2 * window * 2
         return (bm, smem) if smem <= self.halo_smem and window // 8 <= HALO_MAX_CHUNKS else None
+
+    def _stem_conv(self, i: int, layer) -> tuple | None:
+        """(BM, CP, k-steps, shared bytes) where conv_stem runs layer i, else None: params stem_conv, a group-1
+        convolution conv_igemm_f16 (or, at 2, conv_small) would run, its input fp32 NCHW, over at most 8 channels,
+        undilated, at most 64
+        outputs (an even count where it writes fp16 NHWC: channel pairs), no fused residual, at most STEM_MAX_TAPS
+        taps in its k-steps and its input window within STEM_MAX_SMEM."""
+        a = layer.attrs
+        if not (self.stem and layer.op == "conv" and a["group"] == 1) or self._nhwc_conv(layer) or \
+                (self.stem == 1 and self._small_conv(i, layer)):
+            return None
+        f = self.fused.get(i)
+        c, m = self.shape[layer.inputs[0]][0], self.shape[layer.output][0]
+        (kh, kw), (sh, sw) = a["kernel"], a["stride"]
+        half = (f.out if f else layer.output) in self.half_tensors
+        if c > STEM_CP[-1] or tuple(a["dilation"]) != (1, 1) or m > STEM_BM[-1] or (half and m % 2) or \
+                (f and f.res):
+            return None
+        cp = next(p for p in STEM_CP if c <= p)
+        steps = -(-kh * kw * cp // 16)
+        smem = STEM_MAX_TAPS * 4 + ((STEM_TH - 1) * sh + kh) * ((STEM_TW - 1) * sw + kw) * cp * 2
+        if steps * 16 // cp > STEM_MAX_TAPS or smem > STEM_MAX_SMEM:
+            return None
+        return next(b for b in STEM_BM if m <= b), cp, steps, smem
 
     def _wgmma_conv(self, layer, pool: int) -> bool:
         """Whether conv_wgmma_nhwc runs this layer: params wgmma on sm_90a, an NHWC convolution without a fused
@@ -819,6 +883,8 @@ class GPUNet:
             op = f"{layer.op} (fp16 NHWC, wgmma, TMA)"
         elif self._wgmma_conv(layer, f.pool if f else 0):
             op = f"{layer.op} (fp16 NHWC, wgmma)"
+        elif i in self.stem_convs:
+            op = f"{layer.op} (fp32 NCHW in, shared window)"
         elif layer.op == "conv" and self._small_conv(i, layer):
             op = "conv (fp32, conv_small)"
         elif i in self.halo_convs:
@@ -998,6 +1064,15 @@ class GPUNet:
                                             i32(padded_channels(c)), i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh),
                                             i32(sw), i32(t), i32(l),
                                             i32(oh), i32(ow), i32(code), pa, pb)
+                return
+            if i in self.stem_convs:
+                bm, cp, steps, smem = self.stem_convs[i]
+                tx, ty = -(-ow // STEM_TW), -(-oh // STEM_TH)
+                k[f"conv_stem_m{bm}_c{cp}"]((n * tx * ty, 1, 1), (THREADS, 1, 1), ptr(ins[0]), W, B, ptr(y),
+                                            i32(y.dtype == np.float16), i32(pool), i32(c), i32(h), i32(w), i32(m),
+                                            i32(kh), i32(kw), i32(sh), i32(sw), i32(t), i32(l), i32(oh), i32(ow),
+                                            i32(steps), i32(tx), i32(ty), i32(code), pa, pb, stream=self.stream,
+                                            shared=smem)
                 return
             if self._small_conv(i, layer):
                 self._conv_small(i, layer, ins[0], y, n, act, pool)
