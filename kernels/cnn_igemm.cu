@@ -592,144 +592,170 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
 HALO_KERNEL(16, 1, 3)
 HALO_KERNEL(32, 2, 3)
 
-// conv_stem_m<BM>_c<CP>: a convolution over an fp32 NCHW input of at most CP channels (a network's first layer:
-// 1 to 3 channels, CP 4; up to 8, CP 8), params stem_conv. conv_igemm_f16 runs such a layer as one or two k-steps of
-// 16-channel tiles, each thread gathering its pixel's taps from L2 one float at a time: VGG-CIFAR's 3 -> 16 stem took
-// 67 us per 1,000 images on an H200 for 45 MB of traffic. Here a block copies its tile's input window once, all CP
-// channels of a pixel side by side in shared memory (fp16, zero past C and outside the image), and each mma's A
-// fragment is four 32-bit loads from it: k = tap * CP + c, so a k-step of 16 is 16 / CP taps.
-//   tile   STEM_TH x STEM_TW = 8 x 32 output pixels of one image, a block each; warp w takes rows 2 (w / 2) .. + 1 and
-//          columns 16 (w % 2) .. + 15 as two m16 tiles, pixel g of a tile's row pair in A rows g (upper) and g + 8
-//          (lower), so a 2x2 pooling window is two accumulators of a thread and one of lane ^ 4
-//   window ((STEM_TH - 1) SH + KH) x ((STEM_TW - 1) SW + KW) pixels x CP halves; its tap offsets in a small table
-//          (-1 past KH x KW: those k have zero weights and read nothing)
+// conv_stem_m<BM>_c<CP>_w<TW>: a convolution over an fp32 NCHW input of at most CP channels (a network's first
+// layer: 1 to 4 channels, CP 4; up to 8, CP 8), params stem_conv. conv_igemm_f16 runs such a layer as one or two
+// k-steps of 16-channel tiles, each thread gathering its pixel's taps from L2 one float at a time: VGG-CIFAR's 3 -> 16
+// stem took 67 us per 1,000 images on an H200 for 45 MB of traffic. Here a block copies its tile's input window
+// once, all CP channels of a pixel side by side in shared memory (fp16, zero past C and outside the image), and each
+// mma's A fragment is four 32-bit loads from it: k = tap * CP + c, so a k-step of 16 is 16 / CP taps.
+//   tile   TH x TW output pixels of one image, a block each: TW = 16 or 32 (the kernel's), TH = 8 RP (RP row pairs a
+//          warp, a launch argument: up to 32 rows, so a CIFAR image is one tile and the block's set-up is paid once
+//          an image); warp w takes row pairs w / 2 + 4 r and the columns of half w % 2 as TW / 16 m16 tiles, pixel g
+//          of a tile's row pair in A rows g (upper) and g + 8 (lower), so a 2x2 pooling window is two accumulators
+//          of a thread and one of lane ^ 4
+//   window ((TH - 1) SH + KH) x ((TW - 1) SW + KW) pixels x CP halves; its tap offsets in a small table (-1 past
+//          KH x KW: those k have zero weights and read nothing)
 //   weights the mma's B fragments in their register order, [k-step][n-tile][lane] x 4 halves (host-made), read
 //          through L1 by every warp
 //   out    y fp16 NHWC (y_nhwc 1, M even) or fp32 NCHW (0); bias, activation, then the pool (1 max, 2 average)
-#define STEM_TH 8
-#define STEM_TW 32
+// A first build took an 8 x 32 tile a block: issue-bound (Nsight Compute: 79 % of issue slots, 8.5 % of DRAM
+// bandwidth), most instructions in each block's set-up; VGG-CIFAR's stem 399 us per 10,000 images.
 #define STEM_MAX_TAPS 64
+#ifndef STEM_FILL
+#define STEM_FILL 4                               // window pixels a thread loads at once
+#endif
 
-template <int NT, int CP>
+template <int NT, int CP, int J>
 __device__ __forceinline__ void conv_stem_body(
         const float* __restrict__ x, const uint2* __restrict__ wf, const float* __restrict__ bias,
         void* __restrict__ y, int y_nhwc, int pool, int C, int H, int W, int M, int KH, int KW, int SH, int SW,
-        int PT, int PL, int OH, int OW, int ksteps, int tiles_x, int tiles_y, int act, float a, float b) {
-    constexpr int TPK = 16 / CP, J = STEM_TW / 16, WORDS = CP / 2;   // taps a k-step; m16 tiles a warp; words a pixel
+        int PT, int PL, int OH, int OW, int ksteps, int RP, int tiles_x, int tiles_y, int act, float a, float b) {
+    constexpr int TPK = 16 / CP, TW = 16 * J, WORDS = CP / 2;    // taps a k-step; tile width; 32-bit words a pixel
     extern __shared__ __align__(16) unsigned char stem_smem[];
     int* s_tap = reinterpret_cast<int*>(stem_smem);
     unsigned* win = reinterpret_cast<unsigned*>(stem_smem + STEM_MAX_TAPS * sizeof(int));
-    const int WH = (STEM_TH - 1) * SH + KH, WW = (STEM_TW - 1) * SW + KW;
+    const int TH = 8 * RP, WH = (TH - 1) * SH + KH, WW = (TW - 1) * SW + KW;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int per_image = tiles_x * tiles_y, n = blockIdx.x / per_image, r0 = blockIdx.x - n * per_image;
     const int ty = r0 / tiles_x, tx = r0 - ty * tiles_x;
 
     for (int k = tid; k < ksteps * TPK; k += blockDim.x)
         s_tap[k] = k < KH * KW ? (k / KW) * WW + k % KW : -1;
-    const int iy0 = ty * STEM_TH * SH - PT, ix0 = tx * STEM_TW * SW - PL;
-    const float* xn = x + n * C * H * W;
-    for (int r = warp; r < WH; r += IG_THREADS / 32) {      // a warp a window row, lanes along it (coalesced)
-        const int iy = iy0 + r;
-        for (int q = lane; q < WW; q += 32) {
-            const int ix = ix0 + q;
-            const bool in = (unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W;
-            float v[CP];
+    // the window, STEM_FILL pixels a thread a round with all their loads in flight before any store (a round of one
+    // pixel waited for each load in turn); a thread's pixels walked by adding the block's size (no division)
+    const int iy0 = ty * TH * SH - PT, ix0 = tx * TW * SW - PL, plane = H * W;
+    const float* xn = x + n * C * plane;
+    const int total = WH * WW, dr = IG_THREADS / WW, dq = IG_THREADS - dr * WW;
+    int wy = tid / WW, wx = tid - wy * WW;
+    for (int e0 = tid; e0 < total; e0 += STEM_FILL * IG_THREADS) {
+        float v[STEM_FILL][CP];
+        int at[STEM_FILL];
 #pragma unroll
-            for (int c = 0; c < CP; ++c) v[c] = in && c < C ? __ldg(xn + (c * H + iy) * W + ix) : 0.f;
-            unsigned* dst = win + (r * WW + q) * WORDS;
+        for (int u = 0; u < STEM_FILL; ++u) {
+            const int iy = iy0 + wy, ix = ix0 + wx;
+            const bool in = e0 + u * IG_THREADS < total && (unsigned)iy < (unsigned)H && (unsigned)ix < (unsigned)W;
+            at[u] = (wy * WW + wx) * WORDS;
 #pragma unroll
-            for (int c = 0; c < CP; c += 2) dst[c / 2] = pack_half2(v[c], v[c + 1]);
+            for (int c = 0; c < CP; ++c) v[u][c] = in && c < C ? __ldg(xn + c * plane + iy * W + ix) : 0.f;
+            wx += dq;
+            wy += dr;
+            if (wx >= WW) { wx -= WW; ++wy; }
         }
+#pragma unroll
+        for (int u = 0; u < STEM_FILL; ++u)
+            if (e0 + u * IG_THREADS < total)
+#pragma unroll
+                for (int c = 0; c < CP; c += 2) win[at[u] + c / 2] = pack_half2(v[u][c], v[u][c + 1]);
     }
+    float bm[NT][2];
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) bm[i][e] = i * 8 + 2 * t + e < M ? bias[i * 8 + 2 * t + e] : 0.f;
     __syncthreads();
 
-    // A row g of m-tile j: pixel (rows 2 wr, 2 wr + 1; column 16 wc + 8 j + g); lane's k 2t.. and 2t + 8..
     const int wr = warp >> 1, wc = warp & 1, cw = t % WORDS, ta = 2 * t / CP, tb = (2 * t + 8) / CP;
-    const int lower = SH * WW;                               // the row pair's lower pixel, in window pixels
-    int p0[J];
+    const int lower = SH * WW * WORDS;                       // the row pair's lower pixel, in words
+    const int PH = OH / 2, PW = OW / 2;
+    for (int rp = 0; rp < RP; ++rp) {
+        const int row = 2 * (wr + 4 * rp), oy = ty * TH + row;   // the pair's upper row: tile-local, in the image
+        if (oy >= OH) break;                                 // (warp-uniform; no barrier below)
+        const unsigned* wp[J];                               // A row g of m-tile j at tap (0, 0)
 #pragma unroll
-    for (int j = 0; j < J; ++j) p0[j] = 2 * wr * SH * WW + (wc * 16 + j * 8 + g) * SW;
-    float acc[J][NT][4];
-    zero_acc(acc);
-    for (int s = 0; s < ksteps; ++s) {
-        const int oa = s_tap[s * TPK + ta], ob = s_tap[s * TPK + tb];
-        uint2 bf[NT];
+        for (int j = 0; j < J; ++j) wp[j] = win + (row * SH * WW + (wc * 8 * J + j * 8 + g) * SW) * WORDS + cw;
+        float acc[J][NT][4];
+        zero_acc(acc);
+        for (int s = 0; s < ksteps; ++s) {
+            const int oa = s_tap[s * TPK + ta], ob = s_tap[s * TPK + tb];
+            uint2 bf[NT];
 #pragma unroll
-        for (int i = 0; i < NT; ++i) bf[i] = __ldg(wf + (s * NT + i) * 32 + lane);
+            for (int i = 0; i < NT; ++i) bf[i] = __ldg(wf + (s * NT + i) * 32 + lane);
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                const unsigned a0 = oa >= 0 ? wp[j][oa * WORDS] : 0u;
+                const unsigned a1 = oa >= 0 ? wp[j][oa * WORDS + lower] : 0u;
+                const unsigned a2 = ob >= 0 ? wp[j][ob * WORDS] : 0u;
+                const unsigned a3 = ob >= 0 ? wp[j][ob * WORDS + lower] : 0u;
+#pragma unroll
+                for (int i = 0; i < NT; ++i) mma_f16(acc[j][i], a0, a1, a2, a3, bf[i].x, bf[i].y);
+            }
+        }
 #pragma unroll
         for (int j = 0; j < J; ++j) {
-            const unsigned a0 = oa >= 0 ? win[(p0[j] + oa) * WORDS + cw] : 0u;
-            const unsigned a1 = oa >= 0 ? win[(p0[j] + lower + oa) * WORDS + cw] : 0u;
-            const unsigned a2 = ob >= 0 ? win[(p0[j] + ob) * WORDS + cw] : 0u;
-            const unsigned a3 = ob >= 0 ? win[(p0[j] + lower + ob) * WORDS + cw] : 0u;
+            const int ox = tx * TW + wc * 8 * J + j * 8 + g;
 #pragma unroll
-            for (int i = 0; i < NT; ++i) mma_f16(acc[j][i], a0, a1, a2, a3, bf[i].x, bf[i].y);
-        }
-    }
-
-    const int oy = ty * STEM_TH + 2 * wr, PH = OH / 2, PW = OW / 2;
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-        const int ox = tx * STEM_TW + wc * 16 + j * 8 + g;
-#pragma unroll
-        for (int i = 0; i < NT; ++i) {
-            const int m = i * 8 + 2 * t;                         // this lane's channels m, m + 1
-            float v[2][2];                                       // [upper, lower pixel][channel]
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float bm = m + e < M ? bias[m + e] : 0.f;
-                v[0][e] = act_apply(acc[j][i][e] + bm, act, a, b);
-                v[1][e] = act_apply(acc[j][i][2 + e] + bm, act, a, b);
-            }
-            if (pool) {                                          // the window: this lane's two rows, lane ^ 4's column
-                float p[2];
+            for (int i = 0; i < NT; ++i) {
+                const int m = i * 8 + 2 * t;                     // this lane's channels m, m + 1
+                float v[2][2];                                   // [upper, lower pixel][channel]
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float c = pool == 1 ? fmaxf(v[0][e], v[1][e]) : v[0][e] + v[1][e];
-                    const float o = __shfl_xor_sync(0xffffffffu, c, 4);
-                    p[e] = pool == 1 ? fmaxf(c, o) : 0.25f * (c + o);
+                    v[0][e] = act_apply(acc[j][i][e] + bm[i][e], act, a, b);
+                    v[1][e] = act_apply(acc[j][i][2 + e] + bm[i][e], act, a, b);
                 }
-                if ((g & 1) || oy / 2 >= PH || ox / 2 >= PW) continue;
-                const int px = (n * PH + oy / 2) * PW + ox / 2;
-                if (y_nhwc) {
-                    if (m < M) *reinterpret_cast<unsigned*>(static_cast<__half*>(y) + px * M + m) = pack_half2(p[0], p[1]);
-                } else {
+                if (pool) {                                      // the window: this lane's two rows, lane ^ 4's column
+                    float p[2];
 #pragma unroll
-                    for (int e = 0; e < 2; ++e)
-                        if (m + e < M) static_cast<float*>(y)[((n * M + m + e) * PH + oy / 2) * PW + ox / 2] = p[e];
+                    for (int e = 0; e < 2; ++e) {
+                        const float c = pool == 1 ? fmaxf(v[0][e], v[1][e]) : v[0][e] + v[1][e];
+                        const float o = __shfl_xor_sync(0xffffffffu, c, 4);
+                        p[e] = pool == 1 ? fmaxf(c, o) : 0.25f * (c + o);
+                    }
+                    if ((g & 1) || oy / 2 >= PH || ox / 2 >= PW) continue;
+                    const int px = (n * PH + oy / 2) * PW + ox / 2;
+                    if (y_nhwc) {
+                        if (m < M)
+                            *reinterpret_cast<unsigned*>(static_cast<__half*>(y) + px * M + m) = pack_half2(p[0], p[1]);
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < 2; ++e)
+                            if (m + e < M) static_cast<float*>(y)[((n * M + m + e) * PH + oy / 2) * PW + ox / 2] = p[e];
+                    }
+                    continue;
                 }
-                continue;
-            }
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                if (oy + r >= OH || ox >= OW) continue;
-                const int px = (n * OH + oy + r) * OW + ox;
-                if (y_nhwc) {
-                    if (m < M) *reinterpret_cast<unsigned*>(static_cast<__half*>(y) + px * M + m) = pack_half2(v[r][0], v[r][1]);
-                } else {
+                for (int r = 0; r < 2; ++r) {
+                    if (oy + r >= OH || ox >= OW) continue;
+                    const int px = (n * OH + oy + r) * OW + ox;
+                    if (y_nhwc) {
+                        if (m < M)
+                            *reinterpret_cast<unsigned*>(static_cast<__half*>(y) + px * M + m) =
+                                pack_half2(v[r][0], v[r][1]);
+                    } else {
 #pragma unroll
-                    for (int e = 0; e < 2; ++e)
-                        if (m + e < M) static_cast<float*>(y)[((n * M + m + e) * OH + oy + r) * OW + ox] = v[r][e];
+                        for (int e = 0; e < 2; ++e)
+                            if (m + e < M) static_cast<float*>(y)[((n * M + m + e) * OH + oy + r) * OW + ox] = v[r][e];
+                    }
                 }
             }
         }
     }
 }
 
-#define STEM_KERNEL(BM, CP)                                                                                          \
-    extern "C" __global__ void __launch_bounds__(IG_THREADS) conv_stem_m##BM##_c##CP(                               \
+#define STEM_KERNEL(BM, CP, TW, BLOCKS)                                                                              \
+    extern "C" __global__ void __launch_bounds__(IG_THREADS, BLOCKS) conv_stem_m##BM##_c##CP##_w##TW(               \
             const float* __restrict__ x, const uint2* __restrict__ wf, const float* __restrict__ bias,              \
             void* __restrict__ y, int y_nhwc, int pool, int C, int H, int W, int M, int KH, int KW, int SH, int SW, \
-            int PT, int PL, int OH, int OW, int ksteps, int tiles_x, int tiles_y, int act, float a, float b) {      \
-        conv_stem_body<BM / 8, CP>(x, wf, bias, y, y_nhwc, pool, C, H, W, M, KH, KW, SH, SW, PT, PL, OH, OW, ksteps, \
-                                   tiles_x, tiles_y, act, a, b);                                                     \
+            int PT, int PL, int OH, int OW, int ksteps, int RP, int tiles_x, int tiles_y, int act, float a,        \
+            float b) {                                                                                               \
+        conv_stem_body<BM / 8, CP, TW / 16>(x, wf, bias, y, y_nhwc, pool, C, H, W, M, KH, KW, SH, SW, PT, PL, OH,   \
+                                            OW, ksteps, RP, tiles_x, tiles_y, act, a, b);                            \
     }
-STEM_KERNEL(16, 4)
-STEM_KERNEL(32, 4)
-STEM_KERNEL(64, 4)
-STEM_KERNEL(16, 8)
-STEM_KERNEL(32, 8)
-STEM_KERNEL(64, 8)
+#define STEM_KERNELS(BM, BLOCKS)                                                                                     \
+    STEM_KERNEL(BM, 4, 16, BLOCKS) STEM_KERNEL(BM, 4, 32, BLOCKS) STEM_KERNEL(BM, 8, 16, BLOCKS)                   \
+    STEM_KERNEL(BM, 8, 32, BLOCKS)
+STEM_KERNELS(16, 4)                               // (at most 64 registers: 4 blocks an SM)
+STEM_KERNELS(32, 2)
+STEM_KERNELS(64, 1)
 
 // nchw_to_nhwc4_pad_f16: a convolution's input of at most 4 channels (an image stem) as fp16 NHWC of 4 channels with
 // its padding written out as zeros (N x Hp x Wp x 4, pixel (y, x) of the image at (y + PT, x + PL)): 8 bytes a

@@ -374,18 +374,18 @@ def test_bad_piece_params_are_one_line(params):
 
 def test_convolutions_over_fp32_inputs_of_few_channels_take_the_stem_kernel(tmp_path):
     """params stem_conv (1 in igemm_f16_wgmma and igemm_f16_graph): a convolution conv_igemm_f16 would run (an fp32
-    NCHW input of at most 8 channels) launches conv_stem, a block per 8 x 32-pixel tile, its window in dynamic
-    shared memory; at 2 conv_small's layers too; at 0 none; any other value is one line."""
+    NCHW input of at most 8 channels) launches conv_stem, a block per tile of 16 or 32 columns, its window in dynamic
+    shared memory (tiles of up to 32 rows); at 2 conv_small's layers too; at 0 none; any other value is one line."""
     from convnet.bench.layer import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.errors import UsageError
     from convnet.gpu.recorder import RecordingRuntime
-    for name, spec, want in (("vgg_cifar", "igemm_f16_graph", ["conv_stem_m16_c4"]),
-                             ("vgg_cifar", "igemm_f16_wgmma", ["conv_stem_m16_c4"]),
+    for name, spec, want in (("vgg_cifar", "igemm_f16_graph", ["conv_stem_m16_c4_w32"]),
+                             ("vgg_cifar", "igemm_f16_wgmma", ["conv_stem_m16_c4_w32"]),
                              ("vgg_cifar", "igemm_f16_graph@stem_conv=0", []),
-                             ("lenet5", "igemm_f16_graph", ["conv_stem_m16_c8"]),
-                             ("lenet5", "igemm_f16_graph@stem_conv=2", ["conv_stem_m16_c4", "conv_stem_m16_c8"]),
+                             ("lenet5", "igemm_f16_graph", ["conv_stem_m16_c8_w16"]),
+                             ("lenet5", "igemm_f16_graph@stem_conv=2", ["conv_stem_m16_c4_w32", "conv_stem_m16_c8_w16"]),
                              ("resnet_wide", "igemm_f16_graph", [])):         # 64 outputs: conv_wgmma_nhwc's
         model, shape = MODELS[name](np.random.default_rng(0))
         g = graph.load(_save(tmp_path, model))
@@ -398,7 +398,9 @@ def test_convolutions_over_fp32_inputs_of_few_channels_take_the_stem_kernel(tmp_
         for i, x in zip(sorted(net.stem_convs), stems):
             _, oh, ow = g.shapes[g.layers[i].output]
             assert net.op_label(i)[0].startswith("conv (fp32 NCHW in, shared window)")
-            assert x[1][0] == 5 * -(-oh // 8) * -(-ow // 32) and x[2] == (256, 1, 1)
+            _, _, _, tw, rp, smem = net.stem_convs[i]
+            assert x[1][0] == 5 * -(-oh // (8 * rp)) * -(-ow // tw) and x[2] == (256, 1, 1)
+            assert tw == (16 if ow <= 16 else 32) and rp == min(4, -(-oh // 8))
     for bad in ("3", "yes"):
         with pytest.raises(UsageError, match="stem_conv") as e:
             GPUNet(g, variant_spec(f"igemm_f16_graph@stem_conv={bad}", "onnx"), RecordingRuntime())

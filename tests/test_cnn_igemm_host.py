@@ -2,6 +2,8 @@
 a pixel's corner plus the k table's offset; out of the image or past K gives zero) emulated in numpy over the padded
 fp16 weights (igemm_operands) gives the float64 convolution, at strides, dilations, asymmetric padding and channel
 counts that leave partial tiles; and the fusion plan takes only the Adds and pools it may."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -410,12 +412,13 @@ def test_nhwc_convolutions_hand_fp16_nhwc_only_to_nhwc_convolutions(tmp_path):
     assert convs[0].output in net.half_tensors
 
 
-def emulate_stem(x, wf, bias, m, k, stride, pads, out_hw, cp):
-    """conv_stem as the kernel computes it, lane by lane: each block's window (fp16, cp channels a pixel, zero past C
-    and outside the image), its tap table, each warp's A fragments (four 32-bit loads of lane (g, t)) and the B
-    fragments `wf` [k-step][n-tile][lane][4] in mma m16n8k16's register order, float64 sums."""
-    from convnet.cnn.gpu import STEM_TH, STEM_TW
+def emulate_stem(x, wf, bias, m, k, stride, pads, out_hw, cp, tw, rp):
+    """conv_stem as the kernel computes it, lane by lane: each block's tile (8 rp x tw pixels) and window (fp16, cp
+    channels a pixel, zero past C and outside the image), its tap table, each warp's row pairs and A fragments (four
+    32-bit loads of lane (g, t)) and the B fragments `wf` [k-step][n-tile][lane][4] in mma m16n8k16's register order,
+    float64 sums."""
     n_img, c, h, w = x.shape
+    th = 8 * rp
     (oh, ow), (t0, l0) = out_hw, pads[:2]
     steps, nt, tpk = wf.shape[0], wf.shape[1], 16 // cp
     lane = np.arange(32)
@@ -425,22 +428,22 @@ def emulate_stem(x, wf, bias, m, k, stride, pads, out_hw, cp):
     for s in range(steps):
         for i in range(nt):
             B[s, rows, (i * 8 + g)[:, None]] = wf[s, i].astype(np.float64)
-    wh, ww = (STEM_TH - 1) * stride + k, (STEM_TW - 1) * stride + k
+    wh, ww = (th - 1) * stride + k, (tw - 1) * stride + k
     taps = np.array([(q // k) * ww + q % k if q < k * k else -1 for q in range(steps * tpk)])
     y = np.full((n_img, m, oh, ow), np.nan)
     for n in range(n_img):
-        for ty in range(-(-oh // STEM_TH)):
-            for tx in range(-(-ow // STEM_TW)):
-                iy = ty * STEM_TH * stride - t0 + np.arange(wh)[:, None]
-                ix = tx * STEM_TW * stride - l0 + np.arange(ww)[None, :]
+        for ty in range(-(-oh // th)):
+            for tx in range(-(-ow // tw)):
+                iy = ty * th * stride - t0 + np.arange(wh)[:, None]
+                ix = tx * tw * stride - l0 + np.arange(ww)[None, :]
                 ok = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
                 win = np.zeros((wh, ww, cp))
                 win[..., :c] = np.where(ok[..., None], x[n][:, iy.clip(0, h - 1), ix.clip(0, w - 1)].transpose(1, 2, 0), 0)
                 win = win.astype(np.float16).astype(np.float64).reshape(-1, cp // 2, 2)   # [pixel][word][half]
-                for warp in range(8):
-                    wr, wc = warp // 2, warp % 2
-                    for j in range(STEM_TW // 16):
-                        p0 = 2 * wr * stride * ww + (wc * 16 + j * 8 + g) * stride
+                for warp, r in itertools.product(range(8), range(rp)):
+                    row, wc = 2 * (warp // 2 + 4 * r), warp % 2
+                    for j in range(tw // 16):
+                        p0 = row * stride * ww + (wc * tw // 2 + j * 8 + g) * stride
                         acc = np.zeros((16, nt * 8))
                         for s in range(steps):
                             A = np.zeros((16, 16))
@@ -451,7 +454,7 @@ def emulate_stem(x, wf, bias, m, k, stride, pads, out_hw, cp):
                                     A[r[:, None], rows_k + 2 * t[:, None] + np.arange(2)] = np.where((o >= 0)[:, None], v, 0)
                             acc += A @ B[s]
                         for gg in range(16):
-                            oy, ox = ty * STEM_TH + 2 * wr + gg // 8, tx * STEM_TW + wc * 16 + j * 8 + gg % 8
+                            oy, ox = ty * th + row + gg // 8, tx * tw + wc * tw // 2 + j * 8 + gg % 8
                             if oy < oh and ox < ow:
                                 y[n, :, oy, ox] = acc[gg, :m] + bias
     return y
@@ -465,8 +468,9 @@ def emulate_stem(x, wf, bias, m, k, stride, pads, out_hw, cp):
     (4, 40, 2, 3, (1, 0, 0, 1), (9, 33)),          # an even kernel, stride 3, 4 channels (no zero channel)
 ])
 def test_the_stem_windows_and_fragments_give_the_convolution(c, m, k, stride, pads, hw):
-    """params stem_conv: conv_stem's window, tap table and A fragment loads, emulated lane by lane over the B fragments
-    of stem_fragments, give the float64 convolution (operands rounded to fp16)."""
+    """params stem_conv: conv_stem's tiles (16 and 32 wide, 1 to 4 row pairs a warp), windows, tap table and A fragment
+    loads, emulated lane by lane over the B fragments of stem_fragments, give the float64 convolution (operands
+    rounded to fp16)."""
     from convnet.cnn.gpu import STEM_BM, STEM_CP, stem_fragments
     from convnet.cnn.graph import conv_out
     rng = np.random.default_rng(c * 100 + m)
@@ -477,6 +481,7 @@ def test_the_stem_windows_and_fragments_give_the_convolution(c, m, k, stride, pa
     bias = rng.standard_normal(m)
     cp, bm = next(p for p in STEM_CP if c <= p), next(q for q in STEM_BM if m <= q)
     wf = stem_fragments(w, bm, cp, -(-k * k * cp // 16)).astype(np.float16)
-    got = emulate_stem(x, wf, bias, m, k, stride, pads, out, cp)
     want = conv_float64(x.astype(np.float16).astype(np.float64), w.astype(np.float16), bias, stride, 1, pads, out)
-    assert np.abs(got - want).max() <= 1e-9 * max(1.0, np.abs(want).max())
+    for tw, rp in ((16, 1), (32, 1), (32, 3)):
+        got = emulate_stem(x, wf, bias, m, k, stride, pads, out, cp, tw, rp)
+        assert np.abs(got - want).max() <= 1e-9 * max(1.0, np.abs(want).max()), (tw, rp)

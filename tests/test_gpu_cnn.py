@@ -241,7 +241,8 @@ STEM_CASES = [  # c, m, k, stride, pads, hw, batch
     (3, 16, 3, 1, [1, 1, 1, 1], (32, 32), 5),      # VGG-CIFAR's stem
     (1, 6, 5, 1, [2, 2, 2, 2], (28, 28), 7),       # LeNet-5's first layer: 1 channel, 6 outputs
     (6, 16, 5, 1, [0, 0, 0, 0], (14, 14), 3),      # LeNet-5's second: 6 channels, two taps a k-step
-    (3, 64, 7, 2, [3, 2, 1, 3], (29, 37), 2),      # a ResNet stem, stride 2, asymmetric padding, odd sizes
+    (3, 48, 7, 2, [3, 2, 1, 3], (29, 37), 2),      # a ResNet-style stem (64 outputs: conv_wgmma_nhwc), stride 2,
+                                                   # asymmetric padding, odd sizes
     (2, 30, 4, 3, [1, 0, 2, 1], (23, 70), 4),      # an even kernel, stride 3, three tiles a row
     (5, 40, 3, 1, [1, 1, 1, 1], (1, 1), 300),      # 1x1 images: every tap but the centre outside; 8-channel pixels
     (4, 8, 1, 1, [0, 0, 0, 0], (9, 41), 3),        # 1x1 kernel, 4 channels (no padding channel)

@@ -58,7 +58,7 @@ HALO_TH, HALO_TW = 8, 16       # ... output pixels a tile (rows, columns) ...
 HALO_MAX_CHUNKS = 2048         # ... 16-byte chunks an input window at most (its fixed-point divisions' range) ...
 HALO_MAX_SMEM = 227 * 1024     # ... and its weights and two input windows in at most an SM's shared memory
 STEM_BM, STEM_CP = (16, 32, 64), (4, 8)   # params stem_conv: conv_stem_m<BM>_c<CP>'s outputs, channels a pixel ...
-STEM_TH, STEM_TW = 8, 32       # ... output pixels a block (rows, columns) ...
+STEM_TW, STEM_MAX_RP = (16, 32), 4   # ... a block's tile: its columns (a build each), up to 8 x 4 rows ...
 STEM_MAX_TAPS = 64             # ... taps its k-steps cover at most (kernels/cnn_igemm.cu) ...
 STEM_MAX_SMEM = 48 * 1024      # ... and its input window within a block's default shared memory
 WGC_BN, WGC_BM, WGC_BK = (64, 128), 128, 64   # conv_wgmma_nhwc_n<BN> (params wgmma, sm_90a): channels, pixels, k
@@ -260,11 +260,16 @@ class GPUNet:
         if self.stem not in (0, 1, 2):
             raise UsageError(f"variant {variant.name}: params stem_conv is 0 (off), 1 (the layers conv_igemm_f16 "
                              f"would run) or 2 (conv_small's too), not {variant.params.get('stem_conv')!r}")
+        self.stem_rp = variant.params.get("stem_rows", STEM_MAX_RP)     # params stem_rows: row pairs a warp, at most
+        if self.stem_rp not in range(1, STEM_MAX_RP + 1):
+            raise UsageError(f"variant {variant.name}: params stem_rows (row pairs a warp of conv_stem) is 1 to "
+                             f"{STEM_MAX_RP}, not {self.stem_rp!r}")
         if self.stem:
             for bm in STEM_BM:
                 for cp in STEM_CP:
-                    self.k[f"conv_stem_m{bm}_c{cp}"] = rt.kernel("cnn_igemm.cu", f"conv_stem_m{bm}_c{cp}",
-                                                                 dict(variant.defines), variant.name)
+                    for tw in STEM_TW:
+                        name = f"conv_stem_m{bm}_c{cp}_w{tw}"
+                        self.k[name] = rt.kernel("cnn_igemm.cu", name, dict(variant.defines), variant.name)
         # Hopper's warpgroup MMA for the unpooled NHWC convolutions over channels in 8s; mma.sync elsewhere
         self.wgmma = self.nhwc and bool(variant.params.get("wgmma")) and getattr(rt, "arch", "") == "sm_90a"
         self.nhwc_pool = self.nhwc and bool(variant.params.get("wgmma"))     # pools over fp16 NHWC, any GPU
@@ -330,7 +335,7 @@ class GPUNet:
         self.tma_convs = {i for i, layer in enumerate(graph.layers) if self._tma_conv(layer, pools[i])}
         self.halo_convs = {i: h for i, layer in enumerate(graph.layers)      # i -> (BM, shared bytes)
                            if (h := self._halo_conv(layer, pools[i], bool(self.fused.get(i) and self.fused[i].res)))}
-        self.stem_convs = {i: s for i, layer in enumerate(graph.layers)      # i -> (BM, CP, k-steps, shared bytes)
+        self.stem_convs = {i: s for i, layer in enumerate(graph.layers)   # i -> (BM, CP, k-steps, TW, RP, shared)
                            if (s := self._stem_conv(i, layer))}
         self.w = {}
         k = next(_networks)
@@ -349,7 +354,7 @@ class GPUNet:
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
                              rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), tile)
                 if i in self.stem_convs:                # conv_stem's B fragments, instead of the tile's operands
-                    bm, cp, steps, _ = self.stem_convs[i]
+                    bm, cp, steps = self.stem_convs[i][:3]
                     self.w[i] = (rt.pool.upload(f"{tag}.{i}.wf", stem_fragments(a["w"], bm, cp, steps), np.float16),
                                  self.w[i][1], None, None)
                 if self._small_shape(layer):            # conv_small's fp32 weights (M, taps), beside the tile's
@@ -475,11 +480,13 @@ class GPUNet:
         return (bm, smem) if smem <= self.halo_smem and window // 8 <= HALO_MAX_CHUNKS else None
 
     def _stem_conv(self, i: int, layer) -> tuple | None:
-        """(BM, CP, k-steps, shared bytes) where conv_stem runs layer i, else None: params stem_conv, a group-1
+        """(BM, CP, k-steps, TW, RP, shared bytes) where conv_stem runs layer i, else None: params stem_conv, a group-1
         convolution conv_igemm_f16 (or, at 2, conv_small) would run, its input fp32 NCHW, over at most 8 channels,
         undilated, at most 64
         outputs (an even count where it writes fp16 NHWC: channel pairs), no fused residual, at most STEM_MAX_TAPS
-        taps in its k-steps and its input window within STEM_MAX_SMEM."""
+        taps in its k-steps and its input window within STEM_MAX_SMEM. Its tile: 16 columns where the output is at
+        most 16 wide, else 32; 8 rows a row pair of each warp, as many as cover the output up to STEM_MAX_RP (a CIFAR
+        image one tile; params stem_rows sets the most), fewer where the window would not fit."""
         a = layer.attrs
         if not (self.stem and layer.op == "conv" and a["group"] == 1) or self._nhwc_conv(layer) or \
                 (self.stem == 1 and self._small_conv(i, layer)):
@@ -491,12 +498,15 @@ class GPUNet:
         if c > STEM_CP[-1] or tuple(a["dilation"]) != (1, 1) or m > STEM_BM[-1] or (half and m % 2) or \
                 (f and f.res):
             return None
-        cp = next(p for p in STEM_CP if c <= p)
-        steps = -(-kh * kw * cp // 16)
-        smem = STEM_MAX_TAPS * 4 + ((STEM_TH - 1) * sh + kh) * ((STEM_TW - 1) * sw + kw) * cp * 2
-        if steps * 16 // cp > STEM_MAX_TAPS or smem > STEM_MAX_SMEM:
+        cp, (oh, ow) = next(p for p in STEM_CP if c <= p), self.shape[layer.output][1:]
+        steps, tw = -(-kh * kw * cp // 16), STEM_TW[0] if ow <= STEM_TW[0] else STEM_TW[-1]
+        if steps * 16 // cp > STEM_MAX_TAPS:
             return None
-        return next(b for b in STEM_BM if m <= b), cp, steps, smem
+        for rp in range(min(self.stem_rp, -(-oh // 8)), 0, -1):
+            smem = STEM_MAX_TAPS * 4 + ((8 * rp - 1) * sh + kh) * ((tw - 1) * sw + kw) * cp * 2
+            if smem <= STEM_MAX_SMEM:
+                return next(b for b in STEM_BM if m <= b), cp, steps, tw, rp, smem
+        return None
 
     def _wgmma_conv(self, layer, pool: int) -> bool:
         """Whether conv_wgmma_nhwc runs this layer: params wgmma on sm_90a, an NHWC convolution without a fused
@@ -1066,13 +1076,13 @@ class GPUNet:
                                             i32(oh), i32(ow), i32(code), pa, pb)
                 return
             if i in self.stem_convs:
-                bm, cp, steps, smem = self.stem_convs[i]
-                tx, ty = -(-ow // STEM_TW), -(-oh // STEM_TH)
-                k[f"conv_stem_m{bm}_c{cp}"]((n * tx * ty, 1, 1), (THREADS, 1, 1), ptr(ins[0]), W, B, ptr(y),
-                                            i32(y.dtype == np.float16), i32(pool), i32(c), i32(h), i32(w), i32(m),
-                                            i32(kh), i32(kw), i32(sh), i32(sw), i32(t), i32(l), i32(oh), i32(ow),
-                                            i32(steps), i32(tx), i32(ty), i32(code), pa, pb, stream=self.stream,
-                                            shared=smem)
+                bm, cp, steps, tw, rp, smem = self.stem_convs[i]
+                tx, ty = -(-ow // tw), -(-oh // (8 * rp))
+                k[f"conv_stem_m{bm}_c{cp}_w{tw}"]((n * tx * ty, 1, 1), (THREADS, 1, 1), ptr(ins[0]), W, B, ptr(y),
+                                                  i32(y.dtype == np.float16), i32(pool), i32(c), i32(h), i32(w),
+                                                  i32(m), i32(kh), i32(kw), i32(sh), i32(sw), i32(t), i32(l), i32(oh),
+                                                  i32(ow), i32(steps), i32(rp), i32(tx), i32(ty), i32(code), pa, pb,
+                                                  stream=self.stream, shared=smem)
                 return
             if self._small_conv(i, layer):
                 self._conv_small(i, layer, ins[0], y, n, act, pool)
