@@ -416,7 +416,7 @@ IG_NHWC_KERNEL(128, 4, 2, IG_STAGES)
 #define HALO_PAIRS 1                              // k-steps in pairs on two accumulator sets (0: one)
 #endif
 
-template <int MT>
+template <int MT, int KS>
 __device__ __forceinline__ void conv_halo_nhwc_body(
         const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,
         const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc, int pool, int N, int C, int H,
@@ -467,6 +467,23 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
     // kh8), pixel column lane % 8
     const __half* a_lane = Ws + (lane & 15) * WP + (lane >> 4) * 8;
     const int mr = lane >> 4, kh8 = (lane >> 3) & 1, q_lane = (2 * rp + mr) * HW + cg * 8 + (lane & 7);
+    // KS > 0 (a layer of exactly KS k-steps): the weights' A fragments stay in registers for the whole launch, and each
+    // k-step's window offset (the swizzle included) is made once, not walked tile by tile
+    unsigned a_fix[KS > 0 ? KS : 1][MT][4];
+    int b_off[KS > 0 ? KS : 1];
+    if constexpr (KS > 0) {
+        int q = q_lane, dx = 0, ch = kh8;
+#pragma unroll
+        for (int s = 0; s < KS; ++s) {
+            b_off[s] = q * C + (ch ^ ((q >> LS) & SM)) * 8;
+            ch += 2;
+            if (ch >= P) {
+                ch = kh8;
+                ++q;
+                if (++dx == KW) { dx = 0; q += HW - KW; }
+            }
+        }
+    }
     for (int it = 0; tile < tiles; ++it, tile += G, cur = advance(cur)) {
         const __half* win = Hs + (it & 1) * HP * C;
         if (tile + G < tiles) window(advance(cur), Hs + ((it + 1) & 1) * HP * C);
@@ -476,6 +493,32 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
 
         float acc[MT][2][4];
         zero_acc(acc);
+        if constexpr (KS > 0) {
+            if (it == 0)                                     // the weights have landed with the first window
+#pragma unroll
+                for (int s = 0; s < KS; ++s)
+#pragma unroll
+                    for (int i = 0; i < MT; ++i) ldmatrix_x4(a_fix[s][i], a_lane + s * 16 + i * 16 * WP);
+            float acc2[MT][2][4];                            // odd k-steps: two chains of dependent mma's
+            zero_acc(acc2);
+#pragma unroll
+            for (int s = 0; s < KS; ++s) {
+                unsigned bf[4];
+                ldmatrix_x4(bf, win + b_off[s]);
+                float (&d)[MT][2][4] = (s & 1) ? acc2 : acc;
+#pragma unroll
+                for (int i = 0; i < MT; ++i) {
+                    mma_f16(d[i][0], a_fix[s][i][0], a_fix[s][i][1], a_fix[s][i][2], a_fix[s][i][3], bf[0], bf[1]);
+                    mma_f16(d[i][1], a_fix[s][i][0], a_fix[s][i][1], a_fix[s][i][2], a_fix[s][i][3], bf[2], bf[3]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[i][r][e] += acc2[i][r][e];
+        } else {
 #if HALO_PAIRS
         // k-steps two at a time into two accumulator sets: each mma chain half as long (HALO_PAIRS=1)
         float acc2[MT][2][4];
@@ -530,6 +573,7 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
                 }
             }
 #endif
+        }
         __syncthreads();                                     // every warp is done with win: the next window may land
 
         const int n = cur.x, oy = cur.y * HALO_TH + 2 * rp, ox = cur.z * HALO_TW + cg * 8 + 2 * t;
@@ -580,17 +624,20 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
     cp_async_wait<0>();
 }
 
-#define HALO_KERNEL(BM, MT, BLOCKS)                                                                                  \
-    extern "C" __global__ void __launch_bounds__(IG_THREADS, BLOCKS) conv_halo_nhwc_m##BM(                           \
+#define HALO_KERNEL(NAME, MT, KS, BLOCKS)                                                                            \
+    extern "C" __global__ void __launch_bounds__(IG_THREADS, BLOCKS) NAME(                                           \
             const __half* __restrict__ x, const __half* __restrict__ w, const float* __restrict__ bias,            \
             const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc, int pool, int N, int C,   \
             int H, int W, int M, int Kpad, int KH, int KW, int PT, int PL, int OH, int OW, int act, float a,       \
             float b) {                                                                                               \
-        conv_halo_nhwc_body<MT>(x, w, bias, res, res_nhwc, y, y_nhwc, pool, N, C, H, W, M, Kpad, KH, KW, PT, PL,    \
+        conv_halo_nhwc_body<MT, KS>(x, w, bias, res, res_nhwc, y, y_nhwc, pool, N, C, H, W, M, Kpad, KH, KW, PT, PL,\
                                 OH, OW, act, a, b);                                                                  \
     }
-HALO_KERNEL(16, 1, 3)
-HALO_KERNEL(32, 2, 3)
+HALO_KERNEL(conv_halo_nhwc_m16, 1, 0, 3)
+HALO_KERNEL(conv_halo_nhwc_m32, 2, 0, 3)
+// 9 k-steps (a 3x3 layer over 16 channels), the weights in registers: 116 registers, 2 blocks an SM (a 32-output
+// build spilled at 128)
+HALO_KERNEL(conv_halo_nhwc_m16_k9, 1, 9, 2)
 
 // conv_stem_m<BM>_c<CP>_w<TW>: a convolution over an fp32 NCHW input of at most CP channels (a network's first
 // layer: 1 to 4 channels, CP 4; up to 8, CP 8), params stem_conv. conv_igemm_f16 runs such a layer as one or two

@@ -330,7 +330,7 @@ def test_stride_1_convolutions_of_at_most_32_outputs_take_the_halo_kernel(tmp_pa
     model, shape = MODELS["vgg_cifar"](np.random.default_rng(0))
     g = graph.load(_save(tmp_path, model))
     for spec, want in (("igemm_f16_graph", 3), ("igemm_f16_wgmma", 3), ("igemm_f16_nhwc@halo_conv=1", 3),
-                       ("igemm_f16_graph@halo_conv=0", 0), ("igemm_f16_nhwc", 0)):
+                       ("igemm_f16_graph@halo_conv=0", 0), ("igemm_f16_nhwc", 0), ("igemm_f16_graph@halo_regs=0", 3)):
         rt = RecordingRuntime()
         net = GPUNet(g, variant_spec(spec, "onnx"), rt)
         net._run(np.zeros((300, *shape), np.float32))
@@ -341,6 +341,10 @@ def test_stride_1_convolutions_of_at_most_32_outputs_take_the_halo_kernel(tmp_pa
         assert len(taken) == want and all(g.layers[i].op == "conv" and g.shapes[g.layers[i].output][0] <= 32
                                           for i in taken)
         assert all(net.op_label(i)[0].startswith("conv (fp16 NHWC, shared window)") for i in taken)
+        # params halo_regs (on in igemm_f16_graph and _wgmma): the 16 -> 16 layer (9 k-steps) keeps its weights in
+        # registers
+        regs = [x[0] for x in halo if x[0].endswith("_k9")]
+        assert regs == (["conv_halo_nhwc_m16_k9"] if want and "@" not in spec else []), spec
 
 
 @pytest.mark.parametrize("n, params, chunk, sizes", [

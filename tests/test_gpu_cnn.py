@@ -194,16 +194,19 @@ HALO_CASES = [  # c, m, k, pads, hw, batch
     (64, 8, 3, [0, 0, 0, 0], (4, 4), 300),         # no padding, 2x2 outputs, many images
     (16, 24, 3, [1, 1, 1, 1], (1, 1), 9),          # 1x1 images: every tap but the centre outside
     (32, 20, 3, [1, 1, 1, 1], (15, 75), 60),       # 600 tiles: blocks take several, crossing tile rows and images
+    (16, 9, 3, [0, 2, 1, 0], (23, 37), 11),        # 9 k-steps (params halo_regs' build), asymmetric padding
 ]
 
 
 @pytest.mark.parametrize("c,m,k,pads,hw,batch", HALO_CASES)
 @pytest.mark.parametrize("pool", [None, "MaxPool", "AveragePool"])
-def test_halo_convolution_at_odd_shapes(tmp_path, c, m, k, pads, hw, batch, pool):
+@pytest.mark.parametrize("regs", [False, True])
+def test_halo_convolution_at_odd_shapes(tmp_path, c, m, k, pads, hw, batch, pool, regs):
     """conv_halo_nhwc (params halo_conv on igemm_f16_nhwc: a tile's input window in shared memory, each tap an
     address into it) alone, a LeakyReLU and a 2x2 stride-2 pool fused (odd output sizes drop their last row or
     column): partial channel and pixel tiles, kernels from 1x1 to larger than the image, asymmetric padding, batch
-    tails; fp32 NCHW output, poisoned first, against float64."""
+    tails; with params halo_regs the 3x3 layers over 16 channels of at most 16 outputs take the build that keeps the
+    weights in registers; fp32 NCHW output, poisoned first, against float64."""
     from convnet import catalogue
     from convnet.bench.layer import with_setting
     from convnet.cnn import reference
@@ -212,8 +215,8 @@ def test_halo_convolution_at_odd_shapes(tmp_path, c, m, k, pads, hw, batch, pool
         pytest.skip("no 2x2 window in the convolution's output")
     rng = np.random.default_rng(m + c + k)
     g = one_conv(tmp_path, rng, c, m, k, 1, 1, pads, hw, pool)
-    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_nhwc", "onnx"), {"halo_conv": True}))
-    assert 0 in net.halo_convs
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_nhwc", "onnx"), {"halo_conv": True, "halo_regs": regs}))
+    assert net.halo_convs[0][0].endswith("_k9") == (regs and (c, k) == (16, 3) and m <= 16)
     x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2

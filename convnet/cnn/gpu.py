@@ -57,6 +57,7 @@ HALO_BM = (16, 32)             # params halo_conv: conv_halo_nhwc_m<BM>'s output
 HALO_TH, HALO_TW = 8, 16       # ... output pixels a tile (rows, columns) ...
 HALO_MAX_CHUNKS = 2048         # ... 16-byte chunks an input window at most (its fixed-point divisions' range) ...
 HALO_MAX_SMEM = 227 * 1024     # ... and its weights and two input windows in at most an SM's shared memory
+HALO_FIXED = {16: 9}           # params halo_regs: conv_halo_nhwc_m<BM>_k<KS>, a layer of exactly KS k-steps
 STEM_BM, STEM_CP = (16, 32, 64), (4, 8)   # params stem_conv: conv_stem_m<BM>_c<CP>'s outputs, channels a pixel ...
 STEM_TW, STEM_MAX_RP = (16, 32), 4   # ... a block's tile: its columns (a build each), up to 8 x 4 rows ...
 STEM_MAX_TAPS = 64             # ... taps its k-steps cover at most (kernels/cnn_igemm.cu) ...
@@ -242,14 +243,18 @@ class GPUNet:
         # params halo_conv: stride-1 NHWC convolutions over C % 16 == 0 channels read each tile's input window once
         # (conv_halo_nhwc) instead of gathering every tap's pixels (conv_igemm_nhwc)
         self.halo = self.nhwc and bool(variant.params.get("halo_conv"))
-        self._halo_slots = {}                           # (BM, shared bytes) -> resident blocks on the GPU
+        self._halo_slots = {}                           # (kernel, shared bytes) -> resident blocks on the GPU
+        # params halo_regs: a layer of exactly HALO_FIXED[BM] k-steps keeps its weights' fragments in registers
+        self.halo_regs = self.halo and bool(variant.params.get("halo_regs"))
         if self.halo:
             self.halo_smem = HALO_MAX_SMEM if not isinstance(rt, Runtime) else min(
                 HALO_MAX_SMEM, rt.device.get_attribute(rt.drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN))
-            for bm in HALO_BM:
-                fn = rt.kernel("cnn_igemm.cu", f"conv_halo_nhwc_m{bm}", dict(variant.defines), variant.name)
+            names = [f"conv_halo_nhwc_m{bm}" for bm in HALO_BM] + \
+                ([f"conv_halo_nhwc_m{bm}_k{ks}" for bm, ks in HALO_FIXED.items()] if self.halo_regs else [])
+            for name in names:
+                fn = rt.kernel("cnn_igemm.cu", name, dict(variant.defines), variant.name)
                 fn.allow_shared(self.halo_smem)       # each launch passes its layer's own size
-                self.k[f"conv_halo_nhwc_m{bm}"] = fn
+                self.k[name] = fn
         # params stem_conv: a convolution over an fp32 NCHW input of at most 8 channels (a network's first) reads
         # each tile's input window once from shared memory (conv_stem), not each tap's floats from L2 (conv_igemm_f16);
         # 1: the layers conv_igemm_f16 would run, 2: conv_small's as well
@@ -333,7 +338,7 @@ class GPUNet:
         pools = [self.fused[i].pool if i in self.fused else 0 for i in range(len(graph.layers))]
         self.pair_convs = {i for i, layer in enumerate(graph.layers) if self._stem_pair(layer, pools[i])}
         self.tma_convs = {i for i, layer in enumerate(graph.layers) if self._tma_conv(layer, pools[i])}
-        self.halo_convs = {i: h for i, layer in enumerate(graph.layers)      # i -> (BM, shared bytes)
+        self.halo_convs = {i: h for i, layer in enumerate(graph.layers)      # i -> (kernel, shared bytes)
                            if (h := self._halo_conv(layer, pools[i], bool(self.fused.get(i) and self.fused[i].res)))}
         self.stem_convs = {i: s for i, layer in enumerate(graph.layers)   # i -> (BM, CP, k-steps, TW, RP, shared)
                            if (s := self._stem_conv(i, layer))}
@@ -461,12 +466,13 @@ class GPUNet:
         return c % NHWC_VEC == 0 or (self.nhwc_pool and c < NHWC_VEC and m >= PAD_MIN_M)
 
     def _halo_conv(self, layer, pool: int, res: bool) -> tuple | None:
-        """(BM, shared bytes) where conv_halo_nhwc runs this layer, else None: params halo_conv, a layer
+        """(kernel, shared bytes) where conv_halo_nhwc runs this layer, else None: params halo_conv, a layer
         conv_igemm_nhwc would run (not conv_wgmma_nhwc's), stride 1, undilated, over C % 16 == 0 channels (a k-step
         is 16 channels of one tap), at most 32 outputs (64, one block an SM, was slower than conv_igemm_nhwc on
         VGG-CIFAR's last layer: 315 against 152 us a 3,334-image piece, H200), no residual beside a fused pool, its
         weights and two input windows within the GPU's shared memory a block (at most HALO_MAX_SMEM), a window of at
-        most HALO_MAX_CHUNKS 16-byte chunks."""
+        most HALO_MAX_CHUNKS 16-byte chunks. With params halo_regs, a layer of exactly HALO_FIXED[BM] k-steps (KH x
+        KW x C / 16) takes the build that keeps its weights in registers."""
         a = layer.attrs
         if not (self.halo and self._nhwc_conv(layer) and not self._wgmma_conv(layer, pool)):
             return None
@@ -477,7 +483,10 @@ class GPUNet:
             return None
         bm, window = next(t for t in HALO_BM if m <= t), (HALO_TH + kh - 1) * (HALO_TW + kw - 1) * cin
         smem = bm * (kh * kw * cin + 8) * 2 + 2 * window * 2
-        return (bm, smem) if smem <= self.halo_smem and window // 8 <= HALO_MAX_CHUNKS else None
+        if smem > self.halo_smem or window // 8 > HALO_MAX_CHUNKS:
+            return None
+        fixed = self.halo_regs and HALO_FIXED.get(bm) == kh * kw * cin // 16
+        return f"conv_halo_nhwc_m{bm}" + (f"_k{HALO_FIXED[bm]}" if fixed else ""), smem
 
     def _stem_conv(self, i: int, layer) -> tuple | None:
         """(BM, CP, k-steps, TW, RP, shared bytes) where conv_stem runs layer i, else None: params stem_conv, a group-1
@@ -1055,12 +1064,12 @@ class GPUNet:
                                             i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
             if i in self.halo_convs:
-                bm, smem = self.halo_convs[i]
+                name, smem = self.halo_convs[i]
                 tiles = n * -(-oh // HALO_TH) * -(-ow // HALO_TW)
-                fn = self.k[f"conv_halo_nhwc_m{bm}"]
-                if (bm, smem) not in self._halo_slots:      # resident blocks: the persistent grid's most
-                    self._halo_slots[bm, smem] = fn.blocks_per_sm(THREADS, smem) * self.rt.sm_count
-                fn((min(tiles, self._halo_slots[bm, smem]), 1, 1), (THREADS, 1, 1), ptr(ins[0]), W, B, res,
+                fn = self.k[name]
+                if (name, smem) not in self._halo_slots:    # resident blocks: the persistent grid's most
+                    self._halo_slots[name, smem] = fn.blocks_per_sm(THREADS, smem) * self.rt.sm_count
+                fn((min(tiles, self._halo_slots[name, smem]), 1, 1), (THREADS, 1, 1), ptr(ins[0]), W, B, res,
                    i32(res_nhwc), ptr(y), i32(y.dtype == np.float16), i32(pool), i32(n), i32(cin), i32(h), i32(w),
                    i32(m), i32(W.shape[1]), i32(kh), i32(kw), i32(t), i32(l), i32(oh), i32(ow), i32(code), pa, pb,
                    stream=self.stream, shared=smem)
