@@ -348,7 +348,10 @@ def test_stride_1_convolutions_of_at_most_32_outputs_take_the_halo_kernel(tmp_pa
 
 
 @pytest.mark.parametrize("n, params, chunk, sizes", [
-    (10000, {}, 10**9, [3334, 3334, 3332]),                         # 3 pieces, the last one short
+    (10000, {"pieces": 3}, 10**9, [3334, 3334, 3332]),              # 3 pieces, the last one short
+    (10000, {}, 10**9, [1429, 2858, 2858, 2855]),                   # a large batch: 4, the first half the others'
+    (2999, {}, 10**9, [1000, 1000, 999]),                           # below 3 x 1,000 images: 3 equal pieces
+    (3000, {"head": 1}, 10**9, [1000, 1000, 1000]),                 # head given: the count stays 3
     (10000, {"pieces": 4, "head": 0.5}, 10**9, [1429, 2858, 2858, 2855]),   # the first half the others' size
     (10000, {"pieces": 4, "head": 1, "tail": 0.25}, 10**9, [3077, 3077, 3077, 769]),
     (1001, {}, 250, [250, 250, 250, 250, 1]),                       # pieces past a chunk: chunks instead
@@ -389,7 +392,8 @@ def test_convolutions_over_fp32_inputs_of_few_channels_take_the_stem_kernel(tmp_
                              ("vgg_cifar", "igemm_f16_wgmma", ["conv_stem_m16_c4_w32"]),
                              ("vgg_cifar", "igemm_f16_graph@stem_conv=0", []),
                              ("lenet5", "igemm_f16_graph", ["conv_stem_m16_c8_w16"]),
-                             ("lenet5", "igemm_f16_graph@stem_conv=2", ["conv_stem_m16_c4_w32", "conv_stem_m16_c8_w16"]),
+                             ("lenet5", "igemm_f16_graph@stem_conv=2",
+                              ["conv_stem_m16_c4_w32", "conv_stem_m16_c8_w16"]),
                              ("resnet_wide", "igemm_f16_graph", [])):         # 64 outputs: conv_wgmma_nhwc's
         model, shape = MODELS[name](np.random.default_rng(0))
         g = graph.load(_save(tmp_path, model))

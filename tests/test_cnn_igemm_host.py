@@ -438,7 +438,8 @@ def emulate_stem(x, wf, bias, m, k, stride, pads, out_hw, cp, tw, rp):
                 ix = tx * tw * stride - l0 + np.arange(ww)[None, :]
                 ok = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
                 win = np.zeros((wh, ww, cp))
-                win[..., :c] = np.where(ok[..., None], x[n][:, iy.clip(0, h - 1), ix.clip(0, w - 1)].transpose(1, 2, 0), 0)
+                pixels = x[n][:, iy.clip(0, h - 1), ix.clip(0, w - 1)].transpose(1, 2, 0)
+                win[..., :c] = np.where(ok[..., None], pixels, 0)
                 win = win.astype(np.float16).astype(np.float64).reshape(-1, cp // 2, 2)   # [pixel][word][half]
                 for warp, r in itertools.product(range(8), range(rp)):
                     row, wc = 2 * (warp // 2 + 4 * r), warp % 2
@@ -451,7 +452,8 @@ def emulate_stem(x, wf, bias, m, k, stride, pads, out_hw, cp, tw, rp):
                                 o = taps[s * tpk + tap_of]
                                 for r, lower in ((g, 0), (g + 8, stride * ww)):
                                     v = win[np.where(o >= 0, p0 + lower + o, 0), t % (cp // 2)]
-                                    A[r[:, None], rows_k + 2 * t[:, None] + np.arange(2)] = np.where((o >= 0)[:, None], v, 0)
+                                    cols = rows_k + 2 * t[:, None] + np.arange(2)
+                                    A[r[:, None], cols] = np.where((o >= 0)[:, None], v, 0)
                             acc += A @ B[s]
                         for gg in range(16):
                             oy, ox = ty * th + row + gg // 8, tx * tw + wc * tw // 2 + j * 8 + gg % 8

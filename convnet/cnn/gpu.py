@@ -48,6 +48,8 @@ IGEMM_BN, IGEMM_BK = 128, 32   # pixels a block, k a step (kernels/cnn_igemm.cu)
 GRAPH_MAX_BYTES = 16 << 20     # params graph: larger chunks run eagerly (forward)
 PIECES, MIN_PIECE = 3, 64      # params overlap: a batch in 3 pieces (params pieces) of at least 64 images
 HEAD = TAIL = 1.0              # params head, tail: the first and the last piece's size against the others'
+LARGE_PIECE, LARGE_PIECES, LARGE_HEAD = 1000, 4, 0.5   # ... where 3 pieces would hold this many images or more and
+                               # neither pieces nor head is given: 4 pieces, the first half the others' size
 IGEMM_FAR = 1 << 28            # the k table's dy, dx past K: out of every image (the kernel's IG_FAR)
 POOL_MAX, POOL_AVG = 1, 2      # conv_igemm_f16's pool argument: 2x2 stride-2 windows reduced in its epilogue
 NHWC_BM = (16, 32, 64, 128)    # conv_igemm_nhwc_m<BM>: output channels a block (params layout = "nhwc")
@@ -687,10 +689,15 @@ class GPUNet:
         """_overlapped's pieces of a batch of n, as (start, images), each at most a chunk: params pieces of them
         (PIECES, fewer where they would hold less than MIN_PIECE images), the first params head (HEAD) and the last
         params tail (TAIL) times the others' size. The first piece's upload has nothing under it; the last piece's
-        layers have nothing under them."""
+        layers have nothing under them. A large batch (PIECES pieces of LARGE_PIECE images or more) with neither
+        pieces nor head given goes in LARGE_PIECES pieces, the first LARGE_HEAD the others' size: its layers start
+        sooner, while a small batch's pieces stay large enough to fill the GPU."""
         p = self.variant.params
+        large = "pieces" not in p and "head" not in p and n >= PIECES * LARGE_PIECE
         try:
-            count, head, tail = int(p.get("pieces", PIECES)), float(p.get("head", HEAD)), float(p.get("tail", TAIL))
+            count, head = (LARGE_PIECES, LARGE_HEAD) if large else (int(p.get("pieces", PIECES)),
+                                                                     float(p.get("head", HEAD)))
+            tail = float(p.get("tail", TAIL))
         except (TypeError, ValueError):
             count = head = tail = 0
         if count < 1 or not head > 0 or not tail > 0:
