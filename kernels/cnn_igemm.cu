@@ -51,6 +51,16 @@ __device__ __forceinline__ void zero_acc(float (&d)[A][B][4]) {      // mma accu
             for (int e = 0; e < 4; ++e) d[i][j][e] = 0.f;
 }
 
+template <int A, int B>
+__device__ __forceinline__ void add_acc(float (&d)[A][B][4], const float (&o)[A][B][4]) {   // d += o
+#pragma unroll
+    for (int i = 0; i < A; ++i)
+#pragma unroll
+        for (int j = 0; j < B; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) d[i][j][e] += o[i][j][e];
+}
+
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<unsigned*>(&h);
@@ -512,12 +522,7 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
                     mma_f16(d[i][1], a_fix[s][i][0], a_fix[s][i][1], a_fix[s][i][2], a_fix[s][i][3], bf[2], bf[3]);
                 }
             }
-#pragma unroll
-            for (int i = 0; i < MT; ++i)
-#pragma unroll
-                for (int r = 0; r < 2; ++r)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[i][r][e] += acc2[i][r][e];
+            add_acc(acc, acc2);
         } else {
 #if HALO_PAIRS
         // k-steps two at a time into two accumulator sets: each mma chain half as long (HALO_PAIRS=1)
@@ -548,12 +553,7 @@ __device__ __forceinline__ void conv_halo_nhwc_body(
         int s = 0;
         for (; s + 1 < steps; s += 2) { kstep(acc); kstep(acc2); }
         if (s < steps) kstep(acc);
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[i][r][e] += acc2[i][r][e];
+        add_acc(acc, acc2);
 #else
         const __half* ak = a_lane;
         for (int dy = 0; dy < KH; ++dy)
