@@ -22,7 +22,10 @@
 // Nsight Compute (64 -> 64 at 56x56, 256 -> 256 at 14x14): SM 44 / 32 % and memory 37 / 32 % of peak at 25 %
 // occupancy (registers and shared memory: two blocks): latency-bound, the barrier and both waits a step serial.
 // The epilogue adds the bias (and a residual, fp16 NHWC or fp32 NCHW), applies the activation and writes fp16 NHWC
-// (y_nhwc) or fp32 NCHW. Pooled epilogues stay on conv_igemm_nhwc. Activation codes as kernels/cnn.cu.
+// (y_nhwc) or fp32 NCHW. pool 1 (max) / 2 (average), conv_wgmma_nhwc only (params wgmma_pool): a 2x2 stride-2
+// pooling follows and y is the pooled map; the GEMM rows are then taken window by window (p = window * 4 + (wy * 2 +
+// wx), conv_igemm_nhwc's order), so a window's four pixels are rows g .. g + 3 of a warp's accumulators, in lanes
+// 4 apart: two shuffles reduce them. Activation codes as kernels/cnn.cu.
 // Offsets are 32-bit: convnet/cnn/gpu.py keeps a chunk's tensors under 2^31 elements.
 #include "common.cuh"
 #include "wgmma.cuh"                   // Wgmma16: wgmma.m64nNk16, both operands from shared memory
@@ -89,12 +92,52 @@ __device__ __forceinline__ void wgc_epilogue(const float (&acc)[BN / 2], long lo
     }
 }
 
+// The pooled epilogue (pool 1 max, 2 average): rows prow and prow + 8 are pixels of windows (prow >> 2) and
+// (prow >> 2) + 2, whose other three pixels sit in lanes ^ 4, ^ 8 and ^ 12; bias and activation per pixel, then the
+// window's reduction, written by its first lane. Every lane takes part in the shuffles (rows past the batch too: total
+// is whole windows, so a window is all in or all out).
+template <int BN>
+__device__ __forceinline__ void wgc_pool_epilogue(const float (&acc)[BN / 2], long long prow, int n0, int t, int g,
+                                                  long long total, int M, const float* __restrict__ bias,
+                                                  void* __restrict__ y, int y_nhwc, int pool, int PP, int act,
+                                                  float a, float b) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const long long p = prow + half * 8;
+        const bool write = p < total && (g & 3) == 0;
+        const long long q = p >> 2;                         // the pooled pixel
+        const int img = (int)(q / PP), r = (int)(q % PP);
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+            const int n = n0 + i * 8 + 2 * t;
+            float v[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                v[e] = act_apply(acc[4 * i + 2 * half + e] + (n + e < M ? bias[n + e] : 0.f), act, a, b);
+#pragma unroll
+                for (int d = 4; d <= 8; d *= 2) {
+                    const float o = __shfl_xor_sync(0xffffffffu, v[e], d);
+                    v[e] = pool == 1 ? fmaxf(v[e], o) : v[e] + o;
+                }
+                if (pool != 1) v[e] *= 0.25f;
+            }
+            if (!write || n >= M) continue;
+            if (y_nhwc) {                                  // M % 8 == 0 (an NHWC tensor's channels): aligned
+                *reinterpret_cast<__half2*>(static_cast<__half*>(y) + q * M + n) = __floats2half2_rn(v[0], v[1]);
+            } else {
+                static_cast<float*>(y)[((long long)img * M + n) * PP + r] = v[0];
+                if (n + 1 < M) static_cast<float*>(y)[((long long)img * M + n + 1) * PP + r] = v[1];
+            }
+        }
+    }
+}
+
 template <int BN, int STAGES>
 __device__ __forceinline__ void conv_wgmma_nhwc_body(
         const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
         const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y, int y_nhwc,
-        int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act, float a,
-        float b) {
+        int pool, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, int act,
+        float a, float b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int A_BYTES = WGC_BM * 128, STAGE_BYTES = A_BYTES + BN * 128;
     constexpr int ROWS = WGC_THREADS / 8;                   // rows a pass of the copies covers (8 threads a row)
@@ -105,8 +148,8 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     const unsigned base_s = raw + pad;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2, g = lane >> 2, t = lane & 3;
-    const int P = OH * OW;
-    const long long total = (long long)N * P;
+    const int PW = pool ? OW / 2 : OW, P = pool ? (OH / 2) * PW : OH * OW;   // y's plane
+    const long long total = (long long)N * P * (pool ? 4 : 1);
     const long long p0 = (long long)blockIdx.x * WGC_BM;
     const int n0 = blockIdx.y * BN;
 
@@ -120,7 +163,9 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
         xbase[u] = 0;
         iy0[u] = ix0[u] = -2 * WGC_FAR;                     // past the batch: never in bounds
         if (p < total) {
-            const int n = (int)(p / P), r = (int)(p % P), oy = r / OW, ox = r % OW;
+            const long long q = pool ? p >> 2 : p;         // y's pixel (a window's, pooled)
+            const int n = (int)(q / P), r = (int)(q % P), w4 = (int)(p & 3);
+            const int oy = pool ? (r / PW) * 2 + (w4 >> 1) : r / OW, ox = pool ? (r % PW) * 2 + (w4 & 1) : r % OW;
             iy0[u] = oy * SH - PT;
             ix0[u] = ox * SW - PL;
             xbase[u] = ((n * H + iy0[u]) * W + ix0[u]) * C;
@@ -169,8 +214,12 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     cp_async_wait<0>();
 
-    wgc_epilogue<BN>(acc, p0 + wg * 64 + (warp & 3) * 16 + g, n0, t, total, P, M, bias, res, res_nhwc, y, y_nhwc, act,
-                     a, b);
+    if (pool)
+        wgc_pool_epilogue<BN>(acc, p0 + wg * 64 + (warp & 3) * 16 + g, n0, t, g, total, M, bias, y, y_nhwc, pool, P,
+                              act, a, b);
+    else
+        wgc_epilogue<BN>(acc, p0 + wg * 64 + (warp & 3) * 16 + g, n0, t, total, P, M, bias, res, res_nhwc, y, y_nhwc,
+                         act, a, b);
 #else
     __trap();                                              // built without sm_90a: the host never launches it
 #endif
@@ -180,10 +229,10 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     extern "C" __global__ void __launch_bounds__(WGC_THREADS, MINB) conv_wgmma_nhwc_n##BN(                            \
             const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,              \
             const float* __restrict__ bias, const void* __restrict__ res, int res_nhwc, void* __restrict__ y,        \
-            int y_nhwc, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL, int OH, int OW, \
-            int act, float a, float b) {                                                                             \
-        conv_wgmma_nhwc_body<BN, STAGES>(x, w, ktab, bias, res, res_nhwc, y, y_nhwc, N, C, H, W, M, Kpad, SH, SW, PT, PL,   \
-                                 OH, OW, act, a, b);                                                                 \
+            int y_nhwc, int pool, int N, int C, int H, int W, int M, int Kpad, int SH, int SW, int PT, int PL,      \
+            int OH, int OW, int act, float a, float b) {                                                             \
+        conv_wgmma_nhwc_body<BN, STAGES>(x, w, ktab, bias, res, res_nhwc, y, y_nhwc, pool, N, C, H, W, M, Kpad, SH,   \
+                                         SW, PT, PL, OH, OW, act, a, b);                                             \
     }
 WGC_KERNEL(64, WGC_STAGES64, WGC_MINB64)
 WGC_KERNEL(128, WGC_STAGES, 2)

@@ -283,8 +283,9 @@ def test_the_stem_tap_pairs_give_the_convolution(c, m, k, stride, pads, hw):
 def test_a_stem_reads_tap_pairs_only_where_conv_wgmma_runs_it(tmp_path, pool):
     """params stem_pairs (igemm_f16_wgmma): a 3-channel 7x7 stride-2 stem without a fused pooling reads its input as
     tap pairs (pair_operands' k table, nchw_to_nhwc4_pad_f16, conv_wgmma_nhwc); with a 2x2 pool fused in its
-    epilogue it runs conv_igemm_nhwc, whose operands and input are the 8-channel ones (nhwc_operands,
-    nchw_to_nhwc_f16): the choice is made once, after the fusion plan, for the operands and the launch alike."""
+    epilogue it runs conv_wgmma_nhwc's pooled epilogue (params wgmma_pool) over the 8-channel operands and input
+    (nhwc_operands, nchw_to_nhwc_f16): the choice is made once, after the fusion plan, for the operands and the launch
+    alike."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
     from convnet import catalogue
@@ -311,7 +312,7 @@ def test_a_stem_reads_tap_pairs_only_where_conv_wgmma_runs_it(tmp_path, pool):
     assert net.pair_convs == (set() if pool else {0})
     assert net.w[0][2].shape == want[1].shape            # the k table: 32 rows of tap pairs, 56 of 8 channels
     launched = [x[0] for x in rt.launches]
-    assert launched == (["nchw_to_nhwc_f16", "conv_igemm_nhwc_m64"] if pool else
+    assert launched == (["nchw_to_nhwc_f16", "conv_wgmma_nhwc_n64"] if pool else
                         ["nchw_to_nhwc4_pad_f16", "conv_wgmma_nhwc_n64"])
 
 

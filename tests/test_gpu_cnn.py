@@ -166,7 +166,8 @@ def test_chunks_give_the_one_piece_result(tmp_path, variant):
 def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw, pool, variant):
     """conv_igemm_f16 alone (one Conv, a LeakyReLU fused; then a 2x2 stride-2 pool, fused: odd output sizes drop
     their last row or column) at shapes unlike the models': partial channel tiles of each MT, K past one step and not
-    a multiple of it, strides, dilation, asymmetric padding; batch 5."""
+    a multiple of it, strides, dilation, asymmetric padding; batch 5. On sm_90a igemm_f16_wgmma runs the layers of
+    more than 32 outputs in 8s on conv_wgmma_nhwc, pooled ones too (params wgmma_pool)."""
     from convnet import catalogue
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
@@ -176,7 +177,8 @@ def test_igemm_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, h
     assert len(net.written_by) == (1 if pool else 0)                 # the pool is the convolution's epilogue
     assert net._nhwc_conv(g.layers[0]) == (variant != "igemm_f16" and c % 8 == 0)
     if variant == "igemm_f16_wgmma" and net.rt.arch == "sm_90a":
-        assert net._wgmma_conv(g.layers[0], 1 if pool else 0) == (c % 8 == 0 and m % 8 == 0 and m > 32 and not pool)
+        assert net.wgmma_pool                                      # pooled layers too (conv_wgmma_nhwc's pooled epilogue)
+        assert net._wgmma_conv(g.layers[0], 1 if pool else 0) == (c % 8 == 0 and m % 8 == 0 and m > 32)
     x = rng.standard_normal((5, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2

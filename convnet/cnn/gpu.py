@@ -279,6 +279,8 @@ class GPUNet:
                         self.k[name] = rt.kernel("cnn_igemm.cu", name, dict(variant.defines), variant.name)
         # Hopper's warpgroup MMA for the unpooled NHWC convolutions over channels in 8s; mma.sync elsewhere
         self.wgmma = self.nhwc and bool(variant.params.get("wgmma")) and getattr(rt, "arch", "") == "sm_90a"
+        # params wgmma_pool: conv_wgmma_nhwc takes the convolutions with a fused 2x2 pool too (its pooled epilogue)
+        self.wgmma_pool = self.wgmma and bool(variant.params.get("wgmma_pool"))
         self.nhwc_pool = self.nhwc and bool(variant.params.get("wgmma"))     # pools over fp16 NHWC, any GPU
         if self.nhwc_pool:
             self.k["pool2d_nhwc_f16"] = self._on_stream(rt.kernel("cnn.cu", "pool2d_nhwc_f16", dict(variant.defines),
@@ -521,25 +523,27 @@ class GPUNet:
 
     def _wgmma_conv(self, layer, pool: int) -> bool:
         """Whether conv_wgmma_nhwc runs this layer: params wgmma on sm_90a, an NHWC convolution without a fused
-        pooling, over output channels in 8s (its fp16 NHWC stores and residual reads are channel pairs)."""
+        pooling (with one too under params wgmma_pool), over output channels in 8s (its fp16 NHWC stores and residual
+        reads are channel pairs)."""
         m = self.shape[layer.output][0]
-        return self.wgmma and not pool and self._nhwc_conv(layer) and m % NHWC_VEC == 0 and m >= WGC_MIN_M
+        return self.wgmma and (not pool or self.wgmma_pool) and self._nhwc_conv(layer) and m % NHWC_VEC == 0 and \
+            m >= WGC_MIN_M
 
     def _stem_pair(self, layer, pool: int) -> bool:
-        """Whether this convolution reads its input as tap pairs (params stem_pairs): conv_wgmma_nhwc's, over at most
-        4 channels (fp32 NCHW: narrower tensors are never fp16 NHWC), undilated, an even horizontal stride (a pair
-        starts on an even pixel: 16-byte aligned)."""
-        if not (self.stem_pairs and self._wgmma_conv(layer, pool)):
+        """Whether this convolution reads its input as tap pairs (params stem_pairs): conv_wgmma_nhwc's, unpooled, over
+        at most 4 channels (fp32 NCHW: narrower tensors are never fp16 NHWC), undilated, an even horizontal stride (a
+        pair starts on an even pixel: 16-byte aligned)."""
+        if not (self.stem_pairs and not pool and self._wgmma_conv(layer, pool)):
             return False
         a = layer.attrs
         return self.shape[layer.inputs[0]][0] <= STEM_PAIR_C and tuple(a["dilation"]) == (1, 1) and \
             a["stride"][1] % 2 == 0
 
     def _tma_conv(self, layer, pool: int) -> bool:
-        """Whether conv_tma_nhwc runs this layer: params tma_conv, a layer conv_wgmma_nhwc would run, over input
-        channels in 64s (a step is one tap's 64 channels), with pads and dilated extents within the im2col map's
+        """Whether conv_tma_nhwc runs this layer: params tma_conv, an unpooled layer conv_wgmma_nhwc would run, over
+        input channels in 64s (a step is one tap's 64 channels), with pads and dilated extents within the im2col map's
         reach and strides within its element strides'."""
-        if not (self.tma_conv and self._wgmma_conv(layer, pool)):
+        if not (self.tma_conv and not pool and self._wgmma_conv(layer, pool)):
             return False
         c, h, w = self.shape[layer.inputs[0]]
         a = layer.attrs
@@ -1064,9 +1068,10 @@ class GPUNet:
             if self._wgmma_conv(layer, pool):
                 _, _, ktab, _ = self.w[i]
                 bn = wgmma_bn(m)
-                grid = (-(-n * oh * ow // WGC_BM), -(-m // bn), 1)
+                pixels = n * (oh // 2) * (ow // 2) * 4 if pool else n * oh * ow     # pooled: whole windows only
+                grid = (-(-pixels // WGC_BM), -(-m // bn), 1)
                 k[f"conv_wgmma_nhwc_n{bn}"](grid, (THREADS, 1, 1), ptr(ins[0]), W, ktab, B, res, i32(res_nhwc),
-                                            ptr(y), i32(y.dtype == np.float16), i32(n), i32(cin),
+                                            ptr(y), i32(y.dtype == np.float16), i32(pool), i32(n), i32(cin),
                                             i32(h), i32(w), i32(m), i32(W.shape[1]), i32(sh), i32(sw), i32(t),
                                             i32(l), i32(oh), i32(ow), i32(code), pa, pb)
                 return
