@@ -382,7 +382,8 @@ def test_bad_piece_params_are_one_line(params):
 def test_convolutions_over_fp32_inputs_of_few_channels_take_the_stem_kernel(tmp_path):
     """params stem_conv (1 in igemm_f16_wgmma and igemm_f16_graph): a convolution conv_igemm_f16 would run (an fp32
     NCHW input of at most 8 channels) launches conv_stem, a block per tile of 16 or 32 columns, its window in dynamic
-    shared memory (tiles of up to 32 rows); at 2 conv_small's layers too; at 0 none; any other value is one line."""
+    shared memory (tiles of up to 32 rows); at 2 conv_small's layers too; at 0 none; any other value, or params
+    stem_rows outside 1 to 4, is one line."""
     from convnet.bench.layer import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
@@ -409,7 +410,7 @@ def test_convolutions_over_fp32_inputs_of_few_channels_take_the_stem_kernel(tmp_
             _, _, _, tw, rp, smem = net.stem_convs[i]
             assert x[1][0] == 5 * -(-oh // (8 * rp)) * -(-ow // tw) and x[2] == (256, 1, 1)
             assert tw == (16 if ow <= 16 else 32) and rp == min(4, -(-oh // 8))
-    for bad in ("3", "yes"):
-        with pytest.raises(UsageError, match="stem_conv") as e:
-            GPUNet(g, variant_spec(f"igemm_f16_graph@stem_conv={bad}", "onnx"), RecordingRuntime())
+    for bad in ("stem_conv=3", "stem_conv=yes", "stem_rows=0", "stem_rows=5", "stem_rows=2.5", "stem_rows=x"):
+        with pytest.raises(UsageError, match=bad.split("=")[0]) as e:
+            GPUNet(g, variant_spec(f"igemm_f16_graph@{bad}", "onnx"), RecordingRuntime())
         assert "\n" not in str(e.value)

@@ -267,17 +267,19 @@ class GPUNet:
         if self.stem not in (0, 1, 2):
             raise UsageError(f"variant {variant.name}: params stem_conv is 0 (off), 1 (the layers conv_igemm_f16 "
                              f"would run) or 2 (conv_small's too), not {variant.params.get('stem_conv')!r}")
-        self.stem_rp = variant.params.get("stem_rows", STEM_MAX_RP)     # params stem_rows: row pairs a warp, at most
-        if self.stem_rp not in range(1, STEM_MAX_RP + 1):
-            raise UsageError(f"variant {variant.name}: params stem_rows (row pairs a warp of conv_stem) is 1 to "
-                             f"{STEM_MAX_RP}, not {self.stem_rp!r}")
+        rows = variant.params.get("stem_rows", STEM_MAX_RP)            # params stem_rows: row pairs a warp, at most
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= STEM_MAX_RP:
+            raise UsageError(f"variant {variant.name}: params stem_rows (row pairs a warp of conv_stem) is a whole "
+                             f"number from 1 to {STEM_MAX_RP}, not {rows!r}")
+        self.stem_rp = rows
         if self.stem:
             for bm in STEM_BM:
                 for cp in STEM_CP:
                     for tw in STEM_TW:
                         name = f"conv_stem_m{bm}_c{cp}_w{tw}"
                         self.k[name] = rt.kernel("cnn_igemm.cu", name, dict(variant.defines), variant.name)
-        # Hopper's warpgroup MMA for the unpooled NHWC convolutions over channels in 8s; mma.sync elsewhere
+        # Hopper's warpgroup MMA for the NHWC convolutions over channels in 8s (pooled ones too under params
+        # wgmma_pool); mma.sync elsewhere
         self.wgmma = self.nhwc and bool(variant.params.get("wgmma")) and getattr(rt, "arch", "") == "sm_90a"
         # params wgmma_pool: conv_wgmma_nhwc takes the convolutions with a fused 2x2 pool too (its pooled epilogue)
         self.wgmma_pool = self.wgmma and bool(variant.params.get("wgmma_pool"))
@@ -352,7 +354,11 @@ class GPUNet:
         self.act_tag = f"cnna{k}"                       # its activations
         for i, layer in enumerate(graph.layers):
             a = layer.attrs
-            if layer.op == "conv" and self.igemm and a["group"] == 1:     # tile: BM (NHWC) or MT
+            if layer.op == "conv" and self.igemm and a["group"] == 1 and i in self.stem_convs:
+                bm, cp, steps = self.stem_convs[i][:3]         # conv_stem's B fragments, in place of a tile's operands
+                self.w[i] = (rt.pool.upload(f"{tag}.{i}.wf", stem_fragments(a["w"], bm, cp, steps), np.float16),
+                             rt.pool.upload(f"{tag}.{i}.b", a["b"]), None, None)
+            elif layer.op == "conv" and self.igemm and a["group"] == 1:     # tile: BM (NHWC) or MT
                 if i in self.pair_convs:
                     wh, ktab, tile = pair_operands(layer, pair_shape(layer, self.shape[layer.inputs[0]],
                                                                      self.shape[layer.output])[1])
@@ -362,10 +368,6 @@ class GPUNet:
                     wh, ktab, tile = igemm_operands(layer, self.shape[layer.inputs[0]])
                 self.w[i] = (rt.pool.upload(f"{tag}.{i}.w", wh, np.float16), rt.pool.upload(f"{tag}.{i}.b", a["b"]),
                              rt.pool.upload(f"{tag}.{i}.k", ktab, np.int32), tile)
-                if i in self.stem_convs:                # conv_stem's B fragments, instead of the tile's operands
-                    bm, cp, steps = self.stem_convs[i][:3]
-                    self.w[i] = (rt.pool.upload(f"{tag}.{i}.wf", stem_fragments(a["w"], bm, cp, steps), np.float16),
-                                 self.w[i][1], None, None)
                 if self._small_shape(layer):            # conv_small's fp32 weights (M, taps), beside the tile's
                     self.w[i] += (rt.pool.upload(f"{tag}.{i}.ws", a["w"].reshape(a["w"].shape[0], -1)),)
             elif layer.op == "conv":
@@ -495,11 +497,10 @@ class GPUNet:
     def _stem_conv(self, i: int, layer) -> tuple | None:
         """(BM, CP, k-steps, TW, RP, shared bytes) where conv_stem runs layer i, else None: params stem_conv, a group-1
         convolution conv_igemm_f16 (or, at 2, conv_small) would run, its input fp32 NCHW, over at most 8 channels,
-        undilated, at most 64
-        outputs (an even count where it writes fp16 NHWC: channel pairs), no fused residual, at most STEM_MAX_TAPS
-        taps in its k-steps and its input window within STEM_MAX_SMEM. Its tile: 16 columns where the output is at
-        most 16 wide, else 32; 8 rows a row pair of each warp, as many as cover the output up to STEM_MAX_RP (a CIFAR
-        image one tile; params stem_rows sets the most), fewer where the window would not fit."""
+        undilated, at most 64 outputs (an even count where it writes fp16 NHWC: channel pairs), no fused residual, at
+        most STEM_MAX_TAPS taps in its k-steps and its input window within STEM_MAX_SMEM. Its tile: 16 columns where
+        the output is at most 16 wide, else 32; 8 rows a row pair of each warp, as many as cover the output up to
+        STEM_MAX_RP (a CIFAR image one tile; params stem_rows sets the most), fewer where the window would not fit."""
         a = layer.attrs
         if not (self.stem and layer.op == "conv" and a["group"] == 1) or self._nhwc_conv(layer) or \
                 (self.stem == 1 and self._small_conv(i, layer)):
