@@ -656,7 +656,8 @@ HALO_KERNEL(conv_halo_nhwc_m16_k9, 1, 9, 2)
 //          through L1 by every warp
 //   out    y fp16 NHWC (y_nhwc 1, M even) or fp32 NCHW (0); bias, activation, then the pool (1 max, 2 average)
 // A first build took an 8 x 32 tile a block: issue-bound (Nsight Compute: 79 % of issue slots, 8.5 % of DRAM
-// bandwidth), most instructions in each block's set-up; VGG-CIFAR's stem 399 us per 10,000 images.
+// bandwidth), most instructions in each block's set-up; VGG-CIFAR's stem 399 us per 10,000 images, 311 with up to 32
+// rows a tile and the window's loads in flight together (H200; conv_igemm_f16: 667).
 #define STEM_MAX_TAPS 64
 #ifndef STEM_FILL
 #define STEM_FILL 4                               // window pixels a thread loads at once
