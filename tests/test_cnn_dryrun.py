@@ -414,3 +414,31 @@ def test_convolutions_over_fp32_inputs_of_few_channels_take_the_stem_kernel(tmp_
         with pytest.raises(UsageError, match=bad.split("=")[0]) as e:
             GPUNet(g, variant_spec(f"igemm_f16_graph@{bad}", "onnx"), RecordingRuntime())
         assert "\n" not in str(e.value)
+
+
+def test_pooled_convolutions_of_more_than_32_outputs_take_the_wgmma_kernel(tmp_path):
+    """params wgmma_pool (on in igemm_f16_wgmma and igemm_f16_graph, sm_90a): VGG-CIFAR's max-pooled 64 -> 64 layer
+    launches conv_wgmma_nhwc (24 arguments, the pool among them) over whole 2x2 windows (a block of 128 rows is 32
+    pooled pixels), not conv_igemm_nhwc_m64; with the param off, or on another GPU, it keeps conv_igemm_nhwc_m64."""
+    from convnet.bench.layer import variant_spec
+    from convnet.cnn import graph
+    from convnet.cnn.gpu import GPUNet
+    from convnet.gpu.recorder import RecordingRuntime
+    model, shape = MODELS["vgg_cifar"](np.random.default_rng(0))
+    g = graph.load(_save(tmp_path, model))
+    last = max(i for i, layer in enumerate(g.layers) if layer.op == "conv")
+    for spec, arch, want in (("igemm_f16_graph", "sm_90a", "conv_wgmma_nhwc_n64"),
+                             ("igemm_f16_wgmma", "sm_90a", "conv_wgmma_nhwc_n64"),
+                             ("igemm_f16_graph@wgmma_pool=0", "sm_90a", "conv_igemm_nhwc_m64"),
+                             ("igemm_f16_graph", "sm_80", "conv_igemm_nhwc_m64")):
+        rt = RecordingRuntime()
+        rt.arch = arch
+        net = GPUNet(g, variant_spec(spec, "onnx"), rt)
+        assert net.fused[last].pool and net.written_by                   # the 2x2 max pool is its epilogue
+        net._run(np.zeros((300, *shape), np.float32))
+        convs = [x for x in rt.launches if x[0].startswith("conv_")]
+        assert convs[-1][0] == want, (spec, arch)
+        if want.startswith("conv_wgmma"):
+            _, oh, ow = g.shapes[g.layers[last].output]
+            assert convs[-1][1] == (-(-300 * (oh // 2) * (ow // 2) * 4 // 128), 1, 1) and convs[-1][3] == 24
+            assert net.op_label(last)[0] == "conv (fp16 NHWC, wgmma) + relu + maxpool"
