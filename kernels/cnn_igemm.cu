@@ -309,12 +309,7 @@ __device__ __forceinline__ void conv_igemm_nhwc_body(
     };
 
     float acc[MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+    zero_acc(acc);
 
     const int steps = Kpad / BK;
 #pragma unroll
