@@ -1,6 +1,8 @@
 """The bf16 GEMMs' host side, without a GPU: bf16 rounding (convnet/gpu/bf16.py), Linear's bf16 versions on the
 dry-run runtime (builds, grids, weight layout, one-line refusals before any launch), and their kernels compiling
 for sm_90a without spills (where nvcc is installed)."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -234,17 +236,19 @@ def test_epilogue_warpgroup_launch_and_refusals():
 
 def test_cluster_pairs_launch_and_map_box():
     """BF_CLUSTER=2: the grid is whole block pairs over row-tile pairs (an odd count of row tiles rounds up), W^T's
-    map box is half the tile width (each block loads half, multicast to both); BF_CLUSTER 3 refused."""
+    map box is half the tile width (each block loads half, multicast to both), with the cooperative consumers and with
+    the ping-pong ones and their TMA epilogue; BF_CLUSTER 3 refused."""
     made = []
-    for M, N in ((8192, 768), (300, 136), (128 * 23, 2304)):
-        rt, lin = dry("bf16_wgmma", {"BF_CLUSTER": 2, "BF_BN": 192, "BF_EPI_SMEM": 1})
+    for (M, N), extra in itertools.product(((8192, 768), (300, 136), (128 * 23, 2304)),
+                                           ({}, {"BF_PP": 1, "BF_EPI_TMA": 1, "BF_EPI_TMA_BUFS": 4})):
+        rt, lin = dry("bf16_wgmma", {"BF_CLUSTER": 2, "BF_BN": 192, "BF_EPI_SMEM": 1, **extra})
         lin.bf_gemv = False
         lin._make_map = lambda *a: (made.append(a), bytes(128))[1]
         A, W = rt.pool.get("a", (M, 64), BF16), rt.pool.get("w", (N, 64), BF16)
         lin(A, W, rt.pool.get("c", (M, N)), M, N, 64, 64, 64, N)
         pairs = -(-(-(-M // 128)) // 2) * -(-N // 192)
         assert [(g, b) for _, g, b, _ in rt.launches] == [((2 * min(pairs, 264 // 2), 1, 1), (384, 1, 1))]
-    assert {a[4] for a in made} == {128, 96}          # A's box 128 rows, W^T's 192 / 2
+    assert {a[4] for a in made} == {128, 96, 64}      # A's box 128 rows, W^T's 192 / 2, C's 64 (BF_EPI_TMA)
     with pytest.raises(GPUError, match="BF_CLUSTER"):
         dry("bf16_wgmma", {"BF_CLUSTER": 3})
 
@@ -285,7 +289,7 @@ def test_pingpong_launch_smem_and_refusals():
     A, W = rt.pool.get("a", (8192, 768), BF16), rt.pool.get("w", (2304, 768), BF16)
     lin(A, W, rt.pool.get("c", (8192, 2304), BF16), 8192, 2304, 768, 768, 768, 2304)
     assert [(g, b) for _, g, b, _ in rt.launches] == [((264, 1, 1), (384, 1, 1))]   # the dry run: 2 x 132 slots
-    for bad in ({"BF_EPI_SMEM": 0}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_CLUSTER": 2}, {"BF_BN": 256}):
+    for bad in ({"BF_EPI_SMEM": 0}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_BN": 256}):
         rt = RecordingRuntime()
         rt.arch = "sm_90a"
         with pytest.raises(GPUError, match="BF_PP=1 needs"):
@@ -376,8 +380,8 @@ def test_tma_epilogue_maps_smem_and_refusals():
     with pytest.raises(GPUError, match="16-byte rows"):
         lin(A, W, X, M, N - 2, K, K, K, N - 2)
     assert len(rt.launches) == 6
-    for bad in ({"BF_PP": 1, "BF_BN": 256}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_EPI_FAST": 1}, {"BF_CLUSTER": 2},
-                {"BF_TMA_PARAM": 1}, {"BF_BM": 256, "BF_STAGES": 3}):
+    for bad in ({"BF_PP": 1, "BF_BN": 256}, {"BF_EPI_WG": 1}, {"BF_EPI_PRE": 1}, {"BF_EPI_FAST": 1},
+                {"BF_CLUSTER": 2, "BF_LNS": 1}, {"BF_TMA_PARAM": 1}, {"BF_BM": 256, "BF_STAGES": 3}):
         rt = RecordingRuntime()
         rt.arch = "sm_90a"
         with pytest.raises(GPUError, match="BF_EPI_TMA=1 needs|BF_PP=1 needs|BF_BM is 128|BF_EPI_FAST=1 needs"):

@@ -248,7 +248,9 @@ EPI_WG = [{"BF_EPI_WG": 1}, {"BF_EPI_WG": 1, "BF_BN": 192, "BF_STAGES": 3},
           {"BF_CLUSTER": 4, "BF_EPI_SMEM": 1, "BF_BN": 192}, {**S11, "BF_CLUSTER": 4, "BF_BN": 256},
           {**S11, "BF_CLUSTER": 2, "BF_BN": 256},
           {**S12PP, "BF_BN": 192}, {**S12PP, "BF_BN": 192, "BF_STAGES": 5},
-          {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 3}]
+          {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 3},
+          # the ping-pong consumers in clusters (W^T's tile multicast to a block pair, or A's and W^T's over 2 x 2)
+          {**S12PP, "BF_BN": 192, "BF_CLUSTER": 2}, {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_CLUSTER": 4}]
 
 
 @pytest.mark.parametrize("defines", EPI_WG, ids=[str(d) for d in EPI_WG])
@@ -274,7 +276,8 @@ def test_epilogue_warpgroup_many_tiles_per_block(defines, out_bf16, rng):
 
 # v8 BF_PP=1 (session 12): each consumer warpgroup a whole tile, the two taking turns on the ring
 PP = [{**S12PP, "BF_BN": 192}, {**S12PP, "BF_BN": 192, "BF_STAGES": 5}, {**S12PP, "BF_BN": 192, "BF_EPI_CH": 64},
-      {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 6}, {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 2}]
+      {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 6}, {"BF_EPI_SMEM": 1, "BF_PP": 1, "BF_BN": 128, "BF_STAGES": 2},
+      {**S12PP, "BF_BN": 192, "BF_CLUSTER": 2, "BF_STAGES": 3}]
 
 
 # v8 BF_BM=256 (session 14): 256-row tiles, 128 rows per consumer warpgroup
@@ -343,7 +346,11 @@ TMA = [{**S11, "BF_EPI_PRE": 0, "BF_EPI_TMA": 1, "BF_BN": 192}, {"BF_EPI_TMA": 1
        {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192}, {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_STAGES": 3},
        {"BF_EPI_TMA": 1, "BF_PP": 1},
        # session 20: fast_bf16's projections (BF_PP without BF_RESID_PF: the tile walk worked out per tile)
-       {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 4, "BF_RESID_PF": 0}]
+       {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 4, "BF_RESID_PF": 0},
+       # the same and mlp_fc's in clusters: block pairs sharing W^T's tile, and 2 x 2 sharing A's too
+       {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 4, "BF_RESID_PF": 0, "BF_CLUSTER": 2},
+       {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_CLUSTER": 2},
+       {**S12PP, "BF_EPI_TMA": 1, "BF_BN": 192, "BF_EPI_TMA_BUFS": 3, "BF_CLUSTER": 4}]
 
 
 @pytest.mark.parametrize("defines", TMA, ids=[str(d) for d in TMA])

@@ -257,10 +257,9 @@ class Linear:
         if c is not None:
             need = _bf8_smem(c)
             if c["BF_PP"] and (not (c["BF_EPI_SMEM"] or c["BF_EPI_TMA"]) or c["BF_EPI_WG"] or int(d.get("BF_EPI_PRE", 0))
-                               or c["BF_CLUSTER"] != 1 or c["BF_BN"] > 192):
-                raise GPUError("GEMM v8: BF_PP=1 needs BF_EPI_SMEM=1 or BF_EPI_TMA=1, BF_BN 128 or 192, no BF_EPI_WG, "
-                               "BF_EPI_PRE or BF_CLUSTER; "
-                               f"got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
+                               or c["BF_BN"] > 192):
+                raise GPUError("GEMM v8: BF_PP=1 needs BF_EPI_SMEM=1 or BF_EPI_TMA=1, BF_BN 128 or 192, no BF_EPI_WG or "
+                               f"BF_EPI_PRE; got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
             if c["BF_BM"] not in (128, 256) or c["BF_BM"] == 256 and (
                     not c["BF_EPI_SMEM"] or c["BF_EPI_WG"] or c["BF_PP"] or int(d.get("BF_EPI_PRE", 0))
                     or c["BF_CLUSTER"] != 1 or c["BF_BN"] > 192):
@@ -270,10 +269,10 @@ class Linear:
                                                  or c["BF_BM"] != 128 or int(d.get("BF_EPI_PRE", 0))):
                 raise GPUError("GEMM v8: BF_EPI_FAST=1 needs BF_EPI_SMEM=1 and no BF_EPI_WG, BF_PP, BF_BM 256 or BF_EPI_PRE "
                                f"(it loads the residuals ahead itself); got {c}, BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
-            if c["BF_EPI_TMA"] and (c["BF_BM"] != 128 or c["BF_EPI_WG"] or c["BF_CLUSTER"] != 1
+            if c["BF_EPI_TMA"] and (c["BF_BM"] != 128 or c["BF_EPI_WG"] or c["BF_CLUSTER"] != 1 and c["BF_LNS"]
                                     or c["BF_TMA_PARAM"] or int(d.get("BF_EPI_FAST", 0)) or int(d.get("BF_EPI_PRE", 0))):
-                raise GPUError("GEMM v8: BF_EPI_TMA=1 needs BF_BM 128 and no BF_EPI_WG, BF_CLUSTER, BF_TMA_PARAM, "
-                               f"BF_EPI_FAST or BF_EPI_PRE; got {c}, BF_EPI_FAST {d.get('BF_EPI_FAST', 0)}, "
+                raise GPUError("GEMM v8: BF_EPI_TMA=1 needs BF_BM 128 and no BF_EPI_WG, BF_TMA_PARAM, BF_EPI_FAST, "
+                               f"BF_EPI_PRE or BF_CLUSTER with BF_LNS; got {c}, BF_EPI_FAST {d.get('BF_EPI_FAST', 0)}, "
                                f"BF_EPI_PRE {d.get('BF_EPI_PRE', 0)}")
             if c["BF_PDL"] and c["BF_CLUSTER"] != 1:
                 raise GPUError(f"GEMM v8: BF_PDL=1 (programmatic dependent launch) takes no clusters; got BF_CLUSTER "

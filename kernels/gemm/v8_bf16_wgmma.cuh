@@ -492,11 +492,13 @@ __device__ __forceinline__ void tma_reduce_add_2d(const TmaMap* map, unsigned sr
                  :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
 }
 
-// BF_CLUSTER=2 (GPU tests, memcheck and racecheck pass on the H100; speed not yet measured): clusters of two blocks on row tiles 2p and 2p + 1 of one column
+// BF_CLUSTER=2: clusters of two blocks on row tiles 2p and 2p + 1 of one column
 // tile; each block loads its own A tile and one half of W^T's tile (BF_BN / 2 rows: the host's map box), multicast
 // into both blocks' stage at the same offset, so a block reads 128 + BF_BN / 2 instead of 128 + BF_BN operand rows
 // per k tile from L2 (the k loop, not the epilogue, holds v8 below cuBLAS). A stage is refilled only
-// when the consumers of both blocks gave it back (its "empty" barrier counts 16 warps: 8 local, 8 remote arrives);
+// when the consumers of both blocks gave it back (its "empty" barrier counts 16 warps, 8 local and 8 remote arrives;
+// under BF_PP 8, one warpgroup's 4 in each block: both blocks walk the same tile sequence, so the same warpgroup
+// holds a stage in both);
 // a cluster barrier after the barriers' init and before exit (the peer's arrives and copies target this block).
 // The tile loop walks row-tile pairs; an odd last row tile's partner reads rows past M (zero-filled) and stores none.
 // The cluster shape is a launch attribute (convnet/gpu/tma.py ClusterKernel: cuLaunchKernelEx), not __cluster_dims__.
@@ -504,13 +506,13 @@ __device__ __forceinline__ void tma_reduce_add_2d(const TmaMap* map, unsigned sr
 #define BF_CLUSTER 1               // 1 or 2 blocks per cluster (the launcher's cluster shape must agree)
 #endif
 static_assert(BF_CLUSTER == 1 || BF_CLUSTER == 2 || BF_CLUSTER == 4, "BF_CLUSTER: 1, 2 or 4");
-static_assert(!BF_PP || ((BF_EPI_SMEM || BF_EPI_TMA) && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 && BF_BN <= 192),
-              "BF_PP: BF_EPI_SMEM=1 or BF_EPI_TMA=1, no BF_EPI_WG, BF_EPI_PRE or clusters, BF_BN 128 or 192");
+static_assert(!BF_PP || ((BF_EPI_SMEM || BF_EPI_TMA) && !BF_EPI_WG && !BF_EPI_PRE && BF_BN <= 192),
+              "BF_PP: BF_EPI_SMEM=1 or BF_EPI_TMA=1, no BF_EPI_WG or BF_EPI_PRE, BF_BN 128 or 192");
 static_assert(!BF_EPI_FAST || (BF_EPI_SMEM && !BF_EPI_WG && !BF_EPI_PRE && !BF_PP && BF_BM == 128),
               "BF_EPI_FAST: BF_EPI_SMEM=1, no BF_EPI_WG, BF_EPI_PRE (it loads the residuals ahead itself), BF_PP or BF_BM 256");
-static_assert(!BF_EPI_TMA || (BF_BM == 128 && !BF_EPI_WG && !BF_EPI_FAST && !BF_EPI_PRE && BF_CLUSTER == 1 &&
-                               !BF_TMA_PARAM),
-              "BF_EPI_TMA: BF_BM 128, no BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE, clusters or BF_TMA_PARAM");
+static_assert(!BF_EPI_TMA || (BF_BM == 128 && !BF_EPI_WG && !BF_EPI_FAST && !BF_EPI_PRE && !BF_TMA_PARAM &&
+                               (BF_CLUSTER == 1 || !BF_LNS)),
+              "BF_EPI_TMA: BF_BM 128, no BF_EPI_WG, BF_EPI_FAST, BF_EPI_PRE or BF_TMA_PARAM, no clusters with BF_LNS");
 static_assert(BF_BM == 128 || (BF_BM == 256 && BF_EPI_SMEM && !BF_PP && !BF_EPI_WG && !BF_EPI_PRE && BF_CLUSTER == 1 &&
                                BF_BN <= 192),
               "BF_BM: 128, or 256 with BF_EPI_SMEM=1, BF_BN 128 or 192, no BF_PP, BF_EPI_WG, BF_EPI_PRE or clusters");
@@ -1115,12 +1117,12 @@ gemm_bf16_wgmma(BF_MAP_PARAMS, int M, int N, int K, BF_EPI_PARAMS, const float* 
                 }
                 asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                if (kt > 0 && lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+                if (kt > 0 && lane == 0) bf_release(empty + 8 * ((it - 1) % BF_STAGES));
             }
             __syncwarp();
             if (lane == 0) mbar_arrive(turn + 8 * (c ^ 1));       // the other warpgroup's k loop may start
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % BF_STAGES));
+            if (lane == 0) bf_release(empty + 8 * ((it - 1) % BF_STAGES));
             bf_mark(1 + c, j, 2);
 #if BF_EPI_TMA
             tma_epilogue(acc[0], mt * BF_BM, nt, j);      // the other warpgroup's k loop runs meanwhile
