@@ -223,7 +223,7 @@ IG_KERNEL(4)
 //   ktab   one int4 per 8 k: ((dy * W + dx) * C + c, dy, dx, 0); out of every image past K
 //   warps  WARPS_M x (8 / WARPS_M), each MT 16-channel tiles x NT 8-pixel tiles; fragments by ldmatrix.x4 from
 //          rows of IG_NHWC_BK + 8 halves (a 16-byte multiple; the eight rows of a matrix fall in distinct banks)
-//   tunables  IG_NHWC_BK (64; 32), IG_STAGES (3): measured with tools/ab_igemm.py, docs/onnx.md
+//   tunables  IG_NHWC_BK (64; 32), IG_STAGES (3): measured with tools/ab_igemm.py, docs/onnx-kernels.md
 //   out    y fp32 NCHW (y_nhwc 0) or fp16 NHWC (1); res likewise (res_nhwc), read in its own layout
 // The pixel order, the pooled epilogue and the activation codes are conv_igemm_f16's.
 
