@@ -35,3 +35,25 @@ def test_a_spec_with_an_unknown_param_is_refused_in_one_line(capsys):
     assert gemm_groups.main(["--variants", "fast_bf16", "fast_bf16@no_such_param=1"]) == 2
     err = capsys.readouterr().err
     assert "no_such_param" in err and len(err.strip().splitlines()) == 1
+
+
+def test_record_rows_name_each_group_and_anchor():
+    """--record's rows: ours and each anchor, a group each, in microseconds a call, the group's shape in the benchmark."""
+    shapes = gpt2_shapes(8, 1024)
+    mine = {g: 0.05 for g in shapes}
+    anchor = {g: ({"torch.addmm bf16": 0.04, "cuBLAS GemmEx fp32 C +=": 0.045} if g in gemm_groups.RESIDUAL_GROUPS
+                  else {"torch.addmm bf16": 0.04}) for g in shapes}
+    rows = gemm_groups.record_rows({"fast_bf16": mine}, anchor, shapes, 8, 1024)
+    assert len(rows) == 2 * len(shapes) + len(gemm_groups.RESIDUAL_GROUPS)
+    M, N, K = shapes["attn_proj"]
+    attn = [r for r in rows if f"attn_proj ({M} x {N} x {K})" in r[1]]
+    assert [(r[0], r[2], r[3]) for r in attn] == [("fast_bf16", 50.0, "us"), ("torch_addmm_bf16", 40.0, "us"),
+                                                  ("cublas_gemmex_fp32_accumulate", 45.0, "us")]
+
+
+def test_record_refuses_a_table_that_is_not_one_before_any_gpu_work(tmp_path, capsys):
+    bad = tmp_path / "t.csv"
+    bad.write_text("not,a,results,table\n")
+    assert gemm_groups.main(["--variants", "fast_bf16", "--record", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "not a results table" in err and len(err.strip().splitlines()) == 1

@@ -14,6 +14,7 @@ The anchors, on fresh random operands of the same shapes (CUDA events, median of
 - cuBLAS GemmEx, bf16 operands into fp32 C with beta = 1 (the projections only): the same read-add-write of the
   fp32 residual stream that our in-place epilogue makes (without the bias).
 "% of cuBLAS" is the faster anchor's time over ours (>= 100 %: ours faster); TFLOP/s = 2 M N K / time.
+--record [CSV] appends each group's time (us a call) for ours and the anchors to results/gpt2.csv (or CSV).
 """
 from __future__ import annotations
 
@@ -107,10 +108,25 @@ def table(mine: dict, anchor: dict, shapes: dict, device: str, B: int, T: int) -
     return text + ("\nthe forward's other groups (ms per forward): " + "; ".join(others) if others else "")
 
 
-def run(names: list, passes: int = 5, reps: int = 20, B: int = 8, T: int = 1024) -> str:
+ANCHOR_NAMES = {"torch.addmm bf16": "torch_addmm_bf16", "cuBLAS GemmEx fp32 C +=": "cublas_gemmex_fp32_accumulate"}
+
+
+def record_rows(mine: dict, anchor: dict, shapes: dict, B: int, T: int) -> list[tuple]:
+    """--record's rows: (variant, benchmark, us a call, "us") for each of ours and each anchor, a group each."""
+    rows = []
+    for g, (M, N, K) in shapes.items():
+        bench = f"GEMM group {g} ({M} x {N} x {K}), GPT-2 124M B={B} T={T} (convnet-bench gemm-groups)"
+        rows += [(n, bench, round(1e3 * mine[n][g], 2), "us") for n in mine]
+        rows += [(ANCHOR_NAMES.get(k, k), bench, round(1e3 * ms, 2), "us") for k, ms in anchor[g].items()]
+    return rows
+
+
+def run(names: list, passes: int = 5, reps: int = 20, B: int = 8, T: int = 1024) -> tuple[str, list]:
+    """(the table, --record's rows)."""
     mine, device = ours(names, passes, B, T)
     shapes = gpt2_shapes(B, T)
-    return table(mine, anchors(shapes, reps), shapes, device, B, T)
+    anchor = anchors(shapes, reps)
+    return table(mine, anchor, shapes, device, B, T), record_rows(mine, anchor, shapes, B, T)
 
 
 def main(argv=None) -> int:
@@ -119,12 +135,22 @@ def main(argv=None) -> int:
                    help="names or NAME@KEY=V,... (-D constants upper-case, params lower-case)")
     p.add_argument("--passes", type=positive_int, default=5, help="queued forwards split per variant (median)")
     p.add_argument("--reps", type=positive_int, default=20, help="timed runs per anchor (median)")
+    p.add_argument("--record", nargs="?", const=True, metavar="CSV",
+                   help="append the figures to the results table (default: results/gpt2.csv)")
     args = p.parse_args(argv)
 
     def go():
         for n in args.variants:
             variant_spec(n, "gpt2")                  # an unknown name fails here, in one line, before any GPU work
-        print(run(args.variants, args.passes, args.reps))
+        path = None
+        if args.record is not None:                  # checked before any GPU work too
+            from ..results import table_path
+            path = table_path("gpt2", None if args.record is True else args.record)
+        text, rows = run(args.variants, args.passes, args.reps)
+        print(text)
+        if path is not None:
+            from ..results import append
+            print(f"{append(path, rows)} rows appended to {path}")
         return 0
     return exit_code(p.prog, go)
 
