@@ -317,10 +317,61 @@ __device__ __forceinline__ void store_half8(__half* y, const float (&v)[8]) {
 
 // pool2d over fp16 NHWC (C % 8 == 0; the tensor-core convolutions' layout, params wgmma): a thread per (image,
 // output pixel, 8 channels) reads each tap's 8 channels as 16 bytes and writes 16; sums in fp32.
+// pool2d_nhwc_f16's window of KS x KS taps (KS 2 or 3: the poolings of the CNNs measured, ResNet's 3x3 / 2 after its
+// stem among them) at thread t: every tap's 16-byte load issued before any is used, the index math in 32 bits (the
+// caller's check: both tensors under 2^31 halves). The loop over runtime KH x KW waited for each load in turn.
+template <int KS>
+__device__ __forceinline__ void pool_nhwc_window(int t, const __half* __restrict__ x, __half* __restrict__ y, int C,
+                                                 int H, int W, int SH, int SW, int PT, int PL, int PB, int PR, int OH,
+                                                 int OW, int is_max, int count_pad) {
+    const int C8 = C / 8, c8 = t % C8, pix = t / C8, ox = pix % OW, oy = pix / OW % OH, n = pix / OW / OH;
+    const __half* xs = x + n * H * W * C + c8 * 8;
+    uint4 v[KS][KS];
+    int count = 0;
+#pragma unroll
+    for (int i = 0; i < KS; ++i)
+#pragma unroll
+        for (int j = 0; j < KS; ++j) {
+            const int py = oy * SH + i, yy = py - PT, px = ox * SW + j, xx = px - PL;
+            const bool in = (unsigned)yy < (unsigned)H && (unsigned)xx < (unsigned)W;
+            v[i][j] = in ? __ldg(reinterpret_cast<const uint4*>(xs + (yy * W + xx) * C)) : make_uint4(0, 0, 0, 0);
+            count += in || (count_pad && py < H + PT + PB && px < W + PL + PR);
+        }
+    float acc[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] = is_max ? -INFINITY : 0.f;
+#pragma unroll
+    for (int i = 0; i < KS; ++i)
+#pragma unroll
+        for (int j = 0; j < KS; ++j) {
+            const int yy = oy * SH + i - PT, xx = ox * SW + j - PL;
+            if ((unsigned)yy >= (unsigned)H || (unsigned)xx >= (unsigned)W) continue;
+            const __half2* h = reinterpret_cast<const __half2*>(&v[i][j]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float2 f = __half22float2(h[e]);
+                acc[2 * e] = is_max ? fmaxf(acc[2 * e], f.x) : acc[2 * e] + f.x;
+                acc[2 * e + 1] = is_max ? fmaxf(acc[2 * e + 1], f.y) : acc[2 * e + 1] + f.y;
+            }
+        }
+    if (!is_max) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] /= (float)count;
+    }
+    store_half8(y + pix * C + c8 * 8, acc);
+}
+
 extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half* __restrict__ y, int N, int C, int H,
                                            int W, int KH, int KW, int SH, int SW, int PT, int PL, int PB, int PR,
                                            int OH, int OW, int is_max, int count_pad) {
     const long long total = (long long)N * OH * OW * (C / 8);
+    if ((KH == 2 || KH == 3) && KW == KH && (long long)N * H * W * C < (1ll << 31) && total * 8 < (1ll << 31)) {
+        for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < (int)total; t += gridDim.x * blockDim.x) {
+            if (KH == 3) pool_nhwc_window<3>(t, x, y, C, H, W, SH, SW, PT, PL, PB, PR, OH, OW, is_max, count_pad);
+            else pool_nhwc_window<2>(t, x, y, C, H, W, SH, SW, PT, PL, PB, PR, OH, OW, is_max, count_pad);
+        }
+        return;
+    }
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
          t += (long long)gridDim.x * blockDim.x) {
         const Nhwc8 p = nhwc8_at(t, x, C, H, W, OH, OW);

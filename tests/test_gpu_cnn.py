@@ -508,3 +508,41 @@ def test_overlapped_pieces_give_the_one_pass_result(tmp_path, variant, chunk, pi
     graphs = {id(e[1]) for e in net._piece_graphs.values()}
     assert (sorted(net._piece_graphs), len(launches)) == ((keys, replays) if net.graphs else ([], 0))
     assert {id(x) for x in launches} == graphs
+
+
+@pytest.mark.parametrize("k,stride,pads,kind,count_pad,hw,batch", [
+    (3, 2, [1, 1, 1, 1], "MaxPool", 0, (29, 31), 3),        # ResNet's pool after its stem, odd sizes
+    (3, 2, [1, 0, 0, 1], "AveragePool", 1, (15, 16), 5),    # asymmetric pads, the pads counted
+    (3, 1, [1, 1, 1, 1], "AveragePool", 0, (9, 7), 2),      # stride 1, the pads not counted
+    (2, 2, [0, 0, 1, 1], "MaxPool", 0, (10, 13), 7),        # 2x2 / 2 padded at the far edges (not fused)
+    (2, 1, [0, 0, 1, 1], "AveragePool", 1, (6, 5), 1),      # 2x2 stride 1, padded at the far edges
+    (5, 2, [2, 2, 2, 2], "MaxPool", 0, (17, 19), 2),        # 5x5: the loop over any window
+])
+def test_nhwc_pooling_between_nhwc_convolutions(tmp_path, k, stride, pads, kind, count_pad, hw, batch):
+    """pool2d_nhwc_f16 (params wgmma: a pooling whose input and readers are fp16 NHWC) between two 16-channel
+    convolutions: its unrolled 2x2 and 3x3 windows and the loop over any other, max and average with and without the
+    pads counted, strides, asymmetric pads; against float64, poisoned first."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    rng = np.random.default_rng(k * 10 + stride)
+    inits = [numpy_helper.from_array((rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((16, 16, 1, 1)) / 4).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b2")]
+    extra = {"count_include_pad": count_pad} if kind == "AveragePool" else {}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+             helper.make_node("Relu", ["c"], ["a"]),
+             helper.make_node(kind, ["a"], ["p"], kernel_shape=[k, k], strides=[stride] * 2, pads=pads, **extra),
+             helper.make_node("Conv", ["p", "w2", "b2"], ["y"], kernel_shape=[1, 1])]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, *hw])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "p.onnx"))
+    g = graph.load(tmp_path / "p.onnx")
+    net = GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"))
+    pool = next(i for i, layer in enumerate(g.layers) if layer.op == "pool")
+    assert pool in net.nhwc_pools
+    x = rng.standard_normal((batch, 16, *hw)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
