@@ -315,8 +315,6 @@ __device__ __forceinline__ void store_half8(__half* y, const float (&v)[8]) {
     *reinterpret_cast<uint4*>(y) = o;
 }
 
-// pool2d over fp16 NHWC (C % 8 == 0; the tensor-core convolutions' layout, params wgmma): a thread per (image,
-// output pixel, 8 channels) reads each tap's 8 channels as 16 bytes and writes 16; sums in fp32.
 // pool2d_nhwc_f16's window of KS x KS taps (KS 2 or 3: the poolings of the CNNs measured, ResNet's 3x3 / 2 after its
 // stem among them) at thread t: every tap's 16-byte load issued before any is used, the index math in 32 bits (the
 // caller's check: both tensors under 2^31 halves). The loop over runtime KH x KW waited for each load in turn.
@@ -361,6 +359,8 @@ __device__ __forceinline__ void pool_nhwc_window(int t, const __half* __restrict
     store_half8(y + pix * C + c8 * 8, acc);
 }
 
+// pool2d over fp16 NHWC (C % 8 == 0; the tensor-core convolutions' layout, params wgmma): a thread per (image,
+// output pixel, 8 channels) reads each tap's 8 channels as 16 bytes and writes 16; sums in fp32.
 extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half* __restrict__ y, int N, int C, int H,
                                            int W, int KH, int KW, int SH, int SW, int PT, int PL, int PB, int PR,
                                            int OH, int OW, int is_max, int count_pad) {

@@ -5,8 +5,9 @@ device time compiling (carry the cache packed: `tar -cJf`, and unpack it there):
         .venv/bin/python tools/precompile_device_call.py 2 sm_90a
 
 What it collects, each an environment variable (a comma list; empty leaves it out):
-  VARIANTS  (fast_bf16)   GPT-2 variants (names or NAME@KEY=V specs; a spec's commas as +) on the 124M shape:
-                          run_milestone --compare, bench-generate, convnet-bench gemm-groups
+  VARIANTS  (fast_bf16)   GPT-2 variants on the 124M shape: run_milestone --compare, bench-generate,
+                          convnet-bench gemm-groups (here and in MODELS and MAINS: names or NAME@KEY=V specs, a spec's
+                          commas written as +)
   MODELS    (fast_bf16,fast_bf16_xb,fast_bf16_mma)   GPT-2 variants on the GPU tests' small configs
             (test_gpu_bf16.py's model tests, test_gpu_generate.py's bf16 cases)
   MAINS     (fast_bf16)   BF16_MAIN candidates: also their PDL=0, ln_fuse=False and decode_attention=flash settings
@@ -58,11 +59,12 @@ def collect(arch: str) -> set:
     from convnet.gpt2.model import GPT2Config, random_params
     from convnet.gpu.lenet import GPULeNet
     from convnet.bench.layer import variant_spec
-    g = lambda n: variant_spec(n, "gpt2")                # a name, or NAME@KEY=V,... as the benchmarks take  # noqa: E731
+    # a name, or NAME@KEY=V+KEY=V (+ for the spec's commas: the lists are comma lists)
+    g = lambda n: variant_spec(n.replace("+", ","), "gpt2")                                  # noqa: E731
     rt = RecordingRuntime()
     big = GPT2Config(2, 12, 768, 50257, 1024)
     for name in names("VARIANTS", "fast_bf16"):
-        GPUGenerator(GPT2GPU(random_params(big), big, g(name.replace("+", ",")), rt))
+        GPUGenerator(GPT2GPU(random_params(big), big, g(name), rt))
     small = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=257, n_ctx=96)
     san = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=300, n_ctx=48)
     tiny = GPT2Config(2, 4, 64, 257, 64)

@@ -503,7 +503,7 @@ __device__ __forceinline__ void tma_reduce_add_2d(const TmaMap* map, unsigned sr
 // The tile loop walks row-tile pairs; an odd last row tile's partner reads rows past M (zero-filled) and stores none.
 // The cluster shape is a launch attribute (convnet/gpu/tma.py ClusterKernel: cuLaunchKernelEx), not __cluster_dims__.
 #ifndef BF_CLUSTER
-#define BF_CLUSTER 1               // 1 or 2 blocks per cluster (the launcher's cluster shape must agree)
+#define BF_CLUSTER 1               // 1, 2 or 4 (2 x 2) blocks per cluster (the launcher's cluster shape must agree)
 #endif
 static_assert(BF_CLUSTER == 1 || BF_CLUSTER == 2 || BF_CLUSTER == 4, "BF_CLUSTER: 1, 2 or 4");
 static_assert(!BF_PP || ((BF_EPI_SMEM || BF_EPI_TMA) && !BF_EPI_WG && !BF_EPI_PRE && BF_BN <= 192),
