@@ -26,10 +26,12 @@
 //   pad2d             zeros around each map (a zero Pad that no convolution takes as its own padding)
 //   concat_channels   one input's channels into its slice of the output
 //   softmax_rows      one warp per row
-//   dense_small       a fully connected layer over a few rows (M <= DENSE_SMALL_M: batch 1 and small graphs), bias
-//                     and activation fused: one warp per output feature, reading its row of the transposed weights
+//   dense_small       a fully connected layer over a few rows (DENSE_SMALL_M a block, blockIdx.y the row group:
+//                     batch 1, small graphs, and layers the tiled GEMM would run on a few blocks), bias and
+//                     activation fused: one warp per output feature, reading its row of the transposed weights
 //                     (wt: F x K) in 16-byte pieces; at M = 1 the tiled GEMM ran a handful of blocks down all of K
-//                     (LeNet-5's 400 -> 120 layer: about 100 us on an H200)
+//                     (LeNet-5's 400 -> 120 layer: about 100 us on an H200), and MobileNetV2's 1280 -> 10
+//                     classifier over 86 rows took 261 us on two blocks
 //   dense_chain       fully connected layers each read only by the next (an MLP head, maybe ending in a softmax) in
 //                     one launch: DC_ROWS rows a block, their activations in shared memory between layers, a thread
 //                     per output feature with the rows' sums in registers (each weight read feeds DC_ROWS FMAs)
@@ -406,12 +408,64 @@ extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half*
 // A depthwise conv_grouped over fp16 NHWC (C % 8 == 0), so that a MobileNet's or EfficientNet's depthwise layers between
 // NHWC convolutions stay in their layout (conv_grouped reads and writes fp32 NCHW: a conversion before and after
 // each). A thread per (image, output pixel, 8 channels): each tap's 8 channels as one 16-byte load, the tap's
-// weights as two float4 of w laid out (KH * KW, C), fp32 sums from the bias, act_apply_any, 16 bytes out.
+// weights as two float4 of w laid out (KH * KW, C), fp32 sums from the bias, the activation, 16 bytes out.
+// KS 3 and 5 (square windows, any stride and dilation) are unrolled: every tap's load is issued before the first sum,
+// where the loop over the window waited for one load after another; KS 0 loops. Indices are 32-bit where the tensors
+// are under 2^31 halves (the host's chunks): the 64-bit divisions that split t into its pixel took more instructions
+// than a 3x3 window's sums.
+template <int KS>
+__device__ __forceinline__ void dw_nhwc_pixel(int t, const __half* __restrict__ x, const float* __restrict__ w,
+                                              const float* __restrict__ bias, __half* __restrict__ y, int C, int H,
+                                              int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
+                                              int OH, int OW, int act, float a, float b) {
+    const int C8 = C / 8, c8 = t % C8, pix = t / C8, ox = pix % OW, q = pix / OW, oy = q % OH, img = q / OH;
+    const __half* xs = x + (long long)img * H * W * C + c8 * 8;
+    const float* ws = w + c8 * 8;
+    const float4 b0 = __ldg(reinterpret_cast<const float4*>(bias + c8 * 8));
+    const float4 b1 = __ldg(reinterpret_cast<const float4*>(bias + c8 * 8 + 4));
+    float acc[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    const int kh = KS ? KS : KH, kw = KS ? KS : KW, iy0 = oy * SH - PT, ix0 = ox * SW - PL;
+#pragma unroll
+    for (int i = 0; i < kh; ++i) {
+        const int yy = iy0 + i * DH;
+#pragma unroll
+        for (int j = 0; j < kw; ++j) {
+            const int xx = ix0 + j * DW;
+            if ((unsigned)yy >= (unsigned)H || (unsigned)xx >= (unsigned)W) continue;
+            float v[8];
+            load_half8(xs + (yy * W + xx) * C, v);
+            const float4 w0 = __ldg(reinterpret_cast<const float4*>(ws + (i * kw + j) * C));
+            const float4 w1 = __ldg(reinterpret_cast<const float4*>(ws + (i * kw + j) * C + 4));
+            const float wf[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[e] = fmaf(v[e], wf[e], acc[e]);
+        }
+    }
+    if (act <= 8) {
+        act_all(acc, act, a, b);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = act_apply_any(acc[e], act, a, b);
+    }
+    store_half8(y + pix * C + c8 * 8, acc);
+}
+
 extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const float* __restrict__ w,
                                             const float* __restrict__ bias, __half* __restrict__ y, int N, int C,
                                             int H, int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT,
                                             int PL, int OH, int OW, int act, float a, float b) {
     const long long total = (long long)N * OH * OW * (C / 8);
+    if ((long long)N * H * W * C < (1ll << 31) && total * 8 < (1ll << 31)) {
+        const int ks = KH == KW && (KH == 3 || KH == 5) ? KH : 0;
+        for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < (int)total; t += gridDim.x * blockDim.x) {
+#define DW_PIXEL(KS) dw_nhwc_pixel<KS>(t, x, w, bias, y, C, H, W, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, act, a, b)
+            if (ks == 3) DW_PIXEL(3);
+            else if (ks == 5) DW_PIXEL(5);
+            else DW_PIXEL(0);
+#undef DW_PIXEL
+        }
+        return;
+    }
     for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
          t += (long long)gridDim.x * blockDim.x) {
         const Nhwc8 p = nhwc8_at(t, x, C, H, W, OH, OW);
@@ -570,6 +624,10 @@ extern "C" __global__ void __launch_bounds__(256) dense_small(const float* __res
                                                           int M, int K, int F, int act, float a, float b) {
     const int f = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (f >= F) return;
+    const int m0 = blockIdx.y * DENSE_SMALL_M;          // this block's rows: m0 .. m0 + DENSE_SMALL_M - 1
+    x += (long long)m0 * K;
+    y += (long long)m0 * F;
+    M = min(M - m0, DENSE_SMALL_M);
     const float* w = wt + (long long)f * K;
     float acc[DENSE_SMALL_M];
 #pragma unroll

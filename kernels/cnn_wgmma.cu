@@ -52,17 +52,23 @@ static_assert(WGC_STAGES >= 2 + WGC_INFLIGHT && WGC_STAGES64 >= 2 + WGC_INFLIGHT
 
 // The epilogue of a warp's accumulators (gemm.cu v7's fragment layout): pixels prow and prow + 8 (prow = the
 // warp's row g), channels n0 + 8q + 2t, + 1 for each 8 channels q: bias, residual, activation, then fp16 NHWC (channel
-// pairs, one 4-byte store) or fp32 NCHW.
+// pairs, one 4-byte store) or fp32 NCHW. Pixel indices are 32-bit (a chunk's tensors are under 2^31 elements); the
+// pixel's image and plane offset are made only where an NCHW tensor needs them.
 template <int BN>
-__device__ __forceinline__ void wgc_epilogue(const float (&acc)[BN / 2], long long prow, int n0, int t, long long total,
-                                             int P, int M, const float* __restrict__ bias, const void* __restrict__ res,
-                                             int res_nhwc, void* __restrict__ y, int y_nhwc, int act, float a, float b) {
+__device__ __forceinline__ void wgc_epilogue(const float (&acc)[BN / 2], int prow, int n0, int t, int total, int P,
+                                             int M, const float* __restrict__ bias, const void* __restrict__ res,
+                                             int res_nhwc, void* __restrict__ y, int y_nhwc, int act, float a,
+                                             float b) {
+    const bool nchw_any = !y_nhwc || (res && !res_nhwc);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-        const long long p = prow + half * 8;
+        const int p = prow + half * 8;
         if (p >= total) continue;
-        const int img = (int)(p / P), r = (int)(p % P);
-        const long long nchw = (long long)img * M * P + r;  // channel 0 of this pixel in an NCHW tensor
+        long long nchw = 0;                                // channel 0 of this pixel in an NCHW tensor
+        if (nchw_any) {
+            const int img = p / P;
+            nchw = (long long)img * M * P + (p - img * P);
+        }
 #pragma unroll
         for (int q = 0; q < BN / 8; ++q) {
             const int n = n0 + q * 8 + 2 * t;
@@ -72,7 +78,7 @@ __device__ __forceinline__ void wgc_epilogue(const float (&acc)[BN / 2], long lo
             if (res) {
                 if (res_nhwc) {                            // M % 8 == 0 here (an NHWC tensor's channels): aligned
                     const float2 rv = __half22float2(*reinterpret_cast<const __half2*>(
-                        static_cast<const __half*>(res) + p * M + n));
+                        static_cast<const __half*>(res) + (long long)p * M + n));
                     v0 += rv.x;
                     v1 += rv.y;
                 } else {
@@ -83,7 +89,7 @@ __device__ __forceinline__ void wgc_epilogue(const float (&acc)[BN / 2], long lo
             v0 = act_apply(v0, act, a, b);
             v1 = act_apply(v1, act, a, b);
             if (y_nhwc) {
-                *reinterpret_cast<__half2*>(static_cast<__half*>(y) + p * M + n) = __floats2half2_rn(v0, v1);
+                *reinterpret_cast<__half2*>(static_cast<__half*>(y) + (long long)p * M + n) = __floats2half2_rn(v0, v1);
             } else {
                 static_cast<float*>(y)[nchw + (long long)n * P] = v0;
                 if (two) static_cast<float*>(y)[nchw + (long long)(n + 1) * P] = v1;
@@ -92,21 +98,69 @@ __device__ __forceinline__ void wgc_epilogue(const float (&acc)[BN / 2], long lo
     }
 }
 
+// The epilogue of a tile written as fp16 NHWC without pooling (its residual, if any, fp16 NHWC too), through shared
+// memory: every warp puts its fp32 accumulators into the tile (rows BN + 8 floats apart: the fragments' 8-byte writes
+// and the rows' 16-byte reads are free of bank conflicts), then each thread takes 8 channels of a pixel at a time:
+// bias, residual (16 bytes), the activation over the 8 (one switch), one 16-byte store, consecutive threads on
+// consecutive 16 bytes of y. wgc_epilogue's 4-byte stores, and its activation switch at each of 64 values (the code
+// of every case unrolled 64 times: 330 KB of SASS, warps stalled on instruction fetch), took most of a tile with one
+// k step (a 1x1 convolution of 16 to 160 channels: 20-25 us a tile, about 10x what its bytes need).
+template <int BN>
+__device__ __forceinline__ void wgc_epilogue_staged(const float (&acc)[BN / 2], float* tile, int row, int t, int tid,
+                                                    int p0, int n0, int total, int M, const float* __restrict__ bias,
+                                                    const __half* __restrict__ res, __half* __restrict__ y, int act,
+                                                    float a, float b) {
+    constexpr int LD = BN + 8, CHUNKS = BN / 8;
+#pragma unroll
+    for (int q = 0; q < BN / 8; ++q)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+            *reinterpret_cast<float2*>(tile + (row + 8 * half) * LD + 8 * q + 2 * t) =
+                make_float2(acc[4 * q + 2 * half], acc[4 * q + 2 * half + 1]);
+    __syncthreads();
+#pragma unroll 2
+    for (int c = tid; c < WGC_BM * CHUNKS; c += WGC_THREADS) {
+        const int r = c / CHUNKS, col = (c % CHUNKS) * 8, p = p0 + r, n = n0 + col;
+        if (p >= total || n >= M) continue;                // M % 8 == 0: a chunk is all in or all out
+        const float4 lo = *reinterpret_cast<const float4*>(tile + r * LD + col);
+        const float4 hi = *reinterpret_cast<const float4*>(tile + r * LD + col + 4);
+        float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += __ldg(bias + n + e);
+        const long long at = (long long)p * M + n;
+        if (res) {
+            const uint4 rv = *reinterpret_cast<const uint4*>(res + at);
+            const __half2* rh = reinterpret_cast<const __half2*>(&rv);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float2 f = __half22float2(rh[e]);
+                v[2 * e] += f.x;
+                v[2 * e + 1] += f.y;
+            }
+        }
+        act_all(v, act, a, b);
+        uint4 out;
+        __half2* oh = reinterpret_cast<__half2*>(&out);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) oh[e] = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+        *reinterpret_cast<uint4*>(y + at) = out;
+    }
+}
+
 // The pooled epilogue (pool 1 max, 2 average): rows prow and prow + 8 are pixels of windows (prow >> 2) and
 // (prow >> 2) + 2, whose other three pixels sit in lanes ^ 4, ^ 8 and ^ 12; bias and activation per pixel, then the
 // window's reduction, written by its first lane. Every lane takes part in the shuffles (rows past the batch too: total
 // is whole windows, so a window is all in or all out).
 template <int BN>
-__device__ __forceinline__ void wgc_pool_epilogue(const float (&acc)[BN / 2], long long prow, int n0, int t, int g,
-                                                  long long total, int M, const float* __restrict__ bias,
+__device__ __forceinline__ void wgc_pool_epilogue(const float (&acc)[BN / 2], int prow, int n0, int t, int g,
+                                                  int total, int M, const float* __restrict__ bias,
                                                   void* __restrict__ y, int y_nhwc, int pool, int PP, int act,
                                                   float a, float b) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-        const long long p = prow + half * 8;
+        const int p = prow + half * 8;
         const bool write = p < total && (g & 3) == 0;
-        const long long q = p >> 2;                         // the pooled pixel
-        const int img = (int)(q / PP), r = (int)(q % PP);
+        const int q = p >> 2;                              // the pooled pixel
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i) {
             const int n = n0 + i * 8 + 2 * t;
@@ -123,8 +177,10 @@ __device__ __forceinline__ void wgc_pool_epilogue(const float (&acc)[BN / 2], lo
             }
             if (!write || n >= M) continue;
             if (y_nhwc) {                                  // M % 8 == 0 (an NHWC tensor's channels): aligned
-                *reinterpret_cast<__half2*>(static_cast<__half*>(y) + q * M + n) = __floats2half2_rn(v[0], v[1]);
+                *reinterpret_cast<__half2*>(static_cast<__half*>(y) + (long long)q * M + n) =
+                    __floats2half2_rn(v[0], v[1]);
             } else {
+                const int img = q / PP, r = q - img * PP;
                 static_cast<float*>(y)[((long long)img * M + n) * PP + r] = v[0];
                 if (n + 1 < M) static_cast<float*>(y)[((long long)img * M + n + 1) * PP + r] = v[1];
             }
@@ -140,6 +196,7 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
         float a, float b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int A_BYTES = WGC_BM * 128, STAGE_BYTES = A_BYTES + BN * 128;
+    static_assert(STAGES * STAGE_BYTES >= WGC_BM * (BN + 8) * 4, "wgc_epilogue_staged's tile fits in the ring");
     constexpr int ROWS = WGC_THREADS / 8;                   // rows a pass of the copies covers (8 threads a row)
     extern __shared__ __align__(16) unsigned char wgc_raw[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(wgc_raw);
@@ -149,8 +206,8 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2, g = lane >> 2, t = lane & 3;
     const int PW = pool ? OW / 2 : OW, P = pool ? (OH / 2) * PW : OH * OW;   // y's plane
-    const long long total = (long long)N * P * (pool ? 4 : 1);
-    const long long p0 = (long long)blockIdx.x * WGC_BM;
+    const int total = N * P * (pool ? 4 : 1);             // pixels (32-bit: y is under 2^31 elements)
+    const int p0 = blockIdx.x * WGC_BM;
     const int n0 = blockIdx.y * BN;
 
     // The copies: thread tid moves 16-byte chunk v = tid % 8 (k0 + 8v .. + 7) of rows r0 + u ROWS; every such row
@@ -159,12 +216,12 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     int xbase[WGC_BM / ROWS], iy0[WGC_BM / ROWS], ix0[WGC_BM / ROWS];
 #pragma unroll
     for (int u = 0; u < WGC_BM / ROWS; ++u) {
-        const long long p = p0 + r0 + u * ROWS;
+        const int p = p0 + r0 + u * ROWS;
         xbase[u] = 0;
         iy0[u] = ix0[u] = -2 * WGC_FAR;                     // past the batch: never in bounds
         if (p < total) {
-            const long long q = pool ? p >> 2 : p;         // y's pixel (a window's, pooled)
-            const int n = (int)(q / P), r = (int)(q % P), w4 = (int)(p & 3);
+            const int q = pool ? p >> 2 : p;               // y's pixel (a window's, pooled)
+            const int n = q / P, r = q - n * P, w4 = p & 3;
             const int oy = pool ? (r / PW) * 2 + (w4 >> 1) : r / OW, ox = pool ? (r % PW) * 2 + (w4 & 1) : r % OW;
             iy0[u] = oy * SH - PT;
             ix0[u] = ox * SW - PL;
@@ -214,7 +271,11 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     cp_async_wait<0>();
 
-    if (pool)
+    if (!pool && y_nhwc && (!res || res_nhwc)) {
+        __syncthreads();                                   // every warp's MMAs have read the ring: the tile takes it
+        wgc_epilogue_staged<BN>(acc, reinterpret_cast<float*>(smem), wg * 64 + (warp & 3) * 16 + g, t, tid, p0, n0,
+                                total, M, bias, static_cast<const __half*>(res), static_cast<__half*>(y), act, a, b);
+    } else if (pool)
         wgc_pool_epilogue<BN>(acc, p0 + wg * 64 + (warp & 3) * 16 + g, n0, t, g, total, M, bias, y, y_nhwc, pool, P,
                               act, a, b);
     else
@@ -279,8 +340,8 @@ __device__ __forceinline__ void conv_tma_nhwc_body(
     const unsigned full = base + WGT_STAGES * STAGE_BYTES, empty = full + 8 * WGT_STAGES;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int P = OH * OW;
-    const long long total = (long long)N * P;
-    const int ntiles = (M + BN - 1) / BN, tiles = (int)((total + WGC_BM - 1) / WGC_BM) * ntiles;
+    const int total = N * P;                                       // pixels (32-bit: y is under 2^31 elements)
+    const int ntiles = (M + BN - 1) / BN, tiles = (total + WGC_BM - 1) / WGC_BM * ntiles;
     if (threadIdx.x == 0) {
         for (int s = 0; s < WGT_STAGES; ++s) {
             mbar_init(full + 8 * s, 1);                            // the producer's arrive (+ the boxes' bytes)
@@ -296,8 +357,8 @@ __device__ __forceinline__ void conv_tma_nhwc_body(
             int it = 0;                                            // steps issued so far (all tiles)
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                 const int mt = tile / ntiles, nt = tile - mt * ntiles;
-                const long long p0 = (long long)mt * WGC_BM;
-                const int img = (int)(p0 / P), r = (int)(p0 % P), oy = r / OW, ox = r % OW;
+                const int p0 = mt * WGC_BM;
+                const int img = p0 / P, r = p0 - img * P, oy = r / OW, ox = r % OW;
                 const int w0 = ox * SW - PL, h0 = oy * SH - PT;   // the first pixel's filter origin
                 int c0 = 0, i = 0, j = 0;                          // step ks: channels c0.., tap (i, j)
                 for (int ks = 0; ks < steps; ++ks, ++it) {
@@ -342,7 +403,7 @@ __device__ __forceinline__ void conv_tma_nhwc_body(
             }
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % WGT_STAGES));
-            wgc_epilogue<BN>(acc, (long long)mt * WGC_BM + c * 64 + (warp & 3) * 16 + g, nt * BN, t, total, P, M, bias,
+            wgc_epilogue<BN>(acc, mt * WGC_BM + c * 64 + (warp & 3) * 16 + g, nt * BN, t, total, P, M, bias,
                              res, res_nhwc, y, y_nhwc, act, a, b);
         }
     }

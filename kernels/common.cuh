@@ -64,6 +64,29 @@ __device__ __forceinline__ float act_apply(float v, int act, float a, float b) {
     }
 }
 
+// An activation over a few values (a 16-byte chunk of a row), its switch outside the loop: one jump a chunk, not
+// one a value into its own copy of the cases.
+template <int E, int A>
+__device__ __forceinline__ void act_each(float (&v)[E], float a, float b) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = act_apply(v[e], A, a, b);
+}
+
+template <int E>
+__device__ __forceinline__ void act_all(float (&v)[E], int act, float a, float b) {
+    switch (act) {
+        case 1: act_each<E, 1>(v, a, b); break;
+        case 2: act_each<E, 2>(v, a, b); break;
+        case 3: act_each<E, 3>(v, a, b); break;
+        case 4: act_each<E, 4>(v, a, b); break;
+        case 5: act_each<E, 5>(v, a, b); break;
+        case 6: act_each<E, 6>(v, a, b); break;
+        case 7: act_each<E, 7>(v, a, b); break;
+        case 8: act_each<E, 8>(v, a, b); break;
+        default: break;
+    }
+}
+
 __device__ __forceinline__ float act_apply_any(float v, int act, float a, float b) {
     switch (act) {
         case 9: return v > 0.f ? v : a * expm1f(v);

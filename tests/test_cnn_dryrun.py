@@ -42,10 +42,13 @@ def test_every_layer_launches_its_kernels(tmp_path, name, variant):
     assert reference.forward(g, x).shape[1:] == s[g.output]
 
 
-@pytest.mark.parametrize("batch, kernel", [(1, "dense_small"), (8, "dense_small"), (9, "gemm_regtile")])
+@pytest.mark.parametrize("batch, kernel", [(1, "dense_small"), (8, "dense_small"), (9, "dense_small"),
+                                           (4000, "dense_small"), (9000, "gemm_regtile")])
 def test_dense_layers_of_a_few_rows_take_the_warp_per_feature_kernel(tmp_path, batch, kernel):
-    """Up to DENSE_SMALL_M rows a dense layer runs dense_small over transposed weights (uploaded at the first such
-    batch, a warp for every output feature); more rows the tiled GEMMs (without dense_chain, which takes them)."""
+    """Up to DENSE_SMALL_M rows, or where the tiled GEMMs would run fewer 64 x 64 tiles than the GPU has SMs (132
+    here: LeNet-5's widest layer, 120 features, over 4,000 rows makes 126), a dense layer runs dense_small over
+    transposed weights (uploaded at the first such batch, a warp for every output feature, a block for every 8 rows);
+    more rows the tiled GEMMs (without dense_chain, which takes them)."""
     from convnet.bench.layer import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
@@ -63,8 +66,9 @@ def test_dense_layers_of_a_few_rows_take_the_warp_per_feature_kernel(tmp_path, b
     assert [name for name, _ in launched] == ([kernel] * len(dense) if kernel == "dense_small" else tiled)
     for i, (name, grid) in zip(dense, launched):
         F = g.layers[i].attrs["w"].shape[1]
-        assert name != "dense_small" or grid[0] * 8 >= F > (grid[0] - 1) * 8
-        assert (len(net.w[i]) == 3) == (batch <= 8)                  # the transposed copy only where it is used
+        assert name != "dense_small" or (grid[0] * 8 >= F > (grid[0] - 1) * 8 and
+                                         grid[1] * 8 >= batch > (grid[1] - 1) * 8)
+        assert (len(net.w[i]) == 3) == (kernel == "dense_small")     # the transposed copy only where it is used
 
 
 def test_warp_a_row_kernels_get_a_warp_for_every_row():
@@ -212,7 +216,8 @@ def test_small_convolutions_take_conv_small_where_their_output_is_fp32(tmp_path)
 def test_convolutions_over_64_channel_inputs_take_the_tma_kernel(tmp_path):
     """params tma_conv (igemm_f16_wgmma, sm_90a): every unpooled convolution over input channels in 64s launches
     conv_tma_nhwc (288 threads, a persistent grid of at most one block an SM here, 23 arguments with the two maps), the
-    others conv_wgmma_nhwc; tma_min_steps sends those of fewer 64-deep steps back; without the param none."""
+    others conv_wgmma_nhwc; tma_min_steps sends those of fewer 64-deep steps back (the variant's 32: all of these,
+    the widest being 3x3 over 128 channels, 18 steps); without the param none."""
     from convnet.bench.layer import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
@@ -222,8 +227,9 @@ def test_convolutions_over_64_channel_inputs_take_the_tma_kernel(tmp_path):
     convs = [(layer, g.shapes[layer.inputs[0]][0]) for layer in g.layers if layer.op == "conv"]
     wide = [layer for layer, c in convs if c % 64 == 0]
     assert wide and len(wide) < len(convs)
-    for spec, want in (("igemm_f16_wgmma", len(wide)), ("igemm_f16_wgmma@tma_conv=0", 0),
-                       ("igemm_f16_wgmma@tma_min_steps=9", sum(layer.attrs["kernel"] == (3, 3) for layer in wide))):
+    for spec, want in (("igemm_f16_wgmma@tma_min_steps=1", len(wide)), ("igemm_f16_wgmma@tma_conv=0", 0),
+                       ("igemm_f16_wgmma@tma_min_steps=9", sum(layer.attrs["kernel"] == (3, 3) for layer in wide)),
+                       ("igemm_f16_wgmma", sum(layer.attrs["kernel"] == (3, 3) and c >= 256 for layer, c in convs))):
         rt = RecordingRuntime()
         net = GPUNet(g, variant_spec(spec, "onnx"), rt)
         net._run(np.zeros((5, *shape), np.float32))

@@ -90,10 +90,12 @@ def test_nhwc_depthwise_equals_float64(tmp_path, name, batch):
 
 
 @pytest.mark.parametrize("M,K,F,act", [(1, 400, 120, "relu"), (8, 83, 13, "leaky"), (3, 2048, 257, "none"),
-                                       (5, 7, 1, "sigmoid"), (1, 1, 3, "clip"), (2, 512, 1000, "tanh")])
+                                       (5, 7, 1, "sigmoid"), (1, 1, 3, "clip"), (2, 512, 1000, "tanh"),
+                                       (86, 1280, 10, "none"), (17, 83, 13, "leaky"), (9, 576, 1024, "relu")])
 def test_dense_small_at_odd_shapes(M, K, F, act):
-    """kernels/cnn.cu's dense_small (a dense layer over at most 8 rows) against float64: rows of K not a multiple of 4
-    (the scalar path), one feature, features past a block; the row after the output stays poisoned."""
+    """kernels/cnn.cu's dense_small (8 rows a block, blockIdx.y the row group) against float64: rows of K not a
+    multiple of 4 (the scalar path), one feature, features past a block, row groups with a partial last one; the row
+    after the output stays poisoned."""
     from convnet.gpu.runtime import Runtime, f32, i32, ptr
     rt = Runtime.get()
     rng = np.random.default_rng(K + F)
@@ -107,8 +109,8 @@ def test_dense_small_at_odd_shapes(M, K, F, act):
     WT = rt.pool.upload("test.ds.wt", np.ascontiguousarray(w.T))
     Y = rt.pool.get("test.ds.y", (M + 1, F))
     Y.fill(np.float32(np.nan))
-    rt.kernel("cnn.cu", "dense_small", {}, "test")((-(-F // 8), 1, 1), (256, 1, 1), ptr(X), ptr(WT), ptr(B), ptr(Y),
-                                                   i32(M), i32(K), i32(F), i32(code), f32(pa), f32(pb))
+    rt.kernel("cnn.cu", "dense_small", {}, "test")((-(-F // 8), -(-M // 8), 1), (256, 1, 1), ptr(X), ptr(WT), ptr(B),
+                                                   ptr(Y), i32(M), i32(K), i32(F), i32(code), f32(pa), f32(pb))
     rt.synchronize("dense_small")
     got = Y.get()
     assert rel_err(got[:M], fn(x.astype(np.float64) @ w.astype(np.float64) + b)) <= 1e-5
@@ -544,5 +546,53 @@ def test_nhwc_pooling_between_nhwc_convolutions(tmp_path, k, stride, pads, kind,
     pool = next(i for i, layer in enumerate(g.layers) if layer.op == "pool")
     assert pool in net.nhwc_pools
     x = rng.standard_normal((batch, 16, *hw)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+
+
+@pytest.mark.parametrize("k,stride,dil,pads,act,c,hw,batch", [
+    (3, 1, 1, [1, 1, 1, 1], "clip", 24, (14, 15), 3),        # MobileNet's 3x3 / 1 with ReLU6
+    (3, 2, 1, [0, 0, 1, 1], "relu", 16, (17, 16), 5),        # 3x3 / 2, asymmetric pads (torch's "same" at stride 2)
+    (5, 2, 1, [2, 2, 2, 2], "hardswish", 40, (11, 9), 2),    # MobileNetV3's 5x5 / 2 with hard swish
+    (5, 1, 2, [4, 4, 4, 4], "sigmoid", 8, (12, 13), 1),      # 5x5 dilated 2
+    (3, 1, 2, [2, 1, 2, 1], "none", 16, (7, 9), 4),          # 3x3 dilated, uneven pads, no activation
+    (7, 1, 1, [3, 3, 3, 3], "tanh", 16, (9, 8), 2),          # 7x7: the loop over any window
+])
+def test_nhwc_depthwise_windows(tmp_path, k, stride, dil, pads, act, c, hw, batch):
+    """conv_dw_nhwc_f16 (params nhwc_depthwise: a depthwise convolution between fp16 NHWC convolutions): its unrolled
+    3x3 and 5x5 windows and the loop over any other, strides, dilations, asymmetric pads and the activations it
+    fuses; against float64, poisoned first."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet import catalogue
+    from convnet.cnn import graph, reference
+    from convnet.cnn.gpu import GPUNet
+    rng = np.random.default_rng(k * 100 + stride * 10 + dil)
+    inits = [numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b1"),
+             numpy_helper.from_array((rng.standard_normal((c, 1, k, k)) / k).astype(np.float32), "wd"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "bd"),
+             numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b2"),
+             numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")]
+    acts = {"clip": [helper.make_node("Clip", ["d", "lo", "hi"], ["a"])],
+            "relu": [helper.make_node("Relu", ["d"], ["a"])],
+            "hardswish": [helper.make_node("HardSwish", ["d"], ["a"])],
+            "sigmoid": [helper.make_node("Sigmoid", ["d"], ["a"])],
+            "tanh": [helper.make_node("Tanh", ["d"], ["a"])],
+            "none": [helper.make_node("Identity", ["d"], ["a"])]}[act]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "wd", "bd"], ["d"], kernel_shape=[k, k], strides=[stride] * 2,
+                              dilations=[dil] * 2, pads=pads, group=c),
+             *acts,
+             helper.make_node("Conv", ["a", "w2", "b2"], ["y"], kernel_shape=[1, 1])]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 14)]), str(tmp_path / "d.onnx"))
+    g = graph.load(tmp_path / "d.onnx")
+    net = GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"))
+    dw = next(i for i, layer in enumerate(g.layers) if layer.op == "conv" and layer.attrs["group"] > 1)
+    assert dw in net.nhwc_dws
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
