@@ -296,6 +296,13 @@ __device__ __forceinline__ Nhwc8 nhwc8_at(long long t, const __half* x, int C, i
     return p;
 }
 
+// 8 floats at p (16-byte aligned, read-only for the kernel), in two 16-byte loads.
+__device__ __forceinline__ void load_float8(const float* p, float (&v)[8]) {
+    const float4 lo = __ldg(reinterpret_cast<const float4*>(p)), hi = __ldg(reinterpret_cast<const float4*>(p + 4));
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+}
+
 // 8 halves at x (16-byte aligned) as 8 fp32 values, in one 16-byte load.
 __device__ __forceinline__ void load_half8(const __half* x, float (&v)[8]) {
     const uint4 u = *reinterpret_cast<const uint4*>(x);
@@ -407,62 +414,92 @@ extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half*
 
 // A depthwise conv_grouped over fp16 NHWC (C % 8 == 0), so that a MobileNet's or EfficientNet's depthwise layers between
 // NHWC convolutions stay in their layout (conv_grouped reads and writes fp32 NCHW: a conversion before and after
-// each). A thread per (image, output pixel, 8 channels): each tap's 8 channels as one 16-byte load, the tap's
-// weights as two float4 of w laid out (KH * KW, C), fp32 sums from the bias, the activation, 16 bytes out.
-// KS 3 and 5 (square windows, any stride and dilation) are unrolled: every tap's load is issued before the first sum,
-// where the loop over the window waited for one load after another; KS 0 loops. Indices are 32-bit where the tensors
-// are under 2^31 halves (the host's chunks): the 64-bit divisions that split t into its pixel took more instructions
-// than a 3x3 window's sums.
-template <int KS>
-__device__ __forceinline__ void dw_nhwc_pixel(int t, const __half* __restrict__ x, const float* __restrict__ w,
-                                              const float* __restrict__ bias, __half* __restrict__ y, int C, int H,
-                                              int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
-                                              int OH, int OW, int act, float a, float b) {
-    const int C8 = C / 8, c8 = t % C8, pix = t / C8, ox = pix % OW, q = pix / OW, oy = q % OH, img = q / OH;
+// each). A thread per (image, PX neighbouring output pixels of a row, 8 channels): each tap's 8 channels as one
+// 16-byte load, the tap's weights as two float4 of w laid out (KH * KW, C), fp32 sums from the bias, the activation,
+// 16 bytes out a pixel.
+// KS 3 and 5 (square windows) are unrolled: every tap's load is issued before the first sum, where the loop over the
+// window waited for one load after another; KS 0 loops. PX 2 (the host's choice: KS 3 or 5, horizontal stride and
+// dilation 1) shares the pixels' overlapping columns and each row's weights: KS + 1 loads a row for two pixels, not
+// 2 KS, and the weights once. Indices are 32-bit where the tensors are under 2^31 halves (the host's chunks): the
+// 64-bit divisions that split t into its pixel took more instructions than a 3x3 window's sums.
+template <int KS, int PX>
+__device__ __forceinline__ void dw_nhwc_pixels(int t, const __half* __restrict__ x, const float* __restrict__ w,
+                                               const float* __restrict__ bias, __half* __restrict__ y, int C, int H,
+                                               int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL,
+                                               int OH, int OW, int act, float a, float b) {
+    static_assert(PX == 1 || KS > 0, "pixel pairs only over an unrolled window");
+    const int C8 = C / 8, OWX = (OW + PX - 1) / PX;
+    const int c8 = t % C8, q = t / C8, ox = q % OWX * PX, r = q / OWX, oy = r % OH, img = r / OH;
     const __half* xs = x + (long long)img * H * W * C + c8 * 8;
     const float* ws = w + c8 * 8;
     const float4 b0 = __ldg(reinterpret_cast<const float4*>(bias + c8 * 8));
     const float4 b1 = __ldg(reinterpret_cast<const float4*>(bias + c8 * 8 + 4));
-    float acc[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    float acc[PX][8];
+#pragma unroll
+    for (int o = 0; o < PX; ++o) {
+        acc[o][0] = b0.x; acc[o][1] = b0.y; acc[o][2] = b0.z; acc[o][3] = b0.w;
+        acc[o][4] = b1.x; acc[o][5] = b1.y; acc[o][6] = b1.z; acc[o][7] = b1.w;
+    }
     const int kh = KS ? KS : KH, kw = KS ? KS : KW, iy0 = oy * SH - PT, ix0 = ox * SW - PL;
 #pragma unroll
     for (int i = 0; i < kh; ++i) {
         const int yy = iy0 + i * DH;
+        if ((unsigned)yy >= (unsigned)H) continue;
+        float wcur[8], wprev[8];                           // taps jj and jj - 1 of this row
 #pragma unroll
-        for (int j = 0; j < kw; ++j) {
-            const int xx = ix0 + j * DW;
-            if ((unsigned)yy >= (unsigned)H || (unsigned)xx >= (unsigned)W) continue;
-            float v[8];
-            load_half8(xs + (yy * W + xx) * C, v);
-            const float4 w0 = __ldg(reinterpret_cast<const float4*>(ws + (i * kw + j) * C));
-            const float4 w1 = __ldg(reinterpret_cast<const float4*>(ws + (i * kw + j) * C + 4));
-            const float wf[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        for (int jj = 0; jj < kw + PX - 1; ++jj) {         // input column jj: tap jj - o of pixel o
+            if (jj < kw) load_float8(ws + (i * kw + jj) * C, wcur);
+            const int xx = ix0 + jj * DW;
+            if ((unsigned)xx < (unsigned)W) {
+                float v[8];
+                load_half8(xs + (yy * W + xx) * C, v);
+                if (jj < kw) {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) acc[e] = fmaf(v[e], wf[e], acc[e]);
+                    for (int e = 0; e < 8; ++e) acc[0][e] = fmaf(v[e], wcur[e], acc[0][e]);
+                }
+                if (PX == 2 && jj > 0) {
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) acc[PX - 1][e] = fmaf(v[e], wprev[e], acc[PX - 1][e]);
+                }
+            }
+            if (PX == 2) {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) wprev[e] = wcur[e];
+            }
         }
     }
-    if (act <= 8) {
-        act_all(acc, act, a, b);
-    } else {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = act_apply_any(acc[e], act, a, b);
+    for (int o = 0; o < PX; ++o) {
+        if (o > 0 && ox + o >= OW) break;
+        if (act <= 8) {
+            act_all(acc[o], act, a, b);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[o][e] = act_apply_any(acc[o][e], act, a, b);
+        }
+        store_half8(y + ((img * OH + oy) * OW + ox + o) * C + c8 * 8, acc[o]);
     }
-    store_half8(y + pix * C + c8 * 8, acc);
 }
 
 extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const float* __restrict__ w,
                                             const float* __restrict__ bias, __half* __restrict__ y, int N, int C,
                                             int H, int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT,
-                                            int PL, int OH, int OW, int act, float a, float b) {
+                                            int PL, int OH, int OW, int act, float a, float b, int PX) {
     const long long total = (long long)N * OH * OW * (C / 8);
     if ((long long)N * H * W * C < (1ll << 31) && total * 8 < (1ll << 31)) {
         const int ks = KH == KW && (KH == 3 || KH == 5) ? KH : 0;
-        for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < (int)total; t += gridDim.x * blockDim.x) {
-#define DW_PIXEL(KS) dw_nhwc_pixel<KS>(t, x, w, bias, y, C, H, W, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, act, a, b)
-            if (ks == 3) DW_PIXEL(3);
-            else if (ks == 5) DW_PIXEL(5);
-            else DW_PIXEL(0);
-#undef DW_PIXEL
+        const bool pairs = PX == 2 && ks && SW == 1 && DW == 1;
+        const int items = N * OH * ((OW + 1) / 2) * (C / 8);   // pixel pairs x 8 channels
+        for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < (pairs ? items : (int)total);
+             t += gridDim.x * blockDim.x) {
+#define DW_PIXELS(KS, PX) dw_nhwc_pixels<KS, PX>(t, x, w, bias, y, C, H, W, KH, KW, SH, SW, DH, DW, PT, PL, OH, OW, \
+                                                 act, a, b)
+            if (pairs && ks == 3) DW_PIXELS(3, 2);
+            else if (pairs) DW_PIXELS(5, 2);
+            else if (ks == 3) DW_PIXELS(3, 1);
+            else if (ks == 5) DW_PIXELS(5, 1);
+            else DW_PIXELS(0, 1);
+#undef DW_PIXELS
         }
         return;
     }

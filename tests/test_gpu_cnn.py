@@ -557,16 +557,21 @@ def test_nhwc_pooling_between_nhwc_convolutions(tmp_path, k, stride, pads, kind,
     (5, 1, 2, [4, 4, 4, 4], "sigmoid", 8, (12, 13), 1),      # 5x5 dilated 2
     (3, 1, 2, [2, 1, 2, 1], "none", 16, (7, 9), 4),          # 3x3 dilated, uneven pads, no activation
     (7, 1, 1, [3, 3, 3, 3], "tanh", 16, (9, 8), 2),          # 7x7: the loop over any window
+    (5, 1, 1, [2, 2, 2, 2], "relu", 32, (9, 11), 3),         # 5x5 / 1: pixel pairs, the last one half outside
+    (3, 1, 1, [1, 1, 1, 1], "clip", 8, (5, 1), 2),           # one pixel a row: its pair's second pixel outside
+    (3, (2, 1), 1, [1, 1, 1, 1], "relu", 16, (9, 10), 3),    # vertical stride 2, horizontal 1: pairs
+    (3, (1, 2), 1, [1, 1, 1, 1], "relu", 16, (8, 9), 2),     # horizontal stride 2: single pixels
 ])
 def test_nhwc_depthwise_windows(tmp_path, k, stride, dil, pads, act, c, hw, batch):
     """conv_dw_nhwc_f16 (params nhwc_depthwise: a depthwise convolution between fp16 NHWC convolutions): its unrolled
-    3x3 and 5x5 windows and the loop over any other, strides, dilations, asymmetric pads and the activations it
-    fuses; against float64, poisoned first."""
+    3x3 and 5x5 windows, as single pixels and as horizontal pairs sharing columns, and the loop over any other;
+    strides, dilations, asymmetric pads, odd widths and the activations it fuses; against float64, poisoned first."""
     from onnx import TensorProto, helper, numpy_helper
     from convnet import catalogue
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
-    rng = np.random.default_rng(k * 100 + stride * 10 + dil)
+    strides = list(stride) if isinstance(stride, tuple) else [stride] * 2
+    rng = np.random.default_rng(k * 100 + strides[0] * 10 + strides[1] + dil)
     inits = [numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32), "w1"),
              numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b1"),
              numpy_helper.from_array((rng.standard_normal((c, 1, k, k)) / k).astype(np.float32), "wd"),
@@ -582,7 +587,7 @@ def test_nhwc_depthwise_windows(tmp_path, k, stride, dil, pads, act, c, hw, batc
             "none": [helper.make_node("Identity", ["d"], ["a"])]}[act]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "wd", "bd"], ["d"], kernel_shape=[k, k], strides=[stride] * 2,
+             helper.make_node("Conv", ["r1", "wd", "bd"], ["d"], kernel_shape=[k, k], strides=strides,
                               dilations=[dil] * 2, pads=pads, group=c),
              *acts,
              helper.make_node("Conv", ["a", "w2", "b2"], ["y"], kernel_shape=[1, 1])]

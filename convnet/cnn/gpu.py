@@ -332,6 +332,7 @@ class GPUNet:
             self.k_small = {n: rt.kernel("cnn.cu", f"conv_small_{n}", dict(variant.defines), variant.name)
                             for n in ("m8", "m16", "pool_m8", "pool_m16")}
         self.gemm = Gemm(rt, "regtile", {}, variant.name)
+        self.dw_pairs = bool(variant.params.get("dw_pairs"))      # conv_dw_nhwc_f16: pixel pairs (kernels/cnn.cu)
         # params tf32_dense: dense layers past DENSE_SMALL_M rows on gemm.cu v5 (TF32 tensor cores, bias and ReLU
         # in its epilogue; rows or features not in 4s fall back to self.gemm), not on fp32 register tiles
         self.linear = Linear(rt, "tf32", {}, variant.name) if self.igemm and variant.params.get("tf32_dense") else None
@@ -1043,10 +1044,12 @@ class GPUNet:
             (kh, kw), (sh, sw), (dh, dw) = a["kernel"], a["stride"], a["dilation"]
             W, B = self.w[i][:2]
             if i in self.nhwc_dws:
-                g9, b9 = self._grid(n * oh * ow * c // NHWC_VEC)
+                # params dw_pairs: two neighbouring output pixels a thread where they share input columns
+                px = 2 if self.dw_pairs and kh == kw and kh in (3, 5) and sw == 1 and dw == 1 else 1
+                g9, b9 = self._grid(n * oh * -(-ow // px) * c // NHWC_VEC)
                 k["conv_dw_nhwc_f16"](g9, b9, ptr(ins[0]), self.w[i][2], B, ptr(y), i32(n), i32(c), i32(h), i32(w),
                                       i32(kh), i32(kw), i32(sh), i32(sw), i32(dh), i32(dw), i32(t), i32(l), i32(oh),
-                                      i32(ow), i32(code), pa, pb)
+                                      i32(ow), i32(code), pa, pb, i32(px))
                 return
             if a["group"] > 1:
                 g = a["group"]
