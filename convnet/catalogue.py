@@ -6,7 +6,7 @@ Each file serves one model, named by its top-level `model` key (default "lenet86
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from .errors import UsageError
@@ -135,3 +135,46 @@ def best_gpu_variant(model: str, sm: int) -> Variant | None:
             return None
         v = get(v.fallback, model)
     return v
+
+
+def setting_value(text: str):
+    """A setting's value as written on a command line: a whole number as int, anything else as it is."""
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def with_setting(variant: Variant, setting: dict) -> Variant:
+    """variant with settings on top: lower-case keys its params, upper-case ones its -D constants."""
+    params = {**variant.params, **{k: v for k, v in setting.items() if k.islower()}}
+    defines = {**variant.defines, **{k: v for k, v in setting.items() if not k.islower()}}
+    return replace(variant, params=params, defines=defines)
+
+
+def variant_spec(spec: str, model: str) -> Variant:
+    """'name@KEY=V,key=v' -> the catalogue variant with those settings (upper-case keys -D constants, lower-case ones
+    params; whole numbers as int), named after the spec, e.g. igemm_f16_wgmma@nhwc_depthwise=1: one optimization
+    switched on or off without a catalogue entry. A plain name is the variant itself."""
+    name, at, extra = spec.partition("@")
+    if not at:
+        return get(name, model)
+    pairs = [kv.partition("=") for kv in extra.split(",") if kv]
+    if not pairs or any(not k or not sep or not v for k, sep, v in pairs):
+        raise UsageError(f"{spec!r}: expected NAME@KEY=VALUE,KEY=VALUE")
+    setting = {k: setting_value(v) for k, _, v in pairs}
+    v = with_setting(get(name, model), setting)
+    if model == "gpt2":
+        v = _checked_gpt2(spec, v)
+    return replace(v, name=spec.replace("@", "_").replace("=", "").replace(",", "_"))
+
+
+def _checked_gpt2(spec: str, v: Variant) -> Variant:
+    """A GPT-2 spec's params as the catalogue checks its own (a name or a choice it does not know is one line, not a
+    setting the model would ignore); 0 and 1 stand for false and true where a param is a flag."""
+    from dataclasses import fields
+    from .gpt2.host_params import GPT2Params, check
+    flags = {f.name for f in fields(GPT2Params) if f.type.startswith("bool")}
+    params = {k: bool(x) if k in flags and x in (0, 1) and not isinstance(x, bool) else x for k, x in v.params.items()}
+    try:
+        check(spec, params, "--variants")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return replace(v, params=params)

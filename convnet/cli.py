@@ -25,7 +25,9 @@ def build_parser(prog: str = "convnet") -> argparse.ArgumentParser:
                         "ONNX network: FILE.onnx runs it on random inputs with per-layer times, convnet-predict "
                         "PICTURES --model FILE.onnx classifies pictures)")
     p.add_argument("--variant", default="auto",
-                   help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU")
+                   help="variant name (see --list); 'auto' = the fastest GPU variant, or 'cpu' where there is no GPU; "
+                        "NAME@KEY=VALUE[,KEY=VALUE] changes a param or -D constant of it (e.g. "
+                        "igemm_f16_graph@dw_pairs=0, to compare the per-layer times without one optimization)")
     p.add_argument("--batch", type=positive_int, default=None,
                    help="number of test images, 1..10000 (default 10000)")
     p.add_argument("--seq", default=None, help=argparse.SUPPRESS)           # GPT-2's: convnet-bench gpt2

@@ -42,7 +42,7 @@ def resolve_variant(name: str, model: str = "lenet86") -> catalogue.Variant:
         reason = f"no GPU ({why})" if not ok else f"no GPU variant runs on {why}"
         print(f"note: {reason}; running the numpy reference path (variant cpu)", file=sys.stderr)
         return catalogue.get("cpu", model)
-    v = catalogue.get(name, model)
+    v = catalogue.variant_spec(name, model)             # a name, or NAME@KEY=V,... (one setting changed)
     here, why_not = runs_here(v)
     if not here:
         if not ok:

@@ -206,3 +206,34 @@ def test_record_appends_the_runs_figures_to_a_results_table(tmp_path):
     p = run("--variant", "cpu", "--batch", "20", "--record", str(tmp_path / "notes.txt"))
     assert p.returncode == 2 and "not a results table" in p.stderr
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_main_command_takes_a_variant_with_one_setting_changed(tmp_path):
+    """convnet --variant NAME@KEY=V (as convnet-bench --variants): the catalogue variant with that param or -D constant
+    changed, so one optimization can be switched off for a per-layer comparison; a malformed spec or an unknown
+    name is one line and exit code 2, and a GPU variant on a machine without one says so in one line."""
+    import numpy as np
+    import onnx
+    from convnet import catalogue
+    from convnet.errors import UsageError
+    sys.path.insert(0, str(ROOT / "tests"))
+    from cnn_models import MODELS
+    v = catalogue.variant_spec("igemm_f16_graph@dw_pairs=0,WGC_STAGES=2", "onnx")
+    base = catalogue.get("igemm_f16_graph", "onnx")
+    assert v.params == {**base.params, "dw_pairs": 0} and v.defines == {**base.defines, "WGC_STAGES": 2}
+    assert v.name == "igemm_f16_graph_dw_pairs0_WGC_STAGES2" and catalogue.variant_spec("cpu", "onnx") is \
+        catalogue.get("cpu", "onnx")
+    for bad in ("igemm_f16_graph@dw_pairs", "igemm_f16_graph@=1", "nope@dw_pairs=0"):
+        with pytest.raises(UsageError):
+            catalogue.variant_spec(bad, "onnx")
+    model, _ = MODELS["lenet5"](np.random.default_rng(0))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    for spec, line in (("igemm_f16_graph@dw_pairs", "expected NAME@KEY=VALUE"),
+                       ("nope@dw_pairs=0", "unknown onnx variant 'nope'")):
+        p = run("--model", str(tmp_path / "m.onnx"), "--variant", spec, "--batch", "2")
+        assert p.returncode == 2 and line in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    from convnet.gpu import available
+    if not available()[0]:
+        p = run("--model", str(tmp_path / "m.onnx"), "--variant", "igemm_f16_graph@dw_pairs=0", "--batch", "2")
+        assert p.returncode == 2 and "'igemm_f16_graph@dw_pairs=0' needs a GPU" in p.stderr
+        assert "Traceback" not in p.stderr

@@ -8,21 +8,18 @@ A lower-case key is a host parameter (variant.params), an upper-case key a -D co
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import sys
 
 import numpy as np
 
 from .. import catalogue, reference as ref, report, weights as wio
+from ..catalogue import setting_value, with_setting
 from ..errors import ConvnetError, exit_code
 
+variant_spec = catalogue.variant_spec       # where the instruments and the tests take it from
+
 LAYERS = {"conv1": ("conv1.weight", (1, 86, 86)), "conv2": ("conv2.weight", (4, 40, 40))}
-
-
-def setting_value(text: str):
-    """A setting's value as written on a command line: a whole number as int, anything else as it is."""
-    return int(text) if text.lstrip("-").isdigit() else text
 
 
 def parse_sweep(items):
@@ -50,39 +47,6 @@ def parse_grids(items) -> list:
 def settings(grid: dict) -> list:
     """Every combination of a sweep grid as a dict (one empty setting for an empty grid)."""
     return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())] or [{}]
-
-
-def with_setting(variant, setting: dict):
-    params = {**variant.params, **{k: v for k, v in setting.items() if k.islower()}}
-    defines = {**variant.defines, **{k: v for k, v in setting.items() if not k.islower()}}
-    return dataclasses.replace(variant, params=params, defines=defines)
-
-
-def variant_spec(spec: str, model: str):
-    """'name@KEY=V,key=v' -> the catalogue variant with those settings (upper-case keys -D constants, lower-case ones
-    params; whole numbers as int), named after the spec, e.g. igemm_f16_wgmma@nhwc_depthwise=1."""
-    name, _, extra = spec.partition("@")
-    pairs = [kv.partition("=") for kv in extra.split(",") if kv]
-    if any(not k or not sep or not v for k, sep, v in pairs):
-        raise ConvnetError(f"{spec!r}: expected NAME@KEY=VALUE,KEY=VALUE")
-    setting = {k: setting_value(v) for k, _, v in pairs}
-    v = with_setting(catalogue.get(name, model), setting)
-    if model == "gpt2" and extra:
-        v = _checked_gpt2(spec, v)
-    return dataclasses.replace(v, name=spec.replace("@", "_").replace("=", "").replace(",", "_")) if extra else v
-
-
-def _checked_gpt2(spec: str, v):
-    """A GPT-2 spec's params as the catalogue checks its own (a name or a choice it does not know is one line, not a
-    setting the model would ignore); 0 and 1 stand for false and true where a param is a flag."""
-    from ..gpt2.host_params import GPT2Params, check
-    flags = {f.name for f in dataclasses.fields(GPT2Params) if f.type.startswith("bool")}
-    params = {k: bool(x) if k in flags and x in (0, 1) and not isinstance(x, bool) else x for k, x in v.params.items()}
-    try:
-        check(spec, params, "--variants")
-    except ValueError as e:
-        raise ConvnetError(str(e)) from None
-    return dataclasses.replace(v, params=params)
 
 
 def time_conv(rt, conv, x_gpu, y_gpu, batch, reps=20) -> float:
