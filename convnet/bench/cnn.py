@@ -161,10 +161,31 @@ def onnxruntime_rows(path: str, x: np.ndarray, out_ref: np.ndarray, repeat: int)
     return [(label, ms, float(np.abs(y[:n] - out_ref).max() / np.abs(out_ref).max()))]
 
 
-def bench(path: str, batch: int, variants, repeat: int = 10, trace: bool = False) -> tuple:
-    """(the table, its rows for --record: (variant, benchmark, ms, "ms")); trace: each variant's timeline_table after
-    it."""
+def torch_rows(g, x, out_ref, repeat: int) -> list:
+    """PyTorch's rows of the same network and images: eager fp32, and fp16 channels_last under torch.compile (cuDNN),
+    each end to end from pinned host memory."""
     import torch
+    pin = torch.from_numpy(x).pin_memory()
+    rows = []
+    for label, dtype, cl, compile_ in (("pytorch_fp32_eager", torch.float32, False, False),
+                                       ("pytorch_fp16_compile", torch.float16, True, True)):
+        fwd = torch_forward(g, dtype, cl)
+        fwd = torch.compile(fwd) if compile_ else fwd
+
+        def run_torch():
+            with torch.no_grad():
+                xt = pin.to("cuda", non_blocking=True).to(dtype)
+                if cl:
+                    xt = xt.contiguous(memory_format=torch.channels_last)
+                return fwd(xt).float().cpu().numpy()
+        ms, y = median_wall_ms(run_torch, repeat)
+        rows.append((label, ms, float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
+    return rows
+
+
+def bench(path: str, batch: int, variants, repeat: int = 10, trace: bool = False, anchors: bool = True) -> tuple:
+    """(the table, its rows for --record: (variant, benchmark, ms, "ms")); trace: each variant's timeline_table after
+    it; anchors: PyTorch (eager fp32, torch.compile fp16) and onnxruntime in the same run."""
     from ..cnn import graph as cg, reference
     from ..cnn.gpu import GPUNet
     from ..gpu.runtime import Runtime
@@ -182,21 +203,8 @@ def bench(path: str, batch: int, variants, repeat: int = 10, trace: bool = False
         if trace:
             traces.append(timeline_table(timeline(net, x_pinned), variant))
         net = None                  # its device buffers go before the next variant's
-    pin = torch.from_numpy(x).pin_memory()
-    for label, dtype, cl, compile_ in (("pytorch_fp32_eager", torch.float32, False, False),
-                                       ("pytorch_fp16_compile", torch.float16, True, True)):
-        fwd = torch_forward(g, dtype, cl)
-        fwd = torch.compile(fwd) if compile_ else fwd
-
-        def run_torch():
-            with torch.no_grad():
-                xt = pin.to("cuda", non_blocking=True).to(dtype)
-                if cl:
-                    xt = xt.contiguous(memory_format=torch.channels_last)
-                return fwd(xt).float().cpu().numpy()
-        ms, y = median_wall_ms(run_torch, repeat)
-        rows.append((label, ms, float(np.abs(y[:256] - out_ref).max() / np.abs(out_ref).max())))
-    rows += onnxruntime_rows(path, x, out_ref, repeat)
+    rows += torch_rows(g, x, out_ref, repeat) if anchors else []
+    rows += onnxruntime_rows(path, x, out_ref, repeat) if anchors else []
     best = min(r[1] for r in rows[:len(variants)])
     lines = [f"{path} batch {batch}, end to end from pinned host images to host outputs (median of {repeat})",
              f"{'what':24s} {'ms':>9s} {'/ our best':>10s} {'max rel err':>12s}"]
@@ -280,12 +288,15 @@ def main(argv=None) -> int:
                         "and time, the uploads and downloads, and how long copies and kernels overlapped")
     p.add_argument("--record", nargs="?", const=True, metavar="CSV",
                    help="append the figures to the results table (default: results/onnx.csv)")
+    p.add_argument("--no-anchors", action="store_true",
+                   help="time the variants only, without PyTorch and onnxruntime (an A/B of our kernels: torch.compile "
+                        "alone takes tens of seconds a network)")
     a = p.parse_args(argv)
     table = None
     if a.record is not None:
         from ..results import table_path
         table = table_path("onnx", None if a.record is True else a.record)
-    text, rows = bench(a.model, a.batch, split_specs(a.variants), a.repeat, a.trace)
+    text, rows = bench(a.model, a.batch, split_specs(a.variants), a.repeat, a.trace, not a.no_anchors)
     print(text)
     if table is not None:
         from ..results import append
