@@ -4,8 +4,9 @@ machine spends its minutes testing:
 
     python tools/precompile_cnn.py [workers] [arch]
 
-ONNX=a.onnx,b.onnx adds those files' builds (batch sizes BATCHES, default 1,256; the variants VARIANTS, default every
-GPU variant), e.g. the networks a benchmark on the device will run."""
+ONNX=a.onnx,b.onnx adds those files' builds (batch sizes BATCHES, default 1,256; the variants VARIANTS, names or
+NAME@KEY=V specs with + for a spec's commas, default every GPU variant), e.g. the networks a benchmark on the device
+will run."""
 import os
 import sys
 import tempfile
@@ -38,10 +39,11 @@ def collect(arch: str) -> set:
                 net = GPUNet(g, v, rt)
                 for n in (1, 3, 7, 300):
                     net._run(np.zeros((n, *shape), np.float32))
-    named = [v for v in os.environ.get("VARIANTS", "").split(",") if v]
+    named = [catalogue.variant_spec(n.replace("+", ","), "onnx")
+             for n in os.environ.get("VARIANTS", "").split(",") if n]
     for path in [p for p in os.environ.get("ONNX", "").split(",") if p]:
         g = graph.load(path)
-        for v in [catalogue.load_all("onnx")[n] for n in named] if named else variants:
+        for v in named or variants:
             net = GPUNet(g, v, rt)
             for n in [int(b) for b in os.environ.get("BATCHES", "1,256").split(",")]:
                 net._run(np.zeros((n, *g.input_shape), np.float32))

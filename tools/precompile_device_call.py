@@ -58,9 +58,8 @@ def collect(arch: str) -> set:
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpt2.model import GPT2Config, random_params
     from convnet.gpu.lenet import GPULeNet
-    from convnet.bench.layer import variant_spec
     # a name, or NAME@KEY=V+KEY=V (+ for the spec's commas: the lists are comma lists)
-    g = lambda n: variant_spec(n.replace("+", ","), "gpt2")                                  # noqa: E731
+    g = lambda n: catalogue.variant_spec(n.replace("+", ","), "gpt2")                        # noqa: E731
     rt = RecordingRuntime()
     big = GPT2Config(2, 12, 768, 50257, 1024)
     for name in names("VARIANTS", "fast_bf16"):

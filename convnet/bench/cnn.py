@@ -203,8 +203,8 @@ def bench(path: str, batch: int, variants, repeat: int = 10, trace: bool = False
         if trace:
             traces.append(timeline_table(timeline(net, x_pinned), variant))
         net = None                  # its device buffers go before the next variant's
-    rows += torch_rows(g, x, out_ref, repeat) if anchors else []
-    rows += onnxruntime_rows(path, x, out_ref, repeat) if anchors else []
+    if anchors:
+        rows += torch_rows(g, x, out_ref, repeat) + onnxruntime_rows(path, x, out_ref, repeat)
     best = min(r[1] for r in rows[:len(variants)])
     lines = [f"{path} batch {batch}, end to end from pinned host images to host outputs (median of {repeat})",
              f"{'what':24s} {'ms':>9s} {'/ our best':>10s} {'max rel err':>12s}"]
