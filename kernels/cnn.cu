@@ -296,34 +296,6 @@ __device__ __forceinline__ Nhwc8 nhwc8_at(long long t, const __half* x, int C, i
     return p;
 }
 
-// 8 floats at p (16-byte aligned, read-only for the kernel), in two 16-byte loads.
-__device__ __forceinline__ void load_float8(const float* p, float (&v)[8]) {
-    const float4 lo = __ldg(reinterpret_cast<const float4*>(p)), hi = __ldg(reinterpret_cast<const float4*>(p + 4));
-    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
-}
-
-// 8 halves at x (16-byte aligned) as 8 fp32 values, in one 16-byte load.
-__device__ __forceinline__ void load_half8(const __half* x, float (&v)[8]) {
-    const uint4 u = *reinterpret_cast<const uint4*>(x);
-    const __half2* h = reinterpret_cast<const __half2*>(&u);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-        const float2 f = __half22float2(h[e]);
-        v[2 * e] = f.x;
-        v[2 * e + 1] = f.y;
-    }
-}
-
-// 8 fp32 values as 8 halves (round to nearest) in one 16-byte store.
-__device__ __forceinline__ void store_half8(__half* y, const float (&v)[8]) {
-    uint4 o;
-    __half2* oh = reinterpret_cast<__half2*>(&o);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) oh[e] = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
-    *reinterpret_cast<uint4*>(y) = o;
-}
-
 // pool2d_nhwc_f16's window of KS x KS taps (KS 2 or 3: the poolings of the CNNs measured, ResNet's 3x3 / 2 after its
 // stem among them) at thread t: every tap's 16-byte load issued before any is used, the index math in 32 bits (the
 // caller's check: both tensors under 2^31 halves). The loop over runtime KH x KW waited for each load in turn.
@@ -432,14 +404,9 @@ __device__ __forceinline__ void dw_nhwc_pixels(int t, const __half* __restrict__
     const int c8 = t % C8, q = t / C8, ox = q % OWX * PX, r = q / OWX, oy = r % OH, img = r / OH;
     const __half* xs = x + (long long)img * H * W * C + c8 * 8;
     const float* ws = w + c8 * 8;
-    const float4 b0 = __ldg(reinterpret_cast<const float4*>(bias + c8 * 8));
-    const float4 b1 = __ldg(reinterpret_cast<const float4*>(bias + c8 * 8 + 4));
     float acc[PX][8];
 #pragma unroll
-    for (int o = 0; o < PX; ++o) {
-        acc[o][0] = b0.x; acc[o][1] = b0.y; acc[o][2] = b0.z; acc[o][3] = b0.w;
-        acc[o][4] = b1.x; acc[o][5] = b1.y; acc[o][6] = b1.z; acc[o][7] = b1.w;
-    }
+    for (int o = 0; o < PX; ++o) load_float8(bias + c8 * 8, acc[o]);
     const int kh = KS ? KS : KH, kw = KS ? KS : KW, iy0 = oy * SH - PT, ix0 = ox * SW - PL;
 #pragma unroll
     for (int i = 0; i < kh; ++i) {
@@ -509,9 +476,8 @@ extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const 
         const int ox = p.ox, oy = p.oy, c8 = p.c8;
         const __half* xs = p.xs;
         const float* ws = w + c8 * 8;
-        const float4 b0 = *reinterpret_cast<const float4*>(bias + c8 * 8);
-        const float4 b1 = *reinterpret_cast<const float4*>(bias + c8 * 8 + 4);
-        float acc[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+        float acc[8];
+        load_float8(bias + c8 * 8, acc);
         for (int i = 0; i < KH; ++i) {
             const int yy = oy * SH - PT + i * DH;
             if (yy < 0 || yy >= H) continue;

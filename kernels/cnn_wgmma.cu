@@ -99,51 +99,55 @@ __device__ __forceinline__ void wgc_epilogue(const float (&acc)[BN / 2], int pro
 }
 
 // The epilogue of a tile written as fp16 NHWC without pooling (its residual, if any, fp16 NHWC too), through shared
-// memory: every warp puts its fp32 accumulators into the tile (rows BN + 8 floats apart: the fragments' 8-byte writes
-// and the rows' 16-byte reads are free of bank conflicts), then each thread takes 8 channels of a pixel at a time:
-// bias, residual (16 bytes), the activation over the 8 (one switch), one 16-byte store, consecutive threads on
-// consecutive 16 bytes of y. wgc_epilogue's 4-byte stores, and its activation switch at each of 64 values (the code
-// of every case unrolled 64 times: 330 KB of SASS, warps stalled on instruction fetch), took most of a tile with one
-// k step (a 1x1 convolution of 16 to 160 channels: 20-25 us a tile, about 10x what its bytes need).
+// memory: every warp puts its fp32 accumulators into the tile (wgc_stage_acc), a barrier, then each thread takes 8
+// channels of a pixel at a time (wgc_store_staged): bias, residual (16 bytes), the activation over the 8 (one switch),
+// one 16-byte store, consecutive threads on consecutive 16 bytes of y. A staged row holds each 8-channel chunk's first
+// four channels at 4q, its last four at BN / 2 + 4 + 4q (BN + 8 floats a row), so that the fragments' 8-byte writes
+// and the chunks' 16-byte reads (consecutive threads on consecutive 16 bytes) are free of bank conflicts.
+// wgc_epilogue's 4-byte stores, and its activation switch at each of 64 values (the code of every case unrolled 64
+// times: 330 KB of SASS, warps stalled on instruction fetch), took most of a tile with one k step (a 1x1 convolution
+// of 16 to 160 channels: 20-25 us a tile, about 10x what its bytes need); the bias loaded per value (8 scalar loads
+// a chunk, 6x the sectors of the stores: L1 at 70 % busy, Nsight Compute) held the staged one.
 template <int BN>
-__device__ __forceinline__ void wgc_epilogue_staged(const float (&acc)[BN / 2], float* tile, int row, int t, int tid,
-                                                    int p0, int n0, int total, int M, const float* __restrict__ bias,
-                                                    const __half* __restrict__ res, __half* __restrict__ y, int act,
-                                                    float a, float b) {
-    constexpr int LD = BN + 8, CHUNKS = BN / 8;
+__device__ __forceinline__ void wgc_stage_acc(const float (&acc)[BN / 2], float* tile, int row, int t) {
+    constexpr int LD = BN + 8;
+    float* at = tile + row * LD + (t >= 2 ? BN / 2 + 4 : 0) + (2 * t & 3);
 #pragma unroll
     for (int q = 0; q < BN / 8; ++q)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-            *reinterpret_cast<float2*>(tile + (row + 8 * half) * LD + 8 * q + 2 * t) =
-                make_float2(acc[4 * q + 2 * half], acc[4 * q + 2 * half + 1]);
-    __syncthreads();
+            *reinterpret_cast<float2*>(at + 8 * half * LD + 4 * q) = make_float2(acc[4 * q + 2 * half],
+                                                                                 acc[4 * q + 2 * half + 1]);
+}
+
+// ... and the staged rows' second pass: pixels p0 .. p0 + rows - 1 of the fp32 tile, 8 channels a thread. A thread
+// keeps one chunk of channels (WGC_THREADS is a multiple of the chunks a row), so its bias is loaded once.
+template <int BN>
+__device__ __forceinline__ void wgc_store_staged(const float* tile, int rows, int tid, int p0, int n0, int total,
+                                                 int M, const float* __restrict__ bias,
+                                                 const __half* __restrict__ res, __half* __restrict__ y, int act,
+                                                 float a, float b) {
+    constexpr int LD = BN + 8, CHUNKS = BN / 8;
+    static_assert(WGC_THREADS % CHUNKS == 0, "a thread's chunk is the same in every row it takes");
+    const int q = tid % CHUNKS, n = n0 + 8 * q;
+    if (n >= M) return;                                    // M % 8 == 0: a chunk is all in or all out
+    float bv[8];
+    load_float8(bias + n, bv);
 #pragma unroll 2
-    for (int c = tid; c < WGC_BM * CHUNKS; c += WGC_THREADS) {
-        const int r = c / CHUNKS, col = (c % CHUNKS) * 8, p = p0 + r, n = n0 + col;
-        if (p >= total || n >= M) continue;                // M % 8 == 0: a chunk is all in or all out
-        const float4 lo = *reinterpret_cast<const float4*>(tile + r * LD + col);
-        const float4 hi = *reinterpret_cast<const float4*>(tile + r * LD + col + 4);
-        float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] += __ldg(bias + n + e);
-        const long long at = (long long)p * M + n;
+    for (int r = tid / CHUNKS; r < rows && p0 + r < total; r += WGC_THREADS / CHUNKS) {
+        const float4 lo = *reinterpret_cast<const float4*>(tile + r * LD + 4 * q);
+        const float4 hi = *reinterpret_cast<const float4*>(tile + r * LD + BN / 2 + 4 + 4 * q);
+        float v[8] = {lo.x + bv[0], lo.y + bv[1], lo.z + bv[2], lo.w + bv[3],
+                      hi.x + bv[4], hi.y + bv[5], hi.z + bv[6], hi.w + bv[7]};
+        const int at = (p0 + r) * M + n;                   // 32-bit: y is under 2^31 elements
         if (res) {
-            const uint4 rv = *reinterpret_cast<const uint4*>(res + at);
-            const __half2* rh = reinterpret_cast<const __half2*>(&rv);
+            float rv[8];
+            load_half8(res + at, rv);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float2 f = __half22float2(rh[e]);
-                v[2 * e] += f.x;
-                v[2 * e + 1] += f.y;
-            }
+            for (int e = 0; e < 8; ++e) v[e] += rv[e];
         }
         act_all(v, act, a, b);
-        uint4 out;
-        __half2* oh = reinterpret_cast<__half2*>(&out);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) oh[e] = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
-        *reinterpret_cast<uint4*>(y + at) = out;
+        store_half8(y + at, v);
     }
 }
 
@@ -188,6 +192,42 @@ __device__ __forceinline__ void wgc_pool_epilogue(const float (&acc)[BN / 2], in
     }
 }
 
+// The gather's rows of one thread: pixels p, p + ROWS, p + 2 ROWS, p + 3 ROWS of a 128-pixel tile (ROWS = 32: 8
+// threads a row, one 16-byte chunk each), their filter origins and input offsets. gather copies one k-table row's
+// chunk (e: offset, dy, dx) of each into the swizzled stage at s, zero-filled outside the image and past the batch.
+struct WgcRows {
+    static constexpr int ROWS = WGC_THREADS / 8, U = WGC_BM / ROWS;
+    int xbase[U], iy0[U], ix0[U];
+
+    __device__ __forceinline__ void init(int p, int total, int pool, int P, int PW, int OW, int SH, int SW, int PT,
+                                         int PL, int H, int W, int C) {
+#pragma unroll
+        for (int u = 0; u < U; ++u, p += ROWS) {
+            xbase[u] = 0;
+            iy0[u] = ix0[u] = -2 * WGC_FAR;                 // past the batch: never in bounds
+            if (p < total) {
+                const int q = pool ? p >> 2 : p;           // y's pixel (a window's, pooled)
+                const int n = q / P, r = q - n * P, w4 = p & 3;
+                const int oy = pool ? (r / PW) * 2 + (w4 >> 1) : r / OW;
+                const int ox = pool ? (r % PW) * 2 + (w4 & 1) : r % OW;
+                iy0[u] = oy * SH - PT;
+                ix0[u] = ox * SW - PL;
+                xbase[u] = ((n * H + iy0[u]) * W + ix0[u]) * C;
+            }
+        }
+    }
+
+    __device__ __forceinline__ void gather(unsigned char* s, const __half* __restrict__ x, int4 e, int H,
+                                           int W) const {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int yy = iy0[u] + e.y, xx = ix0[u] + e.z;
+            const bool in = (unsigned)yy < (unsigned)H && (unsigned)xx < (unsigned)W;
+            cp_async16(s + u * ROWS * 128, in ? x + xbase[u] + e.x : x, in);
+        }
+    }
+};
+
 template <int BN, int STAGES>
 __device__ __forceinline__ void conv_wgmma_nhwc_body(
         const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
@@ -196,7 +236,7 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
         float a, float b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int A_BYTES = WGC_BM * 128, STAGE_BYTES = A_BYTES + BN * 128;
-    static_assert(STAGES * STAGE_BYTES >= WGC_BM * (BN + 8) * 4, "wgc_epilogue_staged's tile fits in the ring");
+    static_assert(STAGES * STAGE_BYTES >= WGC_BM * (BN + 8) * 4, "the staged epilogue's tile fits in the ring");
     constexpr int ROWS = WGC_THREADS / 8;                   // rows a pass of the copies covers (8 threads a row)
     extern __shared__ __align__(16) unsigned char wgc_raw[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(wgc_raw);
@@ -213,31 +253,12 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     // The copies: thread tid moves 16-byte chunk v = tid % 8 (k0 + 8v .. + 7) of rows r0 + u ROWS; every such row
     // has r % 8 == r0 % 8, so one swizzled offset serves them all.
     const int v = tid & 7, r0 = tid >> 3, swz = ((v ^ (r0 & 7)) << 4) + r0 * 128;
-    int xbase[WGC_BM / ROWS], iy0[WGC_BM / ROWS], ix0[WGC_BM / ROWS];
-#pragma unroll
-    for (int u = 0; u < WGC_BM / ROWS; ++u) {
-        const int p = p0 + r0 + u * ROWS;
-        xbase[u] = 0;
-        iy0[u] = ix0[u] = -2 * WGC_FAR;                     // past the batch: never in bounds
-        if (p < total) {
-            const int q = pool ? p >> 2 : p;               // y's pixel (a window's, pooled)
-            const int n = q / P, r = q - n * P, w4 = p & 3;
-            const int oy = pool ? (r / PW) * 2 + (w4 >> 1) : r / OW, ox = pool ? (r % PW) * 2 + (w4 & 1) : r % OW;
-            iy0[u] = oy * SH - PT;
-            ix0[u] = ox * SW - PL;
-            xbase[u] = ((n * H + iy0[u]) * W + ix0[u]) * C;
-        }
-    }
+    WgcRows rows;
+    rows.init(p0 + r0, total, pool, P, PW, OW, SH, SW, PT, PL, H, W, C);
     const __half* wrow = w + (long long)(n0 + r0) * Kpad + v * 8;
     auto load = [&](int stage, int k0) {
         unsigned char* s = smem + stage * STAGE_BYTES + swz;
-        const int4 e = __ldg(ktab + k0 / 8 + v);
-#pragma unroll
-        for (int u = 0; u < WGC_BM / ROWS; ++u) {
-            const int yy = iy0[u] + e.y, xx = ix0[u] + e.z;
-            const bool in = (unsigned)yy < (unsigned)H && (unsigned)xx < (unsigned)W;
-            cp_async16(s + u * ROWS * 128, in ? x + xbase[u] + e.x : x, in);
-        }
+        rows.gather(s, x, __ldg(ktab + k0 / 8 + v), H, W);
 #pragma unroll
         for (int u = 0; u < BN / ROWS; ++u)                 // the weights: padded to BN rows and Kpad columns
             cp_async16(s + A_BYTES + u * ROWS * 128, wrow + (long long)u * ROWS * Kpad + k0, true);
@@ -273,8 +294,10 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
 
     if (!pool && y_nhwc && (!res || res_nhwc)) {
         __syncthreads();                                   // every warp's MMAs have read the ring: the tile takes it
-        wgc_epilogue_staged<BN>(acc, reinterpret_cast<float*>(smem), wg * 64 + (warp & 3) * 16 + g, t, tid, p0, n0,
-                                total, M, bias, static_cast<const __half*>(res), static_cast<__half*>(y), act, a, b);
+        wgc_stage_acc<BN>(acc, reinterpret_cast<float*>(smem), wg * 64 + (warp & 3) * 16 + g, t);
+        __syncthreads();
+        wgc_store_staged<BN>(reinterpret_cast<const float*>(smem), WGC_BM, tid, p0, n0, total, M, bias,
+                             static_cast<const __half*>(res), static_cast<__half*>(y), act, a, b);
     } else if (pool)
         wgc_pool_epilogue<BN>(acc, p0 + wg * 64 + (warp & 3) * 16 + g, n0, t, g, total, M, bias, y, y_nhwc, pool, P,
                               act, a, b);

@@ -147,6 +147,34 @@ __device__ __forceinline__ void grouped_tile_coords(int b, int mtiles, int ntile
     }
 }
 
+// 8 floats at p (16-byte aligned, read-only for the kernel), in two 16-byte loads.
+__device__ __forceinline__ void load_float8(const float* p, float (&v)[8]) {
+    const float4 lo = __ldg(reinterpret_cast<const float4*>(p)), hi = __ldg(reinterpret_cast<const float4*>(p + 4));
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+}
+
+// 8 halves at x (16-byte aligned) as 8 fp32 values, in one 16-byte load.
+__device__ __forceinline__ void load_half8(const __half* x, float (&v)[8]) {
+    const uint4 u = *reinterpret_cast<const uint4*>(x);
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const float2 f = __half22float2(h[e]);
+        v[2 * e] = f.x;
+        v[2 * e + 1] = f.y;
+    }
+}
+
+// 8 fp32 values as 8 halves (round to nearest) in one 16-byte store.
+__device__ __forceinline__ void store_half8(__half* y, const float (&v)[8]) {
+    uint4 o;
+    __half2* oh = reinterpret_cast<__half2*>(&o);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) oh[e] = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+    *reinterpret_cast<uint4*>(y) = o;
+}
+
 // 16-byte asynchronous global -> shared copy (sm_80+); an invalid source fills the 16 bytes with zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
     const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);

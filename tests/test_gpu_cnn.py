@@ -311,7 +311,8 @@ def hopper_conv_equals_float64(tmp_path, param, taken, c, m, k, stride, dil, pad
     from convnet.cnn.gpu import GPUNet
     rng = np.random.default_rng(m + c)
     g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw)
-    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {param: True}))
+    # (conv_tma_nhwc from one k-step: the catalogue keeps it to layers of at least tma_min_steps)
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_wgmma", "onnx"), {param: True, "tma_min_steps": 1}))
     if net.rt.arch != "sm_90a":
         pytest.skip(f"params {param} needs Hopper (sm_90a)")
     assert getattr(net, taken) == {0}
@@ -358,7 +359,7 @@ def test_tma_convolutions_in_a_network(tmp_path, batch):
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     g = load(tmp_path, "resnet_wide", seed=batch)
-    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_graph", "onnx"), {"tma_conv": True}))
+    net = GPUNet(g, with_setting(catalogue.get("igemm_f16_graph", "onnx"), {"tma_conv": True, "tma_min_steps": 1}))
     if net.rt.arch != "sm_90a":
         pytest.skip("conv_tma_nhwc needs Hopper (sm_90a)")
     assert net.tma_convs
@@ -601,3 +602,4 @@ def test_nhwc_depthwise_windows(tmp_path, k, stride, dil, pads, act, c, hw, batc
     x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
     poison(net.rt)
     assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+
