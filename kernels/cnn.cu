@@ -340,13 +340,19 @@ __device__ __forceinline__ void pool_nhwc_window(int t, const __half* __restrict
     store_half8(y + pix * C + c8 * 8, acc);
 }
 
+// Whether an fp16 NHWC kernel's offsets fit 32 bits: its input of N x H x W x C halves, its output of items 8-channel
+// chunks (the kernels below take their 32-bit paths then, else a 64-bit loop).
+__device__ __forceinline__ bool nhwc_fits32(int N, int H, int W, int C, long long items) {
+    return (long long)N * H * W * C < (1ll << 31) && items * 8 < (1ll << 31);
+}
+
 // pool2d over fp16 NHWC (C % 8 == 0; the tensor-core convolutions' layout, params wgmma): a thread per (image,
 // output pixel, 8 channels) reads each tap's 8 channels as 16 bytes and writes 16; sums in fp32.
 extern "C" __global__ void pool2d_nhwc_f16(const __half* __restrict__ x, __half* __restrict__ y, int N, int C, int H,
                                            int W, int KH, int KW, int SH, int SW, int PT, int PL, int PB, int PR,
                                            int OH, int OW, int is_max, int count_pad) {
     const long long total = (long long)N * OH * OW * (C / 8);
-    if ((KH == 2 || KH == 3) && KW == KH && (long long)N * H * W * C < (1ll << 31) && total * 8 < (1ll << 31)) {
+    if ((KH == 2 || KH == 3) && KW == KH && nhwc_fits32(N, H, W, C, total)) {
         for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < (int)total; t += gridDim.x * blockDim.x) {
             if (KH == 3) pool_nhwc_window<3>(t, x, y, C, H, W, SH, SW, PT, PL, PB, PR, OH, OW, is_max, count_pad);
             else pool_nhwc_window<2>(t, x, y, C, H, W, SH, SW, PT, PL, PB, PR, OH, OW, is_max, count_pad);
@@ -453,7 +459,7 @@ extern "C" __global__ void conv_dw_nhwc_f16(const __half* __restrict__ x, const 
                                             int H, int W, int KH, int KW, int SH, int SW, int DH, int DW, int PT,
                                             int PL, int OH, int OW, int act, float a, float b, int PX) {
     const long long total = (long long)N * OH * OW * (C / 8);
-    if ((long long)N * H * W * C < (1ll << 31) && total * 8 < (1ll << 31)) {
+    if (nhwc_fits32(N, H, W, C, total)) {
         const int ks = KH == KW && (KH == 3 || KH == 5) ? KH : 0;
         const bool pairs = PX == 2 && ks && SW == 1 && DW == 1;
         const int items = N * OH * ((OW + 1) / 2) * (C / 8);   // pixel pairs x 8 channels

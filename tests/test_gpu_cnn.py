@@ -337,6 +337,32 @@ def test_tma_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw,
     hopper_conv_equals_float64(tmp_path, "tma_conv", "tma_convs", c, m, k, stride, dil, pads, hw, batch)
 
 
+@pytest.mark.parametrize("c,m,k,stride,dil,pads,hw,batch", [
+    (16, 96, 1, 1, 1, [0, 0, 0, 0], (14, 13), 300),    # K 16: one 16-deep block of the step's four
+    (24, 144, 1, 2, 1, [0, 0, 0, 0], (15, 17), 7),     # K 24: two blocks, the second half past K; two channel tiles
+    (40, 64, 1, 1, 1, [0, 0, 0, 0], (9, 9), 5),        # K 40: three blocks, 64-channel blocks
+    (8, 48, 3, 1, 2, [2, 1, 0, 2], (11, 12), 3),       # K 72: two steps, the last one block
+    (48, 40, 5, 1, 1, [2, 2, 2, 2], (7, 8), 4),        # K 1,200: 19 steps, the last three blocks
+    (56, 200, 3, 2, 1, [1, 1, 1, 1], (10, 9), 2),      # K 504: 8 steps, the last whole
+])
+def test_wgmma_convolution_with_a_partial_last_step(tmp_path, c, m, k, stride, dil, pads, hw, batch):
+    """conv_wgmma_nhwc over K not a multiple of 64: the last step's 16-deep blocks past K are neither copied nor
+    multiplied (WGC_SKIP_PAD_K), those with some k below K are zero-filled past it; a LeakyReLU fused, fp32 NCHW out,
+    against float64, poisoned first."""
+    from convnet import catalogue
+    from convnet.cnn import reference
+    from convnet.cnn.gpu import GPUNet
+    rng = np.random.default_rng(m + c)
+    g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw)
+    net = GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"))
+    if net.rt.arch != "sm_90a":
+        pytest.skip("conv_wgmma_nhwc needs Hopper (sm_90a)")
+    assert net._wgmma_conv(g.layers[0], 0) and not (net.tma_convs or net.pair_convs or net.halo_convs)
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+
+
 @pytest.mark.parametrize("c,m,k,stride,pads,hw,batch", [
     (3, 64, 7, 2, [3, 3, 3, 3], (29, 31), 5),      # ResNet's stem at an odd size
     (1, 72, 5, 2, [2, 1, 0, 2], (11, 9), 3),       # asymmetric padding, odd channel blocks
