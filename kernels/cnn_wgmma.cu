@@ -41,9 +41,6 @@
 #endif
 static_assert(WGC_STAGES >= 2 + WGC_INFLIGHT && WGC_STAGES64 >= 2 + WGC_INFLIGHT,
               "a stage a step in flight, one multiplied, one being filled");
-#ifndef WGC_SKIP_PAD_K
-#define WGC_SKIP_PAD_K 1                          // 0: copy and multiply the last step's 16-deep blocks past K too
-#endif
 #ifndef WGC_MINB64
 #define WGC_MINB64 3                              // blocks an SM the 64-channel kernel is built for (registers)
 #endif
@@ -231,24 +228,6 @@ struct WgcRows {
     }
 };
 
-// The MMAs of one 64-deep step over its first kn (1-4) 16-deep blocks: + 32 bytes a block in both operands (the
-// swizzle is on address bits).
-template <int BN, int KN>
-__device__ __forceinline__ void wgc_mmas_n(float (&acc)[BN / 2], unsigned a, unsigned b) {
-#pragma unroll
-    for (int kk = 0; kk < KN; ++kk) Wgmma16<BN, __half>::run(acc, wg_desc(a + kk * 32), wg_desc(b + kk * 32));
-}
-
-template <int BN>
-__device__ __forceinline__ void wgc_mmas(float (&acc)[BN / 2], unsigned a, unsigned b, int kn) {
-    switch (kn) {                                          // each count one straight sequence
-        case 1: wgc_mmas_n<BN, 1>(acc, a, b); break;
-        case 2: wgc_mmas_n<BN, 2>(acc, a, b); break;
-        case 3: wgc_mmas_n<BN, 3>(acc, a, b); break;
-        default: wgc_mmas_n<BN, 4>(acc, a, b); break;
-    }
-}
-
 template <int BN, int STAGES>
 __device__ __forceinline__ void conv_wgmma_nhwc_body(
         const __half* __restrict__ x, const __half* __restrict__ w, const int4* __restrict__ ktab,
@@ -276,18 +255,8 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     const int v = tid & 7, r0 = tid >> 3, swz = ((v ^ (r0 & 7)) << 4) + r0 * 128;
     WgcRows rows;
     rows.init(p0 + r0, total, pool, P, PW, OW, SH, SW, PT, PL, H, W, C);
-    // The 16-deep blocks of k that hold any k below K: all four of every step but the last, and of the last those
-    // whose first k-table row is (rows past K have dy WGC_FAR; K is in 8s). The blocks after them are neither copied
-    // nor multiplied: a 1x1 layer over 16 channels multiplies one block of its step's four.
-    const int steps = Kpad / WGC_BK;
-    int klast = 0;
-#pragma unroll
-    for (int j = 0; j < WGC_BK / 16; ++j)
-        klast += !WGC_SKIP_PAD_K || __ldg(ktab + (steps - 1) * (WGC_BK / 8) + 2 * j).y < WGC_FAR;
-    const int kblocks = (steps - 1) * (WGC_BK / 16) + klast;
     const __half* wrow = w + (long long)(n0 + r0) * Kpad + v * 8;
     auto load = [&](int stage, int k0) {
-        if (k0 / 16 + v / 2 >= kblocks) return;            // this thread's chunk: in a block no MMA reads
         unsigned char* s = smem + stage * STAGE_BYTES + swz;
         rows.gather(s, x, __ldg(ktab + k0 / 8 + v), H, W);
 #pragma unroll
@@ -300,6 +269,7 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
 
     constexpr int PRE = STAGES - 1 - WGC_INFLIGHT;      // steps copied ahead of the one multiplied
+    const int steps = Kpad / WGC_BK;
 #pragma unroll
     for (int s = 0; s < PRE; ++s) {
         if (s < steps) load(s, s * WGC_BK);
@@ -313,7 +283,9 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
         cp_async_commit();
         const unsigned st = base_s + (s % STAGES) * STAGE_BYTES;
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        wgc_mmas<BN>(acc, st + wg * 64 * 128, st + A_BYTES, s + 1 < steps ? WGC_BK / 16 : klast);
+#pragma unroll
+        for (int kk = 0; kk < WGC_BK / 16; ++kk)           // + 32 bytes a 16-deep step: the swizzle is on address bits
+            Wgmma16<BN, __half>::run(acc, wg_desc(st + wg * 64 * 128 + kk * 32), wg_desc(st + A_BYTES + kk * 32));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(WGC_INFLIGHT) : "memory");
     }

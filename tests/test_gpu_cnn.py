@@ -338,17 +338,16 @@ def test_tma_convolution_at_odd_shapes(tmp_path, c, m, k, stride, dil, pads, hw,
 
 
 @pytest.mark.parametrize("c,m,k,stride,dil,pads,hw,batch", [
-    (16, 96, 1, 1, 1, [0, 0, 0, 0], (14, 13), 300),    # K 16: one 16-deep block of the step's four
-    (24, 144, 1, 2, 1, [0, 0, 0, 0], (15, 17), 7),     # K 24: two blocks, the second half past K; two channel tiles
-    (40, 64, 1, 1, 1, [0, 0, 0, 0], (9, 9), 5),        # K 40: three blocks, 64-channel blocks
-    (8, 48, 3, 1, 2, [2, 1, 0, 2], (11, 12), 3),       # K 72: two steps, the last one block
-    (48, 40, 5, 1, 1, [2, 2, 2, 2], (7, 8), 4),        # K 1,200: 19 steps, the last three blocks
-    (56, 200, 3, 2, 1, [1, 1, 1, 1], (10, 9), 2),      # K 504: 8 steps, the last whole
+    (16, 96, 1, 1, 1, [0, 0, 0, 0], (14, 13), 300),    # K 16: 48 of the step's 64 k past K
+    (24, 144, 1, 2, 1, [0, 0, 0, 0], (15, 17), 7),     # K 24, stride 2; two channel tiles, the second 16 wide
+    (40, 64, 1, 1, 1, [0, 0, 0, 0], (9, 9), 5),        # K 40, 64-channel blocks
+    (8, 48, 3, 1, 2, [2, 1, 0, 2], (11, 12), 3),       # K 72: two steps, the last 8 deep; dilated, asymmetric pads
+    (48, 40, 5, 1, 1, [2, 2, 2, 2], (7, 8), 4),        # K 1,200: 19 steps, the last 48 deep
+    (56, 200, 3, 2, 1, [1, 1, 1, 1], (10, 9), 2),      # K 504: 8 steps, the last 56 deep
 ])
 def test_wgmma_convolution_with_a_partial_last_step(tmp_path, c, m, k, stride, dil, pads, hw, batch):
-    """conv_wgmma_nhwc over K not a multiple of 64: the last step's 16-deep blocks past K are neither copied nor
-    multiplied (WGC_SKIP_PAD_K), those with some k below K are zero-filled past it; a LeakyReLU fused, fp32 NCHW out,
-    against float64, poisoned first."""
+    """conv_wgmma_nhwc over K not a multiple of 64 (the last step's k past K zero-filled by the gather, the weights
+    zero there); a LeakyReLU fused, fp32 NCHW out, against float64, poisoned first."""
     from convnet import catalogue
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
