@@ -4,9 +4,10 @@
                                                [, resnet18.onnx, mobilenet_v2.onnx, mobilenet_v3_small.onnx]
 
 lenet5, vgg_cifar and resnet224 (tests/cnn_models.py's ResNet-style net: a 7x7 stem and two basic blocks, at 224x224)
-are written with onnx.helper; resnet18, mobilenet_v2 and mobilenet_v3_small are torchvision's (the MobileNets with 10
-classes and batch-norm statistics as training leaves them, tools/torchvision_zoo.py's trained_like), exported with
-torch.onnx where torch and torchvision are installed (the GPU machine), else left out with a line saying so."""
+are written with onnx.helper; resnet18, mobilenet_v2 and mobilenet_v3_small are torchvision's (ResNet-18 with 1,000
+classes and its default initialisation, the MobileNets with 10 classes and batch-norm statistics as training leaves
+them, tools/torchvision_zoo.py's trained_like), exported by torchvision_zoo.export where torch and torchvision are
+installed (the GPU machine), else left out with a line saying so."""
 import sys
 from pathlib import Path
 
@@ -42,17 +43,11 @@ def main(argv=None) -> int:
     except ImportError:
         print("resnet18.onnx and the MobileNets left out: they need torch and torchvision", file=sys.stderr)
         return 0
-    torch.manual_seed(0)
-    net = torchvision.models.resnet18(num_classes=1000).eval()
-    x = torch.randn(1, 3, 224, 224)
-    kw = {"input_names": ["input"], "output_names": ["logits"], "dynamic_axes": {"input": {0: "N"}},
-          "opset_version": 17}
-    try:
-        torch.onnx.export(net, x, str(out / "resnet18.onnx"), dynamo=False, **kw)
-    except TypeError:                       # a torch without the dynamo switch
-        torch.onnx.export(net, x, str(out / "resnet18.onnx"), **kw)
-    print(out / "resnet18.onnx")
     from torchvision_zoo import build, export, trained_like
+    torch.manual_seed(0)                       # ImageNet's 1,000 classes, default initialisation (the recorded figures')
+    export(torchvision.models.resnet18(num_classes=1000).eval(), torch.randn(1, 3, 224, 224), str(out / "resnet18.onnx"),
+           dynamo=False)
+    print(out / "resnet18.onnx")
     for name in ("mobilenet_v2", "mobilenet_v3_small"):
         export(trained_like(build(name)), torch.randn(2, 3, 224, 224), str(out / f"{name}.onnx"), dynamo=False)
         print(out / f"{name}.onnx")
