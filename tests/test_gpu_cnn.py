@@ -18,22 +18,36 @@ def load(tmp_path, name, seed=0):
     return graph.load(path)
 
 
+def saved_and_loaded(path, nodes, inits, c, hw, opset=13):
+    """The graph of ONNX `nodes` from input x (N x c x hw) to output y with initializers `inits` (name -> array),
+    saved to path and loaded."""
+    from onnx import TensorProto, helper, numpy_helper
+    from convnet.cnn import graph
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                           [numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in inits.items()])
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", opset)]), str(path))
+    return graph.load(path)
+
+
 def one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw, pool=None):
     """A one-Conv network (random weights from rng, then its bias) with a LeakyReLU, and a 2x2 stride-2 pool (pool:
     "MaxPool" or "AveragePool") after it where given, loaded."""
-    from onnx import TensorProto, helper, numpy_helper
-    from convnet.cnn import graph
-    w = numpy_helper.from_array((rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32), "w")
-    b = numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), "b")
+    from onnx import helper
+    inits = {"w": rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k), "b": rng.standard_normal(m)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[k, k], strides=[stride] * 2,
                               dilations=[dil] * 2, pads=pads),
              helper.make_node("LeakyRelu", ["c"], ["a" if pool else "y"], name="act", alpha=0.1)]
     if pool:
         nodes.append(helper.make_node(pool, ["a"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b])
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "c.onnx"))
-    return graph.load(tmp_path / "c.onnx")
+    return saved_and_loaded(tmp_path / "c.onnx", nodes, inits, c, hw)
+
+
+def forward_equals_float64(net, g, x, bound=1e-2):
+    """net's output for x, every activation buffer poisoned first, within bound of g's float64 reference."""
+    from convnet.cnn import reference
+    poison(net.rt)
+    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= bound
 
 
 def poison(rt):
@@ -307,7 +321,6 @@ def hopper_conv_equals_float64(tmp_path, param, taken, c, m, k, stride, dil, pad
     (its Hopper kernel runs it), and its fp32 NCHW output, poisoned first, equals float64 within 1e-2."""
     from convnet import catalogue
     from convnet.bench.layer import with_setting
-    from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     rng = np.random.default_rng(m + c)
     g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw)
@@ -316,9 +329,7 @@ def hopper_conv_equals_float64(tmp_path, param, taken, c, m, k, stride, dil, pad
     if net.rt.arch != "sm_90a":
         pytest.skip(f"params {param} needs Hopper (sm_90a)")
     assert getattr(net, taken) == {0}
-    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
-    poison(net.rt)
-    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+    forward_equals_float64(net, g, rng.standard_normal((batch, c, *hw)).astype(np.float32))
 
 
 @pytest.mark.parametrize("c,m,k,stride,dil,pads,hw,batch", [
@@ -349,7 +360,6 @@ def test_wgmma_convolution_with_a_partial_last_step(tmp_path, c, m, k, stride, d
     """conv_wgmma_nhwc over K not a multiple of 64 (the last step's k past K zero-filled by the gather, the weights
     zero there); a LeakyReLU fused, fp32 NCHW out, against float64, poisoned first."""
     from convnet import catalogue
-    from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     rng = np.random.default_rng(m + c)
     g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw)
@@ -357,9 +367,7 @@ def test_wgmma_convolution_with_a_partial_last_step(tmp_path, c, m, k, stride, d
     if net.rt.arch != "sm_90a":
         pytest.skip("conv_wgmma_nhwc needs Hopper (sm_90a)")
     assert net._wgmma_conv(g.layers[0], 0) and not (net.tma_convs or net.pair_convs or net.halo_convs)
-    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
-    poison(net.rt)
-    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+    forward_equals_float64(net, g, rng.standard_normal((batch, c, *hw)).astype(np.float32))
 
 
 @pytest.mark.parametrize("c,m,k,stride,pads,hw,batch", [
@@ -550,30 +558,22 @@ def test_nhwc_pooling_between_nhwc_convolutions(tmp_path, k, stride, pads, kind,
     """pool2d_nhwc_f16 (params wgmma: a pooling whose input and readers are fp16 NHWC) between two 16-channel
     convolutions: its unrolled 2x2 and 3x3 windows and the loop over any other, max and average with and without the
     pads counted, strides, asymmetric pads; against float64, poisoned first."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
     from convnet import catalogue
-    from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
     rng = np.random.default_rng(k * 10 + stride)
-    inits = [numpy_helper.from_array((rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32), "w1"),
-             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b1"),
-             numpy_helper.from_array((rng.standard_normal((16, 16, 1, 1)) / 4).astype(np.float32), "w2"),
-             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "b2")]
+    inits = {"w1": rng.standard_normal((16, 16, 3, 3)) / 12, "b1": rng.standard_normal(16),
+             "w2": rng.standard_normal((16, 16, 1, 1)) / 4, "b2": rng.standard_normal(16)}
     extra = {"count_include_pad": count_pad} if kind == "AveragePool" else {}
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
              helper.make_node("Relu", ["c"], ["a"]),
              helper.make_node(kind, ["a"], ["p"], kernel_shape=[k, k], strides=[stride] * 2, pads=pads, **extra),
              helper.make_node("Conv", ["p", "w2", "b2"], ["y"], kernel_shape=[1, 1])]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, *hw])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "p.onnx"))
-    g = graph.load(tmp_path / "p.onnx")
+    g = saved_and_loaded(tmp_path / "p.onnx", nodes, inits, 16, hw)
     net = GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"))
     pool = next(i for i, layer in enumerate(g.layers) if layer.op == "pool")
     assert pool in net.nhwc_pools
-    x = rng.standard_normal((batch, 16, *hw)).astype(np.float32)
-    poison(net.rt)
-    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+    forward_equals_float64(net, g, rng.standard_normal((batch, 16, *hw)).astype(np.float32))
 
 
 @pytest.mark.parametrize("k,stride,dil,pads,act,c,hw,batch", [
@@ -592,19 +592,14 @@ def test_nhwc_depthwise_windows(tmp_path, k, stride, dil, pads, act, c, hw, batc
     """conv_dw_nhwc_f16 (params nhwc_depthwise: a depthwise convolution between fp16 NHWC convolutions): its unrolled
     3x3 and 5x5 windows, as single pixels and as horizontal pairs sharing columns, and the loop over any other;
     strides, dilations, asymmetric pads, odd widths and the activations it fuses; against float64, poisoned first."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
     from convnet import catalogue
-    from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
     strides = list(stride) if isinstance(stride, tuple) else [stride] * 2
     rng = np.random.default_rng(k * 100 + strides[0] * 10 + strides[1] + dil)
-    inits = [numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32), "w1"),
-             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b1"),
-             numpy_helper.from_array((rng.standard_normal((c, 1, k, k)) / k).astype(np.float32), "wd"),
-             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "bd"),
-             numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32), "w2"),
-             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b2"),
-             numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")]
+    inits = {"w1": rng.standard_normal((c, c, 1, 1)) / np.sqrt(c), "b1": rng.standard_normal(c),
+             "wd": rng.standard_normal((c, 1, k, k)) / k, "bd": rng.standard_normal(c),
+             "w2": rng.standard_normal((c, c, 1, 1)) / np.sqrt(c), "b2": rng.standard_normal(c), "lo": 0, "hi": 6}
     acts = {"clip": [helper.make_node("Clip", ["d", "lo", "hi"], ["a"])],
             "relu": [helper.make_node("Relu", ["d"], ["a"])],
             "hardswish": [helper.make_node("HardSwish", ["d"], ["a"])],
@@ -617,14 +612,9 @@ def test_nhwc_depthwise_windows(tmp_path, k, stride, dil, pads, act, c, hw, batc
                               dilations=[dil] * 2, pads=pads, group=c),
              *acts,
              helper.make_node("Conv", ["a", "w2", "b2"], ["y"], kernel_shape=[1, 1])]
-    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, *hw])],
-                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 14)]), str(tmp_path / "d.onnx"))
-    g = graph.load(tmp_path / "d.onnx")
+    g = saved_and_loaded(tmp_path / "d.onnx", nodes, inits, c, hw, opset=14)
     net = GPUNet(g, catalogue.get("igemm_f16_wgmma", "onnx"))
     dw = next(i for i, layer in enumerate(g.layers) if layer.op == "conv" and layer.attrs["group"] > 1)
     assert dw in net.nhwc_dws
-    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
-    poison(net.rt)
-    assert rel_err(net.forward(x), reference.forward(g, x, np.float64)) <= 1e-2
+    forward_equals_float64(net, g, rng.standard_normal((batch, c, *hw)).astype(np.float32))
 
