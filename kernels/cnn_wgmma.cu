@@ -120,10 +120,10 @@ __device__ __forceinline__ void wgc_stage_acc(const float (&acc)[BN / 2], float*
                                                                                  acc[4 * q + 2 * half + 1]);
 }
 
-// ... and the staged rows' second pass: pixels p0 .. p0 + rows - 1 of the fp32 tile, 8 channels a thread. A thread
-// keeps one chunk of channels (WGC_THREADS is a multiple of the chunks a row), so its bias is loaded once.
+// ... and the staged tile's second pass: pixels p0 .. p0 + WGC_BM - 1, 8 channels a thread. A thread keeps one chunk
+// of channels (WGC_THREADS is a multiple of the chunks a row), so its bias is loaded once.
 template <int BN>
-__device__ __forceinline__ void wgc_store_staged(const float* tile, int rows, int tid, int p0, int n0, int total,
+__device__ __forceinline__ void wgc_store_staged(const float* tile, int tid, int p0, int n0, int total,
                                                  int M, const float* __restrict__ bias,
                                                  const __half* __restrict__ res, __half* __restrict__ y, int act,
                                                  float a, float b) {
@@ -134,7 +134,7 @@ __device__ __forceinline__ void wgc_store_staged(const float* tile, int rows, in
     float bv[8];
     load_float8(bias + n, bv);
 #pragma unroll 2
-    for (int r = tid / CHUNKS; r < rows && p0 + r < total; r += WGC_THREADS / CHUNKS) {
+    for (int r = tid / CHUNKS; r < WGC_BM && p0 + r < total; r += WGC_THREADS / CHUNKS) {
         const float4 lo = *reinterpret_cast<const float4*>(tile + r * LD + 4 * q);
         const float4 hi = *reinterpret_cast<const float4*>(tile + r * LD + BN / 2 + 4 + 4 * q);
         float v[8] = {lo.x + bv[0], lo.y + bv[1], lo.z + bv[2], lo.w + bv[3],
@@ -296,7 +296,7 @@ __device__ __forceinline__ void conv_wgmma_nhwc_body(
         __syncthreads();                                   // every warp's MMAs have read the ring: the tile takes it
         wgc_stage_acc<BN>(acc, reinterpret_cast<float*>(smem), wg * 64 + (warp & 3) * 16 + g, t);
         __syncthreads();
-        wgc_store_staged<BN>(reinterpret_cast<const float*>(smem), WGC_BM, tid, p0, n0, total, M, bias,
+        wgc_store_staged<BN>(reinterpret_cast<const float*>(smem), tid, p0, n0, total, M, bias,
                              static_cast<const __half*>(res), static_cast<__half*>(y), act, a, b);
     } else if (pool)
         wgc_pool_epilogue<BN>(acc, p0 + wg * 64 + (warp & 3) * 16 + g, n0, t, g, total, M, bias, y, y_nhwc, pool, P,
