@@ -41,11 +41,12 @@ def collect(arch: str) -> set:
                     net._run(np.zeros((n, *shape), np.float32))
     named = [catalogue.variant_spec(n.replace("+", ","), "onnx")
              for n in os.environ.get("VARIANTS", "").split(",") if n]
+    batches = [int(b) for b in os.environ.get("BATCHES", "1,256").split(",")]
     for path in [p for p in os.environ.get("ONNX", "").split(",") if p]:
         g = graph.load(path)
         for v in named or variants:
             net = GPUNet(g, v, rt)
-            for n in [int(b) for b in os.environ.get("BATCHES", "1,256").split(",")]:
+            for n in batches:
                 net._run(np.zeros((n, *g.input_shape), np.float32))
     return rt.builds
 
