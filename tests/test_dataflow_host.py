@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from convnet.errors import UsageError
 from convnet.gpt2 import dataflow as df
 from convnet.gpt2 import model as ref
 from convnet.paths import KERNELS_DIR
@@ -92,6 +93,46 @@ def assert_shares_fit(C: int, G: int):
         assert (2 * K + df.ROW_PAD) * unit * per <= slot and tiles_fit(rows, unit, per), (C, G, N, K)
         assert -(-rows // unit // per) <= df.TILES, (C, G, N, K)     # the plan's tile table
         assert U * G < 2 ** 31                                    # the kernel's int products
+
+
+@pytest.mark.parametrize("sm", [78, 114, 132, 144])
+@pytest.mark.parametrize("C,H", WIDTHS)
+def test_default_grid_keeps_every_stage_s_tiles_and_fits(C, H, sm):
+    """Below xl's width the launch takes every SM; from it about 91 % of them, never so few that a layer stage's
+    block takes more tiles than on every SM (the tiles counted here as the kernel's Share cuts them, independently of
+    dataflow.share_tiles)."""
+    G = df.default_grid(C, sm)
+    if C < df.PREFERRED_FROM:
+        assert G == sm
+    else:
+        assert int(df.WIDE_GRID_SHARE * sm) <= G < sm
+    slot = df.slot_bytes(C)
+    for N, K, unit in ((3 * C, C, 1), (C, C, 1), (4 * C, C, 2), (C, 4 * C, 1)):
+        per = max(1, slot // (2 * K + df.ROW_PAD) // unit)
+        most = lambda g: max(-(-((b + 1) * (N // unit) // g - b * (N // unit) // g) // per) for b in range(g))  # noqa: E731
+        assert most(G) == most(sm), (C, sm, G, N, K)
+    assert df.model_refusal(ref.GPT2Config(48, H, C, 50257, 1024), "sm_90a", G) is None
+    assert_shares_fit(C, G)
+
+
+def test_xl_on_132_sms_takes_120_blocks_and_df_grid_overrides_it():
+    assert df.default_grid(1600, 132) == 120 and df.layer_tiles(1600, 120) == df.layer_tiles(1600, 132)
+    assert df.layer_tiles(1600, 110) != df.layer_tiles(1600, 132)          # (110 blocks: 768 tokens/s, measured)
+    assert df.grid_of(0, 1600, 132) == 120 and df.grid_of(0, 768, 132) == 132
+    assert df.grid_of(96, 768, 132) == 96 and df.grid_of(0, 1600, None) is None
+    for bad, words in ((133, "do not fit"), (-1, "a count of blocks")):
+        with pytest.raises(UsageError) as e:
+            df.grid_of(bad, 1600, 132)
+        assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_df_grid_is_a_checked_param():
+    from convnet import catalogue
+    v = catalogue.variant_spec("fast_bf16_df@df_grid=120", "gpt2")
+    assert v.params["df_grid"] == 120
+    with pytest.raises(Exception) as e:
+        catalogue.variant_spec("fast_bf16_df@df_grid=many", "gpt2")
+    assert "df_grid" in str(e.value)
 
 
 def test_slot_bytes_by_width():

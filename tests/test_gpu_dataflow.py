@@ -9,6 +9,7 @@ import pytest
 
 from convnet.errors import UsageError
 from convnet.gpt2 import model as ref
+from convnet.gpt2.dataflow import default_grid
 from convnet.gpt2.generate import Sampling, generate, kept, scaled_logits
 from helpers import poison
 import test_gpu_megakernel as megakernel_tests
@@ -39,6 +40,23 @@ def test_one_step_logits_equal_float64(shape, T, cap, offset, rng):
     assert np.isfinite(got).all()
     err = np.abs(got - want).max() / np.abs(want).max()
     assert err < 2e-2, err
+
+
+@pytest.mark.parametrize("grid", ["all", 97, "default"])
+def test_logits_equal_float64_on_any_grid(grid, rng):
+    """At xl's width the launch takes about 91 % of the SMs by default (dataflow.default_grid); every SM, another
+    count and the default all give the float64 logits (poisoned first), each share and tile cut for its grid."""
+    config = SHAPES["xl_width"]
+    params, gpu = model(DF, config, seed=int(rng.integers(1000)))
+    sm = gpu.rt.sm_count
+    assert gpu.mega.grid == default_grid(config.n_embd, sm) < sm
+    if grid != "default":
+        gpu.mega.grid = sm if grid == "all" else grid
+    idx = rng.integers(0, config.vocab_size, (1, 33))
+    nxt, got = mega_logits(gpu, idx, 64)
+    want = ref.forward(params, config, np.concatenate([idx, nxt[:, None]], 1), np.float64)[:, -1]
+    assert np.isfinite(got).all()
+    assert np.abs(got - want).max() / np.abs(want).max() < 2e-2
 
 
 def test_two_runs_give_the_same_bits(rng):

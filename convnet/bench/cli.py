@@ -244,7 +244,8 @@ def _megakernel(args) -> int:
     _needs_gpu("convnet-bench megakernel")
     from .megakernel import megakernel_benchmark, trace_report
     if args.trace:
-        defines = dict(kv.split("=", 1) for kv in args.define)
+        from ..catalogue import setting_value
+        defines = {k: setting_value(v) for k, v in (kv.split("=", 1) for kv in args.define)}
         if dataflow:
             from .megakernel import dataflow_trace_report
             print(dataflow_trace_report(args.sizes[0], args.prompt_len, defines=defines, sampling=sampling))

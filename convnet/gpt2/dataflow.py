@@ -78,6 +78,52 @@ def preferred(config, arch: str, sm_count: int | None = None) -> bool:
     return config.n_embd >= PREFERRED_FROM and model_refusal(config, arch, sm_count) is None
 
 
+def share_tiles(N: int, K: int, unit: int, G: int, slot: int) -> int:
+    """The most tiles any block's share of an N x K weight takes on G blocks (the kernel's Share: block b owns units
+    [b U / G, (b + 1) U / G) of `unit` rows, in tiles of at most one slot)."""
+    U, per = N // unit, max(1, slot // (2 * K + ROW_PAD) // unit)
+    return max(-(-((b + 1) * U // G - b * U // G) // per) for b in range(G))
+
+
+def layer_tiles(C: int, G: int) -> tuple:
+    """The most tiles a block takes in each of a layer's four GEMV stages (qkv, projection, MLP up, MLP projection)
+    on G blocks."""
+    slot = slot_bytes(C)
+    return tuple(share_tiles(N, K, unit, G, slot) for N, K, unit in ((3 * C, C, 1), (C, C, 1), (4 * C, C, 2),
+                                                                     (C, 4 * C, 1)))
+
+
+WIDE_GRID_SHARE = 0.91             # from PREFERRED_FROM wide: the share of the SMs the launch takes by default
+
+
+def default_grid(C: int, sm_count: int) -> int:
+    """The launch's blocks when param df_grid is 0: every SM below PREFERRED_FROM wide; from it, WIDE_GRID_SHARE of
+    them, or the fewest above that which keep every layer stage's tiles a block as on every SM. At xl on the H200
+    (132 SMs, one process, greedy B = 1): 116, 120, 124 and 128 blocks ran 805, 810, 810 and 804 tokens/s against
+    783-784 on 132; 110 (four qkv tiles a block instead of three) 768. The trace puts the gain in the hand-overs
+    that every block polls (the MLP's hidden row: 1.74 -> 0.86 us a layer, x: 1.57 -> 1.39), the LM head's 40 us
+    taking 2.7 more. Narrower it lost (124M: 100 and 120 blocks 5,202 and 5,171 against 5,551; medium: 128 blocks
+    2,480 against 2,519) or was even (large, 108-124 blocks)."""
+    if C < PREFERRED_FROM:
+        return sm_count
+    full, G = layer_tiles(C, sm_count), max(1, int(WIDE_GRID_SHARE * sm_count))
+    while G < sm_count and layer_tiles(C, G) != full:
+        G += 1
+    return G
+
+
+def grid_of(df_grid: int, C: int, sm_count: int | None) -> int | None:
+    """The launch's blocks: param df_grid (at most the GPU's SMs: the launch is cooperative, a block an SM) or, at 0,
+    default_grid; None where the SM count is unknown (the dry run) and no count is asked for."""
+    if df_grid < 0:
+        raise UsageError(f"param df_grid takes a count of blocks (0: the default); got {df_grid}")
+    if not df_grid:
+        return None if sm_count is None else default_grid(C, sm_count)
+    if sm_count is not None and df_grid > sm_count:
+        raise UsageError(f"param df_grid: {df_grid} blocks do not fit this GPU's {sm_count} SMs (a block an SM)")
+    return df_grid
+
+
 def needs_sampler(sampling) -> bool:
     """Whether a launch with this generate.Sampling (None: greedy) runs the sampler's build (DF_SAMPLER=1): a
     temperature or a repetition penalty; greedy choices stay in the greedy build."""
@@ -99,7 +145,9 @@ class DecodeDataflow:
         from ..gpu.runtime import Runtime
         rt, cfg = gpu.rt, gpu.cfg
         real = isinstance(rt, Runtime)
-        why = model_refusal(cfg, rt.arch, rt.sm_count if real else None)
+        # param df_grid: the blocks of the launch (0: default_grid); fewer blocks take larger shares
+        self.grid = grid_of(gpu.variant.params.get("df_grid", 0), cfg.n_embd, rt.sm_count if real else None)
+        why = model_refusal(cfg, rt.arch, self.grid)
         if why:
             raise UsageError(f"variant {gpu.variant.name}: {why}")
         self.gpu, self.rt = gpu, rt
@@ -123,7 +171,8 @@ class DecodeDataflow:
         # greedy build cost 124M's greedy steps 2.5 % (5,401-5,465 tokens/s against 5,566-5,599, H200), so greedy
         # and logits launches keep a build without it. A dry run records it now (make kernels, the compile test).
         self._sampler = None if real else self._load({**self.defines, "DF_SAMPLER": 1})
-        self.grid = rt.sm_count
+        if self.grid is None:
+            self.grid = rt.sm_count
         L, w, pool = cfg.n_layer, gpu.w, rt.pool
         table = np.zeros((L, 10), np.uint64)
         for i in range(L):

@@ -36,6 +36,7 @@ class GPT2Params:
     decode: str = "steps"               # steps (a kernel per layer piece), mega or dataflow (one persistent kernel
                                         # a step), auto (dataflow where it is ahead at B = 1: dataflow.preferred)
     df_sampling: bool = True            # dataflow: sampled runs draw in the kernel (off: logits, then sampling.cu)
+    df_grid: int = 0                    # dataflow: blocks of the launch (0: dataflow.default_grid)
     graph_forward: bool = True          # the forward as one CUDA graph
     flash_tf32: bool = False            # flash attention on TF32 tensor cores
     flash_wgmma: bool = False           # bf16 flash attention on wgmma
