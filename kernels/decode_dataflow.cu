@@ -12,7 +12,8 @@
 // atomic, so a reader that sees the stamp it waits for has the value in the same load. No fence, no counter: a
 // hand-over is one store and the reader's load.
 //
-// One block per SM (cooperative launch: every block resident), 9 warps: warp 8 the producer, 0-7 consumers.
+// At most one block per SM (cooperative launch: every block resident; at xl 91 % of the SMs, dataflow.py's
+// default_grid: fewer pollers made the hand-overs cheaper), 9 warps: warp 8 the producer, 0-7 consumers.
 //   * The producer streams the block's weight rows, in the order the consumers use them, into a ring of DF_SLOTS
 //     shared-memory slots with cp.async.bulk (L2 evict-first). Weights depend on nothing a step computes, so the
 //     ring runs ahead of every wait: a block's next stage is in shared memory before its input arrives. The ring's
@@ -64,7 +65,7 @@
 // refill during a hand-over (DF_HOLD_LAST), few-row tiles' K in segments (DF_SEGMENTS: xl's MLP projection
 // streamed at 1.7 TB/s on 2-row tiles), and, wider than 1,024, slots of the most whole rows that fit (dataflow.py's
 // slot_bytes). B = 1 against fast_bf16 in the same process: 124M 5,580 tokens/s against 6,116, medium 2,545 against
-// 2,733, large 1,377 against 1,380, xl 781 against 732.
+// 2,733, large 1,377 against 1,380, xl 810 (on 120 of 132 SMs) against 733.
 //
 // Tunables (-D): DF_SLOTS, DF_SLOT_BYTES, DF_ROW_PAD, DF_HOLD_LAST (the ring), DF_CHAINS (a GEMV warp's
 // accumulators), DF_SEGMENTS (few-row tiles' K in segments), DF_CMAX (largest n_embd), DF_PRODUCER_SLEEP,

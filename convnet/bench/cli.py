@@ -106,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead: where a step's time goes, at the first size (the dataflow kernel's DF_TRACE=1 "
                         "build at B=1 where fast_bf16_df is among --variants, as by default, greedy or with the "
                         "sampling options; else the megakernel's MK_TRACE=1 build at the first batch, greedy)")
-    m.add_argument("--define", nargs="*", default=[], metavar="K=V", help="--trace: -D constants of the traced build")
+    m.add_argument("--define", nargs="*", default=[], metavar="K=V",
+                   help="--trace: settings of the traced build: upper-case keys -D constants, lower-case ones "
+                        "params (df_grid=120)")
     t = commands.add_parser("results", help="the recorded figures (results/*.csv); --docs redraws the docs' tables")
     t.add_argument("--model", choices=("lenet86", "gpt2", "onnx"), default=None,
                    help="one model's table (default: all)")

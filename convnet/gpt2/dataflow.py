@@ -72,9 +72,9 @@ PREFERRED_FROM = 1536              # n_embd from which decode = "auto" takes thi
 def preferred(config, arch: str, sm_count: int | None = None) -> bool:
     """decode = "auto" (fast_bf16): whether one sequence's decode steps run on this kernel rather than the step
     graphs. It runs the model and is ahead of them: from PREFERRED_FROM wide. At B = 1 on the H200 (one process a
-    size, the steps in the same process) it was ahead at xl (1,600 wide: 775-781 tokens/s against 731-732 greedy,
-    761 against 697 sampled), even at large (1,377 against 1,380) and behind at medium and 124M (2,545 against
-    2,733; 5,557-5,597 against 6,100-6,116)."""
+    size, the steps in the same process) it was ahead at xl (1,600 wide: 775-781 tokens/s against 731-732 greedy, 810
+    against 733 on default_grid's 120 blocks, 761 against 697 sampled), even at large (1,377 against 1,380) and
+    behind at medium and 124M (2,545 against 2,733; 5,557-5,597 against 6,100-6,116)."""
     return config.n_embd >= PREFERRED_FROM and model_refusal(config, arch, sm_count) is None
 
 
