@@ -39,7 +39,7 @@ def variant_with(name: str, drop=(), model: str = "gpt2", **setting):
     archived snapshot that differed only by it. Named after what changed, so its builds and ids say so."""
     import dataclasses
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     v = catalogue.get(name, model)
     v = dataclasses.replace(v, defines={k: x for k, x in v.defines.items() if k not in drop},
                             params={k: x for k, x in v.params.items() if k not in drop})

@@ -49,7 +49,7 @@ def test_dense_layers_of_a_few_rows_take_the_warp_per_feature_kernel(tmp_path, b
     here: LeNet-5's widest layer, 120 features, over 4,000 rows makes 126), a dense layer runs dense_small over
     transposed weights (uploaded at the first such batch, a warp for every output feature, a block for every 8 rows);
     more rows the tiled GEMMs (without dense_chain, which takes them)."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime
@@ -140,7 +140,7 @@ def test_depthwise_layers_stay_in_fp16_nhwc_with_nhwc_depthwise(tmp_path, name):
     the param every depthwise layer runs conv_grouped. In mobilenet_v3_block the squeeze-and-excitation's global
     pool and product read that output in fp16 NHWC too (and the product writes it)."""
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime
@@ -170,7 +170,7 @@ def test_depthwise_layers_stay_in_fp16_nhwc_with_nhwc_depthwise(tmp_path, name):
 def test_a_variant_spec_overrides_params_and_constants():
     """tools/ab_igemm.py's and tools/sanitize_cnn.py's NAME@KEY=VALUE: lower-case keys are params, upper-case -D
     constants, whole numbers ints; a malformed spec is one line."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.errors import ConvnetError
     v = variant_spec("igemm_f16_wgmma@nhwc_depthwise=1,IG_STAGES=4", "onnx")
     assert v.params["nhwc_depthwise"] == 1 and v.defines["IG_STAGES"] == 4 and v.params["wgmma"]
@@ -187,7 +187,7 @@ def test_small_convolutions_take_conv_small_where_their_output_is_fp32(tmp_path)
     keeps its tiles; a convolution whose reader takes fp16 NHWC (8 channels in, a wide layer after) keeps the tile
     that writes that layout. (stem_conv off: at 1 conv_stem takes the second convolution from the tile.)"""
     from convnet import catalogue
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime
@@ -218,7 +218,7 @@ def test_convolutions_over_64_channel_inputs_take_the_tma_kernel(tmp_path):
     conv_tma_nhwc (288 threads, a persistent grid of at most one block an SM here, 23 arguments with the two maps), the
     others conv_wgmma_nhwc; tma_min_steps sends those of fewer 64-deep steps back (the variant's 32: all of these,
     the widest being 3x3 over 128 channels, 18 steps); without the param none."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime
@@ -262,7 +262,7 @@ def test_dense_chain_takes_an_mlp_head_in_one_launch_past_8_rows(tmp_path):
     """params dense_chain: mlp_head's dense layers run as three chains (two layers; one whose output an Add also
     reads; one with the softmax after it), each one dense_chain launch over blocks of DC_ROWS rows past 8 rows, no
     GEMM or softmax kernel; at 8 rows or fewer each dense layer runs dense_small."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.errors import UsageError
@@ -329,7 +329,7 @@ def test_stride_1_convolutions_of_at_most_32_outputs_take_the_halo_kernel(tmp_pa
     multiples with at most 32 outputs, pooled or not, launch conv_halo_nhwc (a persistent grid of at most 3 blocks an
     SM, dynamic shared memory for the weights and two windows); the 3-channel stem, the 64-output layers and, with the
     param off, every layer keep their kernels."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime
@@ -390,7 +390,7 @@ def test_convolutions_over_fp32_inputs_of_few_channels_take_the_stem_kernel(tmp_
     NCHW input of at most 8 channels) launches conv_stem, a block per tile of 16 or 32 columns, its window in dynamic
     shared memory (tiles of up to 32 rows); at 2 conv_small's layers too; at 0 none; any other value, or params
     stem_rows outside 1 to 4, is one line."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.errors import UsageError
@@ -426,7 +426,7 @@ def test_pooled_convolutions_of_more_than_32_outputs_take_the_wgmma_kernel(tmp_p
     """params wgmma_pool (on in igemm_f16_wgmma and igemm_f16_graph, sm_90a): VGG-CIFAR's max-pooled 64 -> 64 layer
     launches conv_wgmma_nhwc (24 arguments, the pool among them) over whole 2x2 windows (a block of 128 rows is 32
     pooled pixels), not conv_igemm_nhwc_m64; with the param off, or on another GPU, it keeps conv_igemm_nhwc_m64."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     from convnet.gpu.recorder import RecordingRuntime

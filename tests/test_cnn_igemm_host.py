@@ -341,7 +341,7 @@ def test_tma_convolutions_stay_within_the_im2col_maps_bounds(tmp_path, k, stride
                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "t.onnx"))
     rt = RecordingRuntime()
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     net = GPUNet(graph.load(tmp_path / "t.onnx"), with_setting(catalogue.get("igemm_f16_wgmma", "onnx"),
                                                                {"tma_min_steps": 1}), rt)
     net._run(np.zeros((2, 64, 20, 20), np.float32))

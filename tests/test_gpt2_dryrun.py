@@ -83,7 +83,7 @@ def test_ln_defines_reach_the_layernorm_builds_only():
     """ln_defines (session 24): -D constants for the warp LayerNorm's builds, so a LayerNorm trial shares its variant's
     GEMM and attention builds."""
     from convnet.bench.dryrun import kernels_of
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     base = catalogue.get("fast_bf16_xb", "gpt2")
     trial = with_setting(base, {"ln_defines": {"LN_GB_EARLY": 0}})
@@ -149,7 +149,7 @@ def test_wgmma_flash_attention_routing_and_refusals():
         FlashAttentionBF16(rt, 64, {"FB_LEAN": 2}, "t")
     assert "\n" not in str(e.value) and not rt.builds
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.model import GPT2Config, random_params
     cfg = GPT2Config(n_layer=1, n_head=2, n_embd=128, vocab_size=257, n_ctx=64)

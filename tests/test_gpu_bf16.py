@@ -84,7 +84,7 @@ def test_ln_fold_needs_the_fold_builds_in_one_line():
     """Param ln_fold without gemm.cu's BF_LNS prefill builds (or with statistics tiles of another width than the
     residual GEMMs' BF_BN): one line naming what is missing."""
     from convnet.bench.dryrun import RecordingRuntime
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     lnf = catalogue.get("fast_bf16_lnf", "gpt2")
     groups = {**lnf.params["prefill_group_defines"]}
@@ -99,7 +99,7 @@ def test_ln_fold_needs_the_fold_builds_in_one_line():
 def test_bf16_embedding_width_refused_before_compiling():
     """EMB_VEC (embed_bf16's columns per thread) other than 1 or 8: one line, nothing built."""
     from convnet.bench.dryrun import RecordingRuntime
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     rt = RecordingRuntime()
     with pytest.raises(GPUError, match="EMB_VEC"):
@@ -162,7 +162,7 @@ def test_bf16_decode_fold_plan_on_the_dry_run(C, H):
     1600 too, where the prologue stops at 1024) from the fold vectors made at load; no LayerNorm kernel, the LM
     head's pick folded too. Off, xl's step has its 2 L + 1 LayerNorm kernels and no pick."""
     from convnet.bench.dryrun import RecordingRuntime
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     cfg = ref.GPT2Config(n_layer=2, n_head=H, n_embd=C, vocab_size=257, n_ctx=64)
     L, steps = cfg.n_layer, {}
@@ -223,7 +223,7 @@ def test_bf16_residual_stream_refusals_in_one_line(params):
     """residual_dtype other than fp32 / bf16, or bf16 with the LayerNorm fold or off the bf16 path: one line, nothing
     built."""
     from convnet.bench.dryrun import RecordingRuntime
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     rt = RecordingRuntime()
     with pytest.raises(GPUError, match="residual_dtype") as e:
@@ -850,7 +850,7 @@ def test_bf16_decode_step_paths_agree(B, rng):
     launched plainly: no race hides in the early launches); the LayerNorm in the GEMV's prologue (decode_fold off)
     the same as the LayerNorm kernel (the same bf16 operands); with those and with the flash kernel at Tq = 1 (p
     rounded to bf16 there) every token is still a float64 near-maximum."""
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpu.runtime import Runtime
     name = MAIN if Runtime.get().arch == "sm_90a" else "fast_bf16_mma"
@@ -878,7 +878,7 @@ def test_bf16_decode_pick_and_early_reads(B, T, new, rng):
     decode_pick: the LM head's GEMV takes the argmax, advances pos and embeds the next tokens): the same tokens as
     fast_bf16 without either, bit for bit (the same arithmetic), from a CUDA graph, without one, and with the argmax
     kernels (decode_pick off); and they pick float64 near-maxima. 150 + 10 tokens fill SMALL's context."""
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     rt = runtime_for("fast_bf16")
     params = _small_params(SMALL, wte_scale=4.0)

@@ -91,7 +91,7 @@ def test_nhwc_depthwise_equals_float64(tmp_path, name, batch):
     fused), mobilenet_v3_block's squeeze-and-excitation pools and products too (global_avg_pool_nhwc_f16,
     mul_channels_nhwc_f16), against float64, poisoned, at odd batches; networks without them run as before."""
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     g = load(tmp_path, name, seed=batch)
@@ -137,7 +137,7 @@ def test_dense_chain_equals_float64(tmp_path, name, batch):
     """params dense_chain (kernels/cnn.cu): a run of dense layers, each read only by the next, maybe a softmax after,
     in one launch past 8 rows; fp32 throughout, so within 1e-5 of float64 on the fp32 convolutions of `direct`, at
     rows not in 16s, poisoned; widths not in 4s (mlp_head)."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     g = load(tmp_path, name, seed=batch)
@@ -226,7 +226,7 @@ def test_halo_convolution_at_odd_shapes(tmp_path, c, m, k, pads, hw, batch, pool
     tails; with params halo_regs the 3x3 layers over 16 channels of at most 16 outputs take the build that keeps the
     weights in registers; fp32 NCHW output, poisoned first, against float64."""
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     if pool and min(hw[0] + pads[0] + pads[2], hw[1] + pads[1] + pads[3]) - k + 1 < 2:
@@ -247,7 +247,7 @@ def test_halo_convolutions_in_networks(tmp_path, name, batch):
     conv_halo_nhwc between fp16 NHWC layers (pools fused; ResNet blocks' residual Adds fused), against float64,
     poisoned first."""
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     g = load(tmp_path, name, seed=batch)
@@ -279,7 +279,7 @@ def test_stem_convolution_at_odd_shapes(tmp_path, c, m, k, stride, pads, hw, bat
     column): partial channel and pixel tiles, strides, asymmetric padding, batch tails; fp32 NCHW output, poisoned
     first, against float64."""
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet, STEM_MAX_TAPS
     oh, ow = ((hw[0] + pads[0] + pads[2] - k) // stride + 1, (hw[1] + pads[1] + pads[3] - k) // stride + 1)
@@ -305,7 +305,7 @@ def test_stem_convolutions_in_networks(tmp_path, name, batch):
     layers after them, LeNet-5's two convolutions writing fp32 NCHW with their pools fused, against float64,
     poisoned first."""
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     g = load(tmp_path, name, seed=batch)
@@ -320,7 +320,7 @@ def hopper_conv_equals_float64(tmp_path, param, taken, c, m, k, stride, dil, pad
     """one_conv (seeded m + c) on igemm_f16_wgmma with `param` on: the convolution is in the network's set `taken`
     (its Hopper kernel runs it), and its fp32 NCHW output, poisoned first, equals float64 within 1e-2."""
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn.gpu import GPUNet
     rng = np.random.default_rng(m + c)
     g = one_conv(tmp_path, rng, c, m, k, stride, dil, pads, hw)
@@ -388,7 +388,7 @@ def test_tma_convolutions_in_a_network(tmp_path, batch):
     """params tma_conv through a residual network of 64-128 channels (fp16 NHWC in and out, the residual Add and
     ReLU fused in the epilogue, a whole-forward graph at batch 1) against float64, poisoned first."""
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import reference
     from convnet.cnn.gpu import GPUNet
     g = load(tmp_path, "resnet_wide", seed=batch)
@@ -451,7 +451,7 @@ def test_small_convolutions_in_fp32(tmp_path, case, batch):
     that do not divide the batch; fp32 throughout, so within 1e-5 of float64, poisoned, where the tensor-core
     tiles it replaces are within 2e-2."""
     from onnx import TensorProto, helper, numpy_helper
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
     c, h, w, m, kernel, strides, dilations, pads, act, pool = case

@@ -199,7 +199,7 @@ def test_torchvision_depthwise_blocks_in_nhwc(tmp_path, on, name, depthwise, se)
     conv_dw_nhwc_f16 and every squeeze-and-excitation product mul_channels_nhwc_f16, in fp16 NHWC."""
     torchvision = pytest.importorskip("torchvision")
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     torch.manual_seed(5)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from convnet import catalogue
-from convnet.bench.layer import with_setting
+from convnet.catalogue import with_setting
 from convnet.gpt2.model import GPT2Config, random_params
 
 pytestmark = pytest.mark.gpu

@@ -33,7 +33,7 @@ def conv_ms(path, spec, n, repeat=5):
     """(median milliseconds of the one-Conv network's layers on the device, three forwards back to back between CUDA
     events so that the host's launches hide under the kernels; its relative error against float64 on the first 64
     images)."""
-    from convnet.bench.layer import variant_spec
+    from convnet.catalogue import variant_spec
     from convnet.cnn import graph, reference
     from convnet.cnn.gpu import GPUNet
     g = graph.load(path)

@@ -38,7 +38,7 @@ def collect(arch: str) -> set:
     # builds depend on the width and heads only), and the MK_TRACE=1 build of convnet-bench megakernel --trace
     # (the benchmark's medium and large widths compile when it runs)
     if sm >= 90:
-        from convnet.bench.layer import with_setting
+        from convnet.catalogue import with_setting
         mk = catalogue.get("fast_bf16_mk", "gpt2")
         for name in ("fast_bf16", "fast_bf16_mk"):
             for C, H in ((128, 2), (256, 4), (768, 12), (1600, 25)):
@@ -59,7 +59,7 @@ def collect(arch: str) -> set:
     for cfg in FLASH_BF16_BENCH.values():              # as bench-attention builds them (a config's own -D constants)
         FlashAttentionBF16(rt, 64, cfg.get("defines", {}), "bench", **{k: v for k, v in cfg.items() if k != "defines"})
     # test_gpu_bf16's decode-step comparisons (PDL off, the LayerNorm kernel, the flash kernel at Tq = 1)
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     for setting in ({"PDL": 0}, {"ln_fuse": False}, {"decode_attention": "flash"}):
         GPT2GPU(random_params(CONFIGS[0]), CONFIGS[0], with_setting(catalogue.get("fast_bf16", "gpt2"), setting), rt)
     for D in (16, 32, 64, 128):                          # decode_attention_bf16, plain, PDL and PDL_EARLY

@@ -23,7 +23,7 @@ def collect(arch: str) -> set:
     import onnx
     from cnn_models import MODELS
     from convnet import catalogue
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.cnn import graph
     from convnet.cnn.gpu import GPUNet
     rt = RecordingRuntime()

@@ -53,7 +53,7 @@ def builds_of_gemm_tests(rt, sets=None) -> None:
 def collect(arch: str) -> set:
     import precompile_bf16
     import precompile_generate
-    from convnet.bench.layer import with_setting
+    from convnet.catalogue import with_setting
     from convnet.gpt2.gpu import GPT2GPU
     from convnet.gpt2.gpu_generate import GPUGenerator
     from convnet.gpt2.model import GPT2Config, random_params

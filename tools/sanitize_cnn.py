@@ -13,7 +13,7 @@ from cnn_models import MODELS                     # noqa: E402
 
 import onnx                                       # noqa: E402
 from convnet import catalogue                     # noqa: E402
-from convnet.bench.layer import variant_spec      # noqa: E402
+from convnet.catalogue import variant_spec      # noqa: E402
 from convnet.cnn import graph, reference          # noqa: E402
 from convnet.cnn.gpu import GPUNet                # noqa: E402
 

@@ -227,7 +227,7 @@ def _generate(args) -> int:
 
 
 def _megakernel(args) -> int:
-    from .layer import variant_spec
+    from ..catalogue import variant_spec
     from .megakernel import DEFAULT_VARIANTS
     args.variants = args.variants or list(DEFAULT_VARIANTS)
     decode = {n: variant_spec(n, "gpt2").params.get("decode") for n in args.variants}

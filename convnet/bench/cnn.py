@@ -189,7 +189,7 @@ def bench(path: str, batch: int, variants, repeat: int = 10, trace: bool = False
     from ..cnn import graph as cg, reference
     from ..cnn.gpu import GPUNet
     from ..gpu.runtime import Runtime
-    from .layer import variant_spec
+    from ..catalogue import variant_spec
     g = cg.load(path)
     x = np.random.default_rng(0).standard_normal((batch, *g.input_shape)).astype(np.float32)
     x_pinned = Runtime.get().pinned(x.shape, np.float32)

@@ -29,7 +29,7 @@ from ..cmdline import positive_int
 from ..errors import exit_code
 from .autotune import gpt2_shapes
 from .forward_ab import random_124m
-from .layer import variant_spec
+from ..catalogue import variant_spec
 
 GEMM_GROUPS = ("qkv", "attn_proj", "mlp_fc", "mlp_proj", "lm_head")
 RESIDUAL_GROUPS = ("attn_proj", "mlp_proj")     # ours reduce-add into the fp32 residual stream

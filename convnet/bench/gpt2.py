@@ -334,7 +334,8 @@ def decode_benchmark(names, sweep_items=(), new_tokens: int = 256, repeat: int =
     """Greedy decode, B=1, a 16-token prompt, random 124M weights: the median steady rate (tokens/s) of
     `repeat` generations per variant, or per setting of a sweep over one variant (same process)."""
     import statistics
-    from .layer import parse_sweep, settings, with_setting
+    from ..catalogue import with_setting
+    from .layer import parse_sweep, settings
     from ..gpt2.gpu import GROUPS, GPT2GPU
     params, config, what = load_model(None)
     grid = parse_sweep(sweep_items)

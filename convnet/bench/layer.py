@@ -17,8 +17,6 @@ from .. import catalogue, reference as ref, report, weights as wio
 from ..catalogue import setting_value, with_setting
 from ..errors import ConvnetError, exit_code
 
-variant_spec = catalogue.variant_spec       # where the instruments and the tests take it from
-
 LAYERS = {"conv1": ("conv1.weight", (1, 86, 86)), "conv2": ("conv2.weight", (4, 40, 40))}
 
 

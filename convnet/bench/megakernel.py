@@ -51,7 +51,7 @@ def _rate(gen, prompts, new_tokens: int, repeat: int, sampling) -> tuple[float, 
 def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8), prompt_len: int = 64,
                          new_tokens: int = 128, repeat: int = 3, variants=DEFAULT_VARIANTS,
                          hf: bool = True, sampling=None) -> tuple[str, list]:
-    """Returns (the table, rows of dicts). variants: catalogue names or NAME@KEY=V,... (bench.layer.variant_spec);
+    """Returns (the table, rows of dicts). variants: catalogue names or NAME@KEY=V,... (catalogue.variant_spec);
     sampling: a generate.Sampling (default greedy)."""
     import sys
 
@@ -63,7 +63,7 @@ def megakernel_benchmark(sizes=("124M", "medium", "large", "xl"), batches=(1, 8)
     from ..gpt2.model import random_params
     from ..gpu.runtime import Runtime
     from . import hf_anchor
-    from .layer import variant_spec
+    from ..catalogue import variant_spec
     sampling = sampling or Sampling()
     rt = Runtime.get()
     peak = nominal_bandwidth(rt.name)
@@ -156,7 +156,7 @@ def _after_prompt(name: str, setting: dict, size: str, B: int, prompt_len: int, 
     from .. import catalogue
     from ..gpt2.gpu import GPT2GPU
     from ..gpt2.model import random_params
-    from .layer import with_setting
+    from ..catalogue import with_setting
     config = size_config(size)
     gpu = GPT2GPU(random_params(config, seed=0), config, with_setting(catalogue.get(name, "gpt2"), setting))
     rt = gpu.rt

@@ -7,7 +7,7 @@ that forward_ab, gemm_groups and the tests can name the trials like any variant.
                  label="s22 lead")
 
 Each trial is (title, {group: {constant: value}} merged into the base's prefill_group_defines, {param: value} merged
-into its params; upper-case keys there are the variant's own -D constants, as bench.layer.with_setting takes them).
+into its params; upper-case keys there are the variant's own -D constants, as catalogue.with_setting takes them).
 The session's own script keeps the list of what it tried; this module is the writing."""
 import copy
 import json
