@@ -115,8 +115,8 @@ def default_grid(C: int, sm_count: int) -> int:
 def grid_of(df_grid: int, C: int, sm_count: int | None) -> int | None:
     """The launch's blocks: param df_grid (at most the GPU's SMs: the launch is cooperative, a block an SM) or, at 0,
     default_grid; None where the SM count is unknown (the dry run) and no count is asked for."""
-    if df_grid < 0:
-        raise UsageError(f"param df_grid takes a count of blocks (0: the default); got {df_grid}")
+    if isinstance(df_grid, bool) or not isinstance(df_grid, int) or df_grid < 0:
+        raise UsageError(f"param df_grid takes a count of blocks (0: the default); got {df_grid!r}")
     if not df_grid:
         return None if sm_count is None else default_grid(C, sm_count)
     if sm_count is not None and df_grid > sm_count:
