@@ -109,6 +109,31 @@ __device__ __forceinline__ void bfm_k16_step(float (&acc)[MF][2][4], const __nv_
         for (int j = 0; j < 2; ++j) mma_bf16(acc[i][j], a[i], b[j][0], b[j][1]);
 }
 
+// The ring's first BFM_STAGES - 1 k tiles (load_part(stage, k0, with_a, with_w), a group each). With BFM_PDL the
+// weights go before the programmatic wait, so they stream in while the kernel before finishes; A, the workspace,
+// the tickets and C are read only after it.
+template <typename LoadPart>
+__device__ __forceinline__ void bfm_fill_ring(LoadPart& load_part, int ntiles, int kb) {
+#if BFM_PDL
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s)
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, false, true);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s) {
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, false);
+        cp_async_commit();
+    }
+#else
+#pragma unroll
+    for (int s = 0; s < BFM_STAGES - 1; ++s) {
+        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, true);
+        cp_async_commit();
+    }
+#endif
+}
+
 template <int MF>
 __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, const __nv_bfloat16* RESTRICT Bt,
                                              float* RESTRICT ws, unsigned* RESTRICT tickets, int M, int N, int K,
@@ -141,24 +166,7 @@ __device__ __forceinline__ void small_m_bf16(const __nv_bfloat16* RESTRICT A, co
                 cp_async16(wsm + r * BFM_P + c, ok ? Bt + (long long)(n0 + r) * ldb + k0 + c : Bt, ok);
             }
     };
-#if BFM_PDL
-#pragma unroll
-    for (int s = 0; s < BFM_STAGES - 1; ++s)
-        if (s < ntiles) load_part(s, kb + s * BFM_BK, false, true);
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");           // A, the workspace, tickets, C: after this
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#pragma unroll
-    for (int s = 0; s < BFM_STAGES - 1; ++s) {
-        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, false);
-        cp_async_commit();
-    }
-#else
-#pragma unroll
-    for (int s = 0; s < BFM_STAGES - 1; ++s) {
-        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, true);
-        cp_async_commit();
-    }
-#endif
+    bfm_fill_ring(load_part, ntiles, kb);
     float acc[MF][2][4] = {};
     for (int tile = 0; tile < ntiles; ++tile) {
         cp_async_wait<BFM_STAGES - 2>();
@@ -325,24 +333,7 @@ __device__ __forceinline__ void small_m_bf16_lns(const void* RESTRICT Av, const 
             }
         }
     };
-#if BFM_PDL
-#pragma unroll
-    for (int s = 0; s < BFM_STAGES - 1; ++s)
-        if (s < ntiles) load_part(s, kb + s * BFM_BK, false, true);
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#pragma unroll
-    for (int s = 0; s < BFM_STAGES - 1; ++s) {
-        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, false);
-        cp_async_commit();
-    }
-#else
-#pragma unroll
-    for (int s = 0; s < BFM_STAGES - 1; ++s) {
-        if (s < ntiles) load_part(s, kb + s * BFM_BK, true, true);
-        cp_async_commit();
-    }
-#endif
+    bfm_fill_ring(load_part, ntiles, kb);
     float mu[MF][2], rs[MF][2];
     if constexpr (LN_IN) {                                      // while the first tiles load
         smm_stats_rows<MR, BFM_THREADS, BFM_BN>(stats_in, M, K, ln_eps, stat, tid);
