@@ -126,6 +126,19 @@ def test_xl_on_132_sms_takes_120_blocks_and_df_grid_overrides_it():
         assert words in str(e.value) and "\n" not in str(e.value)
 
 
+def test_the_dry_run_takes_the_default_grid_too():
+    """The dry run's stand-in GPU (132 SMs) gets the grid a real one of 132 SMs would: 120 blocks at xl's width, every
+    SM at 124M's."""
+    from convnet.gpt2.gpu import GPT2GPU
+    from convnet.gpu.recorder import RecordingRuntime
+    from helpers import spec_variant
+    assert RecordingRuntime.sm_count == 132
+    for C, H, want in ((1600, 25, 120), (768, 12, 132)):
+        config = ref.GPT2Config(2, H, C, 999, 64)
+        gpu = GPT2GPU(ref.random_params(config, 0), config, spec_variant("fast_bf16_df"), RecordingRuntime())
+        assert gpu.mega.grid == want
+
+
 def test_df_grid_is_a_checked_param():
     from convnet import catalogue
     v = catalogue.variant_spec("fast_bf16_df@df_grid=120", "gpt2")

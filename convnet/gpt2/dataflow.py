@@ -171,8 +171,8 @@ class DecodeDataflow:
         # greedy build cost 124M's greedy steps 2.5 % (5,401-5,465 tokens/s against 5,566-5,599, H200), so greedy
         # and logits launches keep a build without it. A dry run records it now (make kernels, the compile test).
         self._sampler = None if real else self._load({**self.defines, "DF_SAMPLER": 1})
-        if self.grid is None:
-            self.grid = rt.sm_count
+        if self.grid is None:                       # the dry run: its stand-in GPU's count
+            self.grid = default_grid(cfg.n_embd, rt.sm_count)
         L, w, pool = cfg.n_layer, gpu.w, rt.pool
         table = np.zeros((L, 10), np.uint64)
         for i in range(L):
