@@ -119,7 +119,7 @@ def test_xl_on_132_sms_takes_120_blocks_and_df_grid_overrides_it():
     assert df.default_grid(1600, 132) == 120 and df.layer_tiles(1600, 120) == df.layer_tiles(1600, 132)
     assert df.layer_tiles(1600, 110) != df.layer_tiles(1600, 132)          # (110 blocks: 768 tokens/s, measured)
     assert df.grid_of(0, 1600, 132) == 120 and df.grid_of(0, 768, 132) == 132
-    assert df.grid_of(96, 768, 132) == 96 and df.grid_of(0, 1600, None) is None
+    assert df.grid_of(96, 768, 132) == 96
     for bad, words in ((133, "do not fit"), (-1, "a count of blocks"), ("120x", "a count of blocks")):
         with pytest.raises(UsageError) as e:
             df.grid_of(bad, 1600, 132)

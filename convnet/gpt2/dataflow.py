@@ -112,14 +112,14 @@ def default_grid(C: int, sm_count: int) -> int:
     return G
 
 
-def grid_of(df_grid: int, C: int, sm_count: int | None) -> int | None:
+def grid_of(df_grid: int, C: int, sm_count: int) -> int:
     """The launch's blocks: param df_grid (at most the GPU's SMs: the launch is cooperative, a block an SM) or, at 0,
-    default_grid; None where the SM count is unknown (the dry run) and no count is asked for."""
+    default_grid."""
     if isinstance(df_grid, bool) or not isinstance(df_grid, int) or df_grid < 0:
         raise UsageError(f"param df_grid takes a count of blocks (0: the default); got {df_grid!r}")
     if not df_grid:
-        return None if sm_count is None else default_grid(C, sm_count)
-    if sm_count is not None and df_grid > sm_count:
+        return default_grid(C, sm_count)
+    if df_grid > sm_count:
         raise UsageError(f"param df_grid: {df_grid} blocks do not fit this GPU's {sm_count} SMs (a block an SM)")
     return df_grid
 
@@ -145,9 +145,10 @@ class DecodeDataflow:
         from ..gpu.runtime import Runtime
         rt, cfg = gpu.rt, gpu.cfg
         real = isinstance(rt, Runtime)
-        # param df_grid: the blocks of the launch (0: default_grid); fewer blocks take larger shares
-        self.grid = grid_of(gpu.variant.params.get("df_grid", 0), cfg.n_embd, rt.sm_count if real else None)
-        why = model_refusal(cfg, rt.arch, self.grid)
+        # param df_grid: the blocks of the launch (0: default_grid); fewer blocks take larger shares (the dry run:
+        # its stand-in GPU's SMs, but no refusal by them)
+        self.grid = grid_of(gpu.variant.params.get("df_grid", 0), cfg.n_embd, rt.sm_count)
+        why = model_refusal(cfg, rt.arch, self.grid if real else None)
         if why:
             raise UsageError(f"variant {gpu.variant.name}: {why}")
         self.gpu, self.rt = gpu, rt
@@ -171,8 +172,6 @@ class DecodeDataflow:
         # greedy build cost 124M's greedy steps 2.5 % (5,401-5,465 tokens/s against 5,566-5,599, H200), so greedy
         # and logits launches keep a build without it. A dry run records it now (make kernels, the compile test).
         self._sampler = None if real else self._load({**self.defines, "DF_SAMPLER": 1})
-        if self.grid is None:                       # the dry run: its stand-in GPU's count
-            self.grid = default_grid(cfg.n_embd, rt.sm_count)
         L, w, pool = cfg.n_layer, gpu.w, rt.pool
         table = np.zeros((L, 10), np.uint64)
         for i in range(L):
